@@ -1,0 +1,354 @@
+//! The `Plan`: a validated scenario lowered into concrete, resolved steps.
+//!
+//! Everything random (which users send, who is in which group) is resolved here from the
+//! scenario's seed, so every shard and process computes the same plan. The engine runs a
+//! `Plan` and never sees TOML.
+
+use std::time::Duration;
+
+/// A user is numbered `0..population.users` inside a plan; its wire id is
+/// `format!("{}{}", population.prefix, population.first_id + index)`.
+pub type UserIx = u32;
+
+/// A stream is one sender's sequence of messages into one conversation; the ledger tracks
+/// delivery per stream × recipient. Ids are dense from 0 and unique across a plan.
+pub type StreamId = u32;
+
+/// A runnable scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Scenario name (file stem unless `name` is set), shown in the report.
+    pub name: String,
+    /// Seed used to resolve every random choice.
+    pub seed: u64,
+    /// What to connect to.
+    pub target: Target,
+    /// Who logs in, when, and who is late or churns.
+    pub population: Population,
+    /// Traffic patterns, each with its own resolved streams.
+    pub traffic: Vec<Traffic>,
+    /// Delivery verification settings.
+    pub ledger: LedgerOpts,
+    /// SLO checks that decide the exit code.
+    pub checks: Vec<Check>,
+    /// Output settings.
+    pub report: ReportOpts,
+    /// Grace period after the last scheduled send for in-flight deliveries (and on Ctrl-C).
+    pub drain: Duration,
+    /// This process's slice of the user range.
+    pub shard: Shard,
+}
+
+/// Which protocol driver to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DriverKind {
+    /// The reference server's JSON-over-WebSocket protocol.
+    Native,
+    /// MQTT 3.1.1 / 5.
+    Mqtt,
+    /// The reference server's `/echo` endpoint (round-trip measurement).
+    Echo,
+}
+
+impl DriverKind {
+    /// The name used in scenario files and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverKind::Native => "native",
+            DriverKind::Mqtt => "mqtt",
+            DriverKind::Echo => "echo",
+        }
+    }
+}
+
+/// The target server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// `ws://…`, `wss://…`, `mqtt://…`; `None` starts the embedded reference server.
+    pub url: Option<String>,
+    /// The protocol driver.
+    pub driver: DriverKind,
+    /// How users authenticate.
+    pub auth: Auth,
+    /// Limit for TCP connect + protocol handshake + login of one user.
+    pub connect_timeout: Duration,
+    /// Heartbeat interval of every online user (`None`: no heartbeats).
+    pub heartbeat: Option<Duration>,
+    /// Driver-specific options (`[target.mqtt]` etc.), already checked by the scenario
+    /// layer to be a table; each driver validates its own keys.
+    pub options: toml::Table,
+}
+
+/// How a user proves who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// Nothing.
+    None,
+    /// Native tokens minted from the server's secret (HMAC of the user id).
+    Secret(String),
+    /// Username/password; `{user}` in either is replaced by the user id.
+    Password {
+        /// Username template.
+        username: String,
+        /// Password template.
+        password: String,
+    },
+}
+
+/// The user population.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Population {
+    /// How many users this plan simulates in all shards (`0..users`).
+    pub users: u32,
+    /// Prefix of wire user ids.
+    pub prefix: String,
+    /// Numeric offset of wire ids: user `i` is `{prefix}{first_id + i}`.
+    pub first_id: u64,
+    /// Login arrival: consecutive phases of linearly changing rates.
+    pub arrival: Vec<ArrivalPhase>,
+    /// Users that are offline from the start and log in later (sorted ascending).
+    pub late: Vec<UserIx>,
+    /// When the late users log in, after the start of the run.
+    pub late_at: Duration,
+    /// Users that go offline during traffic and come back (sorted ascending, disjoint
+    /// from `late`).
+    pub churn: Vec<UserIx>,
+    /// When churning users disconnect, after the start of the run.
+    pub churn_offline_at: Duration,
+    /// When churning users reconnect and sync, after the start of the run.
+    pub churn_back_at: Duration,
+}
+
+/// One phase of login arrivals: rate goes linearly from `rate_from` to `rate_to`
+/// logins/s over `duration` (equal rates: steady; a list of steady phases: steps).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArrivalPhase {
+    /// Phase length.
+    pub duration: Duration,
+    /// Logins per second at the start of the phase (> 0).
+    pub rate_from: f64,
+    /// Logins per second at the end of the phase (> 0).
+    pub rate_to: f64,
+}
+
+/// One traffic pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Traffic {
+    /// `name` from the scenario, or `traffic[i]`.
+    pub name: String,
+    /// Start, relative to the moment all on-time users are logged in.
+    pub start: Duration,
+    /// Stop sending after this long (`None`: when the counts are done).
+    pub duration: Option<Duration>,
+    /// What it does.
+    pub kind: TrafficKind,
+}
+
+/// The resolved shape of a traffic pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrafficKind {
+    /// Fixed senders × receivers, each sender cycling over the receivers round-robin.
+    Direct(DirectTraffic),
+    /// Group chat.
+    Group(GroupTraffic),
+    /// Online with heartbeats only; `users` stay connected for the duration.
+    Idle {
+        /// The users that idle.
+        users: Vec<UserIx>,
+    },
+    /// Closed-loop request/response at fixed concurrency, optionally swept.
+    Request(RequestTraffic),
+    /// Round trips through an echo endpoint at a fixed rate per connection.
+    Echo(EchoTraffic),
+}
+
+/// Direct (1:1) traffic: every sender sends `messages` to every receiver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectTraffic {
+    /// Sending users.
+    pub senders: Vec<UserIx>,
+    /// Receiving users.
+    pub receivers: Vec<UserIx>,
+    /// Messages per sender × receiver pair (`None`: until `duration`).
+    pub messages: Option<u64>,
+    /// Time between two sends of one sender.
+    pub interval: Duration,
+    /// Body size in bytes (the envelope is padded to it).
+    pub size: usize,
+    /// Stream id of pair (sender `s`, receiver `r`) is
+    /// `stream_base + s_pos * receivers.len() + r_pos`.
+    pub stream_base: StreamId,
+}
+
+/// Group traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupTraffic {
+    /// The groups, with members and senders.
+    pub groups: Vec<GroupSpec>,
+    /// Messages per sender (`None`: until `duration`).
+    pub messages: Option<u64>,
+    /// Time between two sends of one sender.
+    pub interval: Duration,
+    /// Body size in bytes.
+    pub size: usize,
+    /// Stream id of (group `g`, sender position `k`) is
+    /// `stream_base + g * senders_per_group + k`.
+    pub stream_base: StreamId,
+    /// Senders in each group.
+    pub senders_per_group: u32,
+}
+
+/// One group of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSpec {
+    /// Group name on the wire (unique per run: it includes the run's seed).
+    pub name: String,
+    /// Members, sorted ascending; `members[0]` creates the group.
+    pub members: Vec<UserIx>,
+    /// The members that send, `senders_per_group` of them.
+    pub senders: Vec<UserIx>,
+}
+
+/// Which request the request pattern sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// The server's clock: cheap.
+    Time,
+    /// A lookup through the server's worker pool and simulated backend.
+    KvGet,
+}
+
+/// Closed-loop request/response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestTraffic {
+    /// The request.
+    pub kind: RequestKind,
+    /// Concurrency per step; one element without a sweep. User `i` works in a step when
+    /// `i < concurrency`.
+    pub steps: Vec<u32>,
+    /// How long each step runs.
+    pub step_duration: Duration,
+}
+
+/// Echo round trips.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoTraffic {
+    /// Connections that send.
+    pub users: Vec<UserIx>,
+    /// Time between two sends on one connection.
+    pub interval: Duration,
+    /// Frame size in bytes.
+    pub size: usize,
+}
+
+/// Delivery verification settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LedgerOpts {
+    /// Fraction of streams tracked (1.0: all), chosen by a hash of the stream id.
+    pub sample: f64,
+    /// A delivery later than this after its due time counts as late.
+    pub late_after: Duration,
+    /// Examples kept per kind of delivery failure.
+    pub examples: usize,
+    /// Online users run a final sync after the drain so pushes the server lost but stored
+    /// are reported as repaired.
+    pub verify_sync: bool,
+}
+
+/// What a check measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CheckMetric {
+    /// Messages never delivered (after sync).
+    Lost,
+    /// Extra copies delivered.
+    Duplicated,
+    /// Deliveries after a later message of the same stream.
+    Reordered,
+    /// Deliveries whose body failed its checksum.
+    Corrupted,
+    /// Deliveries after `late_after`.
+    Late,
+    /// End-to-end (due → received) p99, microseconds.
+    E2eP99,
+    /// Send → acceptance p99, microseconds.
+    AckP99,
+    /// Request round-trip p99, microseconds.
+    RequestP99,
+    /// Successful logins ÷ attempts.
+    LoginSuccess,
+    /// Failed sends ÷ sends.
+    SendErrorRate,
+}
+
+/// A bound on a metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// Passes when the value is ≤ this.
+    AtMost(f64),
+    /// Passes when the value is ≥ this.
+    AtLeast(f64),
+}
+
+/// One SLO check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// The scenario key, e.g. `checks.max_lost`; the report names failed checks by it.
+    pub key: String,
+    /// What is measured.
+    pub metric: CheckMetric,
+    /// The bound it must satisfy.
+    pub bound: Bound,
+}
+
+/// Output settings.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReportOpts {
+    /// Where results go (`None`: a new timestamped folder under `./msgstorm-results/`).
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// A slice of the user range: shard `index` of `count` owns users
+/// `users * index / count .. users * (index + 1) / count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based shard index.
+    pub index: u32,
+    /// Number of shards (≥ 1).
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole population in one process.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// The users this shard owns out of `users`.
+    pub fn range(self, users: u32) -> std::ops::Range<UserIx> {
+        let lo = (u64::from(users) * u64::from(self.index) / u64::from(self.count)) as u32;
+        let hi = (u64::from(users) * u64::from(self.index + 1) / u64::from(self.count)) as u32;
+        lo..hi
+    }
+}
+
+impl Population {
+    /// The wire id of user `ix`.
+    pub fn user_id(&self, ix: UserIx) -> String {
+        format!("{}{}", self.prefix, self.first_id + u64::from(ix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_partition_the_range() {
+        let users = 1003;
+        let mut next = 0;
+        for index in 0..7 {
+            let r = Shard { index, count: 7 }.range(users);
+            assert_eq!(r.start, next);
+            next = r.end;
+        }
+        assert_eq!(next, users);
+    }
+}

@@ -1,0 +1,361 @@
+//! The native protocol of the reference server: one JSON object per WebSocket text frame.
+//!
+//! These types are the single definition shared by `serve` (the reference server) and
+//! `driver::native` (the load generator's client), so the two cannot drift. Every frame
+//! carries a `"type"` tag; `docs/protocol.md` shows an example of each.
+//!
+//! This module imports nothing else from the crate.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of this protocol; a client sends it in [`ClientFrame::Login`] and the server
+/// refuses a version it does not speak with [`ErrorCode::BadVersion`].
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A client-chosen number that ties a reply to its request; echoed by the server.
+pub type Ref = u64;
+
+/// Where a message goes: one user (a direct conversation) or a group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dest {
+    /// A direct (1:1) message to this user id.
+    User(String),
+    /// A message to every member of this group.
+    Group(String),
+}
+
+/// A conversation id as the server names it: `d:<a>:<b>` (a < b) for a direct pair,
+/// `g:<group>` for a group. Sequence numbers are per conversation.
+pub type ConvId = String;
+
+/// The conversation id of a direct conversation between two users (order-independent).
+pub fn direct_conv(a: &str, b: &str) -> ConvId {
+    if a <= b {
+        format!("d:{a}:{b}")
+    } else {
+        format!("d:{b}:{a}")
+    }
+}
+
+/// The conversation id of a group.
+pub fn group_conv(group: &str) -> ConvId {
+    format!("g:{group}")
+}
+
+/// A stored message as pushed to members or returned by a sync.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Msg {
+    /// The conversation it belongs to.
+    pub conv: ConvId,
+    /// Its sequence number in that conversation: 1, 2, 3, … without gaps.
+    pub seq: u64,
+    /// The sending user id (set by the server from the login, never by the client).
+    pub from: String,
+    /// The body exactly as the sender sent it.
+    pub body: String,
+    /// Server time of the commit, milliseconds since the Unix epoch.
+    pub ts: u64,
+}
+
+/// One conversation in a [`ServerFrame::ConvList`]: its id and latest sequence number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConvInfo {
+    /// The conversation id.
+    pub conv: ConvId,
+    /// The highest committed sequence number in it.
+    pub last_seq: u64,
+}
+
+/// Frames a client sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientFrame {
+    /// Log in; must be the first frame. `token` is `msgstorm token USER --secret S`.
+    Login {
+        /// Protocol version the client speaks ([`PROTOCOL_VERSION`]).
+        v: u32,
+        /// The user id.
+        user: String,
+        /// HMAC token of the user id.
+        token: String,
+    },
+    /// Send a message; answered by [`ServerFrame::Ack`] once durably stored, or an error.
+    Send {
+        /// Echoed in the ack.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Recipient user or group.
+        to: Dest,
+        /// Opaque body, at most the server's `--max-body` bytes.
+        body: String,
+    },
+    /// Create a group; the creator becomes its first member. Answered by [`ServerFrame::Ok`].
+    GroupCreate {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Group name.
+        group: String,
+    },
+    /// Join an existing group (idempotent).
+    GroupJoin {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Group name.
+        group: String,
+    },
+    /// Leave a group (idempotent).
+    GroupLeave {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Group name.
+        group: String,
+    },
+    /// List the caller's conversations with their latest sequence numbers.
+    Convs {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+    },
+    /// Fetch messages of a conversation with `seq > after`, oldest first, at most `limit`.
+    Sync {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// The conversation.
+        conv: ConvId,
+        /// Return messages after this sequence number.
+        after: u64,
+        /// Page size (the server caps it).
+        limit: u32,
+    },
+    /// Heartbeat; answered by [`ServerFrame::Pong`].
+    Ping {
+        /// Opaque value echoed in the pong.
+        #[serde(default)]
+        ts: u64,
+    },
+    /// The cheap request of the request/response workload: the server's clock.
+    Time {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+    },
+    /// The expensive request: a lookup through the worker pool and the simulated backend.
+    KvGet {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// The key to look up.
+        key: String,
+    },
+}
+
+/// Frames the server sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// Login accepted.
+    Welcome {
+        /// Protocol version the server speaks.
+        v: u32,
+        /// The logged-in user id.
+        user: String,
+        /// Server time, ms since the Unix epoch.
+        ts: u64,
+    },
+    /// A sent message is durably committed.
+    Ack {
+        /// The client's `ref` from [`ClientFrame::Send`].
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Its conversation.
+        conv: ConvId,
+        /// Its sequence number in the conversation.
+        seq: u64,
+        /// Server commit time, ms since the Unix epoch.
+        ts: u64,
+    },
+    /// A message pushed to an online member.
+    Msg(Msg),
+    /// A request without a payload succeeded (group create/join/leave).
+    Ok {
+        /// The client's `ref`.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+    },
+    /// Reply to [`ClientFrame::Convs`].
+    ConvList {
+        /// The client's `ref`.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// The caller's conversations.
+        convs: Vec<ConvInfo>,
+    },
+    /// Reply to [`ClientFrame::Sync`]: one page of messages.
+    SyncPage {
+        /// The client's `ref`.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// The conversation.
+        conv: ConvId,
+        /// Messages with `seq > after`, ascending.
+        msgs: Vec<Msg>,
+        /// True when more messages follow after the last one in this page.
+        more: bool,
+    },
+    /// Heartbeat reply.
+    Pong {
+        /// The value from the ping.
+        ts: u64,
+    },
+    /// Reply to [`ClientFrame::Time`].
+    TimeReply {
+        /// The client's `ref`.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Server time, microseconds since the Unix epoch.
+        ts_us: u64,
+    },
+    /// Reply to [`ClientFrame::KvGet`].
+    KvValue {
+        /// The client's `ref`.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// The key.
+        key: String,
+        /// The value the simulated backend holds for it.
+        value: String,
+    },
+    /// Something went wrong. With a `ref` it answers that request; without one it concerns
+    /// the connection, and when `fatal` is true the server closes the connection after it.
+    Error {
+        /// The request it answers, if any.
+        #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+        r#ref: Option<Ref>,
+        /// Machine-readable reason.
+        code: ErrorCode,
+        /// Human-readable detail.
+        message: String,
+        /// True when the server closes the connection after this frame.
+        #[serde(default)]
+        fatal: bool,
+    },
+}
+
+/// Machine-readable error reasons of [`ServerFrame::Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The token does not match the user id.
+    BadToken,
+    /// The client speaks a protocol version the server does not.
+    BadVersion,
+    /// A frame other than login arrived before login.
+    NotLoggedIn,
+    /// A second login on a logged-in connection.
+    AlreadyLoggedIn,
+    /// The frame is not valid JSON or misses a field.
+    Malformed,
+    /// The frame's `type` is not one this server knows.
+    UnknownType,
+    /// The frame is larger than the server's maximum frame size.
+    FrameTooLarge,
+    /// The message body is larger than the server's maximum body size.
+    BodyTooLarge,
+    /// A binary frame arrived; the protocol is text only.
+    BinaryFrame,
+    /// The group does not exist.
+    NoSuchGroup,
+    /// The group already exists.
+    GroupExists,
+    /// The caller is not a member of the group.
+    NotMember,
+    /// The recipient user id is invalid.
+    BadRecipient,
+    /// The server holds its maximum number of connections.
+    TooManyConnections,
+    /// The client did not read its pushes fast enough; its queue overflowed.
+    SlowConsumer,
+    /// Nothing arrived within the idle timeout.
+    IdleTimeout,
+    /// The server is shutting down.
+    ShuttingDown,
+    /// The request could not be served now (worker pool full).
+    Overloaded,
+    /// An internal failure (storage); the message was not stored.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The snake_case name used on the wire and in metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadToken => "bad_token",
+            ErrorCode::BadVersion => "bad_version",
+            ErrorCode::NotLoggedIn => "not_logged_in",
+            ErrorCode::AlreadyLoggedIn => "already_logged_in",
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::UnknownType => "unknown_type",
+            ErrorCode::FrameTooLarge => "frame_too_large",
+            ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::BinaryFrame => "binary_frame",
+            ErrorCode::NoSuchGroup => "no_such_group",
+            ErrorCode::GroupExists => "group_exists",
+            ErrorCode::NotMember => "not_member",
+            ErrorCode::BadRecipient => "bad_recipient",
+            ErrorCode::TooManyConnections => "too_many_connections",
+            ErrorCode::SlowConsumer => "slow_consumer",
+            ErrorCode::IdleTimeout => "idle_timeout",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_frames_use_the_documented_shape() {
+        let f = ClientFrame::Send {
+            r#ref: 7,
+            to: Dest::Group("g1".into()),
+            body: "hi".into(),
+        };
+        let s = serde_json::to_string(&f).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"send","ref":7,"to":{"group":"g1"},"body":"hi"}"#
+        );
+        let back: ClientFrame = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, f);
+    }
+
+    #[test]
+    fn server_msg_is_flat() {
+        let f = ServerFrame::Msg(Msg {
+            conv: direct_conv("b", "a"),
+            seq: 3,
+            from: "a".into(),
+            body: "x".into(),
+            ts: 1,
+        });
+        let s = serde_json::to_string(&f).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"msg","conv":"d:a:b","seq":3,"from":"a","body":"x","ts":1}"#
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_types_are_rejected() {
+        assert!(serde_json::from_str::<ClientFrame>(r#"{"type":"nope"}"#).is_err());
+        assert!(serde_json::from_str::<ClientFrame>(r#"{"type":"time","ref":1,"x":2}"#).is_err());
+    }
+}
