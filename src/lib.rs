@@ -17,8 +17,11 @@
 //! - [`wire`] holds the reference server's frame types, shared by `serve` and the native driver.
 //! - [`error`] is the crate error and the exit-code contract.
 
+pub mod cli;
 pub mod error;
 pub mod scenario;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod wire;
 
 pub use error::{Error, Result};

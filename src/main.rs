@@ -1,5 +1,32 @@
 //! The `msgstorm` binary: builds the runtime, runs the command, maps errors to exit codes.
 
-fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = msgstorm::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("error: cannot start the async runtime: {e}");
+            }
+            return ExitCode::from(msgstorm::error::EXIT_CHECK_FAILED);
+        }
+    };
+    match runtime.block_on(msgstorm::cli::run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("error: {e}");
+            }
+            ExitCode::from(e.exit_code())
+        }
+    }
 }
