@@ -15,10 +15,18 @@
 //!
 //! - [`scenario`] parses and validates a scenario file and lowers it into a [`scenario::Plan`].
 //! - [`wire`] holds the reference server's frame types, shared by `serve` and the native driver.
+//! - [`envelope`] marks every test message body so a receiver knows run, stream, sequence
+//!   and due time, and whether the body arrived intact.
+//! - [`ledger`] accounts delivery per stream × recipient: lost, duplicated, reordered,
+//!   corrupted, late, repaired by sync.
+//! - [`metrics`] holds HDR histograms, counters, per-second series and the error taxonomy.
 //! - [`error`] is the crate error and the exit-code contract.
 
 pub mod cli;
+pub mod envelope;
 pub mod error;
+pub mod ledger;
+pub mod metrics;
 pub mod scenario;
 #[cfg(feature = "serve")]
 pub mod serve;

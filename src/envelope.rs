@@ -1,0 +1,365 @@
+//! The tracking marker carried in every test message body: run id, stream id, sequence
+//! number, due time and checksums, padded to the configured body size.
+//!
+//! # Format
+//!
+//! ```text
+//! ms1:<sum>:<run>:<stream>:<seq>:<due>:<hsum>:<padding…>
+//! ```
+//!
+//! - `ms1:` is the magic; a body that does not start with it is [`Decoded::Foreign`].
+//! - `<sum>` is the CRC-32 of every byte after `ms1:<sum>:` up to the end of the body
+//!   (fields, `<hsum>` and padding), as 8 lowercase hex digits.
+//! - `<run>` is 8 lowercase hex digits; `<stream>`, `<seq>` and `<due>` (microseconds since
+//!   the Unix epoch when the send was due) are lowercase hex without leading zeros.
+//! - `<hsum>` is the CRC-32 of `<run>:<stream>:<seq>:<due>:` alone, 8 lowercase hex digits.
+//! - The padding cycles through `[0-9A-Za-z]`, starting at an offset given by the sequence
+//!   number, up to the requested size. The header is never cut: a size smaller than the
+//!   header gives a body exactly as long as the header.
+//!
+//! Only ASCII letters, digits and `:` appear, so a body survives JSON strings, MQTT payloads
+//! and XMPP bodies unchanged. The checksum comes first and the padding last: a byte changed
+//! anywhere in the padding (where fault injectors like to change it) still leaves a header
+//! whose own `<hsum>` matches, so the damage is attributed to its stream and sequence as
+//! [`Decoded::Corrupt`]. A header that fails its `<hsum>` cannot be trusted and is
+//! [`Decoded::Damaged`]. CRC-32 detects every single-byte change, so a body changed in one
+//! byte never decodes as intact.
+
+use crate::scenario::StreamId;
+
+/// The magic every envelope starts with.
+pub const MAGIC: &str = "ms1:";
+
+/// The longest header an envelope can have, in bytes: a body of at least this size is
+/// exactly the requested size whatever the field values.
+pub const MAX_HEADER_LEN: usize = MAGIC.len() + 9 + 9 + 9 + 17 + 17 + 9;
+
+/// Padding alphabet; text-safe everywhere.
+const PAD: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Offset of the first byte covered by `<sum>`: after `ms1:` + 8 hex + `:`.
+const SUM_COVERS_FROM: usize = MAGIC.len() + 9;
+
+/// What a message body says about the message it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Envelope {
+    /// Run id, so bodies of an earlier run on the same server are recognised.
+    pub run: u32,
+    /// The stream (sender × conversation) the message belongs to.
+    pub stream: StreamId,
+    /// Position in the stream, dense from 0 in send order.
+    pub seq: u64,
+    /// Wall-clock microseconds since the Unix epoch when the send was due.
+    pub due_us: u64,
+}
+
+/// The result of looking at a received body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoded {
+    /// Header and checksum are right.
+    Intact(Envelope),
+    /// The header is intact but the body's checksum does not match: the message was
+    /// changed in transit.
+    Corrupt(Envelope),
+    /// Starts with our magic but the header does not parse or fails its own checksum;
+    /// the message cannot be attributed.
+    Damaged,
+    /// Not an envelope at all (someone else's message).
+    Foreign,
+}
+
+/// Appends to `out` a body of exactly `max(size, header length)` bytes carrying `env`.
+///
+/// Only appends: it allocates nothing beyond the growth of `out` (reserve `size` up front
+/// to avoid even that).
+pub fn encode(env: &Envelope, size: usize, out: &mut String) {
+    let start = out.len();
+    out.push_str(MAGIC);
+    // Placeholder for <sum>, filled in once everything it covers is written.
+    out.push_str("00000000:");
+    let fields = out.len();
+    push_hex_fixed(out, env.run);
+    out.push(':');
+    push_hex(out, u64::from(env.stream));
+    out.push(':');
+    push_hex(out, env.seq);
+    out.push(':');
+    push_hex(out, env.due_us);
+    out.push(':');
+    let hsum = crc32fast::hash(&out.as_bytes()[fields..]);
+    push_hex_fixed(out, hsum);
+    out.push(':');
+    let header_len = out.len() - start;
+    let offset = (env.seq % PAD.len() as u64) as usize;
+    for i in 0..size.saturating_sub(header_len) {
+        out.push(char::from(PAD[(offset + i) % PAD.len()]));
+    }
+    let sum = crc32fast::hash(&out.as_bytes()[start + SUM_COVERS_FROM..]);
+    let digits = hex8(sum);
+    let at = start + MAGIC.len();
+    out.replace_range(
+        at..at + 8,
+        std::str::from_utf8(&digits).expect("hex digits are ASCII"),
+    );
+}
+
+/// Looks at a received body. Never allocates and never panics.
+pub fn decode(body: &str) -> Decoded {
+    let Some(rest) = body.as_bytes().strip_prefix(MAGIC.as_bytes()) else {
+        return Decoded::Foreign;
+    };
+    match parse(rest) {
+        Some((env, sum, true)) => {
+            if crc32fast::hash(&rest[9..]) == sum {
+                Decoded::Intact(env)
+            } else {
+                Decoded::Corrupt(env)
+            }
+        }
+        Some((_, _, false)) | None => Decoded::Damaged,
+    }
+}
+
+/// Parses everything after the magic: `(envelope, <sum>, header checksum matches)`.
+fn parse(rest: &[u8]) -> Option<(Envelope, u32, bool)> {
+    let mut cur = Cursor {
+        bytes: rest,
+        pos: 0,
+    };
+    let sum = cur.field(8, 8)? as u32;
+    let fields = cur.pos;
+    let run = cur.field(8, 8)? as u32;
+    let stream = u32::try_from(cur.field(1, 8)?).ok()?;
+    let seq = cur.field(1, 16)?;
+    let due_us = cur.field(1, 16)?;
+    let header_end = cur.pos;
+    let hsum = cur.field(8, 8)? as u32;
+    let header_ok = crc32fast::hash(&rest[fields..header_end]) == hsum;
+    Some((
+        Envelope {
+            run,
+            stream,
+            seq,
+            due_us,
+        },
+        sum,
+        header_ok,
+    ))
+}
+
+/// Reads `:`-terminated lowercase hex fields.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    /// A field of `min..=max` lowercase hex digits followed by `:`; variable-length fields
+    /// must not have leading zeros, so every value has exactly one spelling.
+    fn field(&mut self, min: usize, max: usize) -> Option<u64> {
+        let mut value: u64 = 0;
+        let mut len = 0;
+        loop {
+            let b = *self.bytes.get(self.pos + len)?;
+            if b == b':' {
+                break;
+            }
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                _ => return None,
+            };
+            if len == max {
+                return None;
+            }
+            value = (value << 4) | u64::from(digit);
+            len += 1;
+        }
+        let leading_zero = min != max && len > 1 && self.bytes[self.pos] == b'0';
+        if len < min || leading_zero {
+            return None;
+        }
+        self.pos += len + 1;
+        Some(value)
+    }
+}
+
+/// Lowercase hex digits of `v`, 8 of them.
+fn hex8(v: u32) -> [u8; 8] {
+    let mut digits = [0u8; 8];
+    for (i, d) in digits.iter_mut().enumerate() {
+        *d = hex_digit((v >> (28 - 4 * i)) & 0xf);
+    }
+    digits
+}
+
+fn hex_digit(nibble: u32) -> u8 {
+    b"0123456789abcdef"[nibble as usize]
+}
+
+fn push_hex_fixed(out: &mut String, v: u32) {
+    for d in hex8(v) {
+        out.push(char::from(d));
+    }
+}
+
+/// Lowercase hex without leading zeros (`0` for zero).
+fn push_hex(out: &mut String, v: u64) {
+    let digits = if v == 0 {
+        1
+    } else {
+        (64 - v.leading_zeros()).div_ceil(4)
+    };
+    for i in (0..digits).rev() {
+        out.push(char::from(hex_digit(((v >> (4 * i)) & 0xf) as u32)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn body(env: &Envelope, size: usize) -> String {
+        let mut out = String::new();
+        encode(env, size, &mut out);
+        out
+    }
+
+    const ENV: Envelope = Envelope {
+        run: 0xdead_beef,
+        stream: 42,
+        seq: 7,
+        due_us: 1_700_000_000_000_000,
+    };
+
+    #[test]
+    fn known_layout() {
+        let b = body(&ENV, 100);
+        assert_eq!(b.len(), 100);
+        assert!(b.starts_with("ms1:"));
+        let fields: Vec<&str> = b.split(':').collect();
+        assert_eq!(fields[2], "deadbeef");
+        assert_eq!(fields[3], "2a");
+        assert_eq!(fields[4], "7");
+        assert_eq!(fields[5], format!("{:x}", ENV.due_us));
+        assert_eq!(decode(&b), Decoded::Intact(ENV));
+    }
+
+    #[test]
+    fn appends_after_existing_text() {
+        let mut out = String::from("prefix ");
+        encode(&ENV, 80, &mut out);
+        assert_eq!(out.len(), 87);
+        assert_eq!(decode(&out[7..]), Decoded::Intact(ENV));
+    }
+
+    #[test]
+    fn small_size_keeps_the_whole_header() {
+        let b = body(&ENV, 3);
+        assert!(b.len() > 3 && b.len() <= MAX_HEADER_LEN);
+        assert_eq!(decode(&b), Decoded::Intact(ENV));
+    }
+
+    #[test]
+    fn max_header_len_is_reached_by_maximal_fields() {
+        let env = Envelope {
+            run: u32::MAX,
+            stream: u32::MAX,
+            seq: u64::MAX,
+            due_us: u64::MAX,
+        };
+        assert_eq!(body(&env, 0).len(), MAX_HEADER_LEN);
+    }
+
+    #[test]
+    fn change_near_the_end_is_attributed() {
+        let mut b = body(&ENV, 200).into_bytes();
+        let last = b.len() - 2;
+        b[last] = if b[last] == b'x' { b'y' } else { b'x' };
+        let b = String::from_utf8(b).expect("ascii");
+        assert_eq!(decode(&b), Decoded::Corrupt(ENV));
+    }
+
+    #[test]
+    fn truncation_is_corruption() {
+        let b = body(&ENV, 200);
+        assert_eq!(decode(&b[..150]), Decoded::Corrupt(ENV));
+    }
+
+    #[test]
+    fn foreign_and_damaged() {
+        assert_eq!(decode(""), Decoded::Foreign);
+        assert_eq!(decode("hello"), Decoded::Foreign);
+        assert_eq!(decode("ms1"), Decoded::Foreign);
+        assert_eq!(decode("ms1:"), Decoded::Damaged);
+        assert_eq!(decode("ms1:zz"), Decoded::Damaged);
+        // Upper-case hex is not our spelling.
+        let b = body(&ENV, 100).replacen("deadbeef", "DEADBEEF", 1);
+        assert_eq!(decode(&b), Decoded::Damaged);
+    }
+
+    #[test]
+    fn other_runs_decode_intact() {
+        let env = Envelope { run: 1, ..ENV };
+        assert_eq!(decode(&body(&env, 64)), Decoded::Intact(env));
+    }
+
+    fn text_safe() -> impl Strategy<Value = u8> {
+        prop::sample::select(
+            b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:.-".to_vec(),
+        )
+    }
+
+    fn any_env() -> impl Strategy<Value = Envelope> {
+        (any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(
+            |(run, stream, seq, due_us)| Envelope {
+                run,
+                stream,
+                seq,
+                due_us,
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip(env in any_env(), size in 0usize..600) {
+            let b = body(&env, size);
+            prop_assert_eq!(b.len(), size.max(b.len()));
+            prop_assert!(b.len() <= size.max(MAX_HEADER_LEN));
+            prop_assert!(b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b':'));
+            prop_assert_eq!(decode(&b), Decoded::Intact(env));
+        }
+
+        #[test]
+        fn one_changed_byte_is_never_intact(
+            env in any_env(),
+            size in 0usize..300,
+            at in any::<prop::sample::Index>(),
+            to in text_safe(),
+        ) {
+            let mut b = body(&env, size).into_bytes();
+            let i = at.index(b.len());
+            prop_assume!(b[i] != to);
+            b[i] = to;
+            let b = String::from_utf8(b).expect("ascii");
+            prop_assert!(!matches!(decode(&b), Decoded::Intact(e) if e == env));
+            // A change after the header is always attributed to the right message.
+            if i >= body(&env, 0).len() {
+                prop_assert_eq!(decode(&b), Decoded::Corrupt(env));
+            }
+        }
+
+        #[test]
+        fn never_panics(s in ".*") {
+            let _ = decode(&s);
+            let _ = decode(&format!("ms1:{s}"));
+        }
+
+        #[test]
+        fn never_panics_on_near_envelopes(s in "ms1:[0-9a-f:]{0,80}") {
+            let _ = decode(&s);
+        }
+    }
+}

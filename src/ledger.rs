@@ -1,0 +1,558 @@
+//! Delivery accounting per stream × recipient ("track"): what should have arrived, what
+//! did, and how (lost, duplicated, reordered, corrupted, late, repaired by sync).
+//!
+//! The ledger is fed events and reads no clocks. Per track it keeps `next` (every sequence
+//! number below it was received) plus the sorted, disjoint ranges received above `next`, so
+//! memory per track is O(1) while delivery is in order and O(holes) otherwise. Lost
+//! messages are computed only in [`Ledger::summary`], once the sender side (`sent`,
+//! `refused`) and the receiver side of every shard have been merged.
+//!
+//! Sampling is deterministic: a stream is tracked when a fixed hash of its id falls under
+//! the sample rate, so separate processes agree without talking.
+//!
+//! Merging is exact ([`Ledger::merge`] of shard ledgers equals one ledger fed every event)
+//! when every track's `received` events are fed to one ledger, as they are when ledgers are
+//! kept per recipient range (shard or worker) for the whole run. Sender-side events and
+//! `expect` may be spread over any number of ledgers.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{LedgerOpts, StreamId, UserIx};
+
+mod track;
+
+use track::{Stream, Track};
+
+/// How a message reached its recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// Live delivery to an online user.
+    Push,
+    /// Catch-up of an offline or late user after it logged in: a normal delivery.
+    Sync,
+    /// The final verification sync of a user that was online: anything new it brings was
+    /// lost by push and is counted as repaired.
+    Repair,
+}
+
+impl Via {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::Push => "push",
+            Via::Sync => "sync",
+            Via::Repair => "repair",
+        }
+    }
+
+    fn code(self) -> u64 {
+        self as u64
+    }
+}
+
+/// The name of a via stored as its code in an example.
+fn via_name(code: u64) -> &'static str {
+    match code {
+        0 => Via::Push.name(),
+        1 => Via::Sync.name(),
+        _ => Via::Repair.name(),
+    }
+}
+
+/// A kind of delivery failure reported with examples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Problem {
+    /// Expected and never received.
+    Lost,
+    /// Received again after a first copy.
+    Duplicated,
+    /// Pushed after a later message of the same stream.
+    Reordered,
+    /// Received with a body that failed its checksum.
+    Corrupted,
+    /// Pushed later than the deadline after its due time.
+    Late,
+    /// Received by a recipient that was never registered for the stream.
+    Unexpected,
+}
+
+impl Problem {
+    /// Every kind, in report order.
+    pub const ALL: [Problem; 6] = [
+        Problem::Lost,
+        Problem::Duplicated,
+        Problem::Reordered,
+        Problem::Corrupted,
+        Problem::Late,
+        Problem::Unexpected,
+    ];
+
+    /// The name used in reports and result files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Problem::Lost => "lost",
+            Problem::Duplicated => "duplicated",
+            Problem::Reordered => "reordered",
+            Problem::Corrupted => "corrupted",
+            Problem::Late => "late",
+            Problem::Unexpected => "unexpected",
+        }
+    }
+}
+
+/// One example of a delivery failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Example {
+    /// What went wrong.
+    pub kind: Problem,
+    /// The stream of the message.
+    pub stream: StreamId,
+    /// The recipient it concerns.
+    pub recipient: UserIx,
+    /// The message's sequence number in its stream.
+    pub seq: u64,
+    /// One line of detail, e.g. `arrived after seq 12`.
+    pub detail: String,
+}
+
+/// The delivery verdict of a ledger. Counts are of messages × recipients on sampled
+/// streams (except `damaged`, which cannot be attributed to a stream).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Delivery {
+    /// Sampled streams seen (registered or sent on).
+    pub streams: u64,
+    /// Registered stream × recipient pairs.
+    pub tracks: u64,
+    /// Sequence numbers used by senders (accepted and refused).
+    pub sent: u64,
+    /// Sequence numbers the server refused or that failed to send.
+    pub refused: u64,
+    /// Σ over tracks of the messages that should arrive (sent − refused).
+    pub expected: u64,
+    /// Intact first copies received, by any path (`via_push + via_sync + repaired`).
+    pub delivered: u64,
+    /// Delivered live.
+    pub via_push: u64,
+    /// Delivered by the catch-up sync of an offline or late user.
+    pub via_sync: u64,
+    /// Lost by push but found by the final verification sync.
+    pub repaired: u64,
+    /// Expected and never received.
+    pub lost: u64,
+    /// Extra copies received.
+    pub duplicated: u64,
+    /// Pushed after a later message of the same stream (still delivered).
+    pub reordered: u64,
+    /// Received with a failed checksum (not delivered, not lost).
+    pub corrupted: u64,
+    /// Pushed later than the deadline (still delivered).
+    pub late: u64,
+    /// Bodies that carried our marker but could not be attributed.
+    pub damaged: u64,
+    /// Received by a recipient never registered for the stream.
+    pub unexpected: u64,
+    /// Up to the configured number of examples per problem, the smallest by
+    /// (stream, recipient, seq), grouped by kind.
+    pub examples: Vec<Example>,
+}
+
+/// Delivery accounting; see the module documentation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Repr", into = "Repr")]
+pub struct Ledger {
+    sample: f64,
+    late_after_us: u64,
+    max_examples: usize,
+    streams: HashMap<StreamId, Stream>,
+    tracks: HashMap<(StreamId, UserIx), Track>,
+    counts: Counts,
+    /// Examples recorded as they happen, indexed by `Problem as usize` (the `Lost` slot
+    /// stays empty: lost examples are computed in `summary`). Each is sorted, holds
+    /// distinct entries and at most `max_examples` of them.
+    noted: [Vec<Noted>; 6],
+}
+
+/// An example as recorded: (stream, recipient, seq, detail number). The detail number is
+/// the via code for duplicated, corrupted and unexpected, the highest seq seen before for
+/// reordered, and the latency in µs for late.
+type Noted = (StreamId, UserIx, u64, u64);
+
+/// Event counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Counts {
+    via_push: u64,
+    via_sync: u64,
+    repaired: u64,
+    duplicated: u64,
+    reordered: u64,
+    corrupted: u64,
+    late: u64,
+    damaged: u64,
+    unexpected: u64,
+}
+
+impl Ledger {
+    /// An empty ledger with the plan's settings.
+    pub fn new(opts: &LedgerOpts) -> Self {
+        Ledger {
+            sample: opts.sample,
+            late_after_us: u64::try_from(opts.late_after.as_micros()).unwrap_or(u64::MAX),
+            max_examples: opts.examples,
+            streams: HashMap::new(),
+            tracks: HashMap::new(),
+            counts: Counts::default(),
+            noted: Default::default(),
+        }
+    }
+
+    /// Whether `stream` is tracked: a fixed hash of its id, mapped to `[0, 1)`, is below
+    /// the sample rate. The same in every process.
+    pub fn sampled(&self, stream: StreamId) -> bool {
+        let h = splitmix64(u64::from(stream));
+        ((h >> 11) as f64) * (1.0 / (1u64 << 53) as f64) < self.sample
+    }
+
+    /// Registers that `recipient` should receive every message of `stream`.
+    pub fn expect(&mut self, stream: StreamId, recipient: UserIx) {
+        if self.sampled(stream) {
+            self.tracks.entry((stream, recipient)).or_default().expected = true;
+        }
+    }
+
+    /// The sender sent `seq` (dense from 0 in send order) on `stream`.
+    pub fn sent(&mut self, stream: StreamId, seq: u64) {
+        if self.sampled(stream) {
+            let s = self.streams.entry(stream).or_default();
+            s.sent = s.sent.max(seq.saturating_add(1));
+        }
+    }
+
+    /// The server refused `seq` or sending it failed: it is expected nowhere. Implies
+    /// [`Ledger::sent`].
+    pub fn refused(&mut self, stream: StreamId, seq: u64) {
+        if self.sampled(stream) {
+            let s = self.streams.entry(stream).or_default();
+            s.sent = s.sent.max(seq.saturating_add(1));
+            if let Err(i) = s.refused.binary_search(&seq) {
+                s.refused.insert(i, seq);
+            }
+        }
+    }
+
+    /// `recipient` received `seq` of `stream`, `latency_us` after it was due; `corrupt`
+    /// when the body failed its checksum.
+    pub fn received(
+        &mut self,
+        recipient: UserIx,
+        stream: StreamId,
+        seq: u64,
+        latency_us: u64,
+        via: Via,
+        corrupt: bool,
+    ) {
+        if !self.sampled(stream) {
+            return;
+        }
+        let track = self.tracks.entry((stream, recipient)).or_default();
+        let highest = track.end();
+        let new = track.insert(seq);
+        let expected = track.expected;
+        let key = (stream, recipient, seq);
+        let c = &mut self.counts;
+        if !expected {
+            if new {
+                c.unexpected += 1;
+                self.note(Problem::Unexpected, key, via.code());
+            }
+            return;
+        }
+        if !new {
+            c.duplicated += 1;
+            self.note(Problem::Duplicated, key, via.code());
+            return;
+        }
+        if corrupt {
+            c.corrupted += 1;
+            self.note(Problem::Corrupted, key, via.code());
+            return;
+        }
+        match via {
+            Via::Push => c.via_push += 1,
+            Via::Sync => c.via_sync += 1,
+            Via::Repair => c.repaired += 1,
+        }
+        if via != Via::Push {
+            // Catch-up and repair are out of band: neither reordered nor late.
+            return;
+        }
+        if seq.saturating_add(1) < highest {
+            c.reordered += 1;
+            self.note(Problem::Reordered, key, highest - 1);
+        }
+        if latency_us > self.late_after_us {
+            self.counts.late += 1;
+            self.note(Problem::Late, key, latency_us);
+        }
+    }
+
+    /// A body that carried our marker but could not be attributed to a stream (counted
+    /// whatever the sampling).
+    pub fn damaged(&mut self) {
+        self.counts.damaged += 1;
+    }
+
+    /// Adds `other`'s events to this ledger (settings are this ledger's).
+    pub fn merge(&mut self, other: &Ledger) {
+        for (id, o) in &other.streams {
+            let s = self.streams.entry(*id).or_default();
+            s.sent = s.sent.max(o.sent);
+            for &seq in &o.refused {
+                if let Err(i) = s.refused.binary_search(&seq) {
+                    s.refused.insert(i, seq);
+                }
+            }
+        }
+        for (key, o) in &other.tracks {
+            match self.tracks.get_mut(key) {
+                Some(t) => t.union(o),
+                None => {
+                    self.tracks.insert(*key, o.clone());
+                }
+            }
+        }
+        let (c, o) = (&mut self.counts, &other.counts);
+        c.via_push += o.via_push;
+        c.via_sync += o.via_sync;
+        c.repaired += o.repaired;
+        c.duplicated += o.duplicated;
+        c.reordered += o.reordered;
+        c.corrupted += o.corrupted;
+        c.late += o.late;
+        c.damaged += o.damaged;
+        c.unexpected += o.unexpected;
+        for kind in Problem::ALL {
+            for &n in &other.noted[kind as usize] {
+                self.note(kind, (n.0, n.1, n.2), n.3);
+            }
+        }
+    }
+
+    /// Nothing recorded at all.
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty() && self.tracks.is_empty() && self.counts == Counts::default()
+    }
+
+    /// The delivery verdict so far (pure: may be called at any time).
+    pub fn summary(&self) -> Delivery {
+        let c = &self.counts;
+        let mut d = Delivery {
+            delivered: c.via_push + c.via_sync + c.repaired,
+            via_push: c.via_push,
+            via_sync: c.via_sync,
+            repaired: c.repaired,
+            duplicated: c.duplicated,
+            reordered: c.reordered,
+            corrupted: c.corrupted,
+            late: c.late,
+            damaged: c.damaged,
+            unexpected: c.unexpected,
+            ..Delivery::default()
+        };
+        let mut streams: BTreeSet<StreamId> = self.streams.keys().copied().collect();
+        for s in self.streams.values() {
+            d.sent += s.sent;
+            d.refused += s.refused.len() as u64;
+        }
+        let none = Stream::default();
+        let mut lossy = Vec::new();
+        for (key, t) in self.tracks.iter().filter(|(_, t)| t.expected) {
+            streams.insert(key.0);
+            let s = self.streams.get(&key.0).unwrap_or(&none);
+            let expected = s.sent - s.refused.len() as u64;
+            let lost = expected - t.received_of(s);
+            d.tracks += 1;
+            d.expected += expected;
+            d.lost += lost;
+            if lost > 0 {
+                lossy.push((*key, t, s));
+            }
+        }
+        d.streams = streams.len() as u64;
+        lossy.sort_unstable_by_key(|(key, _, _)| *key);
+        let mut left = self.max_examples;
+        for ((stream, recipient), t, s) in lossy {
+            if left == 0 {
+                break;
+            }
+            for seq in t.missing(s).take(left) {
+                left -= 1;
+                d.examples.push(Example {
+                    kind: Problem::Lost,
+                    stream,
+                    recipient,
+                    seq,
+                    detail: detail(Problem::Lost, 0),
+                });
+            }
+        }
+        for kind in &Problem::ALL[1..] {
+            for &(stream, recipient, seq, aux) in &self.noted[*kind as usize] {
+                d.examples.push(Example {
+                    kind: *kind,
+                    stream,
+                    recipient,
+                    seq,
+                    detail: detail(*kind, aux),
+                });
+            }
+        }
+        d
+    }
+
+    /// Keeps the example if it is among the `max_examples` smallest of its kind.
+    fn note(&mut self, kind: Problem, (stream, recipient, seq): (StreamId, UserIx, u64), aux: u64) {
+        let list = &mut self.noted[kind as usize];
+        let n = (stream, recipient, seq, aux);
+        if list.len() == self.max_examples && list.last().is_none_or(|last| n >= *last) {
+            return;
+        }
+        if let Err(i) = list.binary_search(&n) {
+            list.insert(i, n);
+            list.truncate(self.max_examples);
+        }
+    }
+}
+
+/// The one-line detail of a recorded example.
+fn detail(kind: Problem, aux: u64) -> String {
+    match kind {
+        Problem::Lost => "never received".to_string(),
+        Problem::Duplicated => format!("another copy via {}", via_name(aux)),
+        Problem::Reordered => format!("arrived after seq {aux}"),
+        Problem::Corrupted => format!("checksum mismatch (via {})", via_name(aux)),
+        Problem::Late => format!("delivered {:.1} ms after due", aux as f64 / 1000.0),
+        Problem::Unexpected => format!(
+            "recipient not registered for this stream (via {})",
+            via_name(aux)
+        ),
+    }
+}
+
+/// A fixed 64-bit mix (splitmix64's finalizer), identical on every platform and process.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A serialized track: (stream, recipient, expected, next, ranges received above next).
+type TrackRow = (StreamId, UserIx, bool, u64, Vec<(u64, u64)>);
+
+/// The serialized form: vectors of tuples sorted by key, so equal ledgers serialize alike.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    sample: f64,
+    late_after_us: u64,
+    examples: usize,
+    /// (stream, one past the highest seq sent, refused seqs)
+    streams: Vec<(StreamId, u64, Vec<u64>)>,
+    tracks: Vec<TrackRow>,
+    counts: Counts,
+    /// (kind, stream, recipient, seq, detail number)
+    noted: Vec<(Problem, StreamId, UserIx, u64, u64)>,
+}
+
+impl From<Ledger> for Repr {
+    fn from(l: Ledger) -> Self {
+        let mut streams: Vec<_> = l
+            .streams
+            .into_iter()
+            .map(|(id, s)| (id, s.sent, s.refused))
+            .collect();
+        streams.sort_unstable_by_key(|s| s.0);
+        let mut tracks: Vec<_> = l
+            .tracks
+            .into_iter()
+            .map(|((s, r), t)| (s, r, t.expected, t.next, t.above))
+            .collect();
+        tracks.sort_unstable_by_key(|t| (t.0, t.1));
+        let noted = Problem::ALL
+            .iter()
+            .flat_map(|&k| {
+                l.noted[k as usize]
+                    .iter()
+                    .map(move |n| (k, n.0, n.1, n.2, n.3))
+            })
+            .collect();
+        Repr {
+            sample: l.sample,
+            late_after_us: l.late_after_us,
+            examples: l.max_examples,
+            streams,
+            tracks,
+            counts: l.counts,
+            noted,
+        }
+    }
+}
+
+impl TryFrom<Repr> for Ledger {
+    type Error = String;
+
+    fn try_from(r: Repr) -> Result<Self, String> {
+        let mut streams = HashMap::with_capacity(r.streams.len());
+        for (id, sent, refused) in r.streams {
+            let ok =
+                refused.windows(2).all(|w| w[0] < w[1]) && refused.last().is_none_or(|&x| x < sent);
+            if !ok {
+                return Err(format!("ledger: stream {id}: refused seqs out of order"));
+            }
+            if streams.insert(id, Stream { sent, refused }).is_some() {
+                return Err(format!("ledger: stream {id} listed twice"));
+            }
+        }
+        let mut tracks = HashMap::with_capacity(r.tracks.len());
+        for (s, u, expected, next, above) in r.tracks {
+            let ok = above.iter().all(|r| r.0 < r.1)
+                && above.first().is_none_or(|r| r.0 > next)
+                && above.windows(2).all(|w| w[0].1 < w[1].0);
+            if !ok {
+                return Err(format!("ledger: track ({s}, {u}): bad received ranges"));
+            }
+            let t = Track {
+                expected,
+                next,
+                above,
+            };
+            if tracks.insert((s, u), t).is_some() {
+                return Err(format!("ledger: track ({s}, {u}) listed twice"));
+            }
+        }
+        let mut ledger = Ledger {
+            sample: r.sample,
+            late_after_us: r.late_after_us,
+            max_examples: r.examples,
+            streams,
+            tracks,
+            counts: r.counts,
+            noted: Default::default(),
+        };
+        for (kind, s, u, seq, aux) in r.noted {
+            if kind == Problem::Lost {
+                return Err("ledger: lost examples are computed, not stored".to_string());
+            }
+            ledger.note(kind, (s, u, seq), aux);
+        }
+        Ok(ledger)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,313 @@
+//! Tests of the ledger: each problem kind, sampling, merge and serialization.
+
+use super::*;
+use proptest::prelude::*;
+use std::time::Duration;
+
+fn opts(sample: f64) -> LedgerOpts {
+    LedgerOpts {
+        sample,
+        late_after: Duration::from_millis(100),
+        examples: 3,
+        verify_sync: true,
+    }
+}
+
+/// A ledger with one stream of `n` sent messages expected by recipient 7.
+fn one_track(n: u64) -> Ledger {
+    let mut l = Ledger::new(&opts(1.0));
+    l.expect(1, 7);
+    for seq in 0..n {
+        l.sent(1, seq);
+    }
+    l
+}
+
+fn push(l: &mut Ledger, seq: u64) {
+    l.received(7, 1, seq, 1_000, Via::Push, false);
+}
+
+fn problems(d: &Delivery) -> [u64; 6] {
+    [
+        d.lost,
+        d.duplicated,
+        d.reordered,
+        d.corrupted,
+        d.late,
+        d.unexpected,
+    ]
+}
+
+#[test]
+fn in_order_delivery_has_no_problems() {
+    let mut l = one_track(100);
+    for seq in 0..100 {
+        push(&mut l, seq);
+    }
+    let d = l.summary();
+    assert_eq!(problems(&d), [0; 6]);
+    assert_eq!((d.streams, d.tracks, d.sent, d.expected), (1, 1, 100, 100));
+    assert_eq!((d.delivered, d.via_push), (100, 100));
+    assert!(d.examples.is_empty());
+    let t = &l.tracks[&(1, 7)];
+    assert_eq!((t.next, t.above.capacity()), (100, 0));
+}
+
+#[test]
+fn one_drop_is_one_lost() {
+    let mut l = one_track(10);
+    for seq in (0..10).filter(|&s| s != 4) {
+        push(&mut l, seq);
+    }
+    let d = l.summary();
+    assert_eq!(problems(&d), [1, 0, 0, 0, 0, 0]);
+    assert_eq!(d.delivered, 9);
+    assert_eq!(
+        d.examples,
+        vec![Example {
+            kind: Problem::Lost,
+            stream: 1,
+            recipient: 7,
+            seq: 4,
+            detail: "never received".into()
+        }]
+    );
+    // A permanent hole costs one range, not one entry per later message.
+    assert_eq!(l.tracks[&(1, 7)].above, vec![(5, 10)]);
+}
+
+#[test]
+fn one_duplicate_is_one_duplicated() {
+    let mut l = one_track(5);
+    for seq in [0, 1, 2, 2, 3, 4] {
+        push(&mut l, seq);
+    }
+    let d = l.summary();
+    assert_eq!(problems(&d), [0, 1, 0, 0, 0, 0]);
+    assert_eq!(d.delivered, 5);
+    assert_eq!(d.examples[0].detail, "another copy via push");
+}
+
+#[test]
+fn a_swap_is_one_reordered() {
+    let mut l = one_track(5);
+    for seq in [0, 2, 1, 3, 4] {
+        push(&mut l, seq);
+    }
+    let d = l.summary();
+    assert_eq!(problems(&d), [0, 0, 1, 0, 0, 0]);
+    assert_eq!(d.delivered, 5);
+    assert_eq!(
+        (d.examples[0].seq, &*d.examples[0].detail),
+        (1, "arrived after seq 2")
+    );
+}
+
+#[test]
+fn corrupt_is_corrupted_not_lost() {
+    let mut l = one_track(3);
+    push(&mut l, 0);
+    l.received(7, 1, 1, 1_000, Via::Push, true);
+    push(&mut l, 2);
+    let d = l.summary();
+    assert_eq!(problems(&d), [0, 0, 0, 1, 0, 0]);
+    assert_eq!(d.delivered, 2);
+}
+
+#[test]
+fn repair_is_repaired_not_lost() {
+    let mut l = one_track(3);
+    push(&mut l, 0);
+    push(&mut l, 2);
+    l.received(7, 1, 1, 5_000_000, Via::Repair, false);
+    l.received(7, 1, 2, 5_000_000, Via::Repair, false);
+    let d = l.summary();
+    assert_eq!(problems(&d), [0, 1, 0, 0, 0, 0]);
+    assert_eq!((d.delivered, d.via_push, d.repaired), (3, 2, 1));
+}
+
+#[test]
+fn sync_catch_up_is_normal_delivery() {
+    let mut l = one_track(3);
+    // A late user: a live push arrives before the catch-up of older messages.
+    push(&mut l, 2);
+    l.received(7, 1, 0, 60_000_000, Via::Sync, false);
+    l.received(7, 1, 1, 60_000_000, Via::Sync, false);
+    let d = l.summary();
+    assert_eq!(problems(&d), [0; 6]);
+    assert_eq!((d.delivered, d.via_sync), (3, 2));
+}
+
+#[test]
+fn late_push_is_late_and_delivered() {
+    let mut l = one_track(2);
+    push(&mut l, 0);
+    l.received(7, 1, 1, 250_000, Via::Push, false);
+    let d = l.summary();
+    assert_eq!(problems(&d), [0, 0, 0, 0, 1, 0]);
+    assert_eq!(d.delivered, 2);
+    assert_eq!(d.examples[0].detail, "delivered 250.0 ms after due");
+}
+
+#[test]
+fn refused_is_expected_nowhere() {
+    let mut l = one_track(3);
+    l.refused(1, 3);
+    push(&mut l, 0);
+    push(&mut l, 1);
+    push(&mut l, 2);
+    let d = l.summary();
+    assert_eq!((d.sent, d.refused, d.expected, d.lost), (4, 1, 3, 0));
+}
+
+#[test]
+fn unregistered_recipient_is_unexpected() {
+    let mut l = one_track(1);
+    push(&mut l, 0);
+    l.received(8, 1, 0, 0, Via::Push, false);
+    l.received(8, 1, 0, 0, Via::Push, false);
+    let d = l.summary();
+    assert_eq!(problems(&d), [0, 0, 0, 0, 0, 1]);
+    assert_eq!((d.tracks, d.delivered), (1, 1));
+}
+
+#[test]
+fn damaged_is_counted() {
+    let mut l = Ledger::new(&opts(0.0));
+    assert!(l.is_empty());
+    l.damaged();
+    assert!(!l.is_empty());
+    assert_eq!(l.summary().damaged, 1);
+}
+
+#[test]
+fn examples_are_capped_to_the_smallest() {
+    let mut l = one_track(10);
+    for seq in (0..10).rev() {
+        push(&mut l, seq);
+    }
+    let d = l.summary();
+    assert_eq!(d.reordered, 9);
+    let seqs: Vec<u64> = d.examples.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [0, 1, 2]);
+}
+
+#[test]
+fn sampling_is_deterministic_and_near_the_rate() {
+    let a = Ledger::new(&opts(0.1));
+    let b = Ledger::new(&opts(0.1));
+    let picked: Vec<u32> = (0..100_000).filter(|&s| a.sampled(s)).collect();
+    assert!(picked.iter().all(|&s| b.sampled(s)));
+    assert!((9_000..11_000).contains(&picked.len()), "{}", picked.len());
+    // Fixed forever: results of different versions must agree.
+    assert_eq!(&picked[..5], [10, 18, 21, 41, 48]);
+    let none = Ledger::new(&opts(0.0));
+    let all = Ledger::new(&opts(1.0));
+    assert!((0..1000).all(|s| !none.sampled(s) && all.sampled(s)));
+}
+
+#[test]
+fn unsampled_streams_are_ignored() {
+    let mut l = Ledger::new(&opts(0.1));
+    let s = (0..)
+        .find(|&s| !l.sampled(s))
+        .expect("some stream is not sampled");
+    l.expect(s, 1);
+    l.sent(s, 0);
+    l.received(1, s, 0, 0, Via::Push, false);
+    assert!(l.is_empty());
+}
+
+#[test]
+fn bad_serialized_ranges_are_rejected() {
+    let mut l = one_track(3);
+    push(&mut l, 2);
+    let mut v = serde_json::to_value(&l).expect("serializes");
+    v["tracks"][0][4] = serde_json::json!([[1, 1]]);
+    assert!(serde_json::from_value::<Ledger>(v).is_err());
+}
+
+/// One ledger event.
+#[derive(Debug, Clone)]
+enum Ev {
+    Expect(StreamId, UserIx),
+    Sent(StreamId, u64),
+    Refused(StreamId, u64),
+    Received(UserIx, StreamId, u64, u64, Via, bool),
+    Damaged(UserIx),
+}
+
+impl Ev {
+    fn apply(&self, l: &mut Ledger) {
+        match *self {
+            Ev::Expect(s, u) => l.expect(s, u),
+            Ev::Sent(s, q) => l.sent(s, q),
+            Ev::Refused(s, q) => l.refused(s, q),
+            Ev::Received(u, s, q, lat, via, c) => l.received(u, s, q, lat, via, c),
+            Ev::Damaged(_) => l.damaged(),
+        }
+    }
+
+    /// Which ledger gets this event in a split: receiver-side events by recipient (as
+    /// shards own recipients), sender-side events freely.
+    fn side(&self, free: bool, users_in_a: u32) -> bool {
+        match *self {
+            Ev::Expect(_, u) | Ev::Received(u, ..) | Ev::Damaged(u) => u < users_in_a,
+            _ => free,
+        }
+    }
+}
+
+fn event() -> impl Strategy<Value = Ev> {
+    let via = prop_oneof![Just(Via::Push), Just(Via::Sync), Just(Via::Repair)];
+    prop_oneof![
+        (0u32..6, 0u32..4).prop_map(|(s, u)| Ev::Expect(s, u)),
+        (0u32..6, 0u64..12).prop_map(|(s, q)| Ev::Sent(s, q)),
+        (0u32..6, 0u64..12).prop_map(|(s, q)| Ev::Refused(s, q)),
+        (
+            0u32..4,
+            0u32..6,
+            0u64..12,
+            0u64..200_000,
+            via,
+            prop::bool::weighted(0.1)
+        )
+            .prop_map(|(u, s, q, lat, via, c)| Ev::Received(u, s, q, lat, via, c)),
+        (0u32..4).prop_map(Ev::Damaged),
+    ]
+}
+
+fn roundtrip(l: &Ledger) -> Ledger {
+    serde_json::from_str(&serde_json::to_string(l).expect("serializes")).expect("parses")
+}
+
+proptest! {
+    #[test]
+    fn merge_equals_one_ledger(
+        mut events in prop::collection::vec(event(), 0..200),
+        split in prop::collection::vec(any::<bool>(), 200),
+        users_in_a in 0u32..5,
+        sample in prop_oneof![Just(1.0), Just(0.5)],
+    ) {
+        // Registration comes first, as in a run.
+        events.sort_by_key(|e| !matches!(e, Ev::Expect(..)));
+        let o = opts(sample);
+        let (mut one, mut a, mut b) = (Ledger::new(&o), Ledger::new(&o), Ledger::new(&o));
+        for (e, free) in events.iter().zip(&split) {
+            e.apply(&mut one);
+            e.apply(if e.side(*free, users_in_a) { &mut a } else { &mut b });
+        }
+        a.merge(&b);
+        prop_assert_eq!(a.summary(), one.summary());
+        prop_assert_eq!(&a, &one);
+        prop_assert_eq!(
+            serde_json::to_string(&a).expect("serializes"),
+            serde_json::to_string(&one).expect("serializes")
+        );
+        prop_assert_eq!(&roundtrip(&one), &one);
+        // Merging an empty ledger changes nothing.
+        let mut c = one.clone();
+        c.merge(&Ledger::new(&o));
+        prop_assert_eq!(&c, &one);
+    }
+}

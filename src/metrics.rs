@@ -1,0 +1,1 @@
+//! Metrics (placeholder while the ledger builds).
