@@ -68,7 +68,7 @@ fn via_name(code: u64) -> &'static str {
 pub enum Problem {
     /// Expected and never received.
     Lost,
-    /// Received again after a first copy.
+    /// Pushed again after a first copy.
     Duplicated,
     /// Pushed after a later message of the same stream.
     Reordered,
@@ -143,7 +143,7 @@ pub struct Delivery {
     pub repaired: u64,
     /// Expected and never received.
     pub lost: u64,
-    /// Extra copies received.
+    /// Extra copies pushed (copies re-fetched by a sync are not counted).
     pub duplicated: u64,
     /// Pushed after a later message of the same stream (still delivered).
     pub reordered: u64,
@@ -246,6 +246,13 @@ impl Ledger {
 
     /// `recipient` received `seq` of `stream`, `latency_us` after it was due; `corrupt`
     /// when the body failed its checksum.
+    ///
+    /// The first copy of a seq counts: corrupt → corrupted (received, so not lost, but not
+    /// delivered); otherwise delivered, by push, sync or repair. Only pushes are judged for
+    /// order (a seq below the highest seen: reordered) and deadline (late). A pushed copy
+    /// of a seq already received is duplicated; a synced one is ignored, since a sync
+    /// returns what the server stored, pushed or not. Events for streams that are not
+    /// sampled are ignored.
     pub fn received(
         &mut self,
         recipient: UserIx,
@@ -272,6 +279,10 @@ impl Ledger {
             return;
         }
         if !new {
+            if via != Via::Push {
+                // A sync fetches what the server stored, whatever was pushed before.
+                return;
+            }
             c.duplicated += 1;
             self.note(Problem::Duplicated, key, via.code());
             return;

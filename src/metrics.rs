@@ -1,1 +1,646 @@
-//! Metrics (placeholder while the ledger builds).
+//! Measurements of a run: HDR histograms of latencies, counters, a per-second series and
+//! the taxonomy of per-message failures.
+//!
+//! The engine keeps one [`Metrics`] per worker and merges them on a tick and at the end.
+//! Every part merges exactly, in any order: a merge of shards' metrics equals the metrics
+//! of one process fed every event. All durations are microseconds.
+//!
+//! In a result file the totals are HDR histograms (V2, deflate, base64: lossless), counters
+//! are a map by name, and the series is a list of seconds, each carrying its non-zero
+//! counters and a compact latency histogram for p50/p99 over time.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+mod sketch;
+
+use sketch::Sketch;
+
+/// The largest latency a histogram holds: one hour. Larger values are recorded as this.
+pub const MAX_US: u64 = 3_600_000_000;
+
+/// Significant digits of the total histograms.
+const SIGFIG: u8 = 3;
+
+/// Examples kept per error kind.
+pub const ERROR_EXAMPLES: usize = 5;
+
+/// A latency histogram.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hist {
+    /// TCP connect plus protocol handshake.
+    Connect,
+    /// Login, from its request to the server's answer.
+    Login,
+    /// Send, from the due time to the server's acceptance.
+    SendAck,
+    /// Due time of a send to its receipt by a recipient.
+    EndToEnd,
+    /// Due time of a group send to its receipt by the last online member.
+    Fanout,
+    /// How late a send went out after its due time (the generator's own lag).
+    SendLag,
+    /// Request round trip of the request pattern.
+    Request,
+}
+
+impl Hist {
+    /// Every histogram.
+    pub const ALL: [Hist; 7] = [
+        Hist::Connect,
+        Hist::Login,
+        Hist::SendAck,
+        Hist::EndToEnd,
+        Hist::Fanout,
+        Hist::SendLag,
+        Hist::Request,
+    ];
+
+    /// The name used in reports and result files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hist::Connect => "connect",
+            Hist::Login => "login",
+            Hist::SendAck => "send_ack",
+            Hist::EndToEnd => "end_to_end",
+            Hist::Fanout => "fanout",
+            Hist::SendLag => "send_lag",
+            Hist::Request => "request",
+        }
+    }
+
+    /// Its slot in the per-second latency series, if it has one.
+    fn series(self) -> Option<usize> {
+        match self {
+            Hist::EndToEnd => Some(0),
+            Hist::SendAck => Some(1),
+            Hist::Request => Some(2),
+            _ => None,
+        }
+    }
+}
+
+/// An event counter.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counter {
+    /// Connection attempts.
+    ConnectAttempts,
+    /// Connections established.
+    Connected,
+    /// Successful logins.
+    LoginOk,
+    /// Connections lost or closed after login.
+    Disconnects,
+    /// Messages sent.
+    Sent,
+    /// Sends the server accepted.
+    Accepted,
+    /// Sends the server refused.
+    Refused,
+    /// Sends that failed (no answer, broken connection).
+    SendErrors,
+    /// Messages received (every copy).
+    Received,
+    /// Sends skipped because their due time passed by more than the lag limit.
+    Dropped,
+    /// Requests sent by the request pattern.
+    Requests,
+    /// Replies to them.
+    Replies,
+    /// Heartbeats sent.
+    Heartbeats,
+    /// Bytes written to the network.
+    BytesOut,
+    /// Bytes read from the network.
+    BytesIn,
+    /// Sync (catch-up) requests made.
+    Syncs,
+}
+
+impl Counter {
+    /// Every counter.
+    pub const ALL: [Counter; 16] = [
+        Counter::ConnectAttempts,
+        Counter::Connected,
+        Counter::LoginOk,
+        Counter::Disconnects,
+        Counter::Sent,
+        Counter::Accepted,
+        Counter::Refused,
+        Counter::SendErrors,
+        Counter::Received,
+        Counter::Dropped,
+        Counter::Requests,
+        Counter::Replies,
+        Counter::Heartbeats,
+        Counter::BytesOut,
+        Counter::BytesIn,
+        Counter::Syncs,
+    ];
+
+    /// The name used in reports and result files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::ConnectAttempts => "connect_attempts",
+            Counter::Connected => "connected",
+            Counter::LoginOk => "login_ok",
+            Counter::Disconnects => "disconnects",
+            Counter::Sent => "sent",
+            Counter::Accepted => "accepted",
+            Counter::Refused => "refused",
+            Counter::SendErrors => "send_errors",
+            Counter::Received => "received",
+            Counter::Dropped => "dropped",
+            Counter::Requests => "requests",
+            Counter::Replies => "replies",
+            Counter::Heartbeats => "heartbeats",
+            Counter::BytesOut => "bytes_out",
+            Counter::BytesIn => "bytes_in",
+            Counter::Syncs => "syncs",
+        }
+    }
+}
+
+/// A kind of per-message or per-connection failure, counted as data.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The TCP connection was refused.
+    ConnectRefused,
+    /// Connecting or logging in took longer than the connect timeout.
+    ConnectTimeout,
+    /// The HTTP upgrade was answered with a non-101 status.
+    HttpStatus,
+    /// The server rejected the credentials.
+    AuthFailed,
+    /// The server sent something the protocol does not allow.
+    Protocol,
+    /// The server closed the connection.
+    ClosedByPeer,
+    /// The server dropped the user for reading too slowly.
+    SlowConsumer,
+    /// A send could not be written or was never answered.
+    SendFailed,
+    /// A request failed or got an error reply.
+    RequestFailed,
+    /// An operation other than connecting timed out.
+    Timeout,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorKind {
+    /// Every kind.
+    pub const ALL: [ErrorKind; 11] = [
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::HttpStatus,
+        ErrorKind::AuthFailed,
+        ErrorKind::Protocol,
+        ErrorKind::ClosedByPeer,
+        ErrorKind::SlowConsumer,
+        ErrorKind::SendFailed,
+        ErrorKind::RequestFailed,
+        ErrorKind::Timeout,
+        ErrorKind::Other,
+    ];
+
+    /// The name used in reports and result files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::AuthFailed => "auth_failed",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::ClosedByPeer => "closed_by_peer",
+            ErrorKind::SlowConsumer => "slow_consumer",
+            ErrorKind::SendFailed => "send_failed",
+            ErrorKind::RequestFailed => "request_failed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// What it means, in one line for the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "the target refused the TCP connection",
+            ErrorKind::ConnectTimeout => "connect + handshake + login exceeded the timeout",
+            ErrorKind::HttpStatus => "the WebSocket upgrade got an HTTP error status",
+            ErrorKind::AuthFailed => "the server rejected the user's credentials",
+            ErrorKind::Protocol => "the server sent a frame the protocol does not allow",
+            ErrorKind::ClosedByPeer => "the server closed an established connection",
+            ErrorKind::SlowConsumer => "the server dropped a user that read too slowly",
+            ErrorKind::SendFailed => "a message could not be sent or was never acknowledged",
+            ErrorKind::RequestFailed => "a request failed or got an error reply",
+            ErrorKind::Timeout => "an operation timed out",
+            ErrorKind::Other => "another failure (see the examples)",
+        }
+    }
+}
+
+/// Latency percentiles of one second, in µs (all 0 when nothing was recorded).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Highest value.
+    pub max: u64,
+}
+
+/// One second of the per-second series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SecondRow {
+    /// Seconds since the run started.
+    pub sec: u32,
+    /// Users online (the sum of what every source reported for this second).
+    pub online: u64,
+    /// Errors of any kind.
+    pub errors: u64,
+    /// End-to-end latency.
+    pub e2e: Percentiles,
+    /// Send → acceptance latency.
+    pub ack: Percentiles,
+    /// Request round trip.
+    pub request: Percentiles,
+    counters: [u64; Counter::ALL.len()],
+}
+
+impl SecondRow {
+    /// A counter's increase during this second.
+    pub fn count(&self, c: Counter) -> u64 {
+        self.counters[c as usize]
+    }
+}
+
+/// All measurements of a run or of a part of it; see the module documentation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Repr", into = "Repr")]
+pub struct Metrics {
+    /// Indexed by `Hist as usize`.
+    hists: [Histogram<u64>; Hist::ALL.len()],
+    /// Indexed by `Counter as usize`.
+    counters: [u64; Counter::ALL.len()],
+    /// Indexed by `ErrorKind as usize`.
+    errors: [Errors; ErrorKind::ALL.len()],
+    /// Sorted by `sec`, created when first touched.
+    seconds: Vec<Second>,
+}
+
+/// Count and examples of one error kind.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Errors {
+    count: u64,
+    /// The examples with the smallest (first second seen, text), at most
+    /// [`ERROR_EXAMPLES`], distinct texts, sorted; `secs[i]` belongs to `texts[i]`.
+    secs: Vec<u32>,
+    texts: Vec<String>,
+}
+
+/// One second of the series.
+#[derive(Clone, Debug, PartialEq)]
+struct Second {
+    sec: u32,
+    online: u64,
+    errors: u64,
+    counters: [u64; Counter::ALL.len()],
+    /// End-to-end, send-ack and request latencies (see `Hist::series`).
+    lat: [Sketch; 3],
+}
+
+impl Second {
+    fn new(sec: u32) -> Self {
+        Second {
+            sec,
+            online: 0,
+            errors: 0,
+            counters: [0; Counter::ALL.len()],
+            lat: Default::default(),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// A histogram from 1 µs to one hour at [`SIGFIG`] significant digits.
+fn new_hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("constant bounds are valid")
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        Metrics {
+            hists: std::array::from_fn(|_| new_hist()),
+            counters: [0; Counter::ALL.len()],
+            errors: Default::default(),
+            seconds: Vec::new(),
+        }
+    }
+
+    /// Records a latency of `us` µs (clamped to [`MAX_US`]) at second `sec` of the run.
+    pub fn record(&mut self, sec: u32, h: Hist, us: u64) {
+        let us = us.min(MAX_US);
+        self.hists[h as usize].saturating_record(us);
+        if let Some(slot) = h.series() {
+            self.second(sec).lat[slot].record(us);
+        }
+    }
+
+    /// Adds `n` to a counter at second `sec` of the run.
+    pub fn add(&mut self, sec: u32, c: Counter, n: u64) {
+        let i = c as usize;
+        self.counters[i] = self.counters[i].saturating_add(n);
+        let s = self.second(sec);
+        s.counters[i] = s.counters[i].saturating_add(n);
+    }
+
+    /// Counts a failure at second `sec`. `example` describes it and is called only when
+    /// the example is kept: the [`ERROR_EXAMPLES`] distinct texts seen first (by second,
+    /// then text) are.
+    pub fn error(&mut self, sec: u32, kind: ErrorKind, example: impl FnOnce() -> String) {
+        let e = &mut self.errors[kind as usize];
+        e.count += 1;
+        let full = e.texts.len() >= ERROR_EXAMPLES;
+        if !full || e.secs.last().is_some_and(|&last| sec <= last) {
+            e.keep(sec, example());
+        }
+        self.second(sec).errors += 1;
+    }
+
+    /// Adds `online` users to second `sec`. Each source (worker, shard) reports once per
+    /// second; the series shows the sum.
+    pub fn gauge_online(&mut self, sec: u32, online: u64) {
+        let s = self.second(sec);
+        s.online = s.online.saturating_add(online);
+    }
+
+    /// Adds everything `other` recorded.
+    pub fn merge(&mut self, other: &Metrics) {
+        for (h, o) in self.hists.iter_mut().zip(&other.hists) {
+            h.add(o).expect("all histograms have the same bounds");
+        }
+        for (c, o) in self.counters.iter_mut().zip(&other.counters) {
+            *c = c.saturating_add(*o);
+        }
+        for (e, o) in self.errors.iter_mut().zip(&other.errors) {
+            e.count += o.count;
+            for (sec, text) in o.secs.iter().zip(&o.texts) {
+                e.keep(*sec, text.clone());
+            }
+        }
+        for o in &other.seconds {
+            let s = self.second(o.sec);
+            s.online = s.online.saturating_add(o.online);
+            s.errors += o.errors;
+            for (c, n) in s.counters.iter_mut().zip(&o.counters) {
+                *c = c.saturating_add(*n);
+            }
+            for (l, n) in s.lat.iter_mut().zip(&o.lat) {
+                l.merge(n);
+            }
+        }
+    }
+
+    /// The total histogram of `h`.
+    pub fn hist(&self, h: Hist) -> &Histogram<u64> {
+        &self.hists[h as usize]
+    }
+
+    /// The total of a counter.
+    pub fn count(&self, c: Counter) -> u64 {
+        self.counters[c as usize]
+    }
+
+    /// Every error kind that occurred: kind, count and kept examples.
+    pub fn errors(&self) -> impl Iterator<Item = (ErrorKind, u64, &[String])> + '_ {
+        ErrorKind::ALL
+            .iter()
+            .zip(&self.errors)
+            .filter(|(_, e)| e.count > 0)
+            .map(|(k, e)| (*k, e.count, &e.texts[..]))
+    }
+
+    /// The per-second series, in time order (seconds without any event are absent).
+    pub fn seconds(&self) -> impl DoubleEndedIterator<Item = SecondRow> + '_ {
+        self.seconds.iter().map(|s| {
+            let pct = |l: &Sketch| Percentiles {
+                count: l.count(),
+                p50: l.quantile(0.5),
+                p99: l.quantile(0.99),
+                max: l.max(),
+            };
+            SecondRow {
+                sec: s.sec,
+                online: s.online,
+                errors: s.errors,
+                e2e: pct(&s.lat[0]),
+                ack: pct(&s.lat[1]),
+                request: pct(&s.lat[2]),
+                counters: s.counters,
+            }
+        })
+    }
+
+    /// The bucket of second `sec`, created if needed (fast when it is the latest).
+    fn second(&mut self, sec: u32) -> &mut Second {
+        let i = match self.seconds.last() {
+            Some(s) if s.sec == sec => self.seconds.len() - 1,
+            _ => match self.seconds.binary_search_by_key(&sec, |s| s.sec) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.seconds.insert(i, Second::new(sec));
+                    i
+                }
+            },
+        };
+        &mut self.seconds[i]
+    }
+}
+
+impl Errors {
+    /// Keeps `(sec, text)` if it is among the smallest distinct-text examples.
+    fn keep(&mut self, sec: u32, text: String) {
+        if let Some(j) = self.texts.iter().position(|t| *t == text) {
+            if self.secs[j] <= sec {
+                return;
+            }
+            self.secs.remove(j);
+            self.texts.remove(j);
+        }
+        let i = (0..self.texts.len())
+            .find(|&i| (sec, &text) < (self.secs[i], &self.texts[i]))
+            .unwrap_or(self.texts.len());
+        if i < ERROR_EXAMPLES {
+            self.secs.insert(i, sec);
+            self.texts.insert(i, text);
+            self.secs.truncate(ERROR_EXAMPLES);
+            self.texts.truncate(ERROR_EXAMPLES);
+        }
+    }
+}
+
+/// The serialized form.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    /// Base64 of each histogram's V2-deflate encoding.
+    hists: BTreeMap<Hist, String>,
+    counters: BTreeMap<Counter, u64>,
+    errors: Vec<ErrorRepr>,
+    seconds: Vec<SecondRepr>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorRepr {
+    kind: ErrorKind,
+    count: u64,
+    /// (first second seen, text)
+    examples: Vec<(u32, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecondRepr {
+    sec: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    online: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    errors: u64,
+    /// Non-zero counters only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    counters: BTreeMap<Counter, u64>,
+    /// Latency histograms of the second (see `Sketch::encode`), empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    e2e: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    ack: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    request: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl From<Metrics> for Repr {
+    fn from(m: Metrics) -> Self {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let hists = Hist::ALL
+            .iter()
+            .map(|&h| {
+                let mut bytes = Vec::new();
+                V2DeflateSerializer::new()
+                    .serialize(&m.hists[h as usize], &mut bytes)
+                    .expect("serializing a histogram into memory cannot fail");
+                (h, b64.encode(bytes))
+            })
+            .collect();
+        let counters = Counter::ALL
+            .iter()
+            .map(|&c| (c, m.counters[c as usize]))
+            .collect();
+        let errors = ErrorKind::ALL
+            .iter()
+            .zip(m.errors)
+            .filter(|(_, e)| e.count > 0)
+            .map(|(&kind, e)| ErrorRepr {
+                kind,
+                count: e.count,
+                examples: e.secs.into_iter().zip(e.texts).collect(),
+            })
+            .collect();
+        let seconds = m
+            .seconds
+            .into_iter()
+            .map(|s| SecondRepr {
+                sec: s.sec,
+                online: s.online,
+                errors: s.errors,
+                counters: Counter::ALL
+                    .iter()
+                    .map(|&c| (c, s.counters[c as usize]))
+                    .filter(|(_, n)| *n > 0)
+                    .collect(),
+                e2e: s.lat[0].encode(),
+                ack: s.lat[1].encode(),
+                request: s.lat[2].encode(),
+            })
+            .collect();
+        Repr {
+            hists,
+            counters,
+            errors,
+            seconds,
+        }
+    }
+}
+
+impl TryFrom<Repr> for Metrics {
+    type Error = String;
+
+    fn try_from(r: Repr) -> Result<Self, String> {
+        let mut m = Metrics::new();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        for (h, text) in r.hists {
+            let bytes = b64
+                .decode(text)
+                .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
+            let hist: Histogram<u64> = Deserializer::new()
+                .deserialize(&mut &bytes[..])
+                .map_err(|e| format!("metrics: histogram {}: {e:?}", h.name()))?;
+            let want = new_hist();
+            let same = (hist.low(), hist.high(), hist.sigfig())
+                == (want.low(), want.high(), want.sigfig());
+            if !same {
+                return Err(format!("metrics: histogram {} has other bounds", h.name()));
+            }
+            m.hists[h as usize] = hist;
+        }
+        for (c, n) in r.counters {
+            m.counters[c as usize] = n;
+        }
+        for e in r.errors {
+            let slot = &mut m.errors[e.kind as usize];
+            slot.count = e.count;
+            for (sec, text) in e.examples {
+                slot.keep(sec, text);
+            }
+        }
+        for s in r.seconds {
+            if m.seconds.last().is_some_and(|last| last.sec >= s.sec) {
+                return Err(format!("metrics: second {} out of order", s.sec));
+            }
+            let mut second = Second::new(s.sec);
+            second.online = s.online;
+            second.errors = s.errors;
+            for (c, n) in s.counters {
+                second.counters[c as usize] = n;
+            }
+            for (slot, text) in [s.e2e, s.ack, s.request].iter().enumerate() {
+                second.lat[slot] = Sketch::decode(text)?;
+            }
+            m.seconds.push(second);
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests;

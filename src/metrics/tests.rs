@@ -1,0 +1,211 @@
+//! Tests of metrics: recording, clamping, the series, error examples, merge and
+//! serialization.
+
+use super::*;
+use proptest::prelude::*;
+
+fn roundtrip(m: &Metrics) -> Metrics {
+    serde_json::from_str(&serde_json::to_string(m).expect("serializes")).expect("parses")
+}
+
+#[test]
+fn names_are_unique_and_match_serde() {
+    for h in Hist::ALL {
+        assert_eq!(serde_json::to_value(h).expect("ser"), h.name());
+    }
+    for c in Counter::ALL {
+        assert_eq!(serde_json::to_value(c).expect("ser"), c.name());
+    }
+    for k in ErrorKind::ALL {
+        assert_eq!(serde_json::to_value(k).expect("ser"), k.name());
+        assert!(!k.describe().is_empty());
+    }
+    for (i, h) in Hist::ALL.iter().enumerate() {
+        assert_eq!(*h as usize, i);
+    }
+    for (i, c) in Counter::ALL.iter().enumerate() {
+        assert_eq!(*c as usize, i);
+    }
+    for (i, k) in ErrorKind::ALL.iter().enumerate() {
+        assert_eq!(*k as usize, i);
+    }
+}
+
+#[test]
+fn records_totals_and_series() {
+    let mut m = Metrics::new();
+    for v in 1..=100 {
+        m.record(3, Hist::EndToEnd, v * 1_000);
+    }
+    m.record(5, Hist::Connect, 2_000);
+    m.add(3, Counter::Sent, 10);
+    m.add(4, Counter::Sent, 5);
+    m.gauge_online(4, 7);
+    m.gauge_online(4, 3);
+    assert_eq!(m.hist(Hist::EndToEnd).len(), 100);
+    assert_eq!(m.hist(Hist::Connect).len(), 1);
+    assert_eq!(m.count(Counter::Sent), 15);
+    let rows: Vec<SecondRow> = m.seconds().collect();
+    // Connect has no per-second series, so second 5 was never created.
+    assert_eq!(rows.iter().map(|r| r.sec).collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(rows[0].count(Counter::Sent), 10);
+    assert_eq!(rows[0].e2e.count, 100);
+    assert!((50_000..50_400).contains(&rows[0].e2e.p50));
+    assert!((99_000..99_800).contains(&rows[0].e2e.p99));
+    assert_eq!(rows[0].ack, Percentiles::default());
+    assert_eq!((rows[1].online, rows[1].count(Counter::Sent)), (10, 5));
+}
+
+#[test]
+fn huge_values_saturate() {
+    let mut m = Metrics::new();
+    m.record(0, Hist::EndToEnd, u64::MAX);
+    m.record(0, Hist::SendAck, 0);
+    m.add(0, Counter::BytesIn, u64::MAX);
+    m.add(0, Counter::BytesIn, 1);
+    let h = m.hist(Hist::EndToEnd);
+    assert_eq!(h.len(), 1);
+    assert!(h.max() >= MAX_US && h.max() < MAX_US + MAX_US / 1000);
+    assert_eq!(m.count(Counter::BytesIn), u64::MAX);
+    let row = m.seconds().next_back().expect("a second");
+    assert!(row.e2e.max >= MAX_US && row.e2e.max < MAX_US + MAX_US / 100);
+    assert_eq!(roundtrip(&m), m);
+}
+
+#[test]
+fn error_examples_are_bounded_and_lazy() {
+    let mut m = Metrics::new();
+    let mut calls = 0;
+    for i in 0..20u32 {
+        m.error(i / 4, ErrorKind::ConnectRefused, || {
+            calls += 1;
+            format!("127.0.0.1:{}: connection refused", 9000 + i)
+        });
+    }
+    m.error(9, ErrorKind::Timeout, || "login timed out".into());
+    m.error(9, ErrorKind::Timeout, || "login timed out".into());
+    let errors: Vec<_> = m.errors().collect();
+    assert_eq!(errors.len(), 2);
+    let (kind, count, examples) = errors[0];
+    assert_eq!(
+        (kind, count, examples.len()),
+        (ErrorKind::ConnectRefused, 20, 5)
+    );
+    assert_eq!(examples[0], "127.0.0.1:9000: connection refused");
+    // Full after second 1 (seconds 0 and 1 hold 8 candidates): later seconds skip the call.
+    assert_eq!(calls, 8);
+    assert_eq!(
+        errors[1],
+        (ErrorKind::Timeout, 2, &["login timed out".to_string()][..])
+    );
+    let rows: Vec<SecondRow> = m.seconds().collect();
+    assert_eq!(rows.iter().map(|r| r.errors).sum::<u64>(), 22);
+}
+
+#[test]
+fn serialized_form_is_readable() {
+    let mut m = Metrics::new();
+    m.add(0, Counter::Sent, 2);
+    m.record(0, Hist::EndToEnd, 1500);
+    m.error(0, ErrorKind::Protocol, || "bad frame".into());
+    let v = serde_json::to_value(&m).expect("serializes");
+    assert_eq!(v["counters"]["sent"], 2);
+    assert_eq!(v["counters"]["received"], 0);
+    assert!(v["hists"]["end_to_end"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty()));
+    assert_eq!(v["errors"][0]["kind"], "protocol");
+    assert_eq!(v["seconds"][0]["counters"], serde_json::json!({"sent": 2}));
+    assert!(v["seconds"][0].get("ack").is_none());
+}
+
+#[test]
+fn bad_files_are_rejected() {
+    let good = serde_json::to_value(Metrics::new()).expect("serializes");
+    let mut v = good.clone();
+    v["counters"]["nonsense"] = 1.into();
+    assert!(serde_json::from_value::<Metrics>(v).is_err());
+    let mut v = good.clone();
+    v["hists"]["connect"] = "not base64!".into();
+    assert!(serde_json::from_value::<Metrics>(v).is_err());
+    let mut other = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(
+            &Histogram::<u64>::new_with_bounds(1, 1000, 2).expect("bounds"),
+            &mut other,
+        )
+        .expect("serializes");
+    let mut v = good.clone();
+    v["hists"]["connect"] = base64::engine::general_purpose::STANDARD
+        .encode(other)
+        .into();
+    assert!(serde_json::from_value::<Metrics>(v).is_err());
+    let mut v = good;
+    v["seconds"] = serde_json::json!([{"sec": 2}, {"sec": 1}]);
+    assert!(serde_json::from_value::<Metrics>(v).is_err());
+}
+
+/// One recording.
+#[derive(Debug, Clone)]
+enum Ev {
+    Record(u32, Hist, u64),
+    Add(u32, Counter, u64),
+    Error(u32, ErrorKind, u8),
+    Online(u32, u64),
+}
+
+impl Ev {
+    fn apply(&self, m: &mut Metrics) {
+        match *self {
+            Ev::Record(s, h, us) => m.record(s, h, us),
+            Ev::Add(s, c, n) => m.add(s, c, n),
+            Ev::Error(s, k, t) => m.error(s, k, || format!("failure {t}")),
+            Ev::Online(s, n) => m.gauge_online(s, n),
+        }
+    }
+}
+
+fn event() -> impl Strategy<Value = Ev> {
+    let hist = prop::sample::select(Hist::ALL.to_vec());
+    let counter = prop::sample::select(Counter::ALL.to_vec());
+    let kind = prop::sample::select(ErrorKind::ALL[..3].to_vec());
+    let us = prop_oneof![0u64..10_000, any::<u64>()];
+    prop_oneof![
+        4 => (0u32..8, hist, us).prop_map(|(s, h, us)| Ev::Record(s, h, us)),
+        2 => (0u32..8, counter, 0u64..1_000).prop_map(|(s, c, n)| Ev::Add(s, c, n)),
+        2 => (0u32..8, kind, 0u8..9).prop_map(|(s, k, t)| Ev::Error(s, k, t)),
+        1 => (0u32..8, 0u64..100).prop_map(|(s, n)| Ev::Online(s, n)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn merge_equals_one_metrics(
+        events in prop::collection::vec(event(), 0..300),
+        split in prop::collection::vec(any::<bool>(), 300),
+    ) {
+        let (mut one, mut a, mut b) = (Metrics::new(), Metrics::new(), Metrics::new());
+        for (e, left) in events.iter().zip(&split) {
+            e.apply(&mut one);
+            e.apply(if *left { &mut a } else { &mut b });
+        }
+        a.merge(&b);
+        for h in Hist::ALL {
+            let got: Vec<(u64, u64)> =
+                a.hist(h).iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+            let want: Vec<(u64, u64)> =
+                one.hist(h).iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+            prop_assert_eq!(got, want);
+        }
+        prop_assert_eq!(&a, &one);
+        prop_assert_eq!(a.seconds().collect::<Vec<_>>(), one.seconds().collect::<Vec<_>>());
+        let back = roundtrip(&a);
+        prop_assert_eq!(&back, &one);
+        prop_assert_eq!(
+            serde_json::to_string(&back).expect("serializes"),
+            serde_json::to_string(&one).expect("serializes")
+        );
+    }
+}
