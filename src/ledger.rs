@@ -217,7 +217,9 @@ impl Ledger {
         ((h >> 11) as f64) * (1.0 / (1u64 << 53) as f64) < self.sample
     }
 
-    /// Registers that `recipient` should receive every message of `stream`.
+    /// Registers that `recipient` should receive every message of `stream`. Call it at
+    /// the start, in the ledger that will see the recipient's deliveries: a delivery to an
+    /// unregistered recipient counts as unexpected.
     pub fn expect(&mut self, stream: StreamId, recipient: UserIx) {
         if self.sampled(stream) {
             self.tracks.entry((stream, recipient)).or_default().expected = true;
