@@ -97,14 +97,14 @@ impl Source<'_> {
             unknown("key", &ticked)
         } else if msg.starts_with("unknown variant ") {
             unknown("value", &ticked)
+        } else if msg.contains(" as i128") || msg.contains(" as u128") {
+            let n = ticked.first().map_or("", |s| s.as_str());
+            format!("integer `{n}` is out of range")
         } else if let Some(rest) = msg.strip_prefix("invalid type: ") {
             match rest.rsplit_once(", expected ") {
                 Some((got, want)) => format!("wrong type: expected {}, got {got}", noun(want)),
                 None => format!("wrong type: {rest}"),
             }
-        } else if msg.starts_with("invalid value: integer") {
-            let n = ticked.first().map_or("", |s| s.as_str());
-            format!("integer `{n}` is out of range")
         } else {
             msg.to_string()
         };
