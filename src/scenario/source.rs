@@ -94,7 +94,11 @@ impl Source<'_> {
             return self.error(span, key, format!("missing required key `{field}`"));
         }
         let text = if msg.starts_with("unknown field ") {
-            unknown("key", &ticked)
+            let parent = path.rsplit_once('.').map_or("", |(p, _)| p);
+            match (super::traffic::keys_at(root, parent), ticked.first()) {
+                (Some(keys), Some(word)) => unknown_among("key", word, &keys),
+                _ => unknown("key", &ticked),
+            }
         } else if msg.starts_with("unknown variant ") {
             unknown("value", &ticked)
         } else if msg.contains(" as i128") || msg.contains(" as u128") {

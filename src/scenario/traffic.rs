@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Duration;
 
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::plan::{DriverKind, RequestKind, RequestTraffic};
@@ -114,6 +115,35 @@ fn keys_of(kind: Kind) -> &'static [&'static str] {
         Kind::Request => &["request", "concurrency", "sweep", "step_duration"],
         Kind::Echo => &["pick", "connections", "interval", "rate", "size"],
     }
+}
+
+/// The keys a `[[traffic]]` entry at `path` (`traffic[i]`) may hold, given the `kind`
+/// written in `root`; `None` when the kind is not known.
+pub fn keys_at(root: &DeTable<'_>, path: &str) -> Option<Vec<&'static str>> {
+    let i: usize = path
+        .strip_prefix("traffic[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()?;
+    let DeValue::Array(list) = root.get("traffic")?.get_ref() else {
+        return None;
+    };
+    let DeValue::Table(entry) = list.get(i)?.get_ref() else {
+        return None;
+    };
+    let kind = entry.get("kind")?.get_ref().as_str()?;
+    let kind = [
+        Kind::Direct,
+        Kind::Group,
+        Kind::Idle,
+        Kind::Request,
+        Kind::Echo,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == kind)?;
+    let mut keys = COMMON.to_vec();
+    keys.extend(keys_of(kind));
+    Some(keys)
 }
 
 /// Kinds each driver can run.
@@ -435,9 +465,9 @@ impl Ctx<'_> {
                         r,
                         self.key("rate"),
                         format!(
-                            "{rate}/s over {senders} {who} is one send per {:.0}ns each; \
-                             the shortest interval is 1µs",
-                            secs * 1e9
+                            "{rate}/s over {senders} {who} needs sends less than 1µs apart; \
+                             at most {}/s fit (1µs interval)",
+                            u64::from(senders) * 1_000_000
                         ),
                     ));
                 }

@@ -56,7 +56,16 @@ fn unknown_key_in_array_of_tables() {
         &[],
         19,
         "traffic[1].rat",
-        "unknown key `rat`; did you mean `rate`? allowed: name, kind",
+        "unknown key `rat`; allowed: name, kind, start, duration, pick, users",
+    );
+    let text = edit("senders = 10", "senders = 10\nrat = 3");
+    fails(
+        &text,
+        &[],
+        11,
+        "traffic[0].rat",
+        "did you mean `rate`? allowed: name, kind, start, duration, pick, senders, receivers, \
+         messages, interval, rate, size",
     );
 }
 
