@@ -1,6 +1,85 @@
 //! Scenario files: the TOML schema, validation with file:line:key errors, and lowering into
 //! a [`Plan`].
+//!
+//! The steps, one file each:
+//! 1. `source`: the text is parsed into a spanned TOML tree; every error is located by span
+//!    as `FILE:LINE: KEY: what is wrong` ([`crate::Error::Scenario`]).
+//! 2. `overrides`: `--set KEY=VALUE` edits the tree, with spans that name the override.
+//! 3. `schema`: the tree is read into serde types that deny unknown keys.
+//! 4. `validate` (with `target`, `traffic`, `arrival`): every value and combination is
+//!    checked and resolved to numbers, before anything connects.
+//! 5. `lower`: users, groups and stream ids are chosen from the seed into a [`Plan`].
+//!
+//! `docs/scenario.md` documents every key.
 
+mod arrival;
+mod lower;
+mod overrides;
 pub mod plan;
+mod schema;
+mod source;
+mod target;
+mod traffic;
+mod validate;
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::de::DeTable;
+use toml::Spanned;
 
 pub use plan::*;
+
+use crate::{Error, Result};
+
+/// The built-in default scenario (`scenarios/default.toml`), run by `msgstorm run` with no
+/// arguments against the embedded reference server.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
+
+/// The secret the embedded reference server must be started with: the default native
+/// `[target.auth] secret`.
+pub use target::DEFAULT_SECRET;
+
+/// Reads, overrides, validates and lowers the scenario file at `path`.
+pub fn load(path: &Path, overrides: &[String], shard: Shard) -> Result<Plan> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse(&text, path, overrides, shard)
+}
+
+/// Parses scenario `text` (read from `file`, named in errors), applies `--set KEY=VALUE`
+/// `overrides`, validates it and lowers it into a [`Plan`] for `shard`.
+pub fn parse(text: &str, file: &Path, overrides: &[String], shard: Shard) -> Result<Plan> {
+    if shard.count == 0 || shard.index >= shard.count {
+        return Err(Error::Usage(format!(
+            "shard {} of {}: the index must be below the count, and the count at least 1",
+            shard.index, shard.count
+        )));
+    }
+    let src = source::Source {
+        file,
+        text,
+        overrides,
+    };
+    let doc = DeTable::parse(text).map_err(|e| src.syntax_error(&e))?;
+    let span = doc.span();
+    let mut root: DeTable<'_> = doc.into_inner();
+    overrides::apply(&mut root, &src)?;
+    let de = toml::de::Deserializer::from(Spanned::new(span, root.clone()));
+    let scenario = schema::Scenario::deserialize(de).map_err(|e| src.schema_error(&root, &e))?;
+    let checked = validate::validate(&src, &scenario, file)?;
+    Ok(lower::lower(checked, shard))
+}
+
+/// The built-in default scenario as a plan.
+pub fn default_plan() -> Plan {
+    parse(
+        DEFAULT_SCENARIO,
+        Path::new("default.toml"),
+        &[],
+        Shard::WHOLE,
+    )
+    .expect("the built-in default scenario is valid (tested)")
+}
+
+#[cfg(test)]
+mod tests;

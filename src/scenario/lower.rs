@@ -1,0 +1,266 @@
+//! Lowering: a validated scenario → a [`Plan`] with every user chosen.
+//!
+//! Rules (also in `docs/scenario.md`):
+//! - Every choice comes from `fastrand` seeded by the scenario seed mixed with a fixed tag
+//!   per purpose (population, then one per pattern), so adding a pattern does not change
+//!   the users of the others, and every shard computes the same plan.
+//! - Late and churning users are one seeded random sample of all users (disjoint).
+//! - Senders (direct senders, group senders, echo connections) are drawn from the users
+//!   online throughout: neither late nor churning. Receivers, group members and idle users
+//!   are drawn from all users, so late and churning users receive too and must catch up
+//!   by sync.
+//! - Direct receivers are distinct from its senders (nobody messages themselves).
+//! - Each group first draws its senders, then the other members from all remaining users;
+//!   members and senders are sorted ascending; `members[0]` creates the group.
+//! - Groups are named `g{seed:x}-{n}` with `n` counting groups across the whole plan.
+//! - Stream ids are dense from 0 in pattern order: a direct pattern takes
+//!   senders × receivers ids, a group pattern groups × senders_per_group.
+//! - `pick = "every_kth"` takes evenly spaced users of the pool (`pool[j·len/count]`)
+//!   instead of a random sample.
+
+use std::collections::HashSet;
+
+use fastrand::Rng;
+
+use super::plan::{
+    DirectTraffic, EchoTraffic, GroupSpec, GroupTraffic, Plan, Population, Shard, StreamId,
+    Traffic, TrafficKind, UserIx,
+};
+use super::schema::Pick;
+use super::traffic::PatternKind;
+use super::validate::Checked;
+
+/// Resolves every user of a validated scenario.
+pub fn lower(c: Checked, shard: Shard) -> Plan {
+    let pop = c.population;
+    let mut rng = Rng::with_seed(mix(c.seed, 0));
+    let mut away = floyd(&mut rng, pop.users, pop.late + pop.churn);
+    rng.shuffle(&mut away);
+    let mut churn = away.split_off(pop.late as usize);
+    let mut late = away;
+    late.sort_unstable();
+    churn.sort_unstable();
+    let steady: Vec<UserIx> = (0..pop.users)
+        .filter(|u| late.binary_search(u).is_err() && churn.binary_search(u).is_err())
+        .collect();
+
+    let mut next_stream: StreamId = 0;
+    let mut next_group: u64 = 0;
+    let mut traffic = Vec::new();
+    for (i, p) in c.traffic.into_iter().enumerate() {
+        let mut rng = Rng::with_seed(mix(c.seed, i as u64 + 1));
+        let kind = match p.kind {
+            PatternKind::Direct {
+                senders,
+                receivers,
+                pick,
+                messages,
+                interval,
+                size,
+            } => {
+                let senders = choose(&mut rng, &steady, senders, pick);
+                let others: Vec<UserIx> = (0..pop.users)
+                    .filter(|u| senders.binary_search(u).is_err())
+                    .collect();
+                let receivers = choose(&mut rng, &others, receivers, pick);
+                let base = next_stream;
+                next_stream += (senders.len() * receivers.len()) as StreamId;
+                TrafficKind::Direct(DirectTraffic {
+                    senders,
+                    receivers,
+                    messages,
+                    interval,
+                    size,
+                    stream_base: base,
+                })
+            }
+            PatternKind::Group {
+                groups,
+                group_size,
+                senders_per_group,
+                messages,
+                interval,
+                size,
+            } => {
+                let specs = (0..groups)
+                    .map(|_| {
+                        let name = format!("g{:x}-{next_group}", c.seed);
+                        next_group += 1;
+                        group(
+                            &mut rng,
+                            name,
+                            &steady,
+                            pop.users,
+                            group_size,
+                            senders_per_group,
+                        )
+                    })
+                    .collect();
+                let base = next_stream;
+                next_stream += groups * senders_per_group;
+                TrafficKind::Group(GroupTraffic {
+                    groups: specs,
+                    messages,
+                    interval,
+                    size,
+                    stream_base: base,
+                    senders_per_group,
+                })
+            }
+            PatternKind::Idle { users, pick } => TrafficKind::Idle {
+                users: if users == pop.users {
+                    (0..users).collect()
+                } else {
+                    let all: Vec<UserIx> = (0..pop.users).collect();
+                    choose(&mut rng, &all, users, pick)
+                },
+            },
+            PatternKind::Request(r) => TrafficKind::Request(r),
+            PatternKind::Echo {
+                connections,
+                pick,
+                interval,
+                size,
+            } => TrafficKind::Echo(EchoTraffic {
+                users: choose(&mut rng, &steady, connections, pick),
+                interval,
+                size,
+            }),
+        };
+        traffic.push(Traffic {
+            name: p.name,
+            start: p.start,
+            duration: p.duration,
+            kind,
+        });
+    }
+    Plan {
+        name: c.name,
+        seed: c.seed,
+        target: c.target,
+        population: Population {
+            users: pop.users,
+            prefix: pop.prefix,
+            first_id: pop.first_id,
+            arrival: pop.arrival,
+            late,
+            late_at: pop.late_at,
+            churn,
+            churn_offline_at: pop.churn_offline_at,
+            churn_back_at: pop.churn_back_at,
+        },
+        traffic,
+        ledger: c.ledger,
+        checks: c.checks,
+        report: c.report,
+        drain: c.drain,
+        shard,
+    }
+}
+
+/// One group: `senders` steady users, then the rest of the members from all other users.
+fn group(
+    rng: &mut Rng,
+    name: String,
+    steady: &[UserIx],
+    users: u32,
+    size: u32,
+    senders: u32,
+) -> GroupSpec {
+    let senders = choose(rng, steady, senders, Pick::Random);
+    let mut members = senders.clone();
+    for v in floyd(
+        rng,
+        users - senders.len() as u32,
+        size - senders.len() as u32,
+    ) {
+        members.push(nth_outside(v, &senders));
+    }
+    members.sort_unstable();
+    GroupSpec {
+        name,
+        members,
+        senders,
+    }
+}
+
+/// The `v`-th user (0-based) not in `sorted`.
+fn nth_outside(v: UserIx, sorted: &[UserIx]) -> UserIx {
+    let mut u = v;
+    for &s in sorted {
+        if s <= u {
+            u += 1;
+        } else {
+            break;
+        }
+    }
+    u
+}
+
+/// `count` users of `pool` (`count` ≤ its length), sorted ascending.
+fn choose(rng: &mut Rng, pool: &[UserIx], count: u32, pick: Pick) -> Vec<UserIx> {
+    let len = pool.len() as u64;
+    let mut out: Vec<UserIx> = match pick {
+        Pick::EveryKth => (0..u64::from(count))
+            .map(|j| pool[(j * len / u64::from(count)) as usize])
+            .collect(),
+        Pick::Random => floyd(rng, pool.len() as u32, count)
+            .into_iter()
+            .map(|i| pool[i as usize])
+            .collect(),
+    };
+    out.sort_unstable();
+    out
+}
+
+/// `k` distinct numbers of `0..n` (Floyd's algorithm, O(k)), sorted ascending.
+fn floyd(rng: &mut Rng, n: u32, k: u32) -> Vec<u32> {
+    let mut set = HashSet::with_capacity(k as usize);
+    for j in n - k..n {
+        let t = rng.u32(..=j);
+        if !set.insert(t) {
+            set.insert(j);
+        }
+    }
+    let mut out: Vec<u32> = set.into_iter().collect();
+    out.sort_unstable();
+    out
+}
+
+/// A seed for purpose `tag` (splitmix64 of seed and tag).
+fn mix(seed: u64, tag: u64) -> u64 {
+    let mut z = seed ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floyd_is_distinct_and_in_range() {
+        let mut rng = Rng::with_seed(1);
+        let v = floyd(&mut rng, 100, 100);
+        assert_eq!(v, (0..100).collect::<Vec<_>>());
+        let v = floyd(&mut rng, 1000, 10);
+        assert_eq!(v.len(), 10);
+        assert!(v.windows(2).all(|w| w[0] < w[1]) && v[9] < 1000);
+    }
+
+    #[test]
+    fn every_kth_is_evenly_spaced() {
+        let pool: Vec<UserIx> = (0..100).collect();
+        let v = choose(&mut Rng::with_seed(1), &pool, 4, Pick::EveryKth);
+        assert_eq!(v, vec![0, 25, 50, 75]);
+    }
+
+    #[test]
+    fn nth_outside_skips_members() {
+        assert_eq!(nth_outside(0, &[0, 1, 5]), 2);
+        assert_eq!(nth_outside(3, &[0, 1, 5]), 6);
+        assert_eq!(nth_outside(2, &[3]), 2);
+    }
+}

@@ -1,0 +1,315 @@
+//! The scenario file as written: serde types that mirror the TOML keys one to one.
+//!
+//! Every table denies unknown keys, and every value that validation may complain about is
+//! wrapped in [`Spanned`] so the complaint can name its line. Numbers are read as `i64` /
+//! `f64` so that `-5` reaches validation and gets "must be > 0, got -5" rather than a
+//! type error. `docs/scenario.md` documents each key.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+/// An optional spanned value, the shape of almost every key.
+pub type Opt<T> = Option<Spanned<T>>;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Shown in the report; defaults to the file stem.
+    pub name: Opt<String>,
+    /// Seed of every random choice.
+    pub seed: Opt<i64>,
+    /// Grace period for in-flight deliveries.
+    pub drain: Opt<Dur>,
+    /// What to connect to (absent: the embedded reference server).
+    pub target: Option<Spanned<TargetSpec>>,
+    /// Who logs in and when.
+    pub population: Spanned<PopulationSpec>,
+    /// Traffic patterns.
+    #[serde(default)]
+    pub traffic: Vec<Spanned<TrafficSpec>>,
+    /// Delivery verification.
+    pub ledger: Option<LedgerSpec>,
+    /// SLO checks.
+    pub checks: Option<ChecksSpec>,
+    /// Output settings.
+    pub report: Option<ReportSpec>,
+}
+
+/// `[target]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    /// Server URL.
+    pub url: Opt<String>,
+    /// Protocol driver.
+    pub driver: Opt<Driver>,
+    /// Connect + handshake + login limit.
+    pub connect_timeout: Opt<Dur>,
+    /// Heartbeat interval; `0s` or absent for none.
+    pub heartbeat: Opt<Dur>,
+    /// `[target.auth]`.
+    pub auth: Option<Spanned<AuthSpec>>,
+    /// `[target.native]`: options of the native driver.
+    pub native: Opt<toml::Table>,
+    /// `[target.mqtt]`: options of the MQTT driver.
+    pub mqtt: Opt<toml::Table>,
+    /// `[target.echo]`: options of the echo driver.
+    pub echo: Opt<toml::Table>,
+}
+
+/// The `driver` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Driver {
+    /// Reference server protocol.
+    Native,
+    /// MQTT.
+    Mqtt,
+    /// Echo endpoint.
+    Echo,
+}
+
+/// `[target.auth]`: `secret`, or `username` + `password`, or empty for none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSpec {
+    /// Native token secret.
+    pub secret: Opt<String>,
+    /// Username template (`{user}` is replaced).
+    pub username: Opt<String>,
+    /// Password template (`{user}` is replaced).
+    pub password: Opt<String>,
+}
+
+/// `[population]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PopulationSpec {
+    /// Number of users.
+    pub users: Spanned<i64>,
+    /// Wire id prefix.
+    pub prefix: Opt<String>,
+    /// Wire id offset.
+    pub first_id: Opt<i64>,
+    /// Shorthand for one steady arrival phase.
+    pub login_rate: Opt<f64>,
+    /// Arrival phases.
+    pub arrival: Option<Spanned<Vec<Spanned<PhaseSpec>>>>,
+    /// Users that log in late.
+    pub late: Option<Spanned<LateSpec>>,
+    /// Users that go offline and come back.
+    pub churn: Option<Spanned<ChurnSpec>>,
+}
+
+/// One arrival phase: `{ duration, rate }` or `{ duration, from, to }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// Phase length.
+    pub duration: Spanned<Dur>,
+    /// Steady logins/s.
+    pub rate: Opt<f64>,
+    /// Ramp start, logins/s.
+    pub from: Opt<f64>,
+    /// Ramp end, logins/s.
+    pub to: Opt<f64>,
+}
+
+/// `population.late`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LateSpec {
+    /// Fraction of users that are late.
+    pub fraction: Opt<f64>,
+    /// Number of users that are late.
+    pub count: Opt<i64>,
+    /// When they log in, from the start of the run.
+    pub at: Spanned<Dur>,
+}
+
+/// `population.churn`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChurnSpec {
+    /// Fraction of users that churn.
+    pub fraction: Opt<f64>,
+    /// Number of users that churn.
+    pub count: Opt<i64>,
+    /// When they disconnect, from the start of the run.
+    pub offline_at: Spanned<Dur>,
+    /// When they reconnect, from the start of the run.
+    pub back_at: Spanned<Dur>,
+}
+
+/// One `[[traffic]]` entry: the union of every kind's keys; validation checks that only
+/// the keys of its `kind` are present.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    /// Pattern name.
+    pub name: Opt<String>,
+    /// What the pattern does.
+    pub kind: Spanned<Kind>,
+    /// Start, after all on-time users are in.
+    pub start: Opt<Dur>,
+    /// How long it sends.
+    pub duration: Opt<Dur>,
+    /// How users are chosen: random or every k-th.
+    pub pick: Opt<Pick>,
+    /// Direct: number of senders.
+    pub senders: Opt<i64>,
+    /// Direct: number of receivers.
+    pub receivers: Opt<i64>,
+    /// Direct/group: messages per pair / per sender.
+    pub messages: Opt<i64>,
+    /// Time between two sends of one sender.
+    pub interval: Opt<Dur>,
+    /// Total messages/s of the pattern.
+    pub rate: Opt<f64>,
+    /// Body bytes.
+    pub size: Opt<i64>,
+    /// Group: number of groups.
+    pub groups: Opt<i64>,
+    /// Group: members per group.
+    pub group_size: Opt<i64>,
+    /// Group: senders per group.
+    pub senders_per_group: Opt<i64>,
+    /// Idle: users that idle.
+    pub users: Opt<i64>,
+    /// Request: which request.
+    pub request: Opt<Request>,
+    /// Request: fixed concurrency.
+    pub concurrency: Opt<i64>,
+    /// Request: concurrency sweep.
+    pub sweep: Opt<Vec<Spanned<i64>>>,
+    /// Request: length of each sweep step.
+    pub step_duration: Opt<Dur>,
+    /// Echo: connections that send.
+    pub connections: Opt<i64>,
+}
+
+/// `traffic.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// 1:1 messages.
+    Direct,
+    /// Group messages.
+    Group,
+    /// Heartbeats only.
+    Idle,
+    /// Closed-loop request/response.
+    Request,
+    /// Echo round trips.
+    Echo,
+}
+
+impl Kind {
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Direct => "direct",
+            Kind::Group => "group",
+            Kind::Idle => "idle",
+            Kind::Request => "request",
+            Kind::Echo => "echo",
+        }
+    }
+}
+
+/// `traffic.pick`: how users are chosen from a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pick {
+    /// A seeded random sample.
+    #[default]
+    Random,
+    /// Evenly spaced: every k-th user of the pool (OpenIM's "等距抽样").
+    EveryKth,
+}
+
+/// `traffic.request`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    /// The server's clock.
+    Time,
+    /// A lookup through the server's worker pool.
+    KvGet,
+}
+
+/// `[ledger]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerSpec {
+    /// Fraction of streams tracked.
+    pub sample: Opt<f64>,
+    /// Deliveries later than this count as late.
+    pub late_after: Opt<Dur>,
+    /// Examples kept per failure kind.
+    pub examples: Opt<i64>,
+    /// Final sync after the drain.
+    pub verify_sync: Opt<bool>,
+}
+
+/// `[checks]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksSpec {
+    /// Bound on lost messages.
+    pub max_lost: Opt<i64>,
+    /// Bound on duplicated deliveries.
+    pub max_duplicated: Opt<i64>,
+    /// Bound on reordered deliveries.
+    pub max_reordered: Opt<i64>,
+    /// Bound on corrupted deliveries.
+    pub max_corrupted: Opt<i64>,
+    /// Bound on late deliveries.
+    pub max_late: Opt<i64>,
+    /// Bound on end-to-end p99.
+    pub e2e_p99: Opt<Dur>,
+    /// Bound on send → ack p99.
+    pub ack_p99: Opt<Dur>,
+    /// Bound on request round-trip p99.
+    pub request_p99: Opt<Dur>,
+    /// Lower bound on login success ratio.
+    pub min_login_success: Opt<f64>,
+    /// Bound on failed sends ÷ sends.
+    pub max_send_error_rate: Opt<f64>,
+}
+
+/// `[report]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportSpec {
+    /// Output folder.
+    pub out: Opt<String>,
+}
+
+/// A duration written as a string such as `"200ms"` or `"20s"`, parsed while
+/// deserializing so a bad one is reported at its own span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Dur;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration string such as \"200ms\" or \"20s\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
+                humantime::parse_duration(v.trim()).map(Dur).map_err(|_| {
+                    E::custom(format!(
+                        "not a duration: `{v}` (use e.g. `200ms`, `20s`, `1m30s`)"
+                    ))
+                })
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}

@@ -1,0 +1,555 @@
+//! Validation of `[[traffic]]` patterns: each kind's keys, counts that the population can
+//! supply, pacing (`interval` or `rate`) and stop conditions (`messages` and/or
+//! `duration`).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use super::plan::{DriverKind, RequestKind, RequestTraffic};
+use super::schema::{Kind, Opt, Pick, Request, TrafficSpec};
+use super::source::Source;
+use super::validate::{count, positive, positive_dur, Pop};
+use crate::Result;
+
+/// Default body size, bytes.
+const SIZE: usize = 100;
+/// Largest body size, bytes.
+const MAX_SIZE: usize = 64 << 20;
+/// Keys every kind takes.
+const COMMON: [&str; 4] = ["name", "kind", "start", "duration"];
+
+/// A validated pattern: counts are checked, users are not chosen yet.
+#[derive(Debug)]
+pub struct Pattern {
+    /// Name (unique in the plan).
+    pub name: String,
+    /// Start after all on-time users are in.
+    pub start: Duration,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// The kind with its numbers.
+    pub kind: PatternKind,
+}
+
+/// Per-kind numbers of a [`Pattern`].
+#[derive(Debug)]
+pub enum PatternKind {
+    /// 1:1 traffic.
+    Direct {
+        /// Sending users.
+        senders: u32,
+        /// Receiving users.
+        receivers: u32,
+        /// How both are chosen.
+        pick: Pick,
+        /// Messages per pair.
+        messages: Option<u64>,
+        /// Between two sends of one sender.
+        interval: Duration,
+        /// Body bytes.
+        size: usize,
+    },
+    /// Group traffic.
+    Group {
+        /// Number of groups.
+        groups: u32,
+        /// Members per group.
+        group_size: u32,
+        /// Senders per group.
+        senders_per_group: u32,
+        /// Messages per sender.
+        messages: Option<u64>,
+        /// Between two sends of one sender.
+        interval: Duration,
+        /// Body bytes.
+        size: usize,
+    },
+    /// Heartbeats only.
+    Idle {
+        /// Users that idle.
+        users: u32,
+        /// How they are chosen.
+        pick: Pick,
+    },
+    /// Request/response, fully resolved.
+    Request(RequestTraffic),
+    /// Echo round trips.
+    Echo {
+        /// Connections that send.
+        connections: u32,
+        /// How they are chosen.
+        pick: Pick,
+        /// Between two sends on one connection.
+        interval: Duration,
+        /// Frame bytes.
+        size: usize,
+    },
+}
+
+/// Keys of `kind` besides [`COMMON`].
+fn keys_of(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Direct => &[
+            "pick",
+            "senders",
+            "receivers",
+            "messages",
+            "interval",
+            "rate",
+            "size",
+        ],
+        Kind::Group => &[
+            "groups",
+            "group_size",
+            "senders_per_group",
+            "messages",
+            "interval",
+            "rate",
+            "size",
+        ],
+        Kind::Idle => &["pick", "users"],
+        Kind::Request => &["request", "concurrency", "sweep", "step_duration"],
+        Kind::Echo => &["pick", "connections", "interval", "rate", "size"],
+    }
+}
+
+/// The keys a `[[traffic]]` entry at `path` (`traffic[i]`) may hold, given the `kind`
+/// written in `root`; `None` when the kind is not known.
+pub fn keys_at(root: &DeTable<'_>, path: &str) -> Option<Vec<&'static str>> {
+    let i: usize = path
+        .strip_prefix("traffic[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()?;
+    let DeValue::Array(list) = root.get("traffic")?.get_ref() else {
+        return None;
+    };
+    let DeValue::Table(entry) = list.get(i)?.get_ref() else {
+        return None;
+    };
+    let kind = entry.get("kind")?.get_ref().as_str()?;
+    let kind = [
+        Kind::Direct,
+        Kind::Group,
+        Kind::Idle,
+        Kind::Request,
+        Kind::Echo,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == kind)?;
+    let mut keys = COMMON.to_vec();
+    keys.extend(keys_of(kind));
+    Some(keys)
+}
+
+/// Kinds each driver can run.
+fn kinds_of(driver: DriverKind) -> &'static [Kind] {
+    match driver {
+        DriverKind::Native => &[Kind::Direct, Kind::Group, Kind::Idle, Kind::Request],
+        DriverKind::Mqtt => &[Kind::Direct, Kind::Group, Kind::Idle],
+        DriverKind::Echo => &[Kind::Echo],
+    }
+}
+
+/// The optional keys present in `t`, with their spans.
+fn present(t: &TrafficSpec) -> Vec<(&'static str, Range<usize>)> {
+    fn add<T>(v: &mut Vec<(&'static str, Range<usize>)>, name: &'static str, o: &Opt<T>) {
+        if let Some(x) = o {
+            v.push((name, x.span()));
+        }
+    }
+    let mut v = Vec::new();
+    add(&mut v, "pick", &t.pick);
+    add(&mut v, "senders", &t.senders);
+    add(&mut v, "receivers", &t.receivers);
+    add(&mut v, "messages", &t.messages);
+    add(&mut v, "interval", &t.interval);
+    add(&mut v, "rate", &t.rate);
+    add(&mut v, "size", &t.size);
+    add(&mut v, "groups", &t.groups);
+    add(&mut v, "group_size", &t.group_size);
+    add(&mut v, "senders_per_group", &t.senders_per_group);
+    add(&mut v, "users", &t.users);
+    add(&mut v, "request", &t.request);
+    add(&mut v, "concurrency", &t.concurrency);
+    add(&mut v, "sweep", &t.sweep);
+    add(&mut v, "step_duration", &t.step_duration);
+    add(&mut v, "connections", &t.connections);
+    v
+}
+
+/// Validates every pattern against the population and the driver.
+pub fn traffic(
+    src: &Source<'_>,
+    list: &[Spanned<TrafficSpec>],
+    pop: &Pop,
+    driver: DriverKind,
+) -> Result<Vec<Pattern>> {
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut streams: u64 = 0;
+    let mut out = Vec::new();
+    for (i, spanned) in list.iter().enumerate() {
+        let t = spanned.get_ref();
+        let ctx = Ctx {
+            src,
+            i,
+            t,
+            spanned,
+            pop,
+        };
+        let kind = *t.kind.get_ref();
+        if !kinds_of(driver).contains(&kind) {
+            let ok: Vec<&str> = kinds_of(driver).iter().map(|k| k.as_str()).collect();
+            return Err(src.at(
+                &t.kind,
+                ctx.key("kind"),
+                format!(
+                    "kind `{}` is not supported by driver `{}`; it runs: {}",
+                    kind.as_str(),
+                    driver.as_str(),
+                    ok.join(", ")
+                ),
+            ));
+        }
+        for (k, span) in present(t) {
+            if !keys_of(kind).contains(&k) {
+                let mut allowed: Vec<&str> = COMMON.to_vec();
+                allowed.extend(keys_of(kind));
+                return Err(src.error(
+                    span,
+                    ctx.key(k),
+                    format!(
+                        "`{k}` does not apply to kind `{}`; its keys: {}",
+                        kind.as_str(),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        let name = t
+            .name
+            .as_ref()
+            .map_or(format!("traffic[{i}]"), |n| n.get_ref().clone());
+        if let Some(first) = names.insert(name.clone(), i) {
+            let n = t.name.as_ref().map_or(spanned.span(), Spanned::span);
+            return Err(src.error(
+                n,
+                ctx.key("name"),
+                format!("`{name}` is already the name of traffic[{first}]"),
+            ));
+        }
+        let start = t.start.as_ref().map_or(Duration::ZERO, |s| s.get_ref().0);
+        let mut duration = match &t.duration {
+            Some(d) => Some(positive_dur(src, d, &ctx.key("duration"))?),
+            None => None,
+        };
+        let kind = match kind {
+            Kind::Direct => {
+                let senders = ctx.steady_count(&t.senders, "senders", "sending users")?;
+                let receivers = ctx.required(&t.receivers, "receivers", "receiving users")?;
+                if u64::from(senders) + u64::from(receivers) > u64::from(pop.users) {
+                    return Err(ctx.at(
+                        &t.receivers,
+                        "receivers",
+                        format!(
+                            "senders and receivers are distinct users: {senders} + {receivers} > {} users",
+                            pop.users
+                        ),
+                    ));
+                }
+                streams += u64::from(senders) * u64::from(receivers);
+                PatternKind::Direct {
+                    senders,
+                    receivers,
+                    pick: ctx.pick(),
+                    messages: ctx.messages(duration)?,
+                    interval: ctx.pace(senders, "senders")?,
+                    size: ctx.size()?,
+                }
+            }
+            Kind::Group => {
+                let groups = ctx.required(&t.groups, "groups", "number of groups")?;
+                let group_size = ctx.required(&t.group_size, "group_size", "members per group")?;
+                if group_size > pop.users {
+                    return Err(ctx.at(
+                        &t.group_size,
+                        "group_size",
+                        format!(
+                            "groups of {group_size} need that many users; there are {}",
+                            pop.users
+                        ),
+                    ));
+                }
+                let spg = match &t.senders_per_group {
+                    Some(_) => ctx.steady_count(&t.senders_per_group, "senders_per_group", "")?,
+                    None => 1,
+                };
+                if spg > group_size {
+                    return Err(ctx.at(
+                        &t.senders_per_group,
+                        "senders_per_group",
+                        format!("{spg} senders in groups of {group_size}: senders are members"),
+                    ));
+                }
+                streams += u64::from(groups) * u64::from(spg);
+                PatternKind::Group {
+                    groups,
+                    group_size,
+                    senders_per_group: spg,
+                    messages: ctx.messages(duration)?,
+                    interval: ctx.pace(groups.saturating_mul(spg), "groups × senders_per_group")?,
+                    size: ctx.size()?,
+                }
+            }
+            Kind::Idle => {
+                ctx.needs_duration(duration)?;
+                let users = match &t.users {
+                    Some(u) => ctx.at_most(u, "users", pop.users, "users")?,
+                    None => pop.users,
+                };
+                PatternKind::Idle {
+                    users,
+                    pick: ctx.pick(),
+                }
+            }
+            Kind::Request => {
+                let (request, steps) = ctx.request(&mut duration)?;
+                PatternKind::Request(RequestTraffic {
+                    kind: request,
+                    steps,
+                    step_duration: duration.unwrap_or_default(),
+                })
+            }
+            Kind::Echo => {
+                ctx.needs_duration(duration)?;
+                let connections =
+                    ctx.steady_count(&t.connections, "connections", "connections that send")?;
+                PatternKind::Echo {
+                    connections,
+                    pick: ctx.pick(),
+                    interval: ctx.pace(connections, "connections")?,
+                    size: ctx.size()?,
+                }
+            }
+        };
+        if let PatternKind::Request(r) = &kind {
+            duration = Some(r.step_duration * r.steps.len() as u32);
+        }
+        if streams > u64::from(u32::MAX) {
+            return Err(src.at(
+                spanned,
+                format!("traffic[{i}]"),
+                format!(
+                    "the plan would have {streams} streams; at most {} fit",
+                    u32::MAX
+                ),
+            ));
+        }
+        out.push(Pattern {
+            name,
+            start,
+            duration,
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// One pattern being validated.
+struct Ctx<'a> {
+    src: &'a Source<'a>,
+    i: usize,
+    t: &'a TrafficSpec,
+    spanned: &'a Spanned<TrafficSpec>,
+    pop: &'a Pop,
+}
+
+impl Ctx<'_> {
+    fn key(&self, k: &str) -> String {
+        format!("traffic[{}].{k}", self.i)
+    }
+
+    /// An error at key `k` (or at the pattern's header when `k` is absent).
+    fn at<T>(&self, v: &Opt<T>, k: &str, msg: impl Into<String>) -> crate::Error {
+        let span = v.as_ref().map_or(self.spanned.span(), Spanned::span);
+        self.src.error(span, self.key(k), msg)
+    }
+
+    fn required(&self, v: &Opt<i64>, k: &str, what: &str) -> Result<u32> {
+        match v {
+            Some(v) => count(self.src, v, &self.key(k)),
+            None => Err(self.at(
+                v,
+                k,
+                format!(
+                    "a `{}` pattern needs `{k}` ({what})",
+                    self.t.kind.get_ref().as_str()
+                ),
+            )),
+        }
+    }
+
+    fn at_most(&self, v: &Spanned<i64>, k: &str, max: u32, pool: &str) -> Result<u32> {
+        let n = count(self.src, v, &self.key(k))?;
+        if n > max {
+            return Err(self.src.at(v, self.key(k), format!("{n} > {max} {pool}")));
+        }
+        Ok(n)
+    }
+
+    /// A count drawn from the users online throughout (neither late nor churning).
+    fn steady_count(&self, v: &Opt<i64>, k: &str, what: &str) -> Result<u32> {
+        let n = self.required(v, k, what)?;
+        let steady = self.pop.steady();
+        if n > steady {
+            return Err(self.at(
+                v,
+                k,
+                format!(
+                    "{n} > {steady} users online throughout (users {} − late {} − churning {}); \
+                     senders are drawn from those",
+                    self.pop.users, self.pop.late, self.pop.churn
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
+    fn pick(&self) -> Pick {
+        self.t
+            .pick
+            .as_ref()
+            .map_or(Pick::default(), |p| *p.get_ref())
+    }
+
+    fn needs_duration(&self, duration: Option<Duration>) -> Result<()> {
+        match duration {
+            Some(_) => Ok(()),
+            None => Err(self.at(
+                &self.t.duration,
+                "duration",
+                format!(
+                    "a `{}` pattern needs `duration`, e.g. \"20s\"",
+                    self.t.kind.get_ref().as_str()
+                ),
+            )),
+        }
+    }
+
+    /// `messages`, which may be absent only when `duration` is set.
+    fn messages(&self, duration: Option<Duration>) -> Result<Option<u64>> {
+        match (&self.t.messages, duration) {
+            (Some(m), _) => Ok(Some(u64::from(count(self.src, m, &self.key("messages"))?))),
+            (None, Some(_)) => Ok(None),
+            (None, None) => Err(self.at(
+                &self.t.messages,
+                "messages",
+                "set `messages` (how many to send), `duration` (how long), or both (whichever ends first)",
+            )),
+        }
+    }
+
+    /// The per-sender interval from `interval`, or from `rate` split over `senders`.
+    fn pace(&self, senders: u32, who: &str) -> Result<Duration> {
+        match (&self.t.interval, &self.t.rate) {
+            (Some(i), None) => positive_dur(self.src, i, &self.key("interval")),
+            (None, Some(r)) => {
+                let rate = positive(self.src, r, &self.key("rate"))?;
+                let secs = f64::from(senders) / rate;
+                if secs < 1e-6 {
+                    return Err(self.src.at(
+                        r,
+                        self.key("rate"),
+                        format!(
+                            "{rate}/s over {senders} {who} needs sends less than 1µs apart; \
+                             at most {}/s fit (1µs interval)",
+                            u64::from(senders) * 1_000_000
+                        ),
+                    ));
+                }
+                Ok(Duration::from_secs_f64(secs))
+            }
+            (Some(_), Some(r)) => Err(self.src.at(
+                r,
+                self.key("rate"),
+                "set either `interval` (per sender) or `rate` (total msgs/s), not both",
+            )),
+            (None, None) => Err(self.at(
+                &None::<Spanned<()>>,
+                "rate",
+                "set `rate` (total msgs/s, e.g. 500) or `interval` (per sender, e.g. \"10ms\")",
+            )),
+        }
+    }
+
+    fn size(&self) -> Result<usize> {
+        let Some(s) = &self.t.size else {
+            return Ok(SIZE);
+        };
+        let n = *s.get_ref();
+        if n <= 0 {
+            return Err(self
+                .src
+                .at(s, self.key("size"), format!("must be > 0 bytes, got {n}")));
+        }
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= MAX_SIZE)
+            .ok_or_else(|| {
+                self.src.at(
+                    s,
+                    self.key("size"),
+                    format!("must be at most {MAX_SIZE} bytes (64 MiB), got {n}"),
+                )
+            })
+    }
+
+    /// The request kind and concurrency steps; sets `duration` to one step's length.
+    fn request(&self, duration: &mut Option<Duration>) -> Result<(RequestKind, Vec<u32>)> {
+        let t = self.t;
+        let kind = match t.request.as_ref().map(|r| *r.get_ref()) {
+            Some(Request::Time) => RequestKind::Time,
+            Some(Request::KvGet) => RequestKind::KvGet,
+            None => {
+                return Err(self.at(
+                    &t.request,
+                    "request",
+                    "a `request` pattern needs `request` (\"time\" or \"kv_get\")",
+                ))
+            }
+        };
+        let users = self.pop.users;
+        match (&t.concurrency, &t.sweep) {
+            (Some(c), None) => {
+                if let Some(s) = &t.step_duration {
+                    return Err(self.src.at(s, self.key("step_duration"), "goes with `sweep`; with `concurrency` set `duration`"));
+                }
+                self.needs_duration(*duration)?;
+                Ok((kind, vec![self.at_most(c, "concurrency", users, "users (user i works when i < concurrency)")?]))
+            }
+            (None, Some(sweep)) => {
+                if let Some(d) = &t.duration {
+                    return Err(self.src.at(d, self.key("duration"), "with `sweep`, set `step_duration` (each step's length) instead"));
+                }
+                let Some(step) = &t.step_duration else {
+                    return Err(self.at(&t.step_duration, "step_duration", "a `sweep` needs `step_duration`, e.g. \"10s\""));
+                };
+                *duration = Some(positive_dur(self.src, step, &self.key("step_duration"))?);
+                if sweep.get_ref().is_empty() {
+                    return Err(self.src.at(sweep, self.key("sweep"), "needs at least one concurrency, e.g. [100, 500, 1000]"));
+                }
+                let mut steps = Vec::new();
+                for (j, c) in sweep.get_ref().iter().enumerate() {
+                    steps.push(self.at_most(c, &format!("sweep[{j}]"), users, "users")?);
+                }
+                Ok((kind, steps))
+            }
+            (Some(c), Some(_)) => Err(self.src.at(c, self.key("concurrency"), "set either `concurrency` or `sweep`, not both")),
+            (None, None) => Err(self.at(&t.concurrency, "concurrency", "a `request` pattern needs `concurrency` (e.g. 2000) or `sweep` (e.g. [100, 500, 1000])")),
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! Validation: the schema as written → checked, resolved numbers (`Checked`), or the first
+//! mistake as `FILE:LINE: KEY: what is wrong`. Everything that can be wrong with a scenario
+//! is found here, before anything connects; lowering (`lower.rs`) cannot fail.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::arrival;
+use super::plan::{ArrivalPhase, Bound, Check, CheckMetric, LedgerOpts, ReportOpts, Target};
+use super::schema::{ChecksSpec, Dur, LedgerSpec, PopulationSpec, Scenario};
+use super::source::Source;
+use super::target::target;
+use super::traffic::{traffic, Pattern};
+use crate::Result;
+
+/// Seed used when the scenario sets none.
+pub const DEFAULT_SEED: u64 = 42;
+/// Default `population.login_rate`, logins/s.
+const LOGIN_RATE: f64 = 1000.0;
+
+/// A validated scenario: every number checked and resolved, users not yet chosen.
+#[derive(Debug)]
+pub struct Checked {
+    /// Plan name.
+    pub name: String,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Drain grace period.
+    pub drain: Duration,
+    /// The target.
+    pub target: Target,
+    /// The population.
+    pub population: Pop,
+    /// Traffic patterns, with counts still to be resolved into users.
+    pub traffic: Vec<Pattern>,
+    /// Ledger settings.
+    pub ledger: LedgerOpts,
+    /// SLO checks.
+    pub checks: Vec<Check>,
+    /// Output settings.
+    pub report: ReportOpts,
+}
+
+/// The population with counts instead of user lists.
+#[derive(Debug)]
+pub struct Pop {
+    /// All users.
+    pub users: u32,
+    /// Wire id prefix.
+    pub prefix: String,
+    /// Wire id offset.
+    pub first_id: u64,
+    /// Arrival phases fitted to the on-time users.
+    pub arrival: Vec<ArrivalPhase>,
+    /// Number of late users.
+    pub late: u32,
+    /// When they log in.
+    pub late_at: Duration,
+    /// Number of churning users.
+    pub churn: u32,
+    /// When churning users leave.
+    pub churn_offline_at: Duration,
+    /// When they come back.
+    pub churn_back_at: Duration,
+}
+
+impl Pop {
+    /// Users online through the whole traffic: neither late nor churning.
+    pub fn steady(&self) -> u32 {
+        self.users - self.late - self.churn
+    }
+}
+
+/// Validates a whole scenario read from `file`.
+pub fn validate(src: &Source<'_>, s: &Scenario, file: &Path) -> Result<Checked> {
+    let name = match &s.name {
+        Some(n) if n.get_ref().trim().is_empty() => {
+            return Err(src.at(n, "name", "must not be empty"))
+        }
+        Some(n) => n.get_ref().clone(),
+        None => file
+            .file_stem()
+            .map_or("scenario".into(), |f| f.to_string_lossy().into_owned()),
+    };
+    let seed = match &s.seed {
+        Some(v) => u64::try_from(*v.get_ref())
+            .map_err(|_| src.at(v, "seed", format!("must be ≥ 0, got {}", v.get_ref())))?,
+        None => DEFAULT_SEED,
+    };
+    let drain = s
+        .drain
+        .as_ref()
+        .map_or(Duration::from_secs(5), |d| d.get_ref().0);
+    let target = target(src, s.target.as_ref())?;
+    let population = population(src, &s.population)?;
+    let traffic = traffic(src, &s.traffic, &population, target.driver)?;
+    Ok(Checked {
+        name,
+        seed,
+        drain,
+        target,
+        population,
+        traffic,
+        ledger: ledger(src, s.ledger.as_ref())?,
+        checks: checks(src, s.checks.as_ref())?,
+        report: ReportOpts {
+            out: match s.report.as_ref().and_then(|r| r.out.as_ref()) {
+                Some(o) if o.get_ref().is_empty() => {
+                    return Err(src.at(o, "report.out", "must name a folder"))
+                }
+                Some(o) => Some(PathBuf::from(o.get_ref())),
+                None => None,
+            },
+        },
+    })
+}
+
+fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
+    let p = spec.get_ref();
+    let users = count(src, &p.users, "population.users")?;
+    let first_id = match &p.first_id {
+        Some(v) => u64::try_from(*v.get_ref()).map_err(|_| {
+            src.at(
+                v,
+                "population.first_id",
+                format!("must be ≥ 0, got {}", v.get_ref()),
+            )
+        })?,
+        None => 0,
+    };
+    let phases = match (&p.login_rate, &p.arrival) {
+        (Some(r), None) => {
+            let rate = positive(src, r, "population.login_rate")?;
+            vec![steady(Duration::from_secs(1), rate)]
+        }
+        (None, Some(a)) => phases(src, a)?,
+        (None, None) => vec![steady(Duration::from_secs(1), LOGIN_RATE)],
+        (Some(r), Some(_)) => return Err(src.at(
+            r,
+            "population.login_rate",
+            "set either `login_rate` (one steady phase) or `arrival` (a list of phases), not both",
+        )),
+    };
+    let (late, late_at) = match &p.late {
+        Some(l) => {
+            let n = share(
+                src,
+                &l.get_ref().fraction,
+                &l.get_ref().count,
+                users,
+                "population.late",
+                l,
+            )?;
+            (n, l.get_ref().at.get_ref().0)
+        }
+        None => (0, Duration::ZERO),
+    };
+    let (churn, churn_offline_at, churn_back_at) = match &p.churn {
+        Some(c) => {
+            let g = c.get_ref();
+            let n = share(src, &g.fraction, &g.count, users, "population.churn", c)?;
+            (n, g.offline_at.get_ref().0, g.back_at.get_ref().0)
+        }
+        None => (0, Duration::ZERO, Duration::ZERO),
+    };
+    if late >= users {
+        let l = p.late.as_ref().map_or(spec.span(), Spanned::span);
+        return Err(src.error(
+            l,
+            "population.late",
+            format!("all {users} users would be late; at least one must log in on time"),
+        ));
+    }
+    if u64::from(late) + u64::from(churn) > u64::from(users) {
+        let c = p.churn.as_ref().map_or(spec.span(), Spanned::span);
+        return Err(src.error(
+            c,
+            "population.churn",
+            format!(
+                "{late} late + {churn} churning users > {users} users; late and churning users \
+                 are disjoint, so their fractions must add up to at most 1"
+            ),
+        ));
+    }
+    let arrival = arrival::fit(&phases, users - late);
+    let ramp_end = arrival::end(&arrival);
+    if let Some(l) = &p.late {
+        let at = &l.get_ref().at;
+        if at.get_ref().0 < ramp_end {
+            return Err(src.at(
+                at,
+                "population.late.at",
+                format!(
+                    "{} is before the on-time users are all logged in ({}); late users log in \
+                     after the arrival phases: set `at` ≥ {} or raise the arrival rate",
+                    show(at.get_ref().0),
+                    show(ramp_end),
+                    show(ramp_end)
+                ),
+            ));
+        }
+    }
+    if let Some(c) = &p.churn {
+        let c = c.get_ref();
+        if c.offline_at.get_ref().0 < ramp_end {
+            return Err(src.at(
+                &c.offline_at,
+                "population.churn.offline_at",
+                format!(
+                    "{} is before the on-time users are all logged in ({}); set it ≥ {}",
+                    show(churn_offline_at),
+                    show(ramp_end),
+                    show(ramp_end)
+                ),
+            ));
+        }
+        if churn_back_at <= churn_offline_at {
+            return Err(src.at(
+                &c.back_at,
+                "population.churn.back_at",
+                format!(
+                    "must be after `offline_at` ({}), got {}",
+                    show(churn_offline_at),
+                    show(churn_back_at)
+                ),
+            ));
+        }
+    }
+    Ok(Pop {
+        users,
+        prefix: p
+            .prefix
+            .as_ref()
+            .map_or("u".into(), |s| s.get_ref().clone()),
+        first_id,
+        arrival,
+        late,
+        late_at,
+        churn,
+        churn_offline_at,
+        churn_back_at,
+    })
+}
+
+fn steady(duration: Duration, rate: f64) -> ArrivalPhase {
+    ArrivalPhase {
+        duration,
+        rate_from: rate,
+        rate_to: rate,
+    }
+}
+
+fn phases(
+    src: &Source<'_>,
+    list: &Spanned<Vec<Spanned<super::schema::PhaseSpec>>>,
+) -> Result<Vec<ArrivalPhase>> {
+    if list.get_ref().is_empty() {
+        return Err(src.at(
+            list,
+            "population.arrival",
+            "needs at least one phase, e.g. `[{ duration = \"10s\", rate = 100 }]`",
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, ph) in list.get_ref().iter().enumerate() {
+        let key = |k: &str| format!("population.arrival[{i}].{k}");
+        let p = ph.get_ref();
+        let duration = positive_dur(src, &p.duration, &key("duration"))?;
+        let (from, to) =
+            match (&p.rate, &p.from, &p.to) {
+                (Some(r), None, None) => {
+                    let r = positive(src, r, &key("rate"))?;
+                    (r, r)
+                }
+                (None, Some(f), Some(t)) => (
+                    positive(src, f, &key("from"))?,
+                    positive(src, t, &key("to"))?,
+                ),
+                _ => return Err(src.at(
+                    ph,
+                    format!("population.arrival[{i}]"),
+                    "a phase is `{ duration, rate }` (steady) or `{ duration, from, to }` (ramp)",
+                )),
+            };
+        out.push(ArrivalPhase {
+            duration,
+            rate_from: from,
+            rate_to: to,
+        });
+    }
+    Ok(out)
+}
+
+/// `fraction` or `count` of `users` (exactly one), rounded down.
+fn share<T>(
+    src: &Source<'_>,
+    fraction: &Option<Spanned<f64>>,
+    count: &Option<Spanned<i64>>,
+    users: u32,
+    key: &str,
+    parent: &Spanned<T>,
+) -> Result<u32> {
+    match (fraction, count) {
+        (Some(f), None) => {
+            let v = unit(src, f, &format!("{key}.fraction"))?;
+            Ok((v * f64::from(users)).floor() as u32)
+        }
+        (None, Some(c)) => {
+            let n = *c.get_ref();
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n <= users)
+                .ok_or_else(|| {
+                    src.at(
+                        c,
+                        format!("{key}.count"),
+                        format!("must be in 0..={users} (the users), got {n}"),
+                    )
+                })
+        }
+        (Some(f), Some(_)) => Err(src.at(f, key, "set either `fraction` or `count`, not both")),
+        (None, None) => Err(src.at(
+            parent,
+            key,
+            "needs `fraction` (e.g. 0.2) or `count` (e.g. 100)",
+        )),
+    }
+}
+
+fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
+    let mut opts = LedgerOpts {
+        sample: 1.0,
+        late_after: Duration::from_secs(5),
+        examples: 10,
+        verify_sync: true,
+    };
+    let Some(l) = spec else { return Ok(opts) };
+    if let Some(s) = &l.sample {
+        let v = unit(src, s, "ledger.sample")?;
+        if v == 0.0 {
+            return Err(src.at(
+                s,
+                "ledger.sample",
+                "must be > 0 (1.0 tracks every stream), got 0",
+            ));
+        }
+        opts.sample = v;
+    }
+    if let Some(d) = &l.late_after {
+        opts.late_after = positive_dur(src, d, "ledger.late_after")?;
+    }
+    if let Some(e) = &l.examples {
+        opts.examples = usize::try_from(*e.get_ref()).map_err(|_| {
+            src.at(
+                e,
+                "ledger.examples",
+                format!("must be ≥ 0, got {}", e.get_ref()),
+            )
+        })?;
+    }
+    if let Some(v) = &l.verify_sync {
+        opts.verify_sync = *v.get_ref();
+    }
+    Ok(opts)
+}
+
+fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
+    let Some(c) = spec else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    let mut push = |key: &str, metric, bound| {
+        out.push(Check {
+            key: format!("checks.{key}"),
+            metric,
+            bound,
+        })
+    };
+    let counts = [
+        ("max_lost", &c.max_lost, CheckMetric::Lost),
+        ("max_duplicated", &c.max_duplicated, CheckMetric::Duplicated),
+        ("max_reordered", &c.max_reordered, CheckMetric::Reordered),
+        ("max_corrupted", &c.max_corrupted, CheckMetric::Corrupted),
+        ("max_late", &c.max_late, CheckMetric::Late),
+    ];
+    for (key, v, metric) in counts {
+        if let Some(v) = v {
+            if *v.get_ref() < 0 {
+                return Err(src.at(
+                    v,
+                    format!("checks.{key}"),
+                    format!("must be ≥ 0, got {}", v.get_ref()),
+                ));
+            }
+            push(key, metric, Bound::AtMost(*v.get_ref() as f64));
+        }
+    }
+    let latencies = [
+        ("e2e_p99", &c.e2e_p99, CheckMetric::E2eP99),
+        ("ack_p99", &c.ack_p99, CheckMetric::AckP99),
+        ("request_p99", &c.request_p99, CheckMetric::RequestP99),
+    ];
+    for (key, v, metric) in latencies {
+        if let Some(v) = v {
+            let d = positive_dur(src, v, &format!("checks.{key}"))?;
+            push(key, metric, Bound::AtMost(d.as_secs_f64() * 1e6));
+        }
+    }
+    if let Some(v) = &c.min_login_success {
+        push(
+            "min_login_success",
+            CheckMetric::LoginSuccess,
+            Bound::AtLeast(unit(src, v, "checks.min_login_success")?),
+        );
+    }
+    if let Some(v) = &c.max_send_error_rate {
+        push(
+            "max_send_error_rate",
+            CheckMetric::SendErrorRate,
+            Bound::AtMost(unit(src, v, "checks.max_send_error_rate")?),
+        );
+    }
+    Ok(out)
+}
+
+/// A count in `1..=u32::MAX`.
+pub fn count(src: &Source<'_>, v: &Spanned<i64>, key: &str) -> Result<u32> {
+    let n = *v.get_ref();
+    if n <= 0 {
+        return Err(src.at(v, key, format!("must be > 0, got {n}")));
+    }
+    u32::try_from(n).map_err(|_| src.at(v, key, format!("must be at most {}, got {n}", u32::MAX)))
+}
+
+/// A finite number > 0.
+pub fn positive(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
+    let x = *v.get_ref();
+    if !x.is_finite() || x <= 0.0 {
+        return Err(src.at(v, key, format!("must be > 0, got {x}")));
+    }
+    Ok(x)
+}
+
+/// A fraction in `0..=1`.
+pub fn unit(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
+    let x = *v.get_ref();
+    if !(0.0..=1.0).contains(&x) {
+        return Err(src.at(v, key, format!("must be a fraction in 0..=1, got {x}")));
+    }
+    Ok(x)
+}
+
+/// A duration > 0.
+pub fn positive_dur(src: &Source<'_>, v: &Spanned<Dur>, key: &str) -> Result<Duration> {
+    let d = v.get_ref().0;
+    if d.is_zero() {
+        return Err(src.at(v, key, "must be longer than 0s"));
+    }
+    Ok(d)
+}
+
+/// A duration as people write it: `12.5s`, `200ms`.
+pub fn show(d: Duration) -> String {
+    if d < Duration::from_secs(1) && !d.is_zero() {
+        format!("{}ms", (d.as_secs_f64() * 1e3 * 1000.0).round() / 1000.0)
+    } else {
+        format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
+    }
+}
