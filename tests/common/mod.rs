@@ -7,7 +7,6 @@
 //! - [`ChildServer`] runs the real `msgstorm serve` binary as a child process (for
 //!   SIGKILL/SIGTERM tests and memory measurement) and kills it on drop.
 //! - [`http_get`] fetches a plain HTTP page such as `/metrics`.
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
