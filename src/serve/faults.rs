@@ -1,0 +1,355 @@
+//! Fault injection into pushes (never into storage, so sync repairs every drop): the
+//! `--faults` spec, the seeded decision per push, reorder holds, and the JSONL fault log.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::Utf8Bytes;
+
+use super::metrics::Metrics;
+use crate::error::{Error, Result};
+
+/// Probabilities of each fault per push; at most one fault hits a push, tried in the
+/// order drop, dup, reorder, corrupt, delay.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FaultSpec {
+    /// Push not sent.
+    pub drop: f64,
+    /// Push sent twice.
+    pub dup: f64,
+    /// Push held and sent after the next push to the same recipient.
+    pub reorder: f64,
+    /// Last character of the body replaced.
+    pub corrupt: f64,
+    /// Push sent after this delay, with this probability.
+    pub delay: Option<(Duration, f64)>,
+}
+
+impl FaultSpec {
+    /// Parses `drop=P,dup=P,reorder=P,corrupt=P,delay=DUR@P` (any subset; empty = none).
+    pub fn parse(s: &str) -> Result<FaultSpec, String> {
+        let mut spec = FaultSpec::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: write KIND=PROBABILITY, e.g. drop=0.001"))?;
+            let prob = |v: &str| -> Result<f64, String> {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=1.0).contains(p))
+                    .ok_or_else(|| format!("`{part}`: probability must be between 0 and 1"))
+            };
+            match key {
+                "drop" => spec.drop = prob(value)?,
+                "dup" => spec.dup = prob(value)?,
+                "reorder" => spec.reorder = prob(value)?,
+                "corrupt" => spec.corrupt = prob(value)?,
+                "delay" => {
+                    let (dur, p) = value.split_once('@').ok_or_else(|| {
+                        format!("`{part}`: write delay=DURATION@P, e.g. 200ms@0.01")
+                    })?;
+                    let dur = humantime::parse_duration(dur)
+                        .map_err(|e| format!("`{part}`: bad duration: {e}"))?;
+                    spec.delay = Some((dur, prob(p)?));
+                }
+                _ => {
+                    return Err(format!(
+                        "`{key}`: unknown fault; use drop, dup, reorder, corrupt or delay"
+                    ))
+                }
+            }
+        }
+        Ok(spec)
+    }
+
+    /// True when some fault has a non-zero probability.
+    pub fn any(&self) -> bool {
+        self.drop + self.dup + self.reorder + self.corrupt + self.delay.map_or(0.0, |d| d.1) > 0.0
+    }
+}
+
+/// What to do with one push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Send it normally.
+    Deliver,
+    /// Do not send it.
+    Drop,
+    /// Send it twice.
+    Dup,
+    /// Hold it until the next push to the same recipient.
+    Hold,
+    /// Send it with a changed body.
+    Corrupt,
+    /// Send it later.
+    Delay(Duration),
+}
+
+/// A push held back by a reorder fault.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The serialized frame.
+    pub frame: Utf8Bytes,
+    /// Its conversation.
+    pub conv: String,
+    /// Its seq.
+    pub seq: u64,
+    /// Its sender.
+    pub from: String,
+    since: Instant,
+}
+
+impl Held {
+    /// A held push of `frame` (message `conv`/`seq` from `from`), held from now.
+    pub fn new(frame: Utf8Bytes, conv: &str, seq: u64, from: &str) -> Self {
+        Held {
+            frame,
+            conv: conv.to_owned(),
+            seq,
+            from: from.to_owned(),
+            since: Instant::now(),
+        }
+    }
+}
+
+/// One line of the fault log.
+#[derive(Debug, serde::Serialize)]
+pub struct FaultRecord<'a> {
+    /// `drop`, `dup`, `reorder`, `reorder_timeout`, `corrupt` or `delay`.
+    pub kind: &'static str,
+    /// Conversation of the affected message.
+    pub conv: &'a str,
+    /// Its seq.
+    pub seq: u64,
+    /// The user whose push was affected.
+    pub recipient: &'a str,
+    /// The message's sender.
+    pub from: &'a str,
+    /// For `reorder`: the seq of the push it was sent after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// For `reorder`: the conversation of the push it was sent after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_conv: Option<&'a str>,
+    /// For `delay`: milliseconds of delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+}
+
+struct State {
+    rng: fastrand::Rng,
+    held: HashMap<String, Held>,
+}
+
+/// The fault injector of one server.
+pub struct Faults {
+    spec: FaultSpec,
+    users: HashSet<String>,
+    state: Mutex<State>,
+    log: Option<Mutex<File>>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Faults {
+    /// An injector for `spec`, limited to `users` (all when empty), logging to `log`.
+    pub fn new(
+        spec: FaultSpec,
+        users: &[String],
+        seed: Option<u64>,
+        log: Option<&Path>,
+    ) -> Result<Self> {
+        let log = match log {
+            Some(path) => Some(Mutex::new(
+                File::options()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| Error::io(path, e))?,
+            )),
+            None => None,
+        };
+        let rng = seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        Ok(Faults {
+            spec,
+            users: users.iter().cloned().collect(),
+            state: Mutex::new(State {
+                rng,
+                held: HashMap::new(),
+            }),
+            log,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when pushes to `recipient` may get faults.
+    pub fn targets(&self, recipient: &str) -> bool {
+        self.spec.any() && (self.users.is_empty() || self.users.contains(recipient))
+    }
+
+    /// True when reorder holds are possible (a release timer is needed).
+    pub fn reorders(&self) -> bool {
+        self.spec.reorder > 0.0
+    }
+
+    /// Rolls the fault for one push.
+    pub fn decide(&self) -> Decision {
+        let r = self.lock().rng.f64();
+        let s = &self.spec;
+        let mut edge = s.drop;
+        if r < edge {
+            return Decision::Drop;
+        }
+        edge += s.dup;
+        if r < edge {
+            return Decision::Dup;
+        }
+        edge += s.reorder;
+        if r < edge {
+            return Decision::Hold;
+        }
+        edge += s.corrupt;
+        if r < edge {
+            return Decision::Corrupt;
+        }
+        match s.delay {
+            Some((d, p)) if r < edge + p => Decision::Delay(d),
+            _ => Decision::Deliver,
+        }
+    }
+
+    /// Holds a push for `recipient`.
+    pub fn hold(&self, recipient: &str, held: Held) {
+        self.lock().held.insert(recipient.to_owned(), held);
+    }
+
+    /// Takes the push held for `recipient`, if any.
+    pub fn take_held(&self, recipient: &str) -> Option<Held> {
+        let mut s = self.lock();
+        if s.held.is_empty() {
+            return None;
+        }
+        s.held.remove(recipient)
+    }
+
+    /// Takes every push held longer than `max_age` (all when `max_age` is zero).
+    pub fn take_expired(&self, max_age: Duration) -> Vec<(String, Held)> {
+        let mut s = self.lock();
+        let expired: Vec<String> = s
+            .held
+            .iter()
+            .filter(|(_, h)| h.since.elapsed() >= max_age)
+            .map(|(r, _)| r.clone())
+            .collect();
+        expired
+            .into_iter()
+            .filter_map(|r| s.held.remove(&r).map(|h| (r, h)))
+            .collect()
+    }
+
+    /// Counts a fault and appends it to the log (one `write` per line, so the file is
+    /// complete as soon as this returns).
+    pub fn record(&self, metrics: &Metrics, rec: &FaultRecord<'_>) {
+        metrics.fault(rec.kind);
+        let Some(log) = &self.log else { return };
+        let Ok(mut line) = serde_json::to_string(rec) else {
+            return;
+        };
+        line.push('\n');
+        let mut f = log.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = f.write_all(line.as_bytes()) {
+            tracing::warn!("cannot write the fault log: {e}");
+        }
+    }
+}
+
+/// The body with its last character replaced by a different ASCII letter (an empty body
+/// becomes `x`), so the result stays valid UTF-8 and the front of the body is unchanged.
+pub fn corrupt_body(body: &str) -> String {
+    match body.char_indices().last() {
+        None => "x".to_owned(),
+        Some((i, c)) => {
+            let mut s = String::with_capacity(body.len());
+            s.push_str(&body[..i]);
+            s.push(if c == 'a' { 'b' } else { 'a' });
+            s
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_parses_every_kind() {
+        let s = FaultSpec::parse("drop=0.001,dup=0.5,reorder=0.25,corrupt=0.0005,delay=200ms@0.01")
+            .expect("valid spec");
+        assert_eq!(s.drop, 0.001);
+        assert_eq!(s.dup, 0.5);
+        assert_eq!(s.delay, Some((Duration::from_millis(200), 0.01)));
+        assert!(s.any());
+        assert!(!FaultSpec::parse("").expect("empty").any());
+        assert!(FaultSpec::parse("drop=2").is_err());
+        assert!(FaultSpec::parse("lose=0.1").is_err());
+        assert!(FaultSpec::parse("delay=0.1").is_err());
+    }
+
+    #[test]
+    fn certain_faults_always_fire_and_seeds_repeat() {
+        let f = Faults::new(
+            FaultSpec::parse("drop=1").expect("spec"),
+            &[],
+            Some(1),
+            None,
+        )
+        .expect("no log");
+        assert!((0..100).all(|_| f.decide() == Decision::Drop));
+        let roll = |seed| {
+            let f = Faults::new(
+                FaultSpec::parse("dup=0.5").expect("spec"),
+                &[],
+                Some(seed),
+                None,
+            )
+            .expect("no log");
+            (0..64).map(|_| f.decide()).collect::<Vec<_>>()
+        };
+        assert_eq!(roll(7), roll(7));
+    }
+
+    #[test]
+    fn targeting_limits_recipients() {
+        let users = vec!["u7".to_owned()];
+        let f = Faults::new(
+            FaultSpec::parse("drop=1").expect("spec"),
+            &users,
+            None,
+            None,
+        )
+        .expect("no log");
+        assert!(f.targets("u7"));
+        assert!(!f.targets("u8"));
+    }
+
+    #[test]
+    fn corruption_changes_only_the_end() {
+        assert_eq!(corrupt_body("hello"), "hella");
+        assert_eq!(corrupt_body("aa"), "ab");
+        assert_eq!(corrupt_body("hé"), "ha");
+        assert_eq!(corrupt_body(""), "x");
+    }
+}

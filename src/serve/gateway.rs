@@ -1,0 +1,109 @@
+//! The HTTP side: the router (`/ws` upgrades to a session, `/metrics` renders the
+//! metrics), the connection limit, and the server's shared state.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures_util::SinkExt;
+use tokio::sync::mpsc;
+
+use super::config::ServeConfig;
+use super::hub::{encode, Hub};
+use super::metrics::Metrics;
+use super::rpc::KvPool;
+use super::session;
+use super::store::Readers;
+use super::writer::Cmd;
+use crate::wire::{ErrorCode, ServerFrame};
+
+/// WebSocket read buffer per connection: small, so idle connections stay cheap.
+const READ_BUFFER: usize = 1024;
+/// Outgoing bytes coalesced before a write to the socket.
+const WRITE_BUFFER: usize = 8 * 1024;
+
+/// State shared by every connection of one server.
+#[derive(Debug)]
+pub struct Shared {
+    /// The resolved options.
+    pub config: ServeConfig,
+    /// The token secret.
+    pub secret: String,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Who is online.
+    pub hub: Arc<Hub>,
+    /// The writer's queue.
+    pub writer: mpsc::Sender<Cmd>,
+    /// Read connections.
+    pub readers: Arc<Readers>,
+    /// The `kv_get` worker pool.
+    pub kv: KvPool,
+    /// Next connection id.
+    pub next_conn: AtomicU64,
+    /// Open WebSocket connections (for the connection limit).
+    pub open: AtomicUsize,
+    /// Set once shutdown began: new connections are closed at once.
+    pub stopping: AtomicBool,
+}
+
+/// The router of one server.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/ws", get(upgrade))
+        .route("/metrics", get(metrics))
+        .with_state(shared)
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        shared.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
+    let max = shared.config.max_frame;
+    ws.read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
+        .max_frame_size(max)
+        .max_message_size(max)
+        .on_upgrade(move |socket| async move {
+            let open = shared.open.fetch_add(1, Ordering::AcqRel);
+            if open >= shared.config.max_connections {
+                refuse_full(socket, &shared, open).await;
+            } else {
+                session::serve(socket, Arc::clone(&shared)).await;
+            }
+            shared.open.fetch_sub(1, Ordering::AcqRel);
+        })
+}
+
+async fn refuse_full(mut socket: WebSocket, shared: &Shared, open: usize) {
+    shared.metrics.error(ErrorCode::TooManyConnections);
+    let frame = encode(&ServerFrame::Error {
+        r#ref: None,
+        code: ErrorCode::TooManyConnections,
+        message: format!("the server holds its maximum of {open} connections"),
+        fatal: true,
+    });
+    let bye = async {
+        socket.send(Message::Text(frame)).await?;
+        socket.close().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), bye).await;
+}
+
+impl Shared {
+    /// Marks the server as stopping and closes every connection with `shutting_down`.
+    pub fn begin_stop(&self) -> usize {
+        self.stopping.store(true, Ordering::Release);
+        self.hub.close_all(ErrorCode::ShuttingDown)
+    }
+}

@@ -1,0 +1,215 @@
+//! Who is online, and pushing frames to them: every open connection's outbox by id,
+//! every logged-in user's connections, and the fault injector between a commit and a push.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::ws::Utf8Bytes;
+use tokio::runtime::Handle;
+
+use super::faults::{corrupt_body, Decision, FaultRecord, Faults, Held};
+use super::metrics::Metrics;
+use super::outbox::Outbox;
+use crate::wire::{Msg, ServerFrame};
+
+const SHARDS: usize = 16;
+
+type Conns = Vec<(u64, Arc<Outbox>)>;
+
+/// The registry of connections and online users.
+#[derive(Debug)]
+pub struct Hub {
+    users: Vec<Mutex<HashMap<String, Conns>>>,
+    conns: Mutex<HashMap<u64, Arc<Outbox>>>,
+    hasher: RandomState,
+    faults: Faults,
+    metrics: Arc<Metrics>,
+    runtime: Handle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Serializes a server frame (serialization of these types cannot fail).
+pub fn encode(frame: &ServerFrame) -> Utf8Bytes {
+    Utf8Bytes::from(serde_json::to_string(frame).expect("server frames always serialize"))
+}
+
+impl Hub {
+    /// An empty hub pushing through `faults`; delayed pushes run on `runtime`.
+    pub fn new(faults: Faults, metrics: Arc<Metrics>, runtime: Handle) -> Self {
+        Hub {
+            users: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            conns: Mutex::new(HashMap::new()),
+            hasher: RandomState::new(),
+            faults,
+            metrics,
+            runtime,
+        }
+    }
+
+    fn shard(&self, user: &str) -> MutexGuard<'_, HashMap<String, Conns>> {
+        let i = usize::try_from(self.hasher.hash_one(user) % SHARDS as u64).unwrap_or(0);
+        lock(&self.users[i])
+    }
+
+    /// Registers an open connection.
+    pub fn add_conn(&self, id: u64, outbox: Arc<Outbox>) {
+        lock(&self.conns).insert(id, outbox);
+    }
+
+    /// Forgets a connection (and its login, if `user` is given).
+    pub fn remove_conn(&self, id: u64, user: Option<&str>) {
+        lock(&self.conns).remove(&id);
+        if let Some(user) = user {
+            let mut shard = self.shard(user);
+            if let Some(list) = shard.get_mut(user) {
+                list.retain(|(c, _)| *c != id);
+                if list.is_empty() {
+                    shard.remove(user);
+                }
+            }
+        }
+    }
+
+    /// Marks connection `id` as logged in as `user`.
+    pub fn login(&self, user: &str, id: u64, outbox: Arc<Outbox>) {
+        self.shard(user)
+            .entry(user.to_owned())
+            .or_default()
+            .push((id, outbox));
+    }
+
+    /// Closes every connection's outbox with `reason`; returns how many were open.
+    pub fn close_all(&self, reason: crate::wire::ErrorCode) -> usize {
+        let all: Vec<Arc<Outbox>> = lock(&self.conns).values().cloned().collect();
+        all.iter().for_each(|o| o.close(reason));
+        all.len()
+    }
+
+    /// Number of open connections.
+    pub fn conn_count(&self) -> usize {
+        lock(&self.conns).len()
+    }
+
+    /// Queues `frame` on every connection of `user`.
+    pub fn deliver(&self, user: &str, frame: &Utf8Bytes) {
+        let targets: Vec<Arc<Outbox>> = match self.shard(user).get(user) {
+            Some(list) => list.iter().map(|(_, o)| o.clone()).collect(),
+            None => return,
+        };
+        for o in targets {
+            if o.push(frame.clone()) == super::outbox::Pushed::Queued {
+                self.metrics.pushed.inc();
+            }
+        }
+    }
+
+    /// True when `user` has an open, logged-in connection.
+    pub fn is_online(&self, user: &str) -> bool {
+        self.shard(user).contains_key(user)
+    }
+
+    /// Pushes a committed message (already serialized as `frame`) to `recipient`,
+    /// applying faults when they target it.
+    pub fn push_msg(self: &Arc<Self>, recipient: &str, msg: &Msg, frame: &Utf8Bytes) {
+        if !self.faults.targets(recipient) || !self.is_online(recipient) {
+            self.deliver(recipient, frame);
+            return;
+        }
+        if let Some(held) = self.faults.take_held(recipient) {
+            self.deliver(recipient, frame);
+            self.deliver(recipient, &held.frame);
+            let rec = FaultRecord {
+                kind: "reorder",
+                conv: &held.conv,
+                seq: held.seq,
+                recipient,
+                from: &held.from,
+                after_seq: Some(msg.seq),
+                after_conv: Some(&msg.conv),
+                delay_ms: None,
+            };
+            self.faults.record(&self.metrics, &rec);
+            return;
+        }
+        match self.faults.decide() {
+            Decision::Deliver => self.deliver(recipient, frame),
+            Decision::Drop => self
+                .faults
+                .record(&self.metrics, &record("drop", msg, recipient)),
+            Decision::Dup => {
+                self.deliver(recipient, frame);
+                self.deliver(recipient, frame);
+                self.faults
+                    .record(&self.metrics, &record("dup", msg, recipient));
+            }
+            Decision::Hold => {
+                let held = Held::new(frame.clone(), &msg.conv, msg.seq, &msg.from);
+                self.faults.hold(recipient, held);
+            }
+            Decision::Corrupt => {
+                let mut bad = msg.clone();
+                bad.body = corrupt_body(&msg.body);
+                self.deliver(recipient, &encode(&ServerFrame::Msg(bad)));
+                self.faults
+                    .record(&self.metrics, &record("corrupt", msg, recipient));
+            }
+            Decision::Delay(d) => {
+                let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                let rec = FaultRecord {
+                    delay_ms: Some(ms),
+                    ..record("delay", msg, recipient)
+                };
+                self.faults.record(&self.metrics, &rec);
+                let hub = Arc::clone(self);
+                let (user, frame) = (recipient.to_owned(), frame.clone());
+                self.runtime.spawn(async move {
+                    tokio::time::sleep(d).await;
+                    hub.deliver(&user, &frame);
+                });
+            }
+        }
+    }
+
+    /// Sends every reorder-held push older than `max_age` (all when zero), logging each
+    /// as `reorder_timeout`: no later push came to overtake it.
+    pub fn release_held(&self, max_age: Duration) {
+        for (recipient, held) in self.faults.take_expired(max_age) {
+            self.deliver(&recipient, &held.frame);
+            let rec = FaultRecord {
+                kind: "reorder_timeout",
+                conv: &held.conv,
+                seq: held.seq,
+                recipient: &recipient,
+                from: &held.from,
+                after_seq: None,
+                after_conv: None,
+                delay_ms: None,
+            };
+            self.faults.record(&self.metrics, &rec);
+        }
+    }
+
+    /// True when reorder holds need a release timer.
+    pub fn reorders(&self) -> bool {
+        self.faults.reorders()
+    }
+}
+
+/// The log record of a fault of `kind` on the push of `msg` to `recipient`.
+fn record<'a>(kind: &'static str, msg: &'a Msg, recipient: &'a str) -> FaultRecord<'a> {
+    FaultRecord {
+        kind,
+        conv: &msg.conv,
+        seq: msg.seq,
+        recipient,
+        from: &msg.from,
+        after_seq: None,
+        after_conv: None,
+        delay_ms: None,
+    }
+}

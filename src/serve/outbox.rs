@@ -1,0 +1,171 @@
+//! The bounded outbound queue of one connection: producers (the writer, the hub, the
+//! worker pool, the session itself) never block; an overflow closes the queue with
+//! `slow_consumer` and frees what it held, so memory never grows past the bound.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::extract::ws::Utf8Bytes;
+use tokio::sync::Notify;
+
+use super::metrics::Metrics;
+use crate::wire::ErrorCode;
+
+/// What happened to a pushed frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// It waits in the queue.
+    Queued,
+    /// The queue was full: it is now closed with `slow_consumer`.
+    Overflow,
+    /// The queue was already closed; the frame was discarded.
+    Closed,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    frames: VecDeque<Utf8Bytes>,
+    closed: Option<ErrorCode>,
+}
+
+/// One connection's outbound queue of serialized frames.
+#[derive(Debug)]
+pub struct Outbox {
+    state: Mutex<State>,
+    notify: Notify,
+    cap: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl Outbox {
+    /// An empty queue holding at most `cap` frames.
+    pub fn new(cap: usize, metrics: Arc<Metrics>) -> Self {
+        Outbox {
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+            cap: cap.max(1),
+            metrics,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the queue inconsistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a frame without blocking.
+    pub fn push(&self, frame: Utf8Bytes) -> Pushed {
+        let mut s = self.lock();
+        if s.closed.is_some() {
+            return Pushed::Closed;
+        }
+        if s.frames.len() >= self.cap {
+            self.discard(&mut s, ErrorCode::SlowConsumer);
+            drop(s);
+            self.metrics.slow_consumers.inc();
+            self.notify.notify_one();
+            return Pushed::Overflow;
+        }
+        s.frames.push_back(frame);
+        let depth = s.frames.len();
+        drop(s);
+        self.metrics.queue_depth.inc();
+        self.metrics.observe_queue_depth(depth);
+        self.notify.notify_one();
+        Pushed::Queued
+    }
+
+    /// Closes the queue with `reason` (the first reason wins) and drops what it holds.
+    pub fn close(&self, reason: ErrorCode) {
+        let mut s = self.lock();
+        if s.closed.is_none() {
+            self.discard(&mut s, reason);
+        }
+        drop(s);
+        self.notify.notify_one();
+    }
+
+    fn discard(&self, s: &mut State, reason: ErrorCode) {
+        s.closed = Some(reason);
+        let n = i64::try_from(s.frames.len()).unwrap_or(i64::MAX);
+        s.frames = VecDeque::new();
+        self.metrics.queue_depth.dec_by(n);
+    }
+
+    /// Moves up to `max` frames into `out`; returns the close reason once closed.
+    pub fn drain(&self, max: usize, out: &mut Vec<Utf8Bytes>) -> Option<ErrorCode> {
+        let mut s = self.lock();
+        if let Some(reason) = s.closed {
+            return Some(reason);
+        }
+        let n = max.min(s.frames.len());
+        out.extend(s.frames.drain(..n));
+        if s.frames.is_empty() && s.frames.capacity() > 64 {
+            s.frames = VecDeque::new();
+        }
+        let more = !s.frames.is_empty();
+        drop(s);
+        self.metrics
+            .queue_depth
+            .dec_by(i64::try_from(n).unwrap_or(i64::MAX));
+        if more {
+            self.notify.notify_one();
+        }
+        None
+    }
+
+    /// The close reason, if closed.
+    pub fn closed(&self) -> Option<ErrorCode> {
+        self.lock().closed
+    }
+
+    /// Resolves after a push, a close, or a drain that left frames behind.
+    pub async fn changed(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        let s = self.lock();
+        let n = i64::try_from(s.frames.len()).unwrap_or(i64::MAX);
+        drop(s);
+        self.metrics.queue_depth.dec_by(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_closes_and_frees() {
+        let m = Arc::new(Metrics::new());
+        let o = Outbox::new(2, m.clone());
+        assert_eq!(o.push("a".into()), Pushed::Queued);
+        assert_eq!(o.push("b".into()), Pushed::Queued);
+        assert_eq!(m.queue_depth.get(), 2);
+        assert_eq!(o.push("c".into()), Pushed::Overflow);
+        assert_eq!(o.push("d".into()), Pushed::Closed);
+        assert_eq!(m.queue_depth.get(), 0);
+        assert_eq!(m.slow_consumers.get(), 1);
+        let mut out = Vec::new();
+        assert_eq!(o.drain(10, &mut out), Some(ErrorCode::SlowConsumer));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn drain_is_fifo_and_bounded() {
+        let m = Arc::new(Metrics::new());
+        let o = Outbox::new(8, m.clone());
+        for s in ["1", "2", "3"] {
+            o.push(s.into());
+        }
+        let mut out = Vec::new();
+        assert_eq!(o.drain(2, &mut out), None);
+        assert_eq!(out, vec![Utf8Bytes::from("1"), Utf8Bytes::from("2")]);
+        assert_eq!(m.queue_depth.get(), 1);
+        drop(o);
+        assert_eq!(m.queue_depth.get(), 0);
+    }
+}

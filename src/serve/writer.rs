@@ -1,0 +1,353 @@
+//! The single writer: one thread owns the write connection, takes every queued command,
+//! commits them in one transaction (group commit), and only then acks the senders and
+//! pushes to online members. It assigns seqs from in-memory counters, so they are gapless.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::ws::Utf8Bytes;
+use rusqlite::{params, Connection, Transaction};
+use tokio::sync::mpsc;
+
+use super::hub::{encode, Hub};
+use super::metrics::Metrics;
+use super::outbox::Outbox;
+use super::store::{load_state, State};
+use crate::wire::{direct_conv, group_conv, Dest, ErrorCode, Msg, Ref, ServerFrame};
+
+/// A group membership change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupOp {
+    /// Create the group with the caller as first member.
+    Create,
+    /// Join it.
+    Join,
+    /// Leave it.
+    Leave,
+}
+
+/// A command for the writer; replies go to `reply`.
+#[derive(Debug)]
+pub enum Cmd {
+    /// Store a message from `user` and push it.
+    Send {
+        /// The logged-in sender.
+        user: String,
+        /// Echoed in the ack.
+        r#ref: Ref,
+        /// Recipient.
+        to: Dest,
+        /// Body.
+        body: String,
+        /// The sender's outbox.
+        reply: Arc<Outbox>,
+    },
+    /// Change a group's membership.
+    Group {
+        /// What to do.
+        op: GroupOp,
+        /// The caller.
+        user: String,
+        /// Echoed in the reply.
+        r#ref: Ref,
+        /// The group.
+        group: String,
+        /// The caller's outbox.
+        reply: Arc<Outbox>,
+    },
+    /// Commit what is queued and stop.
+    Stop,
+}
+
+/// What one command produced, sent out after the commit.
+enum Outcome {
+    Stored {
+        msg: Msg,
+        r#ref: Ref,
+        reply: Arc<Outbox>,
+        group: Option<String>,
+        to: Option<String>,
+    },
+    Done(Ref, Arc<Outbox>),
+    Refused(Ref, Arc<Outbox>, ErrorCode, String),
+}
+
+/// Current time in ms since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The writer thread's state.
+pub struct Writer {
+    conn: Connection,
+    state: State,
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    batch_max: usize,
+}
+
+impl Writer {
+    /// A writer on `conn`, loading its state from it.
+    pub fn new(
+        conn: Connection,
+        hub: Arc<Hub>,
+        metrics: Arc<Metrics>,
+        batch_max: usize,
+    ) -> crate::Result<Self> {
+        let state = load_state(&conn)?;
+        Ok(Writer {
+            conn,
+            state,
+            hub,
+            metrics,
+            batch_max: batch_max.max(1),
+        })
+    }
+
+    /// Runs until [`Cmd::Stop`] or until every sender is gone; commits everything received.
+    pub fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        let mut batch = Vec::with_capacity(self.batch_max);
+        let mut stopping = false;
+        while !stopping {
+            let Some(first) = rx.blocking_recv() else {
+                break;
+            };
+            batch.push(first);
+            while batch.len() < self.batch_max {
+                match rx.try_recv() {
+                    Ok(cmd) => batch.push(cmd),
+                    Err(_) => break,
+                }
+            }
+            if batch.iter().any(|c| matches!(c, Cmd::Stop)) {
+                stopping = true;
+                rx.close();
+                while let Ok(cmd) = rx.try_recv() {
+                    batch.push(cmd);
+                }
+            }
+            self.commit(&mut batch);
+        }
+    }
+
+    fn commit(&mut self, batch: &mut Vec<Cmd>) {
+        let started = Instant::now();
+        let n = batch.len();
+        let ts = now_ms();
+        let mut outcomes = Vec::with_capacity(n);
+        let applied = match self.conn.transaction() {
+            Ok(tx) => apply_all(&tx, &mut self.state, batch, ts, &mut outcomes)
+                .and_then(|()| tx.commit().map_err(|e| e.to_string())),
+            Err(e) => Err(e.to_string()),
+        };
+        self.metrics.batch_size.observe(n as f64);
+        self.metrics
+            .commit_latency
+            .observe(started.elapsed().as_secs_f64());
+        match applied {
+            Ok(()) => self.send_out(outcomes),
+            Err(e) => {
+                tracing::error!("commit of {n} commands failed: {e}");
+                for cmd in batch.drain(..) {
+                    refuse(cmd, ErrorCode::Internal, &format!("not stored: {e}"));
+                }
+                match load_state(&self.conn) {
+                    Ok(st) => self.state = st,
+                    Err(e) => tracing::error!("cannot reload the store state: {e}"),
+                }
+            }
+        }
+        batch.clear();
+    }
+
+    fn send_out(&self, outcomes: Vec<Outcome>) {
+        for o in outcomes {
+            match o {
+                Outcome::Stored {
+                    msg,
+                    r#ref,
+                    reply,
+                    group,
+                    to,
+                } => {
+                    self.metrics.accepted.inc();
+                    reply.push(encode(&ServerFrame::Ack {
+                        r#ref,
+                        conv: msg.conv.clone(),
+                        seq: msg.seq,
+                        ts: msg.ts,
+                    }));
+                    let frame: Utf8Bytes = encode(&ServerFrame::Msg(msg.clone()));
+                    if let Some(to) = to.filter(|t| *t != msg.from) {
+                        self.hub.push_msg(&to, &msg, &frame);
+                    }
+                    let members = group.as_ref().and_then(|g| self.state.groups.get(g));
+                    for m in members.into_iter().flatten() {
+                        if *m != msg.from {
+                            self.hub.push_msg(m, &msg, &frame);
+                        }
+                    }
+                }
+                Outcome::Done(r#ref, reply) => {
+                    reply.push(encode(&ServerFrame::Ok { r#ref }));
+                }
+                Outcome::Refused(r#ref, reply, code, message) => {
+                    self.metrics.error(code);
+                    reply.push(encode(&ServerFrame::Error {
+                        r#ref: Some(r#ref),
+                        code,
+                        message,
+                        fatal: false,
+                    }));
+                }
+            }
+        }
+    }
+}
+
+fn refuse(cmd: Cmd, code: ErrorCode, message: &str) {
+    let (r#ref, reply) = match cmd {
+        Cmd::Send { r#ref, reply, .. } | Cmd::Group { r#ref, reply, .. } => (r#ref, reply),
+        Cmd::Stop => return,
+    };
+    reply.push(encode(&ServerFrame::Error {
+        r#ref: Some(r#ref),
+        code,
+        message: message.to_owned(),
+        fatal: false,
+    }));
+}
+
+fn apply_all(
+    tx: &Transaction<'_>,
+    st: &mut State,
+    batch: &mut [Cmd],
+    ts: u64,
+    out: &mut Vec<Outcome>,
+) -> Result<(), String> {
+    for cmd in batch.iter() {
+        match cmd {
+            Cmd::Send {
+                user,
+                r#ref,
+                to,
+                body,
+                reply,
+            } => out.push(store_msg(tx, st, user, *r#ref, to, body, ts, reply)?),
+            Cmd::Group {
+                op,
+                user,
+                r#ref,
+                group,
+                reply,
+            } => out.push(change_group(tx, st, *op, user, *r#ref, group, reply)?),
+            Cmd::Stop => {}
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn store_msg(
+    tx: &Transaction<'_>,
+    st: &mut State,
+    user: &str,
+    r#ref: Ref,
+    to: &Dest,
+    body: &str,
+    ts: u64,
+    reply: &Arc<Outbox>,
+) -> Result<Outcome, String> {
+    let refused = |code, msg: String| Ok(Outcome::Refused(r#ref, reply.clone(), code, msg));
+    let (conv, group, direct) = match to {
+        Dest::User(u) => (direct_conv(user, u), None, Some(u.clone())),
+        Dest::Group(g) => match st.groups.get(g) {
+            None => return refused(ErrorCode::NoSuchGroup, format!("no group `{g}`")),
+            Some(m) if !m.contains(user) => {
+                return refused(ErrorCode::NotMember, format!("not a member of `{g}`"))
+            }
+            Some(_) => (group_conv(g), Some(g.clone()), None),
+        },
+    };
+    let seq = st.seqs.entry(conv.clone()).or_insert(0);
+    *seq += 1;
+    let seq = *seq;
+    tx.prepare_cached("INSERT INTO msgs (conv, seq, sender, body, ts) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .and_then(|mut q| q.execute(params![conv, seq, user, body, ts]))
+        .map_err(|e| e.to_string())?;
+    if let (Some(other), 1) = (&direct, seq) {
+        let mut q = tx
+            .prepare_cached("INSERT OR IGNORE INTO user_convs (user, conv) VALUES (?1, ?2)")
+            .map_err(|e| e.to_string())?;
+        for u in [user, other.as_str()] {
+            q.execute(params![u, conv]).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(Outcome::Stored {
+        msg: Msg {
+            conv,
+            seq,
+            from: user.to_owned(),
+            body: body.to_owned(),
+            ts,
+        },
+        r#ref,
+        reply: reply.clone(),
+        group,
+        to: direct,
+    })
+}
+
+fn change_group(
+    tx: &Transaction<'_>,
+    st: &mut State,
+    op: GroupOp,
+    user: &str,
+    r#ref: Ref,
+    group: &str,
+    reply: &Arc<Outbox>,
+) -> Result<Outcome, String> {
+    let refused = |code, msg: String| Ok(Outcome::Refused(r#ref, reply.clone(), code, msg));
+    let exec = |sql: &str, p: [&str; 2]| {
+        tx.prepare_cached(sql)
+            .and_then(|mut q| q.execute(p))
+            .map_err(|e| e.to_string())
+    };
+    match (op, st.groups.get_mut(group)) {
+        (GroupOp::Create, Some(_)) => {
+            return refused(ErrorCode::GroupExists, format!("group `{group}` exists"))
+        }
+        (GroupOp::Create, None) => {
+            exec(
+                "INSERT INTO groups (grp, creator) VALUES (?1, ?2)",
+                [group, user],
+            )?;
+            exec(
+                "INSERT INTO members (grp, user) VALUES (?1, ?2)",
+                [group, user],
+            )?;
+            st.groups
+                .insert(group.to_owned(), std::iter::once(user.to_owned()).collect());
+        }
+        (_, None) => return refused(ErrorCode::NoSuchGroup, format!("no group `{group}`")),
+        (GroupOp::Join, Some(members)) => {
+            if members.insert(user.to_owned()) {
+                exec(
+                    "INSERT OR IGNORE INTO members (grp, user) VALUES (?1, ?2)",
+                    [group, user],
+                )?;
+            }
+        }
+        (GroupOp::Leave, Some(members)) => {
+            if members.remove(user) {
+                exec(
+                    "DELETE FROM members WHERE grp = ?1 AND user = ?2",
+                    [group, user],
+                )?;
+            }
+        }
+    }
+    Ok(Outcome::Done(r#ref, reply.clone()))
+}

@@ -1,0 +1,18 @@
+//! The integration tests: one binary, one module per area. `common` is the shared fixture.
+
+mod common;
+
+#[path = "serve/durability.rs"]
+mod serve_durability;
+#[path = "serve/faults.rs"]
+mod serve_faults;
+#[path = "serve/limits.rs"]
+mod serve_limits;
+#[path = "serve/login.rs"]
+mod serve_login;
+#[path = "serve/messaging.rs"]
+mod serve_messaging;
+#[path = "serve/rpc.rs"]
+mod serve_rpc;
+#[path = "serve/slow.rs"]
+mod serve_slow;
