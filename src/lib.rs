@@ -20,16 +20,25 @@
 //! - [`ledger`] accounts delivery per stream × recipient: lost, duplicated, reordered,
 //!   corrupted, late, repaired by sync.
 //! - [`metrics`] holds HDR histograms, counters, per-second series and the error taxonomy.
-//! - [`error`] is the crate error and the exit-code contract.
+//! - [`engine`] runs the virtual users open-loop through a [`driver`] and feeds ledger and metrics.
+//! - [`driver`] speaks one wire protocol per file behind the `Driver`/`Session` traits.
+//! - [`artifact`] is the versioned, mergeable result file; [`report`] renders it and judges checks.
+//! - [`serve`] is the reference IM server; [`sys`] the few OS facts (fd limit, CPU time).
+//! - [`cli`] is the only place that prints; [`error`] is the crate error and the exit-code contract.
 
+pub mod artifact;
 pub mod cli;
+pub mod driver;
+pub mod engine;
 pub mod envelope;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod report;
 pub mod scenario;
 #[cfg(feature = "serve")]
 pub mod serve;
+pub mod sys;
 pub mod wire;
 
 pub use error::{Error, Result};

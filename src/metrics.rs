@@ -259,6 +259,21 @@ pub struct Percentiles {
     pub max: u64,
 }
 
+/// Latency over a window of seconds, in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Window {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Highest value.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
 /// One second of the per-second series.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SecondRow {
@@ -454,6 +469,24 @@ impl Metrics {
                 request: pct(&s.lat[2]),
                 counters: s.counters,
             }
+        })
+    }
+
+    /// Latency of histogram `h` over the seconds in `secs`, from the per-second series (two
+    /// significant digits): count, p50, p99, max and mean in µs. `None` for a histogram
+    /// without a series or a window without values.
+    pub fn window(&self, h: Hist, secs: std::ops::Range<u32>) -> Option<Window> {
+        let i = h.series()?;
+        let mut all = Sketch::default();
+        for s in self.seconds.iter().filter(|s| secs.contains(&s.sec)) {
+            all.merge(&s.lat[i]);
+        }
+        (all.count() > 0).then(|| Window {
+            count: all.count(),
+            p50: all.quantile(0.5),
+            p99: all.quantile(0.99),
+            max: all.max(),
+            mean: all.mean(),
         })
     }
 

@@ -12,6 +12,21 @@ use serde::{Deserialize, Serialize};
 /// refuses a version it does not speak with [`ErrorCode::BadVersion`].
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// The login token of `user` under the server's `secret`: hex HMAC-SHA256 of the user id.
+/// The server checks it at login; load generators mint it from the shared secret.
+pub fn token(user: &str, secret: &str) -> String {
+    use hmac::{Hmac, Mac};
+    use std::fmt::Write;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC accepts keys of any length");
+    mac.update(user.as_bytes());
+    let mut out = String::with_capacity(64);
+    for byte in mac.finalize().into_bytes() {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
 /// A client-chosen number that ties a reply to its request; echoed by the server.
 pub type Ref = u64;
 
@@ -320,6 +335,15 @@ impl ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_depend_on_user_and_secret() {
+        let t = token("u1", "s");
+        assert_eq!(t.len(), 64);
+        assert_ne!(t, token("u2", "s"));
+        assert_ne!(t, token("u1", "t"));
+        assert_eq!(t, token("u1", "s"));
+    }
 
     #[test]
     fn client_frames_use_the_documented_shape() {

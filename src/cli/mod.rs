@@ -1,8 +1,15 @@
 //! Command-line interface: subcommands, live progress and all terminal output.
 
-use clap::{Parser, Subcommand};
+mod progress;
+mod run;
 
-use crate::error::Result;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::artifact::Artifact;
+use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::scenario::Shard;
 
 /// msgstorm: load, capacity and delivery-reliability tester for IM servers.
 #[derive(Debug, Parser)]
@@ -16,11 +23,26 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a scenario (no file: the built-in default against the embedded server).
+    Run(RunArgs),
+    /// Check a scenario file completely without connecting to anything.
+    Validate {
+        /// The scenario file.
+        scenario: PathBuf,
+        /// Override a scenario key, e.g. `--set population.users=2000`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Print the report of one result file, or of several shard results merged.
+    Report {
+        /// `result.json` files of one run.
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+    },
     /// Run the reference IM server.
     #[cfg(feature = "serve")]
     Serve(crate::serve::ServeArgs),
     /// Print a login token for a user of the reference server.
-    #[cfg(feature = "serve")]
     Token {
         /// The user id.
         user: String,
@@ -30,18 +52,94 @@ pub enum Command {
     },
 }
 
-/// Parses the command line, runs the command and returns the process exit code.
+/// Options of `msgstorm run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The scenario file; without one, the built-in default scenario runs against the
+    /// embedded reference server.
+    pub scenario: Option<PathBuf>,
+    /// Override a scenario key, e.g. `--set population.users=2000` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Results folder (default: a new timestamped folder under ./msgstorm-results/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run only shard I of N of the user range, e.g. `--shard 0/2`.
+    #[arg(long, value_parser = parse_shard, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// Run id shared by all shards of one run (8 hex digits; default: random).
+    #[arg(long, value_parser = parse_run_id, value_name = "HEX")]
+    pub run_id: Option<u32>,
+    /// No live progress.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}`: expected I/N, e.g. 0/2"))?;
+    let index: u32 = i
+        .parse()
+        .map_err(|_| format!("`{i}` is not a shard index"))?;
+    let count: u32 = n
+        .parse()
+        .map_err(|_| format!("`{n}` is not a shard count"))?;
+    if count == 0 || index >= count {
+        return Err(format!("shard {index}/{count}: need 0 <= I < N"));
+    }
+    Ok(Shard { index, count })
+}
+
+fn parse_run_id(s: &str) -> std::result::Result<u32, String> {
+    u32::from_str_radix(s, 16).map_err(|_| format!("`{s}`: a run id is up to 8 hex digits"))
+}
+
+/// Runs the parsed command and returns the process exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
+        Command::Run(args) => run::run(args).await,
+        Command::Validate { scenario, set } => {
+            let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
+            say(&format!(
+                "{}: ok — {} users, {} traffic pattern(s), {} check(s)",
+                scenario.display(),
+                plan.population.users,
+                plan.traffic.len(),
+                plan.checks.len()
+            ));
+            Ok(EXIT_OK)
+        }
+        Command::Report { results } => {
+            let artifact = Artifact::read_merged(&results)?;
+            let rendered = crate::report::render(&artifact);
+            say(&rendered.text);
+            Ok(if rendered.passed {
+                EXIT_OK
+            } else {
+                EXIT_CHECK_FAILED
+            })
+        }
         #[cfg(feature = "serve")]
-        Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| 0),
-        #[cfg(feature = "serve")]
+        Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),
         Command::Token { user, secret } => {
-            #[allow(clippy::print_stdout)]
-            {
-                println!("{}", crate::serve::token(&user, &secret));
+            if secret.is_empty() {
+                return Err(Error::Usage("--secret must not be empty".to_owned()));
             }
-            Ok(0)
+            say(&crate::wire::token(&user, &secret));
+            Ok(EXIT_OK)
         }
     }
+}
+
+/// Prints a line of the command's output to stdout.
+#[allow(clippy::print_stdout)]
+fn say(text: &str) {
+    println!("{text}");
+}
+
+/// Prints a line of diagnostics or progress to stderr.
+#[allow(clippy::print_stderr)]
+fn note(text: &str) {
+    eprintln!("{text}");
 }

@@ -78,6 +78,28 @@ impl Sketch {
         0
     }
 
+    /// The mean, taking each value as the middle of its bin; 0 when empty.
+    pub(super) fn mean(&self) -> f64 {
+        let total = self.count();
+        if total == 0 {
+            return 0.0;
+        }
+        let sum: f64 = self
+            .bins
+            .iter()
+            .map(|&(bin, n)| {
+                let hi = highest_of(bin) as f64;
+                let lo = if bin == 0 {
+                    0.0
+                } else {
+                    highest_of(bin - 1) as f64 + 1.0
+                };
+                (lo + hi) / 2.0 * f64::from(n)
+            })
+            .sum();
+        sum / total as f64
+    }
+
     /// The highest value recorded (its bin's highest value); 0 when empty.
     pub(super) fn max(&self) -> u64 {
         self.bins.last().map_or(0, |b| highest_of(b.0))

@@ -14,6 +14,9 @@ use crate::Result;
 pub const DEFAULT_SECRET: &str = "msgstorm";
 
 /// Default `target.connect_timeout`.
+/// Heartbeat interval when the scenario sets none: well inside common idle timeouts.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
+
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// URL schemes and the drivers that speak them.
@@ -32,7 +35,7 @@ pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Ta
             driver: DriverKind::Native,
             auth: Auth::Secret(DEFAULT_SECRET.into()),
             connect_timeout: CONNECT_TIMEOUT,
-            heartbeat: None,
+            heartbeat: Some(DEFAULT_HEARTBEAT),
             options: toml::Table::new(),
         });
     };
@@ -84,11 +87,12 @@ pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Ta
         Some(d) => positive_dur(src, d, "target.connect_timeout")?,
         None => CONNECT_TIMEOUT,
     };
+    // Users keep their connection alive like real clients unless told not to ("0s").
     let heartbeat = spec
         .heartbeat
         .as_ref()
-        .map(|h| h.get_ref().0)
-        .filter(|d| !d.is_zero());
+        .map_or(DEFAULT_HEARTBEAT, |h| h.get_ref().0);
+    let heartbeat = (!heartbeat.is_zero()).then_some(heartbeat);
     let auth = match &spec.auth {
         Some(a) => auth(src, a, driver)?,
         None if driver == DriverKind::Native => Auth::Secret(DEFAULT_SECRET.into()),

@@ -245,7 +245,11 @@ fn checks_and_defaults_lower() {
     assert_eq!(p.drain, Duration::from_secs(5));
     assert_eq!(p.target.url, None);
     assert_eq!(p.target.auth, Auth::Secret(DEFAULT_SECRET.into()));
-    assert_eq!(p.target.heartbeat, None);
+    assert_eq!(
+        p.target.heartbeat,
+        Some(Duration::from_secs(30)),
+        "clients keep alive by default"
+    );
     assert_eq!(
         p.ledger,
         LedgerOpts {

@@ -1,0 +1,311 @@
+//! The versioned result file (`result.json`): write, read, and merge shard results exactly.
+//!
+//! The artifact is the seam between running and reporting: `report`, `compare` and shard
+//! merging are pure functions of artifacts. Its fields are documented in `docs/result.md`
+//! and its JSON schema is `schema/result.schema.json`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::ledger::Ledger;
+use crate::metrics::Metrics;
+use crate::scenario::{Bound, Check, CheckMetric, Plan, RequestKind, TrafficKind};
+
+/// Version of the result file format; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run's (or several merged shards') complete result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Artifact {
+    /// Format version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// `msgstorm <version>` that wrote it.
+    pub tool: String,
+    /// The run id shared by all shards (hex).
+    pub run_id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Target URL, or `embedded` for the in-process reference server.
+    pub target: String,
+    /// Driver name.
+    pub driver: String,
+    /// Whether sends had a server acceptance (false: send→ack latency is not measured).
+    pub acceptance: bool,
+    /// Start of the run, RFC 3339 UTC.
+    pub started_at: String,
+    /// Start of the run, µs since the Unix epoch.
+    pub started_unix_us: u64,
+    /// Length of the run (longest shard), seconds.
+    pub duration_s: f64,
+    /// When traffic started, seconds from the start (`null` when it never did).
+    pub traffic_started_s: Option<f64>,
+    /// True when a signal stopped the run (or any shard) early.
+    pub interrupted: bool,
+    /// One entry per generator process.
+    pub shards: Vec<ShardResult>,
+    /// The scenario's checks, re-evaluated by `msgstorm report`.
+    pub checks: Vec<CheckSpec>,
+    /// The request/response sweep, when the scenario had one.
+    pub request_sweep: Option<RequestSweep>,
+    /// Histograms, counters, per-second series, errors.
+    pub metrics: Metrics,
+    /// Delivery accounting.
+    pub ledger: Ledger,
+    /// Remarks the report must show (what bounded the run, caveats).
+    pub notes: Vec<String>,
+}
+
+/// What one generator process did and used.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShardResult {
+    /// Shard index.
+    pub index: u32,
+    /// Shard count.
+    pub count: u32,
+    /// Users this process simulated.
+    pub users: u32,
+    /// Length of its run, seconds.
+    pub duration_s: f64,
+    /// CPU seconds it used.
+    pub cpu_s: f64,
+    /// Cores it could use.
+    pub cores: u32,
+    /// Its peak resident memory, bytes.
+    pub peak_rss_bytes: u64,
+    /// Its open-file limit.
+    pub fd_limit: u64,
+}
+
+/// A check in serializable form.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    /// Scenario key, e.g. `checks.max_lost`.
+    pub key: String,
+    /// Metric name, see [`metric_name`].
+    pub metric: String,
+    /// `"<="` or `">="`.
+    pub op: String,
+    /// The bound (µs for latencies, a ratio for rates, a count otherwise).
+    pub value: f64,
+}
+
+/// The request/response sweep: steps of fixed concurrency, in order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSweep {
+    /// `time` or `kv_get`.
+    pub kind: String,
+    /// Concurrency of each step.
+    pub steps: Vec<u32>,
+    /// Length of each step, seconds.
+    pub step_s: f64,
+    /// Start of the first step, seconds after traffic start.
+    pub start_s: f64,
+}
+
+/// The wire name of a check metric.
+pub fn metric_name(m: CheckMetric) -> &'static str {
+    match m {
+        CheckMetric::Lost => "lost",
+        CheckMetric::Duplicated => "duplicated",
+        CheckMetric::Reordered => "reordered",
+        CheckMetric::Corrupted => "corrupted",
+        CheckMetric::Late => "late",
+        CheckMetric::E2eP99 => "e2e_p99_us",
+        CheckMetric::AckP99 => "ack_p99_us",
+        CheckMetric::RequestP99 => "request_p99_us",
+        CheckMetric::LoginSuccess => "login_success",
+        CheckMetric::SendErrorRate => "send_error_rate",
+    }
+}
+
+impl From<&Check> for CheckSpec {
+    fn from(c: &Check) -> Self {
+        let (op, value) = match c.bound {
+            Bound::AtMost(v) => ("<=", v),
+            Bound::AtLeast(v) => (">=", v),
+        };
+        CheckSpec {
+            key: c.key.clone(),
+            metric: metric_name(c.metric).to_owned(),
+            op: op.to_owned(),
+            value,
+        }
+    }
+}
+
+/// The parts of a finished run that are not in the plan.
+#[derive(Debug)]
+pub struct RunFacts {
+    /// Run id.
+    pub run_id: u32,
+    /// Target as shown in reports.
+    pub target: String,
+    /// Whether the driver reports acceptance.
+    pub acceptance: bool,
+    /// Start, µs since the Unix epoch.
+    pub started_unix_us: u64,
+    /// Length of the run.
+    pub duration: Duration,
+    /// Traffic start, from the start of the run.
+    pub traffic_started: Option<Duration>,
+    /// Interrupted by a signal.
+    pub interrupted: bool,
+    /// This process's resource use.
+    pub shard: ShardResult,
+    /// Remarks for the report.
+    pub notes: Vec<String>,
+}
+
+impl Artifact {
+    /// Assembles the artifact of one process's run.
+    pub fn new(plan: &Plan, facts: RunFacts, metrics: Metrics, ledger: Ledger) -> Self {
+        let request_sweep = plan.traffic.iter().find_map(|t| match &t.kind {
+            TrafficKind::Request(r) => Some(RequestSweep {
+                kind: match r.kind {
+                    RequestKind::Time => "time",
+                    RequestKind::KvGet => "kv_get",
+                }
+                .to_owned(),
+                steps: r.steps.clone(),
+                step_s: r.step_duration.as_secs_f64(),
+                start_s: t.start.as_secs_f64(),
+            }),
+            _ => None,
+        });
+        let started = UNIX_EPOCH + Duration::from_micros(facts.started_unix_us);
+        Artifact {
+            schema_version: SCHEMA_VERSION,
+            tool: format!("msgstorm {}", env!("CARGO_PKG_VERSION")),
+            run_id: format!("{:08x}", facts.run_id),
+            scenario: plan.name.clone(),
+            target: facts.target,
+            driver: plan.target.driver.as_str().to_owned(),
+            acceptance: facts.acceptance,
+            started_at: humantime::format_rfc3339_seconds(started).to_string(),
+            started_unix_us: facts.started_unix_us,
+            duration_s: facts.duration.as_secs_f64(),
+            traffic_started_s: facts.traffic_started.map(|d| d.as_secs_f64()),
+            interrupted: facts.interrupted,
+            shards: vec![facts.shard],
+            checks: plan.checks.iter().map(CheckSpec::from).collect(),
+            request_sweep,
+            metrics,
+            ledger,
+            notes: facts.notes,
+        }
+    }
+
+    /// Merges another shard's result of the same run into this one, exactly: the result is
+    /// what one process running both shards would have recorded.
+    pub fn merge(&mut self, other: &Artifact) -> std::result::Result<(), String> {
+        if other.schema_version != self.schema_version {
+            return Err(format!(
+                "schema_version {} differs from {}",
+                other.schema_version, self.schema_version
+            ));
+        }
+        if other.run_id != self.run_id {
+            return Err(format!(
+                "run {} is not run {}: only shards of one run merge",
+                other.run_id, self.run_id
+            ));
+        }
+        self.duration_s = self.duration_s.max(other.duration_s);
+        self.started_unix_us = self.started_unix_us.min(other.started_unix_us);
+        self.traffic_started_s = match (self.traffic_started_s, other.traffic_started_s) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.interrupted |= other.interrupted;
+        self.shards.extend(other.shards.iter().cloned());
+        self.shards.sort_by_key(|s| s.index);
+        for n in &other.notes {
+            if !self.notes.contains(n) {
+                self.notes.push(n.clone());
+            }
+        }
+        self.metrics.merge(&other.metrics);
+        self.ledger.merge(&other.ledger);
+        Ok(())
+    }
+
+    /// Writes `result.json` into `dir` (created if needed) and returns its path.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join("result.json");
+        let tmp = dir.join("result.json.tmp");
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::Other(format!("cannot encode the result: {e}")))?;
+        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        Ok(path)
+    }
+
+    /// Reads a result file.
+    pub fn read(path: &Path) -> Result<Artifact> {
+        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let probe: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| Error::Artifact {
+                path: path.to_owned(),
+                msg: format!("not JSON: {e}"),
+            })?;
+        let version = probe.get("schema_version").and_then(|v| v.as_u64());
+        if version != Some(u64::from(SCHEMA_VERSION)) {
+            return Err(Error::Artifact {
+                path: path.to_owned(),
+                msg: format!(
+                    "schema_version {} is not {SCHEMA_VERSION}: written by another msgstorm version",
+                    version.map_or("missing".to_owned(), |v| v.to_string())
+                ),
+            });
+        }
+        serde_json::from_value(probe).map_err(|e| Error::Artifact {
+            path: path.to_owned(),
+            msg: format!("not a msgstorm result: {e}"),
+        })
+    }
+
+    /// Reads several result files and merges them into one.
+    pub fn read_merged(paths: &[PathBuf]) -> Result<Artifact> {
+        let (first, rest) = paths
+            .split_first()
+            .ok_or_else(|| Error::Usage("no result file given".to_owned()))?;
+        let mut all = Artifact::read(first)?;
+        for p in rest {
+            let next = Artifact::read(p)?;
+            all.merge(&next).map_err(|msg| Error::Artifact {
+                path: p.clone(),
+                msg,
+            })?;
+        }
+        Ok(all)
+    }
+}
+
+/// A new results folder name: `./msgstorm-results/<UTC timestamp>-<scenario>`.
+pub fn default_out_dir(scenario: &str) -> PathBuf {
+    let now = SystemTime::now();
+    let stamp = humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(':', "")
+        .trim_end_matches('Z')
+        .to_owned();
+    let safe: String = scenario
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    PathBuf::from("msgstorm-results").join(format!("{stamp}-{safe}"))
+}

@@ -1,0 +1,232 @@
+//! `msgstorm run`: load the plan, check the host's limits, start the embedded server when
+//! there is no target, run the engine, write the result and print the report.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::progress::Progress;
+use super::{note, say, RunArgs};
+use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
+use crate::driver::native::NativeDriver;
+use crate::driver::Driver;
+use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::scenario::{self, Auth, DriverKind, Plan, Shard};
+
+/// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
+const FD_MARGIN: u64 = 64;
+
+/// Runs `msgstorm run` and returns the exit code.
+pub async fn run(args: RunArgs) -> Result<u8> {
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let mut plan = match &args.scenario {
+        Some(path) => scenario::load(path, &args.set, shard)?,
+        None => scenario::parse(
+            scenario::DEFAULT_SCENARIO,
+            std::path::Path::new("default.toml"),
+            &args.set,
+            shard,
+        )?,
+    };
+    if let Some(out) = &args.out {
+        plan.report.out = Some(out.clone());
+    }
+    let mut notes = Vec::new();
+    let fd_limit = check_fd_limit(&plan, &mut notes)?;
+    let server = start_embedded(&mut plan, &mut notes).await?;
+    let url = plan
+        .target
+        .url
+        .clone()
+        .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
+    crate::driver::probe(&url, plan.target.connect_timeout).await?;
+
+    let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
+    let (signal_tx, signals) = watch::channel(0u32);
+    let listener = tokio::spawn(count_signals(signal_tx));
+    let mut progress = Progress::new(args.quiet, plan.population.users);
+    let (outcome, acceptance) = match plan.target.driver {
+        DriverKind::Native => {
+            let driver = NativeDriver::new(url.clone(), &plan.target);
+            let acceptance = driver.has_acceptance();
+            let outcome =
+                crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
+            (outcome, acceptance)
+        }
+        other => {
+            return Err(Error::Usage(format!(
+                "target.driver: `{}` is not built into this msgstorm",
+                other.as_str()
+            )))
+        }
+    };
+    progress.finish();
+    listener.abort();
+    let target = match server {
+        Some(_) => format!("embedded {url}"),
+        None => url.clone(),
+    };
+    if let Some(server) = server {
+        server
+            .shutdown()
+            .await
+            .map_err(|e| Error::Server(format!("embedded server: {e}")))?;
+    }
+
+    if outcome.metrics.count(crate::metrics::Counter::LoginOk) == 0
+        && outcome
+            .metrics
+            .count(crate::metrics::Counter::ConnectAttempts)
+            > 0
+        && !outcome.interrupted
+    {
+        let reason = outcome
+            .metrics
+            .errors()
+            .next()
+            .map(|(k, _, ex)| format!("{}: {}", k.name(), ex.first().cloned().unwrap_or_default()))
+            .unwrap_or_else(|| "no user could log in".to_owned());
+        notes.push(format!("no user could log in ({reason})"));
+    }
+    let lag_p99 = outcome
+        .metrics
+        .hist(crate::metrics::Hist::SendLag)
+        .value_at_quantile(0.99);
+    if lag_p99 > 10_000 {
+        notes.push(format!(
+            "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still count from the due time)",
+            lag_p99 as f64 / 1000.0
+        ));
+    }
+    let cores = crate::sys::cores();
+    let busy = outcome.cpu.as_secs_f64() / outcome.duration.as_secs_f64().max(1e-3);
+    if busy > 0.9 * cores as f64 {
+        notes.push(format!(
+            "the generator process was CPU-bound: {:.1} of {cores} cores busy on average",
+            busy
+        ));
+    }
+    let facts = RunFacts {
+        run_id,
+        target,
+        acceptance,
+        started_unix_us: outcome.started_wall_us,
+        duration: outcome.duration,
+        traffic_started: outcome.traffic_started,
+        interrupted: outcome.interrupted,
+        shard: ShardResult {
+            index: plan.shard.index,
+            count: plan.shard.count,
+            users: outcome.users,
+            duration_s: outcome.duration.as_secs_f64(),
+            cpu_s: outcome.cpu.as_secs_f64(),
+            cores: cores as u32,
+            peak_rss_bytes: outcome.peak_rss,
+            fd_limit,
+        },
+        notes,
+    };
+    let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
+    let dir = plan
+        .report
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&plan.name));
+    let path = artifact.write(&dir)?;
+    let rendered = crate::report::render(&artifact);
+    say(&rendered.text);
+    note(&format!("result: {}", path.display()));
+    Ok(if rendered.passed {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
+}
+
+/// Raises the open-file limit and refuses a run that cannot fit under it.
+fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
+    let limit = crate::sys::raise_fd_limit()
+        .map_err(|e| Error::Other(format!("cannot read the open-file limit: {e}")))?;
+    let users = plan.shard.range(plan.population.users).len() as u64;
+    // The embedded server lives in this process and holds the other end of every socket.
+    let per_user = if plan.target.url.is_none() { 2 } else { 1 };
+    let needed = users * per_user + FD_MARGIN;
+    if needed > limit.now {
+        let shards = needed.div_ceil(limit.now.saturating_sub(FD_MARGIN).max(1));
+        return Err(Error::Usage(format!(
+            "this run needs {needed} sockets in one process, the open-file limit is {}: split it \
+             into {shards} shards (`--shard I/{shards}`, one process each){}",
+            limit.now,
+            if per_user == 2 {
+                ", and run the server separately (`msgstorm serve`)"
+            } else {
+                ""
+            }
+        )));
+    }
+    if limit.now > limit.was {
+        notes.push(format!(
+            "raised the open-file limit from {} to {}",
+            limit.was, limit.now
+        ));
+    }
+    Ok(limit.now)
+}
+
+#[cfg(feature = "serve")]
+type Embedded = crate::serve::ServerHandle;
+#[cfg(not(feature = "serve"))]
+type Embedded = std::convert::Infallible;
+
+/// Starts the reference server in this process when the plan names no target.
+#[cfg(feature = "serve")]
+async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Option<Embedded>> {
+    if plan.target.url.is_some() {
+        return Ok(None);
+    }
+    let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
+    plan.target.url = Some(handle.ws_url());
+    plan.target.auth = Auth::Secret(handle.secret().to_owned());
+    notes.push(
+        "the reference server ran embedded in the generator's process: CPU and memory above \
+         include it"
+            .to_owned(),
+    );
+    Ok(Some(handle))
+}
+
+#[cfg(not(feature = "serve"))]
+async fn start_embedded(plan: &mut Plan, _: &mut Vec<String>) -> Result<Option<Embedded>> {
+    match plan.target.url {
+        Some(_) => Ok(None),
+        None => Err(Error::Usage(
+            "target.url: this msgstorm was built without the embedded server (feature `serve`)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// Counts SIGINT/SIGTERM: the first stops the load and drains, the second stops at once.
+async fn count_signals(tx: watch::Sender<u32>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        let n = *tx.borrow() + 1;
+        note(if n == 1 {
+            "stopping: draining in-flight deliveries (signal again to stop at once)"
+        } else {
+            "stopping now"
+        });
+        tx.send_replace(n);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,307 @@
+//! The load engine: runs a [`Plan`]'s virtual users through a [`Driver`].
+//!
+//! Time and concurrency live here. Logins arrive on the pacer's schedule ([`arrival`]);
+//! traffic starts once every on-time user has tried to log in; each user's sends are due
+//! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
+//! loop); latency counts from the due time. When everything scheduled is done the run
+//! drains in-flight deliveries for a bounded time, runs the final verification sync, and
+//! collects the per-slot recorders into one [`Outcome`].
+//!
+//! The engine names no concrete driver and judges no delivery: it feeds the ledger and
+//! metrics, and the report decides.
+
+pub mod arrival;
+pub mod schedule;
+pub mod shared;
+pub mod vu;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::driver::{Driver, UserCtx};
+use crate::ledger::Ledger;
+use crate::metrics::{Hist, Metrics};
+use crate::scenario::Plan;
+use shared::{Phase, Shared};
+use vu::{VuConfig, VuSpec};
+
+/// How long users get to finish their verification sync and disconnect.
+const CLOSE_GRACE: Duration = Duration::from_secs(30);
+
+/// A live view of a running test, for progress display.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Progress {
+    /// Time since the start of the run.
+    pub elapsed: Duration,
+    /// Where the run is.
+    pub phase: &'static str,
+    /// Users online now.
+    pub online: u64,
+    /// Sends so far.
+    pub sent: u64,
+    /// Intact deliveries so far.
+    pub received: u64,
+    /// Request replies so far.
+    pub replies: u64,
+    /// Errors so far.
+    pub errors: u64,
+    /// End-to-end p99 of the last second, µs (an upper bound: the highest over recorders).
+    pub e2e_p99_us: u64,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Histograms, counters, series, errors.
+    pub metrics: Metrics,
+    /// Delivery accounting.
+    pub ledger: Ledger,
+    /// True when a signal stopped the run early.
+    pub interrupted: bool,
+    /// Wall clock at the start, µs since the Unix epoch.
+    pub started_wall_us: u64,
+    /// Length of the run.
+    pub duration: Duration,
+    /// When traffic started, from the start of the run.
+    pub traffic_started: Option<Duration>,
+    /// Users this process simulated.
+    pub users: u32,
+    /// Generator CPU time over the run.
+    pub cpu: Duration,
+    /// Generator peak resident memory, bytes.
+    pub peak_rss: u64,
+}
+
+/// Runs `plan`'s share for this process (its shard's users) against `driver`.
+///
+/// `signals` counts stop requests: the first stops sending and drains for the plan's grace
+/// period, the second stops at once; both still return everything recorded. `on_progress`
+/// is called about once a second.
+pub async fn run<D: Driver>(
+    plan: &Plan,
+    driver: D,
+    run_id: u32,
+    mut signals: watch::Receiver<u32>,
+    mut on_progress: impl FnMut(&Progress) + Send,
+) -> Outcome {
+    let range = plan.shard.range(plan.population.users);
+    let sched = schedule::build(plan, range.clone());
+    let mut group_local = vec![0u32; sched.groups.len()];
+    for vu in &sched.vus {
+        for g in &vu.groups {
+            group_local[g.index] += 1;
+        }
+    }
+    let slots = 4 * crate::sys::cores();
+    let shared = Arc::new(Shared::new(
+        run_id,
+        slots,
+        &plan.ledger,
+        &sched.groups,
+        group_local,
+        sched.expect.group_of_stream,
+    ));
+    // Each recipient's expectations go into the recorder its deliveries go to: the
+    // ledger merges exactly only when a track lives in one ledger.
+    for &(stream, recipient) in &sched.expect.tracks {
+        let slot = (recipient - range.start) as usize % slots;
+        shared.recorder(slot).ledger.expect(stream, recipient);
+    }
+    let cfg = Arc::new(VuConfig {
+        heartbeat: plan.target.heartbeat,
+        verify_sync: plan.ledger.verify_sync,
+        acceptance: driver.has_acceptance(),
+        range: range.clone(),
+    });
+    let cpu_start = crate::sys::cpu_time();
+    let driver = Arc::new(driver);
+    let pop = &plan.population;
+    let mut tasks = JoinSet::new();
+    let late_here = range
+        .clone()
+        .filter(|ix| pop.late.binary_search(ix).is_ok())
+        .count();
+    // Set before any user task runs: each one counts these down.
+    shared
+        .logins_pending
+        .store(range.len() - late_here, Ordering::Release);
+    shared.busy.store(range.len(), Ordering::Release);
+    for (offset, vu_plan) in sched.vus.into_iter().enumerate() {
+        let ix = range.start + offset as u32;
+        let late = pop.late.binary_search(&ix).is_ok();
+        let first_login = if late {
+            pop.late_at
+        } else {
+            let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
+            arrival::arrival_offset(&pop.arrival, u64::from(position))
+        };
+        let churn = pop
+            .churn
+            .binary_search(&ix)
+            .is_ok()
+            .then_some((pop.churn_offline_at, pop.churn_back_at));
+        let spec = VuSpec {
+            ctx: UserCtx {
+                ix,
+                id: pop.user_id(ix),
+            },
+            plan: vu_plan,
+            first_login,
+            on_time: !late,
+            churn,
+            slot: offset % slots,
+        };
+        tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
+    }
+
+    let mut conductor = Conductor {
+        shared: shared.clone(),
+        interrupted: false,
+        last_tick: Instant::now(),
+    };
+    let everyone_in = conductor
+        .wait(&mut signals, &mut on_progress, None, |s| {
+            s.logins_pending.load(Ordering::Acquire) == 0
+        })
+        .await;
+    if everyone_in {
+        shared.traffic_start.send_replace(Some(Instant::now()));
+        conductor
+            .wait(&mut signals, &mut on_progress, None, |s| {
+                s.busy.load(Ordering::Acquire) == 0
+            })
+            .await;
+    }
+    if shared.phase() < Phase::Abort {
+        shared.advance(Phase::Draining);
+        let acceptance = cfg.acceptance;
+        conductor
+            .wait(&mut signals, &mut on_progress, Some(plan.drain), move |s| {
+                let l = &s.live;
+                let acked = !acceptance
+                    || l.sent.load(Ordering::Relaxed)
+                        <= l.accepted.load(Ordering::Relaxed) + l.refused.load(Ordering::Relaxed);
+                acked && l.received.load(Ordering::Relaxed) >= l.expected.load(Ordering::Relaxed)
+            })
+            .await;
+    }
+    if conductor.interrupted && shared.phase() < Phase::Abort {
+        // An interrupted run skips the verification sync: close at once.
+        shared.advance(Phase::Abort);
+    } else {
+        shared.advance(Phase::Closing);
+    }
+    let closed = tokio::select! {
+        _ = async { while tasks.join_next().await.is_some() {} } => true,
+        _ = tokio::time::sleep(CLOSE_GRACE) => false,
+        _ = signals.wait_for(|n| *n >= 2) => false,
+    };
+    if !closed {
+        shared.advance(Phase::Abort);
+        tasks.abort_all();
+    }
+    let all = shared.collect(&plan.ledger);
+    let traffic_started = shared
+        .traffic_start
+        .borrow()
+        .map(|t| t.saturating_duration_since(shared.t0));
+    Outcome {
+        metrics: all.metrics,
+        ledger: all.ledger,
+        interrupted: conductor.interrupted,
+        started_wall_us: shared.t0_wall_us,
+        duration: shared.t0.elapsed(),
+        traffic_started,
+        users: range.len() as u32,
+        cpu: crate::sys::cpu_time().saturating_sub(cpu_start),
+        peak_rss: crate::sys::peak_rss_bytes(),
+    }
+}
+
+/// Drives the run's phases while reporting progress and watching for stop signals.
+struct Conductor {
+    shared: Arc<Shared>,
+    interrupted: bool,
+    last_tick: Instant,
+}
+
+impl Conductor {
+    /// Waits until `done` holds (true), a signal arrives, or `limit` passes (false).
+    async fn wait(
+        &mut self,
+        signals: &mut watch::Receiver<u32>,
+        on_progress: &mut (impl FnMut(&Progress) + Send),
+        limit: Option<Duration>,
+        done: impl Fn(&Shared) -> bool,
+    ) -> bool {
+        let deadline = limit.map(|l| Instant::now() + l);
+        loop {
+            let n = *signals.borrow_and_update();
+            if n >= 2 {
+                self.interrupted = true;
+                self.shared.advance(Phase::Abort);
+                return false;
+            }
+            if n == 1 && !self.interrupted {
+                self.interrupted = true;
+                return false;
+            }
+            if done(&self.shared) {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            if self.last_tick.elapsed() >= Duration::from_secs(1) {
+                self.last_tick = Instant::now();
+                self.tick(on_progress);
+            }
+            let step = Duration::from_millis(100);
+            tokio::select! {
+                _ = self.shared.wait_for(step, &done) => {}
+                _ = signals.changed() => {}
+            }
+        }
+    }
+
+    /// Records the online gauge and reports progress.
+    fn tick(&self, on_progress: &mut (impl FnMut(&Progress) + Send)) {
+        let s = &self.shared;
+        let now = Instant::now();
+        let sec = s.sec(now);
+        let online = s.live.online.load(Ordering::Relaxed);
+        let mut p99 = 0;
+        for i in 0..s.slots() {
+            let mut r = s.recorder(i);
+            if i == 0 {
+                r.metrics.gauge_online(sec, online);
+            }
+            // The last complete second; the max over slots bounds the true p99 from above.
+            if let Some(w) = r.metrics.window(Hist::EndToEnd, sec.saturating_sub(1)..sec) {
+                p99 = p99.max(w.p99);
+            }
+        }
+        let phase = match s.phase() {
+            Phase::Running if s.traffic_start.borrow().is_none() => "login",
+            Phase::Running => "traffic",
+            Phase::Draining => "drain",
+            Phase::Closing => "closing",
+            Phase::Abort => "abort",
+        };
+        let l = &s.live;
+        on_progress(&Progress {
+            elapsed: now.saturating_duration_since(s.t0),
+            phase,
+            online,
+            sent: l.sent.load(Ordering::Relaxed),
+            received: l.received.load(Ordering::Relaxed),
+            replies: l.replies.load(Ordering::Relaxed),
+            errors: l.errors.load(Ordering::Relaxed),
+            e2e_p99_us: p99,
+        });
+    }
+}

@@ -1,0 +1,361 @@
+//! What each virtual user does and when: the plan's traffic patterns cut into per-user
+//! programs whose next send is a pure function of how many were sent.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::scenario::{Plan, RequestKind, StreamId, TrafficKind, UserIx};
+
+/// A group as the engine needs it.
+#[derive(Debug)]
+pub struct GroupInfo {
+    /// Index into the run's group list (for online counts).
+    pub index: usize,
+    /// Wire name.
+    pub name: String,
+}
+
+/// Who a program's sends go to.
+#[derive(Debug, Clone)]
+pub enum Sends {
+    /// Direct messages cycling over `receivers`; the k-th send goes to receiver `k % R`
+    /// with sequence `k / R` on stream `first_stream + k % R`.
+    Direct {
+        /// All receivers of the pattern, as wire ids with their plan indices.
+        receivers: Arc<[(UserIx, String)]>,
+        /// Stream of the first receiver for this sender.
+        first_stream: StreamId,
+    },
+    /// Messages into one group on one stream; the k-th send has sequence k.
+    Group {
+        /// The group.
+        group: Arc<GroupInfo>,
+        /// This sender's stream in the group.
+        stream: StreamId,
+    },
+}
+
+/// One user's share of one sending traffic pattern.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// First send, counted from the traffic start barrier (includes this sender's stagger).
+    pub start: Duration,
+    /// Time between two sends.
+    pub interval: Duration,
+    /// Sends in all, if bounded by count.
+    pub count: Option<u64>,
+    /// No send is due at or after this offset, if bounded by time.
+    pub end: Option<Duration>,
+    /// Body size.
+    pub size: usize,
+    /// Where the sends go.
+    pub sends: Sends,
+    /// How many were sent.
+    pub sent: u64,
+}
+
+/// One send a program wants to make.
+#[derive(Debug, Clone, Copy)]
+pub struct NextSend {
+    /// The stream.
+    pub stream: StreamId,
+    /// Its sequence number in the stream.
+    pub seq: u64,
+    /// Recipient index for direct sends (`None` for a group).
+    pub receiver: Option<usize>,
+}
+
+impl Program {
+    /// When the next send is due, counted from the traffic start; `None` when done.
+    pub fn due(&self) -> Option<Duration> {
+        if self.count.is_some_and(|c| self.sent >= c) {
+            return None;
+        }
+        let at = self.start
+            + self
+                .interval
+                .saturating_mul(self.sent.min(u32::MAX.into()) as u32);
+        match self.end {
+            Some(end) if at >= end => None,
+            _ => Some(at),
+        }
+    }
+
+    /// The next send; advances the program.
+    pub fn advance(&mut self) -> NextSend {
+        let k = self.sent;
+        self.sent += 1;
+        match &self.sends {
+            Sends::Direct {
+                receivers,
+                first_stream,
+            } => {
+                let r = receivers.len().max(1) as u64;
+                let pos = (k % r) as usize;
+                NextSend {
+                    stream: first_stream + pos as StreamId,
+                    seq: k / r,
+                    receiver: Some(pos),
+                }
+            }
+            Sends::Group { stream, .. } => NextSend {
+                stream: *stream,
+                seq: k,
+                receiver: None,
+            },
+        }
+    }
+}
+
+/// A user's part in a closed-loop request pattern.
+#[derive(Debug, Clone)]
+pub struct RequestRole {
+    /// The request.
+    pub kind: RequestKind,
+    /// Start of the first step, from the traffic start.
+    pub start: Duration,
+    /// Length of each step.
+    pub step_duration: Duration,
+    /// For each step, whether this user works in it.
+    pub active: Vec<bool>,
+}
+
+impl RequestRole {
+    /// True when this user should have a request outstanding at `offset` from traffic start.
+    pub fn active_at(&self, offset: Duration) -> bool {
+        if offset < self.start || self.step_duration.is_zero() {
+            return false;
+        }
+        let step = ((offset - self.start).as_nanos() / self.step_duration.as_nanos()) as usize;
+        self.active.get(step).copied().unwrap_or(false)
+    }
+
+    /// Offset from traffic start at which the pattern ends.
+    pub fn end(&self) -> Duration {
+        self.start + self.step_duration.saturating_mul(self.active.len() as u32)
+    }
+}
+
+/// Everything one virtual user does during traffic.
+#[derive(Debug, Clone, Default)]
+pub struct VuPlan {
+    /// Sending programs.
+    pub programs: Vec<Program>,
+    /// Groups the user is a member of.
+    pub groups: Vec<Arc<GroupInfo>>,
+    /// Request/response participation.
+    pub requests: Vec<RequestRole>,
+    /// The user stays connected at least this long after traffic start (idle patterns).
+    pub stay_until: Duration,
+}
+
+impl VuPlan {
+    /// Offset from traffic start after which this user has nothing scheduled besides its
+    /// sending programs (which say themselves when they are done).
+    pub fn hold_until(&self) -> Duration {
+        self.requests
+            .iter()
+            .map(RequestRole::end)
+            .chain(std::iter::once(self.stay_until))
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// A stream every recipient in `range` should receive: `(stream, recipient)` pairs, plus
+/// the number of recipients each group stream has.
+#[derive(Debug, Default)]
+pub struct Expectations {
+    /// Stream × recipient pairs whose recipient lives in this shard.
+    pub tracks: Vec<(StreamId, UserIx)>,
+    /// For group streams, the group they go to.
+    pub group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+}
+
+/// The run's schedule for the users in `range`.
+#[derive(Debug)]
+pub struct Schedule {
+    /// Per user in the shard's range (`ix - range.start`).
+    pub vus: Vec<VuPlan>,
+    /// All groups of the plan.
+    pub groups: Vec<Arc<GroupInfo>>,
+    /// Deliveries the shard's users should see.
+    pub expect: Expectations,
+}
+
+/// Cuts `plan` into per-user programs for the users in `range`.
+pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
+    let local = |u: UserIx| range.contains(&u);
+    let mut vus = vec![VuPlan::default(); range.len()];
+    let slot = |u: UserIx| (u - range.start) as usize;
+    let mut groups = Vec::new();
+    let mut expect = Expectations::default();
+    for t in &plan.traffic {
+        let end = t.duration.map(|d| t.start + d);
+        match &t.kind {
+            TrafficKind::Direct(d) => {
+                let receivers: Arc<[(UserIx, String)]> = d
+                    .receivers
+                    .iter()
+                    .map(|&r| (r, plan.population.user_id(r)))
+                    .collect();
+                let n_recv = d.receivers.len() as StreamId;
+                for (s_pos, &s) in d.senders.iter().enumerate() {
+                    let first_stream = d.stream_base + s_pos as StreamId * n_recv;
+                    for (r_pos, &r) in d.receivers.iter().enumerate() {
+                        if local(r) && r != s {
+                            expect.tracks.push((first_stream + r_pos as StreamId, r));
+                        }
+                    }
+                    if local(s) {
+                        vus[slot(s)].programs.push(Program {
+                            start: t.start + stagger(d.interval, s_pos, d.senders.len()),
+                            interval: d.interval,
+                            count: d.messages.map(|m| m * u64::from(n_recv)),
+                            end,
+                            size: d.size,
+                            sends: Sends::Direct {
+                                receivers: receivers.clone(),
+                                first_stream,
+                            },
+                            sent: 0,
+                        });
+                    }
+                }
+            }
+            TrafficKind::Group(g) => {
+                let n_senders = g.groups.len() * g.senders_per_group as usize;
+                for (g_ix, spec) in g.groups.iter().enumerate() {
+                    let info = Arc::new(GroupInfo {
+                        index: groups.len(),
+                        name: spec.name.clone(),
+                    });
+                    groups.push(info.clone());
+                    for &m in spec.members.iter().filter(|&&m| local(m)) {
+                        vus[slot(m)].groups.push(info.clone());
+                    }
+                    for (k, &s) in spec.senders.iter().enumerate() {
+                        let stream =
+                            g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
+                        expect.group_of_stream.insert(stream, info.clone());
+                        for &m in spec.members.iter().filter(|&&m| local(m) && m != s) {
+                            expect.tracks.push((stream, m));
+                        }
+                        if local(s) {
+                            let position = g_ix * g.senders_per_group as usize + k;
+                            vus[slot(s)].programs.push(Program {
+                                start: t.start + stagger(g.interval, position, n_senders),
+                                interval: g.interval,
+                                count: g.messages,
+                                end,
+                                size: g.size,
+                                sends: Sends::Group {
+                                    group: info.clone(),
+                                    stream,
+                                },
+                                sent: 0,
+                            });
+                        }
+                    }
+                }
+            }
+            TrafficKind::Idle { users } => {
+                let until = end.unwrap_or(t.start);
+                for &u in users.iter().filter(|&&u| local(u)) {
+                    let vu = &mut vus[slot(u)];
+                    vu.stay_until = vu.stay_until.max(until);
+                }
+            }
+            TrafficKind::Request(r) => {
+                for u in range.clone() {
+                    let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
+                    if active.iter().any(|&a| a) {
+                        vus[slot(u)].requests.push(RequestRole {
+                            kind: r.kind,
+                            start: t.start,
+                            step_duration: r.step_duration,
+                            active,
+                        });
+                    }
+                }
+            }
+            TrafficKind::Echo(_) => {}
+        }
+    }
+    Schedule {
+        vus,
+        groups,
+        expect,
+    }
+}
+
+/// Spreads senders' first sends evenly over one interval, so the offered load is smooth
+/// instead of arriving in bursts of every sender at once.
+fn stagger(interval: Duration, position: usize, of: usize) -> Duration {
+    if of == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos((interval.as_nanos() * position as u128 / of as u128) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn program(count: Option<u64>, end: Option<Duration>) -> Program {
+        Program {
+            start: Duration::from_millis(5),
+            interval: Duration::from_millis(10),
+            count,
+            end,
+            size: 10,
+            sends: Sends::Direct {
+                receivers: vec![(1, "u1".to_owned()), (2, "u2".to_owned())].into(),
+                first_stream: 100,
+            },
+            sent: 0,
+        }
+    }
+
+    #[test]
+    fn direct_program_cycles_receivers_and_counts_per_pair() {
+        let mut p = program(Some(4), None);
+        let mut seen = Vec::new();
+        while let Some(due) = p.due() {
+            let n = p.advance();
+            seen.push((due.as_millis(), n.stream, n.seq));
+        }
+        assert_eq!(
+            seen,
+            vec![(5, 100, 0), (15, 101, 0), (25, 100, 1), (35, 101, 1)]
+        );
+    }
+
+    #[test]
+    fn time_bound_stops_before_end() {
+        let mut p = program(None, Some(Duration::from_millis(30)));
+        let mut n = 0;
+        while p.due().is_some() {
+            p.advance();
+            n += 1;
+        }
+        assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn request_role_follows_steps() {
+        let r = RequestRole {
+            kind: RequestKind::Time,
+            start: Duration::from_secs(1),
+            step_duration: Duration::from_secs(2),
+            active: vec![false, true],
+        };
+        assert!(!r.active_at(Duration::from_millis(500)));
+        assert!(!r.active_at(Duration::from_millis(2500)));
+        assert!(r.active_at(Duration::from_millis(3500)));
+        assert!(!r.active_at(Duration::from_secs(6)));
+        assert_eq!(r.end(), Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,262 @@
+//! State shared by all virtual users of a run: the recorders they aggregate into, the live
+//! counters progress reads, the run phase, and fan-out completion tracking.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{watch, Notify};
+
+use super::schedule::GroupInfo;
+use crate::ledger::Ledger;
+use crate::metrics::Metrics;
+use crate::scenario::{LedgerOpts, StreamId};
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Logging in and sending on schedule.
+    Running,
+    /// No new sends; in-flight deliveries may still arrive.
+    Draining,
+    /// Users run their final verification sync (when enabled) and disconnect.
+    Closing,
+    /// Stop at once.
+    Abort,
+}
+
+/// What virtual users aggregate into; one per slot, merged at the end.
+#[derive(Debug)]
+pub struct Recorder {
+    /// Histograms, counters, series, errors.
+    pub metrics: Metrics,
+    /// Delivery accounting.
+    pub ledger: Ledger,
+}
+
+/// Counters read by live progress and by the drain; relaxed atomics, not the result.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Users logged in now.
+    pub online: AtomicU64,
+    /// Sends written.
+    pub sent: AtomicU64,
+    /// Sends accepted by the server.
+    pub accepted: AtomicU64,
+    /// Sends refused or failed.
+    pub refused: AtomicU64,
+    /// Intact deliveries seen by this process.
+    pub received: AtomicU64,
+    /// Deliveries this process's users should see for what was accepted so far.
+    pub expected: AtomicU64,
+    /// Errors of any kind.
+    pub errors: AtomicU64,
+    /// Request replies.
+    pub replies: AtomicU64,
+}
+
+/// Tracks when the last online member of a group received a message (fan-out completion).
+#[derive(Debug, Default)]
+struct Fanout {
+    slots: Vec<Mutex<FanoutSlot>>,
+}
+
+/// Group messages still in flight: (stream, seq) → (online members still to receive it,
+/// due time in wall-clock µs).
+type FanoutSlot = HashMap<(StreamId, u64), (u32, u64)>;
+
+/// The run-wide state shared by all virtual users.
+#[derive(Debug)]
+pub struct Shared {
+    /// Start of the run.
+    pub t0: Instant,
+    /// Wall clock at `t0`, µs since the Unix epoch (envelope due times are wall clock).
+    pub t0_wall_us: u64,
+    /// Run id carried by every envelope.
+    pub run_id: u32,
+    /// Recorders, one per slot.
+    recorders: Vec<Mutex<Recorder>>,
+    /// Live counters.
+    pub live: Live,
+    /// The run phase.
+    pub phase: watch::Sender<Phase>,
+    /// When traffic starts (set once every on-time user has tried to log in).
+    pub traffic_start: watch::Sender<Option<Instant>>,
+    /// On-time users that have not finished their first login attempt.
+    pub logins_pending: AtomicUsize,
+    /// Users that still have sends, logins or reconnects scheduled.
+    pub busy: AtomicUsize,
+    /// Woken whenever `logins_pending` or `busy` drops.
+    pub progress: Notify,
+    /// Online members of each group in this process.
+    pub group_online: Vec<AtomicU32>,
+    /// Members of each group in this process.
+    pub group_local: Vec<u32>,
+    /// The group each group stream goes to.
+    pub group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+    fanout: Fanout,
+}
+
+impl Shared {
+    /// State for a run with `slots` recorders.
+    pub fn new(
+        run_id: u32,
+        slots: usize,
+        ledger: &LedgerOpts,
+        groups: &[Arc<GroupInfo>],
+        group_local: Vec<u32>,
+        group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+    ) -> Self {
+        let slots = slots.max(1);
+        Shared {
+            t0: Instant::now(),
+            t0_wall_us: wall_us(),
+            run_id,
+            recorders: (0..slots)
+                .map(|_| {
+                    Mutex::new(Recorder {
+                        metrics: Metrics::new(),
+                        ledger: Ledger::new(ledger),
+                    })
+                })
+                .collect(),
+            live: Live::default(),
+            phase: watch::channel(Phase::Running).0,
+            traffic_start: watch::channel(None).0,
+            logins_pending: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+            progress: Notify::new(),
+            group_online: groups.iter().map(|_| AtomicU32::new(0)).collect(),
+            group_local,
+            group_of_stream,
+            fanout: Fanout {
+                slots: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
+            },
+        }
+    }
+
+    /// The recorder for slot `i`. A poisoned lock (a panicking user task) still yields
+    /// its data: results are never lost.
+    pub fn recorder(&self, i: usize) -> MutexGuard<'_, Recorder> {
+        let slot = &self.recorders[i % self.recorders.len()];
+        slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of recorder slots.
+    pub fn slots(&self) -> usize {
+        self.recorders.len()
+    }
+
+    /// Seconds since the start of the run, for per-second series.
+    pub fn sec(&self, at: Instant) -> u32 {
+        at.saturating_duration_since(self.t0).as_secs() as u32
+    }
+
+    /// Wall-clock µs of an instant of this run.
+    pub fn wall_of(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.t0).as_micros() as u64;
+        self.t0_wall_us + since
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        *self.phase.borrow()
+    }
+
+    /// Moves the run to `phase` unless it is already past it.
+    pub fn advance(&self, phase: Phase) {
+        self.phase.send_if_modified(|p| {
+            let later = phase > *p;
+            if later {
+                *p = phase;
+            }
+            later
+        });
+    }
+
+    /// A user's first login attempt finished.
+    pub fn login_settled(&self) {
+        self.logins_pending.fetch_sub(1, Ordering::AcqRel);
+        self.progress.notify_waiters();
+    }
+
+    /// A user has nothing scheduled any more.
+    pub fn user_idle(&self) {
+        self.busy.fetch_sub(1, Ordering::AcqRel);
+        self.progress.notify_waiters();
+    }
+
+    /// Deliveries a group stream's message makes in this process, not counting the sender.
+    pub fn local_recipients(&self, group: &GroupInfo, sender_is_member: bool) -> u32 {
+        self.group_local[group.index].saturating_sub(u32::from(sender_is_member))
+    }
+
+    /// A group message was sent: wait for `online` members to receive it.
+    pub fn fanout_start(&self, stream: StreamId, seq: u64, online: u32, due_us: u64) {
+        if online == 0 {
+            return;
+        }
+        let mut slot = self.fanout_slot(stream);
+        slot.insert((stream, seq), (online, due_us));
+    }
+
+    /// A member received a group message; returns the fan-out completion latency (µs from
+    /// due) when it was the last online member.
+    pub fn fanout_received(&self, stream: StreamId, seq: u64, now_us: u64) -> Option<u64> {
+        let mut slot = self.fanout_slot(stream);
+        let entry = slot.get_mut(&(stream, seq))?;
+        entry.0 -= 1;
+        if entry.0 > 0 {
+            return None;
+        }
+        let due = entry.1;
+        slot.remove(&(stream, seq));
+        Some(now_us.saturating_sub(due))
+    }
+
+    fn fanout_slot(&self, stream: StreamId) -> MutexGuard<'_, FanoutSlot> {
+        let slot = &self.fanout.slots[stream as usize % self.fanout.slots.len()];
+        slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until `cond` holds, re-checking whenever progress is signalled, at most `limit`.
+    pub async fn wait_for(&self, limit: Duration, cond: impl Fn(&Shared) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.progress.notified();
+            if cond(self) {
+                return true;
+            }
+            let tick = tokio::time::Instant::now() + Duration::from_millis(50);
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(tick.min(deadline)) => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return cond(self);
+            }
+        }
+    }
+
+    /// Merges every recorder into one.
+    pub fn collect(&self, ledger: &LedgerOpts) -> Recorder {
+        let mut all = Recorder {
+            metrics: Metrics::new(),
+            ledger: Ledger::new(ledger),
+        };
+        for i in 0..self.recorders.len() {
+            let r = self.recorder(i);
+            all.metrics.merge(&r.metrics);
+            all.ledger.merge(&r.ledger);
+        }
+        all
+    }
+}
+
+/// Wall-clock µs since the Unix epoch.
+pub fn wall_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}

@@ -1,0 +1,638 @@
+//! One virtual user: logs in on schedule, sends when sends are due (open loop, latency from
+//! the due time), receives and verifies deliveries, heartbeats, churns, reconnects after a
+//! lost connection, fetches what it missed, and runs the final verification sync.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::time::sleep_until;
+
+use super::schedule::{Sends, VuPlan};
+use super::shared::{wall_us, Phase, Shared};
+use crate::driver::{Dest, Driver, Event, Resume, Session, UserCtx};
+use crate::envelope::{self, Decoded, Envelope};
+use crate::ledger::Via;
+use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::scenario::{StreamId, UserIx};
+
+/// Reconnect attempts after a lost connection before the user stays offline.
+const RECONNECTS: u32 = 5;
+
+/// Settings every user of a run shares.
+#[derive(Debug)]
+pub struct VuConfig {
+    /// Heartbeat interval.
+    pub heartbeat: Option<Duration>,
+    /// Run the final verification sync.
+    pub verify_sync: bool,
+    /// The driver reports acceptance of sends.
+    pub acceptance: bool,
+    /// The users of this process.
+    pub range: Range<UserIx>,
+}
+
+/// One user's identity and timeline.
+#[derive(Debug)]
+pub struct VuSpec {
+    /// Who.
+    pub ctx: UserCtx,
+    /// Traffic.
+    pub plan: VuPlan,
+    /// First login, from the start of the run.
+    pub first_login: Duration,
+    /// False for late users (they sync after their first login).
+    pub on_time: bool,
+    /// Disconnect and reconnect times for churning users, from the start of the run.
+    pub churn: Option<(Duration, Duration)>,
+    /// Recorder slot.
+    pub slot: usize,
+}
+
+/// A send waiting for the server's acceptance.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    stream: StreamId,
+    seq: u64,
+    due: Instant,
+    recipients: u32,
+}
+
+/// A reconnect the user has scheduled.
+#[derive(Debug, Clone, Copy)]
+enum Offline {
+    /// Connected (or never offline).
+    No,
+    /// Churned out; back at this offset from the start of the run.
+    Churn(Duration),
+    /// Lost the connection; next attempt at this instant.
+    Lost { at: Instant, attempt: u32 },
+    /// Gave up.
+    Gone,
+}
+
+/// Runs one virtual user to the end of the run.
+pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) {
+    let mut vu = Vu::<D> {
+        resume: Some(Resume::<D>::default()),
+        pending: HashMap::new(),
+        outstanding: None,
+        next_tag: 0,
+        body: String::new(),
+        inbox: Vec::new(),
+        busy: true,
+        churned: false,
+        driver,
+        shared,
+        cfg,
+        spec,
+    };
+    vu.live().await;
+}
+
+struct Vu<D: Driver> {
+    driver: Arc<D>,
+    shared: Arc<Shared>,
+    cfg: Arc<VuConfig>,
+    spec: VuSpec,
+    resume: Option<Resume<D>>,
+    pending: HashMap<u64, Pending>,
+    outstanding: Option<(u64, Instant)>,
+    next_tag: u64,
+    body: String,
+    inbox: Vec<String>,
+    busy: bool,
+    churned: bool,
+}
+
+/// The next event of a session, or never when there is none.
+async fn next_event<S: Session>(session: Option<&mut S>) -> Event {
+    match session {
+        Some(s) => s.next_event().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<D: Driver> Vu<D> {
+    async fn live(&mut self) {
+        let mut phase_rx = self.shared.phase.subscribe();
+        let mut traffic_rx = self.shared.traffic_start.subscribe();
+        let first = self.shared.t0 + self.spec.first_login;
+        let stopped = async {
+            let _ = phase_rx.wait_for(|p| *p >= Phase::Draining).await;
+        };
+        let due = tokio::select! {
+            _ = sleep_until(first.into()) => true,
+            _ = stopped => false,
+        };
+        let mut session = if due {
+            let sync = !self.spec.on_time || self.traffic_start().is_some();
+            self.login(sync).await
+        } else {
+            None
+        };
+        if self.spec.on_time {
+            self.shared.login_settled();
+        }
+        let mut offline = if session.is_some() {
+            Offline::No
+        } else {
+            Offline::Gone
+        };
+        let mut last_heartbeat = Instant::now();
+        loop {
+            let phase = *phase_rx.borrow_and_update();
+            if phase == Phase::Abort {
+                break;
+            }
+            if phase == Phase::Closing {
+                if let Some(s) = session.take() {
+                    self.finish(s).await;
+                }
+                break;
+            }
+            let now = Instant::now();
+            let traffic = *traffic_rx.borrow_and_update();
+            let mut wake: Option<Instant> = None;
+            let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+            if let (Some(ts), Phase::Running) = (traffic, phase) {
+                for due in self.spec.plan.programs.iter().filter_map(|p| p.due()) {
+                    at(ts + due);
+                }
+                if session.is_some() && self.outstanding.is_none() {
+                    if let Some(t) = self.next_request_time(ts, now) {
+                        at(t);
+                    }
+                }
+            }
+            if let (Some(hb), true) = (self.cfg.heartbeat, session.is_some()) {
+                at(last_heartbeat + hb);
+            }
+            match offline {
+                Offline::No => {
+                    if let (Some((out, _)), false) = (self.spec.churn, self.churned) {
+                        at(self.shared.t0 + out);
+                    }
+                }
+                Offline::Churn(back) => at(self.shared.t0 + back),
+                Offline::Lost { at: t, .. } => at(t),
+                Offline::Gone => {}
+            }
+            if let Some(t) = self.update_busy(traffic, now, offline) {
+                at(t);
+            }
+
+            let event = tokio::select! {
+                biased;
+                _ = phase_rx.changed() => continue,
+                _ = traffic_rx.changed(), if traffic.is_none() => continue,
+                ev = next_event(session.as_mut()) => Some(ev),
+                _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600)).into()) => None,
+            };
+            match event {
+                Some(Event::Closed(f)) => {
+                    self.error(f.kind, &f.detail);
+                    self.count(Counter::Disconnects, 1);
+                    if let Some(s) = session.take() {
+                        self.resume = Some(s.into_resume());
+                    }
+                    self.went_offline();
+                    offline = Offline::Lost {
+                        at: Instant::now() + backoff(0),
+                        attempt: 0,
+                    };
+                }
+                Some(ev) => self.handle(ev),
+                None => {
+                    let now = Instant::now();
+                    // Churn and reconnects first: they decide whether there is a session.
+                    match offline {
+                        Offline::No => {
+                            if let (Some((out, back)), false) = (self.spec.churn, self.churned) {
+                                if now >= self.shared.t0 + out {
+                                    if let Some(s) = session.take() {
+                                        self.resume = Some(s.close().await);
+                                        self.went_offline();
+                                    }
+                                    self.churned = true;
+                                    offline = Offline::Churn(back);
+                                }
+                            }
+                        }
+                        Offline::Churn(back) if now >= self.shared.t0 + back => {
+                            session = self.login(true).await;
+                            offline = if session.is_some() {
+                                Offline::No
+                            } else {
+                                Offline::Gone
+                            };
+                        }
+                        Offline::Lost { at, attempt } if now >= at => {
+                            session = self.login(true).await;
+                            offline = match session {
+                                Some(_) => Offline::No,
+                                None if attempt + 1 < RECONNECTS => Offline::Lost {
+                                    at: now + backoff(attempt + 1),
+                                    attempt: attempt + 1,
+                                },
+                                None => Offline::Gone,
+                            };
+                        }
+                        _ => {}
+                    }
+                    if let Some(ts) = traffic {
+                        if phase == Phase::Running {
+                            self.send_due(session.as_mut(), ts, now).await;
+                        }
+                    }
+                    if let (Some(hb), Some(s)) = (self.cfg.heartbeat, session.as_mut()) {
+                        if now >= last_heartbeat + hb {
+                            last_heartbeat = now;
+                            if s.heartbeat().await.is_ok() {
+                                self.count(Counter::Heartbeats, 1);
+                            }
+                        }
+                    }
+                    if let Some(s) = session.as_mut() {
+                        if let Err(f) = s.flush().await {
+                            self.error(f.kind, &f.detail);
+                        }
+                    }
+                }
+            }
+        }
+        if self.busy {
+            self.busy = false;
+            self.shared.user_idle();
+        }
+        if session.is_some() {
+            self.went_offline();
+        }
+    }
+
+    fn traffic_start(&self) -> Option<Instant> {
+        *self.shared.traffic_start.borrow()
+    }
+
+    /// Marks the user idle once it has nothing scheduled any more; otherwise returns when
+    /// to check again (if no other event will wake the user by then).
+    fn update_busy(
+        &mut self,
+        traffic: Option<Instant>,
+        now: Instant,
+        offline: Offline,
+    ) -> Option<Instant> {
+        if !self.busy {
+            return None;
+        }
+        let ts = traffic?;
+        let churn_pending = matches!(offline, Offline::Churn(_) | Offline::Lost { .. })
+            || (self.spec.churn.is_some() && !self.churned && matches!(offline, Offline::No));
+        let running = self.shared.phase() == Phase::Running;
+        let sending = running && self.spec.plan.programs.iter().any(|p| p.due().is_some());
+        let hold = ts + self.spec.plan.hold_until();
+        if churn_pending || sending || self.outstanding.is_some() {
+            return None;
+        }
+        if running && now < hold {
+            return Some(hold);
+        }
+        self.busy = false;
+        self.shared.user_idle();
+        None
+    }
+
+    /// When this user's next closed-loop request should go out, if it works in a step.
+    fn next_request_time(&self, ts: Instant, now: Instant) -> Option<Instant> {
+        let offset = now.saturating_duration_since(ts);
+        let mut best: Option<Instant> = None;
+        for role in &self.spec.plan.requests {
+            if role.active_at(offset) {
+                return Some(now);
+            }
+            let step = role.step_duration;
+            let mut t = role.start;
+            while t < role.end() {
+                if t + step > offset && role.active_at(t) {
+                    let at = ts + t.max(offset);
+                    best = Some(best.map_or(at, |b: Instant| b.min(at)));
+                    break;
+                }
+                t += step;
+            }
+        }
+        best
+    }
+
+    /// Logs in (with retries left to the caller), joins groups, and optionally fetches what
+    /// was missed.
+    async fn login(&mut self, sync: bool) -> Option<D::Session> {
+        let resume = self.resume.take().unwrap_or_default();
+        self.count(Counter::ConnectAttempts, 1);
+        let mut session = match self.driver.connect(&self.spec.ctx, resume).await {
+            Ok(c) => {
+                let sec = self.shared.sec(Instant::now());
+                let mut r = self.shared.recorder(self.spec.slot);
+                r.metrics
+                    .record(sec, Hist::Connect, c.handshake.as_micros() as u64);
+                r.metrics
+                    .record(sec, Hist::Login, c.login.as_micros() as u64);
+                r.metrics.add(sec, Counter::Connected, 1);
+                r.metrics.add(sec, Counter::LoginOk, 1);
+                c.session
+            }
+            Err((f, resume)) => {
+                self.resume = Some(resume);
+                self.error(f.kind, &f.detail);
+                return None;
+            }
+        };
+        for g in self.spec.plan.groups.clone() {
+            if let Err(f) = session.join(&g.name).await {
+                self.error(f.kind, &format!("joining {}: {}", g.name, f.detail));
+            }
+        }
+        self.shared.live.online.fetch_add(1, Ordering::Relaxed);
+        for g in &self.spec.plan.groups {
+            self.shared.group_online[g.index].fetch_add(1, Ordering::Relaxed);
+        }
+        if sync {
+            self.fetch(&mut session, Via::Sync).await;
+        }
+        Some(session)
+    }
+
+    async fn fetch(&mut self, session: &mut D::Session, via: Via) {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        match session.fetch_missed(&mut inbox).await {
+            Ok(()) => self.count(Counter::Syncs, 1),
+            Err(f) => self.error(f.kind, &format!("fetching missed messages: {}", f.detail)),
+        }
+        for body in inbox.drain(..) {
+            self.deliver(&body, via);
+        }
+        self.inbox = inbox;
+    }
+
+    fn went_offline(&mut self) {
+        self.shared.live.online.fetch_sub(1, Ordering::Relaxed);
+        for g in &self.spec.plan.groups {
+            self.shared.group_online[g.index].fetch_sub(1, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        let sec = self.shared.sec(now);
+        let lost: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        if lost.is_empty() {
+            return;
+        }
+        let mut r = self.shared.recorder(self.spec.slot);
+        for p in &lost {
+            r.ledger.refused(p.stream, p.seq);
+        }
+        r.metrics.add(sec, Counter::SendErrors, lost.len() as u64);
+        self.shared
+            .live
+            .refused
+            .fetch_add(lost.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Sends everything that is due by `now` (open loop: late sends go out at once and their
+    /// latency still counts from the due time).
+    async fn send_due(&mut self, mut session: Option<&mut D::Session>, ts: Instant, now: Instant) {
+        let sec = self.shared.sec(now);
+        for i in 0..self.spec.plan.programs.len() {
+            while let Some(due) = self.spec.plan.programs[i].due() {
+                let due = ts + due;
+                if due > now {
+                    break;
+                }
+                let next = self.spec.plan.programs[i].advance();
+                let Some(s) = session.as_deref_mut() else {
+                    self.count(Counter::Dropped, 1);
+                    continue;
+                };
+                let due_us = self.shared.wall_of(due);
+                self.body.clear();
+                envelope::encode(
+                    &Envelope {
+                        run: self.shared.run_id,
+                        stream: next.stream,
+                        seq: next.seq,
+                        due_us,
+                    },
+                    self.spec.plan.programs[i].size,
+                    &mut self.body,
+                );
+                let recipients = match &self.spec.plan.programs[i].sends {
+                    Sends::Direct { receivers, .. } => {
+                        let r_ix = receivers[next.receiver.unwrap_or(0)].0;
+                        u32::from(self.cfg.range.contains(&r_ix) && r_ix != self.spec.ctx.ix)
+                    }
+                    Sends::Group { group, .. } => {
+                        let online = self.shared.group_online[group.index]
+                            .load(Ordering::Relaxed)
+                            .saturating_sub(1);
+                        self.shared
+                            .fanout_start(next.stream, next.seq, online, due_us);
+                        self.shared.local_recipients(group, true)
+                    }
+                };
+                let tag = self.next_tag;
+                self.next_tag += 1;
+                let dest = match &self.spec.plan.programs[i].sends {
+                    Sends::Direct { receivers, .. } => {
+                        Dest::User(&receivers[next.receiver.unwrap_or(0)].1)
+                    }
+                    Sends::Group { group, .. } => Dest::Group(&group.name),
+                };
+                let sent = s.send(tag, dest, &self.body).await;
+                let lag = now.saturating_duration_since(due).as_micros() as u64;
+                let mut r = self.shared.recorder(self.spec.slot);
+                r.metrics.record(sec, Hist::SendLag, lag);
+                r.ledger.sent(next.stream, next.seq);
+                match sent {
+                    Ok(()) => {
+                        r.metrics.add(sec, Counter::Sent, 1);
+                        r.metrics
+                            .add(sec, Counter::BytesOut, self.body.len() as u64);
+                        drop(r);
+                        self.shared.live.sent.fetch_add(1, Ordering::Relaxed);
+                        if self.cfg.acceptance {
+                            self.pending.insert(
+                                tag,
+                                Pending {
+                                    stream: next.stream,
+                                    seq: next.seq,
+                                    due,
+                                    recipients,
+                                },
+                            );
+                        } else {
+                            self.shared
+                                .live
+                                .expected
+                                .fetch_add(u64::from(recipients), Ordering::Relaxed);
+                        }
+                    }
+                    Err(f) => {
+                        r.ledger.refused(next.stream, next.seq);
+                        r.metrics.add(sec, Counter::SendErrors, 1);
+                        r.metrics.error(sec, f.kind, || f.detail.clone());
+                        drop(r);
+                        self.shared.live.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        if let (Some(s), Some(ts)) = (session, self.traffic_start()) {
+            if self.outstanding.is_none() {
+                let offset = now.saturating_duration_since(ts);
+                if let Some(kind) = self
+                    .spec
+                    .plan
+                    .requests
+                    .iter()
+                    .find(|r| r.active_at(offset))
+                    .map(|r| r.kind)
+                {
+                    let tag = self.next_tag;
+                    self.next_tag += 1;
+                    match s.request(tag, kind).await {
+                        Ok(()) => {
+                            self.outstanding = Some((tag, Instant::now()));
+                            self.count(Counter::Requests, 1);
+                        }
+                        Err(f) => self.error(ErrorKind::RequestFailed, &f.detail),
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        let now = Instant::now();
+        let sec = self.shared.sec(now);
+        match ev {
+            Event::Accepted { tag } => {
+                if let Some(p) = self.pending.remove(&tag) {
+                    let us = now.saturating_duration_since(p.due).as_micros() as u64;
+                    let mut r = self.shared.recorder(self.spec.slot);
+                    r.metrics.record(sec, Hist::SendAck, us);
+                    r.metrics.add(sec, Counter::Accepted, 1);
+                    drop(r);
+                    let live = &self.shared.live;
+                    live.accepted.fetch_add(1, Ordering::Relaxed);
+                    live.expected
+                        .fetch_add(u64::from(p.recipients), Ordering::Relaxed);
+                }
+            }
+            Event::Refused { tag, failure } => {
+                if let Some(p) = self.pending.remove(&tag) {
+                    let mut r = self.shared.recorder(self.spec.slot);
+                    r.ledger.refused(p.stream, p.seq);
+                    r.metrics.add(sec, Counter::Refused, 1);
+                    r.metrics
+                        .error(sec, ErrorKind::SendFailed, || failure.detail.clone());
+                    drop(r);
+                    self.shared.live.refused.fetch_add(1, Ordering::Relaxed);
+                    self.shared.live.errors.fetch_add(1, Ordering::Relaxed);
+                } else if self.outstanding.is_some_and(|(t, _)| t == tag) {
+                    self.outstanding = None;
+                    self.error(ErrorKind::RequestFailed, &failure.detail);
+                }
+            }
+            Event::Delivered { body } => self.deliver(&body, Via::Push),
+            Event::Reply { tag } => {
+                if let Some((t, at)) = self.outstanding {
+                    if t == tag {
+                        self.outstanding = None;
+                        let us = now.saturating_duration_since(at).as_micros() as u64;
+                        let mut r = self.shared.recorder(self.spec.slot);
+                        r.metrics.record(sec, Hist::Request, us);
+                        r.metrics.add(sec, Counter::Replies, 1);
+                        drop(r);
+                        self.shared.live.replies.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Event::ProtocolError(f) => self.error(f.kind, &f.detail),
+            Event::Closed(_) => {}
+        }
+    }
+
+    /// Verifies one delivered body and accounts for it.
+    fn deliver(&mut self, body: &str, via: Via) {
+        let now_us = wall_us();
+        let sec = self.shared.sec(Instant::now());
+        let me = self.spec.ctx.ix;
+        let mut r = self.shared.recorder(self.spec.slot);
+        r.metrics.add(sec, Counter::Received, 1);
+        r.metrics.add(sec, Counter::BytesIn, body.len() as u64);
+        match envelope::decode(body) {
+            Decoded::Intact(env) if env.run == self.shared.run_id => {
+                let latency = now_us.saturating_sub(env.due_us);
+                // End-to-end latency is the live path; a sync's lateness is the user's absence.
+                if via == Via::Push {
+                    r.metrics.record(sec, Hist::EndToEnd, latency);
+                }
+                r.ledger
+                    .received(me, env.stream, env.seq, latency, via, false);
+                if via == Via::Push && self.shared.group_of_stream.contains_key(&env.stream) {
+                    if let Some(fan) = self.shared.fanout_received(env.stream, env.seq, now_us) {
+                        r.metrics.record(sec, Hist::Fanout, fan);
+                    }
+                }
+                drop(r);
+                self.shared.live.received.fetch_add(1, Ordering::Relaxed);
+            }
+            Decoded::Corrupt(env) if env.run == self.shared.run_id => {
+                let latency = now_us.saturating_sub(env.due_us);
+                r.ledger
+                    .received(me, env.stream, env.seq, latency, via, true);
+                drop(r);
+                self.shared.live.received.fetch_add(1, Ordering::Relaxed);
+            }
+            Decoded::Damaged => r.ledger.damaged(),
+            Decoded::Intact(_) | Decoded::Corrupt(_) | Decoded::Foreign => {
+                r.metrics.error(sec, ErrorKind::Other, || {
+                    format!("body not from this run: {}", clip(body))
+                });
+            }
+        }
+    }
+
+    /// Final verification sync and disconnect.
+    async fn finish(&mut self, mut session: D::Session) {
+        if self.cfg.verify_sync {
+            self.fetch(&mut session, Via::Repair).await;
+        }
+        self.resume = Some(session.close().await);
+        self.went_offline();
+    }
+
+    fn count(&self, c: Counter, n: u64) {
+        let sec = self.shared.sec(Instant::now());
+        self.shared.recorder(self.spec.slot).metrics.add(sec, c, n);
+    }
+
+    fn error(&self, kind: ErrorKind, detail: &str) {
+        let sec = self.shared.sec(Instant::now());
+        self.shared
+            .recorder(self.spec.slot)
+            .metrics
+            .error(sec, kind, || detail.to_owned());
+        self.shared.live.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Delay before reconnect attempt `n`: 100 ms doubling, at most 3.2 s.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(100 << attempt.min(5))
+}
+
+/// The first 80 characters of a body, for error examples.
+fn clip(body: &str) -> String {
+    body.chars().take(80).collect()
+}
