@@ -104,6 +104,13 @@ pub trait Driver: Send + Sync + 'static {
     /// protocol has none (MQTT QoS 0) and send→ack latency is not measured.
     fn has_acceptance(&self) -> bool;
 
+    /// True when a user must have connected once before messages for it are kept while it
+    /// is offline (MQTT persistent sessions); late users then connect, join their groups
+    /// and disconnect before traffic starts.
+    fn needs_presence(&self) -> bool {
+        false
+    }
+
     /// Connects and logs in as `user`. On failure the user's `resume` state comes back
     /// with the failure, so the next attempt still knows what was seen.
     fn connect(

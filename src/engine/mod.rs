@@ -115,6 +115,7 @@ pub async fn run<D: Driver>(
         heartbeat: plan.target.heartbeat,
         verify_sync: plan.ledger.verify_sync,
         acceptance: driver.has_acceptance(),
+        presence: driver.needs_presence(),
         range: range.clone(),
     });
     let cpu_start = crate::sys::cpu_time();
@@ -125,10 +126,14 @@ pub async fn run<D: Driver>(
         .clone()
         .filter(|ix| pop.late.binary_search(ix).is_ok())
         .count();
-    // Set before any user task runs: each one counts these down.
-    shared
-        .logins_pending
-        .store(range.len() - late_here, Ordering::Release);
+    // Set before any user task runs: each one counts these down. Late users count too when
+    // they must establish a session before traffic.
+    let waiting = if cfg.presence {
+        range.len()
+    } else {
+        range.len() - late_here
+    };
+    shared.logins_pending.store(waiting, Ordering::Release);
     shared.busy.store(range.len(), Ordering::Release);
     for (offset, vu_plan) in sched.vus.into_iter().enumerate() {
         let ix = range.start + offset as u32;

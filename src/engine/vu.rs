@@ -30,6 +30,8 @@ pub struct VuConfig {
     pub verify_sync: bool,
     /// The driver reports acceptance of sends.
     pub acceptance: bool,
+    /// Late users connect once before traffic so the server keeps their messages.
+    pub presence: bool,
     /// The users of this process.
     pub range: Range<UserIx>,
 }
@@ -84,6 +86,15 @@ pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConf
         inbox: Vec::new(),
         busy: true,
         churned: false,
+        own_streams: spec
+            .plan
+            .programs
+            .iter()
+            .filter_map(|p| match p.sends {
+                Sends::Group { stream, .. } => Some(stream),
+                Sends::Direct { .. } => None,
+            })
+            .collect(),
         driver,
         shared,
         cfg,
@@ -105,6 +116,8 @@ struct Vu<D: Driver> {
     inbox: Vec<String>,
     busy: bool,
     churned: bool,
+    /// Group streams this user sends: an echo of them is not a delivery.
+    own_streams: Vec<StreamId>,
 }
 
 /// The next event of a session, or never when there is none.
@@ -119,6 +132,15 @@ impl<D: Driver> Vu<D> {
     async fn live(&mut self) {
         let mut phase_rx = self.shared.phase.subscribe();
         let mut traffic_rx = self.shared.traffic_start.subscribe();
+        if self.cfg.presence && !self.spec.on_time {
+            // Establish the user's session (and group memberships) so the server queues
+            // what is sent while it is away, then leave until its login time.
+            if let Some(s) = self.login(false).await {
+                self.resume = Some(s.close().await);
+                self.went_offline();
+            }
+            self.shared.login_settled();
+        }
         let first = self.shared.t0 + self.spec.first_login;
         let stopped = async {
             let _ = phase_rx.wait_for(|p| *p >= Phase::Draining).await;
@@ -571,6 +593,11 @@ impl<D: Driver> Vu<D> {
         r.metrics.add(sec, Counter::Received, 1);
         r.metrics.add(sec, Counter::BytesIn, body.len() as u64);
         match envelope::decode(body) {
+            Decoded::Intact(env) | Decoded::Corrupt(env)
+                if env.run == self.shared.run_id && self.own_streams.contains(&env.stream) =>
+            {
+                // The user's own message echoed back (a group topic it also subscribes to).
+            }
             Decoded::Intact(env) if env.run == self.shared.run_id => {
                 let latency = now_us.saturating_sub(env.due_us);
                 // End-to-end latency is the live path; a sync's lateness is the user's absence.
