@@ -20,6 +20,8 @@ use crate::scenario::{StreamId, UserIx};
 
 /// Reconnect attempts after a lost connection before the user stays offline.
 const RECONNECTS: u32 = 5;
+/// How long a user going offline waits for the acceptance of its sends in flight.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// Settings every user of a run shares.
 #[derive(Debug)]
@@ -234,7 +236,8 @@ impl<D: Driver> Vu<D> {
                         Offline::No => {
                             if let (Some((out, back)), false) = (self.spec.churn, self.churned) {
                                 if now >= self.shared.t0 + out {
-                                    if let Some(s) = session.take() {
+                                    if let Some(mut s) = session.take() {
+                                        self.settle(&mut s).await;
                                         self.resume = Some(s.close().await);
                                         self.went_offline();
                                     }
@@ -432,7 +435,10 @@ impl<D: Driver> Vu<D> {
                 }
                 let next = self.spec.plan.programs[i].advance();
                 let Some(s) = session.as_deref_mut() else {
-                    self.count(Counter::Dropped, 1);
+                    // Offline when due: not sent, so expected nowhere.
+                    let mut r = self.shared.recorder(self.spec.slot);
+                    r.ledger.refused(next.stream, next.seq);
+                    r.metrics.add(sec, Counter::Dropped, 1);
                     continue;
                 };
                 let due_us = self.shared.wall_of(due);
@@ -626,6 +632,22 @@ impl<D: Driver> Vu<D> {
                 r.metrics.error(sec, ErrorKind::Other, || {
                     format!("body not from this run: {}", clip(body))
                 });
+            }
+        }
+    }
+
+    /// Logs out gracefully: waits (bounded) for the acceptance of sends in flight, so a
+    /// user going offline does not turn its own last messages into failures.
+    async fn settle(&mut self, session: &mut D::Session) {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while !self.pending.is_empty() {
+            match tokio::time::timeout_at(deadline, session.next_event()).await {
+                Ok(Event::Closed(f)) => {
+                    self.error(f.kind, &f.detail);
+                    break;
+                }
+                Ok(ev) => self.handle(ev),
+                Err(_) => break,
             }
         }
     }
