@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use super::progress::Progress;
 use super::{note, say, RunArgs};
 use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
+use crate::driver::echo::EchoDriver;
 use crate::driver::native::NativeDriver;
 use crate::driver::Driver;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
@@ -53,6 +54,13 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                 crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
             (outcome, acceptance)
         }
+        DriverKind::Echo => {
+            let driver = EchoDriver::new(url.clone(), plan.target.connect_timeout);
+            let outcome =
+                crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
+            (outcome, false)
+        }
+        #[allow(unreachable_patterns)]
         other => {
             return Err(Error::Usage(format!(
                 "target.driver: `{}` is not built into this msgstorm",
@@ -185,7 +193,10 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
         return Ok(None);
     }
     let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
-    plan.target.url = Some(handle.ws_url());
+    plan.target.url = Some(match plan.target.driver {
+        DriverKind::Echo => handle.ws_url().replace("/ws", "/echo"),
+        _ => handle.ws_url(),
+    });
     plan.target.auth = Auth::Secret(handle.secret().to_owned());
     notes.push(
         "the reference server ran embedded in the generator's process: CPU and memory above \

@@ -20,6 +20,7 @@
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
+pub mod echo;
 pub mod native;
 
 use std::future::Future;

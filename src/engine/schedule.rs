@@ -28,6 +28,11 @@ pub enum Sends {
         /// Stream of the first receiver for this sender.
         first_stream: StreamId,
     },
+    /// Frames to an echo endpoint that returns them to this user; the k-th has sequence k.
+    Echo {
+        /// This connection's stream.
+        stream: StreamId,
+    },
     /// Messages into one group on one stream; the k-th send has sequence k.
     Group {
         /// The group.
@@ -100,7 +105,7 @@ impl Program {
                     receiver: Some(pos),
                 }
             }
-            Sends::Group { stream, .. } => NextSend {
+            Sends::Group { stream, .. } | Sends::Echo { stream } => NextSend {
                 stream: *stream,
                 seq: k,
                 receiver: None,
@@ -281,7 +286,23 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                     }
                 }
             }
-            TrafficKind::Echo(_) => {}
+            TrafficKind::Echo(e) => {
+                for (k, &u) in e.users.iter().enumerate() {
+                    let stream = e.stream_base + k as StreamId;
+                    if local(u) {
+                        expect.tracks.push((stream, u));
+                        vus[slot(u)].programs.push(Program {
+                            start: t.start + stagger(e.interval, k, e.users.len()),
+                            interval: e.interval,
+                            count: None,
+                            end,
+                            size: e.size,
+                            sends: Sends::Echo { stream },
+                            sent: 0,
+                        });
+                    }
+                }
+            }
         }
     }
     Schedule {

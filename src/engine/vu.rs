@@ -94,7 +94,7 @@ pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConf
             .iter()
             .filter_map(|p| match p.sends {
                 Sends::Group { stream, .. } => Some(stream),
-                Sends::Direct { .. } => None,
+                Sends::Direct { .. } | Sends::Echo { .. } => None,
             })
             .collect(),
         driver,
@@ -466,6 +466,7 @@ impl<D: Driver> Vu<D> {
                             .fanout_start(next.stream, next.seq, online, due_us);
                         self.shared.local_recipients(group, true)
                     }
+                    Sends::Echo { .. } => 1,
                 };
                 let tag = self.next_tag;
                 self.next_tag += 1;
@@ -474,6 +475,7 @@ impl<D: Driver> Vu<D> {
                         Dest::User(&receivers[next.receiver.unwrap_or(0)].1)
                     }
                     Sends::Group { group, .. } => Dest::Group(&group.name),
+                    Sends::Echo { .. } => Dest::User(&self.spec.ctx.id),
                 };
                 let sent = s.send(tag, dest, &self.body).await;
                 let lag = now.saturating_duration_since(due).as_micros() as u64;

@@ -121,11 +121,17 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
                 pick,
                 interval,
                 size,
-            } => TrafficKind::Echo(EchoTraffic {
-                users: choose(&mut rng, &steady, connections, pick),
-                interval,
-                size,
-            }),
+            } => {
+                let users = choose(&mut rng, &steady, connections, pick);
+                let base = next_stream;
+                next_stream += users.len() as StreamId;
+                TrafficKind::Echo(EchoTraffic {
+                    users,
+                    interval,
+                    size,
+                    stream_base: base,
+                })
+            }
         };
         traffic.push(Traffic {
             name: p.name,

@@ -239,6 +239,8 @@ pub struct EchoTraffic {
     pub interval: Duration,
     /// Frame size in bytes.
     pub size: usize,
+    /// Stream id of the connection at position `k` of `users` is `stream_base + k`.
+    pub stream_base: StreamId,
 }
 
 /// Delivery verification settings.

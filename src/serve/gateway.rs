@@ -56,6 +56,7 @@ pub struct Shared {
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/ws", get(upgrade))
+        .route("/echo", get(echo))
         .route("/metrics", get(metrics))
         .with_state(shared)
 }
@@ -83,6 +84,15 @@ async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Res
             }
             shared.open.fetch_sub(1, Ordering::AcqRel);
         })
+}
+
+async fn echo(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
+    let max = shared.config.max_frame;
+    ws.read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
+        .max_frame_size(max)
+        .max_message_size(max)
+        .on_upgrade(super::echo::serve)
 }
 
 async fn refuse_full(mut socket: WebSocket, shared: &Shared, open: usize) {

@@ -21,6 +21,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod echo;
 pub mod faults;
 pub mod gateway;
 pub mod hub;
