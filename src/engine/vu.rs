@@ -362,8 +362,10 @@ impl<D: Driver> Vu<D> {
                 let mut r = self.shared.recorder(self.spec.slot);
                 r.metrics
                     .record(sec, Hist::Connect, c.handshake.as_micros() as u64);
-                r.metrics
-                    .record(sec, Hist::Login, c.login.as_micros() as u64);
+                if !c.login.is_zero() {
+                    r.metrics
+                        .record(sec, Hist::Login, c.login.as_micros() as u64);
+                }
                 r.metrics.add(sec, Counter::Connected, 1);
                 r.metrics.add(sec, Counter::LoginOk, 1);
                 c.session
