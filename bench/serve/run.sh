@@ -64,24 +64,31 @@ echo "| $ONLINE | $BASE KiB | $HELD KiB | $PER_CONN bytes |"
 echo "$(cat /tmp/serve-bench-idle.out)" >&2
 echo
 
-# 2. Durable 1:1 messages.
+# 2. Durable 1:1 messages: a saturating load (2048 in flight) and a light one (64 in flight).
 echo "## Durable 1:1 messages"
 echo
-echo "Client: \`serve_bench msgs --senders 32 --window 64 --count $MESSAGES --body 100\` (recipients offline: the store path alone)."
+echo "Client: \`serve_bench msgs --senders S --window W --count $MESSAGES --body 100\` (separate process;"
+echo "recipients offline, so this is the store path: parse, group commit, ack)."
+echo "The server's CPU time is user+system of the server process for the whole run."
 echo
-echo "| durability | messages | msgs/s | ack p50 | ack p99 | ack max | server CPU s | commits | mean batch |"
-echo "|---|---|---|---|---|---|---|---|---|"
-for durability in full normal; do
-    DATA=$(mktemp -d)
-    start_server --data "$DATA" --durability "$durability"
-    OUT=$("$CLIENT" --addr "127.0.0.1:$PORT" --secret "$SECRET" msgs --senders 32 --window 64 --count "$MESSAGES" --body 100)
-    METRICS=$(curl -s "http://127.0.0.1:$PORT/metrics")
-    CPU=$(awk '{printf "%.1f", ($14+$15)/100}' "/proc/$SERVER_PID/stat")
-    stop_server
-    rm -rf "$DATA"
-    val() { echo "$OUT" | tr ' ' '\n' | awk -F= -v k="$1" '$1==k {print $2}'; }
-    COMMITS=$(echo "$METRICS" | awk '/^serve_commit_batch_size_count / {print $2}')
-    SUM=$(echo "$METRICS" | awk '/^serve_commit_batch_size_sum / {print $2}')
-    MEAN=$(awk -v s="$SUM" -v c="$COMMITS" 'BEGIN {printf "%.0f", s/c}')
-    echo "| $durability | $(val messages) | $(val msgs_per_s) | $(val ack_p50_ms) ms | $(val ack_p99_ms) ms | $(val ack_max_ms) ms | $CPU | $COMMITS | $MEAN |"
+echo "| durability | senders x window | messages | msgs/s | ack p50 | ack p99 | ack max | server CPU s | msgs per server CPU s | commits | mean batch |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for load in "32 64" "16 4"; do
+    set -- $load
+    for durability in full normal; do
+        DATA=$(mktemp -d)
+        start_server --data "$DATA" --durability "$durability"
+        OUT=$("$CLIENT" --addr "127.0.0.1:$PORT" --secret "$SECRET" msgs --senders "$1" --window "$2" --count "$MESSAGES" --body 100)
+        METRICS=$(curl -s "http://127.0.0.1:$PORT/metrics")
+        TICKS=$(awk '{print $14+$15}' "/proc/$SERVER_PID/stat")
+        stop_server
+        rm -rf "$DATA"
+        val() { echo "$OUT" | tr ' ' '\n' | awk -F= -v k="$1" '$1==k {print $2}'; }
+        COMMITS=$(echo "$METRICS" | awk '/^serve_commit_batch_size_count / {print $2}')
+        SUM=$(echo "$METRICS" | awk '/^serve_commit_batch_size_sum / {print $2}')
+        MEAN=$(awk -v s="$SUM" -v c="$COMMITS" 'BEGIN {printf "%.0f", s/c}')
+        CPU=$(awk -v t="$TICKS" 'BEGIN {printf "%.2f", t/100}')
+        PER_CPU=$(awk -v t="$TICKS" -v m="$(val messages)" 'BEGIN {printf "%.0f", m/(t/100)}')
+        echo "| $durability | $1 x $2 | $(val messages) | $(val msgs_per_s) | $(val ack_p50_ms) ms | $(val ack_p99_ms) ms | $(val ack_max_ms) ms | $CPU | $PER_CPU | $COMMITS | $MEAN |"
+    done
 done
