@@ -22,8 +22,9 @@ use super::store::Readers;
 use super::writer::Cmd;
 use crate::wire::{ErrorCode, ServerFrame};
 
-/// WebSocket read buffer per connection: small, so idle connections stay cheap.
-const READ_BUFFER: usize = 1024;
+/// WebSocket read buffer per connection (also the most read per `read` call): small, so
+/// idle connections stay cheap; frames larger than it grow the buffer while they are read.
+const READ_BUFFER: usize = 256;
 /// Outgoing bytes coalesced before a write to the socket.
 const WRITE_BUFFER: usize = 8 * 1024;
 

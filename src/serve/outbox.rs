@@ -100,7 +100,8 @@ impl Outbox {
         }
         let n = max.min(s.frames.len());
         out.extend(s.frames.drain(..n));
-        if s.frames.is_empty() && s.frames.capacity() > 64 {
+        if s.frames.is_empty() {
+            // An idle connection holds no queue memory at all.
             s.frames = VecDeque::new();
         }
         let more = !s.frames.is_empty();

@@ -79,12 +79,11 @@ impl Session {
         let idle = self.shared.config.idle_timeout;
         let deadline = sleep(idle);
         tokio::pin!(deadline);
-        let mut batch = Vec::new();
         loop {
             tokio::select! {
                 biased;
                 () = self.outbox.changed() => {
-                    if let Err(close) = self.flush_outbox(&mut ws, &mut batch).await {
+                    if let Err(close) = self.flush_outbox(&mut ws).await {
                         return self.close(ws, close).await;
                     }
                 }
@@ -121,20 +120,17 @@ impl Session {
 
     /// Writes everything queued; a close of the outbox (slow consumer, shutdown) while
     /// a write waits on the peer ends the connection.
-    async fn flush_outbox(
-        &self,
-        ws: &mut WebSocket,
-        batch: &mut Vec<Utf8Bytes>,
-    ) -> Result<(), Close> {
+    async fn flush_outbox(&self, ws: &mut WebSocket) -> Result<(), Close> {
+        // Allocated per flush, so an idle connection keeps no batch buffer.
+        let mut batch = Vec::new();
         loop {
-            batch.clear();
-            if let Some(reason) = self.outbox.drain(WRITE_CHUNK, batch) {
+            if let Some(reason) = self.outbox.drain(WRITE_CHUNK, &mut batch) {
                 return Err(close_reason(reason));
             }
             if batch.is_empty() {
                 return Ok(());
             }
-            let write = write_all(ws, batch);
+            let write = write_all(ws, &mut batch);
             tokio::pin!(write);
             loop {
                 tokio::select! {
