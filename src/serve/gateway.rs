@@ -70,30 +70,29 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
+/// The WebSocket settings of every connection: small buffers, the frame limit.
+fn limits(ws: WebSocketUpgrade, shared: &Shared) -> WebSocketUpgrade {
     let max = shared.config.max_frame;
     ws.read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
         .max_frame_size(max)
         .max_message_size(max)
-        .on_upgrade(move |socket| async move {
-            let open = shared.open.fetch_add(1, Ordering::AcqRel);
-            if open >= shared.config.max_connections {
-                refuse_full(socket, &shared, open).await;
-            } else {
-                session::serve(socket, Arc::clone(&shared)).await;
-            }
-            shared.open.fetch_sub(1, Ordering::AcqRel);
-        })
+}
+
+async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
+    limits(ws, &shared).on_upgrade(move |socket| async move {
+        let open = shared.open.fetch_add(1, Ordering::AcqRel);
+        if open >= shared.config.max_connections {
+            refuse_full(socket, &shared, open).await;
+        } else {
+            session::serve(socket, Arc::clone(&shared)).await;
+        }
+        shared.open.fetch_sub(1, Ordering::AcqRel);
+    })
 }
 
 async fn echo(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
-    let max = shared.config.max_frame;
-    ws.read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
-        .max_frame_size(max)
-        .max_message_size(max)
-        .on_upgrade(super::echo::serve)
+    limits(ws, &shared).on_upgrade(super::echo::serve)
 }
 
 async fn refuse_full(mut socket: WebSocket, shared: &Shared, open: usize) {

@@ -241,15 +241,21 @@ impl ServerHandle {
     }
 }
 
-/// Starts a server in this process on `config.listen` (port 0 = a free port) and returns
-/// once it accepts connections. With no `config.data` it uses a temporary store.
-pub async fn spawn(config: ServeConfig) -> Result<ServerHandle> {
-    let listener = TcpListener::bind(config.listen)
+/// Binds the listening socket and learns its address (the port when 0 was asked for).
+async fn bind(at: std::net::SocketAddr) -> Result<(TcpListener, std::net::SocketAddr)> {
+    let listener = TcpListener::bind(at)
         .await
-        .map_err(|e| Error::Server(format!("cannot listen on {}: {e}", config.listen)))?;
+        .map_err(|e| Error::Server(format!("cannot listen on {at}: {e}")))?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Server(format!("no local address: {e}")))?;
+    Ok((listener, addr))
+}
+
+/// Starts a server in this process on `config.listen` (port 0 = a free port) and returns
+/// once it accepts connections. With no `config.data` it uses a temporary store.
+pub async fn spawn(config: ServeConfig) -> Result<ServerHandle> {
+    let (listener, addr) = bind(config.listen).await?;
     let prepared = prepare(config)?;
     let secret = prepared.shared.secret.clone();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -280,12 +286,7 @@ pub async fn serve_command(args: ServeArgs) -> Result<()> {
         );
         config.secret = Some(secret);
     }
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| Error::Server(format!("cannot listen on {}: {e}", config.listen)))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::Server(format!("no local address: {e}")))?;
+    let (listener, addr) = bind(config.listen).await?;
     match &config.data {
         Some(d) => tracing::info!("store: {}", d.display()),
         None => tracing::info!("store: a temporary directory, deleted at exit"),
@@ -317,28 +318,8 @@ async fn stop_signal() {
 
 /// Raises the soft limit of open files to the hard limit and logs the result.
 fn raise_fd_limit() {
-    match set_nofile_to_hard() {
-        Ok((old, new)) => tracing::info!("open-file limit: {old} -> {new}"),
+    match crate::sys::raise_fd_limit() {
+        Ok(l) => tracing::info!("open-file limit: {} -> {}", l.was, l.now),
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
     }
-}
-
-/// Sets RLIMIT_NOFILE's soft limit to its hard limit; returns (old soft, new soft).
-#[allow(unsafe_code)]
-fn set_nofile_to_hard() -> std::io::Result<(u64, u64)> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit struct for the duration of the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let old = lim.rlim_cur;
-    lim.rlim_cur = lim.rlim_max;
-    // SAFETY: `lim` is a valid rlimit struct read by the call; soft <= hard holds.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((old, lim.rlim_cur))
 }
