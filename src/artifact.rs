@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
+use crate::monitor::ProcUsage;
 use crate::scenario::{Bound, Check, CheckMetric, Plan, RequestKind, TrafficKind};
 
 /// Version of the result file format; bumped on any incompatible change.
@@ -57,6 +58,9 @@ pub struct Artifact {
     pub ledger: Ledger,
     /// Remarks the report must show (what bounded the run, caveats).
     pub notes: Vec<String>,
+    /// CPU and memory of the generator and of the watched target processes.
+    #[serde(default)]
+    pub processes: Vec<ProcUsage>,
 }
 
 /// What one generator process did and used.
@@ -161,6 +165,8 @@ pub struct RunFacts {
     pub shard: ShardResult,
     /// Remarks for the report.
     pub notes: Vec<String>,
+    /// What the monitor saw.
+    pub processes: Vec<ProcUsage>,
 }
 
 impl Artifact {
@@ -199,6 +205,7 @@ impl Artifact {
             metrics,
             ledger,
             notes: facts.notes,
+            processes: facts.processes,
         }
     }
 
@@ -231,6 +238,7 @@ impl Artifact {
                 self.notes.push(n.clone());
             }
         }
+        self.processes.extend(other.processes.iter().cloned());
         self.metrics.merge(&other.metrics);
         self.ledger.merge(&other.ledger);
         Ok(())

@@ -34,6 +34,7 @@ pub mod envelope;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod monitor;
 pub mod report;
 pub mod scenario;
 #[cfg(feature = "serve")]

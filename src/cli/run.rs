@@ -42,6 +42,24 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
     crate::driver::probe(&url, plan.target.connect_timeout).await?;
 
+    let mut pids = plan.monitor.pids.clone();
+    for name in &plan.monitor.names {
+        let found = crate::monitor::pids_named(name);
+        if found.is_empty() {
+            notes.push(format!("monitor: no process named `{name}` was running"));
+        }
+        pids.extend(found);
+    }
+    let (stop_monitor, monitor_stopped) = tokio::sync::oneshot::channel::<()>();
+    let monitor = tokio::spawn(
+        crate::monitor::Monitor::new(std::time::Instant::now(), plan.shard.index, &pids).run(
+            Duration::from_secs(1),
+            async move {
+                let _ = monitor_stopped.await;
+            },
+        ),
+    );
+
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
@@ -70,6 +88,8 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     };
     progress.finish();
     listener.abort();
+    let _ = stop_monitor.send(());
+    let processes = monitor.await.unwrap_or_default();
     let target = match server {
         Some(_) => format!("embedded {url}"),
         None => url.clone(),
@@ -107,13 +127,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         ));
     }
     let cores = crate::sys::cores();
-    let busy = outcome.cpu.as_secs_f64() / outcome.duration.as_secs_f64().max(1e-3);
-    if busy > 0.9 * cores as f64 {
-        notes.push(format!(
-            "the generator process was CPU-bound: {:.1} of {cores} cores busy on average",
-            busy
-        ));
-    }
+    notes.extend(saturation_notes(&processes, cores));
     let facts = RunFacts {
         run_id,
         target,
@@ -133,6 +147,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             fd_limit,
         },
         notes,
+        processes,
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
     let dir = plan
@@ -149,6 +164,28 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     } else {
         EXIT_CHECK_FAILED
     })
+}
+
+/// Says which watched process (generator or target) ran out of CPU, and when.
+fn saturation_notes(processes: &[crate::monitor::ProcUsage], cores: usize) -> Vec<String> {
+    let full = 90.0 * cores as f64;
+    processes
+        .iter()
+        .filter_map(|p| {
+            let (sec, pct, _) = p.series.iter().find(|s| f64::from(s.1) >= full)?;
+            Some(format!(
+                "{} (pid {}) used all {cores} cores from second {sec} ({pct:.0}% of one core): \
+                 {} was the bottleneck there",
+                p.name,
+                p.pid,
+                if p.generator {
+                    "the generator itself"
+                } else {
+                    "this target process"
+                }
+            ))
+        })
+        .collect()
 }
 
 /// Raises the open-file limit and refuses a run that cannot fit under it.

@@ -304,6 +304,29 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
         ]);
     }
     let _ = writeln!(out, "\n{t}");
+    if !a.processes.is_empty() {
+        let mut t = table(&[
+            "process",
+            "pid",
+            "CPU avg",
+            "CPU peak",
+            "RSS peak",
+            "threads",
+            "open files",
+        ]);
+        for p in &a.processes {
+            t.add_row(vec![
+                format!("{}{}", p.name, if p.exited { " (exited)" } else { "" }),
+                p.pid.to_string(),
+                format!("{:.0}% of a core", p.cpu_avg_pct),
+                format!("{:.0}%", p.cpu_peak_pct),
+                format!("{:.1} MiB", p.rss_peak_bytes as f64 / 1048576.0),
+                thousands(p.threads_peak),
+                thousands(p.fds_peak),
+            ]);
+        }
+        let _ = writeln!(out, "\n{t}");
+    }
     for n in &a.notes {
         let _ = writeln!(out, "note: {n}");
     }

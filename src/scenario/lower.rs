@@ -159,6 +159,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
         ledger: c.ledger,
         checks: c.checks,
         report: c.report,
+        monitor: c.monitor,
         drain: c.drain,
         shard,
     }

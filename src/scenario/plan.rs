@@ -33,6 +33,8 @@ pub struct Plan {
     pub checks: Vec<Check>,
     /// Output settings.
     pub report: ReportOpts,
+    /// Target processes on this host whose CPU and memory the run samples.
+    pub monitor: MonitorOpts,
     /// Grace period after the last scheduled send for in-flight deliveries (and on Ctrl-C).
     pub drain: Duration,
     /// This process's slice of the user range.
@@ -300,6 +302,15 @@ pub struct Check {
     pub metric: CheckMetric,
     /// The bound it must satisfy.
     pub bound: Bound,
+}
+
+/// Processes to watch during a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MonitorOpts {
+    /// Process ids.
+    pub pids: Vec<u32>,
+    /// Process names, matched against /proc/PID/comm when the run starts.
+    pub names: Vec<String>,
 }
 
 /// Output settings.

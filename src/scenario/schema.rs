@@ -36,6 +36,8 @@ pub struct Scenario {
     pub checks: Option<ChecksSpec>,
     /// Output settings.
     pub report: Option<ReportSpec>,
+    /// Target processes to watch.
+    pub monitor: Option<MonitorSpec>,
 }
 
 /// `[target]`.
@@ -287,6 +289,18 @@ pub struct ChecksSpec {
 pub struct ReportSpec {
     /// Output folder.
     pub out: Opt<String>,
+}
+
+/// `[monitor]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSpec {
+    /// Process ids on this host.
+    #[serde(default)]
+    pub pids: Vec<Spanned<i64>>,
+    /// Process names (as in /proc/PID/comm) on this host.
+    #[serde(default)]
+    pub names: Vec<Spanned<String>>,
 }
 
 /// A duration written as a string such as `"200ms"` or `"20s"`, parsed while

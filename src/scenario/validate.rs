@@ -8,8 +8,10 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::arrival;
-use super::plan::{ArrivalPhase, Bound, Check, CheckMetric, LedgerOpts, ReportOpts, Target};
-use super::schema::{ChecksSpec, Dur, LedgerSpec, PopulationSpec, Scenario};
+use super::plan::{
+    ArrivalPhase, Bound, Check, CheckMetric, LedgerOpts, MonitorOpts, ReportOpts, Target,
+};
+use super::schema::{ChecksSpec, Dur, LedgerSpec, MonitorSpec, PopulationSpec, Scenario};
 use super::source::Source;
 use super::target::target;
 use super::traffic::{traffic, Pattern};
@@ -41,6 +43,8 @@ pub struct Checked {
     pub checks: Vec<Check>,
     /// Output settings.
     pub report: ReportOpts,
+    /// Processes to watch.
+    pub monitor: MonitorOpts,
 }
 
 /// The population with counts instead of user lists.
@@ -114,7 +118,40 @@ pub fn validate(src: &Source<'_>, s: &Scenario, file: &Path) -> Result<Checked> 
                 None => None,
             },
         },
+        monitor: monitor(src, s.monitor.as_ref())?,
     })
+}
+
+fn monitor(src: &Source<'_>, spec: Option<&MonitorSpec>) -> Result<MonitorOpts> {
+    let Some(m) = spec else {
+        return Ok(MonitorOpts::default());
+    };
+    let mut opts = MonitorOpts::default();
+    for (i, p) in m.pids.iter().enumerate() {
+        let pid = u32::try_from(*p.get_ref())
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| {
+                src.at(
+                    p,
+                    format!("monitor.pids[{i}]"),
+                    format!("must be a process id > 0, got {}", p.get_ref()),
+                )
+            })?;
+        opts.pids.push(pid);
+    }
+    for (i, n) in m.names.iter().enumerate() {
+        let name = n.get_ref().trim();
+        if name.is_empty() || name.contains('/') {
+            return Err(src.at(
+                n,
+                format!("monitor.names[{i}]"),
+                "must be a process name as in /proc/PID/comm, e.g. \"mosquitto\"",
+            ));
+        }
+        opts.names.push(name.to_owned());
+    }
+    Ok(opts)
 }
 
 fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {

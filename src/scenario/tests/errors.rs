@@ -327,3 +327,35 @@ fn kind_the_driver_cannot_run() {
         "kind `direct` is not supported by driver `echo`; it runs: echo",
     );
 }
+
+#[test]
+fn monitor_pids_and_names_are_checked() {
+    let ok = plan(
+        &format!("{BASE}\n[monitor]\npids = [1]\nnames = [\"mosquitto\"]\n"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(ok.monitor.pids, vec![1]);
+    assert_eq!(ok.monitor.names, vec!["mosquitto".to_owned()]);
+    fails(
+        &format!("{BASE}\n[monitor]\npids = [1, -4]\n"),
+        &[],
+        16,
+        "monitor.pids[1]",
+        "must be a process id > 0, got -4",
+    );
+    fails(
+        &format!("{BASE}\n[monitor]\nnames = [\"/usr/bin/x\"]\n"),
+        &[],
+        16,
+        "monitor.names[0]",
+        "process name",
+    );
+    fails(
+        &format!("{BASE}\n[monitor]\nprocess = 3\n"),
+        &[],
+        16,
+        "monitor.process",
+        "unknown key",
+    );
+}

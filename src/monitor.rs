@@ -1,0 +1,233 @@
+//! Resource use of processes on this host while a run goes on: the generator itself and the
+//! target's processes (by pid or name) — CPU, resident memory, threads, open files — sampled
+//! once a second from `/proc`, so the report can say which side ran out first.
+//!
+//! Reading `/proc/PID/stat` and `/proc/PID/status` by hand: two fields each, where a crate
+//! such as `procfs` would add a dependency tree for what is a line of parsing.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Clock ticks per second of `/proc/PID/stat` CPU times (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// What was seen of one process over a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProcUsage {
+    /// Process name (`/proc/PID/comm`), or `msgstorm (generator)`.
+    pub name: String,
+    /// Process id.
+    pub pid: u32,
+    /// Which generator shard sampled it.
+    pub shard: u32,
+    /// True for the generator's own process.
+    pub generator: bool,
+    /// Per-second samples: (second of the run, CPU % of one core, RSS bytes).
+    pub series: Vec<(u32, f32, u64)>,
+    /// Mean CPU over the samples, % of one core.
+    pub cpu_avg_pct: f64,
+    /// Highest one-second CPU, % of one core.
+    pub cpu_peak_pct: f64,
+    /// Highest resident memory, bytes.
+    pub rss_peak_bytes: u64,
+    /// Highest thread count.
+    pub threads_peak: u64,
+    /// Highest number of open file descriptors.
+    pub fds_peak: u64,
+    /// True when the process went away during the run.
+    pub exited: bool,
+}
+
+/// One reading of a process.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    at: Instant,
+    cpu_ticks: u64,
+    rss: u64,
+    threads: u64,
+    fds: u64,
+}
+
+fn read(pid: u32) -> Option<Reading> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name, which may itself hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    let cpu_ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    Some(Reading {
+        at: Instant::now(),
+        cpu_ticks,
+        rss: field("VmRSS:") * 1024,
+        threads: field("Threads:"),
+        fds,
+    })
+}
+
+/// Process ids whose `/proc/PID/comm` is `name`.
+pub fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map_or_else(|_| format!("pid {pid}"), |c| c.trim_end().to_owned())
+}
+
+/// Samples a set of processes.
+#[derive(Debug)]
+pub struct Monitor {
+    t0: Instant,
+    procs: Vec<(ProcUsage, Option<Reading>)>,
+}
+
+impl Monitor {
+    /// Watches the generator (this process) and `pids`, for a run that started at `t0`.
+    pub fn new(t0: Instant, shard: u32, pids: &[u32]) -> Self {
+        let me = std::process::id();
+        let mut procs = vec![(
+            ProcUsage {
+                name: "msgstorm (generator)".to_owned(),
+                pid: me,
+                shard,
+                generator: true,
+                ..ProcUsage::default()
+            },
+            read(me),
+        )];
+        for &pid in pids.iter().filter(|&&p| p != me) {
+            procs.push((
+                ProcUsage {
+                    name: comm(pid),
+                    pid,
+                    shard,
+                    ..ProcUsage::default()
+                },
+                read(pid),
+            ));
+        }
+        Monitor { t0, procs }
+    }
+
+    /// Takes one sample of every process.
+    pub fn sample(&mut self) {
+        let sec = self.t0.elapsed().as_secs() as u32;
+        for (usage, last) in &mut self.procs {
+            if usage.exited {
+                continue;
+            }
+            let Some(now) = read(usage.pid) else {
+                usage.exited = true;
+                continue;
+            };
+            if let Some(prev) = last {
+                let dt = now.at.duration_since(prev.at).as_secs_f64();
+                if dt > 0.0 {
+                    let ticks = now.cpu_ticks.saturating_sub(prev.cpu_ticks) as f64;
+                    let pct = ticks / USER_HZ / dt * 100.0;
+                    usage.series.push((sec, pct as f32, now.rss));
+                }
+            }
+            usage.rss_peak_bytes = usage.rss_peak_bytes.max(now.rss);
+            usage.threads_peak = usage.threads_peak.max(now.threads);
+            usage.fds_peak = usage.fds_peak.max(now.fds);
+            *last = Some(now);
+        }
+    }
+
+    /// Samples every `every` until `stop` resolves, then returns the usage of each process.
+    pub async fn run(
+        mut self,
+        every: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Vec<ProcUsage> {
+        tokio::pin!(stop);
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.sample(),
+                () = &mut stop => break,
+            }
+        }
+        self.sample();
+        self.finish()
+    }
+
+    /// The usage of each process so far.
+    pub fn finish(self) -> Vec<ProcUsage> {
+        self.procs
+            .into_iter()
+            .map(|(mut u, _)| {
+                let n = u.series.len().max(1) as f64;
+                u.cpu_avg_pct = u.series.iter().map(|s| f64::from(s.1)).sum::<f64>() / n;
+                u.cpu_peak_pct = u.series.iter().map(|s| f64::from(s.1)).fold(0.0, f64::max);
+                u
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_this_process() {
+        let t0 = Instant::now();
+        let mut m = Monitor::new(t0, 0, &[]);
+        let mut x = 0u64;
+        for i in 0..30_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        assert_ne!(x, 1);
+        m.sample();
+        let u = m.finish();
+        assert_eq!(u.len(), 1);
+        assert!(u[0].generator);
+        assert!(u[0].rss_peak_bytes > 0);
+        assert!(u[0].threads_peak >= 1);
+        assert!(u[0].fds_peak >= 3);
+        assert_eq!(u[0].series.len(), 1);
+        assert!(u[0].cpu_peak_pct > 0.0, "{:?}", u[0]);
+    }
+
+    #[test]
+    fn finds_processes_by_name_and_notices_exit() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(pids_named("sleep").contains(&pid));
+        let mut m = Monitor::new(Instant::now(), 0, &[pid]);
+        assert_eq!(m.procs[1].0.name, "sleep");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        m.sample();
+        let u = m.finish();
+        assert!(u[1].exited);
+    }
+}
