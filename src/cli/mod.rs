@@ -2,6 +2,7 @@
 
 mod progress;
 mod run;
+mod shards;
 
 use std::path::PathBuf;
 
@@ -65,14 +66,22 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run only shard I of N of the user range, e.g. `--shard 0/2`.
-    #[arg(long, value_parser = parse_shard, value_name = "I/N")]
+    #[arg(long, value_parser = parse_shard, value_name = "I/N", conflicts_with = "shards")]
     pub shard: Option<Shard>,
+    /// Split the users over N generator processes on this host (past one process's open-file
+    /// limit) and merge their results exactly.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub shards: Option<u32>,
     /// Run id shared by all shards of one run (8 hex digits; default: random).
     #[arg(long, value_parser = parse_run_id, value_name = "HEX")]
     pub run_id: Option<u32>,
     /// No live progress.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Start traffic no earlier than this Unix time in milliseconds (set by `--shards` so
+    /// that all shards start together).
+    #[arg(long, value_name = "UNIX_MS", hide = true)]
+    pub traffic_at: Option<u64>,
 }
 
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {

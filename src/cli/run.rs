@@ -17,9 +17,9 @@ use crate::scenario::{self, Auth, DriverKind, Plan, Shard};
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
 const FD_MARGIN: u64 = 64;
 
-/// Runs `msgstorm run` and returns the exit code.
-pub async fn run(args: RunArgs) -> Result<u8> {
-    let shard = args.shard.unwrap_or(Shard::WHOLE);
+/// The plan of `msgstorm run`'s arguments for `shard`: the scenario file or the built-in
+/// default, with the `--set` overrides and `--out`.
+pub(super) fn load_plan(args: &RunArgs, shard: Shard) -> Result<Plan> {
     let mut plan = match &args.scenario {
         Some(path) => scenario::load(path, &args.set, shard)?,
         None => scenario::parse(
@@ -32,6 +32,28 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     if let Some(out) = &args.out {
         plan.report.out = Some(out.clone());
     }
+    Ok(plan)
+}
+
+/// Writes the result into its folder, prints the report, and returns the exit code.
+pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
+    let path = artifact.write(dir)?;
+    let rendered = crate::report::render(artifact);
+    say(&rendered.text);
+    note(&format!("result: {}", path.display()));
+    Ok(if rendered.passed {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
+}
+
+/// Runs `msgstorm run` and returns the exit code.
+pub async fn run(args: RunArgs) -> Result<u8> {
+    if let Some(shards) = args.shards.filter(|&n| n > 1) {
+        return super::shards::run(args, shards).await;
+    }
+    let mut plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
     let mut notes = Vec::new();
     let fd_limit = check_fd_limit(&plan, &mut notes)?;
     let server = start_embedded(&mut plan, &mut notes).await?;
@@ -61,6 +83,12 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     );
 
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
+    let opts = crate::engine::RunOptions {
+        run_id,
+        traffic_at: args
+            .traffic_at
+            .map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms)),
+    };
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
     let mut progress = Progress::new(args.quiet, plan.population.users);
@@ -69,13 +97,13 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             let driver = NativeDriver::new(url.clone(), &plan.target);
             let acceptance = driver.has_acceptance();
             let outcome =
-                crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
+                crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
             (outcome, acceptance)
         }
         DriverKind::Echo => {
             let driver = EchoDriver::new(url.clone(), plan.target.connect_timeout);
             let outcome =
-                crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
+                crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
             (outcome, false)
         }
         #[allow(unreachable_patterns)]
@@ -155,15 +183,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&plan.name));
-    let path = artifact.write(&dir)?;
-    let rendered = crate::report::render(&artifact);
-    say(&rendered.text);
-    note(&format!("result: {}", path.display()));
-    Ok(if rendered.passed {
-        EXIT_OK
-    } else {
-        EXIT_CHECK_FAILED
-    })
+    finish(&artifact, &dir)
 }
 
 /// Says which watched process (generator or target) ran out of CPU, and when.
@@ -218,14 +238,19 @@ fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
     Ok(limit.now)
 }
 
+/// The embedded reference server, when the plan names no target.
 #[cfg(feature = "serve")]
-type Embedded = crate::serve::ServerHandle;
+pub(super) type Embedded = crate::serve::ServerHandle;
+/// The embedded reference server, when the plan names no target.
 #[cfg(not(feature = "serve"))]
-type Embedded = std::convert::Infallible;
+pub(super) type Embedded = std::convert::Infallible;
 
 /// Starts the reference server in this process when the plan names no target.
 #[cfg(feature = "serve")]
-async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Option<Embedded>> {
+pub(super) async fn start_embedded(
+    plan: &mut Plan,
+    notes: &mut Vec<String>,
+) -> Result<Option<Embedded>> {
     if plan.target.url.is_some() {
         return Ok(None);
     }
@@ -244,7 +269,10 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
 }
 
 #[cfg(not(feature = "serve"))]
-async fn start_embedded(plan: &mut Plan, _: &mut Vec<String>) -> Result<Option<Embedded>> {
+pub(super) async fn start_embedded(
+    plan: &mut Plan,
+    _: &mut Vec<String>,
+) -> Result<Option<Embedded>> {
     match plan.target.url {
         Some(_) => Ok(None),
         None => Err(Error::Usage(
@@ -255,7 +283,7 @@ async fn start_embedded(plan: &mut Plan, _: &mut Vec<String>) -> Result<Option<E
 }
 
 /// Counts SIGINT/SIGTERM: the first stops the load and drains, the second stops at once.
-async fn count_signals(tx: watch::Sender<u32>) {
+pub(super) async fn count_signals(tx: watch::Sender<u32>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

@@ -53,6 +53,16 @@ pub struct Progress {
     pub e2e_p99_us: u64,
 }
 
+/// How this process takes part in a run.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Run id carried by every envelope (the same in every shard of a run).
+    pub run_id: u32,
+    /// Traffic starts no earlier than this wall-clock time, so that the shards of one run
+    /// start together; each shard still waits for its own users to log in.
+    pub traffic_at: Option<std::time::SystemTime>,
+}
+
 /// What a run produced.
 #[derive(Debug)]
 pub struct Outcome {
@@ -84,7 +94,7 @@ pub struct Outcome {
 pub async fn run<D: Driver>(
     plan: &Plan,
     driver: D,
-    run_id: u32,
+    opts: RunOptions,
     mut signals: watch::Receiver<u32>,
     mut on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
@@ -97,8 +107,9 @@ pub async fn run<D: Driver>(
         }
     }
     let slots = 4 * crate::sys::cores();
+    let sharded = plan.shard.count > 1;
     let shared = Arc::new(Shared::new(
-        run_id,
+        opts.run_id,
         slots,
         &plan.ledger,
         &sched.groups,
@@ -116,6 +127,7 @@ pub async fn run<D: Driver>(
         verify_sync: plan.ledger.verify_sync,
         acceptance: driver.has_acceptance(),
         presence: driver.needs_presence(),
+        sync_first_login: sharded,
         range: range.clone(),
     });
     let cpu_start = crate::sys::cpu_time();
@@ -174,6 +186,17 @@ pub async fn run<D: Driver>(
         })
         .await;
     if everyone_in {
+        let until_start = opts
+            .traffic_at
+            .and_then(|at| at.duration_since(std::time::SystemTime::now()).ok());
+        if let Some(wait) = until_start {
+            // The other shards' users log in meanwhile; only a signal ends this early.
+            conductor
+                .wait(&mut signals, &mut on_progress, Some(wait), |_| false)
+                .await;
+        }
+    }
+    if everyone_in && !conductor.interrupted {
         shared.traffic_start.send_replace(Some(Instant::now()));
         conductor
             .wait(&mut signals, &mut on_progress, None, |s| {
@@ -184,13 +207,17 @@ pub async fn run<D: Driver>(
     if shared.phase() < Phase::Abort {
         shared.advance(Phase::Draining);
         let acceptance = cfg.acceptance;
+        // With other shards sending to this one's users, what they will receive is known
+        // only from the schedule: wait for all of it (a failed send costs the full drain).
+        let planned = if sharded { sched.planned } else { 0 };
         conductor
             .wait(&mut signals, &mut on_progress, Some(plan.drain), move |s| {
                 let l = &s.live;
+                let received = l.received.load(Ordering::Relaxed);
                 let acked = !acceptance
                     || l.sent.load(Ordering::Relaxed)
                         <= l.accepted.load(Ordering::Relaxed) + l.refused.load(Ordering::Relaxed);
-                acked && l.received.load(Ordering::Relaxed) >= l.expected.load(Ordering::Relaxed)
+                acked && received >= l.expected.load(Ordering::Relaxed) && received >= planned
             })
             .await;
     }

@@ -188,6 +188,34 @@ pub struct Schedule {
     pub groups: Vec<Arc<GroupInfo>>,
     /// Deliveries the shard's users should see.
     pub expect: Expectations,
+    /// Deliveries the shard's users get if every sender of every shard sends all it is
+    /// scheduled to (only count- or time-bounded sends are counted).
+    pub planned: u64,
+}
+
+/// How many sends a program bounded by `count` and/or `end` makes: every k with
+/// `start + k·interval < end` and `k < count`, as [`Program::due`] decides.
+fn planned_sends(
+    start: Duration,
+    interval: Duration,
+    count: Option<u64>,
+    end: Option<Duration>,
+) -> u64 {
+    let by_time = end.map(|end| {
+        if start >= end {
+            0
+        } else if interval.is_zero() {
+            u64::MAX
+        } else {
+            (end - start).as_nanos().div_ceil(interval.as_nanos()) as u64
+        }
+    });
+    match (count, by_time) {
+        (Some(c), Some(t)) => c.min(t),
+        (Some(c), None) => c,
+        (None, Some(t)) => t,
+        (None, None) => 0,
+    }
 }
 
 /// Cuts `plan` into per-user programs for the users in `range`.
@@ -197,6 +225,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
     let slot = |u: UserIx| (u - range.start) as usize;
     let mut groups = Vec::new();
     let mut expect = Expectations::default();
+    let mut planned = 0u64;
     for t in &plan.traffic {
         let end = t.duration.map(|d| t.start + d);
         match &t.kind {
@@ -209,6 +238,17 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                 let n_recv = d.receivers.len() as StreamId;
                 for (s_pos, &s) in d.senders.iter().enumerate() {
                     let first_stream = d.stream_base + s_pos as StreamId * n_recv;
+                    let start = t.start + stagger(d.interval, s_pos, d.senders.len());
+                    let count = d.messages.map(|m| m * u64::from(n_recv));
+                    let sends = planned_sends(start, d.interval, count, end);
+                    for (r_pos, &r) in d.receivers.iter().enumerate() {
+                        if local(r) && r != s && n_recv > 0 {
+                            // Send k goes to receiver k % R.
+                            let r_pos = r_pos as u64;
+                            let n = u64::from(n_recv);
+                            planned += sends / n + u64::from(sends % n > r_pos);
+                        }
+                    }
                     for (r_pos, &r) in d.receivers.iter().enumerate() {
                         if local(r) && r != s {
                             expect.tracks.push((first_stream + r_pos as StreamId, r));
@@ -216,9 +256,9 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                     }
                     if local(s) {
                         vus[slot(s)].programs.push(Program {
-                            start: t.start + stagger(d.interval, s_pos, d.senders.len()),
+                            start,
                             interval: d.interval,
-                            count: d.messages.map(|m| m * u64::from(n_recv)),
+                            count,
                             end,
                             size: d.size,
                             sends: Sends::Direct {
@@ -245,13 +285,16 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                         let stream =
                             g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
                         expect.group_of_stream.insert(stream, info.clone());
+                        let position = g_ix * g.senders_per_group as usize + k;
+                        let start = t.start + stagger(g.interval, position, n_senders);
+                        let sends = planned_sends(start, g.interval, g.messages, end);
                         for &m in spec.members.iter().filter(|&&m| local(m) && m != s) {
                             expect.tracks.push((stream, m));
+                            planned += sends;
                         }
                         if local(s) {
-                            let position = g_ix * g.senders_per_group as usize + k;
                             vus[slot(s)].programs.push(Program {
-                                start: t.start + stagger(g.interval, position, n_senders),
+                                start,
                                 interval: g.interval,
                                 count: g.messages,
                                 end,
@@ -290,9 +333,11 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                 for (k, &u) in e.users.iter().enumerate() {
                     let stream = e.stream_base + k as StreamId;
                     if local(u) {
+                        let start = t.start + stagger(e.interval, k, e.users.len());
+                        planned += planned_sends(start, e.interval, None, end);
                         expect.tracks.push((stream, u));
                         vus[slot(u)].programs.push(Program {
-                            start: t.start + stagger(e.interval, k, e.users.len()),
+                            start,
                             interval: e.interval,
                             count: None,
                             end,
@@ -309,6 +354,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
         vus,
         groups,
         expect,
+        planned,
     }
 }
 
@@ -363,6 +409,28 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn planned_sends_match_what_programs_send() {
+        for (count, end_ms) in [
+            (Some(4), None),
+            (None, Some(30)),
+            (Some(2), Some(30)),
+            (None, Some(5)),
+        ] {
+            let mut p = program(count, end_ms.map(Duration::from_millis));
+            let mut n = 0;
+            while p.due().is_some() {
+                p.advance();
+                n += 1;
+            }
+            assert_eq!(
+                planned_sends(p.start, p.interval, count, p.end),
+                n,
+                "{count:?} {end_ms:?}"
+            );
+        }
     }
 
     #[test]

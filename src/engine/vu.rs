@@ -34,6 +34,9 @@ pub struct VuConfig {
     pub acceptance: bool,
     /// Late users connect once before traffic so the server keeps their messages.
     pub presence: bool,
+    /// Every user fetches missed messages at its first login: other shards may have sent
+    /// before it was online.
+    pub sync_first_login: bool,
     /// The users of this process.
     pub range: Range<UserIx>,
 }
@@ -152,7 +155,8 @@ impl<D: Driver> Vu<D> {
             _ = stopped => false,
         };
         let mut session = if due {
-            let sync = !self.spec.on_time || self.traffic_start().is_some();
+            let sync =
+                !self.spec.on_time || self.cfg.sync_first_login || self.traffic_start().is_some();
             self.login(sync).await
         } else {
             None
