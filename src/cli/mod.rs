@@ -39,6 +39,9 @@ pub enum Command {
         /// `result.json` files of one run.
         #[arg(required = true)]
         results: Vec<PathBuf>,
+        /// Print a machine-readable JSON summary instead of the tables.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the reference IM server.
     #[cfg(feature = "serve")]
@@ -119,10 +122,16 @@ pub async fn run(cli: Cli) -> Result<u8> {
             ));
             Ok(EXIT_OK)
         }
-        Command::Report { results } => {
+        Command::Report { results, json } => {
             let artifact = Artifact::read_merged(&results)?;
             let rendered = crate::report::render(&artifact);
-            say(&rendered.text);
+            if json {
+                let text = serde_json::to_string_pretty(&rendered.summary)
+                    .map_err(|e| Error::Other(format!("cannot encode the summary: {e}")))?;
+                say(&text);
+            } else {
+                say(&rendered.text);
+            }
             Ok(if rendered.passed {
                 EXIT_OK
             } else {

@@ -3,6 +3,7 @@
 //! Everything here is a pure function of an [`Artifact`]; nothing talks to a target.
 
 pub mod checks;
+pub mod summary;
 pub mod sweep;
 pub mod text;
 
@@ -17,6 +18,8 @@ pub struct Rendered {
     pub passed: bool,
     /// Keys of the checks that failed.
     pub failed: Vec<String>,
+    /// The same numbers, machine-readable.
+    pub summary: summary::Summary,
 }
 
 /// Evaluates the checks of `a` and renders the terminal report.
@@ -33,5 +36,6 @@ pub fn render(a: &Artifact) -> Rendered {
         text: text::render(a, &delivery, &results, &rows),
         passed: failed.is_empty(),
         failed,
+        summary: summary::summarize(a, &delivery, &results),
     }
 }
