@@ -35,6 +35,23 @@ pub(super) fn load_plan(args: &RunArgs, shard: Shard) -> Result<Plan> {
     Ok(plan)
 }
 
+/// Starts the embedded server when the plan names no target, and checks that the target
+/// accepts connections at all (exit code 3 when it does not). Returns the server, if any,
+/// and the URL every user connects to.
+pub(super) async fn prepare_target(
+    plan: &mut Plan,
+    notes: &mut Vec<String>,
+) -> Result<(Option<Embedded>, String)> {
+    let server = start_embedded(plan, notes).await?;
+    let url = plan
+        .target
+        .url
+        .clone()
+        .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
+    crate::driver::probe(&url, plan.target.connect_timeout).await?;
+    Ok((server, url))
+}
+
 /// Writes the result into its folder, prints the report, and returns the exit code.
 pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     let path = artifact.write(dir)?;
@@ -56,13 +73,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let mut plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
     let mut notes = Vec::new();
     let fd_limit = check_fd_limit(&plan, &mut notes)?;
-    let server = start_embedded(&mut plan, &mut notes).await?;
-    let url = plan
-        .target
-        .url
-        .clone()
-        .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
-    crate::driver::probe(&url, plan.target.connect_timeout).await?;
+    let (server, url) = prepare_target(&mut plan, &mut notes).await?;
 
     let mut pids = plan.monitor.pids.clone();
     for name in &plan.monitor.names {
@@ -247,10 +258,7 @@ pub(super) type Embedded = std::convert::Infallible;
 
 /// Starts the reference server in this process when the plan names no target.
 #[cfg(feature = "serve")]
-pub(super) async fn start_embedded(
-    plan: &mut Plan,
-    notes: &mut Vec<String>,
-) -> Result<Option<Embedded>> {
+async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Option<Embedded>> {
     if plan.target.url.is_some() {
         return Ok(None);
     }
@@ -269,10 +277,7 @@ pub(super) async fn start_embedded(
 }
 
 #[cfg(not(feature = "serve"))]
-pub(super) async fn start_embedded(
-    plan: &mut Plan,
-    _: &mut Vec<String>,
-) -> Result<Option<Embedded>> {
+async fn start_embedded(plan: &mut Plan, _: &mut Vec<String>) -> Result<Option<Embedded>> {
     match plan.target.url {
         Some(_) => Ok(None),
         None => Err(Error::Usage(

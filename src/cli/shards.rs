@@ -11,7 +11,7 @@ use std::process::Stdio;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use super::run::{count_signals, finish, load_plan, start_embedded};
+use super::run::{count_signals, finish, load_plan, prepare_target};
 use super::{note, RunArgs};
 use crate::artifact::{default_out_dir, Artifact};
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
@@ -25,14 +25,8 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     // Validate once, here, so a bad scenario fails before any child starts.
     let mut plan = load_plan(&args, Shard::WHOLE)?;
     let mut notes = Vec::new();
-    let server = start_embedded(&mut plan, &mut notes).await?;
+    let (server, url) = prepare_target(&mut plan, &mut notes).await?;
     let embedded = server.is_some();
-    let url = plan
-        .target
-        .url
-        .clone()
-        .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
-    crate::driver::probe(&url, plan.target.connect_timeout).await?;
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
     let dir = plan
         .report
