@@ -23,3 +23,9 @@ mod engine_delivery;
 mod engine_exit_codes;
 #[path = "engine/faults.rs"]
 mod engine_faults;
+#[path = "engine/report.rs"]
+mod engine_report;
+#[path = "engine/shards.rs"]
+mod engine_shards;
+#[path = "engine/signals.rs"]
+mod engine_signals;
