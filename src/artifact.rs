@@ -226,6 +226,10 @@ impl Artifact {
         }
         self.duration_s = self.duration_s.max(other.duration_s);
         self.started_unix_us = self.started_unix_us.min(other.started_unix_us);
+        self.started_at = humantime::format_rfc3339_seconds(
+            UNIX_EPOCH + Duration::from_micros(self.started_unix_us),
+        )
+        .to_string();
         self.traffic_started_s = match (self.traffic_started_s, other.traffic_started_s) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

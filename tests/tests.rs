@@ -16,3 +16,16 @@ mod serve_messaging;
 mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
+
+#[path = "engine/delivery.rs"]
+mod engine_delivery;
+#[path = "engine/exit_codes.rs"]
+mod engine_exit_codes;
+#[path = "engine/faults.rs"]
+mod engine_faults;
+#[path = "engine/report.rs"]
+mod engine_report;
+#[path = "engine/shards.rs"]
+mod engine_shards;
+#[path = "engine/signals.rs"]
+mod engine_signals;

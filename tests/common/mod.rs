@@ -490,3 +490,5 @@ pub fn fault_log(path: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).expect("one JSON object per fault-log line"))
         .collect()
 }
+
+pub mod run;

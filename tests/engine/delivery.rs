@@ -1,0 +1,92 @@
+//! End to end against the reference server without faults: every expected delivery
+//! arrives exactly once, in order and intact, every check passes and the exit code is 0 —
+//! for a small custom scenario and for the main job, `msgstorm run` with no arguments.
+
+use msgstorm::metrics::Counter;
+
+use crate::common::run::{msgstorm, run_text, scenario, Work};
+use crate::common::{config, start};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_server_delivers_everything_once_in_order_and_passes() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let text = scenario(
+        "name = \"clean\"\nseed = 7\ndrain = \"3s\"",
+        &server,
+        r#"
+[population]
+users = 60
+login_rate = 300
+late = { count = 5, at = "1s" }
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 10
+receivers = 20
+rate = 200
+duration = "2s"
+
+[[traffic]]
+name = "groups"
+kind = "group"
+groups = 4
+group_size = 8
+senders_per_group = 2
+rate = 40
+duration = "2s"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+max_reordered = 0
+max_corrupted = 0
+max_late = 0
+min_login_success = 1.0
+max_send_error_rate = 0
+"#,
+    );
+    let (ran, artifact) = run_text(&work, &text).await;
+    ran.expect_code(0);
+    assert!(ran.verdict().starts_with("PASS"), "{ran}");
+
+    let d = artifact.ledger.summary();
+    assert!(d.expected > 0, "nothing was expected: {d:?}");
+    assert_eq!(d.delivered, d.expected, "{d:?}");
+    assert_eq!(
+        (d.lost, d.duplicated, d.reordered, d.corrupted, d.late),
+        (0, 0, 0, 0, 0),
+        "{d:?}"
+    );
+    assert_eq!((d.damaged, d.unexpected, d.refused), (0, 0, 0), "{d:?}");
+    // Late receivers caught up by sync; everyone else got pushes; nothing needed repair.
+    assert!(d.via_sync > 0, "late users synced nothing: {d:?}");
+    assert_eq!(d.repaired, 0, "{d:?}");
+    assert_eq!(d.via_push + d.via_sync, d.expected, "{d:?}");
+    assert!(!artifact.interrupted);
+    let m = &artifact.metrics;
+    assert_eq!(m.count(Counter::LoginOk), 60);
+    assert_eq!(m.count(Counter::Sent), d.sent, "every send is tracked");
+    assert_eq!(m.count(Counter::Accepted), d.sent);
+    server.shutdown().await.expect("server stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_msgstorm_run_runs_the_default_scenario_and_passes() {
+    let work = Work::new();
+    let out = work.path("out");
+    let out = out.to_str().expect("utf-8 temp path");
+    let ran = msgstorm(&["run", "--out", out, "-q"]).await;
+    ran.expect_code(0);
+    assert!(ran.stdout.starts_with("PASS"), "{ran}");
+    let artifact = msgstorm::artifact::Artifact::read(&work.path("out/result.json"))
+        .expect("the run wrote its result");
+    let d = artifact.ledger.summary();
+    assert_eq!(artifact.scenario, "default");
+    assert!(artifact.target.starts_with("embedded ws://127.0.0.1:"));
+    assert!(
+        d.expected > 0 && d.delivered == d.expected && d.lost == 0,
+        "{d:?}"
+    );
+}

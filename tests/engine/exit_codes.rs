@@ -1,0 +1,190 @@
+//! Exit codes are a contract: 0 every check passed, 1 a check failed (and the report names
+//! it), 2 bad usage or scenario (`error: FILE:LINE: KEY: …` on stderr, nothing connects),
+//! 3 target unreachable (the message names the target). One test per class of mistake.
+
+use crate::common::run::{msgstorm, msgstorm_sync, Ran, Work};
+
+/// A valid scenario aimed at a port nothing listens on: if validation wrongly let a
+/// mistake through, the run would end with exit 3, not 2.
+const VALID: &str = r#"name = "exits"
+seed = 1
+
+[target]
+url = "ws://127.0.0.1:1/ws"
+
+[population]
+users = 10
+login_rate = 100
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 2
+receivers = 3
+rate = 12
+duration = "1s"
+"#;
+
+/// The 1-based line of `VALID` (or a variant) holding `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("`{needle}` not in the scenario"))
+        + 1
+}
+
+/// Runs `msgstorm run` on `VALID` with `from` replaced by `to` (plus `extra` args), and
+/// checks it exits 2 with `error: FILE:LINE: KEY:` where LINE is the line of `to`.
+fn expect_scenario_error(from: &str, to: &str, extra: &[&str], key: &str) -> Ran {
+    assert!(VALID.contains(from), "`{from}` not in the scenario");
+    let text = VALID.replace(from, to);
+    let work = Work::new();
+    let file = work.write("s.toml", &text);
+    let file = file.to_str().expect("utf-8 temp path");
+    let mut args = vec!["run", file, "-q", "--out", "unused"];
+    args.extend_from_slice(extra);
+    let ran = msgstorm_sync(&args);
+    ran.expect_code(2);
+    let want = format!("error: {file}:{}: {key}: ", line_of(&text, to));
+    assert!(
+        ran.stderr.lines().any(|l| l.starts_with(&want)),
+        "stderr lacks `{want}`:\n{ran}"
+    );
+    assert!(
+        ran.stdout.is_empty(),
+        "a bad scenario printed a report:\n{ran}"
+    );
+    ran
+}
+
+#[test]
+fn unknown_key_exits_2_naming_file_line_and_key() {
+    let ran = expect_scenario_error("rate = 12", "rat = 12", &[], "traffic[0].rat");
+    assert!(ran.stderr.contains("unknown key"), "{ran}");
+}
+
+#[test]
+fn negative_rate_exits_2_naming_the_rate() {
+    let ran = expect_scenario_error("rate = 12", "rate = -5", &[], "traffic[0].rate");
+    assert!(ran.stderr.contains("-5"), "{ran}");
+}
+
+#[test]
+fn zero_rate_exits_2_naming_the_rate() {
+    expect_scenario_error("rate = 12", "rate = 0", &[], "traffic[0].rate");
+}
+
+#[test]
+fn malformed_url_exits_2_naming_target_url() {
+    let ran = expect_scenario_error(
+        "url = \"ws://127.0.0.1:1/ws\"",
+        "url = \"ws//127.0.0.1:1/ws\"",
+        &[],
+        "target.url",
+    );
+    assert!(ran.stderr.contains("ws//127.0.0.1:1/ws"), "{ran}");
+}
+
+#[test]
+fn more_senders_than_users_exits_2_naming_senders() {
+    expect_scenario_error("senders = 2", "senders = 11", &[], "traffic[0].senders");
+}
+
+#[test]
+fn bad_set_override_exits_2_quoting_the_override() {
+    let text = VALID;
+    let work = Work::new();
+    let file = work.write("s.toml", text);
+    let file = file.to_str().expect("utf-8 temp path");
+    let ran = msgstorm_sync(&["run", file, "-q", "--set", "traffic[0].rate=-5"]);
+    ran.expect_code(2);
+    assert!(
+        ran.stderr.contains("--set:0: traffic[0].rate: ")
+            && ran.stderr.contains("traffic[0].rate=-5"),
+        "{ran}"
+    );
+    // The same key set to a good value runs (and finds nothing listening: exit 3).
+    msgstorm_sync(&["run", file, "-q", "--set", "traffic[0].rate=20"]).expect_code(3);
+}
+
+#[test]
+fn validate_exits_0_for_a_good_scenario_and_2_for_a_bad_one() {
+    let work = Work::new();
+    let good = work.write("good.toml", VALID);
+    let ran = msgstorm_sync(&["validate", good.to_str().expect("utf-8")]);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("ok"), "{ran}");
+    let text = VALID.replace("users = 10", "users = -3");
+    let bad = work.write("bad.toml", &text);
+    let bad = bad.to_str().expect("utf-8");
+    let ran = msgstorm_sync(&["validate", bad]);
+    ran.expect_code(2);
+    let want = format!(
+        "error: {bad}:{}: population.users: ",
+        line_of(&text, "users = -3")
+    );
+    assert!(ran.stderr.contains(&want), "{ran}");
+    // Every shipped example validates.
+    for entry in std::fs::read_dir("scenarios").expect("scenarios/") {
+        let path = entry.expect("dir entry").path();
+        let ran = msgstorm_sync(&["validate", path.to_str().expect("utf-8")]);
+        ran.expect_code(0);
+    }
+}
+
+#[test]
+fn unreachable_target_exits_3_naming_it() {
+    let work = Work::new();
+    let file = work.write("s.toml", VALID);
+    let ran = msgstorm_sync(&["run", file.to_str().expect("utf-8"), "-q"]);
+    ran.expect_code(3);
+    assert!(
+        ran.stderr.contains("unreachable") && ran.stderr.contains("ws://127.0.0.1:1/ws"),
+        "{ran}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_check_exits_1_and_the_report_names_it() {
+    // The embedded server (no [target]), a second of traffic, an impossible latency bound.
+    let text = r#"name = "too-strict"
+drain = "2s"
+
+[population]
+users = 12
+login_rate = 200
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 3
+receivers = 6
+rate = 60
+duration = "1s"
+
+[checks]
+max_lost = 0
+e2e_p99 = "1us"
+"#;
+    let work = Work::new();
+    let file = work.write("s.toml", text);
+    let out = work.path("out");
+    let ran = msgstorm(&[
+        "run",
+        file.to_str().expect("utf-8"),
+        "-q",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ])
+    .await;
+    ran.expect_code(1);
+    assert!(
+        ran.verdict().starts_with("FAIL: checks.e2e_p99"),
+        "the summary line must name the failed check:\n{ran}"
+    );
+    assert!(!ran.verdict().contains("checks.max_lost"), "{ran}");
+    assert!(
+        out.join("result.json").is_file(),
+        "a failed run still writes its result"
+    );
+}

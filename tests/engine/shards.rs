@@ -1,0 +1,187 @@
+//! Shards: two `msgstorm run --shard I/2` processes with one `--run-id` against one server,
+//! with direct traffic crossing the shards, together account for every message —
+//! `msgstorm report a b` merges them to zero lost, `Artifact::merge` gives delivered ==
+//! expected, and the merge is the same in either order.
+
+use msgstorm::artifact::Artifact;
+
+use crate::common::run::{msgstorm, scenario, Ran, Work};
+use crate::common::{config, start};
+
+/// 40 users, 8 senders × 16 receivers drawn at random: 24 users cannot all sit in one
+/// shard of 20, so messages cross from one process to the other. Traffic starts 1 s after
+/// each shard's logins so both processes send on nearly the same clock.
+const TRAFFIC: &str = r#"
+[population]
+users = 40
+login_rate = 400
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 8
+receivers = 16
+start = "1s"
+rate = 80
+duration = "2s"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+max_reordered = 0
+max_corrupted = 0
+"#;
+
+fn json(a: &Artifact) -> String {
+    serde_json::to_string(a).expect("artifacts serialize")
+}
+
+/// The top-level fields in which two artifacts differ, with both values (clipped).
+fn differing(x: &Artifact, y: &Artifact) -> Vec<String> {
+    let (x, y) = (
+        serde_json::to_value(x).expect("serialize"),
+        serde_json::to_value(y).expect("serialize"),
+    );
+    let clip = |v: &serde_json::Value| v.to_string().chars().take(200).collect::<String>();
+    x.as_object()
+        .expect("an object")
+        .iter()
+        .filter(|(k, v)| y.get(k.as_str()) != Some(v))
+        .map(|(k, v)| format!("{k}: {} vs {}", clip(v), clip(&y[k.as_str()])))
+        .collect()
+}
+
+fn merged(first: &Artifact, second: &Artifact) -> Artifact {
+    let mut m = first.clone();
+    m.merge(second).expect("shards of one run merge");
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_of_one_run_merge_to_every_message_delivered() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let text = scenario(
+        "name = \"sharded\"\nseed = 5\ndrain = \"3s\"",
+        &server,
+        TRAFFIC,
+    );
+    let file = work.write("s.toml", &text);
+    let file = file.to_str().expect("utf-8");
+    let (a_dir, b_dir) = (work.path("a"), work.path("b"));
+    let (a_dir, b_dir) = (
+        a_dir.to_str().expect("utf-8"),
+        b_dir.to_str().expect("utf-8"),
+    );
+    let run = |shard: &'static str, out: &str| {
+        let args: Vec<String> = [
+            "run", file, "-q", "--shard", shard, "--run-id", "5eed0001", "--out", out,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            msgstorm(&refs).await
+        }
+    };
+    let (ra, rb): (Ran, Ran) = tokio::join!(run("0/2", a_dir), run("1/2", b_dir));
+    let (pa, pb) = (
+        format!("{a_dir}/result.json"),
+        format!("{b_dir}/result.json"),
+    );
+    let a = Artifact::read(pa.as_ref()).unwrap_or_else(|e| panic!("{e}\n{ra}"));
+    let b = Artifact::read(pb.as_ref()).unwrap_or_else(|e| panic!("{e}\n{rb}"));
+    assert_eq!(
+        (a.run_id.as_str(), b.run_id.as_str()),
+        ("5eed0001", "5eed0001")
+    );
+    assert_eq!((a.shards[0].users, b.shards[0].users), (20, 20));
+    // Alone, each shard sees only half of the story: its senders' messages to the other
+    // shard are expected there, and deliveries from the other shard's senders arrive here.
+    let (da, db) = (a.ledger.summary(), b.ledger.summary());
+    assert!(da.sent > 0 && db.sent > 0, "{da:?}\n{db:?}");
+
+    // Every expectation is checked and all failures are reported together.
+    let mut problems: Vec<String> = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            problems.push(what);
+        }
+    };
+
+    // Either order, the same result, byte for byte — also when the shards started in
+    // different seconds (shards of a Kubernetes Job do): here shard 1 as if 5 s earlier.
+    let ab = merged(&a, &b);
+    let ba = merged(&b, &a);
+    check(
+        json(&ab) == json(&ba),
+        format!(
+            "merge depends on the order of the shards: {:?}",
+            differing(&ab, &ba)
+        ),
+    );
+    let mut early_b = b.clone();
+    early_b.started_unix_us -= 5_000_000;
+    let start = std::time::UNIX_EPOCH + std::time::Duration::from_micros(early_b.started_unix_us);
+    early_b.started_at = humantime::format_rfc3339_seconds(start).to_string();
+    let (ab5, ba5) = (merged(&a, &early_b), merged(&early_b, &a));
+    check(
+        json(&ab5) == json(&ba5),
+        format!(
+            "merge depends on the order of shards that started in different seconds: {:?}",
+            differing(&ab5, &ba5)
+        ),
+    );
+    check(
+        ab5.started_at == early_b.started_at,
+        format!(
+            "merged started_at {} is not the earliest shard's start {} (started_unix_us {})",
+            ab5.started_at, early_b.started_at, ab5.started_unix_us
+        ),
+    );
+
+    // Shards may have notes of their own (one fell behind, one was CPU-bound).
+    let (mut noted_a, mut noted_b) = (a.clone(), b.clone());
+    noted_a.notes.push("only shard 0 says this".to_owned());
+    noted_b.notes.push("only shard 1 says this".to_owned());
+    let (abn, ban) = (merged(&noted_a, &noted_b), merged(&noted_b, &noted_a));
+    check(
+        json(&abn) == json(&ban),
+        format!(
+            "merge depends on the order of shards with different notes: {:?}",
+            differing(&abn, &ban)
+        ),
+    );
+
+    let d = ab.ledger.summary();
+    check(d.expected > 0, format!("nothing expected: {d:?}"));
+    check(d.sent == da.sent + db.sent, format!("sent: {d:?}"));
+    let timing = format!(
+        "shard 0: traffic at {:?} s, ran {:.2} s; shard 1: traffic at {:?} s, ran {:.2} s",
+        a.traffic_started_s, a.duration_s, b.traffic_started_s, b.duration_s
+    );
+    check(
+        (d.lost, d.duplicated, d.unexpected) == (0, 0, 0) && d.delivered == d.expected,
+        format!(
+            "merged shards: expected {}, delivered {}, lost {}, duplicated {}, unexpected {}; \
+             {timing}; examples {:?}",
+            d.expected, d.delivered, d.lost, d.duplicated, d.unexpected, d.examples
+        ),
+    );
+    let report = msgstorm(&["report", &pa, &pb]).await;
+    check(
+        report.code == 0 && report.verdict().starts_with("PASS"),
+        format!("msgstorm report of both shards: {}", report.verdict()),
+    );
+    check(
+        report.verdict().contains(" 0 lost"),
+        format!("msgstorm report of both shards: {}", report.verdict()),
+    );
+    assert!(
+        problems.is_empty(),
+        "{}\n\nshard 0 {ra}\nshard 1 {rb}",
+        problems.join("\n")
+    );
+    server.shutdown().await.expect("server stops");
+}

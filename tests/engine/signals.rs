@@ -1,0 +1,144 @@
+//! SIGTERM mid-run: the first signal stops sending, waits at most the scenario's `drain`
+//! for in-flight deliveries and writes a result marked `interrupted` (exit 1, the report
+//! fails `run.completed`); a second signal stops at once and still writes the result.
+//!
+//! The server drops a fifth of the pushes, so deliveries are always missing and the drain
+//! runs to its bound unless a second signal cuts it short.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use msgstorm::artifact::Artifact;
+use msgstorm::metrics::Counter;
+use msgstorm::serve::faults::FaultSpec;
+use msgstorm::serve::{ServeConfig, ServerHandle};
+
+use crate::common::run::{scenario, Work, BIN, RUN_LIMIT};
+use crate::common::{config, start};
+
+/// 60 s of traffic, far longer than any test waits.
+fn long_run(server: &ServerHandle, drain: &str) -> String {
+    scenario(
+        &format!("name = \"long\"\ndrain = \"{drain}\""),
+        server,
+        r#"
+[population]
+users = 20
+login_rate = 200
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 4
+receivers = 8
+rate = 40
+duration = "60s"
+
+[checks]
+max_lost = 1000000
+"#,
+    )
+}
+
+async fn lossy_server() -> ServerHandle {
+    start(ServeConfig {
+        faults: FaultSpec::parse("drop=0.2").expect("valid fault spec"),
+        fault_seed: Some(3),
+        ..config()
+    })
+    .await
+}
+
+fn kill(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(ok.success(), "kill -{signal} {pid} failed");
+}
+
+/// Starts `msgstorm run` on `text`, sends `signals` (delays from the start) and returns
+/// the exit code, the time from the first signal to the exit, stdout+stderr and the
+/// result file.
+async fn interrupt(text: &str, signals: &[Duration]) -> (i32, Duration, String, Artifact) {
+    let work = Work::new();
+    let file = work.write("s.toml", text);
+    let out = work.path("out");
+    let child = tokio::process::Command::new(BIN)
+        .args(["run", "-q", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start msgstorm run");
+    let pid = child.id().expect("a running child has a pid");
+    let start = Instant::now();
+    let mut first = None;
+    for at in signals {
+        tokio::time::sleep_until((start + *at).into()).await;
+        kill(pid, "TERM");
+        first.get_or_insert_with(Instant::now);
+    }
+    let first = first.expect("at least one signal");
+    let output = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
+        .await
+        .expect("msgstorm exits after SIGTERM")
+        .expect("wait for msgstorm");
+    let took = first.elapsed();
+    let text = format!(
+        "--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let artifact = Artifact::read(&out.join("result.json"))
+        .unwrap_or_else(|e| panic!("no result after SIGTERM: {e}\n{text}"));
+    (output.status.code().unwrap_or(-1), took, text, artifact)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_result() {
+    let server = lossy_server().await;
+    let (code, took, out, a) =
+        interrupt(&long_run(&server, "3s"), &[Duration::from_millis(2500)]).await;
+    assert_eq!(code, 1, "an interrupted run fails\n{out}");
+    assert!(
+        out.contains("run.completed"),
+        "the report names run.completed\n{out}"
+    );
+    assert!(
+        took < Duration::from_secs(3) + Duration::from_secs(4),
+        "exit {took:?} after SIGTERM, drain is 3 s\n{out}"
+    );
+    // Missing deliveries kept the drain waiting for (most of) its bound.
+    assert!(
+        took >= Duration::from_millis(2500),
+        "no drain: {took:?}\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    let sent = a.metrics.count(Counter::Sent);
+    // 40 msgs/s for ~2 s of traffic; nothing after the signal (the full run sends 2,400).
+    assert!(sent > 0 && sent < 400, "sent {sent}\n{out}");
+    assert_eq!(a.ledger.summary().sent, sent);
+    server.shutdown().await.expect("server stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
+    let server = lossy_server().await;
+    let (code, took, out, a) = interrupt(
+        &long_run(&server, "30s"),
+        &[Duration::from_millis(2000), Duration::from_millis(2300)],
+    )
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        took < Duration::from_secs(3),
+        "exit {took:?} after the first signal, the drain was 30 s\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    assert!(a.metrics.count(Counter::Sent) > 0, "{out}");
+    server.shutdown().await.expect("server stops");
+}
