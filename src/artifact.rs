@@ -237,12 +237,13 @@ impl Artifact {
         self.interrupted |= other.interrupted;
         self.shards.extend(other.shards.iter().cloned());
         self.shards.sort_by_key(|s| s.index);
-        for n in &other.notes {
-            if !self.notes.contains(n) {
-                self.notes.push(n.clone());
-            }
-        }
+        // Sorted, so merging in any order gives the same file.
+        self.notes.extend(other.notes.iter().cloned());
+        self.notes.sort();
+        self.notes.dedup();
         self.processes.extend(other.processes.iter().cloned());
+        self.processes
+            .sort_by_key(|p| (p.shard, !p.generator, p.pid));
         self.metrics.merge(&other.metrics);
         self.ledger.merge(&other.ledger);
         Ok(())

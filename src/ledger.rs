@@ -160,6 +160,18 @@ pub struct Delivery {
     pub examples: Vec<Example>,
 }
 
+/// What one reception was to the ledger, so the engine can tell when everything it waits
+/// for has arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The first copy of an expected message (intact or not).
+    First,
+    /// A copy already seen, or a message this recipient does not expect.
+    Again,
+    /// A stream outside the sample: the ledger cannot tell.
+    Untracked,
+}
+
 /// Delivery accounting; see the module documentation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Repr", into = "Repr")]
@@ -263,9 +275,9 @@ impl Ledger {
         latency_us: u64,
         via: Via,
         corrupt: bool,
-    ) {
+    ) -> Arrival {
         if !self.sampled(stream) {
-            return;
+            return Arrival::Untracked;
         }
         let track = self.tracks.entry((stream, recipient)).or_default();
         let highest = track.end();
@@ -278,21 +290,21 @@ impl Ledger {
                 c.unexpected += 1;
                 self.note(Problem::Unexpected, key, via.code());
             }
-            return;
+            return Arrival::Again;
         }
         if !new {
             if via != Via::Push {
                 // A sync fetches what the server stored, whatever was pushed before.
-                return;
+                return Arrival::Again;
             }
             c.duplicated += 1;
             self.note(Problem::Duplicated, key, via.code());
-            return;
+            return Arrival::Again;
         }
         if corrupt {
             c.corrupted += 1;
             self.note(Problem::Corrupted, key, via.code());
-            return;
+            return Arrival::First;
         }
         match via {
             Via::Push => c.via_push += 1,
@@ -301,7 +313,7 @@ impl Ledger {
         }
         if via != Via::Push {
             // Catch-up and repair are out of band: neither reordered nor late.
-            return;
+            return Arrival::First;
         }
         if seq.saturating_add(1) < highest {
             c.reordered += 1;
@@ -311,6 +323,7 @@ impl Ledger {
             self.counts.late += 1;
             self.note(Problem::Late, key, latency_us);
         }
+        Arrival::First
     }
 
     /// A body that carried our marker but could not be attributed to a stream (counted

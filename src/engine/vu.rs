@@ -14,7 +14,7 @@ use super::schedule::{Sends, VuPlan};
 use super::shared::{wall_us, Phase, Shared};
 use crate::driver::{Dest, Driver, Event, Resume, Session, UserCtx};
 use crate::envelope::{self, Decoded, Envelope};
-use crate::ledger::Via;
+use crate::ledger::{Arrival, Via};
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::{StreamId, UserIx};
 
@@ -618,22 +618,28 @@ impl<D: Driver> Vu<D> {
                 if via == Via::Push {
                     r.metrics.record(sec, Hist::EndToEnd, latency);
                 }
-                r.ledger
+                let arrival = r
+                    .ledger
                     .received(me, env.stream, env.seq, latency, via, false);
-                if via == Via::Push && self.shared.group_of_stream.contains_key(&env.stream) {
+                let first = arrival != Arrival::Again;
+                if first
+                    && via == Via::Push
+                    && self.shared.group_of_stream.contains_key(&env.stream)
+                {
                     if let Some(fan) = self.shared.fanout_received(env.stream, env.seq, now_us) {
                         r.metrics.record(sec, Hist::Fanout, fan);
                     }
                 }
                 drop(r);
-                self.shared.live.received.fetch_add(1, Ordering::Relaxed);
+                self.arrived(first);
             }
             Decoded::Corrupt(env) if env.run == self.shared.run_id => {
                 let latency = now_us.saturating_sub(env.due_us);
-                r.ledger
+                let arrival = r
+                    .ledger
                     .received(me, env.stream, env.seq, latency, via, true);
                 drop(r);
-                self.shared.live.received.fetch_add(1, Ordering::Relaxed);
+                self.arrived(arrival != Arrival::Again);
             }
             Decoded::Damaged => r.ledger.damaged(),
             Decoded::Intact(_) | Decoded::Corrupt(_) | Decoded::Foreign => {
@@ -657,6 +663,14 @@ impl<D: Driver> Vu<D> {
                 Ok(ev) => self.handle(ev),
                 Err(_) => break,
             }
+        }
+    }
+
+    /// Counts a delivery the drain waits for: only first copies (an untracked stream's
+    /// copies all count — the ledger cannot tell them apart).
+    fn arrived(&self, first: bool) {
+        if first {
+            self.shared.live.received.fetch_add(1, Ordering::Relaxed);
         }
     }
 

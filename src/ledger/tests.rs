@@ -245,7 +245,9 @@ impl Ev {
             Ev::Expect(s, u) => l.expect(s, u),
             Ev::Sent(s, q) => l.sent(s, q),
             Ev::Refused(s, q) => l.refused(s, q),
-            Ev::Received(u, s, q, lat, via, c) => l.received(u, s, q, lat, via, c),
+            Ev::Received(u, s, q, lat, via, c) => {
+                l.received(u, s, q, lat, via, c);
+            }
             Ev::Damaged(_) => l.damaged(),
         }
     }
@@ -312,4 +314,19 @@ proptest! {
         c.merge(&Ledger::new(&o));
         prop_assert_eq!(&c, &one);
     }
+}
+
+#[test]
+fn arrival_tells_first_copies_from_repeats() {
+    let mut l = Ledger::new(&opts(1.0));
+    l.expect(1, 7);
+    l.sent(1, 0);
+    assert_eq!(l.received(7, 1, 0, 10, Via::Push, false), Arrival::First);
+    assert_eq!(l.received(7, 1, 0, 10, Via::Push, false), Arrival::Again);
+    assert_eq!(l.received(7, 1, 0, 10, Via::Repair, false), Arrival::Again);
+    assert_eq!(
+        l.received(8, 1, 0, 10, Via::Push, false),
+        Arrival::Again,
+        "not expected"
+    );
 }
