@@ -313,8 +313,14 @@ async fn offline_user_syncs_exactly_the_missed_messages() {
     );
     let missed = carol.sync_all(&group_conv("room"), 0).await;
     assert_eq!(missed.iter().map(|m| m.seq).collect::<Vec<_>>(), group);
-    assert!(carol
-        .msgs_within(Duration::from_millis(100))
-        .await
-        .is_empty());
+    // Fan-out runs after the ack, so a push of a message committed just before this login
+    // may still arrive; nothing else may.
+    for m in carol.msgs_within(Duration::from_millis(100)).await {
+        let known = if m.conv == group_conv("room") {
+            &group
+        } else {
+            &direct
+        };
+        assert!(known.contains(&m.seq), "unexpected push {m:?}");
+    }
 }
