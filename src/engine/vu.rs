@@ -216,8 +216,9 @@ impl<D: Driver> Vu<D> {
                 biased;
                 _ = phase_rx.changed() => continue,
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
-                ev = next_event(session.as_mut()) => Some(ev),
+                // Due work before events: a steady stream of deliveries must not delay sends.
                 _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600)).into()) => None,
+                ev = next_event(session.as_mut()) => Some(ev),
             };
             match event {
                 Some(Event::Closed(f)) => {
