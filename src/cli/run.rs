@@ -39,15 +39,31 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         .url
         .clone()
         .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
+    let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
+    // Drivers check their own options before anything connects.
+    #[cfg(feature = "mqtt")]
+    let mut mqtt = match plan.target.driver {
+        DriverKind::Mqtt => Some(mqtt_driver(&args, &plan, &url, run_id)?),
+        _ => None,
+    };
     crate::driver::probe(&url, plan.target.connect_timeout).await?;
 
-    let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
     let mut progress = Progress::new(args.quiet, plan.population.users);
     let (outcome, acceptance) = match plan.target.driver {
         DriverKind::Native => {
             let driver = NativeDriver::new(url.clone(), &plan.target);
+            let acceptance = driver.has_acceptance();
+            let outcome =
+                crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
+            (outcome, acceptance)
+        }
+        #[cfg(feature = "mqtt")]
+        DriverKind::Mqtt if mqtt.is_some() => {
+            let driver = mqtt
+                .take()
+                .ok_or_else(|| Error::Other("no MQTT driver".into()))?;
             let acceptance = driver.has_acceptance();
             let outcome =
                 crate::engine::run(&plan, driver, run_id, signals, |p| progress.update(p)).await;
@@ -140,6 +156,25 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         EXIT_OK
     } else {
         EXIT_CHECK_FAILED
+    })
+}
+
+/// Builds the MQTT driver; a bad `[target.mqtt]` key is a scenario error (exit 2).
+#[cfg(feature = "mqtt")]
+fn mqtt_driver(
+    args: &RunArgs,
+    plan: &Plan,
+    url: &str,
+    run_id: u32,
+) -> Result<crate::driver::mqtt::MqttDriver> {
+    crate::driver::mqtt::MqttDriver::new(url, plan, run_id).map_err(|e| Error::Scenario {
+        file: args
+            .scenario
+            .clone()
+            .unwrap_or_else(|| "default.toml".into()),
+        line: 0,
+        key: e.key,
+        msg: e.msg,
     })
 }
 

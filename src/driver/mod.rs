@@ -20,6 +20,8 @@
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
+#[cfg(feature = "mqtt")]
+pub mod mqtt;
 pub mod native;
 
 use std::future::Future;
