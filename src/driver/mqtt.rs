@@ -145,6 +145,7 @@ impl MqttDriver {
                 let mut m = rumqttc::MqttOptions::new(id, self.host.clone(), self.port);
                 m.set_keep_alive(o.keep_alive)
                     .set_clean_session(o.clean_session)
+                    .set_manual_acks(true)
                     .set_inflight(o.max_inflight)
                     .set_max_packet_size(self.max_packet, self.max_packet);
                 if let Some((u, p)) = creds {
@@ -168,6 +169,7 @@ impl MqttDriver {
                 };
                 m.set_keep_alive(o.keep_alive)
                     .set_clean_start(o.clean_session || fresh)
+                    .set_manual_acks(true)
                     .set_session_expiry_interval(Some(expiry))
                     .set_outgoing_inflight_upper_limit(o.max_inflight)
                     .set_max_packet_size(Some(self.max_packet as u32))
@@ -280,6 +282,7 @@ impl super::Driver for MqttDriver {
             pending: VecDeque::new(),
             tags: VecDeque::new(),
             inflight: Vec::new(),
+            acks: VecDeque::new(),
             replaying: session_present,
             resume,
             subscribe_timeout: self.connect_timeout,
@@ -307,17 +310,27 @@ pub struct Subscriptions {
     groups: Vec<String>,
 }
 
+/// QoS and packet id of a received message to acknowledge (`None`: QoS 0).
+type Ack = Option<(u8, u16)>;
+
 /// One user's MQTT connection.
+///
+/// Received messages are acknowledged (PUBACK / PUBREC) only once they are handed to the
+/// engine: a message that arrives while the session closes stays unacknowledged, so the
+/// broker delivers it again to the user's next connection instead of losing it.
 #[derive(Debug)]
 pub struct MqttSession {
     conn: Conn,
     opts: Arc<Options>,
-    /// Events seen while waiting for something else.
-    pending: VecDeque<Event>,
+    /// Events seen while waiting for something else, with the acknowledgement each one's
+    /// message is owed once the engine has it.
+    pending: VecDeque<(Event, Ack)>,
     /// Tags of publishes queued in the client channel, oldest first.
     tags: VecDeque<u64>,
     /// Tag of the publish in flight with each packet id.
     inflight: Vec<Option<u64>>,
+    /// Acknowledgements of received messages not yet queued in the client channel.
+    acks: VecDeque<(u8, u16)>,
     /// The broker resumed a session: what arrives first is its replay of queued messages.
     replaying: bool,
     resume: Subscriptions,
@@ -326,7 +339,7 @@ pub struct MqttSession {
 
 impl MqttSession {
     /// Turns what the connection did into an engine event, or `None` for bookkeeping.
-    fn absorb(&mut self, w: Wire) -> Option<Event> {
+    fn absorb(&mut self, w: Wire) -> Option<(Event, Ack)> {
         let accepted = |tag: u64, refused: Option<String>| match refused {
             None => Event::Accepted { tag },
             Some(why) => Event::Refused {
@@ -335,10 +348,13 @@ impl MqttSession {
             },
         };
         match w {
-            Wire::Publish(bytes) => Some(Event::Delivered {
-                body: String::from_utf8(bytes)
-                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-            }),
+            Wire::Publish { payload, ack } => Some((
+                Event::Delivered {
+                    body: String::from_utf8(payload)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                },
+                ack,
+            )),
             Wire::Sent(pkid) => {
                 let tag = self.tags.pop_front()?;
                 if self.opts.qos > 0 {
@@ -352,14 +368,14 @@ impl MqttSession {
             }
             Wire::PubAck { pkid, refused } | Wire::PubComp { pkid, refused } => {
                 let tag = self.inflight.get_mut(usize::from(pkid))?.take()?;
-                Some(accepted(tag, refused))
+                Some((accepted(tag, refused), None))
             }
             Wire::PubRec {
                 pkid,
                 refused: Some(why),
             } => {
                 let tag = self.inflight.get_mut(usize::from(pkid))?.take()?;
-                Some(accepted(tag, Some(why)))
+                Some((accepted(tag, Some(why)), None))
             }
             Wire::PubRec { refused: None, .. }
             | Wire::ConnAck { .. }
@@ -369,11 +385,34 @@ impl MqttSession {
         }
     }
 
+    /// The next thing the connection did, after queueing owed acknowledgements.
+    /// Cancel-safe.
+    async fn wire(&mut self) -> Result<Wire, Failure> {
+        while let Some(&(qos, pkid)) = self.acks.front() {
+            match self.conn.ack(qos, pkid) {
+                Ok(true) => {
+                    self.acks.pop_front();
+                }
+                Ok(false) => break,
+                Err(f) => return Err(f),
+            }
+        }
+        self.conn.next().await
+    }
+
+    /// The engine has the event: owe its message's acknowledgement.
+    fn hand_out(&mut self, (ev, ack): (Event, Ack)) -> Event {
+        if let Some(a) = ack {
+            self.acks.push_back(a);
+        }
+        ev
+    }
+
     /// Drives the connection once, keeping any event for later.
     async fn step(&mut self) -> Result<(), Failure> {
-        let w = self.conn.next().await?;
-        if let Some(ev) = self.absorb(w) {
-            self.pending.push_back(ev);
+        let w = self.wire().await?;
+        if let Some(held) = self.absorb(w) {
+            self.pending.push_back(held);
         }
         Ok(())
     }
@@ -388,7 +427,7 @@ impl MqttSession {
                 self.step().await?;
             }
             loop {
-                match self.conn.next().await? {
+                match self.wire().await? {
                     Wire::SubAck(Ok(())) => return Ok(()),
                     Wire::SubAck(Err(why)) => {
                         return Err(Failure::new(
@@ -397,8 +436,8 @@ impl MqttSession {
                         ))
                     }
                     w => {
-                        if let Some(ev) = self.absorb(w) {
-                            self.pending.push_back(ev);
+                        if let Some(held) = self.absorb(w) {
+                            self.pending.push_back(held);
                         }
                     }
                 }
@@ -475,9 +514,13 @@ impl Session for MqttSession {
         }
         // The replay began right after CONNACK: what arrived while joining is part of it.
         let mut rest = VecDeque::with_capacity(self.pending.len());
-        for ev in self.pending.drain(..) {
-            match ev {
-                Event::Delivered { body } => out.push(body),
+        for held in std::mem::take(&mut self.pending) {
+            match held {
+                (Event::Delivered { .. }, _) => {
+                    if let Event::Delivered { body } = self.hand_out(held) {
+                        out.push(body);
+                    }
+                }
                 other => rest.push_back(other),
             }
         }
@@ -485,12 +528,16 @@ impl Session for MqttSession {
         let quiet = self.opts.replay_quiet;
         let until = Instant::now() + REPLAY_LIMIT;
         while Instant::now() < until {
-            match tokio::time::timeout(quiet, self.conn.next()).await {
+            match tokio::time::timeout(quiet, self.wire()).await {
                 Err(_) => break,
                 Ok(Err(f)) => return Err(f),
                 Ok(Ok(w)) => match self.absorb(w) {
-                    Some(Event::Delivered { body }) => out.push(body),
-                    Some(ev) => self.pending.push_back(ev),
+                    Some(held @ (Event::Delivered { .. }, _)) => {
+                        if let Event::Delivered { body } = self.hand_out(held) {
+                            out.push(body);
+                        }
+                    }
+                    Some(held) => self.pending.push_back(held),
                     None => {}
                 },
             }
@@ -499,14 +546,14 @@ impl Session for MqttSession {
     }
 
     async fn next_event(&mut self) -> Event {
-        if let Some(ev) = self.pending.pop_front() {
-            return ev;
+        if let Some(held) = self.pending.pop_front() {
+            return self.hand_out(held);
         }
         loop {
-            match self.conn.next().await {
+            match self.wire().await {
                 Ok(w) => {
-                    if let Some(ev) = self.absorb(w) {
-                        return ev;
+                    if let Some(held) = self.absorb(w) {
+                        return self.hand_out(held);
                     }
                 }
                 Err(f) => return Event::Closed(f),
@@ -515,16 +562,16 @@ impl Session for MqttSession {
     }
 
     async fn close(mut self) -> Subscriptions {
-        if let Ok(true) = self.conn.disconnect() {
-            let wait = async {
-                while let Ok(w) = self.conn.next().await {
-                    if matches!(w, Wire::DisconnectSent) {
-                        break;
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(CLOSE_WAIT, wait).await;
-        }
+        // Owed acknowledgements go out before the DISCONNECT; messages arriving meanwhile
+        // stay unacknowledged, for the broker to deliver to the next connection.
+        let wait = async {
+            while !(self.acks.is_empty() && self.conn.disconnect()?) {
+                self.wire().await?;
+            }
+            while !matches!(self.conn.next().await?, Wire::DisconnectSent) {}
+            Ok::<(), Failure>(())
+        };
+        let _ = tokio::time::timeout(CLOSE_WAIT, wait).await;
         self.resume
     }
 

@@ -24,8 +24,14 @@ pub enum Wire {
         /// The broker resumed a stored session.
         session_present: bool,
     },
-    /// A message on a subscribed topic.
-    Publish(Vec<u8>),
+    /// A message on a subscribed topic; acknowledge it with [`Conn::ack`] once the engine
+    /// has it.
+    Publish {
+        /// The body.
+        payload: Vec<u8>,
+        /// QoS and packet id to acknowledge (`None` for QoS 0).
+        ack: Option<(u8, u16)>,
+    },
     /// A publish left with this packet id (0 for QoS 0), in the order sends were queued.
     Sent(u16),
     /// QoS 1 acknowledgement; `refused` holds an MQTT 5 failure reason.
@@ -175,6 +181,24 @@ impl Conn {
         self.queued(queued)
     }
 
+    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received publish.
+    /// `Ok(false)` as for [`Conn::publish`].
+    pub fn ack(&self, qos: u8, pkid: u16) -> Result<bool, Failure> {
+        let queued = match &self.client {
+            Client::V4(c) => {
+                let mut p = rumqttc::Publish::new("", qos4(qos), Vec::new());
+                p.pkid = pkid;
+                c.try_ack(&p).is_ok()
+            }
+            Client::V5(c) => {
+                let mut p = v5::mqttbytes::v5::Publish::new("", qos5(qos), Vec::new(), None);
+                p.pkid = pkid;
+                c.try_ack(&p).is_ok()
+            }
+        };
+        self.queued(queued)
+    }
+
     /// Queues a DISCONNECT.
     pub fn disconnect(&self) -> Result<bool, Failure> {
         let queued = match &self.client {
@@ -223,7 +247,10 @@ fn wire4(ev: rumqttc::Event) -> Wire {
         Event::Incoming(Packet::ConnAck(c)) => Wire::ConnAck {
             session_present: c.session_present,
         },
-        Event::Incoming(Packet::Publish(p)) => Wire::Publish(p.payload.into()),
+        Event::Incoming(Packet::Publish(p)) => Wire::Publish {
+            ack: (p.qos != rumqttc::QoS::AtMostOnce).then_some((p.qos as u8, p.pkid)),
+            payload: p.payload.into(),
+        },
         Event::Incoming(Packet::PubAck(a)) => Wire::PubAck {
             pkid: a.pkid,
             refused: None,
@@ -254,7 +281,10 @@ fn wire5(ev: v5::Event) -> Wire {
         Event::Incoming(Packet::ConnAck(c)) => Wire::ConnAck {
             session_present: c.session_present,
         },
-        Event::Incoming(Packet::Publish(p)) => Wire::Publish(p.payload.into()),
+        Event::Incoming(Packet::Publish(p)) => Wire::Publish {
+            ack: (p.qos != v5::mqttbytes::QoS::AtMostOnce).then_some((p.qos as u8, p.pkid)),
+            payload: p.payload.into(),
+        },
         Event::Incoming(Packet::PubAck(a)) => Wire::PubAck {
             pkid: a.pkid,
             refused: refused(
