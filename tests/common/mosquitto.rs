@@ -56,15 +56,15 @@ impl Mosquitto {
     /// Starts mosquitto with `extra` appended to a config of one loopback listener with
     /// anonymous access (override with `allow_anonymous false`). `None`: not installed.
     pub fn start(extra: &str) -> Option<Mosquitto> {
-        Mosquitto::start_with(extra, |_| {})
+        Mosquitto::start_with(|_| extra.to_owned())
     }
 
-    /// Like [`Mosquitto::start`], running `prepare(dir)` first (e.g. to write a password
-    /// file that `extra` names).
-    pub fn start_with(extra: &str, prepare: impl FnOnce(&Path)) -> Option<Mosquitto> {
+    /// Like [`Mosquitto::start`], with the extra config returned by `prepare(dir)`, which
+    /// may write files (a password file) into the broker's temp dir first.
+    pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Option<Mosquitto> {
         let bin = binary()?;
         let dir = tempfile::tempdir().expect("temp dir");
-        prepare(dir.path());
+        let extra = prepare(dir.path());
         let port = free_port();
         let conf = dir.path().join("mosquitto.conf");
         let anonymous = if extra.contains("allow_anonymous") {
