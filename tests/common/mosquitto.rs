@@ -25,7 +25,7 @@ pub struct Mosquitto {
 }
 
 /// Where a program is: `PATH`, then `/usr/sbin` and `/usr/bin`.
-pub fn find(program: &str) -> Option<PathBuf> {
+fn find(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
@@ -33,17 +33,24 @@ pub fn find(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The mosquitto binary; `None` (after a printed note) when it is missing outside CI.
-fn binary() -> Option<PathBuf> {
-    let found = find("mosquitto");
+/// `program` (mosquitto or one of its tools); `None` after a printed note when it is
+/// missing outside CI, a panic under `CI=true`.
+pub fn required(program: &str) -> Option<PathBuf> {
+    let found = find(program);
     if found.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "mosquitto is not installed (CI=true requires it): apt-get install -y mosquitto"
+            "{program} is not installed (CI=true requires it): apt-get install -y mosquitto"
         );
-        eprintln!("note: skipping an MQTT test: mosquitto is not installed");
+        skip_note(program);
     }
     found
+}
+
+/// Tells the person running the tests why one was skipped.
+#[allow(clippy::print_stderr)]
+fn skip_note(program: &str) {
+    eprintln!("note: skipping an MQTT test: {program} is not installed");
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; the broker binds it right after).
@@ -62,7 +69,7 @@ impl Mosquitto {
     /// Like [`Mosquitto::start`], with the extra config returned by `prepare(dir)`, which
     /// may write files (a password file) into the broker's temp dir first.
     pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Option<Mosquitto> {
-        let bin = binary()?;
+        let bin = required("mosquitto")?;
         let dir = tempfile::tempdir().expect("temp dir");
         let extra = prepare(dir.path());
         let port = free_port();

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use msgstorm::metrics::ErrorKind;
 
-use crate::common::mosquitto::{find, run_msgstorm, Mosquitto};
+use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -65,12 +65,7 @@ fn unknown_option_is_a_scenario_error_before_connecting() {
 
 #[test]
 fn bad_credentials_are_classified_auth_failed() {
-    let Some(passwd) = find("mosquitto_passwd") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "mosquitto_passwd is missing (CI=true requires it)"
-        );
-        eprintln!("note: skipping: mosquitto_passwd is not installed");
+    let Some(passwd) = required("mosquitto_passwd") else {
         return;
     };
     let broker = Mosquitto::start_with(|dir| {
