@@ -8,6 +8,8 @@ mod mqtt_delivery;
 mod mqtt_failures;
 #[path = "mqtt/offline.rs"]
 mod mqtt_offline;
+#[path = "mqtt/tls.rs"]
+mod mqtt_tls;
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]

@@ -15,8 +15,10 @@
 //! | receive | `msg` push | PUBLISH on a subscribed topic | `<message>` stanza | event | frames matching a template |
 //! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive) | whitespace ping / XEP-0199 | Engine.IO ping/pong | templated |
 //! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | MUC join | join a room | templated |
-//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect | MAM query | server-specific | templated |
+//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | MAM query | server-specific | templated |
 //! | close | WebSocket close | DISCONNECT | `</stream>` | close | close |
+//!
+//! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 

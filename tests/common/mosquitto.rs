@@ -40,7 +40,7 @@ pub fn required(program: &str) -> Option<PathBuf> {
     if found.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "{program} is not installed (CI=true requires it): apt-get install -y mosquitto"
+            "{program} is not installed (CI=true requires it; scripts/test installs it)"
         );
         skip_note(program);
     }
