@@ -45,25 +45,35 @@ run() {
 import json, sys
 a = json.load(open(sys.argv[1]))
 sh = a["shards"][0]
-print(f"   users {sh['users']}, run {sh['duration_s']:.1f} s, generator CPU {sh['cpu_s']:.1f} s, "
-      f"peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB")
+ts = a["traffic_started_s"] or 0
+print(f"   users {sh['users']}, all logged in after {ts:.2f} s ({sh['users']/max(ts, 1e-3):,.0f} connections/s), "
+      f"run {sh['duration_s']:.1f} s, generator CPU {sh['cpu_s']:.1f} s, peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB")
+open(sys.argv[1] + ".rss", "w").write(str(sh["peak_rss_bytes"]))
 PY
     grep -E '^\| (connect|login|send → ack|end-to-end|group fan-out|sent |received |delivered intact|lost|duplicated)' "$WORK/$name.txt" || true
 }
 
-# Connections: N idle users logging in at 5,000/s; RSS at two sizes gives bytes/connection.
-for n in 2000 12000; do
-run "connect-$n" "name = \"connect-$n\"
+# Connections: N idle users logging in at RATE/s; peak RSS at two sizes gives the
+# generator's bytes per connection.
+for spec in 2000:5000 12000:5000 12000:50000; do
+n=${spec%:*} rate=${spec#*:}
+run "connect-$n-$rate" "name = \"connect-$n-$rate\"
 [target]
 driver = \"mqtt\"
 url = \"$URL\"
 [population]
 users = $n
-login_rate = 5000
+login_rate = $rate
 [[traffic]]
 kind = \"idle\"
 duration = \"3s\""
 done
+python3 - "$WORK" <<'PY'
+import sys
+small, big = (int(open(f"{sys.argv[1]}/connect-{n}-5000/result.json.rss").read()) for n in (2000, 12000))
+print(f"== generator memory per MQTT connection: {(big - small) / 10000 / 1024:.1f} KiB "
+      f"(peak RSS 12,000 minus 2,000 idle connections, / 10,000)")
+PY
 
 # Messages: 1:1 at rising rates, 1,000 users, QoS 1.
 for rate in 10000 20000 40000; do
