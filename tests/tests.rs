@@ -2,6 +2,14 @@
 
 mod common;
 
+#[path = "mqtt/delivery.rs"]
+mod mqtt_delivery;
+#[path = "mqtt/failures.rs"]
+mod mqtt_failures;
+#[path = "mqtt/offline.rs"]
+mod mqtt_offline;
+#[path = "mqtt/tls.rs"]
+mod mqtt_tls;
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]

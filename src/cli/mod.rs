@@ -113,6 +113,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Run(args) => run::run(args).await,
         Command::Validate { scenario, set } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
+            run::check_driver_options(&plan, Some(&scenario))?;
             say(&format!(
                 "{}: ok — {} users, {} traffic pattern(s), {} check(s)",
                 scenario.display(),
@@ -150,14 +151,15 @@ pub async fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-/// Prints a line of the command's output to stdout.
-#[allow(clippy::print_stdout)]
+/// Prints a line of the command's output to stdout. A closed pipe (`msgstorm … | head`)
+/// is not an error: the result file is already written.
 fn say(text: &str) {
-    println!("{text}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
 /// Prints a line of diagnostics or progress to stderr.
-#[allow(clippy::print_stderr)]
 fn note(text: &str) {
-    eprintln!("{text}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }

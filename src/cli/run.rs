@@ -32,7 +32,43 @@ pub(super) fn load_plan(args: &RunArgs, shard: Shard) -> Result<Plan> {
     if let Some(out) = &args.out {
         plan.report.out = Some(out.clone());
     }
+    check_driver_options(&plan, args.scenario.as_deref())?;
     Ok(plan)
+}
+
+/// Checks the driver's own options; an error names the scenario file, the line of the key
+/// (found in the file: the scenario layer keeps these tables raw) and the key.
+pub(super) fn check_driver_options(plan: &Plan, file: Option<&std::path::Path>) -> Result<()> {
+    let Err((key, msg)) = crate::driver::check_options(plan) else {
+        return Ok(());
+    };
+    let text = file.and_then(|f| std::fs::read_to_string(f).ok());
+    Err(Error::Scenario {
+        file: file.map_or_else(|| "default.toml".into(), |f| f.to_owned()),
+        line: text.as_deref().map_or(0, |t| line_of_key(t, &key)),
+        key,
+        msg,
+    })
+}
+
+/// The 1-based line where dotted `key` (`target.mqtt.qos`) is set in a TOML text, or 0.
+fn line_of_key(text: &str, key: &str) -> usize {
+    let Some((table, name)) = key.rsplit_once('.') else {
+        return 0;
+    };
+    let mut in_table = false;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_table = l.trim_matches(|c| c == '[' || c == ']').trim() == table;
+            continue;
+        }
+        let assigned = l.split_once('=').map(|(k, _)| k.trim());
+        if in_table && assigned == Some(name) {
+            return i + 1;
+        }
+    }
+    0
 }
 
 /// Starts the embedded server when the plan names no target, and checks that the target
@@ -117,7 +153,16 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                 crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
             (outcome, false)
         }
-        #[allow(unreachable_patterns)]
+        #[cfg(feature = "mqtt")]
+        DriverKind::Mqtt => {
+            let driver = crate::driver::mqtt::MqttDriver::new(&url, &plan, run_id)
+                .map_err(|e| Error::Usage(format!("{}: {}", e.key, e.msg)))?;
+            let acceptance = driver.has_acceptance();
+            let outcome =
+                crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
+            (outcome, acceptance)
+        }
+        #[cfg(not(feature = "mqtt"))]
         other => {
             return Err(Error::Usage(format!(
                 "target.driver: `{}` is not built into this msgstorm",

@@ -15,12 +15,16 @@
 //! | receive | `msg` push | PUBLISH on a subscribed topic | `<message>` stanza | event | frames matching a template |
 //! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive) | whitespace ping / XEP-0199 | Engine.IO ping/pong | templated |
 //! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | MUC join | join a room | templated |
-//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect | MAM query | server-specific | templated |
+//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | MAM query | server-specific | templated |
 //! | close | WebSocket close | DISCONNECT | `</stream>` | close | close |
+//!
+//! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
 pub mod echo;
+#[cfg(feature = "mqtt")]
+pub mod mqtt;
 pub mod native;
 
 use std::future::Future;
@@ -185,6 +189,21 @@ pub struct Connected<S> {
 
 /// The state a driver's sessions carry between two connections of one user.
 pub type Resume<D> = <<D as Driver>::Session as Session>::Resume;
+
+/// Checks the plan's driver-specific options (`[target.<driver>]`), so that a bad one fails
+/// before anything connects. Returns the dotted key and what is wrong with it.
+pub fn check_options(plan: &crate::scenario::Plan) -> Result<(), (String, String)> {
+    match plan.target.driver {
+        #[cfg(feature = "mqtt")]
+        crate::scenario::DriverKind::Mqtt => {
+            let url = plan.target.url.as_deref().unwrap_or_default();
+            mqtt::MqttDriver::new(url, plan, 0)
+                .map(|_| ())
+                .map_err(|e| (e.key, e.msg))
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Checks that the target accepts TCP connections at all, so an unreachable target fails
 /// at once with exit code 3 instead of after a run of failed logins.

@@ -7,6 +7,10 @@
 //! - [`ChildServer`] runs the real `msgstorm serve` binary as a child process (for
 //!   SIGKILL/SIGTERM tests and memory measurement) and kills it on drop.
 //! - [`http_get`] fetches a plain HTTP page such as `/metrics`.
+//! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests, and the `msgstorm`
+//!   binary on a scenario.
+
+pub mod mosquitto;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,319 @@
+//! `[target.mqtt]`: the MQTT driver's own keys, checked before anything connects.
+//!
+//! Every key is documented in `docs/drivers/mqtt.md`. An unknown key or a bad value is an
+//! [`OptionError`] naming `target.mqtt.KEY`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default topic a user receives direct messages on.
+pub const DEFAULT_INBOX: &str = "msgstorm/u/{user}";
+/// Default topic of a group.
+pub const DEFAULT_GROUP: &str = "msgstorm/g/{group}";
+/// Default for `max_inflight`: mosquitto's own default `max_inflight_messages`.
+const DEFAULT_INFLIGHT: u16 = 20;
+/// Default for `session_expiry` (MQTT 5).
+const DEFAULT_EXPIRY: Duration = Duration::from_secs(3600);
+/// Default for `replay_quiet`.
+const DEFAULT_QUIET: Duration = Duration::from_millis(300);
+/// Keep-alive when the scenario turns heartbeats off: MQTT's customary 60 s.
+const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(60);
+
+/// The keys `[target.mqtt]` accepts, for error messages.
+const KEYS: [&str; 10] = [
+    "version",
+    "qos",
+    "clean_session",
+    "session_expiry",
+    "inbox_topic",
+    "group_topic",
+    "keep_alive",
+    "ca_file",
+    "max_inflight",
+    "replay_quiet",
+];
+
+/// A bad `[target.mqtt]` key or value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {msg}")]
+pub struct OptionError {
+    /// Dotted key, e.g. `target.mqtt.qos`.
+    pub key: String,
+    /// What is wrong and what is allowed.
+    pub msg: String,
+}
+
+impl OptionError {
+    fn new(key: &str, msg: impl Into<String>) -> Self {
+        OptionError {
+            key: format!("target.mqtt.{key}"),
+            msg: msg.into(),
+        }
+    }
+}
+
+/// The MQTT protocol version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// MQTT 3.1.1 (protocol level 4).
+    V4,
+    /// MQTT 5.
+    V5,
+}
+
+/// The resolved `[target.mqtt]` options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Protocol version.
+    pub version: Version,
+    /// QoS of every publish and subscription (0, 1 or 2).
+    pub qos: u8,
+    /// Start a new session at every connect (no queueing for offline users).
+    pub clean_session: bool,
+    /// MQTT 5 session expiry of persistent sessions.
+    pub session_expiry: Duration,
+    /// Inbox topic template with `{user}`.
+    pub inbox_topic: String,
+    /// Group topic template with `{group}`.
+    pub group_topic: String,
+    /// MQTT keep-alive (PINGREQ interval); zero turns it off.
+    pub keep_alive: Duration,
+    /// PEM file of the CA that signed the broker's certificate (`mqtts://`).
+    pub ca_file: Option<PathBuf>,
+    /// Unacknowledged publishes per connection.
+    pub max_inflight: u16,
+    /// After a reconnect, the replay of queued messages is over when nothing arrived for
+    /// this long.
+    pub replay_quiet: Duration,
+}
+
+impl Options {
+    /// Reads `table` (the raw `[target.mqtt]`); `heartbeat` is the scenario's
+    /// `target.heartbeat`, the default keep-alive.
+    pub fn parse(table: &toml::Table, heartbeat: Option<Duration>) -> Result<Self, OptionError> {
+        if let Some(key) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(OptionError::new(
+                key,
+                format!("unknown key `{key}`; allowed: {}", KEYS.join(", ")),
+            ));
+        }
+        let version = match int(table, "version")? {
+            None | Some(4) => Version::V4,
+            Some(5) => Version::V5,
+            Some(v) => {
+                return Err(OptionError::new(
+                    "version",
+                    format!("must be 4 (MQTT 3.1.1) or 5, got {v}"),
+                ))
+            }
+        };
+        let qos = match int(table, "qos")? {
+            None => 1,
+            Some(q @ 0..=2) => q as u8,
+            Some(q) => {
+                return Err(OptionError::new(
+                    "qos",
+                    format!("must be 0, 1 or 2, got {q}"),
+                ))
+            }
+        };
+        let clean_session = match table.get("clean_session") {
+            None => false,
+            Some(toml::Value::Boolean(b)) => *b,
+            Some(v) => return Err(wrong_type("clean_session", "a boolean", v)),
+        };
+        let session_expiry = dur(table, "session_expiry")?;
+        if session_expiry.is_some() && version == Version::V4 {
+            return Err(OptionError::new(
+                "session_expiry",
+                "is an MQTT 5 property; set `version = 5`, or leave it out (3.1.1 sessions \
+                 last until the broker's `persistent_client_expiration`)",
+            ));
+        }
+        let session_expiry = session_expiry.unwrap_or(DEFAULT_EXPIRY);
+        if session_expiry.as_secs() > u64::from(u32::MAX) {
+            return Err(OptionError::new(
+                "session_expiry",
+                format!("at most {} s", u32::MAX),
+            ));
+        }
+        let inbox_topic = topic(table, "inbox_topic", DEFAULT_INBOX, "{user}")?;
+        let group_topic = topic(table, "group_topic", DEFAULT_GROUP, "{group}")?;
+        let keep_alive =
+            dur(table, "keep_alive")?.unwrap_or_else(|| heartbeat.unwrap_or(DEFAULT_KEEP_ALIVE));
+        if !keep_alive.is_zero()
+            && (keep_alive < Duration::from_secs(1) || keep_alive.as_secs() > u64::from(u16::MAX))
+        {
+            return Err(OptionError::new(
+                "keep_alive",
+                format!(
+                    "MQTT keep-alive is whole seconds from 1s to {}s (or \"0s\": off), got {keep_alive:?}",
+                    u16::MAX
+                ),
+            ));
+        }
+        let ca_file = match table.get("ca_file") {
+            None => None,
+            Some(toml::Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
+            Some(v) => return Err(wrong_type("ca_file", "a file path", v)),
+        };
+        let max_inflight = match int(table, "max_inflight")? {
+            None => DEFAULT_INFLIGHT,
+            Some(n @ 1..=65535) => n as u16,
+            Some(n) => {
+                return Err(OptionError::new(
+                    "max_inflight",
+                    format!("must be 1 to 65535, got {n}"),
+                ))
+            }
+        };
+        let replay_quiet = dur(table, "replay_quiet")?.unwrap_or(DEFAULT_QUIET);
+        if replay_quiet.is_zero() {
+            return Err(OptionError::new("replay_quiet", "must be > 0"));
+        }
+        Ok(Options {
+            version,
+            qos,
+            clean_session,
+            session_expiry,
+            inbox_topic,
+            group_topic,
+            keep_alive,
+            ca_file,
+            max_inflight,
+            replay_quiet,
+        })
+    }
+
+    /// The inbox topic of `user`.
+    pub fn inbox(&self, user: &str) -> String {
+        self.inbox_topic.replace("{user}", user)
+    }
+
+    /// The topic of `group`.
+    pub fn group(&self, group: &str) -> String {
+        self.group_topic.replace("{group}", group)
+    }
+}
+
+fn wrong_type(key: &str, want: &str, got: &toml::Value) -> OptionError {
+    OptionError::new(key, format!("must be {want}, got {got}"))
+}
+
+fn int(table: &toml::Table, key: &str) -> Result<Option<i64>, OptionError> {
+    match table.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) => Ok(Some(*i)),
+        Some(v) => Err(wrong_type(key, "an integer", v)),
+    }
+}
+
+fn dur(table: &toml::Table, key: &str) -> Result<Option<Duration>, OptionError> {
+    match table.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) => {
+            humantime::parse_duration(s.trim()).map(Some).map_err(|_| {
+                OptionError::new(
+                    key,
+                    format!("not a duration: `{s}` (use e.g. `300ms`, `30s`, `1h`)"),
+                )
+            })
+        }
+        Some(v) => Err(wrong_type(key, "a duration string like \"30s\"", v)),
+    }
+}
+
+/// A topic template: must contain `placeholder` and no MQTT wildcard.
+fn topic(
+    table: &toml::Table,
+    key: &str,
+    default: &str,
+    placeholder: &str,
+) -> Result<String, OptionError> {
+    let t = match table.get(key) {
+        None => return Ok(default.to_owned()),
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(v) => return Err(wrong_type(key, "a topic template string", v)),
+    };
+    if !t.contains(placeholder) {
+        return Err(OptionError::new(
+            key,
+            format!("`{t}` must contain `{placeholder}` (e.g. `{default}`)"),
+        ));
+    }
+    if t.contains(['+', '#']) || t.starts_with('$') {
+        return Err(OptionError::new(
+            key,
+            format!("`{t}`: a topic to publish to cannot hold `+`, `#` or start with `$`"),
+        ));
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Options, OptionError> {
+        let table: toml::Table = text.parse().expect("test TOML");
+        Options::parse(&table, Some(Duration::from_secs(30)))
+    }
+
+    #[test]
+    fn defaults() {
+        let o = parse("").expect("empty table is fine");
+        assert_eq!(o.version, Version::V4);
+        assert_eq!(o.qos, 1);
+        assert!(!o.clean_session);
+        assert_eq!(o.keep_alive, Duration::from_secs(30));
+        assert_eq!(o.inbox("u7"), "msgstorm/u/u7");
+        assert_eq!(o.group("g1"), "msgstorm/g/g1");
+        assert_eq!(o.max_inflight, 20);
+    }
+
+    #[test]
+    fn every_key() {
+        let o = parse(
+            r#"version = 5
+            qos = 2
+            clean_session = true
+            session_expiry = "10m"
+            inbox_topic = "chat/{user}/in"
+            group_topic = "rooms/{group}"
+            keep_alive = "45s"
+            ca_file = "ca.pem"
+            max_inflight = 8
+            replay_quiet = "1s""#,
+        )
+        .expect("valid");
+        assert_eq!(o.version, Version::V5);
+        assert_eq!(o.qos, 2);
+        assert_eq!(o.session_expiry, Duration::from_secs(600));
+        assert_eq!(o.inbox("a"), "chat/a/in");
+        assert_eq!(o.ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(o.replay_quiet, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        for (text, key) in [
+            ("qoss = 1", "target.mqtt.qoss"),
+            ("qos = 3", "target.mqtt.qos"),
+            ("version = 3", "target.mqtt.version"),
+            ("qos = \"1\"", "target.mqtt.qos"),
+            ("session_expiry = \"1h\"", "target.mqtt.session_expiry"),
+            ("inbox_topic = \"in/x\"", "target.mqtt.inbox_topic"),
+            ("group_topic = \"g/+/{group}\"", "target.mqtt.group_topic"),
+            ("keep_alive = \"500ms\"", "target.mqtt.keep_alive"),
+            ("keep_alive = \"soon\"", "target.mqtt.keep_alive"),
+            ("max_inflight = 0", "target.mqtt.max_inflight"),
+            ("clean_session = 1", "target.mqtt.clean_session"),
+            ("replay_quiet = \"0s\"", "target.mqtt.replay_quiet"),
+        ] {
+            let e = parse(text).expect_err(text);
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
+        let e = parse("qoss = 1").expect_err("unknown");
+        assert!(e.msg.contains("allowed: version, qos"), "{e}");
+    }
+}

@@ -1,0 +1,184 @@
+//! A real mosquitto broker for the MQTT tests, and a runner of the `msgstorm` binary.
+//!
+//! [`Mosquitto::start`] writes a config file into a temp dir, starts the broker on a free
+//! loopback port and waits until it accepts connections; dropping it kills the broker.
+//! When mosquitto is not installed the tests skip with a printed note, except under
+//! `CI=true`, where a missing broker is a failure.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use msgstorm::artifact::Artifact;
+
+/// The longest a broker may take to start.
+const START_WAIT: Duration = Duration::from_secs(5);
+
+/// A running mosquitto; killed on drop.
+pub struct Mosquitto {
+    child: Child,
+    /// Its TCP port on 127.0.0.1.
+    pub port: u16,
+    /// Its temp dir (config, password file, log).
+    pub dir: tempfile::TempDir,
+}
+
+/// Where a program is: `PATH`, then `/usr/sbin` and `/usr/bin`.
+fn find(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// `program` (mosquitto or one of its tools); `None` after a printed note when it is
+/// missing outside CI, a panic under `CI=true`.
+pub fn required(program: &str) -> Option<PathBuf> {
+    let found = find(program);
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{program} is not installed (CI=true requires it; scripts/test installs it)"
+        );
+        skip_note(program);
+    }
+    found
+}
+
+/// Tells the person running the tests why one was skipped.
+#[allow(clippy::print_stderr)]
+fn skip_note(program: &str) {
+    eprintln!("note: skipping an MQTT test: {program} is not installed");
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; the broker binds it right after).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+impl Mosquitto {
+    /// Starts mosquitto with `extra` appended to a config of one loopback listener with
+    /// anonymous access (override with `allow_anonymous false`). `None`: not installed.
+    pub fn start(extra: &str) -> Option<Mosquitto> {
+        Mosquitto::start_with(|_| extra.to_owned())
+    }
+
+    /// Like [`Mosquitto::start`], with the extra config returned by `prepare(dir)`, which
+    /// may write files (a password file) into the broker's temp dir first.
+    pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Option<Mosquitto> {
+        let bin = required("mosquitto")?;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let extra = prepare(dir.path());
+        let port = free_port();
+        let conf = dir.path().join("mosquitto.conf");
+        let anonymous = if extra.contains("allow_anonymous") {
+            ""
+        } else {
+            "allow_anonymous true\n"
+        };
+        std::fs::write(
+            &conf,
+            format!("listener {port} 127.0.0.1\n{anonymous}persistence false\n{extra}\n"),
+        )
+        .expect("write mosquitto.conf");
+        let log = std::fs::File::create(dir.path().join("mosquitto.log")).expect("log file");
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start mosquitto");
+        let mut m = Mosquitto { child, port, dir };
+        let deadline = Instant::now() + START_WAIT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = m.child.try_wait() {
+                panic!("mosquitto exited ({status}): {}", m.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mosquitto did not listen within {START_WAIT:?}: {}",
+                m.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(m)
+    }
+
+    /// `mqtt://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    /// The broker's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a `msgstorm run` produced.
+pub struct RunResult {
+    /// Exit code.
+    pub code: i32,
+    /// Standard output (the report).
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// `result.json`, when one was written.
+    pub artifact: Option<Artifact>,
+}
+
+/// Runs `msgstorm run` on `scenario` (written to a temp dir) with `--out DIR -q` plus
+/// `args`, bounded by `limit`.
+pub fn run_msgstorm(scenario: &str, args: &[&str], limit: Duration) -> RunResult {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("scenario.toml");
+    std::fs::write(&file, scenario).expect("write scenario");
+    let out = dir.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_msgstorm"))
+        .arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .arg("-q")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start msgstorm");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(limit) {
+        Ok(o) => o.expect("collect output"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("msgstorm run did not finish within {limit:?}");
+        }
+    };
+    let result = out.join("result.json");
+    RunResult {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        artifact: result
+            .exists()
+            .then(|| Artifact::read(&result).expect("a readable result.json")),
+    }
+}

@@ -1,0 +1,105 @@
+//! Offline users and persistent sessions: what mosquitto queued arrives after the
+//! reconnect, and what it dropped is counted as lost, exactly.
+
+use std::time::Duration;
+
+use crate::common::mosquitto::{run_msgstorm, Mosquitto};
+
+/// The longest one run may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn late_and_churning_users_receive_what_was_queued() {
+    let Some(broker) = Mosquitto::start("") else {
+        return;
+    };
+    let scenario = format!(
+        r#"name = "mqtt-away"
+drain = "3s"
+
+[target]
+driver = "mqtt"
+url = "{}"
+
+[population]
+users = 24
+login_rate = 1000
+late = {{ count = 4, at = "2500ms" }}
+churn = {{ count = 4, offline_at = "500ms", back_at = "1500ms" }}
+
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 12
+duration = "2s"
+interval = "25ms"
+
+[[traffic]]
+kind = "group"
+groups = 2
+group_size = 10
+duration = "2s"
+interval = "50ms"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+"#,
+        broker.url()
+    );
+    let run = run_msgstorm(&scenario, &[], LIMIT);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let d = run.artifact.expect("result.json").ledger.summary();
+    assert_eq!(d.delivered, d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");
+    assert!(d.via_sync > 0, "queued messages arrive after login: {d:?}");
+}
+
+#[test]
+fn messages_mosquitto_drops_past_its_queue_limit_are_lost_exactly() {
+    const KEPT: u64 = 10;
+    let Some(broker) = Mosquitto::start(&format!("max_queued_messages {KEPT}")) else {
+        return;
+    };
+    // One sender online; every other user is late and receives its messages while away.
+    let (late, messages) = (4u64, 25u64);
+    let scenario = format!(
+        r#"name = "mqtt-queue-limit"
+drain = "1s"
+
+[target]
+driver = "mqtt"
+url = "{}"
+
+[population]
+users = {}
+late = {{ count = {late}, at = "2500ms" }}
+
+[[traffic]]
+kind = "direct"
+senders = 1
+receivers = {late}
+messages = {messages}
+interval = "5ms"
+
+[checks]
+max_lost = 0
+"#,
+        broker.url(),
+        late + 1
+    );
+    let run = run_msgstorm(&scenario, &[], LIMIT);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("checks.max_lost"),
+        "the report names the failed check: {}",
+        run.stdout
+    );
+    let d = run.artifact.expect("result.json").ledger.summary();
+    // All of it was sent while the receivers were away; mosquitto kept the first KEPT
+    // for each of them and dropped the rest.
+    assert_eq!(d.expected, late * messages, "{d:?}");
+    assert_eq!(d.lost, late * (messages - KEPT), "{d:?}");
+    assert_eq!(d.via_sync, late * KEPT, "{d:?}");
+    assert_eq!(d.duplicated, 0, "{d:?}");
+}
