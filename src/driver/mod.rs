@@ -116,6 +116,13 @@ pub trait Driver: Send + Sync + 'static {
         false
     }
 
+    /// Removes what the server keeps for `user` after its last connection of the run (MQTT
+    /// persistent sessions), so a run leaves the target as it found it. Bounded in time.
+    fn forget(&self, user: &UserCtx) -> impl Future<Output = ()> + Send {
+        let _ = user;
+        std::future::ready(())
+    }
+
     /// Connects and logs in as `user`. On failure the user's `resume` state comes back
     /// with the failure, so the next attempt still knows what was seen.
     fn connect(

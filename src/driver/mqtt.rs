@@ -130,6 +130,11 @@ impl MqttDriver {
 
     /// A new, unconnected client for `user`.
     fn conn(&self, user: &str, fresh: bool) -> Conn {
+        self.client(user, fresh, self.opts.clean_session)
+    }
+
+    /// A new client for `user`; with `clean`, the broker keeps nothing after it disconnects.
+    fn client(&self, user: &str, fresh: bool, clean: bool) -> Conn {
         let o = &self.opts;
         let id = format!("ms-{:08x}-{user}", self.run_id);
         let creds = match &self.auth {
@@ -144,7 +149,7 @@ impl MqttDriver {
             Version::V4 => {
                 let mut m = rumqttc::MqttOptions::new(id, self.host.clone(), self.port);
                 m.set_keep_alive(o.keep_alive)
-                    .set_clean_session(o.clean_session)
+                    .set_clean_session(clean)
                     .set_manual_acks(true)
                     .set_inflight(o.max_inflight)
                     .set_max_packet_size(self.max_packet, self.max_packet);
@@ -162,13 +167,13 @@ impl MqttDriver {
             }
             Version::V5 => {
                 let mut m = rumqttc::v5::MqttOptions::new(id, self.host.clone(), self.port);
-                let expiry = if o.clean_session {
+                let expiry = if clean {
                     0
                 } else {
                     o.session_expiry.as_secs() as u32
                 };
                 m.set_keep_alive(o.keep_alive)
-                    .set_clean_start(o.clean_session || fresh)
+                    .set_clean_start(clean || fresh)
                     .set_manual_acks(true)
                     .set_session_expiry_interval(Some(expiry))
                     .set_outgoing_inflight_upper_limit(o.max_inflight)
@@ -243,6 +248,26 @@ impl super::Driver for MqttDriver {
 
     fn needs_presence(&self) -> bool {
         true
+    }
+
+    async fn forget(&self, user: &UserCtx) {
+        if self.opts.clean_session {
+            return;
+        }
+        // A clean-session connection replaces the stored session; its DISCONNECT ends it.
+        let mut conn = self.client(&user.id, true, true);
+        let end = async {
+            loop {
+                match conn.next().await? {
+                    Wire::ConnAck { .. } => {
+                        conn.disconnect()?;
+                    }
+                    Wire::DisconnectSent => return Ok::<(), Failure>(()),
+                    _ => {}
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_WAIT, end).await;
     }
 
     async fn connect(

@@ -682,6 +682,7 @@ impl<D: Driver> Vu<D> {
         }
         self.resume = Some(session.close().await);
         self.went_offline();
+        self.driver.forget(&self.spec.ctx).await;
     }
 
     fn count(&self, c: Counter, n: u64) {

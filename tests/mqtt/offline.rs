@@ -103,3 +103,54 @@ max_lost = 0
     assert_eq!(d.via_sync, late * KEPT, "{d:?}");
     assert_eq!(d.duplicated, 0, "{d:?}");
 }
+
+#[test]
+fn a_run_leaves_no_persistent_sessions_on_the_broker() {
+    let Some(broker) = Mosquitto::start("") else {
+        return;
+    };
+    let scenario = format!(
+        r#"[target]
+driver = "mqtt"
+url = "{}"
+
+[population]
+users = 6
+
+[[traffic]]
+kind = "direct"
+senders = 2
+receivers = 4
+duration = "500ms"
+interval = "50ms"
+"#,
+        broker.url()
+    );
+    let run = run_msgstorm(&scenario, &["--run-id", "0000abcd"], LIMIT);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // Resuming a user's session with the run's client id finds nothing stored.
+    let port = broker
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u16>().ok())
+        .expect("broker port");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for user in ["u0", "u5"] {
+        let present = rt.block_on(async {
+            let mut o = rumqttc::MqttOptions::new(format!("ms-0000abcd-{user}"), "127.0.0.1", port);
+            o.set_clean_session(false);
+            let (_client, mut events) = rumqttc::AsyncClient::new(o, 10);
+            loop {
+                let ev = tokio::time::timeout(Duration::from_secs(5), events.poll())
+                    .await
+                    .expect("CONNACK within 5 s")
+                    .expect("connect");
+                if let rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack)) = ev {
+                    return ack.session_present;
+                }
+            }
+        });
+        assert!(!present, "{user}'s session was left on the broker");
+    }
+}
