@@ -2,6 +2,9 @@
 
 mod common;
 
+#[path = "echo/smoke.rs"]
+mod echo_smoke;
+
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]
