@@ -23,6 +23,7 @@ run() {
     esac
     cat >"$dir/echo.toml" <<TOML
 name = "peers-$mode"
+drain = "60s"
 [target]
 driver = "echo"
 url = "${URL}"
@@ -41,6 +42,7 @@ size = ${SIZE:-100}
 verify_sync = false
 TOML
     "$MSGSTORM" run "$dir/echo.toml" --out "$dir/out" --quiet >"$dir/report.txt" || true
+    cat "$dir/report.txt" >&2
     python3 - "$dir/report.txt" "$out" <<'PY'
 import json, re, sys
 text = open(sys.argv[1]).read()

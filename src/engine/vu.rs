@@ -287,7 +287,7 @@ impl<D: Driver> Vu<D> {
             match event {
                 Some(mut ev) => {
                     // Take every event already received, up to DRAIN, in this wake-up.
-                    for _ in 0..DRAIN {
+                    for taken in 1..=DRAIN {
                         if let Event::Closed(f) = ev {
                             self.error(f.kind, &f.detail);
                             self.count(Counter::Disconnects, 1);
@@ -302,6 +302,9 @@ impl<D: Driver> Vu<D> {
                             break;
                         }
                         self.handle(ev);
+                        if taken == DRAIN {
+                            break;
+                        }
                         match session.as_mut().and_then(|s| s.next_event().now_or_never()) {
                             Some(next) => ev = next,
                             None => break,
