@@ -6,10 +6,18 @@
 //! Built to hold many connections cheaply: the HTTP upgrade is done here with a transient
 //! buffer (tungstenite's own handshake keeps a 4 KiB buffer for the connection's life), the
 //! read buffer is small, and frames sent between two flushes go out in one write.
+//!
+//! A session keeps reading while a write waits for room: the endpoint stops reading when
+//! its replies cannot be written, so a generator that only wrote would wait on a server
+//! that waits on it. Frames read meanwhile are handed out by [`Session::next_event`] first.
 
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{Sink, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
@@ -196,7 +204,10 @@ impl super::Driver for EchoDriver {
         let started = Instant::now();
         match tokio::time::timeout(self.connect_timeout, self.open(ep)).await {
             Ok(Ok(ws)) => Ok(Connected {
-                session: EchoSession { ws },
+                session: EchoSession {
+                    ws,
+                    early: VecDeque::new(),
+                },
                 handshake: started.elapsed(),
                 login: Duration::ZERO,
             }),
@@ -216,6 +227,60 @@ impl super::Driver for EchoDriver {
 #[derive(Debug)]
 pub struct EchoSession {
     ws: WebSocketStream<TcpStream>,
+    /// Events read while a write was waiting, oldest first.
+    early: VecDeque<Event>,
+}
+
+/// What one read from the socket gives the engine, if anything.
+fn event_of(item: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>) -> Option<Event> {
+    match item {
+        Some(Ok(Message::Text(t))) => Some(Event::Delivered {
+            body: t.as_str().to_owned(),
+        }),
+        Some(Ok(Message::Close(_))) | None => Some(Event::Closed(Failure::new(
+            ErrorKind::ClosedByPeer,
+            "echo closed",
+        ))),
+        Some(Ok(_)) => None,
+        Some(Err(e)) => Some(Event::Closed(classify_connect(&e))),
+    }
+}
+
+impl EchoSession {
+    /// Reads every frame already received into `early`, so the endpoint can write again.
+    /// Pending once nothing more is there (the task then wakes on new data as well).
+    fn read_while_blocked(&mut self, cx: &mut Context<'_>) {
+        if matches!(self.early.back(), Some(Event::Closed(_))) {
+            return;
+        }
+        while let Poll::Ready(item) = self.ws.poll_next_unpin(cx) {
+            let closed =
+                item.is_none() || matches!(item, Some(Ok(Message::Close(_))) | Some(Err(_)));
+            if let Some(ev) = event_of(item) {
+                self.early.push_back(ev);
+            }
+            if closed {
+                return;
+            }
+        }
+    }
+
+    /// Waits until a frame can be queued, reading meanwhile.
+    fn poll_writable(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Failure>> {
+        match Pin::new(&mut self.ws).poll_ready(cx) {
+            Poll::Ready(r) => Poll::Ready(r.map_err(send_failed)),
+            Poll::Pending => {
+                self.read_while_blocked(cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Queues `msg` once there is room.
+    async fn write(&mut self, msg: Message) -> Result<(), Failure> {
+        poll_fn(|cx| self.poll_writable(cx)).await?;
+        Pin::new(&mut self.ws).start_send(msg).map_err(send_failed)
+    }
 }
 
 fn send_failed(e: impl std::fmt::Display) -> Failure {
@@ -226,7 +291,7 @@ impl Session for EchoSession {
     type Resume = ();
 
     async fn send(&mut self, _tag: u64, _dest: Dest<'_>, body: &str) -> Result<(), Failure> {
-        self.ws.feed(Message::text(body)).await.map_err(send_failed)
+        self.write(Message::text(body)).await
     }
 
     async fn request(&mut self, _tag: u64, _kind: RequestKind) -> Result<(), Failure> {
@@ -237,14 +302,18 @@ impl Session for EchoSession {
     }
 
     async fn heartbeat(&mut self) -> Result<(), Failure> {
-        self.ws
-            .feed(Message::Ping(Default::default()))
-            .await
-            .map_err(send_failed)
+        self.write(Message::Ping(Default::default())).await
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
-        self.ws.flush().await.map_err(send_failed)
+        poll_fn(|cx| match Pin::new(&mut self.ws).poll_flush(cx) {
+            Poll::Ready(r) => Poll::Ready(r.map_err(send_failed)),
+            Poll::Pending => {
+                self.read_while_blocked(cx);
+                Poll::Pending
+            }
+        })
+        .await
     }
 
     async fn join(&mut self, _group: &str) -> Result<(), Failure> {
@@ -256,18 +325,12 @@ impl Session for EchoSession {
     }
 
     async fn next_event(&mut self) -> Event {
+        if let Some(ev) = self.early.pop_front() {
+            return ev;
+        }
         loop {
-            match self.ws.next().await {
-                Some(Ok(Message::Text(t))) => {
-                    return Event::Delivered {
-                        body: t.as_str().to_owned(),
-                    }
-                }
-                Some(Ok(Message::Close(_))) | None => {
-                    return Event::Closed(Failure::new(ErrorKind::ClosedByPeer, "echo closed"))
-                }
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => return Event::Closed(classify_connect(&e)),
+            if let Some(ev) = event_of(self.ws.next().await) {
+                return ev;
             }
         }
     }
