@@ -73,34 +73,108 @@ pub enum Decoded {
 /// Only appends: it allocates nothing beyond the growth of `out` (reserve `size` up front
 /// to avoid even that).
 pub fn encode(env: &Envelope, size: usize, out: &mut String) {
-    let start = out.len();
-    out.push_str(MAGIC);
-    // Placeholder for <sum>, filled in once everything it covers is written.
-    out.push_str("00000000:");
-    let fields = out.len();
-    push_hex_fixed(out, env.run);
-    out.push(':');
-    push_hex(out, u64::from(env.stream));
-    out.push(':');
-    push_hex(out, env.seq);
-    out.push(':');
-    push_hex(out, env.due_us);
-    out.push(':');
-    let hsum = crc32fast::hash(&out.as_bytes()[fields..]);
-    push_hex_fixed(out, hsum);
-    out.push(':');
-    let header_len = out.len() - start;
+    // `<run>:<stream>:<seq>:<due>:<hsum>:`, built on the stack.
+    let mut fields = Ascii::default();
+    fields.hex_fixed(env.run);
+    fields.push(b':');
+    fields.hex(u64::from(env.stream));
+    fields.push(b':');
+    fields.hex(env.seq);
+    fields.push(b':');
+    fields.hex(env.due_us);
+    fields.push(b':');
+    let hsum = crc32fast::hash(fields.bytes());
+    fields.hex_fixed(hsum);
+    fields.push(b':');
+    let fields = fields.as_str();
+    let header_len = SUM_COVERS_FROM + fields.len();
+    let pad_len = size.saturating_sub(header_len);
     let offset = (env.seq % PAD.len() as u64) as usize;
-    for i in 0..size.saturating_sub(header_len) {
-        out.push(char::from(PAD[(offset + i) % PAD.len()]));
+    let mut sum = crc32fast::Hasher::new();
+    sum.update(fields.as_bytes());
+    for chunk in padding(offset, pad_len) {
+        sum.update(chunk.as_bytes());
     }
-    let sum = crc32fast::hash(&out.as_bytes()[start + SUM_COVERS_FROM..]);
-    let digits = hex8(sum);
-    let at = start + MAGIC.len();
-    out.replace_range(
-        at..at + 8,
-        std::str::from_utf8(&digits).expect("hex digits are ASCII"),
-    );
+    out.reserve(header_len + pad_len);
+    out.push_str(MAGIC);
+    let mut digits = Ascii::default();
+    digits.hex_fixed(sum.finalize());
+    digits.push(b':');
+    out.push_str(digits.as_str());
+    out.push_str(fields);
+    for chunk in padding(offset, pad_len) {
+        out.push_str(chunk);
+    }
+}
+
+/// [`PAD`] twice, so every run of up to `PAD.len()` padding characters is one slice of it.
+const PAD_TWICE: &str = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\
+                         0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// The padding of `len` characters cycling through [`PAD`] from `offset`, as slices.
+fn padding(offset: usize, len: usize) -> impl Iterator<Item = &'static str> {
+    let n = PAD.len();
+    let mut left = len;
+    let mut at = offset % n;
+    std::iter::from_fn(move || {
+        if left == 0 {
+            return None;
+        }
+        let take = left.min(n);
+        let chunk = &PAD_TWICE[at..at + take];
+        left -= take;
+        at = (at + take) % n;
+        Some(chunk)
+    })
+}
+
+/// A short ASCII string on the stack: the header fields of one envelope.
+struct Ascii {
+    buf: [u8; MAX_HEADER_LEN],
+    len: usize,
+}
+
+impl Default for Ascii {
+    fn default() -> Self {
+        Ascii {
+            buf: [0; MAX_HEADER_LEN],
+            len: 0,
+        }
+    }
+}
+
+impl Ascii {
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    fn hex_fixed(&mut self, v: u32) {
+        for d in hex8(v) {
+            self.push(d);
+        }
+    }
+
+    /// Lowercase hex without leading zeros (`0` for zero).
+    fn hex(&mut self, v: u64) {
+        let digits = if v == 0 {
+            1
+        } else {
+            (64 - v.leading_zeros()).div_ceil(4)
+        };
+        for i in (0..digits).rev() {
+            self.push(hex_digit(((v >> (4 * i)) & 0xf) as u32));
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn as_str(&self) -> &str {
+        // Only hex digits and `:` are ever pushed.
+        std::str::from_utf8(self.bytes()).unwrap_or_default()
+    }
 }
 
 /// Looks at a received body. Never allocates and never panics.
@@ -197,24 +271,6 @@ fn hex_digit(nibble: u32) -> u8 {
     b"0123456789abcdef"[nibble as usize]
 }
 
-fn push_hex_fixed(out: &mut String, v: u32) {
-    for d in hex8(v) {
-        out.push(char::from(d));
-    }
-}
-
-/// Lowercase hex without leading zeros (`0` for zero).
-fn push_hex(out: &mut String, v: u64) {
-    let digits = if v == 0 {
-        1
-    } else {
-        (64 - v.leading_zeros()).div_ceil(4)
-    };
-    for i in (0..digits).rev() {
-        out.push(char::from(hex_digit(((v >> (4 * i)) & 0xf) as u32)));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +300,21 @@ mod tests {
         assert_eq!(fields[4], "7");
         assert_eq!(fields[5], format!("{:x}", ENV.due_us));
         assert_eq!(decode(&b), Decoded::Intact(ENV));
+    }
+
+    #[test]
+    fn padding_cycles_from_the_seq_offset() {
+        assert_eq!(PAD_TWICE.as_bytes(), [&PAD[..], &PAD[..]].concat());
+        for (seq, size) in [(0, 100), (7, 100), (61, 300), (62, 64), (1000, 500)] {
+            let env = Envelope { seq, ..ENV };
+            let b = body(&env, size);
+            let header = body(&env, 0).len();
+            let offset = (seq % PAD.len() as u64) as usize;
+            let want: String = (0..size - header)
+                .map(|i| char::from(PAD[(offset + i) % PAD.len()]))
+                .collect();
+            assert_eq!(&b[header..], want);
+        }
     }
 
     #[test]

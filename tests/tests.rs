@@ -2,6 +2,8 @@
 
 mod common;
 
+#[path = "echo/smoke.rs"]
+mod echo_smoke;
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;
 #[path = "mqtt/failures.rs"]

@@ -50,12 +50,17 @@ impl NativeDriver {
     }
 }
 
-/// Per-connection WebSocket buffers: small, because a load generator holds many thousands.
+/// Frames queue up to this many bytes before they are written without a flush: every path
+/// that sends flushes, so the frames of one wake-up go out in one write.
+const WRITE_COALESCE: usize = 64 << 10;
+
+/// Per-connection WebSocket buffers: small, because a load generator holds many thousands
+/// (the write buffer grows only on a connection that sends).
 pub(crate) fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(4096)
-        .write_buffer_size(0)
-        .max_write_buffer_size(1 << 20)
+        .write_buffer_size(WRITE_COALESCE)
+        .max_write_buffer_size(WRITE_COALESCE + (1 << 20))
         .max_message_size(Some(16 << 20))
 }
 

@@ -8,9 +8,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use tokio::time::sleep_until;
 
 use super::schedule::{Sends, VuPlan};
+use super::shared::Recorder;
 use super::shared::{wall_us, Phase, Shared};
 use crate::driver::{Dest, Driver, Event, Resume, Session, UserCtx};
 use crate::envelope::{self, Decoded, Envelope};
@@ -22,6 +24,14 @@ use crate::scenario::{StreamId, UserIx};
 const RECONNECTS: u32 = 5;
 /// How long a user going offline waits for the acceptance of its sends in flight.
 const SETTLE: Duration = Duration::from_secs(2);
+/// Events handled per wake-up at most: those already received are taken without going
+/// back to the scheduler.
+const DRAIN: usize = 256;
+/// Sends written per wake-up at most. A user far behind its schedule reads its socket
+/// between bursts, so it never blocks writing while the server blocks writing to it.
+const SEND_BURST: usize = 256;
+/// Latencies or receipts a tally holds before it is applied even mid-burst.
+const TALLY_FLUSH: usize = 1024;
 
 /// Settings every user of a run shares.
 #[derive(Debug)]
@@ -80,6 +90,77 @@ enum Offline {
     Gone,
 }
 
+/// A delivery waiting in a [`Tally`].
+#[derive(Debug, Clone, Copy)]
+struct Receipt {
+    stream: StreamId,
+    seq: u64,
+    latency_us: u64,
+    /// When it arrived, wall-clock µs (for fan-out completion).
+    at_us: u64,
+    via: Via,
+    corrupt: bool,
+}
+
+/// The recorder and live-counter updates of one wake-up, applied under one lock by
+/// [`Vu::flush_tally`]. It holds the same events in the same order, so the recorder ends up
+/// exactly as if each had been applied at once; the user's slot (and so the ledger of its
+/// tracks) is the same.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Something is waiting.
+    dirty: bool,
+    /// The second of the run the counts and latencies belong to.
+    sec: u32,
+    /// Indexed by `Counter as usize`.
+    counts: [u64; Counter::ALL.len()],
+    lat: Vec<(Hist, u64)>,
+    /// Highest seq sent per stream; consecutive sends of one stream share an entry (the
+    /// ledger keeps only the highest).
+    sent: Vec<(StreamId, u64)>,
+    received: Vec<Receipt>,
+    live_sent: u64,
+    live_expected: u64,
+    live_received: u64,
+    live_accepted: u64,
+    live_replies: u64,
+}
+
+impl Tally {
+    /// Applies and empties everything but the live counters; `me` is the recipient. First
+    /// copies of deliveries are counted into `live_received` here, where the ledger tells
+    /// them from repeats (the drain waits for first copies only).
+    fn apply(&mut self, r: &mut Recorder, me: UserIx, shared: &Shared) {
+        let sec = self.sec;
+        for (c, n) in Counter::ALL.iter().zip(&mut self.counts) {
+            if *n > 0 {
+                r.metrics.add(sec, *c, std::mem::take(n));
+            }
+        }
+        for (h, us) in self.lat.drain(..) {
+            r.metrics.record(sec, h, us);
+        }
+        for (stream, seq) in self.sent.drain(..) {
+            r.ledger.sent(stream, seq);
+        }
+        for d in self.received.drain(..) {
+            let arrival = r
+                .ledger
+                .received(me, d.stream, d.seq, d.latency_us, d.via, d.corrupt);
+            if arrival == Arrival::Again {
+                continue;
+            }
+            self.live_received += 1;
+            let group = shared.group_of_stream.contains_key(&d.stream);
+            if group && d.via == Via::Push && !d.corrupt {
+                if let Some(fan) = shared.fanout_received(d.stream, d.seq, d.at_us) {
+                    r.metrics.record(sec, Hist::Fanout, fan);
+                }
+            }
+        }
+    }
+}
+
 /// Runs one virtual user to the end of the run.
 pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) {
     let mut vu = Vu::<D> {
@@ -89,6 +170,7 @@ pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConf
         next_tag: 0,
         body: String::new(),
         inbox: Vec::new(),
+        tally: Tally::default(),
         busy: true,
         churned: false,
         own_streams: spec
@@ -119,6 +201,7 @@ struct Vu<D: Driver> {
     next_tag: u64,
     body: String,
     inbox: Vec<String>,
+    tally: Tally,
     busy: bool,
     churned: bool,
     /// Group streams this user sends: an echo of them is not a delivery.
@@ -140,8 +223,8 @@ impl<D: Driver> Vu<D> {
         if self.cfg.presence && !self.spec.on_time {
             // Establish the user's session (and group memberships) so the server queues
             // what is sent while it is away, then leave until its login time.
-            if let Some(s) = self.login(false).await {
-                self.resume = Some(s.close().await);
+            if let Some(s) = Box::pin(self.login(false)).await {
+                self.resume = Some(Box::pin(s.close()).await);
                 self.went_offline();
             }
             self.shared.login_settled();
@@ -157,7 +240,7 @@ impl<D: Driver> Vu<D> {
         let mut session = if due {
             let sync =
                 !self.spec.on_time || self.cfg.sync_first_login || self.traffic_start().is_some();
-            self.login(sync).await
+            Box::pin(self.login(sync)).await
         } else {
             None
         };
@@ -177,7 +260,7 @@ impl<D: Driver> Vu<D> {
             }
             if phase == Phase::Closing {
                 if let Some(s) = session.take() {
-                    self.finish(s).await;
+                    Box::pin(self.finish(s)).await;
                 }
                 break;
             }
@@ -211,6 +294,7 @@ impl<D: Driver> Vu<D> {
             if let Some(t) = self.update_busy(traffic, now, offline) {
                 at(t);
             }
+            self.flush_tally();
 
             let event = tokio::select! {
                 biased;
@@ -221,19 +305,32 @@ impl<D: Driver> Vu<D> {
                 ev = next_event(session.as_mut()) => Some(ev),
             };
             match event {
-                Some(Event::Closed(f)) => {
-                    self.error(f.kind, &f.detail);
-                    self.count(Counter::Disconnects, 1);
-                    if let Some(s) = session.take() {
-                        self.resume = Some(s.into_resume());
+                Some(mut ev) => {
+                    // Take every event already received, up to DRAIN, in this wake-up.
+                    for taken in 1..=DRAIN {
+                        if let Event::Closed(f) = ev {
+                            self.error(f.kind, &f.detail);
+                            self.count(Counter::Disconnects, 1);
+                            if let Some(s) = session.take() {
+                                self.resume = Some(s.into_resume());
+                            }
+                            self.went_offline();
+                            offline = Offline::Lost {
+                                at: Instant::now() + backoff(0),
+                                attempt: 0,
+                            };
+                            break;
+                        }
+                        self.handle(ev);
+                        if taken == DRAIN {
+                            break;
+                        }
+                        match session.as_mut().and_then(|s| s.next_event().now_or_never()) {
+                            Some(next) => ev = next,
+                            None => break,
+                        }
                     }
-                    self.went_offline();
-                    offline = Offline::Lost {
-                        at: Instant::now() + backoff(0),
-                        attempt: 0,
-                    };
                 }
-                Some(ev) => self.handle(ev),
                 None => {
                     let now = Instant::now();
                     // Churn and reconnects first: they decide whether there is a session.
@@ -242,8 +339,8 @@ impl<D: Driver> Vu<D> {
                             if let (Some((out, back)), false) = (self.spec.churn, self.churned) {
                                 if now >= self.shared.t0 + out {
                                     if let Some(mut s) = session.take() {
-                                        self.settle(&mut s).await;
-                                        self.resume = Some(s.close().await);
+                                        Box::pin(self.settle(&mut s)).await;
+                                        self.resume = Some(Box::pin(s.close()).await);
                                         self.went_offline();
                                     }
                                     self.churned = true;
@@ -252,7 +349,7 @@ impl<D: Driver> Vu<D> {
                             }
                         }
                         Offline::Churn(back) if now >= self.shared.t0 + back => {
-                            session = self.login(true).await;
+                            session = Box::pin(self.login(true)).await;
                             offline = if session.is_some() {
                                 Offline::No
                             } else {
@@ -260,7 +357,7 @@ impl<D: Driver> Vu<D> {
                             };
                         }
                         Offline::Lost { at, attempt } if now >= at => {
-                            session = self.login(true).await;
+                            session = Box::pin(self.login(true)).await;
                             offline = match session {
                                 Some(_) => Offline::No,
                                 None if attempt + 1 < RECONNECTS => Offline::Lost {
@@ -293,6 +390,7 @@ impl<D: Driver> Vu<D> {
                 }
             }
         }
+        self.flush_tally();
         if self.busy {
             self.busy = false;
             self.shared.user_idle();
@@ -434,12 +532,14 @@ impl<D: Driver> Vu<D> {
     /// latency still counts from the due time).
     async fn send_due(&mut self, mut session: Option<&mut D::Session>, ts: Instant, now: Instant) {
         let sec = self.shared.sec(now);
+        let mut burst = 0;
         for i in 0..self.spec.plan.programs.len() {
             while let Some(due) = self.spec.plan.programs[i].due() {
                 let due = ts + due;
-                if due > now {
+                if due > now || burst == SEND_BURST {
                     break;
                 }
+                burst += 1;
                 let next = self.spec.plan.programs[i].advance();
                 let Some(s) = session.as_deref_mut() else {
                     // Offline when due: not sent, so expected nowhere.
@@ -486,16 +586,19 @@ impl<D: Driver> Vu<D> {
                 };
                 let sent = s.send(tag, dest, &self.body).await;
                 let lag = now.saturating_duration_since(due).as_micros() as u64;
-                let mut r = self.shared.recorder(self.spec.slot);
-                r.metrics.record(sec, Hist::SendLag, lag);
-                r.ledger.sent(next.stream, next.seq);
+                let bytes = self.body.len() as u64;
+                self.tally_at(sec);
+                let t = &mut self.tally;
+                t.lat.push((Hist::SendLag, lag));
+                match t.sent.last_mut() {
+                    Some(last) if last.0 == next.stream => last.1 = last.1.max(next.seq),
+                    _ => t.sent.push((next.stream, next.seq)),
+                }
                 match sent {
                     Ok(()) => {
-                        r.metrics.add(sec, Counter::Sent, 1);
-                        r.metrics
-                            .add(sec, Counter::BytesOut, self.body.len() as u64);
-                        drop(r);
-                        self.shared.live.sent.fetch_add(1, Ordering::Relaxed);
+                        t.counts[Counter::Sent as usize] += 1;
+                        t.counts[Counter::BytesOut as usize] += bytes;
+                        t.live_sent += 1;
                         if self.cfg.acceptance {
                             self.pending.insert(
                                 tag,
@@ -507,13 +610,11 @@ impl<D: Driver> Vu<D> {
                                 },
                             );
                         } else {
-                            self.shared
-                                .live
-                                .expected
-                                .fetch_add(u64::from(recipients), Ordering::Relaxed);
+                            t.live_expected += u64::from(recipients);
                         }
                     }
                     Err(f) => {
+                        let mut r = self.shared.recorder(self.spec.slot);
                         r.ledger.refused(next.stream, next.seq);
                         r.metrics.add(sec, Counter::SendErrors, 1);
                         r.metrics.error(sec, f.kind, || f.detail.clone());
@@ -521,8 +622,13 @@ impl<D: Driver> Vu<D> {
                         self.shared.live.errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                if self.tally.lat.len() >= TALLY_FLUSH {
+                    self.flush_tally();
+                }
             }
         }
+        // Before the caller waits on the socket: what was sent is on record.
+        self.flush_tally();
         if let (Some(s), Some(ts)) = (session, self.traffic_start()) {
             if self.outstanding.is_none() {
                 let offset = now.saturating_duration_since(ts);
@@ -555,14 +661,12 @@ impl<D: Driver> Vu<D> {
             Event::Accepted { tag } => {
                 if let Some(p) = self.pending.remove(&tag) {
                     let us = now.saturating_duration_since(p.due).as_micros() as u64;
-                    let mut r = self.shared.recorder(self.spec.slot);
-                    r.metrics.record(sec, Hist::SendAck, us);
-                    r.metrics.add(sec, Counter::Accepted, 1);
-                    drop(r);
-                    let live = &self.shared.live;
-                    live.accepted.fetch_add(1, Ordering::Relaxed);
-                    live.expected
-                        .fetch_add(u64::from(p.recipients), Ordering::Relaxed);
+                    self.tally_at(sec);
+                    let t = &mut self.tally;
+                    t.lat.push((Hist::SendAck, us));
+                    t.counts[Counter::Accepted as usize] += 1;
+                    t.live_accepted += 1;
+                    t.live_expected += u64::from(p.recipients);
                 }
             }
             Event::Refused { tag, failure } => {
@@ -586,11 +690,11 @@ impl<D: Driver> Vu<D> {
                     if t == tag {
                         self.outstanding = None;
                         let us = now.saturating_duration_since(at).as_micros() as u64;
-                        let mut r = self.shared.recorder(self.spec.slot);
-                        r.metrics.record(sec, Hist::Request, us);
-                        r.metrics.add(sec, Counter::Replies, 1);
-                        drop(r);
-                        self.shared.live.replies.fetch_add(1, Ordering::Relaxed);
+                        self.tally_at(sec);
+                        let t = &mut self.tally;
+                        t.lat.push((Hist::Request, us));
+                        t.counts[Counter::Replies as usize] += 1;
+                        t.live_replies += 1;
                     }
                 }
             }
@@ -603,50 +707,84 @@ impl<D: Driver> Vu<D> {
     fn deliver(&mut self, body: &str, via: Via) {
         let now_us = wall_us();
         let sec = self.shared.sec(Instant::now());
-        let me = self.spec.ctx.ix;
-        let mut r = self.shared.recorder(self.spec.slot);
-        r.metrics.add(sec, Counter::Received, 1);
-        r.metrics.add(sec, Counter::BytesIn, body.len() as u64);
-        match envelope::decode(body) {
+        let run = self.shared.run_id;
+        let receipt = |env: Envelope, corrupt| Receipt {
+            stream: env.stream,
+            seq: env.seq,
+            latency_us: now_us.saturating_sub(env.due_us),
+            at_us: now_us,
+            via,
+            corrupt,
+        };
+        let decoded = envelope::decode(body);
+        self.tally_at(sec);
+        let t = &mut self.tally;
+        t.counts[Counter::Received as usize] += 1;
+        t.counts[Counter::BytesIn as usize] += body.len() as u64;
+        match decoded {
             Decoded::Intact(env) | Decoded::Corrupt(env)
-                if env.run == self.shared.run_id && self.own_streams.contains(&env.stream) =>
+                if env.run == run && self.own_streams.contains(&env.stream) =>
             {
                 // The user's own message echoed back (a group topic it also subscribes to).
             }
-            Decoded::Intact(env) if env.run == self.shared.run_id => {
-                let latency = now_us.saturating_sub(env.due_us);
+            Decoded::Intact(env) if env.run == run => {
+                let receipt = receipt(env, false);
                 // End-to-end latency is the live path; a sync's lateness is the user's absence.
                 if via == Via::Push {
-                    r.metrics.record(sec, Hist::EndToEnd, latency);
+                    t.lat.push((Hist::EndToEnd, receipt.latency_us));
                 }
-                let arrival = r
-                    .ledger
-                    .received(me, env.stream, env.seq, latency, via, false);
-                let first = arrival != Arrival::Again;
-                if first
-                    && via == Via::Push
-                    && self.shared.group_of_stream.contains_key(&env.stream)
-                {
-                    if let Some(fan) = self.shared.fanout_received(env.stream, env.seq, now_us) {
-                        r.metrics.record(sec, Hist::Fanout, fan);
-                    }
-                }
-                drop(r);
-                self.arrived(first);
+                t.received.push(receipt);
             }
-            Decoded::Corrupt(env) if env.run == self.shared.run_id => {
-                let latency = now_us.saturating_sub(env.due_us);
-                let arrival = r
-                    .ledger
-                    .received(me, env.stream, env.seq, latency, via, true);
-                drop(r);
-                self.arrived(arrival != Arrival::Again);
+            Decoded::Corrupt(env) if env.run == run => {
+                t.received.push(receipt(env, true));
             }
-            Decoded::Damaged => r.ledger.damaged(),
+            Decoded::Damaged => self.shared.recorder(self.spec.slot).ledger.damaged(),
             Decoded::Intact(_) | Decoded::Corrupt(_) | Decoded::Foreign => {
-                r.metrics.error(sec, ErrorKind::Other, || {
-                    format!("body not from this run: {}", clip(body))
-                });
+                self.shared
+                    .recorder(self.spec.slot)
+                    .metrics
+                    .error(sec, ErrorKind::Other, || {
+                        format!("body not from this run: {}", clip(body))
+                    });
+            }
+        }
+        if self.tally.received.len() >= TALLY_FLUSH || self.tally.lat.len() >= TALLY_FLUSH {
+            self.flush_tally();
+        }
+    }
+
+    /// Readies the tally for events of second `sec`, applying what it held first if that
+    /// was of another second.
+    fn tally_at(&mut self, sec: u32) {
+        if self.tally.dirty && self.tally.sec != sec {
+            self.flush_tally();
+        }
+        self.tally.sec = sec;
+        self.tally.dirty = true;
+    }
+
+    /// Applies the tally to the user's recorder (one lock) and to the live counters.
+    fn flush_tally(&mut self) {
+        if !self.tally.dirty {
+            return;
+        }
+        let t = &mut self.tally;
+        t.dirty = false;
+        t.apply(
+            &mut self.shared.recorder(self.spec.slot),
+            self.spec.ctx.ix,
+            &self.shared,
+        );
+        let live = &self.shared.live;
+        for (counter, n) in [
+            (&live.sent, &mut t.live_sent),
+            (&live.expected, &mut t.live_expected),
+            (&live.received, &mut t.live_received),
+            (&live.accepted, &mut t.live_accepted),
+            (&live.replies, &mut t.live_replies),
+        ] {
+            if *n > 0 {
+                counter.fetch_add(std::mem::take(n), Ordering::Relaxed);
             }
         }
     }
@@ -664,14 +802,6 @@ impl<D: Driver> Vu<D> {
                 Ok(ev) => self.handle(ev),
                 Err(_) => break,
             }
-        }
-    }
-
-    /// Counts a delivery the drain waits for: only first copies (an untracked stream's
-    /// copies all count — the ledger cannot tell them apart).
-    fn arrived(&self, first: bool) {
-        if first {
-            self.shared.live.received.fetch_add(1, Ordering::Relaxed);
         }
     }
 
