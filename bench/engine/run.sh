@@ -75,8 +75,7 @@ echo "| offered msg/s | deliveries/s | e2e p50 / p99 | lost | generator CPU s pe
 echo "|---|---|---|---|---|---|---|---|"
 } >> "$out"
 for rate in 1000 2000 4000 8000; do
-    scenario 2000 "drain = \"10s\"
-[[traffic]]
+    scenario 2000 "[[traffic]]
 kind = \"group\"
 groups = 200
 group_size = 10
