@@ -2,7 +2,8 @@
 # msgstorm against the echo endpoint, with the same settings as the peers.
 #   bench/peers/msgstorm.sh run MODE OUT.json  MODE: hold | rate | max
 # Settings from the environment: URL CONNS RATE DURATION HOLD SIZE, MAX_RATE (the offered
-# rate of `max`), MSGSTORM (the binary; default target/release/msgstorm).
+# rate of `max`), LOGIN_RATE (connections opened per second, default 1000000: all at once),
+# MSGSTORM (the binary; default target/release/msgstorm).
 # OUT.json gets {"sent", "received", "lost", "p50_ms", "p99_ms"}: round trips counted from
 # each frame's due time (open loop), as msgstorm reports them.
 set -euo pipefail
@@ -31,7 +32,7 @@ heartbeat = "0s"
 connect_timeout = "60s"
 [population]
 users = $users
-login_rate = 1000000
+login_rate = ${LOGIN_RATE:-1000000}
 [[traffic]]
 kind = "echo"
 connections = $senders
