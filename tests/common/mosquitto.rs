@@ -142,41 +142,18 @@ pub struct RunResult {
 /// Runs `msgstorm run` on `scenario` (written to a temp dir) with `--out DIR -q` plus
 /// `args`, bounded by `limit`.
 pub fn run_msgstorm(scenario: &str, args: &[&str], limit: Duration) -> RunResult {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("scenario.toml");
-    std::fs::write(&file, scenario).expect("write scenario");
-    let out = dir.path().join("out");
-    let child = Command::new(env!("CARGO_BIN_EXE_msgstorm"))
-        .arg("run")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .arg("-q")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start msgstorm");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let output = match rx.recv_timeout(limit) {
-        Ok(o) => o.expect("collect output"),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("msgstorm run did not finish within {limit:?}");
-        }
-    };
+    let work = super::run::Work::new();
+    let file = work.write("scenario.toml", scenario);
+    let out = work.path("out");
+    let (file, out_arg) = (file.display().to_string(), out.display().to_string());
+    let mut all = vec!["run", file.as_str(), "--out", out_arg.as_str(), "-q"];
+    all.extend_from_slice(args);
+    let ran = super::run::msgstorm_within(&all, limit);
     let result = out.join("result.json");
     RunResult {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        code: ran.code,
+        stdout: ran.stdout,
+        stderr: ran.stderr,
         artifact: result
             .exists()
             .then(|| Artifact::read(&result).expect("a readable result.json")),

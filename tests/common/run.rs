@@ -81,6 +81,11 @@ pub async fn msgstorm(args: &[&str]) -> Ran {
 
 /// Runs `msgstorm ARGS` from a plain test thread (for commands that finish quickly).
 pub fn msgstorm_sync(args: &[&str]) -> Ran {
+    msgstorm_within(args, RUN_LIMIT)
+}
+
+/// Runs `msgstorm ARGS` from a plain test thread; killed and a panic after `limit`.
+pub fn msgstorm_within(args: &[&str], limit: Duration) -> Ran {
     let start = Instant::now();
     let mut child = Command::new(BIN)
         .args(args)
@@ -90,9 +95,9 @@ pub fn msgstorm_sync(args: &[&str]) -> Ran {
         .spawn()
         .expect("start msgstorm");
     while child.try_wait().expect("try_wait").is_none() {
-        if start.elapsed() > RUN_LIMIT {
+        if start.elapsed() > limit {
             let _ = child.kill();
-            panic!("msgstorm {args:?} still running after {RUN_LIMIT:?}");
+            panic!("msgstorm {args:?} still running after {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
