@@ -26,6 +26,7 @@ pub mod echo;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
 pub mod native;
+pub mod ws;
 
 use std::future::Future;
 
@@ -201,6 +202,14 @@ pub type Resume<D> = <<D as Driver>::Session as Session>::Resume;
 /// before anything connects. Returns the dotted key and what is wrong with it.
 pub fn check_options(plan: &crate::scenario::Plan) -> Result<(), (String, String)> {
     match plan.target.driver {
+        crate::scenario::DriverKind::Native | crate::scenario::DriverKind::Echo => {
+            match &plan.target.url {
+                Some(url) => ws::Endpoint::parse(url)
+                    .map(|_| ())
+                    .map_err(|msg| ("target.url".to_owned(), msg)),
+                None => Ok(()),
+            }
+        }
         #[cfg(feature = "mqtt")]
         crate::scenario::DriverKind::Mqtt => {
             let url = plan.target.url.as_deref().unwrap_or_default();
@@ -208,7 +217,8 @@ pub fn check_options(plan: &crate::scenario::Plan) -> Result<(), (String, String
                 .map(|_| ())
                 .map_err(|e| (e.key, e.msg))
         }
-        _ => Ok(()),
+        #[cfg(not(feature = "mqtt"))]
+        crate::scenario::DriverKind::Mqtt => Ok(()),
     }
 }
 

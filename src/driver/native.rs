@@ -3,17 +3,15 @@
 //! Fetching missed messages lists the user's conversations and pages through each one after
 //! the last sequence number this user saw. The user's own messages and pushes already seen
 //! through a sync are not handed to the engine twice; duplicate pushes are passed through
-//! untouched so the ledger can catch a server that duplicates.
+//! untouched so the ledger can catch a server that duplicates. The transport (cheap
+//! upgrade, coalesced writes, reading while a write waits) is [`super::ws`].
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::tungstenite::Message;
 
+use super::ws::{classify, Endpoint, Ws};
 use super::{Connected, Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 use crate::scenario::{Auth, RequestKind, Target};
@@ -30,62 +28,23 @@ const SYNC_OVERLAP_WINDOW: Duration = Duration::from_secs(10);
 /// The native protocol driver.
 #[derive(Debug, Clone)]
 pub struct NativeDriver {
-    url: String,
+    endpoint: Result<Endpoint, String>,
     secret: Option<String>,
     connect_timeout: Duration,
 }
 
 impl NativeDriver {
-    /// A driver for `url` (a `ws://` or `wss://` URL of the reference server's `/ws`).
+    /// A driver for `url` (a `ws://` URL of the reference server's `/ws`).
     pub fn new(url: String, target: &Target) -> Self {
         let secret = match &target.auth {
             Auth::Secret(s) => Some(s.clone()),
             Auth::None | Auth::Password { .. } => None,
         };
         NativeDriver {
-            url,
+            endpoint: Endpoint::parse(&url),
             secret,
             connect_timeout: target.connect_timeout,
         }
-    }
-}
-
-/// Frames queue up to this many bytes before they are written without a flush: every path
-/// that sends flushes, so the frames of one wake-up go out in one write.
-const WRITE_COALESCE: usize = 64 << 10;
-
-/// Per-connection WebSocket buffers: small, because a load generator holds many thousands
-/// (the write buffer grows only on a connection that sends).
-pub(crate) fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(4096)
-        .write_buffer_size(WRITE_COALESCE)
-        .max_write_buffer_size(WRITE_COALESCE + (1 << 20))
-        .max_message_size(Some(16 << 20))
-}
-
-/// Classifies a WebSocket connect failure for the error taxonomy.
-pub(crate) fn classify_connect(e: &tungstenite::Error) -> Failure {
-    match e {
-        tungstenite::Error::Io(io) => match io.kind() {
-            std::io::ErrorKind::ConnectionRefused => {
-                Failure::new(ErrorKind::ConnectRefused, io.to_string())
-            }
-            std::io::ErrorKind::TimedOut => Failure::new(ErrorKind::ConnectTimeout, io.to_string()),
-            _ if io.raw_os_error() == Some(libc::EMFILE) => Failure::new(
-                ErrorKind::Other,
-                format!("file descriptor limit reached: {io}"),
-            ),
-            _ => Failure::new(ErrorKind::ClosedByPeer, io.to_string()),
-        },
-        tungstenite::Error::Http(resp) => Failure::new(
-            ErrorKind::HttpStatus,
-            format!("HTTP {} on upgrade", resp.status()),
-        ),
-        tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
-            Failure::new(ErrorKind::ClosedByPeer, e.to_string())
-        }
-        other => Failure::new(ErrorKind::Protocol, other.to_string()),
     }
 }
 
@@ -101,15 +60,14 @@ impl super::Driver for NativeDriver {
         user: &UserCtx,
         resume: Cursors,
     ) -> Result<Connected<NativeSession>, (Failure, Cursors)> {
+        let ep = match &self.endpoint {
+            Ok(ep) => ep,
+            Err(e) => return Err((Failure::new(ErrorKind::Protocol, e.clone()), resume)),
+        };
         let started = Instant::now();
-        let handshake = tokio_tungstenite::connect_async_with_config(
-            self.url.as_str(),
-            Some(ws_config()),
-            true,
-        );
-        let ws = match tokio::time::timeout(self.connect_timeout, handshake).await {
-            Ok(Ok((ws, _))) => ws,
-            Ok(Err(e)) => return Err((classify_connect(&e), resume)),
+        let ws = match tokio::time::timeout(self.connect_timeout, Ws::open(ep)).await {
+            Ok(Ok(ws)) => ws,
+            Ok(Err(f)) => return Err((f, resume)),
             Err(_) => return Err((timed_out("WebSocket upgrade", self.connect_timeout), resume)),
         };
         let handshake = started.elapsed();
@@ -225,7 +183,7 @@ impl Cursors {
 /// One user's connection to the reference server.
 #[derive(Debug)]
 pub struct NativeSession {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    ws: Ws,
     user: String,
     pending: VecDeque<Event>,
     cursors: Cursors,
@@ -239,17 +197,11 @@ impl NativeSession {
     async fn write(&mut self, frame: &ClientFrame) -> Result<(), Failure> {
         let text = serde_json::to_string(frame)
             .map_err(|e| Failure::new(ErrorKind::Other, format!("cannot encode frame: {e}")))?;
-        self.ws
-            .feed(Message::text(text))
-            .await
-            .map_err(|e| Failure::new(ErrorKind::SendFailed, e.to_string()))
+        self.ws.write(Message::text(text)).await
     }
 
     async fn flush_ws(&mut self) -> Result<(), Failure> {
-        self.ws
-            .flush()
-            .await
-            .map_err(|e| Failure::new(ErrorKind::SendFailed, e.to_string()))
+        self.ws.flush().await
     }
 
     /// Reads the next protocol frame, skipping WebSocket control frames.
@@ -257,7 +209,7 @@ impl NativeSession {
         loop {
             match self.ws.next().await {
                 None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
-                Some(Err(e)) => return Err(classify_connect(&e)),
+                Some(Err(e)) => return Err(classify(&e)),
                 Some(Ok(Message::Text(text))) => {
                     return serde_json::from_str(text.as_str()).map_err(|e| {
                         Failure::new(
@@ -526,8 +478,8 @@ impl Session for NativeSession {
         }
     }
 
-    async fn close(mut self) -> Cursors {
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(None)).await;
+    async fn close(self) -> Cursors {
+        self.ws.close().await;
         self.cursors
     }
 

@@ -1,0 +1,321 @@
+//! The WebSocket transport of the `native` and `echo` drivers, built to hold many
+//! connections cheaply and never to stall a load test.
+//!
+//! - The HTTP upgrade is done here with a transient buffer: tungstenite's own client
+//!   handshake keeps a 4 KiB buffer for the connection's life, which at tens of thousands
+//!   of connections is most of a generator's memory.
+//! - The read buffer is small, and frames queued between two flushes go out in one write.
+//! - A connection keeps reading while a write waits for room. A server stops reading when
+//!   it cannot write its replies, so a generator that only wrote would wait on a server
+//!   that waits on it; frames read meanwhile are handed out first by [`Ws::next`].
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::{Sink, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::handshake::client::generate_key;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use super::Failure;
+use crate::metrics::ErrorKind;
+
+/// Bytes read from the socket at most per read. Small, because an idle connection keeps
+/// its read buffer; a busy one still gets about ten 100-byte frames per read.
+const READ_CHUNK: usize = 1024;
+/// Frames queue up to this many bytes before they are written without a flush, so the
+/// frames of one wake-up go out in one write.
+const WRITE_COALESCE: usize = 64 << 10;
+/// The longest upgrade response accepted.
+const MAX_RESPONSE: usize = 8 << 10;
+/// The largest message accepted from a server.
+const MAX_MESSAGE: usize = 16 << 20;
+
+/// Per-connection WebSocket settings.
+fn config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(READ_CHUNK)
+        .write_buffer_size(WRITE_COALESCE)
+        .max_write_buffer_size(WRITE_COALESCE + (1 << 20))
+        .max_message_size(Some(MAX_MESSAGE))
+}
+
+/// Where a WebSocket endpoint is: the address to connect to, the `Host` header and the
+/// request target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    addr: String,
+    host: String,
+    path: String,
+}
+
+impl Endpoint {
+    /// Splits a `ws://host[:port][/path]` URL; `wss://` needs TLS, which these drivers lack.
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = match url.split_once("://") {
+            Some(("ws", rest)) => rest,
+            Some(("wss", _)) => {
+                return Err(format!(
+                    "`{url}`: wss:// (TLS) is not built into this driver; use ws://"
+                ))
+            }
+            _ => return Err(format!("`{url}`: not a ws:// URL")),
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(format!("`{url}`: expected ws://host[:port]/path"));
+        }
+        let has_port = authority
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && !p.contains(']') && p.parse::<u16>().is_ok());
+        let addr = if has_port {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        let path = if path.starts_with('?') {
+            format!("/{path}")
+        } else {
+            path.to_owned()
+        };
+        Ok(Endpoint {
+            addr,
+            host: authority.to_owned(),
+            path,
+        })
+    }
+}
+
+/// Classifies a WebSocket failure for the error taxonomy.
+pub fn classify(e: &tungstenite::Error) -> Failure {
+    match e {
+        tungstenite::Error::Io(io) => classify_io(io),
+        tungstenite::Error::Http(resp) => Failure::new(
+            ErrorKind::HttpStatus,
+            format!("HTTP {} on upgrade", resp.status()),
+        ),
+        tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
+            Failure::new(ErrorKind::ClosedByPeer, e.to_string())
+        }
+        other => Failure::new(ErrorKind::Protocol, other.to_string()),
+    }
+}
+
+/// Classifies a socket failure for the error taxonomy.
+fn classify_io(io: &std::io::Error) -> Failure {
+    match io.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            Failure::new(ErrorKind::ConnectRefused, io.to_string())
+        }
+        std::io::ErrorKind::TimedOut => Failure::new(ErrorKind::ConnectTimeout, io.to_string()),
+        _ if io.raw_os_error() == Some(libc::EMFILE) => Failure::new(
+            ErrorKind::Other,
+            format!("file descriptor limit reached: {io}"),
+        ),
+        _ => Failure::new(ErrorKind::ClosedByPeer, io.to_string()),
+    }
+}
+
+/// One WebSocket connection.
+#[derive(Debug)]
+pub struct Ws {
+    ws: WebSocketStream<TcpStream>,
+    /// Frames read while a write was waiting, oldest first (`None`: the stream ended).
+    early: VecDeque<Option<Result<Message, tungstenite::Error>>>,
+}
+
+impl Ws {
+    /// TCP connect and WebSocket upgrade to `ep`.
+    pub async fn open(ep: &Endpoint) -> Result<Ws, Failure> {
+        let mut tcp = TcpStream::connect(&ep.addr)
+            .await
+            .map_err(|e| classify_io(&e))?;
+        // Frames are coalesced per flush already: send each write at once.
+        tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
+        let key = generate_key();
+        let request = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n",
+            ep.path, ep.host
+        );
+        tcp.write_all(request.as_bytes())
+            .await
+            .map_err(|e| classify_io(&e))?;
+        let mut buf = Vec::with_capacity(512);
+        let head_end = loop {
+            if let Some(i) = find_head_end(&buf) {
+                break i;
+            }
+            if buf.len() >= MAX_RESPONSE {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("upgrade response longer than {MAX_RESPONSE} bytes"),
+                ));
+            }
+            buf.reserve(512);
+            if tcp.read_buf(&mut buf).await.map_err(|e| classify_io(&e))? == 0 {
+                return Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "connection closed during the WebSocket upgrade",
+                ));
+            }
+        };
+        check_upgrade(&buf[..head_end], &derive_accept_key(key.as_bytes()))?;
+        let rest = buf.split_off(head_end);
+        let ws = if rest.is_empty() {
+            WebSocketStream::from_raw_socket(tcp, Role::Client, Some(config())).await
+        } else {
+            WebSocketStream::from_partially_read(tcp, rest, Role::Client, Some(config())).await
+        };
+        Ok(Ws {
+            ws,
+            early: VecDeque::new(),
+        })
+    }
+
+    /// Reads every frame already received into `early`, so the server can write again.
+    /// Pending once nothing more is there (the task then wakes on new data as well).
+    fn read_while_blocked(&mut self, cx: &mut Context<'_>) {
+        if matches!(self.early.back(), Some(None | Some(Err(_)))) {
+            return;
+        }
+        while let Poll::Ready(item) = self.ws.poll_next_unpin(cx) {
+            let ended = matches!(item, None | Some(Err(_)));
+            self.early.push_back(item);
+            if ended {
+                return;
+            }
+        }
+    }
+
+    /// Queues `msg` once there is room, reading meanwhile.
+    pub async fn write(&mut self, msg: Message) -> Result<(), Failure> {
+        poll_fn(|cx| match Pin::new(&mut self.ws).poll_ready(cx) {
+            Poll::Ready(r) => Poll::Ready(r.map_err(send_failed)),
+            Poll::Pending => {
+                self.read_while_blocked(cx);
+                Poll::Pending
+            }
+        })
+        .await?;
+        Pin::new(&mut self.ws).start_send(msg).map_err(send_failed)
+    }
+
+    /// Writes everything queued, reading meanwhile.
+    pub async fn flush(&mut self) -> Result<(), Failure> {
+        poll_fn(|cx| match Pin::new(&mut self.ws).poll_flush(cx) {
+            Poll::Ready(r) => Poll::Ready(r.map_err(send_failed)),
+            Poll::Pending => {
+                self.read_while_blocked(cx);
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// The next frame (`None` when the stream ended). Cancel-safe.
+    pub async fn next(&mut self) -> Option<Result<Message, tungstenite::Error>> {
+        match self.early.pop_front() {
+            Some(item) => item,
+            None => self.ws.next().await,
+        }
+    }
+
+    /// Closes the connection, waiting at most one second for the server.
+    pub async fn close(mut self) {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.ws.close(None)).await;
+    }
+}
+
+fn send_failed(e: impl std::fmt::Display) -> Failure {
+    Failure::new(ErrorKind::SendFailed, e.to_string())
+}
+
+/// The end of the response head (after its blank line), if it is all there.
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// Checks that `head` is a `101` upgrade carrying the expected `Sec-WebSocket-Accept`.
+fn check_upgrade(head: &[u8], accept: &str) -> Result<(), Failure> {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let status = lines.next().unwrap_or_default();
+    let code = status.split(' ').nth(1).unwrap_or_default();
+    if code != "101" {
+        return Err(Failure::new(
+            ErrorKind::HttpStatus,
+            format!(
+                "HTTP {} on upgrade",
+                status.split_once(' ').map_or("", |s| s.1)
+            ),
+        ));
+    }
+    let accepted = lines.any(|l| {
+        l.split_once(':').is_some_and(|(name, value)| {
+            name.trim().eq_ignore_ascii_case("sec-websocket-accept") && value.trim() == accept
+        })
+    });
+    if !accepted {
+        return Err(Failure::new(
+            ErrorKind::Protocol,
+            "upgrade answered without the right Sec-WebSocket-Accept",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_address_host_and_path() {
+        let ep = Endpoint::parse("ws://127.0.0.1:7700/echo").unwrap();
+        assert_eq!(
+            (ep.addr.as_str(), ep.host.as_str(), ep.path.as_str()),
+            ("127.0.0.1:7700", "127.0.0.1:7700", "/echo")
+        );
+        let ep = Endpoint::parse("ws://example.test?x=1").unwrap();
+        assert_eq!(
+            (ep.addr.as_str(), ep.path.as_str()),
+            ("example.test:80", "/?x=1")
+        );
+        let ep = Endpoint::parse("ws://[::1]:9/e").unwrap();
+        assert_eq!(ep.addr, "[::1]:9");
+        let ep = Endpoint::parse("ws://[::1]/e").unwrap();
+        assert_eq!(ep.addr, "[::1]:80");
+        assert!(Endpoint::parse("wss://h/echo").is_err());
+        assert!(Endpoint::parse("http://h/echo").is_err());
+        assert!(Endpoint::parse("ws:///echo").is_err());
+    }
+
+    #[test]
+    fn upgrade_responses_are_checked() {
+        let accept = derive_accept_key(b"dGhlIHNhbXBsZSBub25jZQ==");
+        let ok = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nsec-websocket-accept: {accept}\r\n\r\n"
+        );
+        assert!(check_upgrade(ok.as_bytes(), &accept).is_ok());
+        let wrong = ok.replace(&accept, "bogus");
+        assert_eq!(
+            check_upgrade(wrong.as_bytes(), &accept).unwrap_err().kind,
+            ErrorKind::Protocol
+        );
+        let refused = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
+        let f = check_upgrade(refused, &accept).unwrap_err();
+        assert_eq!(f.kind, ErrorKind::HttpStatus);
+        assert_eq!(f.detail, "HTTP 404 Not Found on upgrade");
+        assert_eq!(find_head_end(b"HTTP/1.1 101\r\n\r\nxy"), Some(16));
+        assert_eq!(find_head_end(b"HTTP/1.1 101\r\n"), None);
+    }
+}
