@@ -15,7 +15,7 @@ use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::scenario::{self, Auth, DriverKind, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
-const FD_MARGIN: u64 = 64;
+pub(super) const FD_MARGIN: u64 = 64;
 
 /// The plan of `msgstorm run`'s arguments for `shard`: the scenario file or the built-in
 /// default, with the `--set` overrides and `--out`.
@@ -276,7 +276,7 @@ fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
         let shards = needed.div_ceil(limit.now.saturating_sub(FD_MARGIN).max(1));
         return Err(Error::Usage(format!(
             "this run needs {needed} sockets in one process, the open-file limit is {}: split it \
-             into {shards} shards (`--shard I/{shards}`, one process each){}",
+             into {shards} generator processes (`--shards {shards}`){}",
             limit.now,
             if per_user == 2 {
                 ", and run the server separately (`msgstorm serve`)"

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use super::run::{count_signals, finish, load_plan, prepare_target};
+use super::run::{count_signals, finish, load_plan, prepare_target, FD_MARGIN};
 use super::{note, RunArgs};
 use crate::artifact::{default_out_dir, Artifact};
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
@@ -25,6 +25,20 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     // Validate once, here, so a bad scenario fails before any child starts.
     let mut plan = load_plan(&args, Shard::WHOLE)?;
     let mut notes = Vec::new();
+    if plan.target.url.is_none() {
+        // The embedded server lives here and holds every user's socket.
+        let limit = crate::sys::raise_fd_limit()
+            .map_err(|e| Error::Other(format!("cannot read the open-file limit: {e}")))?;
+        let needed = u64::from(plan.population.users) + FD_MARGIN;
+        if needed > limit.now {
+            return Err(Error::Usage(format!(
+                "the embedded server would hold {needed} sockets in one process, the open-file \
+                 limit is {}: run the server separately (`msgstorm serve`) and point \
+                 `target.url` at it",
+                limit.now
+            )));
+        }
+    }
     let (server, url) = prepare_target(&mut plan, &mut notes).await?;
     let embedded = server.is_some();
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));

@@ -185,3 +185,59 @@ async fn two_shards_of_one_run_merge_to_every_message_delivered() {
     );
     server.shutdown().await.expect("server stops");
 }
+
+/// `msgstorm run --shards 2` with no target: the coordinator hosts the embedded server, two
+/// generator processes each take half of the users with one run id and a common traffic
+/// start, and the merged report accounts for every message (late users included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_flag_runs_processes_and_merges_their_results() {
+    let work = Work::new();
+    let file = work.write(
+        "sharded.toml",
+        r#"
+[population]
+users = 60
+login_rate = 600
+late = { count = 4, at = "1500ms" }
+
+[[traffic]]
+kind = "direct"
+senders = 10
+receivers = 20
+rate = 100
+duration = "2s"
+
+[[traffic]]
+kind = "group"
+groups = 4
+group_size = 8
+rate = 40
+duration = "2s"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+"#,
+    );
+    let out = work.path("out");
+    let ran = msgstorm(&[
+        "run",
+        file.to_str().expect("utf-8 path"),
+        "--shards",
+        "2",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+        "-q",
+    ])
+    .await;
+    ran.expect_code(0);
+    assert!(ran.verdict().starts_with("PASS"), "{ran}");
+    let a = Artifact::read(&out.join("result.json")).expect("merged result.json");
+    assert_eq!(a.shards.len(), 2, "one entry per generator process");
+    assert_eq!(a.shards.iter().map(|s| s.users).sum::<u32>(), 60);
+    assert!(a.target.starts_with("embedded"), "{}", a.target);
+    let d = a.ledger.summary();
+    assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
+    assert!(out.join("shard-0/result.json").exists() && out.join("shard-1/result.json").exists());
+}
