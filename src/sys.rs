@@ -75,6 +75,18 @@ fn proc_status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many ephemeral ports one source address has towards one destination
+/// (`/proc/sys/net/ipv4/ip_local_port_range`; 28,232 by default on Linux).
+pub fn ephemeral_ports() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|v| v.parse::<u64>().ok());
+            Some(it.next()??..=it.next()??)
+        })
+        .map_or(28_232, |r| r.end().saturating_sub(*r.start()) + 1)
+}
+
 /// Number of CPU cores this process may use.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -100,5 +112,10 @@ mod tests {
         assert!(x != 1);
         assert!(cpu_time() > before);
         assert!(rss_bytes() > 0);
+    }
+
+    #[test]
+    fn there_are_ephemeral_ports() {
+        assert!(ephemeral_ports() > 1000);
     }
 }

@@ -148,7 +148,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             (outcome, acceptance)
         }
         DriverKind::Echo => {
-            let driver = EchoDriver::new(url.clone(), plan.target.connect_timeout);
+            let driver = EchoDriver::new(url.clone(), &plan.target);
             let outcome =
                 crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
             (outcome, false)
@@ -185,21 +185,6 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             .map_err(|e| Error::Server(format!("embedded server: {e}")))?;
     }
 
-    if outcome.metrics.count(crate::metrics::Counter::LoginOk) == 0
-        && outcome
-            .metrics
-            .count(crate::metrics::Counter::ConnectAttempts)
-            > 0
-        && !outcome.interrupted
-    {
-        let reason = outcome
-            .metrics
-            .errors()
-            .next()
-            .map(|(k, _, ex)| format!("{}: {}", k.name(), ex.first().cloned().unwrap_or_default()))
-            .unwrap_or_else(|| "no user could log in".to_owned());
-        notes.push(format!("no user could log in ({reason})"));
-    }
     let lag_p99 = outcome
         .metrics
         .hist(crate::metrics::Hist::SendLag)
@@ -283,6 +268,19 @@ fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
             } else {
                 ""
             }
+        )));
+    }
+    // Every connection to one target address from one source address needs its own
+    // ephemeral port; all shards on this host share them.
+    let ports = crate::sys::ephemeral_ports();
+    let sources = plan.target.source_addrs.len().max(1) as u64;
+    let total = u64::from(plan.population.users);
+    if total.div_ceil(sources) > ports {
+        let want = total.div_ceil(ports);
+        return Err(Error::Usage(format!(
+            "this run opens {total} connections to one address, and one source address has \
+             {ports} ephemeral ports: add source addresses (`[target] source_addresses`, at \
+             least {want}, e.g. \"127.0.0.2\" … on loopback)"
         )));
     }
     if limit.now > limit.was {

@@ -5,6 +5,7 @@
 //! transport (cheap upgrade, coalesced writes, reading while a write waits) is
 //! [`super::ws`].
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -12,21 +13,24 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use super::ws::{classify, Endpoint, Ws};
 use super::{Connected, Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
-use crate::scenario::RequestKind;
+use crate::scenario::{RequestKind, Target};
 
 /// The echo driver.
 #[derive(Debug, Clone)]
 pub struct EchoDriver {
     endpoint: Result<Endpoint, String>,
     connect_timeout: Duration,
+    sources: Vec<IpAddr>,
 }
 
 impl EchoDriver {
-    /// A driver for the echo endpoint at `url` (`ws://…`).
-    pub fn new(url: String, connect_timeout: Duration) -> Self {
+    /// A driver for the echo endpoint at `url` (`ws://…`), binding connections to the
+    /// target's source addresses round-robin by user.
+    pub fn new(url: String, target: &Target) -> Self {
         EchoDriver {
             endpoint: Endpoint::parse(&url),
-            connect_timeout,
+            connect_timeout: target.connect_timeout,
+            sources: target.source_addrs.clone(),
         }
     }
 }
@@ -40,7 +44,7 @@ impl super::Driver for EchoDriver {
 
     async fn connect(
         &self,
-        _user: &UserCtx,
+        user: &UserCtx,
         resume: (),
     ) -> Result<Connected<EchoSession>, (Failure, ())> {
         let ep = match &self.endpoint {
@@ -48,7 +52,8 @@ impl super::Driver for EchoDriver {
             Err(e) => return Err((Failure::new(ErrorKind::Protocol, e.clone()), resume)),
         };
         let started = Instant::now();
-        match tokio::time::timeout(self.connect_timeout, Ws::open(ep)).await {
+        let source = super::ws::source_for(&self.sources, user.ix);
+        match tokio::time::timeout(self.connect_timeout, Ws::open(ep, source)).await {
             Ok(Ok(ws)) => Ok(Connected {
                 session: EchoSession { ws },
                 handshake: started.elapsed(),

@@ -31,6 +31,7 @@ pub struct NativeDriver {
     endpoint: Result<Endpoint, String>,
     secret: Option<String>,
     connect_timeout: Duration,
+    sources: Vec<std::net::IpAddr>,
 }
 
 impl NativeDriver {
@@ -44,6 +45,7 @@ impl NativeDriver {
             endpoint: Endpoint::parse(&url),
             secret,
             connect_timeout: target.connect_timeout,
+            sources: target.source_addrs.clone(),
         }
     }
 }
@@ -65,7 +67,8 @@ impl super::Driver for NativeDriver {
             Err(e) => return Err((Failure::new(ErrorKind::Protocol, e.clone()), resume)),
         };
         let started = Instant::now();
-        let ws = match tokio::time::timeout(self.connect_timeout, Ws::open(ep)).await {
+        let source = super::ws::source_for(&self.sources, user.ix);
+        let ws = match tokio::time::timeout(self.connect_timeout, Ws::open(ep, source)).await {
             Ok(Ok(ws)) => ws,
             Ok(Err(f)) => return Err((f, resume)),
             Err(_) => return Err((timed_out("WebSocket upgrade", self.connect_timeout), resume)),

@@ -15,8 +15,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures_util::{Sink, StreamExt};
+use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -134,11 +136,9 @@ pub struct Ws {
 }
 
 impl Ws {
-    /// TCP connect and WebSocket upgrade to `ep`.
-    pub async fn open(ep: &Endpoint) -> Result<Ws, Failure> {
-        let mut tcp = TcpStream::connect(&ep.addr)
-            .await
-            .map_err(|e| classify_io(&e))?;
+    /// TCP connect (from `source` when given) and WebSocket upgrade to `ep`.
+    pub async fn open(ep: &Endpoint, source: Option<IpAddr>) -> Result<Ws, Failure> {
+        let mut tcp = connect(&ep.addr, source).await?;
         // Frames are coalesced per flush already: send each write at once.
         tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
         let key = generate_key();
@@ -234,6 +234,42 @@ impl Ws {
     pub async fn close(mut self) {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.ws.close(None)).await;
     }
+}
+
+/// The source address of user `ix` among `sources` (round-robin), if any.
+pub fn source_for(sources: &[IpAddr], ix: u32) -> Option<IpAddr> {
+    (!sources.is_empty()).then(|| sources[ix as usize % sources.len()])
+}
+
+/// Connects to `addr`, binding the local end to `source` (any free port) when given.
+async fn connect(addr: &str, source: Option<IpAddr>) -> Result<TcpStream, Failure> {
+    let Some(source) = source else {
+        return TcpStream::connect(addr).await.map_err(|e| classify_io(&e));
+    };
+    let io = |e: std::io::Error| classify_io(&e);
+    let target = tokio::net::lookup_host(addr)
+        .await
+        .map_err(io)?
+        .find(|a| a.is_ipv4() == source.is_ipv4())
+        .ok_or_else(|| {
+            Failure::new(
+                ErrorKind::ConnectRefused,
+                format!("{addr} has no address of the family of source {source}"),
+            )
+        })?;
+    let socket = if source.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(io)?;
+    socket.bind(SocketAddr::new(source, 0)).map_err(|e| {
+        Failure::new(
+            ErrorKind::Other,
+            format!("cannot bind source address {source}: {e}"),
+        )
+    })?;
+    socket.connect(target).await.map_err(io)
 }
 
 fn send_failed(e: impl std::fmt::Display) -> Failure {

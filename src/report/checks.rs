@@ -20,6 +20,21 @@ pub struct CheckResult {
 /// Evaluates every check of `a` (plus an `interrupted` pseudo-check for a stopped run).
 pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckResult> {
     let mut out: Vec<CheckResult> = a.checks.iter().map(|c| one(a, delivery, c)).collect();
+    let m = &a.metrics;
+    if m.count(Counter::LoginOk) == 0 && m.count(Counter::ConnectAttempts) > 0 {
+        let first = m.errors().next().map_or_else(String::new, |(k, _, ex)| {
+            format!(": {} ({})", k.name(), ex.first().map_or("", String::as_str))
+        });
+        out.push(CheckResult {
+            key: "run.logins".to_owned(),
+            bound: "at least one user logs in".to_owned(),
+            measured: format!(
+                "none of {} attempts{first}",
+                m.count(Counter::ConnectAttempts)
+            ),
+            passed: false,
+        });
+    }
     if a.interrupted {
         out.push(CheckResult {
             key: "run.completed".to_owned(),

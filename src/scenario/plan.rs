@@ -76,6 +76,10 @@ pub struct Target {
     pub connect_timeout: Duration,
     /// Heartbeat interval of every online user (`None`: no heartbeats).
     pub heartbeat: Option<Duration>,
+    /// Local addresses the WebSocket drivers bind client sockets to, user `i` using
+    /// `source_addrs[i % len]` (empty: the system chooses). Each one adds a range of
+    /// ephemeral ports towards the target.
+    pub source_addrs: Vec<std::net::IpAddr>,
     /// Driver-specific options (`[target.mqtt]` etc.), already checked by the scenario
     /// layer to be a table; each driver validates its own keys.
     pub options: toml::Table,

@@ -52,6 +52,9 @@ pub struct TargetSpec {
     pub connect_timeout: Opt<Dur>,
     /// Heartbeat interval; `0s` or absent for none.
     pub heartbeat: Opt<Dur>,
+    /// Local addresses client sockets bind to, round-robin by user.
+    #[serde(default)]
+    pub source_addresses: Vec<Spanned<String>>,
     /// `[target.auth]`.
     pub auth: Option<Spanned<AuthSpec>>,
     /// `[target.native]`: options of the native driver.

@@ -36,6 +36,7 @@ pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Ta
             auth: Auth::Secret(DEFAULT_SECRET.into()),
             connect_timeout: CONNECT_TIMEOUT,
             heartbeat: Some(DEFAULT_HEARTBEAT),
+            source_addrs: Vec::new(),
             options: toml::Table::new(),
         });
     };
@@ -98,6 +99,24 @@ pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Ta
         None if driver == DriverKind::Native => Auth::Secret(DEFAULT_SECRET.into()),
         None => Auth::None,
     };
+    let mut source_addrs = Vec::new();
+    for (i, a) in spec.source_addresses.iter().enumerate() {
+        let ip: std::net::IpAddr = a.get_ref().parse().map_err(|_| {
+            src.at(
+                a,
+                format!("target.source_addresses[{i}]"),
+                format!("`{}` is not an IP address, e.g. \"127.0.0.2\"", a.get_ref()),
+            )
+        })?;
+        if driver == DriverKind::Mqtt {
+            return Err(src.at(
+                a,
+                "target.source_addresses",
+                "only the WebSocket drivers (native, echo) bind source addresses",
+            ));
+        }
+        source_addrs.push(ip);
+    }
     let mut options = toml::Table::new();
     for (name, table) in [
         ("native", &spec.native),
@@ -124,6 +143,7 @@ pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Ta
         auth,
         connect_timeout,
         heartbeat,
+        source_addrs,
         options,
     })
 }

@@ -90,3 +90,41 @@ async fn bare_msgstorm_run_runs_the_default_scenario_and_passes() {
         "{d:?}"
     );
 }
+
+/// `[target] source_addresses`: users connect from the loopback aliases given, round-robin;
+/// an address the host does not have makes every login fail, and the run fails naming why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_connect_from_the_source_addresses_given() {
+    let server = start(config()).await;
+    let body = r#"
+[population]
+users = 20
+login_rate = 200
+
+[[traffic]]
+kind = "direct"
+senders = 5
+receivers = 10
+rate = 50
+duration = "1s"
+
+[checks]
+max_lost = 0
+"#;
+    let with_sources = |list: &str| {
+        scenario("", &server, body)
+            .replace("[target]", &format!("[target]\nsource_addresses = {list}"))
+    };
+    let (ran, a) = run_text(&Work::new(), &with_sources(r#"["127.0.0.2", "127.0.0.3"]"#)).await;
+    ran.expect_code(0);
+    assert_eq!(a.metrics.count(Counter::LoginOk), 20);
+    assert_eq!(a.ledger.summary().lost, 0);
+
+    let (ran, _) = run_text(&Work::new(), &with_sources(r#"["192.0.2.1"]"#)).await;
+    ran.expect_code(1);
+    assert!(ran.verdict().contains("run.logins"), "{ran}");
+    assert!(
+        ran.stdout.contains("cannot bind source address 192.0.2.1"),
+        "{ran}"
+    );
+}

@@ -359,3 +359,20 @@ fn monitor_pids_and_names_are_checked() {
         "unknown key",
     );
 }
+
+#[test]
+fn source_addresses_must_be_ip_addresses() {
+    let ok = plan(
+        &format!("{BASE}\n[target]\nsource_addresses = [\"127.0.0.2\", \"::1\"]\n"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(ok.target.source_addrs.len(), 2);
+    fails(
+        &format!("{BASE}\n[target]\nsource_addresses = [\"127.0.0.2\", \"localhost\"]\n"),
+        &[],
+        16,
+        "target.source_addresses[1]",
+        "`localhost` is not an IP address",
+    );
+}
