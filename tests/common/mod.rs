@@ -496,3 +496,12 @@ pub fn fault_log(path: &Path) -> Vec<serde_json::Value> {
 }
 
 pub mod run;
+
+/// Panics unless `frame` is an error frame with `code`; returns whether it was fatal.
+#[track_caller]
+pub fn expect_error(frame: &ServerFrame, code: msgstorm::wire::ErrorCode) -> bool {
+    match frame {
+        ServerFrame::Error { code: c, fatal, .. } if *c == code => *fatal,
+        other => panic!("expected error {code:?}, got {other:?}"),
+    }
+}

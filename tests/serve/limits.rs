@@ -7,7 +7,7 @@ use msgstorm::serve::ServeConfig;
 use msgstorm::wire::{ClientFrame, ErrorCode, ServerFrame};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::common::{config, start, Client, SECRET};
+use crate::common::{config, expect_error, start, Client, SECRET};
 
 async fn assert_still_served(a: &mut Client, b: &mut Client, body: &str) {
     a.send_to(&b.user.clone(), body).await;
@@ -66,16 +66,7 @@ async fn garbage_unknown_types_and_binary_get_errors_and_the_connection_stays() 
             body: "b".repeat(40 * 1024),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::BodyTooLarge,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::BodyTooLarge);
     assert_still_served(&mut alice, &mut bob, "still here").await;
     assert_still_served(&mut bob, &mut alice, "me too").await;
 }

@@ -2,7 +2,7 @@
 
 use msgstorm::wire::{ClientFrame, ErrorCode, ServerFrame, PROTOCOL_VERSION};
 
-use crate::common::{config, start, Client, SECRET};
+use crate::common::{config, expect_error, start, Client, SECRET};
 
 #[tokio::test]
 async fn good_token_is_welcomed() {
@@ -52,17 +52,7 @@ async fn actions_before_login_are_refused() {
     let server = start(config()).await;
     let mut c = Client::connect(&server.ws_url()).await;
     let reply = c.request(|r| ClientFrame::Time { r#ref: r }).await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NotLoggedIn,
-                fatal: false,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    assert!(!expect_error(&reply, ErrorCode::NotLoggedIn), "not fatal");
     let reply = c
         .request(|r| ClientFrame::Send {
             r#ref: r,
@@ -70,16 +60,7 @@ async fn actions_before_login_are_refused() {
             body: "x".into(),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NotLoggedIn,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::NotLoggedIn);
     c.send(&ClientFrame::Login {
         v: PROTOCOL_VERSION,
         user: "alice".into(),
@@ -94,16 +75,7 @@ async fn actions_before_login_are_refused() {
     })
     .await;
     let again = c.recv().await;
-    assert!(
-        matches!(
-            again,
-            ServerFrame::Error {
-                code: ErrorCode::AlreadyLoggedIn,
-                ..
-            }
-        ),
-        "{again:?}"
-    );
+    expect_error(&again, ErrorCode::AlreadyLoggedIn);
 }
 
 #[test]

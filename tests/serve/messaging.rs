@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use msgstorm::wire::{direct_conv, group_conv, ClientFrame, Dest, ErrorCode, ServerFrame};
 
-use crate::common::{bodies, config, start, Client, SECRET};
+use crate::common::{bodies, config, expect_error, start, Client, SECRET};
 
 #[tokio::test]
 async fn direct_message_is_acked_after_commit_and_pushed() {
@@ -107,16 +107,7 @@ async fn only_members_send_to_or_read_a_group() {
             body: "let me in".into(),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NotMember,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::NotMember);
     let reply = outsider
         .request(|r| ClientFrame::Sync {
             r#ref: r,
@@ -125,16 +116,7 @@ async fn only_members_send_to_or_read_a_group() {
             limit: 10,
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NotMember,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::NotMember);
     let reply = outsider
         .request(|r| ClientFrame::Sync {
             r#ref: r,
@@ -143,48 +125,21 @@ async fn only_members_send_to_or_read_a_group() {
             limit: 10,
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NotMember,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::NotMember);
     let reply = outsider
         .request(|r| ClientFrame::GroupJoin {
             r#ref: r,
             group: "nope".into(),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NoSuchGroup,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::NoSuchGroup);
     let reply = outsider
         .request(|r| ClientFrame::GroupCreate {
             r#ref: r,
             group: "club".into(),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::GroupExists,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::GroupExists);
 
     outsider
         .group(
@@ -206,16 +161,7 @@ async fn only_members_send_to_or_read_a_group() {
             body: "bye".into(),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::NotMember,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::NotMember);
 }
 
 #[tokio::test]
@@ -231,16 +177,7 @@ async fn the_sender_is_always_the_logged_in_user() {
         ))
         .await;
     let reply = mallory.recv().await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::Malformed,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::Malformed);
     mallory.send_to("bob", "from me").await;
     let m = bob.next_msg().await;
     assert_eq!((m.from.as_str(), m.body.as_str()), ("mallory", "from me"));
@@ -251,16 +188,7 @@ async fn the_sender_is_always_the_logged_in_user() {
             body: "x".into(),
         })
         .await;
-    assert!(
-        matches!(
-            reply,
-            ServerFrame::Error {
-                code: ErrorCode::BadRecipient,
-                ..
-            }
-        ),
-        "{reply:?}"
-    );
+    expect_error(&reply, ErrorCode::BadRecipient);
 }
 
 #[tokio::test]
