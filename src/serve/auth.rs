@@ -15,14 +15,8 @@ fn mac(secret: &str) -> HmacSha256 {
     HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length")
 }
 
-/// The login token of `user` under `secret`: lowercase hex of HMAC-SHA256(secret, user).
-pub fn token(user: &str, secret: &str) -> String {
-    let mut m = mac(secret);
-    m.update(user.as_bytes());
-    hex(&m.finalize().into_bytes())
-}
-
-/// True when `token` is the token of `user` under `secret` (constant-time comparison).
+/// True when `token` is the token of `user` under `secret` ([`crate::wire::token`]),
+/// compared in constant time.
 pub fn verify(user: &str, token: &str, secret: &str) -> bool {
     let Some(raw) = unhex(token) else {
         return false;
@@ -83,6 +77,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::token;
 
     #[test]
     fn tokens_verify_only_for_their_user_and_secret() {

@@ -60,10 +60,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// A reorder-held push is sent anyway after this long.
 const REORDER_HOLD: Duration = Duration::from_millis(50);
 
-/// The login token of `user` under `secret` (hex HMAC-SHA256 of the user id).
-pub fn token(user: &str, secret: &str) -> String {
-    auth::token(user, secret)
-}
+pub use crate::wire::token;
 
 /// A server started, not yet serving: its state, writer thread and temporary store.
 struct Prepared {
