@@ -58,14 +58,7 @@ fn read(pid: u32) -> Option<Reading> {
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
     let cpu_ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let field = |name: &str| crate::sys::status_value(&status, name);
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
     Some(Reading {
         at: Instant::now(),

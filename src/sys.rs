@@ -53,25 +53,19 @@ pub fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// Resident memory of this process in bytes (0 when /proc is unavailable).
-pub fn rss_bytes() -> u64 {
-    proc_status_kb("VmRSS:") * 1024
-}
-
-/// Peak resident memory of this process in bytes.
+/// Peak resident memory of this process in bytes (0 when /proc is unavailable).
 pub fn peak_rss_bytes() -> u64 {
-    proc_status_kb("VmHWM:") * 1024
+    std::fs::read_to_string("/proc/self/status").map_or(0, |s| status_value(&s, "VmHWM:") * 1024)
 }
 
-fn proc_status_kb(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
+/// The number after `name` (e.g. `"VmRSS:"`, `"Threads:"`) in a `/proc/PID/status` text;
+/// 0 when it is missing.
+pub fn status_value(status: &str, name: &str) -> u64 {
+    status
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
 
@@ -111,7 +105,7 @@ mod tests {
         }
         assert!(x != 1);
         assert!(cpu_time() > before);
-        assert!(rss_bytes() > 0);
+        assert!(peak_rss_bytes() > 0);
     }
 
     #[test]
