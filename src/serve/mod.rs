@@ -212,11 +212,6 @@ impl ServerHandle {
         format!("ws://{}/ws", self.addr)
     }
 
-    /// The `/metrics` URL.
-    pub fn metrics_url(&self) -> String {
-        format!("http://{}/metrics", self.addr)
-    }
-
     /// The token secret (given or generated).
     pub fn secret(&self) -> &str {
         &self.secret
