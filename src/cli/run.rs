@@ -185,6 +185,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             .map_err(|e| Error::Server(format!("embedded server: {e}")))?;
     }
 
+    notes.extend(outcome.notes.iter().cloned());
     let lag_p99 = outcome
         .metrics
         .hist(crate::metrics::Hist::SendLag)

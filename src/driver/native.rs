@@ -82,6 +82,7 @@ impl super::Driver for NativeDriver {
             recent_sync: HashSet::new(),
             recent_sync_until: Instant::now(),
             next_ref: 0,
+            reply_timeout: self.connect_timeout,
         };
         let login = self.login(&mut session, user);
         let outcome = match tokio::time::timeout(self.connect_timeout, login).await {
@@ -194,6 +195,8 @@ pub struct NativeSession {
     recent_sync: HashSet<(ConvId, u64)>,
     recent_sync_until: Instant,
     next_ref: u64,
+    /// Longest wait for the reply to a join or sync request.
+    reply_timeout: Duration,
 }
 
 impl NativeSession {
@@ -315,17 +318,29 @@ impl NativeSession {
 
     /// Sends an internal request and waits for the reply with that ref; every other frame
     /// meanwhile becomes a pending event.
+    /// Bounded by the connect timeout: a server that stops answering fails the call
+    /// instead of stalling the user.
     async fn call(&mut self, frame: ClientFrame, r: u64) -> Result<ServerFrame, Failure> {
-        self.write(&frame).await?;
-        self.flush_ws().await?;
-        loop {
-            let reply = self.read_frame().await?;
-            if reply_ref(&reply) == Some(r) {
-                return Ok(reply);
+        let limit = self.reply_timeout;
+        let exchange = async {
+            self.write(&frame).await?;
+            self.flush_ws().await?;
+            loop {
+                let reply = self.read_frame().await?;
+                if reply_ref(&reply) == Some(r) {
+                    return Ok(reply);
+                }
+                if let Some(ev) = self.event_of(reply) {
+                    self.pending.push_back(ev);
+                }
             }
-            if let Some(ev) = self.event_of(reply) {
-                self.pending.push_back(ev);
-            }
+        };
+        match tokio::time::timeout(limit, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::new(
+                ErrorKind::Timeout,
+                format!("no reply within {limit:?}"),
+            )),
         }
     }
 }

@@ -29,6 +29,9 @@ use crate::scenario::Plan;
 use shared::{Phase, Shared};
 use vu::{VuConfig, VuSpec};
 
+/// How long after the schedule's end users may still be busy before the run goes on
+/// without them.
+const OVERRUN: Duration = Duration::from_secs(10);
 /// How long users get to finish their verification sync and disconnect.
 const CLOSE_GRACE: Duration = Duration::from_secs(30);
 
@@ -84,6 +87,8 @@ pub struct Outcome {
     pub cpu: Duration,
     /// Generator peak resident memory, bytes.
     pub peak_rss: u64,
+    /// What the engine noticed about the run itself, for the report.
+    pub notes: Vec<String>,
 }
 
 /// Runs `plan`'s share for this process (its shard's users) against `driver`.
@@ -100,6 +105,7 @@ pub async fn run<D: Driver>(
 ) -> Outcome {
     let range = plan.shard.range(plan.population.users);
     let sched = schedule::build(plan, range.clone());
+    let sched_end = sched.end;
     let mut group_local = vec![0u32; sched.groups.len()];
     for vu in &sched.vus {
         for g in &vu.groups {
@@ -196,13 +202,34 @@ pub async fn run<D: Driver>(
                 .await;
         }
     }
+    let mut notes = Vec::new();
     if everyone_in && !conductor.interrupted {
-        shared.traffic_start.send_replace(Some(Instant::now()));
-        conductor
-            .wait(&mut signals, &mut on_progress, None, |s| {
-                s.busy.load(Ordering::Acquire) == 0
-            })
+        let start = Instant::now();
+        shared.traffic_start.send_replace(Some(start));
+        // Users may still be logging in late or coming back after churn, but nobody has
+        // anything to do after this; a user still busy then waits on an unresponsive target.
+        let returns = pop.late_at.max(if pop.churn.is_empty() {
+            Duration::ZERO
+        } else {
+            pop.churn_back_at
+        });
+        let deadline = (start + sched_end).max(shared.t0 + returns) + OVERRUN;
+        let done = conductor
+            .wait(
+                &mut signals,
+                &mut on_progress,
+                Some(deadline.saturating_duration_since(Instant::now())),
+                |s| s.busy.load(Ordering::Acquire) == 0,
+            )
             .await;
+        if !done && !conductor.interrupted {
+            notes.push(format!(
+                "{} users were still sending or reconnecting {} s after the schedule ended \
+                 (waiting on an unresponsive target); the run drained and closed without them",
+                shared.busy.load(Ordering::Acquire),
+                OVERRUN.as_secs()
+            ));
+        }
     }
     if shared.phase() < Phase::Abort {
         shared.advance(Phase::Draining);
@@ -251,6 +278,7 @@ pub async fn run<D: Driver>(
         users: range.len() as u32,
         cpu: crate::sys::cpu_time().saturating_sub(cpu_start),
         peak_rss: crate::sys::peak_rss_bytes(),
+        notes,
     }
 }
 

@@ -191,6 +191,8 @@ pub struct Schedule {
     /// Deliveries the shard's users get if every sender of every shard sends all it is
     /// scheduled to (only count- or time-bounded sends are counted).
     pub planned: u64,
+    /// When this shard's users have nothing scheduled any more, from the traffic start.
+    pub end: Duration,
 }
 
 /// How many sends a program bounded by `count` and/or `end` makes: every k with
@@ -350,11 +352,23 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
             }
         }
     }
+    let end = vus
+        .iter()
+        .flat_map(|v| {
+            let sends = v.programs.iter().map(|p| {
+                let n = planned_sends(p.start, p.interval, p.count, p.end);
+                p.start + p.interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
+            });
+            sends.chain(std::iter::once(v.hold_until()))
+        })
+        .max()
+        .unwrap_or_default();
     Schedule {
         vus,
         groups,
         expect,
         planned,
+        end,
     }
 }
 

@@ -13,7 +13,7 @@ use msgstorm::metrics::Counter;
 use msgstorm::serve::faults::FaultSpec;
 use msgstorm::serve::{ServeConfig, ServerHandle};
 
-use crate::common::run::{scenario, Work, BIN, RUN_LIMIT};
+use crate::common::run::{msgstorm, scenario, Work, BIN, RUN_LIMIT};
 use crate::common::{config, start};
 
 /// 60 s of traffic, far longer than any test waits.
@@ -141,4 +141,65 @@ async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
     assert!(a.interrupted, "{out}");
     assert!(a.metrics.count(Counter::Sent) > 0, "{out}");
     server.shutdown().await.expect("server stops");
+}
+
+/// A target that stops answering mid-run (its process is stopped): the run still ends
+/// within its own bounds — requests time out after `connect_timeout` instead of waiting
+/// for ever — and writes its result. Without the bound, the final sync would hold the run
+/// until the 30 s close grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_stops_answering_does_not_hang_the_run() {
+    let server = crate::common::ChildServer::start(&[]);
+    let work = Work::new();
+    let text = format!(
+        r#"drain = "1s"
+[target]
+url = "{}"
+connect_timeout = "1s"
+[target.auth]
+secret = "{}"
+
+[population]
+users = 12
+login_rate = 200
+
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 8
+rate = 40
+duration = "3s"
+"#,
+        server.ws_url(),
+        crate::common::SECRET
+    );
+    let file = work.write("stall.toml", &text);
+    let out = work.path("out");
+    let run = tokio::spawn({
+        let (file, out) = (file.clone(), out.clone());
+        async move {
+            msgstorm(&[
+                "run",
+                file.to_str().expect("utf-8 path"),
+                "--out",
+                out.to_str().expect("utf-8 path"),
+                "-q",
+            ])
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.signal("STOP");
+    let ran = run.await.expect("the run task");
+    server.signal("CONT");
+    assert!(
+        ran.took < Duration::from_secs(20),
+        "the run took {:?}:\n{ran}",
+        ran.took
+    );
+    let a = Artifact::read(&out.join("result.json")).expect("result.json is written");
+    let d = a.ledger.summary();
+    // Sends the stopped server never acknowledged are failures, expected nowhere; every
+    // acknowledged one was delivered before the stop.
+    assert!(d.refused > 0 && d.delivered == d.expected, "{d:?}");
 }
