@@ -141,14 +141,14 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let mut progress = Progress::new(args.quiet, plan.population.users);
     let (outcome, acceptance) = match plan.target.driver {
         DriverKind::Native => {
-            let driver = NativeDriver::new(url.clone(), &plan.target);
+            let driver = NativeDriver::new(&url, &plan.target);
             let acceptance = driver.has_acceptance();
             let outcome =
                 crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
             (outcome, acceptance)
         }
         DriverKind::Echo => {
-            let driver = EchoDriver::new(url.clone(), &plan.target);
+            let driver = EchoDriver::new(&url, &plan.target);
             let outcome =
                 crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
             (outcome, false)

@@ -5,12 +5,11 @@
 //! transport (cheap upgrade, coalesced writes, reading while a write waits) is
 //! [`super::ws`].
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use super::ws::{classify, Endpoint, Ws};
+use super::ws::{classify, Dialer, Ws};
 use super::{Connected, Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 use crate::scenario::{RequestKind, Target};
@@ -18,19 +17,15 @@ use crate::scenario::{RequestKind, Target};
 /// The echo driver.
 #[derive(Debug, Clone)]
 pub struct EchoDriver {
-    endpoint: Result<Endpoint, String>,
-    connect_timeout: Duration,
-    sources: Vec<IpAddr>,
+    dialer: Dialer,
 }
 
 impl EchoDriver {
     /// A driver for the echo endpoint at `url` (`ws://…`), binding connections to the
     /// target's source addresses round-robin by user.
-    pub fn new(url: String, target: &Target) -> Self {
+    pub fn new(url: &str, target: &Target) -> Self {
         EchoDriver {
-            endpoint: Endpoint::parse(&url),
-            connect_timeout: target.connect_timeout,
-            sources: target.source_addrs.clone(),
+            dialer: Dialer::new(url, target),
         }
     }
 }
@@ -47,26 +42,14 @@ impl super::Driver for EchoDriver {
         user: &UserCtx,
         resume: (),
     ) -> Result<Connected<EchoSession>, (Failure, ())> {
-        let ep = match &self.endpoint {
-            Ok(ep) => ep,
-            Err(e) => return Err((Failure::new(ErrorKind::Protocol, e.clone()), resume)),
-        };
         let started = Instant::now();
-        let source = super::ws::source_for(&self.sources, user.ix);
-        match tokio::time::timeout(self.connect_timeout, Ws::open(ep, source)).await {
-            Ok(Ok(ws)) => Ok(Connected {
+        match self.dialer.dial(user.ix).await {
+            Ok(ws) => Ok(Connected {
                 session: EchoSession { ws },
                 handshake: started.elapsed(),
                 login: Duration::ZERO,
             }),
-            Ok(Err(f)) => Err((f, resume)),
-            Err(_) => Err((
-                Failure::new(
-                    ErrorKind::ConnectTimeout,
-                    format!("no WebSocket upgrade within {:?}", self.connect_timeout),
-                ),
-                resume,
-            )),
+            Err(f) => Err((f, resume)),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::Message;
 
-use super::ws::{classify, Endpoint, Ws};
+use super::ws::{classify, Dialer, Ws};
 use super::{Connected, Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 use crate::scenario::{Auth, RequestKind, Target};
@@ -28,24 +28,20 @@ const SYNC_OVERLAP_WINDOW: Duration = Duration::from_secs(10);
 /// The native protocol driver.
 #[derive(Debug, Clone)]
 pub struct NativeDriver {
-    endpoint: Result<Endpoint, String>,
+    dialer: Dialer,
     secret: Option<String>,
-    connect_timeout: Duration,
-    sources: Vec<std::net::IpAddr>,
 }
 
 impl NativeDriver {
     /// A driver for `url` (a `ws://` URL of the reference server's `/ws`).
-    pub fn new(url: String, target: &Target) -> Self {
+    pub fn new(url: &str, target: &Target) -> Self {
         let secret = match &target.auth {
             Auth::Secret(s) => Some(s.clone()),
             Auth::None | Auth::Password { .. } => None,
         };
         NativeDriver {
-            endpoint: Endpoint::parse(&url),
+            dialer: Dialer::new(url, target),
             secret,
-            connect_timeout: target.connect_timeout,
-            sources: target.source_addrs.clone(),
         }
     }
 }
@@ -62,16 +58,10 @@ impl super::Driver for NativeDriver {
         user: &UserCtx,
         resume: Cursors,
     ) -> Result<Connected<NativeSession>, (Failure, Cursors)> {
-        let ep = match &self.endpoint {
-            Ok(ep) => ep,
-            Err(e) => return Err((Failure::new(ErrorKind::Protocol, e.clone()), resume)),
-        };
         let started = Instant::now();
-        let source = super::ws::source_for(&self.sources, user.ix);
-        let ws = match tokio::time::timeout(self.connect_timeout, Ws::open(ep, source)).await {
-            Ok(Ok(ws)) => ws,
-            Ok(Err(f)) => return Err((f, resume)),
-            Err(_) => return Err((timed_out("WebSocket upgrade", self.connect_timeout), resume)),
+        let ws = match self.dialer.dial(user.ix).await {
+            Ok(ws) => ws,
+            Err(f) => return Err((f, resume)),
         };
         let handshake = started.elapsed();
         let mut session = NativeSession {
@@ -82,12 +72,12 @@ impl super::Driver for NativeDriver {
             recent_sync: HashSet::new(),
             recent_sync_until: Instant::now(),
             next_ref: 0,
-            reply_timeout: self.connect_timeout,
+            reply_timeout: self.dialer.timeout(),
         };
         let login = self.login(&mut session, user);
-        let outcome = match tokio::time::timeout(self.connect_timeout, login).await {
+        let outcome = match tokio::time::timeout(self.dialer.timeout(), login).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(timed_out("login reply", self.connect_timeout)),
+            Err(_) => Err(timed_out("login reply", self.dialer.timeout())),
         };
         match outcome {
             Ok(()) => Ok(Connected {

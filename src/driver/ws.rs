@@ -137,7 +137,7 @@ pub struct Ws {
 
 impl Ws {
     /// TCP connect (from `source` when given) and WebSocket upgrade to `ep`.
-    pub async fn open(ep: &Endpoint, source: Option<IpAddr>) -> Result<Ws, Failure> {
+    async fn open(ep: &Endpoint, source: Option<IpAddr>) -> Result<Ws, Failure> {
         let mut tcp = connect(&ep.addr, source).await?;
         // Frames are coalesced per flush already: send each write at once.
         tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
@@ -236,9 +236,47 @@ impl Ws {
     }
 }
 
-/// The source address of user `ix` among `sources` (round-robin), if any.
-pub fn source_for(sources: &[IpAddr], ix: u32) -> Option<IpAddr> {
-    (!sources.is_empty()).then(|| sources[ix as usize % sources.len()])
+/// How the WebSocket drivers reach their target: the endpoint (or why its URL is
+/// unusable), the source addresses users bind to round-robin, and the connect time limit.
+#[derive(Debug, Clone)]
+pub struct Dialer {
+    endpoint: Result<Endpoint, String>,
+    sources: Vec<IpAddr>,
+    timeout: std::time::Duration,
+}
+
+impl Dialer {
+    /// A dialer for `url` with the target's source addresses and connect timeout.
+    pub fn new(url: &str, target: &crate::scenario::Target) -> Self {
+        Dialer {
+            endpoint: Endpoint::parse(url),
+            sources: target.source_addrs.clone(),
+            timeout: target.connect_timeout,
+        }
+    }
+
+    /// The connect time limit (drivers bound their login exchange by it too).
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout
+    }
+
+    /// TCP connect and WebSocket upgrade for user `ix`, within the connect timeout.
+    pub async fn dial(&self, ix: u32) -> Result<Ws, Failure> {
+        let ep = self
+            .endpoint
+            .as_ref()
+            .map_err(|e| Failure::new(ErrorKind::Protocol, e.clone()))?;
+        let source =
+            (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
+        tokio::time::timeout(self.timeout, Ws::open(ep, source))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::new(
+                    ErrorKind::ConnectTimeout,
+                    format!("no WebSocket upgrade within {:?}", self.timeout),
+                ))
+            })
+    }
 }
 
 /// Connects to `addr`, binding the local end to `source` (any free port) when given.
