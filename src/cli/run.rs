@@ -88,11 +88,24 @@ pub(super) async fn prepare_target(
     Ok((server, url))
 }
 
+/// The results folder of `plan`, created now so that an unusable one fails before the run.
+pub(super) fn out_dir(plan: &Plan) -> Result<std::path::PathBuf> {
+    let dir = plan
+        .report
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&plan.name));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(dir)
+}
+
 /// Writes the result into its folder, prints the report, and returns the exit code.
 pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
-    let path = artifact.write(dir)?;
+    // The report goes out first: a result file that cannot be written must not also
+    // cost the numbers on the screen.
     let rendered = crate::report::render(artifact);
     say(&rendered.text);
+    let path = artifact.write(dir)?;
     note(&format!("result: {}", path.display()));
     Ok(if rendered.passed {
         EXIT_OK
@@ -109,6 +122,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let mut plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
     let mut notes = Vec::new();
     let fd_limit = check_fd_limit(&plan, &mut notes)?;
+    let dir = out_dir(&plan)?;
     let (server, url) = prepare_target(&mut plan, &mut notes).await?;
 
     let mut pids = plan.monitor.pids.clone();
@@ -220,11 +234,6 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         processes,
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
-    let dir = plan
-        .report
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&plan.name));
     finish(&artifact, &dir)
 }
 

@@ -11,9 +11,9 @@ use std::process::Stdio;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use super::run::{count_signals, finish, load_plan, prepare_target, FD_MARGIN};
+use super::run::{count_signals, finish, load_plan, out_dir, prepare_target, FD_MARGIN};
 use super::{note, RunArgs};
-use crate::artifact::{default_out_dir, Artifact};
+use crate::artifact::Artifact;
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
 use crate::scenario::{DriverKind, Shard};
 
@@ -42,12 +42,7 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     let (server, url) = prepare_target(&mut plan, &mut notes).await?;
     let embedded = server.is_some();
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
-    let dir = plan
-        .report
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&plan.name));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let dir = out_dir(&plan)?;
 
     let mut sets = args.set.clone();
     if let Some(server) = &server {

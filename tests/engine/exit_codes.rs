@@ -188,3 +188,18 @@ e2e_p99 = "1us"
         "a failed run still writes its result"
     );
 }
+
+#[test]
+fn unusable_out_folder_exits_2_before_running() {
+    let work = Work::new();
+    let file = work.write("not-a-folder", "");
+    let out = file.join("results");
+    let ran = msgstorm_sync(&["run", "--out", out.to_str().expect("utf-8 path"), "-q"]);
+    ran.expect_code(2);
+    assert!(ran.stderr.contains("Not a directory"), "{ran}");
+    assert!(
+        ran.took < std::time::Duration::from_secs(5),
+        "refused before the run: {ran}"
+    );
+    assert!(ran.stdout.is_empty(), "{ran}");
+}
