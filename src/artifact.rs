@@ -261,28 +261,38 @@ impl Artifact {
         Ok(path)
     }
 
-    /// Reads a result file.
+    /// Reads a result file. A file of another format version is refused with that reason
+    /// rather than a confusing field error.
     pub fn read(path: &Path) -> Result<Artifact> {
         let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let probe: serde_json::Value =
-            serde_json::from_slice(&text).map_err(|e| Error::Artifact {
-                path: path.to_owned(),
-                msg: format!("not JSON: {e}"),
-            })?;
-        let version = probe.get("schema_version").and_then(|v| v.as_u64());
-        if version != Some(u64::from(SCHEMA_VERSION)) {
-            return Err(Error::Artifact {
-                path: path.to_owned(),
-                msg: format!(
-                    "schema_version {} is not {SCHEMA_VERSION}: written by another msgstorm version",
-                    version.map_or("missing".to_owned(), |v| v.to_string())
-                ),
-            });
-        }
-        serde_json::from_value(probe).map_err(|e| Error::Artifact {
+        let bad = |msg: String| Error::Artifact {
             path: path.to_owned(),
-            msg: format!("not a msgstorm result: {e}"),
-        })
+            msg,
+        };
+        let wrong_version = |v: Option<u64>| {
+            bad(format!(
+                "schema_version {} is not {SCHEMA_VERSION}: written by another msgstorm version",
+                v.map_or("missing".to_owned(), |v| v.to_string())
+            ))
+        };
+        match serde_json::from_slice::<Artifact>(&text) {
+            Ok(a) if a.schema_version == SCHEMA_VERSION => Ok(a),
+            Ok(a) => Err(wrong_version(Some(u64::from(a.schema_version)))),
+            Err(e) => {
+                // Only on failure: is it another version, or not a result at all?
+                #[derive(Deserialize)]
+                struct Version {
+                    schema_version: Option<u64>,
+                }
+                match serde_json::from_slice::<Version>(&text) {
+                    Ok(v) if v.schema_version != Some(u64::from(SCHEMA_VERSION)) => {
+                        Err(wrong_version(v.schema_version))
+                    }
+                    Ok(_) => Err(bad(format!("not a msgstorm result: {e}"))),
+                    Err(_) => Err(bad(format!("not JSON: {e}"))),
+                }
+            }
+        }
     }
 
     /// Reads several result files and merges them into one.
