@@ -317,7 +317,7 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
     }
     let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
     plan.target.url = Some(match plan.target.driver {
-        DriverKind::Echo => handle.ws_url().replace("/ws", "/echo"),
+        DriverKind::Echo => handle.echo_url(),
         _ => handle.ws_url(),
     });
     plan.target.auth = Auth::Secret(handle.secret().to_owned());

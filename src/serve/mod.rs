@@ -212,6 +212,11 @@ impl ServerHandle {
         format!("ws://{}/ws", self.addr)
     }
 
+    /// The URL of the `/echo` endpoint.
+    pub fn echo_url(&self) -> String {
+        format!("ws://{}/echo", self.addr)
+    }
+
     /// The token secret (given or generated).
     pub fn secret(&self) -> &str {
         &self.secret

@@ -13,7 +13,7 @@ use crate::common::{config, start, WAIT};
 #[tokio::test]
 async fn echo_endpoint_returns_every_frame_in_order() {
     let server = start(config()).await;
-    let url = format!("ws://{}/echo", server.addr());
+    let url = server.echo_url();
     let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
         .await
         .expect("connect within WAIT")
