@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::monitor::ProcUsage;
-use crate::scenario::{Bound, Check, CheckMetric, Plan, RequestKind, TrafficKind};
+use crate::scenario::{Bound, Check, CheckMetric, Plan, TrafficKind};
 
 /// Version of the result file format; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -174,11 +174,7 @@ impl Artifact {
     pub fn new(plan: &Plan, facts: RunFacts, metrics: Metrics, ledger: Ledger) -> Self {
         let request_sweep = plan.traffic.iter().find_map(|t| match &t.kind {
             TrafficKind::Request(r) => Some(RequestSweep {
-                kind: match r.kind {
-                    RequestKind::Time => "time",
-                    RequestKind::KvGet => "kv_get",
-                }
-                .to_owned(),
+                kind: r.request.to_owned(),
                 steps: r.steps.clone(),
                 step_s: r.step_duration.as_secs_f64(),
                 start_s: t.start.as_secs_f64(),
@@ -192,7 +188,7 @@ impl Artifact {
             run_id: format!("{:08x}", facts.run_id),
             scenario: plan.name.clone(),
             target: facts.target,
-            driver: plan.target.driver.as_str().to_owned(),
+            driver: plan.target.driver.name.to_owned(),
             acceptance: facts.acceptance,
             started_at: humantime::format_rfc3339_seconds(started).to_string(),
             started_unix_us: facts.started_unix_us,

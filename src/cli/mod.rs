@@ -113,7 +113,6 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Run(args) => run::run(args).await,
         Command::Validate { scenario, set } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
-            run::check_driver_options(&plan, Some(&scenario))?;
             say(&format!(
                 "{}: ok — {} users, {} traffic pattern(s), {} check(s)",
                 scenario.display(),

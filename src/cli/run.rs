@@ -8,11 +8,10 @@ use tokio::sync::watch;
 use super::progress::Progress;
 use super::{note, say, RunArgs};
 use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
-use crate::driver::echo::EchoDriver;
-use crate::driver::native::NativeDriver;
-use crate::driver::Driver;
+use crate::driver::{AuthForm, Driver, Endpoint, WithDriver};
+use crate::engine::{Outcome, Progress as EngineProgress, RunOptions};
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
-use crate::scenario::{self, Auth, DriverKind, Plan, Shard};
+use crate::scenario::{self, Auth, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
 pub(super) const FD_MARGIN: u64 = 64;
@@ -32,60 +31,45 @@ pub(super) fn load_plan(args: &RunArgs, shard: Shard) -> Result<Plan> {
     if let Some(out) = &args.out {
         plan.report.out = Some(out.clone());
     }
-    check_driver_options(&plan, args.scenario.as_deref())?;
     Ok(plan)
-}
-
-/// Checks the driver's own options; an error names the scenario file, the line of the key
-/// (found in the file: the scenario layer keeps these tables raw) and the key.
-pub(super) fn check_driver_options(plan: &Plan, file: Option<&std::path::Path>) -> Result<()> {
-    let Err((key, msg)) = crate::driver::check_options(plan) else {
-        return Ok(());
-    };
-    let text = file.and_then(|f| std::fs::read_to_string(f).ok());
-    Err(Error::Scenario {
-        file: file.map_or_else(|| "default.toml".into(), |f| f.to_owned()),
-        line: text.as_deref().map_or(0, |t| line_of_key(t, &key)),
-        key,
-        msg,
-    })
-}
-
-/// The 1-based line where dotted `key` (`target.mqtt.qos`) is set in a TOML text, or 0.
-fn line_of_key(text: &str, key: &str) -> usize {
-    let Some((table, name)) = key.rsplit_once('.') else {
-        return 0;
-    };
-    let mut in_table = false;
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if l.starts_with('[') {
-            in_table = l.trim_matches(|c| c == '[' || c == ']').trim() == table;
-            continue;
-        }
-        let assigned = l.split_once('=').map(|(k, _)| k.trim());
-        if in_table && assigned == Some(name) {
-            return i + 1;
-        }
-    }
-    0
 }
 
 /// Starts the embedded server when the plan names no target, and checks that the target
 /// accepts connections at all (exit code 3 when it does not). Returns the server, if any,
-/// and the URL every user connects to.
+/// and the target as reports show it (the URL, or the in-process driver's name).
 pub(super) async fn prepare_target(
     plan: &mut Plan,
     notes: &mut Vec<String>,
 ) -> Result<(Option<Embedded>, String)> {
     let server = start_embedded(plan, notes).await?;
-    let url = plan
-        .target
-        .url
-        .clone()
-        .ok_or_else(|| Error::Other("no target URL".to_owned()))?;
-    crate::driver::probe(&url, plan.target.connect_timeout).await?;
-    Ok((server, url))
+    let shown = match &plan.target.endpoint {
+        Some(ep) => {
+            crate::driver::probe(ep, plan.target.connect_timeout).await?;
+            ep.url.clone()
+        }
+        None => format!("in-process {}", plan.target.driver.name),
+    };
+    Ok((server, shown))
+}
+
+/// The engine's run, as a job for whichever driver the scenario names.
+struct EngineJob<'a, F> {
+    plan: &'a Plan,
+    opts: RunOptions,
+    signals: watch::Receiver<u32>,
+    on_progress: F,
+}
+
+impl<F: FnMut(&EngineProgress) + Send> WithDriver for EngineJob<'_, F> {
+    /// What the engine recorded, and whether sends had an acceptance.
+    type Output = (Outcome, bool);
+
+    async fn run<D: Driver>(self, driver: D) -> (Outcome, bool) {
+        let acceptance = driver.caps().acceptance;
+        let outcome =
+            crate::engine::run(self.plan, driver, self.opts, self.signals, self.on_progress).await;
+        (outcome, acceptance)
+    }
 }
 
 /// The results folder of `plan`, created now so that an unusable one fails before the run.
@@ -153,44 +137,22 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
     let mut progress = Progress::new(args.quiet, plan.population.users);
-    let (outcome, acceptance) = match plan.target.driver {
-        DriverKind::Native => {
-            let driver = NativeDriver::new(&url, &plan.target);
-            let acceptance = driver.has_acceptance();
-            let outcome =
-                crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
-            (outcome, acceptance)
-        }
-        DriverKind::Echo => {
-            let driver = EchoDriver::new(&url, &plan.target);
-            let outcome =
-                crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
-            (outcome, false)
-        }
-        #[cfg(feature = "mqtt")]
-        DriverKind::Mqtt => {
-            let driver = crate::driver::mqtt::MqttDriver::new(&url, &plan, run_id)
-                .map_err(|e| Error::Usage(format!("{}: {}", e.key, e.msg)))?;
-            let acceptance = driver.has_acceptance();
-            let outcome =
-                crate::engine::run(&plan, driver, opts, signals, |p| progress.update(p)).await;
-            (outcome, acceptance)
-        }
-        #[cfg(not(feature = "mqtt"))]
-        other => {
-            return Err(Error::Usage(format!(
-                "target.driver: `{}` is not built into this msgstorm",
-                other.as_str()
-            )))
-        }
+    let job = EngineJob {
+        plan: &plan,
+        opts,
+        signals,
+        on_progress: |p: &EngineProgress| progress.update(p),
     };
+    let (outcome, acceptance) = crate::driver::with_driver(&plan.driver_config(run_id), job)
+        .await
+        .map_err(|e| Error::Usage(e.to_string()))?;
     progress.finish();
     listener.abort();
     let _ = stop_monitor.send(());
     let processes = monitor.await.unwrap_or_default();
     let target = match server {
         Some(_) => format!("embedded {url}"),
-        None => url.clone(),
+        None => url,
     };
     if let Some(server) = server {
         server
@@ -264,8 +226,13 @@ fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
     let limit = crate::sys::raise_fd_limit()
         .map_err(|e| Error::Other(format!("cannot read the open-file limit: {e}")))?;
     let users = plan.shard.range(plan.population.users).len() as u64;
-    // The embedded server lives in this process and holds the other end of every socket.
-    let per_user = if plan.target.url.is_none() { 2 } else { 1 };
+    // The embedded server lives in this process and holds the other end of every socket;
+    // an in-process driver holds none.
+    let per_user = match (&plan.target.endpoint, plan.target.driver.embedded_path) {
+        (Some(_), _) => 1,
+        (None, Some(_)) => 2,
+        (None, None) => 0,
+    };
     let needed = users * per_user + FD_MARGIN;
     if needed > limit.now {
         let shards = needed.div_ceil(limit.now.saturating_sub(FD_MARGIN).max(1));
@@ -312,15 +279,18 @@ pub(super) type Embedded = std::convert::Infallible;
 /// Starts the reference server in this process when the plan names no target.
 #[cfg(feature = "serve")]
 async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Option<Embedded>> {
-    if plan.target.url.is_some() {
+    let driver = plan.target.driver;
+    let (None, Some(path)) = (&plan.target.endpoint, driver.embedded_path) else {
         return Ok(None);
-    }
+    };
     let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
-    plan.target.url = Some(match plan.target.driver {
-        DriverKind::Echo => handle.echo_url(),
-        _ => handle.ws_url(),
-    });
-    plan.target.auth = Auth::Secret(handle.secret().to_owned());
+    let url = format!("ws://{}{path}", handle.addr());
+    plan.target.endpoint = Some(
+        Endpoint::parse(&url, driver).map_err(|e| Error::Other(format!("embedded server: {e}")))?,
+    );
+    if driver.auth.contains(&AuthForm::Secret) {
+        plan.target.auth = Auth::Secret(handle.secret().to_owned());
+    }
     notes.push(
         "the reference server ran embedded in the generator's process: CPU and memory above \
          include it"
@@ -331,12 +301,12 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
 
 #[cfg(not(feature = "serve"))]
 async fn start_embedded(plan: &mut Plan, _: &mut Vec<String>) -> Result<Option<Embedded>> {
-    match plan.target.url {
-        Some(_) => Ok(None),
-        None => Err(Error::Usage(
+    match (&plan.target.endpoint, plan.target.driver.embedded_path) {
+        (None, Some(_)) => Err(Error::Usage(
             "target.url: this msgstorm was built without the embedded server (feature `serve`)"
                 .to_owned(),
         )),
+        _ => Ok(None),
     }
 }
 

@@ -14,8 +14,9 @@ use tokio::sync::watch;
 use super::run::{count_signals, finish, load_plan, out_dir, prepare_target, FD_MARGIN};
 use super::{note, RunArgs};
 use crate::artifact::Artifact;
+use crate::driver::AuthForm;
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
-use crate::scenario::{DriverKind, Shard};
+use crate::scenario::Shard;
 
 /// Slack after the end of the login schedule before traffic starts in every shard.
 const START_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -25,7 +26,7 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     // Validate once, here, so a bad scenario fails before any child starts.
     let mut plan = load_plan(&args, Shard::WHOLE)?;
     let mut notes = Vec::new();
-    if plan.target.url.is_none() {
+    if plan.target.endpoint.is_none() && plan.target.driver.embedded_path.is_some() {
         // The embedded server lives here and holds every user's socket.
         let limit = crate::sys::raise_fd_limit()
             .map_err(|e| Error::Other(format!("cannot read the open-file limit: {e}")))?;
@@ -45,9 +46,9 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     let dir = out_dir(&plan)?;
 
     let mut sets = args.set.clone();
-    if let Some(server) = &server {
-        sets.push(format!("target.url=\"{url}\""));
-        if plan.target.driver == DriverKind::Native {
+    if let (Some(server), Some(ep)) = (&server, &plan.target.endpoint) {
+        sets.push(format!("target.url=\"{}\"", ep.url));
+        if plan.target.driver.auth.contains(&AuthForm::Secret) {
             sets.push(format!("target.auth.secret=\"{}\"", server.secret()));
         }
     }

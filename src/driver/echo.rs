@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::ws::{classify, Dialer, Ws};
-use super::{Connected, Dest, Event, Failure, Session, UserCtx};
+use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
 use crate::metrics::ErrorKind;
-use crate::scenario::{RequestKind, Target};
 
 /// The echo driver.
 #[derive(Debug, Clone)]
@@ -20,21 +19,28 @@ pub struct EchoDriver {
     dialer: Dialer,
 }
 
-impl EchoDriver {
-    /// A driver for the echo endpoint at `url` (`ws://…`), binding connections to the
-    /// target's source addresses round-robin by user.
-    pub fn new(url: &str, target: &Target) -> Self {
-        EchoDriver {
-            dialer: Dialer::new(url, target),
-        }
-    }
-}
-
 impl super::Driver for EchoDriver {
+    const SPEC: Spec = Spec {
+        name: "echo",
+        schemes: super::ws::SCHEMES,
+        embedded_path: Some("/echo"),
+        kinds: &["echo"],
+        requests: &[],
+        auth: &[],
+        source_addresses: true,
+        caps: Caps {
+            filters_own_echoes: true,
+            ..Caps::NONE
+        },
+    };
+
     type Session = EchoSession;
 
-    fn has_acceptance(&self) -> bool {
-        false
+    fn new(config: &Config) -> Result<Self, OptionError> {
+        super::ws::no_options(config)?;
+        Ok(EchoDriver {
+            dialer: Dialer::new(config)?,
+        })
     }
 
     async fn connect(
@@ -82,7 +88,7 @@ impl Session for EchoSession {
         self.ws.write(Message::text(body)).await
     }
 
-    async fn request(&mut self, _tag: u64, _kind: RequestKind) -> Result<(), Failure> {
+    async fn request(&mut self, _tag: u64, _name: &'static str) -> Result<(), Failure> {
         Err(Failure::new(
             ErrorKind::RequestFailed,
             "the echo endpoint has no requests",

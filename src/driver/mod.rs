@@ -1,43 +1,202 @@
 //! Protocol drivers: one interface for every wire protocol msgstorm speaks.
 //!
-//! A [`Driver`] is built once per run from the plan's target; it opens one [`Session`] per
-//! virtual user. The engine only ever talks to these traits, so adding a protocol means
-//! adding a file here. Drivers keep no statistics and do no pacing; they report what
-//! happened as [`Event`]s and errors classified by [`ErrorKind`].
+//! A driver is one file here plus one line in the registry (`registry.rs`). The file
+//! declares what the driver is ([`Spec`]: name, URL schemes, traffic kinds, requests, auth
+//! forms, source addresses, capabilities), builds itself from a [`Config`] — checking its
+//! own `[target.<name>]` options, so a mistake is an `FILE:LINE: KEY:` error before anything
+//! connects — and implements [`Driver`] (built once per run) and [`Session`] (one per
+//! virtual user). Drivers never see the scenario, keep no statistics and do no pacing: they
+//! report what happened as [`Event`]s and classify failures by [`ErrorKind`]. How to add
+//! one: `docs/drivers/README.md`.
 //!
-//! How each protocol maps onto the interface:
+//! How each built-in protocol maps onto the interface:
 //!
-//! | operation | `native` (reference server) | `mqtt` | `xmpp` | `socketio` | `ws-json` |
-//! |---|---|---|---|---|---|
-//! | connect + login | WebSocket upgrade, `login` frame with HMAC token, `welcome` | CONNECT/CONNACK with client id = run+user, optional username/password | stream open, SASL, bind | Engine.IO open, Socket.IO connect with auth | upgrade + templated login frame |
-//! | send direct | `send` to `{user}`; `ack` after commit is the acceptance | PUBLISH to the user's inbox topic; PUBACK/PUBCOMP (QoS 0: none) | `<message type="chat">`; XEP-0198 ack or receipt | emit with ack callback | templated frame, optional ack template |
-//! | send group | `send` to `{group}` | PUBLISH to the group topic | MUC groupchat message | emit to a room event | templated |
-//! | receive | `msg` push | PUBLISH on a subscribed topic | `<message>` stanza | event | frames matching a template |
-//! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive) | whitespace ping / XEP-0199 | Engine.IO ping/pong | templated |
-//! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | MUC join | join a room | templated |
-//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | MAM query | server-specific | templated |
-//! | close | WebSocket close | DISCONNECT | `</stream>` | close | close |
+//! | operation | `native` (reference server) | `mqtt` | `echo` |
+//! |---|---|---|---|
+//! | connect + login | WebSocket upgrade, `login` frame with HMAC token, `welcome` | CONNECT/CONNACK with client id = run+user, optional username/password | WebSocket upgrade, no login |
+//! | send direct | `send` to `{user}`; `ack` after commit is the acceptance | PUBLISH to the user's inbox topic; PUBACK/PUBCOMP is the acceptance (QoS 0: none) | a text frame to itself; no acceptance |
+//! | send group | `send` to `{group}` | PUBLISH to the group topic | – |
+//! | receive | `msg` push | PUBLISH on a subscribed topic | the frame echoed back |
+//! | request | `time` / `kv_get` RPC, answered by `reply` | – | – |
+//! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive, by rumqttc) | – |
+//! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | – |
+//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) |
+//! | close | WebSocket close | DISCONNECT | WebSocket close |
 //!
 //! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
 pub mod echo;
+pub mod endpoint;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
 pub mod native;
+mod registry;
 pub mod ws;
 
 use std::future::Future;
+use std::net::IpAddr;
+use std::time::Duration;
 
 use crate::metrics::ErrorKind;
-use crate::scenario::{RequestKind, UserIx};
+pub use endpoint::Endpoint;
+pub use registry::{check, for_each_spec, spec, specs, with_driver, WithDriver};
+
+/// What a driver is, declared once in its own file (`const SPEC`): everything the scenario
+/// layer, the CLI and the engine need to know about it without naming it.
+#[derive(Debug)]
+pub struct Spec {
+    /// The name in `[target] driver = "…"`, in `[target.<name>]` and in reports.
+    pub name: &'static str,
+    /// URL schemes it connects to (empty: it runs in this process and takes no URL).
+    pub schemes: &'static [Scheme],
+    /// The path of the embedded reference server it talks to when the scenario names no
+    /// URL (`None`: a URL is required).
+    pub embedded_path: Option<&'static str>,
+    /// Traffic kinds (`kind = "…"` of `[[traffic]]`) it runs.
+    pub kinds: &'static [&'static str],
+    /// Requests (`request = "…"` of a `request` pattern) it can send.
+    pub requests: &'static [&'static str],
+    /// The `[target.auth]` forms it takes (empty: none).
+    pub auth: &'static [AuthForm],
+    /// Whether it binds client sockets to `[target] source_addresses`.
+    pub source_addresses: bool,
+    /// What it can do with its default options ([`Driver::caps`] may say less).
+    pub caps: Caps,
+}
+
+impl PartialEq for Spec {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+/// A URL scheme a driver speaks.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Scheme {
+    /// `ws`, `mqtts`, …
+    pub name: &'static str,
+    /// Port when the URL names none.
+    pub default_port: u16,
+    /// Runs over TLS.
+    pub tls: bool,
+    /// A complete example URL, for error messages.
+    pub example: &'static str,
+}
+
+/// What a driver can do, as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Sends get an acceptance from the server (ack, PUBACK…), so send→ack latency is
+    /// measured; without it the report says "no acceptance".
+    pub acceptance: bool,
+    /// A user must have connected once before the server keeps messages for it while it
+    /// is offline (MQTT persistent sessions): late users connect, join their groups and
+    /// disconnect before traffic starts.
+    pub presence: bool,
+    /// It can fetch what a user missed while offline. Without it, scenarios with late or
+    /// churning users are refused up front: their missed messages would look like loss.
+    pub fetch_missed: bool,
+    /// It never hands a user its own group messages back; otherwise the engine drops
+    /// them (they are not deliveries).
+    pub filters_own_echoes: bool,
+}
+
+impl Caps {
+    /// Nothing at all.
+    pub const NONE: Caps = Caps {
+        acceptance: false,
+        presence: false,
+        fetch_missed: false,
+        filters_own_echoes: false,
+    };
+}
+
+/// A form of `[target.auth]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthForm {
+    /// `secret`: tokens minted per user (the reference server's HMAC tokens).
+    Secret,
+    /// `username` + `password` templates.
+    Password,
+}
+
+/// How a user proves who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// Nothing.
+    None,
+    /// Native tokens minted from the server's secret (HMAC of the user id).
+    Secret(String),
+    /// Username/password; `{user}` in either is replaced by the user id.
+    Password {
+        /// Username template.
+        username: String,
+        /// Password template.
+        password: String,
+    },
+}
+
+/// Everything a driver is built from: the scenario's `[target]` resolved, without the
+/// scenario itself.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The driver.
+    pub spec: &'static Spec,
+    /// Where to connect (`None`: an in-process driver, or validation before the
+    /// embedded server's address is known).
+    pub endpoint: Option<Endpoint>,
+    /// How users authenticate.
+    pub auth: Auth,
+    /// Limit for TCP connect + protocol handshake + login of one user.
+    pub connect_timeout: Duration,
+    /// Heartbeat interval of every online user (`None`: none).
+    pub heartbeat: Option<Duration>,
+    /// Local addresses client sockets bind to, user `i` using `source_addrs[i % len]`.
+    pub source_addrs: Vec<IpAddr>,
+    /// The largest message body of the run, bytes (for packet limits).
+    pub max_body: usize,
+    /// The run id (for client ids that must not collide across runs).
+    pub run_id: u32,
+    /// The driver's own `[target.<name>]` table.
+    pub options: toml::Table,
+}
+
+/// A bad driver option or URL, found before anything connects.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {msg}")]
+pub struct OptionError {
+    /// Dotted scenario key, e.g. `target.mqtt.qos` or `target.url`; the scenario layer
+    /// turns it into `FILE:LINE`.
+    pub key: String,
+    /// What is wrong and what is allowed.
+    pub msg: String,
+}
+
+impl OptionError {
+    /// An error about `key` of `[target.<driver>]`.
+    pub fn option(driver: &str, key: &str, msg: impl Into<String>) -> Self {
+        OptionError {
+            key: format!("target.{driver}.{key}"),
+            msg: msg.into(),
+        }
+    }
+
+    /// An error about `target.url`.
+    pub fn url(msg: impl Into<String>) -> Self {
+        OptionError {
+            key: "target.url".to_owned(),
+            msg: msg.into(),
+        }
+    }
+}
 
 /// Who a session belongs to.
 #[derive(Debug, Clone)]
 pub struct UserCtx {
-    /// The user's index in the plan.
-    pub ix: UserIx,
+    /// The user's index in the plan (`0..population.users`).
+    pub ix: u32,
     /// The user's id on the wire.
     pub id: String,
 }
@@ -101,20 +260,21 @@ pub enum Event {
     Closed(Failure),
 }
 
-/// A protocol, built once per run.
-pub trait Driver: Send + Sync + 'static {
+/// A protocol, built once per run from a [`Config`].
+pub trait Driver: Sized + Send + Sync + 'static {
+    /// What this driver is.
+    const SPEC: Spec;
+
     /// One user's connection.
     type Session: Session;
 
-    /// True when a send gets an acceptance from the server (an ack, PUBACK…); false when the
-    /// protocol has none (MQTT QoS 0) and send→ack latency is not measured.
-    fn has_acceptance(&self) -> bool;
+    /// Builds the driver, checking its options (`[target.<name>]`) and endpoint. Runs for
+    /// `msgstorm validate` too, so every mistake is found before anything connects.
+    fn new(config: &Config) -> Result<Self, OptionError>;
 
-    /// True when a user must have connected once before messages for it are kept while it
-    /// is offline (MQTT persistent sessions); late users then connect, join their groups
-    /// and disconnect before traffic starts.
-    fn needs_presence(&self) -> bool {
-        false
+    /// What the driver can do with the options it was built with.
+    fn caps(&self) -> Caps {
+        Self::SPEC.caps
     }
 
     /// Removes what the server keeps for `user` after its last connection of the run (MQTT
@@ -149,11 +309,12 @@ pub trait Session: Send + 'static {
         body: &str,
     ) -> impl Future<Output = Result<(), Failure>> + Send;
 
-    /// Sends a request of the request/response workload; the reply arrives as [`Event::Reply`].
+    /// Sends request `name` (one of [`Spec::requests`]) of the request/response workload;
+    /// the reply arrives as [`Event::Reply`].
     fn request(
         &mut self,
         tag: u64,
-        kind: RequestKind,
+        name: &'static str,
     ) -> impl Future<Output = Result<(), Failure>> + Send;
 
     /// Sends a heartbeat.
@@ -198,57 +359,13 @@ pub struct Connected<S> {
 /// The state a driver's sessions carry between two connections of one user.
 pub type Resume<D> = <<D as Driver>::Session as Session>::Resume;
 
-/// Checks the plan's driver-specific options (`[target.<driver>]`), so that a bad one fails
-/// before anything connects. Returns the dotted key and what is wrong with it.
-pub fn check_options(plan: &crate::scenario::Plan) -> Result<(), (String, String)> {
-    match plan.target.driver {
-        crate::scenario::DriverKind::Native | crate::scenario::DriverKind::Echo => {
-            match &plan.target.url {
-                Some(url) => ws::Endpoint::parse(url)
-                    .map(|_| ())
-                    .map_err(|msg| ("target.url".to_owned(), msg)),
-                None => Ok(()),
-            }
-        }
-        #[cfg(feature = "mqtt")]
-        crate::scenario::DriverKind::Mqtt => {
-            let url = plan.target.url.as_deref().unwrap_or_default();
-            mqtt::MqttDriver::new(url, plan, 0)
-                .map(|_| ())
-                .map_err(|e| (e.key, e.msg))
-        }
-        #[cfg(not(feature = "mqtt"))]
-        crate::scenario::DriverKind::Mqtt => Ok(()),
-    }
-}
-
 /// Checks that the target accepts TCP connections at all, so an unreachable target fails
 /// at once with exit code 3 instead of after a run of failed logins.
-pub async fn probe(url: &str, timeout: std::time::Duration) -> crate::Result<()> {
+pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> crate::Result<()> {
+    let addr = endpoint.addr();
     let unreachable = |reason: String| crate::Error::Unreachable {
-        target: url.to_owned(),
+        target: endpoint.url.clone(),
         reason,
-    };
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| crate::Error::Usage(format!("target.url `{url}`: no scheme")))?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let authority = authority.rsplit('@').next().unwrap_or_default();
-    let default_port = match scheme {
-        "ws" => 80,
-        "wss" => 443,
-        "mqtt" => 1883,
-        "mqtts" => 8883,
-        _ => 80,
-    };
-    let addr = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        && !authority.ends_with(']')
-    {
-        authority.to_owned()
-    } else {
-        format!("{authority}:{default_port}")
     };
     match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&addr)).await {
         Ok(Ok(_)) => Ok(()),

@@ -22,11 +22,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use conn::{Conn, Wire};
-pub use options::{OptionError, Options, Version};
+pub use options::{Options, Version};
 
-use super::{Connected, Dest, Event, Failure, Session, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme, Session,
+    Spec, UserCtx,
+};
 use crate::metrics::ErrorKind;
-use crate::scenario::{Auth, Plan, RequestKind, TrafficKind};
 
 /// The longest a replay after a reconnect is collected as missed messages; what comes
 /// later is an ordinary push.
@@ -51,78 +53,6 @@ pub struct MqttDriver {
 }
 
 impl MqttDriver {
-    /// A driver for `url` (`mqtt://host[:port]` or `mqtts://…`) with the plan's
-    /// `[target.mqtt]` options, for run `run_id`. Every option is checked here, before
-    /// anything connects.
-    pub fn new(url: &str, plan: &Plan, run_id: u32) -> Result<Self, OptionError> {
-        let target = &plan.target;
-        let opts = Options::parse(&target.options, target.heartbeat)?;
-        let bad_url = |msg: String| OptionError {
-            key: "target.url".to_owned(),
-            msg,
-        };
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| bad_url(format!("`{url}`: expected mqtt://host[:port]")))?;
-        let tls = match scheme {
-            "mqtt" => false,
-            "mqtts" => true,
-            other => {
-                return Err(bad_url(format!(
-                    "scheme `{other}` is not mqtt:// or mqtts://"
-                )))
-            }
-        };
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        let authority = authority.rsplit('@').next().unwrap_or_default();
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !authority.ends_with(']') => (
-                h,
-                p.parse::<u16>()
-                    .map_err(|_| bad_url(format!("`{url}`: port `{p}` is not 1-65535")))?,
-            ),
-            _ => (authority, if tls { 8883 } else { 1883 }),
-        };
-        if opts.ca_file.is_some() && !tls {
-            return Err(OptionError {
-                key: "target.mqtt.ca_file".to_owned(),
-                msg: "a CA file is for mqtts:// URLs; this target is mqtt://".to_owned(),
-            });
-        }
-        let max_body = plan
-            .traffic
-            .iter()
-            .map(|t| match &t.kind {
-                TrafficKind::Direct(d) => d.size,
-                TrafficKind::Group(g) => g.size,
-                _ => 0,
-            })
-            .max()
-            .unwrap_or(0);
-        #[cfg(feature = "mqtt-tls")]
-        let tls = match tls {
-            true => Some(tls_config(opts.ca_file.as_deref())?),
-            false => None,
-        };
-        #[cfg(not(feature = "mqtt-tls"))]
-        if tls {
-            return Err(bad_url(
-                "this msgstorm was built without TLS for MQTT (feature `mqtt-tls`)".to_owned(),
-            ));
-        }
-        Ok(MqttDriver {
-            opts: Arc::new(opts),
-            host: host.to_owned(),
-            port,
-            run_id,
-            auth: target.auth.clone(),
-            connect_timeout: target.connect_timeout,
-            max_packet: max_body + PACKET_OVERHEAD,
-            #[cfg(feature = "mqtt-tls")]
-            tls,
-        })
-    }
-
     /// The resolved options.
     pub fn options(&self) -> &Options {
         &self.opts
@@ -202,10 +132,7 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rumqttc::TlsConfigura
     use tokio_rustls::rustls::pki_types::pem::PemObject;
     use tokio_rustls::rustls::pki_types::CertificateDer;
     use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
-    let err = |msg: String| OptionError {
-        key: "target.mqtt.ca_file".to_owned(),
-        msg,
-    };
+    let err = |msg: String| OptionError::option("mqtt", "ca_file", msg);
     let mut roots = RootCertStore::empty();
     match ca_file {
         Some(path) => {
@@ -240,14 +167,85 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rumqttc::TlsConfigura
 }
 
 impl super::Driver for MqttDriver {
+    const SPEC: Spec = Spec {
+        name: "mqtt",
+        schemes: &[
+            Scheme {
+                name: "mqtt",
+                default_port: 1883,
+                tls: false,
+                example: "mqtt://127.0.0.1:1883",
+            },
+            Scheme {
+                name: "mqtts",
+                default_port: 8883,
+                tls: true,
+                example: "mqtts://broker.example.com",
+            },
+        ],
+        embedded_path: None,
+        kinds: &["direct", "group", "idle"],
+        requests: &[],
+        auth: &[AuthForm::Password],
+        source_addresses: false,
+        caps: Caps {
+            acceptance: true,
+            presence: true,
+            fetch_missed: true,
+            filters_own_echoes: false,
+        },
+    };
+
     type Session = MqttSession;
 
-    fn has_acceptance(&self) -> bool {
-        self.opts.qos > 0
+    /// Checks `[target.mqtt]` and the endpoint (TLS, CA file) before anything connects.
+    fn new(config: &Config) -> Result<Self, OptionError> {
+        let opts = Options::parse(&config.options, config.heartbeat)?;
+        let tls = config.endpoint.as_ref().is_some_and(|ep| ep.tls());
+        if opts.ca_file.is_some() && !tls {
+            return Err(OptionError::option(
+                "mqtt",
+                "ca_file",
+                "a CA file is for mqtts:// URLs; this target is mqtt://",
+            ));
+        }
+        #[cfg(feature = "mqtt-tls")]
+        let tls = match tls {
+            true => Some(tls_config(opts.ca_file.as_deref())?),
+            false => None,
+        };
+        #[cfg(not(feature = "mqtt-tls"))]
+        if tls {
+            return Err(OptionError::url(
+                "this msgstorm was built without TLS for MQTT (feature `mqtt-tls`)",
+            ));
+        }
+        let (host, port) = config
+            .endpoint
+            .as_ref()
+            .map_or((String::new(), 0), |ep| (ep.host.clone(), ep.port));
+        Ok(MqttDriver {
+            opts: Arc::new(opts),
+            host,
+            port,
+            run_id: config.run_id,
+            auth: config.auth.clone(),
+            connect_timeout: config.connect_timeout,
+            max_packet: config.max_body + PACKET_OVERHEAD,
+            #[cfg(feature = "mqtt-tls")]
+            tls,
+        })
     }
 
-    fn needs_presence(&self) -> bool {
-        true
+    /// QoS 0 has no acceptance; a clean session keeps nothing for an offline user.
+    fn caps(&self) -> Caps {
+        let persistent = !self.opts.clean_session;
+        Caps {
+            acceptance: self.opts.qos > 0,
+            presence: persistent,
+            fetch_missed: persistent,
+            filters_own_echoes: false,
+        }
     }
 
     async fn forget(&self, user: &UserCtx) {
@@ -501,7 +499,7 @@ impl Session for MqttSession {
         Ok(())
     }
 
-    async fn request(&mut self, _tag: u64, _kind: RequestKind) -> Result<(), Failure> {
+    async fn request(&mut self, _tag: u64, _name: &'static str) -> Result<(), Failure> {
         Err(Failure::new(
             ErrorKind::RequestFailed,
             "MQTT has no request/response workload",

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::ws::{classify, Dialer, Ws};
-use super::{Connected, Dest, Event, Failure, Session, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
+    UserCtx,
+};
 use crate::metrics::ErrorKind;
-use crate::scenario::{Auth, RequestKind, Target};
 use crate::wire::{self, ClientFrame, ConvId, ErrorCode, ServerFrame};
 
 /// Requests the driver makes for itself (join, sync) use refs with this bit set, so they
@@ -32,25 +34,41 @@ pub struct NativeDriver {
     secret: Option<String>,
 }
 
-impl NativeDriver {
-    /// A driver for `url` (a `ws://` URL of the reference server's `/ws`).
-    pub fn new(url: &str, target: &Target) -> Self {
-        let secret = match &target.auth {
+/// The request the `time` request pattern sends: the server's clock, cheap.
+const REQUEST_TIME: &str = "time";
+/// The request the `kv_get` request pattern sends: a lookup through the server's worker
+/// pool and simulated backend.
+const REQUEST_KV_GET: &str = "kv_get";
+
+impl super::Driver for NativeDriver {
+    const SPEC: Spec = Spec {
+        name: "native",
+        schemes: super::ws::SCHEMES,
+        embedded_path: Some("/ws"),
+        kinds: &["direct", "group", "idle", "request"],
+        requests: &[REQUEST_TIME, REQUEST_KV_GET],
+        auth: &[AuthForm::Secret],
+        source_addresses: true,
+        caps: Caps {
+            acceptance: true,
+            presence: false,
+            fetch_missed: true,
+            filters_own_echoes: true,
+        },
+    };
+
+    type Session = NativeSession;
+
+    fn new(config: &Config) -> Result<Self, OptionError> {
+        super::ws::no_options(config)?;
+        let secret = match &config.auth {
             Auth::Secret(s) => Some(s.clone()),
             Auth::None | Auth::Password { .. } => None,
         };
-        NativeDriver {
-            dialer: Dialer::new(url, target),
+        Ok(NativeDriver {
+            dialer: Dialer::new(config)?,
             secret,
-        }
-    }
-}
-
-impl super::Driver for NativeDriver {
-    type Session = NativeSession;
-
-    fn has_acceptance(&self) -> bool {
-        true
+        })
     }
 
     async fn connect(
@@ -377,13 +395,19 @@ impl Session for NativeSession {
         .await
     }
 
-    async fn request(&mut self, tag: u64, kind: RequestKind) -> Result<(), Failure> {
-        let frame = match kind {
-            RequestKind::Time => ClientFrame::Time { r#ref: tag },
-            RequestKind::KvGet => ClientFrame::KvGet {
+    async fn request(&mut self, tag: u64, name: &'static str) -> Result<(), Failure> {
+        let frame = match name {
+            REQUEST_TIME => ClientFrame::Time { r#ref: tag },
+            REQUEST_KV_GET => ClientFrame::KvGet {
                 r#ref: tag,
                 key: format!("k{}", tag % 1024),
             },
+            other => {
+                return Err(Failure::new(
+                    ErrorKind::RequestFailed,
+                    format!("the native protocol has no request `{other}`"),
+                ))
+            }
         };
         self.write(&frame).await
     }

@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 
-use super::Failure;
+use super::{Config, Endpoint, Failure, OptionError, Scheme};
 use crate::metrics::ErrorKind;
 
 /// Bytes read from the socket at most per read. Small, because an idle connection keeps
@@ -48,52 +48,34 @@ fn config() -> WebSocketConfig {
         .max_message_size(Some(MAX_MESSAGE))
 }
 
-/// Where a WebSocket endpoint is: the address to connect to, the `Host` header and the
-/// request target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    addr: String,
-    host: String,
-    path: String,
-}
+/// The URL schemes of the WebSocket drivers.
+pub const SCHEMES: &[Scheme] = &[
+    Scheme {
+        name: "ws",
+        default_port: 80,
+        tls: false,
+        example: "ws://127.0.0.1:7700/ws",
+    },
+    Scheme {
+        name: "wss",
+        default_port: 443,
+        tls: true,
+        example: "wss://chat.example.com/ws",
+    },
+];
 
-impl Endpoint {
-    /// Splits a `ws://host[:port][/path]` URL; `wss://` needs TLS, which these drivers lack.
-    pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let rest = match url.split_once("://") {
-            Some(("ws", rest)) => rest,
-            Some(("wss", _)) => {
-                return Err(format!(
-                    "`{url}`: wss:// (TLS) is not built into this driver; use ws://"
-                ))
-            }
-            _ => return Err(format!("`{url}`: not a ws:// URL")),
-        };
-        let (authority, path) = match rest.find(['/', '?']) {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() || authority.contains('@') {
-            return Err(format!("`{url}`: expected ws://host[:port]/path"));
-        }
-        let has_port = authority
-            .rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && !p.contains(']') && p.parse::<u16>().is_ok());
-        let addr = if has_port {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
-        let path = if path.starts_with('?') {
-            format!("/{path}")
-        } else {
-            path.to_owned()
-        };
-        Ok(Endpoint {
-            addr,
-            host: authority.to_owned(),
-            path,
-        })
+/// Refuses a `[target.<driver>]` table for the WebSocket drivers that take no options.
+pub fn no_options(config: &Config) -> Result<(), OptionError> {
+    match config.options.keys().next() {
+        Some(key) => Err(OptionError::option(
+            config.spec.name,
+            key,
+            format!(
+                "unknown key `{key}`: driver `{}` takes no options",
+                config.spec.name
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -138,14 +120,15 @@ pub struct Ws {
 impl Ws {
     /// TCP connect (from `source` when given) and WebSocket upgrade to `ep`.
     async fn open(ep: &Endpoint, source: Option<IpAddr>) -> Result<Ws, Failure> {
-        let mut tcp = connect(&ep.addr, source).await?;
+        let mut tcp = connect(&ep.addr(), source).await?;
         // Frames are coalesced per flush already: send each write at once.
         tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
         let key = generate_key();
         let request = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n",
-            ep.path, ep.host
+            ep.path,
+            ep.host_header()
         );
         tcp.write_all(request.as_bytes())
             .await
@@ -240,19 +223,26 @@ impl Ws {
 /// unusable), the source addresses users bind to round-robin, and the connect time limit.
 #[derive(Debug, Clone)]
 pub struct Dialer {
-    endpoint: Result<Endpoint, String>,
+    endpoint: Option<Endpoint>,
     sources: Vec<IpAddr>,
     timeout: std::time::Duration,
 }
 
 impl Dialer {
-    /// A dialer for `url` with the target's source addresses and connect timeout.
-    pub fn new(url: &str, target: &crate::scenario::Target) -> Self {
-        Dialer {
-            endpoint: Endpoint::parse(url),
-            sources: target.source_addrs.clone(),
-            timeout: target.connect_timeout,
+    /// A dialer for the configured endpoint, source addresses and connect timeout.
+    /// `wss://` is refused: these drivers have no TLS yet.
+    pub fn new(config: &Config) -> Result<Self, OptionError> {
+        if let Some(ep) = config.endpoint.as_ref().filter(|ep| ep.tls()) {
+            return Err(OptionError::url(format!(
+                "`{}`: wss:// (TLS) is not built into driver `{}` yet; use ws://",
+                ep.url, config.spec.name
+            )));
         }
+        Ok(Dialer {
+            endpoint: config.endpoint.clone(),
+            sources: config.source_addrs.clone(),
+            timeout: config.connect_timeout,
+        })
     }
 
     /// The connect time limit (drivers bound their login exchange by it too).
@@ -265,7 +255,7 @@ impl Dialer {
         let ep = self
             .endpoint
             .as_ref()
-            .map_err(|e| Failure::new(ErrorKind::Protocol, e.clone()))?;
+            .ok_or_else(|| Failure::new(ErrorKind::Other, "no target URL to connect to"))?;
         let source =
             (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
         tokio::time::timeout(self.timeout, Ws::open(ep, source))
@@ -351,27 +341,6 @@ fn check_upgrade(head: &[u8], accept: &str) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_split_into_address_host_and_path() {
-        let ep = Endpoint::parse("ws://127.0.0.1:7700/echo").unwrap();
-        assert_eq!(
-            (ep.addr.as_str(), ep.host.as_str(), ep.path.as_str()),
-            ("127.0.0.1:7700", "127.0.0.1:7700", "/echo")
-        );
-        let ep = Endpoint::parse("ws://example.test?x=1").unwrap();
-        assert_eq!(
-            (ep.addr.as_str(), ep.path.as_str()),
-            ("example.test:80", "/?x=1")
-        );
-        let ep = Endpoint::parse("ws://[::1]:9/e").unwrap();
-        assert_eq!(ep.addr, "[::1]:9");
-        let ep = Endpoint::parse("ws://[::1]/e").unwrap();
-        assert_eq!(ep.addr, "[::1]:80");
-        assert!(Endpoint::parse("wss://h/echo").is_err());
-        assert!(Endpoint::parse("http://h/echo").is_err());
-        assert!(Endpoint::parse("ws:///echo").is_err());
-    }
 
     #[test]
     fn upgrade_responses_are_checked() {

@@ -131,8 +131,8 @@ pub async fn run<D: Driver>(
     let cfg = Arc::new(VuConfig {
         heartbeat: plan.target.heartbeat,
         verify_sync: plan.ledger.verify_sync,
-        acceptance: driver.has_acceptance(),
-        presence: driver.needs_presence(),
+        acceptance: driver.caps().acceptance,
+        presence: driver.caps().presence,
         sync_first_login: sharded,
         range: range.clone(),
     });

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenario::{Plan, RequestKind, StreamId, TrafficKind, UserIx};
+use crate::scenario::{Plan, StreamId, TrafficKind, UserIx};
 
 /// A group as the engine needs it.
 #[derive(Debug)]
@@ -118,7 +118,7 @@ impl Program {
 #[derive(Debug, Clone)]
 pub struct RequestRole {
     /// The request.
-    pub kind: RequestKind,
+    pub kind: &'static str,
     /// Start of the first step, from the traffic start.
     pub start: Duration,
     /// Length of each step.
@@ -323,7 +323,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                     let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
                     if active.iter().any(|&a| a) {
                         vus[slot(u)].requests.push(RequestRole {
-                            kind: r.kind,
+                            kind: r.request,
                             start: t.start,
                             step_duration: r.step_duration,
                             active,
@@ -450,7 +450,7 @@ mod tests {
     #[test]
     fn request_role_follows_steps() {
         let r = RequestRole {
-            kind: RequestKind::Time,
+            kind: "time",
             start: Duration::from_secs(1),
             step_duration: Duration::from_secs(2),
             active: vec![false, true],

@@ -36,8 +36,8 @@ use crate::{Error, Result};
 /// arguments against the embedded reference server.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
 
-/// The secret the embedded reference server must be started with: the default native
-/// `[target.auth] secret`.
+/// The secret the embedded reference server must be started with: the default
+/// `[target.auth] secret` of drivers that mint tokens.
 pub use target::DEFAULT_SECRET;
 
 /// Reads, overrides, validates and lowers the scenario file at `path`.
@@ -64,9 +64,12 @@ pub fn parse(text: &str, file: &Path, overrides: &[String], shard: Shard) -> Res
     let span = doc.span();
     let mut root: DeTable<'_> = doc.into_inner();
     overrides::apply(&mut root, &src)?;
-    let de = toml::de::Deserializer::from(Spanned::new(span, root.clone()));
+    // The drivers' own tables are checked by the drivers, not by the schema.
+    let mut rest = root.clone();
+    let tables = target::take_driver_tables(&mut rest);
+    let de = toml::de::Deserializer::from(Spanned::new(span, rest));
     let scenario = schema::Scenario::deserialize(de).map_err(|e| src.schema_error(&root, &e))?;
-    let checked = validate::validate(&src, &scenario, file)?;
+    let checked = validate::validate(&src, &scenario, &root, &tables, file)?;
     Ok(lower::lower(checked, shard))
 }
 

@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+pub use crate::driver::Auth;
+use crate::driver::{Caps, Config, Endpoint, Spec};
+
 /// A user is numbered `0..population.users` inside a plan; its wire id is
 /// `format!("{}{}", population.prefix, population.first_id + index)`.
 pub type UserIx = u32;
@@ -41,64 +44,45 @@ pub struct Plan {
     pub shard: Shard,
 }
 
-/// Which protocol driver to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DriverKind {
-    /// The reference server's JSON-over-WebSocket protocol.
-    Native,
-    /// MQTT 3.1.1 / 5.
-    Mqtt,
-    /// The reference server's `/echo` endpoint (round-trip measurement).
-    Echo,
-}
-
-impl DriverKind {
-    /// The name used in scenario files and reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DriverKind::Native => "native",
-            DriverKind::Mqtt => "mqtt",
-            DriverKind::Echo => "echo",
-        }
-    }
-}
-
 /// The target server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
-    /// `ws://…`, `wss://…`, `mqtt://…`; `None` starts the embedded reference server.
-    pub url: Option<String>,
+    /// `ws://…`, `mqtt://…`; `None` starts the embedded reference server (or, for an
+    /// in-process driver, means there is nothing to connect to).
+    pub endpoint: Option<Endpoint>,
     /// The protocol driver.
-    pub driver: DriverKind,
+    pub driver: &'static Spec,
     /// How users authenticate.
     pub auth: Auth,
     /// Limit for TCP connect + protocol handshake + login of one user.
     pub connect_timeout: Duration,
     /// Heartbeat interval of every online user (`None`: no heartbeats).
     pub heartbeat: Option<Duration>,
-    /// Local addresses the WebSocket drivers bind client sockets to, user `i` using
-    /// `source_addrs[i % len]` (empty: the system chooses). Each one adds a range of
-    /// ephemeral ports towards the target.
+    /// Local addresses client sockets bind to, user `i` using `source_addrs[i % len]`
+    /// (empty: the system chooses), for drivers that honour them. Each one adds a range
+    /// of ephemeral ports towards the target.
     pub source_addrs: Vec<std::net::IpAddr>,
-    /// Driver-specific options (`[target.mqtt]` etc.), already checked by the scenario
-    /// layer to be a table; each driver validates its own keys.
+    /// The driver's own `[target.<driver>]` table, checked by the driver at validation.
     pub options: toml::Table,
+    /// What the driver can do as configured (found when its options were checked).
+    pub caps: Caps,
 }
 
-/// How a user proves who it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Auth {
-    /// Nothing.
-    None,
-    /// Native tokens minted from the server's secret (HMAC of the user id).
-    Secret(String),
-    /// Username/password; `{user}` in either is replaced by the user id.
-    Password {
-        /// Username template.
-        username: String,
-        /// Password template.
-        password: String,
-    },
+impl Target {
+    /// The driver's configuration for run `run_id`, whose largest body is `max_body`.
+    pub fn driver_config(&self, max_body: usize, run_id: u32) -> Config {
+        Config {
+            spec: self.driver,
+            endpoint: self.endpoint.clone(),
+            auth: self.auth.clone(),
+            connect_timeout: self.connect_timeout,
+            heartbeat: self.heartbeat,
+            source_addrs: self.source_addrs.clone(),
+            max_body,
+            run_id,
+            options: self.options.clone(),
+        }
+    }
 }
 
 /// The user population.
@@ -215,20 +199,11 @@ pub struct GroupSpec {
     pub senders: Vec<UserIx>,
 }
 
-/// Which request the request pattern sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
-    /// The server's clock: cheap.
-    Time,
-    /// A lookup through the server's worker pool and simulated backend.
-    KvGet,
-}
-
 /// Closed-loop request/response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestTraffic {
-    /// The request.
-    pub kind: RequestKind,
+    /// The request, one of the driver's [`Spec::requests`].
+    pub request: &'static str,
     /// Concurrency per step; one element without a sweep. User `i` works in a step when
     /// `i < concurrency`.
     pub steps: Vec<u32>,
@@ -343,6 +318,27 @@ impl Shard {
         let lo = (u64::from(users) * u64::from(self.index) / u64::from(self.count)) as u32;
         let hi = (u64::from(users) * u64::from(self.index + 1) / u64::from(self.count)) as u32;
         lo..hi
+    }
+}
+
+impl Plan {
+    /// The largest message body any traffic pattern sends, bytes.
+    pub fn max_body(&self) -> usize {
+        self.traffic
+            .iter()
+            .map(|t| match &t.kind {
+                TrafficKind::Direct(d) => d.size,
+                TrafficKind::Group(g) => g.size,
+                TrafficKind::Echo(e) => e.size,
+                TrafficKind::Idle { .. } | TrafficKind::Request(_) => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The driver's configuration for run `run_id`.
+    pub fn driver_config(&self, run_id: u32) -> Config {
+        self.target.driver_config(self.max_body(), run_id)
     }
 }
 

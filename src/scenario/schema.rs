@@ -46,8 +46,8 @@ pub struct Scenario {
 pub struct TargetSpec {
     /// Server URL.
     pub url: Opt<String>,
-    /// Protocol driver.
-    pub driver: Opt<Driver>,
+    /// Protocol driver, by its registry name.
+    pub driver: Opt<String>,
     /// Connect + handshake + login limit.
     pub connect_timeout: Opt<Dur>,
     /// Heartbeat interval; `0s` or absent for none.
@@ -57,25 +57,18 @@ pub struct TargetSpec {
     pub source_addresses: Vec<Spanned<String>>,
     /// `[target.auth]`.
     pub auth: Option<Spanned<AuthSpec>>,
-    /// `[target.native]`: options of the native driver.
-    pub native: Opt<toml::Table>,
-    /// `[target.mqtt]`: options of the MQTT driver.
-    pub mqtt: Opt<toml::Table>,
-    /// `[target.echo]`: options of the echo driver.
-    pub echo: Opt<toml::Table>,
 }
 
-/// The `driver` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Driver {
-    /// Reference server protocol.
-    Native,
-    /// MQTT.
-    Mqtt,
-    /// Echo endpoint.
-    Echo,
-}
+/// The keys of `[target]` besides the drivers' own tables (`[target.<driver>]`, taken out
+/// of the tree before it is read into [`TargetSpec`] and checked by the driver).
+pub const TARGET_KEYS: [&str; 6] = [
+    "url",
+    "driver",
+    "connect_timeout",
+    "heartbeat",
+    "source_addresses",
+    "auth",
+];
 
 /// `[target.auth]`: `secret`, or `username` + `password`, or empty for none.
 #[derive(Debug, Deserialize)]
@@ -184,8 +177,8 @@ pub struct TrafficSpec {
     pub senders_per_group: Opt<i64>,
     /// Idle: users that idle.
     pub users: Opt<i64>,
-    /// Request: which request.
-    pub request: Opt<Request>,
+    /// Request: which request (one of the driver's).
+    pub request: Opt<String>,
     /// Request: fixed concurrency.
     pub concurrency: Opt<i64>,
     /// Request: concurrency sweep.
@@ -234,16 +227,6 @@ pub enum Pick {
     Random,
     /// Evenly spaced: every k-th user of the pool (OpenIM's "等距抽样").
     EveryKth,
-}
-
-/// `traffic.request`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Request {
-    /// The server's clock.
-    Time,
-    /// A lookup through the server's worker pool.
-    KvGet,
 }
 
 /// `[ledger]`.

@@ -1,106 +1,157 @@
-//! Validation of `[target]`: URL, driver, auth and the driver's own option table.
+//! Validation of `[target]`: URL, driver, auth, source addresses and the driver's own
+//! option table. What a driver takes is its [`Spec`]; its options are checked by the driver
+//! itself ([`crate::driver::check`]), with errors located through the scenario's spans.
 
+use std::ops::Range;
 use std::time::Duration;
 
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::plan::{Auth, DriverKind, Target};
-use super::schema::{AuthSpec, Driver, TargetSpec};
+use super::plan::{Auth, Target};
+use super::schema::{AuthSpec, TargetSpec, TARGET_KEYS};
 use super::source::Source;
 use super::validate::positive_dur;
+use crate::driver::{self, AuthForm, Endpoint, Spec};
 use crate::Result;
 
-/// The secret of the embedded reference server and the default native `secret`.
+/// The secret of the embedded reference server and the default `secret` of drivers that
+/// mint tokens.
 pub const DEFAULT_SECRET: &str = "msgstorm";
 
-/// Default `target.connect_timeout`.
 /// Heartbeat interval when the scenario sets none: well inside common idle timeouts.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
 
+/// Default `target.connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// URL schemes and the drivers that speak them.
-const SCHEMES: [(&str, &[DriverKind]); 4] = [
-    ("ws", &[DriverKind::Native, DriverKind::Echo]),
-    ("wss", &[DriverKind::Native, DriverKind::Echo]),
-    ("mqtt", &[DriverKind::Mqtt]),
-    ("mqtts", &[DriverKind::Mqtt]),
-];
+/// The driver when the scenario names none.
+const DEFAULT_DRIVER: &str = "native";
+
+/// A driver's own table (`[target.<driver>]`), taken out of the tree before the rest of
+/// `[target]` is read into the schema.
+pub type DriverTable<'a> = (String, Spanned<DeValue<'a>>);
+
+/// Takes every `[target.<driver>]` table of a built-in driver out of `root`.
+pub fn take_driver_tables<'a>(root: &mut DeTable<'a>) -> Vec<DriverTable<'a>> {
+    let Some(DeValue::Table(target)) = root.get_mut("target").map(Spanned::get_mut) else {
+        return Vec::new();
+    };
+    let names: Vec<_> = target
+        .keys()
+        .filter(|k| driver::spec(k.get_ref()).is_some())
+        .cloned()
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|k| {
+            let v = target.remove(&k)?;
+            Some((k.into_inner().into_owned(), v))
+        })
+        .collect()
+}
+
+/// Every key `[target]` takes, for "unknown key" messages.
+pub fn target_keys() -> Vec<&'static str> {
+    let mut keys = TARGET_KEYS.to_vec();
+    driver::for_each_spec(|s| keys.push(s.name));
+    keys
+}
 
 /// Validates `[target]` (absent: the embedded reference server with the native driver).
-pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Target> {
-    let Some(spec) = spec.map(Spanned::get_ref) else {
-        return Ok(Target {
-            url: None,
-            driver: DriverKind::Native,
-            auth: Auth::Secret(DEFAULT_SECRET.into()),
-            connect_timeout: CONNECT_TIMEOUT,
-            heartbeat: Some(DEFAULT_HEARTBEAT),
-            source_addrs: Vec::new(),
-            options: toml::Table::new(),
-        });
-    };
-    let driver = match spec.driver.as_ref().map(|d| *d.get_ref()) {
-        None | Some(Driver::Native) => DriverKind::Native,
-        Some(Driver::Mqtt) => DriverKind::Mqtt,
-        Some(Driver::Echo) => DriverKind::Echo,
-    };
-    let url = match &spec.url {
-        Some(u) => {
-            let scheme = check_url(u.get_ref()).map_err(|m| src.at(u, "target.url", m))?;
-            let speaks = SCHEMES
-                .iter()
-                .find(|(s, _)| *s == scheme)
-                .map_or(&[][..], |(_, d)| *d);
-            if !speaks.contains(&driver) {
-                let fits: Vec<&str> = SCHEMES
-                    .iter()
-                    .filter(|(_, d)| d.contains(&driver))
-                    .map(|(s, _)| *s)
-                    .collect();
-                return Err(src.at(
-                    u,
-                    "target.url",
-                    format!(
-                        "scheme `{scheme}://` does not fit driver `{}`; it needs {}",
-                        driver.as_str(),
-                        fits.iter()
-                            .map(|s| format!("{s}://"))
-                            .collect::<Vec<_>>()
-                            .join(" or ")
-                    ),
-                ));
-            }
-            Some(u.get_ref().clone())
-        }
-        None if driver == DriverKind::Mqtt => {
-            let d = spec.driver.as_ref().map_or(0..0, Spanned::span);
-            return Err(src.error(
+/// The driver's options are checked later by [`check_driver`], once the largest body is
+/// known.
+pub fn target(
+    src: &Source<'_>,
+    spec: Option<&Spanned<TargetSpec>>,
+    tables: &[DriverTable<'_>],
+) -> Result<Target> {
+    let t = spec.map(Spanned::get_ref);
+    let driver = match t.and_then(|t| t.driver.as_ref()) {
+        Some(d) => driver::spec(d.get_ref()).ok_or_else(|| {
+            let names: Vec<&str> = driver::specs().iter().map(|s| s.name).collect();
+            src.at(
                 d,
                 "target.driver",
-                "driver `mqtt` needs `target.url` (e.g. `mqtt://127.0.0.1:1883`); without a url \
-                 the embedded reference server is used, which speaks native and echo",
+                super::source::unknown_among("driver", d.get_ref(), &names),
+            )
+        })?,
+        None => driver::spec(DEFAULT_DRIVER).ok_or_else(|| {
+            crate::Error::Usage(format!("the `{DEFAULT_DRIVER}` driver is not built in"))
+        })?,
+    };
+    let endpoint = match t.and_then(|t| t.url.as_ref()) {
+        Some(u) => {
+            Some(Endpoint::parse(u.get_ref(), driver).map_err(|m| src.at(u, "target.url", m))?)
+        }
+        None if driver.embedded_path.is_none() && !driver.schemes.is_empty() => {
+            let span = t
+                .and_then(|t| t.driver.as_ref())
+                .map_or_else(|| spec.map_or(0..0, Spanned::span), Spanned::span);
+            let embedded: Vec<String> = driver::specs()
+                .iter()
+                .filter(|s| s.embedded_path.is_some())
+                .map(|s| s.name.to_owned())
+                .collect();
+            return Err(src.error(
+                span,
+                "target.driver",
+                format!(
+                    "driver `{}` needs `target.url` (e.g. `{}`); without a url the embedded \
+                     reference server is used, which speaks {}",
+                    driver.name,
+                    driver.schemes.first().map_or("", |s| s.example),
+                    embedded.join(" and ")
+                ),
             ));
         }
         None => None,
     };
-    let connect_timeout = match &spec.connect_timeout {
+    let connect_timeout = match t.and_then(|t| t.connect_timeout.as_ref()) {
         Some(d) => positive_dur(src, d, "target.connect_timeout")?,
         None => CONNECT_TIMEOUT,
     };
     // Users keep their connection alive like real clients unless told not to ("0s").
-    let heartbeat = spec
-        .heartbeat
-        .as_ref()
+    let heartbeat = t
+        .and_then(|t| t.heartbeat.as_ref())
         .map_or(DEFAULT_HEARTBEAT, |h| h.get_ref().0);
     let heartbeat = (!heartbeat.is_zero()).then_some(heartbeat);
-    let auth = match &spec.auth {
+    let mut auth = match t.and_then(|t| t.auth.as_ref()) {
         Some(a) => auth(src, a, driver)?,
-        None if driver == DriverKind::Native => Auth::Secret(DEFAULT_SECRET.into()),
+        None if driver.auth.contains(&AuthForm::Secret) => Auth::Secret(DEFAULT_SECRET.into()),
         None => Auth::None,
     };
+    if let (Some(ep), Some(u)) = (&endpoint, t.and_then(|t| t.url.as_ref())) {
+        if let Some((user, pass)) = &ep.userinfo {
+            if !driver.auth.contains(&AuthForm::Password) {
+                return Err(src.at(
+                    u,
+                    "target.url",
+                    format!(
+                        "driver `{}` takes no user name or password in the URL",
+                        driver.name
+                    ),
+                ));
+            }
+            if auth != Auth::None {
+                return Err(src.at(
+                    u,
+                    "target.url",
+                    "credentials are both in the URL and in `[target.auth]`: keep one",
+                ));
+            }
+            auth = Auth::Password {
+                username: user.clone(),
+                password: pass.clone().unwrap_or_default(),
+            };
+        }
+    }
     let mut source_addrs = Vec::new();
-    for (i, a) in spec.source_addresses.iter().enumerate() {
+    for (i, a) in t
+        .map_or(&[][..], |t| &t.source_addresses)
+        .iter()
+        .enumerate()
+    {
         let ip: std::net::IpAddr = a.get_ref().parse().map_err(|_| {
             src.at(
                 a,
@@ -108,70 +159,125 @@ pub fn target(src: &Source<'_>, spec: Option<&Spanned<TargetSpec>>) -> Result<Ta
                 format!("`{}` is not an IP address, e.g. \"127.0.0.2\"", a.get_ref()),
             )
         })?;
-        if driver == DriverKind::Mqtt {
+        if !driver.source_addresses {
+            let which: Vec<&str> = driver::specs()
+                .iter()
+                .filter(|s| s.source_addresses)
+                .map(|s| s.name)
+                .collect();
             return Err(src.at(
                 a,
                 "target.source_addresses",
-                "only the WebSocket drivers (native, echo) bind source addresses",
+                format!(
+                    "driver `{}` does not bind source addresses; these drivers do: {}",
+                    driver.name,
+                    which.join(", ")
+                ),
             ));
         }
         source_addrs.push(ip);
     }
     let mut options = toml::Table::new();
-    for (name, table) in [
-        ("native", &spec.native),
-        ("mqtt", &spec.mqtt),
-        ("echo", &spec.echo),
-    ] {
-        let Some(table) = table else { continue };
-        if name != driver.as_str() {
+    for (name, table) in tables {
+        let key = format!("target.{name}");
+        if name != driver.name {
             return Err(src.at(
                 table,
-                format!("target.{name}"),
+                key,
                 format!(
                     "options for driver `{name}`, but the driver is `{}`; use `[target.{}]`",
-                    driver.as_str(),
-                    driver.as_str()
+                    driver.name, driver.name
                 ),
             ));
         }
-        options = table.get_ref().clone();
+        let DeValue::Table(inner) = table.get_ref() else {
+            return Err(src.at(table, key, "must be a table"));
+        };
+        let de = toml::de::Deserializer::from(Spanned::new(table.span(), inner.clone()));
+        options = serde::Deserialize::deserialize(de).map_err(|e: toml::de::Error| {
+            src.error(e.span().unwrap_or(table.span()), key, e.message().trim())
+        })?;
     }
     Ok(Target {
-        url,
+        endpoint,
         driver,
         auth,
         connect_timeout,
         heartbeat,
         source_addrs,
         options,
+        caps: driver.caps,
     })
 }
 
-fn auth(src: &Source<'_>, spec: &Spanned<AuthSpec>, driver: DriverKind) -> Result<Auth> {
+/// Checks the driver's options and endpoint by building the driver (nothing connects),
+/// and records what it can do as configured. An error names the key's line in the file,
+/// or the `--set` that set it.
+pub fn check_driver(
+    src: &Source<'_>,
+    root: &DeTable<'_>,
+    target: &mut Target,
+    max_body: usize,
+) -> Result<()> {
+    match driver::check(&target.driver_config(max_body, 0)) {
+        Ok(caps) => {
+            target.caps = caps;
+            Ok(())
+        }
+        Err(e) => Err(src.error(span_of(root, &e.key), e.key, e.msg)),
+    }
+}
+
+/// The span of dotted `key` in `root`, or of its longest prefix that is there.
+fn span_of(root: &DeTable<'_>, key: &str) -> Range<usize> {
+    let mut table = root;
+    let mut span = 0..0;
+    for part in key.split('.') {
+        let Some(v) = table.get(part) else { break };
+        span = v.span();
+        match v.get_ref() {
+            DeValue::Table(t) => table = t,
+            _ => break,
+        }
+    }
+    span
+}
+
+fn auth(src: &Source<'_>, spec: &Spanned<AuthSpec>, driver: &Spec) -> Result<Auth> {
     let a = spec.get_ref();
+    let takes = |form| driver.auth.contains(&form);
+    let none_taken = |span: &Spanned<String>, key: &str| {
+        src.at(
+            span,
+            key.to_owned(),
+            format!("driver `{}` takes no authentication", driver.name),
+        )
+    };
     match (&a.secret, &a.username, &a.password) {
         (None, None, None) => Ok(Auth::None),
-        (Some(s), None, None) if driver == DriverKind::Native => {
-            Ok(Auth::Secret(s.get_ref().clone()))
-        }
-        (Some(s), None, None) => Err(src.at(
+        (Some(s), None, None) if takes(AuthForm::Secret) => Ok(Auth::Secret(s.get_ref().clone())),
+        (Some(s), None, None) if takes(AuthForm::Password) => Err(src.at(
             s,
             "target.auth.secret",
             format!(
                 "`secret` mints native tokens; driver `{}` takes `username` and `password`",
-                driver.as_str()
+                driver.name
             ),
         )),
-        (None, Some(u), Some(p)) if driver != DriverKind::Native => Ok(Auth::Password {
+        (Some(s), None, None) => Err(none_taken(s, "target.auth.secret")),
+        (None, Some(u), Some(p)) if takes(AuthForm::Password) => Ok(Auth::Password {
             username: u.get_ref().clone(),
             password: p.get_ref().clone(),
         }),
-        (None, Some(u), Some(_)) => Err(src.at(
+        (None, Some(u), Some(_)) if takes(AuthForm::Secret) => Err(src.at(
             u,
             "target.auth.username",
-            "driver `native` logs in with tokens: set `secret` (the server's --secret) instead",
+            format!(
+                "driver `{}` logs in with tokens: set `secret` (the server's --secret) instead",
+                driver.name
+            ),
         )),
+        (None, Some(u), Some(_)) => Err(none_taken(u, "target.auth.username")),
         (Some(s), _, _) => Err(src.at(
             s,
             "target.auth.secret",
@@ -182,81 +288,6 @@ fn auth(src: &Source<'_>, spec: &Spanned<AuthSpec>, driver: DriverKind) -> Resul
         }
         (None, None, Some(p)) => {
             Err(src.at(p, "target.auth.username", "`password` needs `username` too"))
-        }
-    }
-}
-
-/// Checks `scheme://host[:port][/path]` and returns the scheme.
-fn check_url(url: &str) -> Result<&str, String> {
-    let bad = |why: &str| format!("url `{url}`: malformed: {why} (e.g. `ws://127.0.0.1:7700/ws`)");
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(bad("expected `scheme://host`"));
-    };
-    if !SCHEMES.iter().any(|(s, _)| *s == scheme) {
-        return Err(format!(
-            "url `{url}`: scheme `{scheme}` is not supported; use ws://, wss://, mqtt:// or mqtts://"
-        ));
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-        let (h, after) = v6
-            .split_once(']')
-            .ok_or_else(|| bad("unclosed `[` in the host"))?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => Some(p),
-            None if after.is_empty() => None,
-            None => return Err(bad("unexpected text after `]`")),
-        };
-        if h.is_empty()
-            || !h
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
-        {
-            return Err(bad("not an IPv6 address in `[…]`"));
-        }
-        (h, port)
-    } else {
-        match hostport.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad("the host is missing"));
-    }
-    let host_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | ':');
-    if !host.chars().all(host_ok) {
-        return Err(bad(&format!("`{host}` is not a host name or address")));
-    }
-    if let Some(p) = port {
-        if p.parse::<u16>().map_or(true, |p| p == 0) {
-            return Err(bad(&format!("port `{p}` is not a number in 1..=65535")));
-        }
-    }
-    Ok(scheme)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_url;
-
-    #[test]
-    fn urls() {
-        assert_eq!(check_url("ws://127.0.0.1:7700/ws"), Ok("ws"));
-        assert_eq!(check_url("wss://chat.example.com/ws?x=1"), Ok("wss"));
-        assert_eq!(check_url("mqtt://user:pw@[::1]:1883"), Ok("mqtt"));
-        assert_eq!(check_url("mqtts://broker"), Ok("mqtts"));
-        for bad in [
-            "ws//x",
-            "http://x",
-            "ws://",
-            "ws://:80/",
-            "ws://h:99999",
-            "ws://h:x",
-            "ws://a b",
-        ] {
-            assert!(check_url(bad).is_err(), "{bad}");
         }
     }
 }

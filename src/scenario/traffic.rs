@@ -9,10 +9,11 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::plan::{DriverKind, RequestKind, RequestTraffic};
-use super::schema::{Kind, Opt, Pick, Request, TrafficSpec};
+use super::plan::RequestTraffic;
+use super::schema::{Kind, Opt, Pick, TrafficSpec};
 use super::source::Source;
 use super::validate::{count, positive, positive_dur, Pop};
+use crate::driver::Spec;
 use crate::Result;
 
 /// Default body size, bytes.
@@ -120,6 +121,9 @@ fn keys_of(kind: Kind) -> &'static [&'static str] {
 /// The keys a `[[traffic]]` entry at `path` (`traffic[i]`) may hold, given the `kind`
 /// written in `root`; `None` when the kind is not known.
 pub fn keys_at(root: &DeTable<'_>, path: &str) -> Option<Vec<&'static str>> {
+    if path == "target" {
+        return Some(super::target::target_keys());
+    }
     let i: usize = path
         .strip_prefix("traffic[")?
         .strip_suffix(']')?
@@ -144,15 +148,6 @@ pub fn keys_at(root: &DeTable<'_>, path: &str) -> Option<Vec<&'static str>> {
     let mut keys = COMMON.to_vec();
     keys.extend(keys_of(kind));
     Some(keys)
-}
-
-/// Kinds each driver can run.
-fn kinds_of(driver: DriverKind) -> &'static [Kind] {
-    match driver {
-        DriverKind::Native => &[Kind::Direct, Kind::Group, Kind::Idle, Kind::Request],
-        DriverKind::Mqtt => &[Kind::Direct, Kind::Group, Kind::Idle],
-        DriverKind::Echo => &[Kind::Echo],
-    }
 }
 
 /// The optional keys present in `t`, with their spans.
@@ -187,7 +182,7 @@ pub fn traffic(
     src: &Source<'_>,
     list: &[Spanned<TrafficSpec>],
     pop: &Pop,
-    driver: DriverKind,
+    driver: &'static Spec,
 ) -> Result<Vec<Pattern>> {
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut streams: u64 = 0;
@@ -202,16 +197,15 @@ pub fn traffic(
             pop,
         };
         let kind = *t.kind.get_ref();
-        if !kinds_of(driver).contains(&kind) {
-            let ok: Vec<&str> = kinds_of(driver).iter().map(|k| k.as_str()).collect();
+        if !driver.kinds.contains(&kind.as_str()) {
             return Err(src.at(
                 &t.kind,
                 ctx.key("kind"),
                 format!(
                     "kind `{}` is not supported by driver `{}`; it runs: {}",
                     kind.as_str(),
-                    driver.as_str(),
-                    ok.join(", ")
+                    driver.name,
+                    driver.kinds.join(", ")
                 ),
             ));
         }
@@ -317,9 +311,9 @@ pub fn traffic(
                 }
             }
             Kind::Request => {
-                let (request, steps) = ctx.request(&mut duration)?;
+                let (request, steps) = ctx.request(&mut duration, driver)?;
                 PatternKind::Request(RequestTraffic {
-                    kind: request,
+                    request,
                     steps,
                     step_duration: duration.unwrap_or_default(),
                 })
@@ -509,16 +503,38 @@ impl Ctx<'_> {
     }
 
     /// The request kind and concurrency steps; sets `duration` to one step's length.
-    fn request(&self, duration: &mut Option<Duration>) -> Result<(RequestKind, Vec<u32>)> {
+    fn request(
+        &self,
+        duration: &mut Option<Duration>,
+        driver: &'static Spec,
+    ) -> Result<(&'static str, Vec<u32>)> {
         let t = self.t;
-        let kind = match t.request.as_ref().map(|r| *r.get_ref()) {
-            Some(Request::Time) => RequestKind::Time,
-            Some(Request::KvGet) => RequestKind::KvGet,
+        let known = driver.requests.join("\", \"");
+        let kind = match &t.request {
+            Some(r) => driver
+                .requests
+                .iter()
+                .copied()
+                .find(|k| *k == r.get_ref())
+                .ok_or_else(|| {
+                    self.src.at(
+                        r,
+                        self.key("request"),
+                        format!(
+                            "driver `{}` has no request `{}`{}; it sends: {}",
+                            driver.name,
+                            r.get_ref(),
+                            super::source::did_you_mean(r.get_ref(), driver.requests)
+                                .map_or(String::new(), |m| format!(" (did you mean `{m}`?)")),
+                            driver.requests.join(", ")
+                        ),
+                    )
+                })?,
             None => {
                 return Err(self.at(
                     &t.request,
                     "request",
-                    "a `request` pattern needs `request` (\"time\" or \"kv_get\")",
+                    format!("a `request` pattern needs `request` (\"{known}\")"),
                 ))
             }
         };

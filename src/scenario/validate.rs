@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use toml::de::DeTable;
 use toml::Spanned;
 
 use super::arrival;
@@ -13,8 +14,8 @@ use super::plan::{
 };
 use super::schema::{ChecksSpec, Dur, LedgerSpec, MonitorSpec, PopulationSpec, Scenario};
 use super::source::Source;
-use super::target::target;
-use super::traffic::{traffic, Pattern};
+use super::target::{check_driver, target, DriverTable};
+use super::traffic::{traffic, Pattern, PatternKind};
 use crate::Result;
 
 /// Seed used when the scenario sets none.
@@ -77,8 +78,15 @@ impl Pop {
     }
 }
 
-/// Validates a whole scenario read from `file`.
-pub fn validate(src: &Source<'_>, s: &Scenario, file: &Path) -> Result<Checked> {
+/// Validates a whole scenario read from `file`; `root` is its spanned tree (after
+/// overrides) and `tables` the drivers' own tables taken out of it.
+pub fn validate(
+    src: &Source<'_>,
+    s: &Scenario,
+    root: &DeTable<'_>,
+    tables: &[DriverTable<'_>],
+    file: &Path,
+) -> Result<Checked> {
     let name = match &s.name {
         Some(n) if n.get_ref().trim().is_empty() => {
             return Err(src.at(n, "name", "must not be empty"))
@@ -97,9 +105,11 @@ pub fn validate(src: &Source<'_>, s: &Scenario, file: &Path) -> Result<Checked> 
         .drain
         .as_ref()
         .map_or(Duration::from_secs(5), |d| d.get_ref().0);
-    let target = target(src, s.target.as_ref())?;
+    let mut target = target(src, s.target.as_ref(), tables)?;
     let population = population(src, &s.population)?;
     let traffic = traffic(src, &s.traffic, &population, target.driver)?;
+    check_driver(src, root, &mut target, max_body(&traffic))?;
+    missed_messages(src, &s.population, &population, &target)?;
     Ok(Checked {
         name,
         seed,
@@ -120,6 +130,53 @@ pub fn validate(src: &Source<'_>, s: &Scenario, file: &Path) -> Result<Checked> 
         },
         monitor: monitor(src, s.monitor.as_ref())?,
     })
+}
+
+/// The largest body any pattern sends, bytes.
+fn max_body(traffic: &[Pattern]) -> usize {
+    traffic
+        .iter()
+        .map(|p| match &p.kind {
+            PatternKind::Direct { size, .. }
+            | PatternKind::Group { size, .. }
+            | PatternKind::Echo { size, .. } => *size,
+            PatternKind::Idle { .. } | PatternKind::Request(_) => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Refuses late and churning users when the driver cannot fetch what a user missed while
+/// offline: those messages would be reported as the server's loss.
+fn missed_messages(
+    src: &Source<'_>,
+    spec: &Spanned<PopulationSpec>,
+    pop: &Pop,
+    target: &Target,
+) -> Result<()> {
+    if target.caps.fetch_missed {
+        return Ok(());
+    }
+    let p = spec.get_ref();
+    let (key, span) = match (&p.late, &p.churn) {
+        (Some(l), _) if pop.late > 0 => ("population.late", l.span()),
+        (_, Some(c)) if pop.churn > 0 => ("population.churn", c.span()),
+        _ => return Ok(()),
+    };
+    let why = if target.driver.caps.fetch_missed {
+        "as configured (see its options)"
+    } else {
+        "at all"
+    };
+    Err(src.error(
+        span,
+        key,
+        format!(
+            "driver `{}` cannot fetch the messages a user missed while offline {why}, so \
+             late or churning users' messages would be reported as lost; remove `{key}`",
+            target.driver.name
+        ),
+    ))
 }
 
 fn monitor(src: &Source<'_>, spec: Option<&MonitorSpec>) -> Result<MonitorOpts> {

@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::driver::OptionError;
+
 /// Default topic a user receives direct messages on.
 pub const DEFAULT_INBOX: &str = "msgstorm/u/{user}";
 /// Default topic of a group.
@@ -33,23 +35,9 @@ const KEYS: [&str; 10] = [
     "replay_quiet",
 ];
 
-/// A bad `[target.mqtt]` key or value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {msg}")]
-pub struct OptionError {
-    /// Dotted key, e.g. `target.mqtt.qos`.
-    pub key: String,
-    /// What is wrong and what is allowed.
-    pub msg: String,
-}
-
-impl OptionError {
-    fn new(key: &str, msg: impl Into<String>) -> Self {
-        OptionError {
-            key: format!("target.mqtt.{key}"),
-            msg: msg.into(),
-        }
-    }
+/// An error about `target.mqtt.KEY`.
+fn bad(key: &str, msg: impl Into<String>) -> OptionError {
+    OptionError::option("mqtt", key, msg)
 }
 
 /// The MQTT protocol version.
@@ -92,7 +80,7 @@ impl Options {
     /// `target.heartbeat`, the default keep-alive.
     pub fn parse(table: &toml::Table, heartbeat: Option<Duration>) -> Result<Self, OptionError> {
         if let Some(key) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(OptionError::new(
+            return Err(bad(
                 key,
                 format!("unknown key `{key}`; allowed: {}", KEYS.join(", ")),
             ));
@@ -101,7 +89,7 @@ impl Options {
             None | Some(4) => Version::V4,
             Some(5) => Version::V5,
             Some(v) => {
-                return Err(OptionError::new(
+                return Err(bad(
                     "version",
                     format!("must be 4 (MQTT 3.1.1) or 5, got {v}"),
                 ))
@@ -110,12 +98,7 @@ impl Options {
         let qos = match int(table, "qos")? {
             None => 1,
             Some(q @ 0..=2) => q as u8,
-            Some(q) => {
-                return Err(OptionError::new(
-                    "qos",
-                    format!("must be 0, 1 or 2, got {q}"),
-                ))
-            }
+            Some(q) => return Err(bad("qos", format!("must be 0, 1 or 2, got {q}"))),
         };
         let clean_session = match table.get("clean_session") {
             None => false,
@@ -124,7 +107,7 @@ impl Options {
         };
         let session_expiry = dur(table, "session_expiry")?;
         if session_expiry.is_some() && version == Version::V4 {
-            return Err(OptionError::new(
+            return Err(bad(
                 "session_expiry",
                 "is an MQTT 5 property; set `version = 5`, or leave it out (3.1.1 sessions \
                  last until the broker's `persistent_client_expiration`)",
@@ -132,10 +115,7 @@ impl Options {
         }
         let session_expiry = session_expiry.unwrap_or(DEFAULT_EXPIRY);
         if session_expiry.as_secs() > u64::from(u32::MAX) {
-            return Err(OptionError::new(
-                "session_expiry",
-                format!("at most {} s", u32::MAX),
-            ));
+            return Err(bad("session_expiry", format!("at most {} s", u32::MAX)));
         }
         let inbox_topic = topic(table, "inbox_topic", DEFAULT_INBOX, "{user}")?;
         let group_topic = topic(table, "group_topic", DEFAULT_GROUP, "{group}")?;
@@ -144,7 +124,7 @@ impl Options {
         if !keep_alive.is_zero()
             && (keep_alive < Duration::from_secs(1) || keep_alive.as_secs() > u64::from(u16::MAX))
         {
-            return Err(OptionError::new(
+            return Err(bad(
                 "keep_alive",
                 format!(
                     "MQTT keep-alive is whole seconds from 1s to {}s (or \"0s\": off), got {keep_alive:?}",
@@ -160,16 +140,11 @@ impl Options {
         let max_inflight = match int(table, "max_inflight")? {
             None => DEFAULT_INFLIGHT,
             Some(n @ 1..=65535) => n as u16,
-            Some(n) => {
-                return Err(OptionError::new(
-                    "max_inflight",
-                    format!("must be 1 to 65535, got {n}"),
-                ))
-            }
+            Some(n) => return Err(bad("max_inflight", format!("must be 1 to 65535, got {n}"))),
         };
         let replay_quiet = dur(table, "replay_quiet")?.unwrap_or(DEFAULT_QUIET);
         if replay_quiet.is_zero() {
-            return Err(OptionError::new("replay_quiet", "must be > 0"));
+            return Err(bad("replay_quiet", "must be > 0"));
         }
         Ok(Options {
             version,
@@ -197,7 +172,7 @@ impl Options {
 }
 
 fn wrong_type(key: &str, want: &str, got: &toml::Value) -> OptionError {
-    OptionError::new(key, format!("must be {want}, got {got}"))
+    bad(key, format!("must be {want}, got {got}"))
 }
 
 fn int(table: &toml::Table, key: &str) -> Result<Option<i64>, OptionError> {
@@ -213,7 +188,7 @@ fn dur(table: &toml::Table, key: &str) -> Result<Option<Duration>, OptionError> 
         None => Ok(None),
         Some(toml::Value::String(s)) => {
             humantime::parse_duration(s.trim()).map(Some).map_err(|_| {
-                OptionError::new(
+                bad(
                     key,
                     format!("not a duration: `{s}` (use e.g. `300ms`, `30s`, `1h`)"),
                 )
@@ -236,13 +211,13 @@ fn topic(
         Some(v) => return Err(wrong_type(key, "a topic template string", v)),
     };
     if !t.contains(placeholder) {
-        return Err(OptionError::new(
+        return Err(bad(
             key,
             format!("`{t}` must contain `{placeholder}` (e.g. `{default}`)"),
         ));
     }
     if t.contains(['+', '#']) || t.starts_with('$') {
-        return Err(OptionError::new(
+        return Err(bad(
             key,
             format!("`{t}`: a topic to publish to cannot hold `+`, `#` or start with `$`"),
         ));

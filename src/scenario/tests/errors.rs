@@ -77,7 +77,7 @@ fn unknown_enum_value() {
         &[],
         3,
         "target.driver",
-        "allowed: native, mqtt, echo",
+        "unknown driver `nativ`; did you mean `native`? allowed: native, echo, mqtt",
     );
 }
 
@@ -254,7 +254,7 @@ fn malformed_url() {
         &[],
         3,
         "target.url",
-        "scheme `http` is not supported; use ws://, wss://, mqtt:// or mqtts://",
+        "scheme `http://` does not fit driver `native`; it needs ws:// or wss://",
     );
 }
 
@@ -374,5 +374,101 @@ fn source_addresses_must_be_ip_addresses() {
         16,
         "target.source_addresses[1]",
         "`localhost` is not an IP address",
+    );
+}
+
+#[test]
+fn driver_options_are_located_through_the_scenario() {
+    let mqtt = "url = \"mqtt://127.0.0.1:1883\"\ndriver = \"mqtt\"";
+    // A table of its own, an inline table, and a `--set`: each names where the key was set.
+    let text = with_target(&format!("{mqtt}\n[target.mqtt]\nversion = 4\nqos = 3"));
+    fails(&text, &[], 7, "target.mqtt.qos", "must be 0, 1 or 2, got 3");
+    let text = with_target(&format!("{mqtt}\nmqtt = {{ qos = 3 }}"));
+    fails(&text, &[], 5, "target.mqtt.qos", "must be 0, 1 or 2, got 3");
+    let text = with_target(mqtt);
+    let e = plan(&text, &["target.mqtt.qos=7"]).expect_err("qos 7");
+    assert_eq!(
+        e.to_string(),
+        "--set:0: target.mqtt.qos: must be 0, 1 or 2, got 7 (from `--set target.mqtt.qos=7`)"
+    );
+    let text = with_target(&format!("{mqtt}\n[target.mqtt]\nqoss = 1"));
+    fails(&text, &[], 6, "target.mqtt.qoss", "unknown key `qoss`");
+    let text = with_target("[target.native]\nfoo = 1");
+    fails(
+        &text,
+        &[],
+        4,
+        "target.native.foo",
+        "driver `native` takes no options",
+    );
+    let text = with_target("[target.mqtt]\nqos = 1\n[target.native]\nfoo = 1");
+    fails(&text, &[], 3, "target.mqtt", "but the driver is `native`");
+}
+
+#[test]
+fn late_users_need_a_driver_that_fetches_missed_messages() {
+    let late = "login_rate = 100\nlate = { count = 5, at = \"3s\" }";
+    let text = with_target(
+        "url = \"mqtt://127.0.0.1:1883\"\ndriver = \"mqtt\"\n[target.mqtt]\nclean_session = true",
+    )
+    .replacen("login_rate = 100", late, 1);
+    fails(
+        &text,
+        &[],
+        11,
+        "population.late",
+        "driver `mqtt` cannot fetch the messages a user missed while offline as configured",
+    );
+    let text = with_target("url = \"mqtt://127.0.0.1:1883\"\ndriver = \"mqtt\"").replacen(
+        "login_rate = 100",
+        late,
+        1,
+    );
+    plan(&text, &[]).expect("persistent sessions fetch what was missed");
+}
+
+#[test]
+fn credentials_in_the_url() {
+    let text = with_target("url = \"mqtt://alice:s3cret@[::1]:1883\"\ndriver = \"mqtt\"");
+    let p = plan(&text, &[]).expect("mqtt takes a password");
+    assert_eq!(
+        p.target.auth,
+        Auth::Password {
+            username: "alice".into(),
+            password: "s3cret".into()
+        }
+    );
+    let ep = p.target.endpoint.expect("url");
+    assert_eq!(
+        (ep.addr(), ep.url.as_str()),
+        ("[::1]:1883".into(), "mqtt://alice:***@[::1]:1883")
+    );
+    fails(
+        &with_target("url = \"ws://alice:pw@h/ws\""),
+        &[],
+        3,
+        "target.url",
+        "driver `native` takes no user name or password in the URL",
+    );
+    fails(
+        &with_target("url = \"mqtt://a:b@h\"\ndriver = \"mqtt\"\n[target.auth]\nusername = \"u\"\npassword = \"p\""),
+        &[],
+        3,
+        "target.url",
+        "both in the URL and in `[target.auth]`",
+    );
+}
+
+#[test]
+fn source_addresses_only_for_drivers_that_bind_them() {
+    let text = with_target(
+        "url = \"mqtt://127.0.0.1:1883\"\ndriver = \"mqtt\"\nsource_addresses = [\"127.0.0.2\"]",
+    );
+    fails(
+        &text,
+        &[],
+        5,
+        "target.source_addresses",
+        "driver `mqtt` does not bind source addresses; these drivers do: native, echo",
     );
 }

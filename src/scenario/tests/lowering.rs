@@ -176,8 +176,8 @@ fn request_sweep_runs_each_step() {
         panic!()
     };
     assert_eq!(
-        (r.kind, r.steps.clone(), r.step_duration),
-        (RequestKind::KvGet, vec![10, 20, 30], Duration::from_secs(2))
+        (r.request, r.steps.clone(), r.step_duration),
+        ("kv_get", vec![10, 20, 30], Duration::from_secs(2))
     );
     assert_eq!(p.traffic[3].duration, Some(Duration::from_secs(6)));
     assert_eq!(p.traffic[3].start, Duration::from_secs(10));
@@ -243,7 +243,7 @@ fn checks_and_defaults_lower() {
     );
     assert_eq!(p.name, "t", "file stem");
     assert_eq!(p.drain, Duration::from_secs(5));
-    assert_eq!(p.target.url, None);
+    assert_eq!(p.target.endpoint, None);
     assert_eq!(p.target.auth, Auth::Secret(DEFAULT_SECRET.into()));
     assert_eq!(
         p.target.heartbeat,
@@ -265,13 +265,15 @@ fn checks_and_defaults_lower() {
 #[test]
 fn target_lowers() {
     let text = format!(
-        "[target]\nurl = \"mqtts://broker:8883\"\ndriver = \"mqtt\"\nheartbeat = \"0s\"\n\
-         [target.auth]\nusername = \"{{user}}\"\npassword = \"pw-{{user}}\"\n[target.mqtt]\nqos = 1\n{}",
+        "{}\n[target]\nurl = \"mqtts://broker:8883\"\ndriver = \"mqtt\"\nheartbeat = \"0s\"\n\
+         [target.auth]\nusername = \"{{user}}\"\npassword = \"pw-{{user}}\"\n[target.mqtt]\nqos = 1\n",
         RICH.replace("[[traffic]]\nkind = \"request\"", "[[traffic]]\nkind = \"idle\"").replace("request = \"kv_get\"\nsweep = [10, 20, 30]\nstep_duration = \"2s\"", "duration = \"1s\"")
     );
     let p = plan(&text, &[]).unwrap();
-    assert_eq!(p.target.driver, DriverKind::Mqtt);
-    assert_eq!(p.target.url.as_deref(), Some("mqtts://broker:8883"));
+    assert_eq!(p.target.driver.name, "mqtt");
+    let ep = p.target.endpoint.as_ref().expect("a url");
+    assert_eq!((ep.addr(), ep.tls()), ("broker:8883".to_owned(), true));
+    assert!(p.target.caps.acceptance, "qos 1 has PUBACKs");
     assert_eq!(p.target.heartbeat, None);
     assert_eq!(
         p.target.auth,
@@ -340,7 +342,7 @@ fn default_plan_parses() {
     let p = default_plan();
     assert_eq!(p.name, "default");
     assert_eq!(p.population.users, 1000);
-    assert_eq!(p.target.url, None);
+    assert_eq!(p.target.endpoint, None);
     assert!(!p.checks.is_empty());
 }
 
