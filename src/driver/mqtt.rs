@@ -237,13 +237,14 @@ impl super::Driver for MqttDriver {
         })
     }
 
-    /// QoS 0 has no acceptance; a clean session keeps nothing for an offline user.
+    /// QoS 0 has no acceptance; a clean session, or QoS 0 (which brokers need not queue),
+    /// keeps nothing for an offline user.
     fn caps(&self) -> Caps {
         let persistent = !self.opts.clean_session;
         Caps {
             acceptance: self.opts.qos > 0,
             presence: persistent,
-            fetch_missed: persistent,
+            fetch_missed: persistent && self.opts.qos > 0,
             filters_own_echoes: false,
         }
     }
