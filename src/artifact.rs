@@ -398,3 +398,49 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
         .collect();
     PathBuf::from("msgstorm-results").join(format!("{stamp}-{safe}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_specs_keep_their_json_strings() {
+        for (metric, op) in [
+            ("lost", "<="),
+            ("duplicated", "<="),
+            ("reordered", "<="),
+            ("corrupted", "<="),
+            ("late", "<="),
+            ("e2e_p99_us", "<="),
+            ("ack_p99_us", "<="),
+            ("request_p99_us", "<="),
+            ("login_success", ">="),
+            ("send_error_rate", "<="),
+        ] {
+            let text =
+                format!(r#"{{"key":"checks.x","metric":"{metric}","op":"{op}","value":1.5}}"#);
+            let spec: CheckSpec = serde_json::from_str(&text).expect(&text);
+            assert_eq!(serde_json::to_string(&spec).expect("encode"), text);
+        }
+        let bad = r#"{"key":"checks.x","metric":"lost","op":"<","value":0}"#;
+        assert!(serde_json::from_str::<CheckSpec>(bad).is_err());
+    }
+
+    #[test]
+    fn check_specs_follow_the_plan() {
+        let check = Check {
+            key: "checks.min_login_success".to_owned(),
+            metric: scenario::CheckMetric::LoginSuccess,
+            bound: Bound::AtLeast(0.99),
+        };
+        assert_eq!(
+            CheckSpec::from(&check),
+            CheckSpec {
+                key: "checks.min_login_success".to_owned(),
+                metric: CheckMetric::LoginSuccess,
+                op: Op::AtLeast,
+                value: 0.99,
+            }
+        );
+    }
+}

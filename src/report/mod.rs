@@ -34,3 +34,6 @@ pub fn render(a: &Artifact) -> Rendered {
         passed: report.passed(),
     }
 }
+
+#[cfg(test)]
+mod tests;
