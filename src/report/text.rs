@@ -452,7 +452,7 @@ fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 "no user task of the generator fails".to_owned(),
                 format!(
                     "{} failed{example}",
-                    thousands(c.value.unwrap_or_default() as u64)
+                    thousands(c.value.map_or(0, |n| n as u64))
                 ),
             )
         }
