@@ -1,7 +1,7 @@
 //! The versioned result file (`result.json`): write, read, and merge shard results exactly.
 //!
-//! The artifact is the seam between running and reporting: `report`, `compare` and shard
-//! merging are pure functions of artifacts. Its fields are documented in `docs/result.md`
+//! The artifact is the seam between running and reporting: `report` and shard merging are
+//! pure functions of artifacts. Its fields are documented in `docs/result.md`
 //! and its JSON schema is `schema/result.schema.json`.
 
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::monitor::ProcUsage;
-use crate::scenario::{Bound, Check, CheckMetric, Plan, TrafficKind};
+use crate::scenario::{self, Bound, Check, Plan, TrafficKind};
 
 /// Version of the result file format; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -85,18 +85,82 @@ pub struct ShardResult {
     pub fd_limit: u64,
 }
 
-/// A check in serializable form.
+/// A check in serializable form: `{"key": …, "metric": "lost", "op": "<=", "value": 0}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CheckSpec {
     /// Scenario key, e.g. `checks.max_lost`.
     pub key: String,
-    /// Metric name, see [`metric_name`].
-    pub metric: String,
-    /// `"<="` or `">="`.
-    pub op: String,
+    /// What is measured.
+    pub metric: CheckMetric,
+    /// How the measured value must compare with `value`.
+    pub op: Op,
     /// The bound (µs for latencies, a ratio for rates, a count otherwise).
     pub value: f64,
+}
+
+/// The metric of a check, by its name in the result file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckMetric {
+    /// Messages never delivered (count).
+    #[serde(rename = "lost")]
+    Lost,
+    /// Extra copies delivered (count).
+    #[serde(rename = "duplicated")]
+    Duplicated,
+    /// Deliveries after a later message of the same stream (count).
+    #[serde(rename = "reordered")]
+    Reordered,
+    /// Deliveries whose body failed its checksum (count).
+    #[serde(rename = "corrupted")]
+    Corrupted,
+    /// Deliveries after `late_after` (count).
+    #[serde(rename = "late")]
+    Late,
+    /// End-to-end p99, µs.
+    #[serde(rename = "e2e_p99_us")]
+    E2eP99,
+    /// Send → acceptance p99, µs.
+    #[serde(rename = "ack_p99_us")]
+    AckP99,
+    /// Request round-trip p99, µs.
+    #[serde(rename = "request_p99_us")]
+    RequestP99,
+    /// Successful logins ÷ attempts (ratio).
+    #[serde(rename = "login_success")]
+    LoginSuccess,
+    /// Failed sends ÷ sends (ratio).
+    #[serde(rename = "send_error_rate")]
+    SendErrorRate,
+}
+
+/// The comparison of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Passes when the measured value is ≤ the bound.
+    #[serde(rename = "<=")]
+    AtMost,
+    /// Passes when the measured value is ≥ the bound.
+    #[serde(rename = ">=")]
+    AtLeast,
+}
+
+impl Op {
+    /// `<=` or `>=`.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::AtMost => "<=",
+            Op::AtLeast => ">=",
+        }
+    }
+
+    /// Whether `value` satisfies `bound`.
+    pub fn holds(self, value: f64, bound: f64) -> bool {
+        match self {
+            Op::AtMost => value <= bound,
+            Op::AtLeast => value >= bound,
+        }
+    }
 }
 
 /// The request/response sweep: steps of fixed concurrency, in order.
@@ -113,32 +177,34 @@ pub struct RequestSweep {
     pub start_s: f64,
 }
 
-/// The wire name of a check metric.
-pub fn metric_name(m: CheckMetric) -> &'static str {
-    match m {
-        CheckMetric::Lost => "lost",
-        CheckMetric::Duplicated => "duplicated",
-        CheckMetric::Reordered => "reordered",
-        CheckMetric::Corrupted => "corrupted",
-        CheckMetric::Late => "late",
-        CheckMetric::E2eP99 => "e2e_p99_us",
-        CheckMetric::AckP99 => "ack_p99_us",
-        CheckMetric::RequestP99 => "request_p99_us",
-        CheckMetric::LoginSuccess => "login_success",
-        CheckMetric::SendErrorRate => "send_error_rate",
+impl From<scenario::CheckMetric> for CheckMetric {
+    fn from(m: scenario::CheckMetric) -> Self {
+        use scenario::CheckMetric as M;
+        match m {
+            M::Lost => CheckMetric::Lost,
+            M::Duplicated => CheckMetric::Duplicated,
+            M::Reordered => CheckMetric::Reordered,
+            M::Corrupted => CheckMetric::Corrupted,
+            M::Late => CheckMetric::Late,
+            M::E2eP99 => CheckMetric::E2eP99,
+            M::AckP99 => CheckMetric::AckP99,
+            M::RequestP99 => CheckMetric::RequestP99,
+            M::LoginSuccess => CheckMetric::LoginSuccess,
+            M::SendErrorRate => CheckMetric::SendErrorRate,
+        }
     }
 }
 
 impl From<&Check> for CheckSpec {
     fn from(c: &Check) -> Self {
         let (op, value) = match c.bound {
-            Bound::AtMost(v) => ("<=", v),
-            Bound::AtLeast(v) => (">=", v),
+            Bound::AtMost(v) => (Op::AtMost, v),
+            Bound::AtLeast(v) => (Op::AtLeast, v),
         };
         CheckSpec {
             key: c.key.clone(),
-            metric: metric_name(c.metric).to_owned(),
-            op: op.to_owned(),
+            metric: c.metric.into(),
+            op,
             value,
         }
     }
@@ -327,4 +393,50 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
         })
         .collect();
     PathBuf::from("msgstorm-results").join(format!("{stamp}-{safe}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_specs_keep_their_json_strings() {
+        for (metric, op) in [
+            ("lost", "<="),
+            ("duplicated", "<="),
+            ("reordered", "<="),
+            ("corrupted", "<="),
+            ("late", "<="),
+            ("e2e_p99_us", "<="),
+            ("ack_p99_us", "<="),
+            ("request_p99_us", "<="),
+            ("login_success", ">="),
+            ("send_error_rate", "<="),
+        ] {
+            let text =
+                format!(r#"{{"key":"checks.x","metric":"{metric}","op":"{op}","value":1.5}}"#);
+            let spec: CheckSpec = serde_json::from_str(&text).expect(&text);
+            assert_eq!(serde_json::to_string(&spec).expect("encode"), text);
+        }
+        let bad = r#"{"key":"checks.x","metric":"lost","op":"<","value":0}"#;
+        assert!(serde_json::from_str::<CheckSpec>(bad).is_err());
+    }
+
+    #[test]
+    fn check_specs_follow_the_plan() {
+        let check = Check {
+            key: "checks.min_login_success".to_owned(),
+            metric: scenario::CheckMetric::LoginSuccess,
+            bound: Bound::AtLeast(0.99),
+        };
+        assert_eq!(
+            CheckSpec::from(&check),
+            CheckSpec {
+                key: "checks.min_login_success".to_owned(),
+                metric: CheckMetric::LoginSuccess,
+                op: Op::AtLeast,
+                value: 0.99,
+            }
+        );
+    }
 }

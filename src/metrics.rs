@@ -193,11 +193,13 @@ pub enum ErrorKind {
     Timeout,
     /// Anything else.
     Other,
+    /// A user task of the engine failed (panicked); its messages are not server loss.
+    Engine,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::HttpStatus,
@@ -209,6 +211,7 @@ impl ErrorKind {
         ErrorKind::RequestFailed,
         ErrorKind::Timeout,
         ErrorKind::Other,
+        ErrorKind::Engine,
     ];
 
     /// The name used in reports and result files.
@@ -225,6 +228,7 @@ impl ErrorKind {
             ErrorKind::RequestFailed => "request_failed",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Other => "other",
+            ErrorKind::Engine => "engine",
         }
     }
 
@@ -242,6 +246,7 @@ impl ErrorKind {
             ErrorKind::RequestFailed => "a request failed or got an error reply",
             ErrorKind::Timeout => "an operation timed out",
             ErrorKind::Other => "another failure (see the examples)",
+            ErrorKind::Engine => "a user task of the generator failed (a msgstorm bug)",
         }
     }
 }

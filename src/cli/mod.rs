@@ -39,7 +39,7 @@ pub enum Command {
         /// `result.json` files of one run.
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        /// Print a machine-readable JSON summary instead of the tables.
+        /// Print the report as JSON (numbers with units, see docs/result.md) instead of tables.
         #[arg(long)]
         json: bool,
     },
@@ -124,15 +124,15 @@ pub async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Report { results, json } => {
             let artifact = Artifact::read_merged(&results)?;
-            let rendered = crate::report::render(&artifact);
-            if json {
-                let text = serde_json::to_string_pretty(&rendered.summary)
-                    .map_err(|e| Error::Other(format!("cannot encode the summary: {e}")))?;
-                say(&text);
+            let report = crate::report::Report::new(&artifact);
+            let text = if json {
+                crate::report::json::render(&report)
+                    .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
             } else {
-                say(&rendered.text);
-            }
-            Ok(if rendered.passed {
+                crate::report::text::render(&report)
+            };
+            say(&text);
+            Ok(if report.passed() {
                 EXIT_OK
             } else {
                 EXIT_CHECK_FAILED

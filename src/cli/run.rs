@@ -162,18 +162,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     }
 
     notes.extend(outcome.notes.iter().cloned());
-    let lag_p99 = outcome
-        .metrics
-        .hist(crate::metrics::Hist::SendLag)
-        .value_at_quantile(0.99);
-    if lag_p99 > 10_000 {
-        notes.push(format!(
-            "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still count from the due time)",
-            lag_p99 as f64 / 1000.0
-        ));
-    }
     let cores = crate::sys::cores();
-    notes.extend(saturation_notes(&processes, cores));
     let facts = RunFacts {
         run_id,
         target,
@@ -197,28 +186,6 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
     finish(&artifact, &dir)
-}
-
-/// Says which watched process (generator or target) ran out of CPU, and when.
-fn saturation_notes(processes: &[crate::monitor::ProcUsage], cores: usize) -> Vec<String> {
-    let full = 90.0 * cores as f64;
-    processes
-        .iter()
-        .filter_map(|p| {
-            let (sec, pct, _) = p.series.iter().find(|s| f64::from(s.1) >= full)?;
-            Some(format!(
-                "{} (pid {}) used all {cores} cores from second {sec} ({pct:.0}% of one core): \
-                 {} was the bottleneck there",
-                p.name,
-                p.pid,
-                if p.generator {
-                    "the generator itself"
-                } else {
-                    "this target process"
-                }
-            ))
-        })
-        .collect()
 }
 
 /// Raises the open-file limit and refuses a run that cannot fit under it.

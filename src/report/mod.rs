@@ -1,41 +1,39 @@
-//! Reports from artifacts: SLO checks, the terminal report, the sweep table.
+//! Reports from artifacts: one [`Report`] model computed from an artifact (SLO checks,
+//! findings, latencies, delivery, rates, the sweep, the per-second series), then renderers
+//! that only format it — [`text`] for the terminal, [`json`] for `report --json`.
 //!
-//! Everything here is a pure function of an [`Artifact`]; nothing talks to a target.
+//! Everything here is a pure function of an [`Artifact`]; nothing talks to a target. A new
+//! output format is one more module with a `render(&Report)` function.
 
 pub mod checks;
-pub mod summary;
+pub mod findings;
+pub mod json;
+pub mod model;
+pub mod series;
 pub mod sweep;
 pub mod text;
 
+pub use model::Report;
+
 use crate::artifact::Artifact;
 
-/// A rendered report and its verdict.
+/// The terminal report of an artifact and its verdict: what `msgstorm run` prints.
 #[derive(Debug, Clone)]
 pub struct Rendered {
     /// The terminal report.
     pub text: String,
     /// True when every check passed and the run was not interrupted.
     pub passed: bool,
-    /// Keys of the checks that failed.
-    pub failed: Vec<String>,
-    /// The same numbers, machine-readable.
-    pub summary: summary::Summary,
 }
 
-/// Evaluates the checks of `a` and renders the terminal report.
+/// Computes the report of `a` and renders it for the terminal.
 pub fn render(a: &Artifact) -> Rendered {
-    let delivery = a.ledger.summary();
-    let results = checks::evaluate(a, &delivery);
-    let rows = sweep::rows(a);
-    let failed: Vec<String> = results
-        .iter()
-        .filter(|r| !r.passed)
-        .map(|r| r.key.clone())
-        .collect();
+    let report = Report::new(a);
     Rendered {
-        text: text::render(a, &delivery, &results, &rows),
-        passed: failed.is_empty(),
-        failed,
-        summary: summary::summarize(a, &delivery, &results),
+        text: text::render(&report),
+        passed: report.passed(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,13 @@
 //! The request/response sweep table (TPS vs RT per concurrency step), the Little's-law
 //! cross-check, and the knee where throughput stops growing.
 
+use serde::Serialize;
+
 use crate::artifact::Artifact;
 use crate::metrics::{Counter, Hist};
 
 /// One concurrency step of the sweep.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SweepRow {
     /// Users with a request outstanding in this step.
     pub concurrency: u32,
@@ -21,8 +23,28 @@ pub struct SweepRow {
     pub errors: u64,
 }
 
+/// The sweep's table and its knee.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sweep {
+    /// One row per step with at least one whole second.
+    pub rows: Vec<SweepRow>,
+    /// Where throughput stopped growing.
+    pub knee: Knee,
+}
+
+impl Sweep {
+    /// The sweep of `a`, when it had one with at least one whole second in a step.
+    pub fn of(a: &Artifact) -> Option<Sweep> {
+        let rows = rows(a);
+        (!rows.is_empty()).then(|| Sweep {
+            knee: knee(&rows),
+            rows,
+        })
+    }
+}
+
 /// The sweep rows of `a`, one per step, from the per-second series.
-pub fn rows(a: &Artifact) -> Vec<SweepRow> {
+fn rows(a: &Artifact) -> Vec<SweepRow> {
     let (Some(sweep), Some(ts)) = (&a.request_sweep, a.traffic_started_s) else {
         return Vec::new();
     };
@@ -55,10 +77,35 @@ pub fn rows(a: &Artifact) -> Vec<SweepRow> {
     out
 }
 
-/// One line naming the knee: the last step whose throughput grew by at least 10%.
-pub fn verdict(rows: &[SweepRow]) -> String {
+/// Where throughput stops growing: the last step whose throughput grew by at least 10%
+/// over the best step before it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Knee {
+    /// One step only: nothing to compare.
+    OneStep,
+    /// The last step still grew: the knee is at a higher concurrency.
+    StillGrowing {
+        /// Concurrency of the last step.
+        concurrency: u32,
+        /// Its replies per second.
+        tps: f64,
+    },
+    /// Throughput stopped growing after this step.
+    At {
+        /// Concurrency of the step.
+        concurrency: u32,
+        /// Its replies per second.
+        tps: f64,
+        /// Its mean round trip, µs.
+        rt_mean_us: f64,
+    },
+}
+
+/// The knee of `rows`.
+fn knee(rows: &[SweepRow]) -> Knee {
     if rows.len() < 2 {
-        return "one step only: add a sweep to find the knee".to_owned();
+        return Knee::OneStep;
     }
     let mut knee = 0;
     for i in 1..rows.len() {
@@ -68,18 +115,15 @@ pub fn verdict(rows: &[SweepRow]) -> String {
     }
     let k = &rows[knee];
     if knee + 1 == rows.len() {
-        format!(
-            "throughput still grows at concurrency {} ({:.0} req/s): the knee is further out",
-            k.concurrency, k.tps
-        )
+        Knee::StillGrowing {
+            concurrency: k.concurrency,
+            tps: k.tps,
+        }
     } else {
-        format!(
-            "knee at concurrency {}: {:.0} req/s at {:.2} ms mean; more concurrency only adds \
-             latency (Little's law: RT ≈ concurrency ÷ TPS). High RT with idle server CPU means \
-             too few workers in front of the backend.",
-            k.concurrency,
-            k.tps,
-            k.rt_mean_us / 1000.0
-        )
+        Knee::At {
+            concurrency: k.concurrency,
+            tps: k.tps,
+            rt_mean_us: k.rt_mean_us,
+        }
     }
 }

@@ -1,14 +1,15 @@
 //! The terminal report: a summary line first, then tables with a unit on every number.
+//! It formats a [`Report`] and computes nothing.
 
 use std::fmt::Write;
 
 use comfy_table::{presets, CellAlignment, Table};
 
-use super::checks::CheckResult;
-use super::sweep::SweepRow;
-use crate::artifact::Artifact;
-use crate::ledger::Delivery;
-use crate::metrics::{Counter, Hist};
+use super::checks::{CheckOutcome, Measure, NotMeasured, RunMetric, Unit};
+use super::findings::Finding;
+use super::model::{Report, Verdict};
+use super::sweep::{Knee, Sweep};
+use crate::metrics::{Counter, ErrorKind, Hist};
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -49,78 +50,110 @@ fn pct(num: u64, den: u64) -> String {
 }
 
 /// Renders the whole report.
-pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[SweepRow]) -> String {
-    let m = &a.metrics;
-    let c = |k: Counter| m.count(k);
-    let failed: Vec<&CheckResult> = checks.iter().filter(|r| !r.passed).collect();
-    let verdict = if a.interrupted {
-        "INTERRUPTED".to_owned()
-    } else if failed.is_empty() {
-        format!("PASS ({} checks)", checks.len())
-    } else {
-        let names: Vec<&str> = failed.iter().map(|r| r.key.as_str()).collect();
-        format!("FAIL: {}", names.join(", "))
-    };
-    let e2e = m.hist(Hist::EndToEnd);
-    let e2e_p99 = if !e2e.is_empty() {
-        ms(e2e.value_at_quantile(0.99) as f64)
-    } else {
-        "–".to_owned()
-    };
+pub fn render(r: &Report) -> String {
     let mut out = String::new();
+    summary(&mut out, r);
+    connections(&mut out, r);
+    messages(&mut out, r);
+    latencies(&mut out, r);
+    delivery(&mut out, r);
+    errors(&mut out, r);
+    if let Some(s) = &r.sweep {
+        sweep(&mut out, s);
+    }
+    resources(&mut out, r);
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    for f in &r.findings {
+        let _ = writeln!(out, "note: {}", finding(f));
+    }
+    if !r.checks.is_empty() {
+        let mut t = table(&["check", "bound", "measured", "result"]);
+        for c in &r.checks {
+            let (bound, measured) = check(r, c);
+            t.add_row(vec![
+                c.key.clone(),
+                bound,
+                measured,
+                if c.passed { "pass" } else { "FAIL" }.to_owned(),
+            ]);
+        }
+        let _ = writeln!(out, "\n{t}");
+    }
+    out
+}
+
+fn summary(out: &mut String, r: &Report) {
+    let verdict = match r.verdict {
+        Verdict::Interrupted => "INTERRUPTED".to_owned(),
+        Verdict::Pass => format!("PASS ({} checks)", r.checks.len()),
+        Verdict::Fail => {
+            let names: Vec<&str> = r
+                .checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| c.key.as_str())
+                .collect();
+            format!("FAIL: {}", names.join(", "))
+        }
+    };
+    let e2e_p99 = r
+        .latency_us
+        .get(&Hist::EndToEnd)
+        .map_or_else(|| "–".to_owned(), |l| ms(l.p99 as f64));
     let _ = writeln!(
         out,
         "{verdict} — {}: {} logins, {} msgs sent, {} delivered, {} lost, e2e p99 {e2e_p99}, {:.1} s, {} ({})",
-        a.scenario,
-        thousands(c(Counter::LoginOk)),
-        thousands(c(Counter::Sent)),
-        thousands(d.delivered),
-        thousands(d.lost),
-        a.duration_s,
-        a.target,
-        a.driver,
+        r.scenario,
+        thousands(r.count(Counter::LoginOk)),
+        thousands(r.count(Counter::Sent)),
+        thousands(r.delivery.delivered),
+        thousands(r.delivery.lost),
+        r.duration_s,
+        r.target,
+        r.driver,
     );
     let _ = writeln!(
         out,
         "run {} started {}{}",
-        a.run_id,
-        a.started_at,
-        if a.shards.len() > 1 {
-            format!(", {} generator processes", a.shards.len())
+        r.run_id,
+        r.started_at,
+        if r.generators.len() > 1 {
+            format!(", {} generator processes", r.generators.len())
         } else {
             String::new()
         }
     );
+}
 
-    let window = active_seconds(a);
+fn connections(out: &mut String, r: &Report) {
+    let c = &r.connections;
     let mut t = table(&["connections", "value"]);
-    let online_peak = m.seconds().map(|s| s.online).max().unwrap_or(0);
-    t.add_row(vec![
-        "connect attempts".to_owned(),
-        thousands(c(Counter::ConnectAttempts)),
-    ]);
-    t.add_row(vec!["logins ok".to_owned(), thousands(c(Counter::LoginOk))]);
+    t.add_row(vec!["connect attempts".to_owned(), thousands(c.attempts)]);
+    t.add_row(vec!["logins ok".to_owned(), thousands(c.logins_ok)]);
     t.add_row(vec![
         "login success".to_owned(),
-        pct(c(Counter::LoginOk), c(Counter::ConnectAttempts)),
+        pct(c.logins_ok, c.attempts),
     ]);
     t.add_row(vec![
         "online peak (users)".to_owned(),
-        thousands(online_peak),
+        thousands(c.online_peak),
     ]);
-    t.add_row(vec![
-        "disconnects".to_owned(),
-        thousands(c(Counter::Disconnects)),
-    ]);
+    t.add_row(vec!["disconnects".to_owned(), thousands(c.disconnects)]);
     t.add_row(vec![
         "syncs (catch-up + final verification)".to_owned(),
-        thousands(c(Counter::Syncs)),
+        thousands(c.syncs),
     ]);
     let _ = writeln!(out, "\n{t}");
+}
 
+fn messages(out: &mut String, r: &Report) {
+    let c = |k: Counter| r.count(k);
+    let rates = &r.rates;
     let mut t = table(&["messages", "count", "rate"]);
-    let rate = |n: u64| format!("{:.1} msg/s", n as f64 / window.max(1.0));
-    let acc = if a.acceptance {
+    let rate = |per_s: f64| format!("{per_s:.1} msg/s");
+    let acc = if r.acceptance {
         thousands(c(Counter::Accepted))
     } else {
         "no acceptance in this protocol".to_owned()
@@ -128,16 +161,14 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
     t.add_row(vec![
         "sent".to_owned(),
         thousands(c(Counter::Sent)),
-        rate(c(Counter::Sent)),
+        rate(rates.sent_per_s),
     ]);
-    t.add_row(vec!["accepted".to_owned(), acc, rate(c(Counter::Accepted))]);
+    t.add_row(vec!["accepted".to_owned(), acc, rate(rates.accepted_per_s)]);
+    let failed = c(Counter::Refused) + c(Counter::SendErrors);
     t.add_row(vec![
         "refused / failed".to_owned(),
-        thousands(c(Counter::Refused) + c(Counter::SendErrors)),
-        pct(
-            c(Counter::Refused) + c(Counter::SendErrors),
-            c(Counter::Sent),
-        ),
+        thousands(failed),
+        pct(failed, c(Counter::Sent)),
     ]);
     t.add_row(vec![
         "not sent (user offline when due)".to_owned(),
@@ -147,7 +178,7 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
     t.add_row(vec![
         "received".to_owned(),
         thousands(c(Counter::Received)),
-        rate(c(Counter::Received)),
+        rate(rates.received_per_s),
     ]);
     t.add_row(vec![
         "requests / replies".to_owned(),
@@ -156,10 +187,16 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
             thousands(c(Counter::Requests)),
             thousands(c(Counter::Replies))
         ),
-        rate(c(Counter::Replies)),
+        rate(rates.replies_per_s),
     ]);
-    let _ = writeln!(out, "\n{t}  (rates over {window:.0} s of traffic)");
+    let _ = writeln!(
+        out,
+        "\n{t}  (rates over {:.0} s of traffic)",
+        rates.window_s
+    );
+}
 
+fn latencies(out: &mut String, r: &Report) {
     let mut t = table(&[
         "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
     ]);
@@ -172,31 +209,33 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
         (Hist::SendLag, "send lag (due → written)"),
         (Hist::Request, "request round trip"),
     ] {
-        let hist = m.hist(h);
-        if h == Hist::SendAck && !a.acceptance {
+        if h == Hist::SendAck && !r.acceptance {
             t.add_row(vec![
                 label.to_owned(),
                 "not measured: no acceptance".to_owned(),
             ]);
             continue;
         }
-        if hist.is_empty() {
+        let Some(l) = r.latency_us.get(&h) else {
             continue;
-        }
-        let q = |p: f64| ms(hist.value_at_quantile(p) as f64);
+        };
+        let q = |us: u64| ms(us as f64);
         t.add_row(vec![
             label.to_owned(),
-            thousands(hist.len()),
-            q(0.5),
-            q(0.95),
-            q(0.99),
-            q(0.999),
-            ms(hist.max() as f64),
-            ms(hist.mean()),
+            thousands(l.count),
+            q(l.p50),
+            q(l.p95),
+            q(l.p99),
+            q(l.p999),
+            q(l.max),
+            ms(l.mean),
         ]);
     }
     let _ = writeln!(out, "\n{t}");
+}
 
+fn delivery(out: &mut String, r: &Report) {
+    let d = &r.delivery;
     let mut t = table(&["delivery", "count", "share of expected"]);
     let row = |t: &mut Table, label: &str, n: u64| {
         t.add_row(vec![label.to_owned(), thousands(n), pct(n, d.expected)]);
@@ -237,44 +276,65 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
             );
         }
     }
+}
 
-    let errors: Vec<_> = m.errors().collect();
-    if !errors.is_empty() {
-        let mut t = table(&["error", "count", "meaning", "example"]);
-        for (kind, n, examples) in errors {
-            t.add_row(vec![
-                kind.name().to_owned(),
-                thousands(n),
-                kind.describe().to_owned(),
-                examples.first().cloned().unwrap_or_default(),
-            ]);
-        }
-        let _ = writeln!(out, "\n{t}");
+fn errors(out: &mut String, r: &Report) {
+    if r.errors.is_empty() {
+        return;
     }
-
-    if !sweep.is_empty() {
-        let mut t = table(&[
-            "concurrency",
-            "TPS (req/s)",
-            "RT mean",
-            "RT p99",
-            "TPS × RT (Little)",
-            "errors",
+    let mut t = table(&["error", "count", "meaning", "example"]);
+    for (kind, e) in &r.errors {
+        t.add_row(vec![
+            kind.name().to_owned(),
+            thousands(e.count),
+            kind.describe().to_owned(),
+            e.examples.first().cloned().unwrap_or_default(),
         ]);
-        for r in sweep {
-            t.add_row(vec![
-                thousands(u64::from(r.concurrency)),
-                format!("{:.0}", r.tps),
-                ms(r.rt_mean_us),
-                ms(r.rt_p99_us as f64),
-                format!("{:.0}", r.little),
-                thousands(r.errors),
-            ]);
-        }
-        let _ = writeln!(out, "\n{t}");
-        let _ = writeln!(out, "{}", super::sweep::verdict(sweep));
     }
+    let _ = writeln!(out, "\n{t}");
+}
 
+fn sweep(out: &mut String, s: &Sweep) {
+    let mut t = table(&[
+        "concurrency",
+        "TPS (req/s)",
+        "RT mean",
+        "RT p99",
+        "TPS × RT (Little)",
+        "errors",
+    ]);
+    for row in &s.rows {
+        t.add_row(vec![
+            thousands(u64::from(row.concurrency)),
+            format!("{:.0}", row.tps),
+            ms(row.rt_mean_us),
+            ms(row.rt_p99_us as f64),
+            format!("{:.0}", row.little),
+            thousands(row.errors),
+        ]);
+    }
+    let _ = writeln!(out, "\n{t}");
+    let knee = match s.knee {
+        Knee::OneStep => "one step only: add a sweep to find the knee".to_owned(),
+        Knee::StillGrowing { concurrency, tps } => format!(
+            "throughput still grows at concurrency {concurrency} ({tps:.0} req/s): the knee is \
+             further out"
+        ),
+        Knee::At {
+            concurrency,
+            tps,
+            rt_mean_us,
+        } => format!(
+            "knee at concurrency {concurrency}: {tps:.0} req/s at {:.2} ms mean; more \
+             concurrency only adds latency (Little's law: RT ≈ concurrency ÷ TPS). High RT \
+             with idle server CPU means too few workers in front of the backend.",
+            rt_mean_us / 1000.0
+        ),
+    };
+    let _ = writeln!(out, "{knee}");
+}
+
+fn resources(out: &mut String, r: &Report) {
     let mut t = table(&[
         "generator",
         "users",
@@ -284,78 +344,126 @@ pub fn render(a: &Artifact, d: &Delivery, checks: &[CheckResult], sweep: &[Sweep
         "RSS/user",
         "fd limit",
     ]);
-    for s in &a.shards {
-        let busy = if s.duration_s > 0.0 {
-            s.cpu_s / s.duration_s / f64::from(s.cores.max(1)) * 100.0
-        } else {
-            0.0
-        };
+    for g in &r.generators {
         t.add_row(vec![
-            format!("shard {}/{}", s.index, s.count),
-            thousands(u64::from(s.users)),
-            format!("{:.1} s", s.cpu_s),
-            format!("{busy:.0}% of {}", s.cores),
-            format!("{:.1} MiB", s.peak_rss_bytes as f64 / 1048576.0),
-            format!(
-                "{:.1} KiB",
-                s.peak_rss_bytes as f64 / 1024.0 / f64::from(s.users.max(1))
-            ),
-            thousands(s.fd_limit),
+            format!("shard {}/{}", g.index, g.count),
+            thousands(u64::from(g.users)),
+            format!("{:.1} s", g.cpu_s),
+            format!("{:.0}% of {}", g.busy_pct, g.cores),
+            format!("{:.1} MiB", g.peak_rss_bytes as f64 / 1048576.0),
+            format!("{:.1} KiB", g.rss_per_user_bytes / 1024.0),
+            thousands(g.fd_limit),
         ]);
     }
     let _ = writeln!(out, "\n{t}");
-    if !a.processes.is_empty() {
-        let mut t = table(&[
-            "process",
-            "pid",
-            "CPU avg",
-            "CPU peak",
-            "RSS peak",
-            "threads",
-            "open files",
+    if r.processes.is_empty() {
+        return;
+    }
+    let mut t = table(&[
+        "process",
+        "pid",
+        "CPU avg",
+        "CPU peak",
+        "RSS peak",
+        "threads",
+        "open files",
+    ]);
+    for p in &r.processes {
+        t.add_row(vec![
+            format!("{}{}", p.name, if p.exited { " (exited)" } else { "" }),
+            p.pid.to_string(),
+            format!("{:.0}% of a core", p.cpu_avg_pct),
+            format!("{:.0}%", p.cpu_peak_pct),
+            format!("{:.1} MiB", p.rss_peak_bytes as f64 / 1048576.0),
+            thousands(p.threads_peak),
+            thousands(p.fds_peak),
         ]);
-        for p in &a.processes {
-            t.add_row(vec![
-                format!("{}{}", p.name, if p.exited { " (exited)" } else { "" }),
-                p.pid.to_string(),
-                format!("{:.0}% of a core", p.cpu_avg_pct),
-                format!("{:.0}%", p.cpu_peak_pct),
-                format!("{:.1} MiB", p.rss_peak_bytes as f64 / 1048576.0),
-                thousands(p.threads_peak),
-                thousands(p.fds_peak),
-            ]);
-        }
-        let _ = writeln!(out, "\n{t}");
     }
-    for n in &a.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-
-    if !checks.is_empty() {
-        let mut t = table(&["check", "bound", "measured", "result"]);
-        for r in checks {
-            t.add_row(vec![
-                r.key.clone(),
-                r.bound.clone(),
-                r.measured.clone(),
-                if r.passed { "pass" } else { "FAIL" }.to_owned(),
-            ]);
-        }
-        let _ = writeln!(out, "\n{t}");
-    }
-    out
+    let _ = writeln!(out, "\n{t}");
 }
 
-/// Seconds during which messages were sent (at least 1).
-fn active_seconds(a: &Artifact) -> f64 {
-    let active: Vec<u32> = a
-        .metrics
-        .seconds()
-        .filter(|s| s.count(Counter::Sent) > 0 || s.count(Counter::Replies) > 0)
-        .map(|s| s.sec)
-        .collect();
-    match (active.first(), active.last()) {
-        (Some(first), Some(last)) => f64::from(last - first + 1),
-        _ => 1.0,
+/// A finding as the sentence of a note.
+fn finding(f: &Finding) -> String {
+    match f {
+        Finding::SendLag { p99_us } => format!(
+            "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still \
+             count from the due time)",
+            *p99_us as f64 / 1000.0
+        ),
+        Finding::Saturated {
+            process,
+            pid,
+            generator,
+            cores,
+            from_sec,
+            cpu_pct,
+        } => format!(
+            "{process} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
+             of one core): {} was the bottleneck there",
+            if *generator {
+                "the generator itself"
+            } else {
+                "this target process"
+            }
+        ),
+    }
+}
+
+/// A check's bound and what was measured, with units.
+fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
+    match c.metric {
+        Measure::Check(_) => {
+            let measured = match (c.value, c.not_measured) {
+                (Some(v), _) => show(c.unit, v),
+                (None, Some(NotMeasured::NoAcceptance)) => {
+                    "not measured: the protocol has no acceptance".to_owned()
+                }
+                (None, _) => "not measured: no samples".to_owned(),
+            };
+            (
+                format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
+                measured,
+            )
+        }
+        Measure::Run(RunMetric::Logins) => {
+            let first = r.errors.iter().next().map_or_else(String::new, |(k, e)| {
+                format!(
+                    ": {} ({})",
+                    k.name(),
+                    e.examples.first().map_or("", String::as_str)
+                )
+            });
+            (
+                "at least one user logs in".to_owned(),
+                format!("none of {} attempts{first}", r.connections.attempts),
+            )
+        }
+        Measure::Run(RunMetric::Interrupted) => (
+            "the run ends on its own".to_owned(),
+            "interrupted by a signal".to_owned(),
+        ),
+        Measure::Run(RunMetric::EngineErrors) => {
+            let example = r
+                .errors
+                .get(&ErrorKind::Engine)
+                .and_then(|e| e.examples.first())
+                .map_or_else(String::new, |ex| format!(": {ex}"));
+            (
+                "no user task of the generator fails".to_owned(),
+                format!(
+                    "{} failed{example}",
+                    thousands(c.value.map_or(0, |n| n as u64))
+                ),
+            )
+        }
+    }
+}
+
+/// A value with its unit.
+fn show(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Count => format!("{v:.0}"),
+        Unit::Micros => ms(v),
+        Unit::Ratio => format!("{:.3}%", v * 100.0),
     }
 }

@@ -101,3 +101,71 @@ async fn report_refuses_another_schema_version_with_exit_2() {
         .await
         .expect_code(2);
 }
+
+/// `schema/result.schema.json`, compiled (the schema itself is checked against its
+/// metaschema on the way).
+fn result_schema() -> (boon::Schemas, boon::SchemaIndex) {
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    compiler.enable_format_assertions();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/result.schema.json");
+    let index = compiler
+        .compile(path, &mut schemas)
+        .unwrap_or_else(|e| panic!("{path}: {e:#}"));
+    (schemas, index)
+}
+
+fn read_json(path: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_json_matches_its_schema() {
+    let (schemas, schema) = result_schema();
+    let work = Work::new();
+    let (ran, result) = short_run(&work, "max_lost = 0\ne2e_p99 = \"1s\"").await;
+    ran.expect_code(0);
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/report/testdata/result.json"
+    );
+    for path in [result.as_str(), fixture] {
+        let value = read_json(path);
+        if let Err(e) = schemas.validate(&value, schema) {
+            panic!("{path} does not match schema/result.schema.json: {e:#}");
+        }
+    }
+    // The schema is strict enough to notice a wrong field.
+    let mut value = read_json(&result);
+    value["checks"][0]["op"] = "<".into();
+    assert!(schemas.validate(&value, schema).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_json_gives_checks_and_latencies_as_numbers() {
+    let work = Work::new();
+    let (ran, result) = short_run(&work, "max_lost = 0\nack_p99 = \"1us\"").await;
+    ran.expect_code(1);
+    let json = msgstorm(&["report", &result, "--json"]).await;
+    json.expect_code(1);
+    let r: serde_json::Value = serde_json::from_str(&json.stdout).expect("report --json is JSON");
+    assert_eq!(r["verdict"], "fail", "{json}");
+    let ack = r["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["key"] == "checks.ack_p99")
+        .expect("the ack check");
+    assert_eq!(ack["metric"], "ack_p99_us");
+    assert_eq!(ack["op"], "<=");
+    assert_eq!(ack["bound"], 1.0);
+    assert_eq!(ack["unit"], "us");
+    assert_eq!(ack["passed"], false);
+    let p99 = r["latency_us"]["send_ack"]["p99"]
+        .as_u64()
+        .expect("send_ack p99");
+    assert_eq!(ack["value"].as_f64(), Some(p99 as f64));
+    assert!(r["delivery"]["delivered"].as_u64().expect("delivered") > 0);
+    assert!(r["series"].as_array().is_some_and(|s| !s.is_empty()));
+}

@@ -1,0 +1,290 @@
+//! The report model: every number a report shows, computed once from one (possibly merged)
+//! artifact. Renderers format it and compute nothing; `report --json` is its serialization.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::checks::{self, CheckOutcome};
+use super::findings::{self, Finding};
+use super::series::{self, SecondPoint};
+use super::sweep::Sweep;
+use crate::artifact::Artifact;
+use crate::ledger::Delivery;
+use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::monitor::ProcUsage;
+
+/// The report of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Pass, fail or interrupted.
+    pub verdict: Verdict,
+    /// Scenario name.
+    pub scenario: String,
+    /// Run id.
+    pub run_id: String,
+    /// Target as shown (`embedded ws://…` for the in-process server).
+    pub target: String,
+    /// Driver name.
+    pub driver: String,
+    /// Start of the run, RFC 3339 UTC.
+    pub started_at: String,
+    /// Length of the run, s.
+    pub duration_s: f64,
+    /// Whether sends had a server acceptance (false: send → ack is not measured).
+    pub acceptance: bool,
+    /// The scenario's checks, then the pseudo-checks that failed.
+    pub checks: Vec<CheckOutcome>,
+    /// Delivery accounting, with examples.
+    pub delivery: Delivery,
+    /// Connecting and logging in.
+    pub connections: Connections,
+    /// Message rates over the seconds of traffic.
+    pub rates: Rates,
+    /// Latency of every histogram with values, µs.
+    pub latency_us: BTreeMap<Hist, Latency>,
+    /// Every counter's total.
+    pub counters: BTreeMap<Counter, u64>,
+    /// Errors that occurred, by kind.
+    pub errors: BTreeMap<ErrorKind, ErrorCount>,
+    /// The request/response sweep, when the run had one.
+    pub sweep: Option<Sweep>,
+    /// The per-second series.
+    pub series: Vec<SecondPoint>,
+    /// One entry per generator process.
+    pub generators: Vec<Generator>,
+    /// CPU and memory of the generator and watched processes over the run.
+    pub processes: Vec<ProcUsage>,
+    /// What bounded the run.
+    pub findings: Vec<Finding>,
+    /// Other remarks recorded by the run.
+    pub notes: Vec<String>,
+}
+
+/// The verdict of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every check passed.
+    Pass,
+    /// A check failed.
+    Fail,
+    /// A signal stopped the run.
+    Interrupted,
+}
+
+/// Connecting and logging in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Connections {
+    /// Connection attempts.
+    pub attempts: u64,
+    /// Successful logins.
+    pub logins_ok: u64,
+    /// Logins ÷ attempts, when there were attempts.
+    pub login_success: Option<f64>,
+    /// Most users online in one second.
+    pub online_peak: u64,
+    /// Connections lost or closed after login.
+    pub disconnects: u64,
+    /// Sync (catch-up and final verification) requests.
+    pub syncs: u64,
+}
+
+/// Rates over the seconds in which messages or replies went out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rates {
+    /// Seconds of traffic, from the first to the last second with a send or a reply (≥ 1).
+    pub window_s: f64,
+    /// Messages sent per second.
+    pub sent_per_s: f64,
+    /// Sends accepted per second.
+    pub accepted_per_s: f64,
+    /// Messages received per second.
+    pub received_per_s: f64,
+    /// Request replies per second.
+    pub replies_per_s: f64,
+    /// Refused and failed sends ÷ sends, when there were sends.
+    pub send_failure: Option<f64>,
+}
+
+/// Latency of one histogram, µs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latency {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 95th percentile.
+    pub p95: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Highest value.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// Count and kept examples of one error kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorCount {
+    /// How many occurred.
+    pub count: u64,
+    /// The first distinct examples.
+    pub examples: Vec<String>,
+}
+
+/// What one generator process did and used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Generator {
+    /// Shard index.
+    pub index: u32,
+    /// Shard count.
+    pub count: u32,
+    /// Users it simulated.
+    pub users: u32,
+    /// Length of its run, s.
+    pub duration_s: f64,
+    /// CPU seconds it used.
+    pub cpu_s: f64,
+    /// Cores it could use.
+    pub cores: u32,
+    /// CPU used over its run, % of all its cores.
+    pub busy_pct: f64,
+    /// Peak resident memory, bytes.
+    pub peak_rss_bytes: u64,
+    /// Peak resident memory per user, bytes.
+    pub rss_per_user_bytes: f64,
+    /// Its open-file limit.
+    pub fd_limit: u64,
+}
+
+impl Report {
+    /// Computes the report of `a`.
+    pub fn new(a: &Artifact) -> Report {
+        let m = &a.metrics;
+        let delivery = a.ledger.summary();
+        let checks = checks::evaluate(a, &delivery);
+        let series = series::of(m);
+        let verdict = if a.interrupted {
+            Verdict::Interrupted
+        } else if checks.iter().all(|c| c.passed) {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        let count = |c: Counter| m.count(c);
+        let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
+        let window_s = active_seconds(&series);
+        let rate = |c: Counter| count(c) as f64 / window_s.max(1.0);
+        Report {
+            verdict,
+            scenario: a.scenario.clone(),
+            run_id: a.run_id.clone(),
+            target: a.target.clone(),
+            driver: a.driver.clone(),
+            started_at: a.started_at.clone(),
+            duration_s: a.duration_s,
+            acceptance: a.acceptance,
+            checks,
+            delivery,
+            connections: Connections {
+                attempts: count(Counter::ConnectAttempts),
+                logins_ok: count(Counter::LoginOk),
+                login_success: ratio(count(Counter::LoginOk), count(Counter::ConnectAttempts)),
+                online_peak: series.iter().map(|s| s.online).max().unwrap_or(0),
+                disconnects: count(Counter::Disconnects),
+                syncs: count(Counter::Syncs),
+            },
+            rates: Rates {
+                window_s,
+                sent_per_s: rate(Counter::Sent),
+                accepted_per_s: rate(Counter::Accepted),
+                received_per_s: rate(Counter::Received),
+                replies_per_s: rate(Counter::Replies),
+                send_failure: ratio(
+                    count(Counter::Refused) + count(Counter::SendErrors),
+                    count(Counter::Sent),
+                ),
+            },
+            latency_us: Hist::ALL
+                .iter()
+                .filter(|&&h| !m.hist(h).is_empty())
+                .map(|&h| {
+                    let x = m.hist(h);
+                    let q = |p| x.value_at_quantile(p);
+                    let latency = Latency {
+                        count: x.len(),
+                        p50: q(0.5),
+                        p95: q(0.95),
+                        p99: q(0.99),
+                        p999: q(0.999),
+                        max: x.max(),
+                        mean: x.mean(),
+                    };
+                    (h, latency)
+                })
+                .collect(),
+            counters: Counter::ALL.iter().map(|&c| (c, count(c))).collect(),
+            errors: m
+                .errors()
+                .map(|(kind, count, examples)| {
+                    let examples = examples.to_vec();
+                    (kind, ErrorCount { count, examples })
+                })
+                .collect(),
+            sweep: Sweep::of(a),
+            series,
+            generators: a.shards.iter().map(generator).collect(),
+            processes: a.processes.clone(),
+            findings: findings::find(a),
+            notes: a
+                .notes
+                .iter()
+                .filter(|n| !findings::is_finding_note(n))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// True when every check passed and the run was not interrupted.
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Pass
+    }
+
+    /// A counter's total.
+    pub fn count(&self, c: Counter) -> u64 {
+        self.counters.get(&c).copied().unwrap_or(0)
+    }
+}
+
+fn generator(s: &crate::artifact::ShardResult) -> Generator {
+    let busy_pct = if s.duration_s > 0.0 {
+        s.cpu_s / s.duration_s / f64::from(s.cores.max(1)) * 100.0
+    } else {
+        0.0
+    };
+    Generator {
+        index: s.index,
+        count: s.count,
+        users: s.users,
+        duration_s: s.duration_s,
+        cpu_s: s.cpu_s,
+        cores: s.cores,
+        busy_pct,
+        peak_rss_bytes: s.peak_rss_bytes,
+        rss_per_user_bytes: s.peak_rss_bytes as f64 / f64::from(s.users.max(1)),
+        fd_limit: s.fd_limit,
+    }
+}
+
+/// Seconds from the first to the last second in which messages were sent or replies came
+/// (at least 1).
+fn active_seconds(series: &[SecondPoint]) -> f64 {
+    let mut active = series.iter().filter(|s| s.sent > 0 || s.replies > 0);
+    match (active.next(), active.next_back()) {
+        (Some(first), Some(last)) => f64::from(last.sec - first.sec + 1),
+        _ => 1.0,
+    }
+}

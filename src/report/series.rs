@@ -1,0 +1,72 @@
+//! The per-second series of a run, as the report shows it over time.
+
+use serde::Serialize;
+
+use crate::metrics::{Counter, Metrics, Percentiles};
+
+/// One second of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecondPoint {
+    /// Seconds since the run started.
+    pub sec: u32,
+    /// Users online.
+    pub online: u64,
+    /// Messages sent.
+    pub sent: u64,
+    /// Sends accepted.
+    pub accepted: u64,
+    /// Messages received.
+    pub received: u64,
+    /// Request replies.
+    pub replies: u64,
+    /// Errors of any kind.
+    pub errors: u64,
+    /// End-to-end latency, µs.
+    pub e2e: Spread,
+    /// Send → acceptance latency, µs.
+    pub ack: Spread,
+    /// Request round trip, µs.
+    pub request: Spread,
+}
+
+/// Latency of one second, µs (two significant digits; all 0 when nothing was recorded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spread {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Highest value.
+    pub max: u64,
+}
+
+impl From<Percentiles> for Spread {
+    fn from(p: Percentiles) -> Self {
+        Spread {
+            count: p.count,
+            p50: p.p50,
+            p99: p.p99,
+            max: p.max,
+        }
+    }
+}
+
+/// The series of `m`, in time order (seconds without any event are absent).
+pub fn of(m: &Metrics) -> Vec<SecondPoint> {
+    m.seconds()
+        .map(|s| SecondPoint {
+            sec: s.sec,
+            online: s.online,
+            sent: s.count(Counter::Sent),
+            accepted: s.count(Counter::Accepted),
+            received: s.count(Counter::Received),
+            replies: s.count(Counter::Replies),
+            errors: s.errors,
+            e2e: s.e2e.into(),
+            ack: s.ack.into(),
+            request: s.request.into(),
+        })
+        .collect()
+}

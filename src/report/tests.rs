@@ -1,0 +1,262 @@
+//! The report model and its renderers on a committed result file
+//! (`testdata/result.json`, a real run's, written before findings were computed by the
+//! report, so its notes still carry the saturation sentence). Set `MSGSTORM_BLESS=1` to
+//! rewrite the golden files after an intended change of the output.
+
+use std::path::{Path, PathBuf};
+
+use super::checks::{Measure, NotMeasured, RunMetric, Unit};
+use super::findings::{self, Finding};
+use super::model::{Report, Verdict};
+use super::{json, text};
+use crate::artifact::{Artifact, CheckMetric, Op};
+use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/report/testdata")
+        .join(name)
+}
+
+fn fixture() -> Artifact {
+    Artifact::read(&testdata("result.json")).expect("the fixture reads")
+}
+
+/// Compares `actual` with the golden file `name`, or rewrites it under `MSGSTORM_BLESS=1`.
+fn golden(name: &str, actual: &str) {
+    let path = testdata(name);
+    if std::env::var_os("MSGSTORM_BLESS").is_some() {
+        std::fs::write(&path, actual).expect("write the golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).expect("read the golden file");
+    assert!(
+        expected == actual,
+        "{} differs (MSGSTORM_BLESS=1 rewrites it after an intended change):\n{actual}",
+        path.display()
+    );
+}
+
+#[test]
+fn text_report_matches_its_golden_file() {
+    golden("report.txt", &text::render(&Report::new(&fixture())));
+}
+
+#[test]
+fn json_report_matches_its_golden_file() {
+    let report = json::render(&Report::new(&fixture())).expect("encode");
+    golden("report.json", &format!("{report}\n"));
+}
+
+#[test]
+fn findings_are_computed_not_read_from_notes() {
+    let old = fixture();
+    let frozen: Vec<&String> = old
+        .notes
+        .iter()
+        .filter(|n| findings::is_finding_note(n))
+        .collect();
+    assert_eq!(frozen.len(), 1, "the fixture carries the old sentence");
+    let mut new = old.clone();
+    new.notes.retain(|n| !findings::is_finding_note(n));
+    let (old_text, new_text) = (
+        text::render(&Report::new(&old)),
+        text::render(&Report::new(&new)),
+    );
+    assert_eq!(old_text, new_text);
+    assert_eq!(old_text.matches("was the bottleneck there").count(), 1);
+    let report = Report::new(&new);
+    assert_eq!(
+        report.findings,
+        vec![Finding::Saturated {
+            process: "msgstorm (generator)".to_owned(),
+            pid: 10963,
+            generator: true,
+            cores: 2,
+            from_sec: 0,
+            cpu_pct: 692.52655,
+        }]
+    );
+}
+
+#[test]
+fn send_lag_over_10_ms_is_a_finding() {
+    let mut a = fixture();
+    assert!(!Report::new(&a)
+        .findings
+        .iter()
+        .any(|f| matches!(f, Finding::SendLag { .. })));
+    for _ in 0..10_000 {
+        a.metrics.record(1, Hist::SendLag, 25_000);
+    }
+    let report = Report::new(&a);
+    let Some(Finding::SendLag { p99_us }) = report.findings.first() else {
+        panic!("no send-lag finding: {:?}", report.findings);
+    };
+    assert!((25_000..25_100).contains(p99_us), "{p99_us}");
+    assert!(text::render(&report).contains(
+        "note: the generator fell behind its schedule: send lag p99 25.0 ms (latencies still \
+         count from the due time)\n"
+    ));
+}
+
+#[test]
+fn saturation_is_judged_against_the_cores_of_the_shard_that_saw_it() {
+    let mut a = fixture();
+    let mut other = a.shards[0].clone();
+    other.index = 1;
+    other.cores = 8;
+    a.shards.push(other);
+    let mut target = a.processes[0].clone();
+    target.name = "imserver".to_owned();
+    target.pid = 42;
+    target.generator = false;
+    target.shard = 1;
+    target.series = vec![(3, 650.0, 0), (4, 710.0, 0)];
+    a.processes.push(target.clone());
+    // 710% of one core is not 90% of 8 cores.
+    let found = Report::new(&a).findings;
+    assert_eq!(found.len(), 1, "{found:?}");
+    a.processes.last_mut().expect("pushed").series = vec![(3, 650.0, 0), (4, 730.0, 0)];
+    let report = Report::new(&a);
+    assert_eq!(
+        report.findings.last(),
+        Some(&Finding::Saturated {
+            process: "imserver".to_owned(),
+            pid: 42,
+            generator: false,
+            cores: 8,
+            from_sec: 4,
+            cpu_pct: 730.0,
+        })
+    );
+    assert!(text::render(&report).contains(
+        "note: imserver (pid 42) used all 8 cores from second 4 (730% of one core): this \
+         target process was the bottleneck there\n"
+    ));
+}
+
+#[test]
+fn checks_carry_numbers_and_units() {
+    let report = Report::new(&fixture());
+    let ack = report
+        .checks
+        .iter()
+        .find(|c| c.key == "checks.ack_p99")
+        .expect("the fixture checks ack_p99");
+    assert_eq!(ack.metric, Measure::Check(CheckMetric::AckP99));
+    assert_eq!(
+        (ack.op, ack.bound, ack.unit),
+        (Op::AtMost, 1.0, Unit::Micros)
+    );
+    assert_eq!(
+        ack.value,
+        Some(report.latency_us[&Hist::SendAck].p99 as f64)
+    );
+    assert!(!ack.passed);
+    let login = report
+        .checks
+        .iter()
+        .find(|c| c.key == "checks.min_login_success")
+        .expect("the fixture checks login success");
+    assert_eq!(
+        (login.op, login.unit, login.value, login.passed),
+        (Op::AtLeast, Unit::Ratio, Some(1.0), true)
+    );
+    assert_eq!(report.verdict, Verdict::Fail);
+}
+
+#[test]
+fn a_check_without_samples_fails_with_its_reason() {
+    let mut a = fixture();
+    a.metrics = Metrics::new();
+    a.acceptance = false;
+    let report = Report::new(&a);
+    let reason = |key: &str| {
+        let c = report
+            .checks
+            .iter()
+            .find(|c| c.key == key)
+            .expect("checked");
+        assert!(!c.passed && c.value.is_none(), "{c:?}");
+        c.not_measured
+    };
+    assert_eq!(reason("checks.e2e_p99"), Some(NotMeasured::NoSamples));
+    assert_eq!(reason("checks.ack_p99"), Some(NotMeasured::NoAcceptance));
+    let text = text::render(&report);
+    assert!(text.contains(" not measured: no samples |"), "{text}");
+    assert!(text.contains(" not measured: the protocol has no acceptance |"));
+}
+
+#[test]
+fn pseudo_checks_fail_a_run_without_logins_an_interrupted_run_and_engine_errors() {
+    let mut a = fixture();
+    a.checks.clear();
+    let report = Report::new(&a);
+    assert_eq!(report.verdict, Verdict::Pass);
+    assert!(report.checks.is_empty());
+
+    let mut m = Metrics::new();
+    m.add(0, Counter::ConnectAttempts, 3);
+    m.error(0, ErrorKind::ConnectRefused, || "refused".to_owned());
+    m.error(2, ErrorKind::Engine, || "user 7 panicked: boom".to_owned());
+    a.metrics = m;
+    a.interrupted = true;
+    let report = Report::new(&a);
+    let run: Vec<(&str, Measure, f64, bool)> = report
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                c.key.as_str(),
+                c.metric,
+                c.value.expect("measured"),
+                c.passed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        run,
+        [
+            ("run.logins", Measure::Run(RunMetric::Logins), 0.0, false),
+            (
+                "run.completed",
+                Measure::Run(RunMetric::Interrupted),
+                1.0,
+                false
+            ),
+            (
+                "run.engine",
+                Measure::Run(RunMetric::EngineErrors),
+                1.0,
+                false
+            ),
+        ]
+    );
+    assert_eq!(report.verdict, Verdict::Interrupted);
+    let text = text::render(&report);
+    assert!(text.starts_with("INTERRUPTED — "), "{text}");
+    for (key, bound, measured) in [
+        (
+            "run.logins",
+            "at least one user logs in",
+            "none of 3 attempts: connect_refused (refused)",
+        ),
+        (
+            "run.engine",
+            "no user task of the generator fails",
+            "1 failed: user 7 panicked: boom",
+        ),
+    ] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| {key} ")))
+            .unwrap_or_else(|| panic!("no row {key}:\n{text}"));
+        assert!(row.contains(bound) && row.contains(measured), "{row}");
+    }
+
+    a.interrupted = false;
+    let report = Report::new(&a);
+    assert_eq!(report.verdict, Verdict::Fail);
+    assert!(text::render(&report).starts_with("FAIL: run.logins, run.engine — "));
+}
