@@ -4,12 +4,16 @@ mod common;
 
 #[path = "echo/smoke.rs"]
 mod echo_smoke;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/failures.rs"]
 mod mqtt_failures;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/offline.rs"]
 mod mqtt_offline;
+#[cfg(feature = "mqtt-tls")]
 #[path = "mqtt/tls.rs"]
 mod mqtt_tls;
 #[path = "serve/durability.rs"]

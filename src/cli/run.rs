@@ -12,7 +12,7 @@ use crate::driver::echo::EchoDriver;
 use crate::driver::native::NativeDriver;
 use crate::driver::Driver;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
-use crate::scenario::{self, Auth, DriverKind, Plan, Shard};
+use crate::scenario::{self, DriverKind, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
 pub(super) const FD_MARGIN: u64 = 64;
@@ -305,9 +305,23 @@ fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
 /// The embedded reference server, when the plan names no target.
 #[cfg(feature = "serve")]
 pub(super) type Embedded = crate::serve::ServerHandle;
-/// The embedded reference server, when the plan names no target.
+/// The embedded reference server, which a build without the `serve` feature never has.
 #[cfg(not(feature = "serve"))]
-pub(super) type Embedded = std::convert::Infallible;
+#[derive(Debug)]
+pub(super) enum Embedded {}
+
+#[cfg(not(feature = "serve"))]
+impl Embedded {
+    /// The token secret (never called: there is no value of this type).
+    pub(super) fn secret(&self) -> &str {
+        match *self {}
+    }
+
+    /// Stops the server (never called: there is no value of this type).
+    pub(super) async fn shutdown(self) -> Result<()> {
+        match self {}
+    }
+}
 
 /// Starts the reference server in this process when the plan names no target.
 #[cfg(feature = "serve")]
@@ -320,7 +334,7 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
         DriverKind::Echo => handle.echo_url(),
         _ => handle.ws_url(),
     });
-    plan.target.auth = Auth::Secret(handle.secret().to_owned());
+    plan.target.auth = scenario::Auth::Secret(handle.secret().to_owned());
     notes.push(
         "the reference server ran embedded in the generator's process: CPU and memory above \
          include it"
