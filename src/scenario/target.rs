@@ -13,10 +13,10 @@ use crate::Result;
 /// The secret of the embedded reference server and the default native `secret`.
 pub const DEFAULT_SECRET: &str = "msgstorm";
 
-/// Default `target.connect_timeout`.
 /// Heartbeat interval when the scenario sets none: well inside common idle timeouts.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
 
+/// Default `target.connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// URL schemes and the drivers that speak them.
