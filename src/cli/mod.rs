@@ -14,7 +14,13 @@ use crate::scenario::Shard;
 
 /// msgstorm: load, capacity and delivery-reliability tester for IM servers.
 #[derive(Debug, Parser)]
-#[command(name = "msgstorm", version, about)]
+#[command(
+    name = "msgstorm",
+    version,
+    about,
+    after_help = "Exit codes: 0 every check passed, 1 a check failed or the run was interrupted, \
+                  2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

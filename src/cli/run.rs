@@ -105,7 +105,7 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     // cost the numbers on the screen.
     let rendered = crate::report::render(artifact);
     say(&rendered.text);
-    let path = artifact.write(dir)?;
+    let path = artifact.write(dir).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
     Ok(if rendered.passed {
         EXIT_OK
