@@ -1,7 +1,7 @@
 //! The versioned result file (`result.json`): write, read, and merge shard results exactly.
 //!
-//! The artifact is the seam between running and reporting: `report` and shard merging are
-//! pure functions of artifacts. Its fields are documented in `docs/result.md`
+//! The artifact is the seam between running and reporting: `report` (later `compare`) and shard
+//! merging are pure functions of artifacts. Its fields are documented in `docs/result.md`
 //! and its JSON schema is `schema/result.schema.json`.
 
 use std::path::{Path, PathBuf};

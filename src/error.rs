@@ -1,5 +1,8 @@
 //! The crate's `Error`: setup and configuration failures that end a run, each with the
 //! exit code it maps to. Per-message failures are data (see `metrics::ErrorKind`), not errors.
+//!
+//! The exit codes are a stable contract: 0 every check passed, 1 a check failed (or the run
+//! was interrupted), 2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed.
 
 use std::path::PathBuf;
 
@@ -11,6 +14,9 @@ pub const EXIT_CHECK_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: the target could not be reached at all.
 pub const EXIT_UNREACHABLE: u8 = 3;
+/// Exit code: msgstorm itself failed (an internal error, a result it could not write, a
+/// shard that wrote no result, a runtime that would not start) — says nothing of the target.
+pub const EXIT_TOOL_FAILED: u8 = 4;
 
 /// A failure that ends the command, with the exit code it maps to.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +44,19 @@ pub enum Error {
         /// What happened when it was tried.
         reason: String,
     },
-    /// Reading or writing a file failed.
+    /// A file or folder the user named (scenario, result file, `--out`) cannot be read or
+    /// used.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying failure.
+        source: std::io::Error,
+    },
+    /// Writing the run's own output (its result file, a shard's log) failed after the run
+    /// started: a failure of the tool, not of the user's input.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
         /// The file.
         path: PathBuf,
         /// The underlying failure.
@@ -57,7 +73,7 @@ pub enum Error {
     /// The reference server could not start or failed while serving.
     #[error("server: {0}")]
     Server(String),
-    /// Any other failure of the run itself (not of the target).
+    /// Any other failure of msgstorm itself (not of the target, not of the input).
     #[error("{0}")]
     Other(String),
 }
@@ -69,7 +85,16 @@ impl Error {
             Error::Scenario { .. } | Error::Usage(_) => EXIT_USAGE,
             Error::Unreachable { .. } => EXIT_UNREACHABLE,
             Error::Io { .. } | Error::Artifact { .. } => EXIT_USAGE,
-            Error::Server(_) | Error::Other(_) => EXIT_CHECK_FAILED,
+            Error::Write { .. } | Error::Server(_) | Error::Other(_) => EXIT_TOOL_FAILED,
+        }
+    }
+
+    /// The same failure seen as one of writing the run's output: a file error becomes
+    /// [`Error::Write`] (exit 4) instead of a usage error.
+    pub fn in_output(self) -> Self {
+        match self {
+            Error::Io { path, source } => Error::Write { path, source },
+            other => other,
         }
     }
 

@@ -32,6 +32,7 @@ pub mod driver;
 pub mod engine;
 pub mod envelope;
 pub mod error;
+pub mod launch;
 pub mod ledger;
 pub mod metrics;
 pub mod monitor;

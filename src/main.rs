@@ -16,7 +16,7 @@ fn main() -> ExitCode {
             {
                 eprintln!("error: cannot start the async runtime: {e}");
             }
-            return ExitCode::from(msgstorm::error::EXIT_CHECK_FAILED);
+            return ExitCode::from(msgstorm::error::EXIT_TOOL_FAILED);
         }
     };
     match runtime.block_on(msgstorm::cli::run(cli)) {

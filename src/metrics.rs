@@ -1,7 +1,8 @@
 //! Measurements of a run: HDR histograms of latencies, counters, a per-second series and
 //! the taxonomy of per-message failures.
 //!
-//! The engine keeps one [`Metrics`] per worker and merges them on a tick and at the end.
+//! The engine keeps one [`Metrics`] per recorder slot and merges them once, at the end of
+//! the run; live progress only reads them (each second, for the last second's p99).
 //! Every part merges exactly, in any order: a merge of shards' metrics equals the metrics
 //! of one process fed every event. All durations are microseconds.
 //!
@@ -107,7 +108,7 @@ pub enum Counter {
     SendErrors,
     /// Messages received (every copy).
     Received,
-    /// Sends skipped because their due time passed by more than the lag limit.
+    /// Sends that were due while their sender was offline (not sent, expected nowhere).
     Dropped,
     /// Requests sent by the request pattern.
     Requests,

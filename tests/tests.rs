@@ -4,12 +4,16 @@ mod common;
 
 #[path = "echo/smoke.rs"]
 mod echo_smoke;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/failures.rs"]
 mod mqtt_failures;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/offline.rs"]
 mod mqtt_offline;
+#[cfg(feature = "mqtt-tls")]
 #[path = "mqtt/tls.rs"]
 mod mqtt_tls;
 #[path = "serve/durability.rs"]
@@ -27,15 +31,15 @@ mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
 
-#[path = "engine/delivery.rs"]
-mod engine_delivery;
-#[path = "engine/exit_codes.rs"]
-mod engine_exit_codes;
-#[path = "engine/faults.rs"]
-mod engine_faults;
-#[path = "engine/report.rs"]
-mod engine_report;
-#[path = "engine/shards.rs"]
-mod engine_shards;
-#[path = "engine/signals.rs"]
-mod engine_signals;
+#[path = "cli/delivery.rs"]
+mod cli_delivery;
+#[path = "cli/exit_codes.rs"]
+mod cli_exit_codes;
+#[path = "cli/faults.rs"]
+mod cli_faults;
+#[path = "cli/report.rs"]
+mod cli_report;
+#[path = "cli/shards.rs"]
+mod cli_shards;
+#[path = "cli/signals.rs"]
+mod cli_signals;

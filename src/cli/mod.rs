@@ -14,7 +14,13 @@ use crate::scenario::Shard;
 
 /// msgstorm: load, capacity and delivery-reliability tester for IM servers.
 #[derive(Debug, Parser)]
-#[command(name = "msgstorm", version, about)]
+#[command(
+    name = "msgstorm",
+    version,
+    about,
+    after_help = "Exit codes: 0 every check passed, 1 a check failed or the run was interrupted, \
+                  2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -81,9 +87,12 @@ pub struct RunArgs {
     /// No live progress.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Start traffic no earlier than this Unix time in milliseconds (set by `--shards` so
-    /// that all shards start together).
-    #[arg(long, value_name = "UNIX_MS", hide = true)]
+    /// Start traffic at this wall-clock time (Unix milliseconds, or RFC 3339 such as
+    /// `2026-05-01T12:00:00Z`), and not before this shard's users have logged in. All shards
+    /// of a run need the same one to send together: `--shards N` sets it itself; when
+    /// running `--shard I/N --run-id HEX` by hand on several machines, give every shard the
+    /// same time, far enough ahead for every shard's logins.
+    #[arg(long = "start-traffic-at", value_name = "TIME", value_parser = parse_wall_time)]
     pub traffic_at: Option<u64>,
 }
 
@@ -101,6 +110,19 @@ fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
         return Err(format!("shard {index}/{count}: need 0 <= I < N"));
     }
     Ok(Shard { index, count })
+}
+
+/// A wall-clock time as Unix milliseconds: digits, or an RFC 3339 UTC time.
+fn parse_wall_time(s: &str) -> std::result::Result<u64, String> {
+    if let Ok(ms) = s.parse::<u64>() {
+        return Ok(ms);
+    }
+    let at = humantime::parse_rfc3339_weak(s).map_err(|e| {
+        format!("`{s}`: {e}; expected Unix milliseconds or a time like 2026-05-01T12:00:00Z")
+    })?;
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|_| format!("`{s}` is before 1970"))
 }
 
 fn parse_run_id(s: &str) -> std::result::Result<u32, String> {

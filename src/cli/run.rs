@@ -8,10 +8,10 @@ use tokio::sync::watch;
 use super::progress::Progress;
 use super::{note, say, RunArgs};
 use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
-use crate::driver::{AuthForm, Driver, Endpoint, WithDriver};
+use crate::driver::{Driver, WithDriver};
 use crate::engine::{Outcome, Progress as EngineProgress, RunOptions};
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
-use crate::scenario::{self, Auth, Plan, Shard};
+use crate::scenario::{self, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
 pub(super) const FD_MARGIN: u64 = 64;
@@ -89,7 +89,7 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     // cost the numbers on the screen.
     let rendered = crate::report::render(artifact);
     say(&rendered.text);
-    let path = artifact.write(dir)?;
+    let path = artifact.write(dir).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
     Ok(if rendered.passed {
         EXIT_OK
@@ -239,9 +239,23 @@ fn check_fd_limit(plan: &Plan, notes: &mut Vec<String>) -> Result<u64> {
 /// The embedded reference server, when the plan names no target.
 #[cfg(feature = "serve")]
 pub(super) type Embedded = crate::serve::ServerHandle;
-/// The embedded reference server, when the plan names no target.
+/// The embedded reference server, which a build without the `serve` feature never has.
 #[cfg(not(feature = "serve"))]
-pub(super) type Embedded = std::convert::Infallible;
+#[derive(Debug)]
+pub(super) enum Embedded {}
+
+#[cfg(not(feature = "serve"))]
+impl Embedded {
+    /// The token secret (never called: there is no value of this type).
+    pub(super) fn secret(&self) -> &str {
+        match *self {}
+    }
+
+    /// Stops the server (never called: there is no value of this type).
+    pub(super) async fn shutdown(self) -> Result<()> {
+        match self {}
+    }
+}
 
 /// Starts the reference server in this process when the plan names no target.
 #[cfg(feature = "serve")]
@@ -253,10 +267,10 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
     let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
     let url = format!("ws://{}{path}", handle.addr());
     plan.target.endpoint = Some(
-        Endpoint::parse(&url, driver).map_err(|e| Error::Other(format!("embedded server: {e}")))?,
+        crate::driver::Endpoint::parse(&url, driver).map_err(|e| Error::Other(format!("embedded server: {e}")))?,
     );
-    if driver.auth.contains(&AuthForm::Secret) {
-        plan.target.auth = Auth::Secret(handle.secret().to_owned());
+    if driver.auth.contains(&crate::driver::AuthForm::Secret) {
+        plan.target.auth = scenario::Auth::Secret(handle.secret().to_owned());
     }
     notes.push(
         "the reference server ran embedded in the generator's process: CPU and memory above \

@@ -10,6 +10,7 @@
 //! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests, and the `msgstorm`
 //!   binary on a scenario.
 
+#[cfg(feature = "mqtt")]
 pub mod mosquitto;
 
 use std::collections::VecDeque;

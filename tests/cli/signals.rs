@@ -3,7 +3,8 @@
 //! fails `run.completed`); a second signal stops at once and still writes the result.
 //!
 //! The server drops a fifth of the pushes, so deliveries are always missing and the drain
-//! runs to its bound unless a second signal cuts it short.
+//! runs to its bound unless a second signal cuts it short. With `--shards N` the
+//! coordinator forwards the signal to every shard and merges their interrupted results.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -57,10 +58,14 @@ fn kill(pid: u32, signal: &str) {
     assert!(ok.success(), "kill -{signal} {pid} failed");
 }
 
-/// Starts `msgstorm run` on `text`, sends `signals` (delays from the start) and returns
-/// the exit code, the time from the first signal to the exit, stdout+stderr and the
-/// result file.
-async fn interrupt(text: &str, signals: &[Duration]) -> (i32, Duration, String, Artifact) {
+/// Starts `msgstorm run` on `text` (with `extra` arguments), sends `signals` (delays from
+/// the start) and returns the exit code, the time from the first signal to the exit,
+/// stdout+stderr and the result file.
+async fn interrupt(
+    text: &str,
+    extra: &[&str],
+    signals: &[Duration],
+) -> (i32, Duration, String, Artifact) {
     let work = Work::new();
     let file = work.write("s.toml", text);
     let out = work.path("out");
@@ -68,6 +73,7 @@ async fn interrupt(text: &str, signals: &[Duration]) -> (i32, Duration, String, 
         .args(["run", "-q", "--out"])
         .arg(&out)
         .arg(&file)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -101,8 +107,12 @@ async fn interrupt(text: &str, signals: &[Duration]) -> (i32, Duration, String, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_result() {
     let server = lossy_server().await;
-    let (code, took, out, a) =
-        interrupt(&long_run(&server, "3s"), &[Duration::from_millis(2500)]).await;
+    let (code, took, out, a) = interrupt(
+        &long_run(&server, "3s"),
+        &[],
+        &[Duration::from_millis(2500)],
+    )
+    .await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
     assert!(
         out.contains("run.completed"),
@@ -130,6 +140,7 @@ async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
     let server = lossy_server().await;
     let (code, took, out, a) = interrupt(
         &long_run(&server, "30s"),
+        &[],
         &[Duration::from_millis(2000), Duration::from_millis(2300)],
     )
     .await;
@@ -140,6 +151,32 @@ async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
     );
     assert!(a.interrupted, "{out}");
     assert!(a.metrics.count(Counter::Sent) > 0, "{out}");
+    server.shutdown().await.expect("server stops");
+}
+
+/// SIGTERM to `--shards 2`: the coordinator forwards it to both generator processes (no
+/// `kill` binary involved), each drains and writes an interrupted result, and the merged
+/// report fails `run.completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_to_a_sharded_run_reaches_every_shard() {
+    let server = lossy_server().await;
+    let (code, took, out, a) = interrupt(
+        &long_run(&server, "2s"),
+        &["--shards", "2"],
+        &[Duration::from_millis(4000)],
+    )
+    .await;
+    assert_eq!(code, 1, "an interrupted run fails\n{out}");
+    assert!(out.contains("run.completed"), "{out}");
+    assert!(
+        took < Duration::from_secs(2) + Duration::from_secs(5),
+        "exit {took:?} after SIGTERM, drain is 2 s\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    assert_eq!(a.shards.len(), 2, "both shards wrote a result\n{out}");
+    let sent = a.metrics.count(Counter::Sent);
+    // 40 msgs/s from at most ~2 s of traffic; the full run sends 2,400.
+    assert!(sent > 0 && sent < 400, "sent {sent}\n{out}");
     server.shutdown().await.expect("server stops");
 }
 

@@ -1,6 +1,7 @@
 //! Exit codes are a contract: 0 every check passed, 1 a check failed (and the report names
 //! it), 2 bad usage or scenario (`error: FILE:LINE: KEY: …` on stderr, nothing connects),
-//! 3 target unreachable (the message names the target). One test per class of mistake.
+//! 3 target unreachable (the message names the target), 4 msgstorm itself failed (e.g. the
+//! result could not be written after the run). One test per class of mistake.
 
 use crate::common::run::{msgstorm, msgstorm_sync, Ran, Work};
 
@@ -202,4 +203,62 @@ fn unusable_out_folder_exits_2_before_running() {
         "refused before the run: {ran}"
     );
     assert!(ran.stdout.is_empty(), "{ran}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unwritable_result_after_the_run_exits_4_and_still_prints_the_report() {
+    // The embedded server, a second of traffic, checks that pass.
+    let text = r#"name = "unwritable"
+drain = "2s"
+
+[population]
+users = 6
+login_rate = 200
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 2
+receivers = 3
+rate = 20
+duration = "1s"
+
+[checks]
+max_lost = 0
+"#;
+    let work = Work::new();
+    let file = work.write("s.toml", text);
+    let out = work.path("out");
+    // Once the run has created its folder, `result.json` becomes a folder: renaming the
+    // finished result onto it fails even for root.
+    let blocker = out.join("result.json");
+    let block = async {
+        let start = std::time::Instant::now();
+        while !out.is_dir() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "the run never created {}",
+                out.display()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        std::fs::create_dir(&blocker).expect("a folder in the place of result.json");
+    };
+    let args = [
+        "run",
+        file.to_str().expect("utf-8"),
+        "-q",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ];
+    let (ran, ()) = tokio::join!(msgstorm(&args), block);
+    ran.expect_code(4);
+    assert!(
+        ran.verdict().starts_with("PASS"),
+        "the report is printed first:\n{ran}"
+    );
+    assert!(
+        ran.stderr.contains("error: cannot write") && ran.stderr.contains("result.json"),
+        "the error names the file:\n{ran}"
+    );
 }

@@ -1,0 +1,123 @@
+//! Shards as child processes of this `msgstorm` on this host, each in its own process group
+//! (so a terminal's Ctrl-C reaches only the coordinator, which forwards it once), logging to
+//! `shard-I.log` next to its result folder.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+use super::{Launcher, ShardOutcome, ShardRun};
+use crate::error::{Error, Result};
+
+/// Log lines of a failed shard quoted in the error.
+const TAIL_LINES: usize = 3;
+
+/// Runs shards as local child processes of one `msgstorm` executable.
+#[derive(Debug, Clone)]
+pub struct Local {
+    exe: PathBuf,
+}
+
+impl Local {
+    /// A launcher of this very executable.
+    pub fn current() -> Result<Self> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Other(format!("cannot find the msgstorm executable: {e}")))?;
+        Ok(Local { exe })
+    }
+
+    /// The log file of shard `index` of `run`.
+    pub fn log_of(run: &ShardRun, index: u32) -> PathBuf {
+        run.shard_dir(index).with_extension("log")
+    }
+
+    /// Starts shard `index` of `run`, its stderr going to its log.
+    fn spawn(&self, run: &ShardRun, index: u32) -> Result<Child> {
+        let log = Self::log_of(run, index);
+        let log_file = std::fs::File::create(&log).map_err(|source| Error::Write {
+            path: log.clone(),
+            source,
+        })?;
+        Command::new(&self.exe)
+            .args(run.args(index, &run.shard_dir(index)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log_file))
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Other(format!("cannot start shard {index}: {e}")))
+    }
+}
+
+impl Launcher for Local {
+    async fn run(
+        &self,
+        run: &ShardRun,
+        mut stops: watch::Receiver<u32>,
+    ) -> Result<Vec<ShardOutcome>> {
+        let mut children = (0..run.count)
+            .map(|index| self.spawn(run, index))
+            .collect::<Result<Vec<_>>>()?;
+        let mut forwarding = true;
+        let mut outcomes = Vec::with_capacity(children.len());
+        for index in 0..children.len() {
+            let status = loop {
+                let stop = tokio::select! {
+                    status = children[index].wait() => break status,
+                    changed = stops.changed(), if forwarding => changed.is_ok(),
+                };
+                if stop {
+                    terminate(&children);
+                } else {
+                    forwarding = false;
+                }
+            };
+            let status =
+                status.map_err(|e| Error::Other(format!("waiting for shard {index}: {e}")))?;
+            outcomes.push(outcome(run, index as u32, status));
+        }
+        Ok(outcomes)
+    }
+}
+
+/// Sends SIGTERM to every child not yet waited for. (A child that exited but was not
+/// waited for is a zombie whose pid cannot be reused, so no stranger gets the signal.)
+fn terminate(children: &[Child]) {
+    use rustix::process::{kill_process, Pid, Signal};
+    for pid in children.iter().filter_map(Child::id) {
+        let pid = i32::try_from(pid).ok().and_then(Pid::from_raw);
+        if let Some(pid) = pid {
+            // A child that is already gone has nothing left to stop.
+            let _ = kill_process(pid, Signal::TERM);
+        }
+    }
+}
+
+/// Shard `index`'s result, or why there is none.
+fn outcome(run: &ShardRun, index: u32, status: ExitStatus) -> ShardOutcome {
+    let result = run.shard_dir(index).join("result.json");
+    if result.is_file() {
+        ShardOutcome::Result(result)
+    } else {
+        ShardOutcome::Failed {
+            code: status.code(),
+            log_tail: tail(&Local::log_of(run, index)),
+        }
+    }
+}
+
+/// The last lines of a shard's log, for an error message.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(TAIL_LINES);
+    let last = lines[start..].join(" | ");
+    if last.is_empty() {
+        format!("no output (see {})", log.display())
+    } else {
+        last
+    }
+}

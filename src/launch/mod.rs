@@ -1,0 +1,150 @@
+//! Where the shards of one run execute: the boundary between splitting a run over N
+//! generators (`cli`) and starting, signalling and waiting for those generators.
+//!
+//! A shard is `msgstorm run --shard I/N` with the run's scenario, `--set` overrides, run id
+//! and traffic start ([`ShardRun::args`]); it yields a `result.json`, and the results of all
+//! shards merge exactly into the run's result. A [`Launcher`] runs every shard somewhere:
+//! [`local`] as child processes on this host. A Kubernetes Indexed Job (one pod per
+//! completion index) fits the same interface and is planned.
+
+pub mod local;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+
+use crate::error::Result;
+
+/// Everything the shards of one run share.
+#[derive(Debug, Clone)]
+pub struct ShardRun {
+    /// The scenario file (`None`: the built-in default scenario).
+    pub scenario: Option<PathBuf>,
+    /// `--set` overrides, in order (including the embedded server's URL and secret, if any).
+    pub sets: Vec<String>,
+    /// How many shards the run has (N of `--shard I/N`).
+    pub count: u32,
+    /// The run id every shard stamps into its messages.
+    pub run_id: u32,
+    /// When traffic starts in every shard (each still waits for its own users' logins).
+    pub traffic_at: SystemTime,
+    /// The run's results folder: the launcher collects shard I's result under `shard-I/`.
+    pub out: PathBuf,
+}
+
+impl ShardRun {
+    /// The `msgstorm` arguments of shard `index` writing its result into `out`.
+    pub fn args(&self, index: u32, out: &Path) -> Vec<OsString> {
+        let traffic_at_ms = self
+            .traffic_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let mut args: Vec<OsString> = vec!["run".into()];
+        args.extend(self.scenario.iter().map(|s| s.as_os_str().to_owned()));
+        for arg in [
+            "--shard".to_owned(),
+            format!("{index}/{}", self.count),
+            "--run-id".to_owned(),
+            format!("{:08x}", self.run_id),
+            "--start-traffic-at".to_owned(),
+            traffic_at_ms.to_string(),
+        ] {
+            args.push(arg.into());
+        }
+        args.extend(["--out".into(), out.as_os_str().to_owned(), "--quiet".into()]);
+        for s in &self.sets {
+            args.extend(["--set".into(), s.into()]);
+        }
+        args
+    }
+
+    /// Where shard `index`'s result folder is under [`ShardRun::out`].
+    pub fn shard_dir(&self, index: u32) -> PathBuf {
+        self.out.join(format!("shard-{index}"))
+    }
+}
+
+/// What became of one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardOutcome {
+    /// It wrote its result file, here.
+    Result(PathBuf),
+    /// It wrote no result.
+    Failed {
+        /// Its exit code (`None` when a signal ended it).
+        code: Option<i32>,
+        /// The last lines of its log, or where to find the log.
+        log_tail: String,
+    },
+}
+
+/// Runs every shard of one run somewhere and collects their results.
+pub trait Launcher {
+    /// Starts shards `0..run.count` of `run`, forwards each stop request (every increment of
+    /// `stops`: the first asks the shards to drain, the second to stop at once), waits for
+    /// all of them, and returns their outcomes in index order. An error means the launcher
+    /// itself failed (a shard could not be started or waited for).
+    fn run(
+        &self,
+        run: &ShardRun,
+        stops: watch::Receiver<u32>,
+    ) -> impl Future<Output = Result<Vec<ShardOutcome>>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// A shard's arguments are what `msgstorm run` parses back into the same shard, run id,
+    /// traffic start, folder and overrides.
+    #[test]
+    fn shard_args_parse_back_into_the_same_run() {
+        let run = ShardRun {
+            scenario: Some("s.toml".into()),
+            sets: vec![
+                "population.users=10".into(),
+                "target.url=\"ws://h/ws\"".into(),
+            ],
+            count: 3,
+            run_id: 0xab,
+            traffic_at: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+            out: "out".into(),
+        };
+        let mut argv = vec![OsString::from("msgstorm")];
+        argv.extend(run.args(2, &run.shard_dir(2)));
+        let Command::Run(args) = Cli::try_parse_from(argv).expect("parses").command else {
+            panic!("not `run`");
+        };
+        let shard = args.shard.expect("--shard");
+        assert_eq!((shard.index, shard.count), (2, 3));
+        assert_eq!(args.run_id, Some(0xab));
+        assert_eq!(args.traffic_at, Some(1_700_000_000_123));
+        assert_eq!(args.out, Some(PathBuf::from("out/shard-2")));
+        assert_eq!(args.scenario, Some(PathBuf::from("s.toml")));
+        assert_eq!(args.set, run.sets);
+        assert!(args.quiet);
+    }
+
+    /// `--start-traffic-at` takes Unix milliseconds or an RFC 3339 UTC time.
+    #[test]
+    fn start_traffic_at_takes_unix_ms_or_rfc3339() {
+        let parse =
+            |at: &str| match Cli::try_parse_from(["msgstorm", "run", "--start-traffic-at", at]) {
+                Ok(Cli {
+                    command: Command::Run(args),
+                }) => args.traffic_at,
+                _ => None,
+            };
+        assert_eq!(parse("1700000000123"), Some(1_700_000_000_123));
+        assert_eq!(parse("2023-11-14T22:13:20Z"), Some(1_700_000_000_000));
+        assert_eq!(parse("soon"), None);
+    }
+}
