@@ -267,7 +267,8 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
     let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
     let url = format!("ws://{}{path}", handle.addr());
     plan.target.endpoint = Some(
-        crate::driver::Endpoint::parse(&url, driver).map_err(|e| Error::Other(format!("embedded server: {e}")))?,
+        crate::driver::Endpoint::parse(&url, driver)
+            .map_err(|e| Error::Other(format!("embedded server: {e}")))?,
     );
     if driver.auth.contains(&crate::driver::AuthForm::Secret) {
         plan.target.auth = scenario::Auth::Secret(handle.secret().to_owned());
