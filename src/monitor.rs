@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 /// Clock ticks per second of `/proc/PID/stat` CPU times (USER_HZ, 100 on Linux).
 const USER_HZ: f64 = 100.0;
+/// The shortest span a CPU percentage is computed over: at 100 ticks a second, one tick
+/// is 2% of it.
+const MIN_CPU_SPAN: Duration = Duration::from_millis(500);
 
 /// What was seen of one process over a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -135,18 +138,23 @@ impl Monitor {
                 usage.exited = true;
                 continue;
             };
-            if let Some(prev) = last {
-                let dt = now.at.duration_since(prev.at).as_secs_f64();
-                if dt > 0.0 {
-                    let ticks = now.cpu_ticks.saturating_sub(prev.cpu_ticks) as f64;
-                    let pct = ticks / USER_HZ / dt * 100.0;
-                    usage.series.push((sec, pct as f32, now.rss));
-                }
-            }
             usage.rss_peak_bytes = usage.rss_peak_bytes.max(now.rss);
             usage.threads_peak = usage.threads_peak.max(now.threads);
             usage.fds_peak = usage.fds_peak.max(now.fds);
-            *last = Some(now);
+            match last {
+                Some(prev) => {
+                    // CPU time moves in whole ticks: over a short span one tick reads as a
+                    // busy core. Such a span is folded into the next sample instead.
+                    let dt = now.at.duration_since(prev.at);
+                    if dt >= MIN_CPU_SPAN {
+                        let ticks = now.cpu_ticks.saturating_sub(prev.cpu_ticks) as f64;
+                        let pct = ticks / USER_HZ / dt.as_secs_f64() * 100.0;
+                        usage.series.push((sec, pct as f32, now.rss));
+                        *last = Some(now);
+                    }
+                }
+                None => *last = Some(now),
+            }
         }
     }
 
@@ -157,7 +165,8 @@ impl Monitor {
         stop: impl std::future::Future<Output = ()>,
     ) -> Vec<ProcUsage> {
         tokio::pin!(stop);
-        let mut tick = tokio::time::interval(every);
+        // The first sample one period after the baseline readings, not at once.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -191,9 +200,17 @@ mod tests {
     fn samples_this_process() {
         let t0 = Instant::now();
         let mut m = Monitor::new(t0, 0, &[]);
+        m.sample();
+        assert!(
+            m.procs[0].0.series.is_empty(),
+            "a sample right after the baseline is too short to say anything about CPU"
+        );
         let mut x = 0u64;
-        for i in 0..30_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        let busy = Instant::now();
+        while busy.elapsed() < MIN_CPU_SPAN + Duration::from_millis(100) {
+            for i in 0..100_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
         }
         assert_ne!(x, 1);
         m.sample();
