@@ -191,13 +191,15 @@ pub enum ErrorKind {
     RequestFailed,
     /// An operation other than connecting timed out.
     Timeout,
+    /// A user task of the engine failed (panicked); its messages are not server loss.
+    Engine,
     /// Anything else.
     Other,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::HttpStatus,
@@ -208,6 +210,7 @@ impl ErrorKind {
         ErrorKind::SendFailed,
         ErrorKind::RequestFailed,
         ErrorKind::Timeout,
+        ErrorKind::Engine,
         ErrorKind::Other,
     ];
 
@@ -224,6 +227,7 @@ impl ErrorKind {
             ErrorKind::SendFailed => "send_failed",
             ErrorKind::RequestFailed => "request_failed",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::Engine => "engine",
             ErrorKind::Other => "other",
         }
     }
@@ -241,6 +245,9 @@ impl ErrorKind {
             ErrorKind::SendFailed => "a message could not be sent or was never acknowledged",
             ErrorKind::RequestFailed => "a request failed or got an error reply",
             ErrorKind::Timeout => "an operation timed out",
+            ErrorKind::Engine => {
+                "a user task of the engine failed (panicked); its messages are not server loss"
+            }
             ErrorKind::Other => "another failure (see the examples)",
         }
     }

@@ -153,6 +153,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
     let mut progress = Progress::new(args.quiet, plan.population.users);
+    let cpu_start = crate::sys::cpu_time();
     let (outcome, acceptance) = match plan.target.driver {
         DriverKind::Native => {
             let driver = NativeDriver::new(&url, &plan.target);
@@ -184,6 +185,8 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             )))
         }
     };
+    let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
+    let peak_rss = crate::sys::peak_rss_bytes();
     progress.finish();
     listener.abort();
     let _ = stop_monitor.send(());
@@ -225,9 +228,9 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             count: plan.shard.count,
             users: outcome.users,
             duration_s: outcome.duration.as_secs_f64(),
-            cpu_s: outcome.cpu.as_secs_f64(),
+            cpu_s: cpu.as_secs_f64(),
             cores: cores as u32,
-            peak_rss_bytes: outcome.peak_rss,
+            peak_rss_bytes: peak_rss,
             fd_limit,
         },
         notes,

@@ -17,10 +17,11 @@ pub mod vu;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::driver::{Driver, UserCtx};
 use crate::ledger::Ledger;
@@ -83,10 +84,6 @@ pub struct Outcome {
     pub traffic_started: Option<Duration>,
     /// Users this process simulated.
     pub users: u32,
-    /// Generator CPU time over the run.
-    pub cpu: Duration,
-    /// Generator peak resident memory, bytes.
-    pub peak_rss: u64,
     /// What the engine noticed about the run itself, for the report.
     pub notes: Vec<String>,
 }
@@ -136,7 +133,6 @@ pub async fn run<D: Driver>(
         sync_first_login: sharded,
         range: range.clone(),
     });
-    let cpu_start = crate::sys::cpu_time();
     let driver = Arc::new(driver);
     let pop = &plan.population;
     let mut tasks = JoinSet::new();
@@ -276,8 +272,6 @@ pub async fn run<D: Driver>(
         duration: shared.t0.elapsed(),
         traffic_started,
         users: range.len() as u32,
-        cpu: crate::sys::cpu_time().saturating_sub(cpu_start),
-        peak_rss: crate::sys::peak_rss_bytes(),
         notes,
     }
 }

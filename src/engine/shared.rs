@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
 use super::schedule::GroupInfo;
 use crate::ledger::Ledger;
@@ -67,6 +68,11 @@ struct Fanout {
 type FanoutSlot = HashMap<(StreamId, u64), (u32, u64)>;
 
 /// The run-wide state shared by all virtual users.
+///
+/// Every clock of the engine is tokio's ([`Instant`]), so a test under
+/// `tokio::time::pause()` runs the whole engine on virtual time. Wall-clock times (envelope
+/// due times, receive times) are `t0_wall_us` plus the tokio time elapsed since `t0`: one
+/// monotonic clock for sender and receiver, the same as the system clock in a real run.
 #[derive(Debug)]
 pub struct Shared {
     /// Start of the run.
@@ -157,6 +163,11 @@ impl Shared {
     pub fn wall_of(&self, at: Instant) -> u64 {
         let since = at.saturating_duration_since(self.t0).as_micros() as u64;
         self.t0_wall_us + since
+    }
+
+    /// Wall-clock µs now, on the run's clock (see [`Shared`]).
+    pub fn now_us(&self) -> u64 {
+        self.wall_of(Instant::now())
     }
 
     /// The current phase.
@@ -254,8 +265,8 @@ impl Shared {
     }
 }
 
-/// Wall-clock µs since the Unix epoch.
-pub fn wall_us() -> u64 {
+/// Wall-clock µs since the Unix epoch, from the system clock.
+fn wall_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)

@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::time::sleep_until;
+use tokio::time::{sleep_until, Instant};
 
 use super::schedule::{Sends, VuPlan};
 use super::shared::Recorder;
-use super::shared::{wall_us, Phase, Shared};
+use super::shared::{Phase, Shared};
 use crate::driver::{Dest, Driver, Event, Resume, Session, UserCtx};
 use crate::envelope::{self, Decoded, Envelope};
 use crate::ledger::{Arrival, Via};
@@ -234,7 +234,7 @@ impl<D: Driver> Vu<D> {
             let _ = phase_rx.wait_for(|p| *p >= Phase::Draining).await;
         };
         let due = tokio::select! {
-            _ = sleep_until(first.into()) => true,
+            _ = sleep_until(first) => true,
             _ = stopped => false,
         };
         let mut session = if due {
@@ -301,7 +301,7 @@ impl<D: Driver> Vu<D> {
                 _ = phase_rx.changed() => continue,
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
-                _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600)).into()) => None,
+                _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600))) => None,
                 ev = next_event(session.as_mut()) => Some(ev),
             };
             match event {
@@ -705,7 +705,7 @@ impl<D: Driver> Vu<D> {
 
     /// Verifies one delivered body and accounts for it.
     fn deliver(&mut self, body: &str, via: Via) {
-        let now_us = wall_us();
+        let now_us = self.shared.now_us();
         let sec = self.shared.sec(Instant::now());
         let run = self.shared.run_id;
         let receipt = |env: Envelope, corrupt| Receipt {
