@@ -23,6 +23,7 @@
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
 pub mod echo;
+pub mod loopback;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
 pub mod native;

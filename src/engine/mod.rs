@@ -15,6 +15,9 @@ pub mod schedule;
 pub mod shared;
 pub mod vu;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
