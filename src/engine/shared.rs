@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use super::schedule::GroupInfo;
 use crate::ledger::Ledger;
-use crate::metrics::Metrics;
-use crate::scenario::{LedgerOpts, StreamId};
+use crate::metrics::{ErrorKind, Metrics};
+use crate::scenario::{LedgerOpts, StreamId, UserIx};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -196,6 +196,19 @@ impl Shared {
     pub fn user_idle(&self) {
         self.busy.fetch_sub(1, Ordering::AcqRel);
         self.progress.notify_waiters();
+    }
+
+    /// The task of user `ix` (recorder `slot`) failed with `what` (a panic): an engine
+    /// error, and what the user should have received is no longer expected, so a failure
+    /// of the generator is never reported as loss by the server.
+    pub fn user_failed(&self, ix: UserIx, slot: usize, what: &str) {
+        let sec = self.sec(Instant::now());
+        let mut r = self.recorder(slot);
+        r.metrics
+            .error(sec, ErrorKind::Engine, || format!("user {ix}: {what}"));
+        r.ledger.abandon(ix);
+        drop(r);
+        self.live.errors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Deliveries a group stream's message makes in this process, not counting the sender.
