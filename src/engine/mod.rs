@@ -93,10 +93,10 @@ pub struct Outcome {
 
 /// Runs `plan`'s share for this process (its shard's users) against `driver`.
 ///
-/// The run goes through its phases in order: [`Users::launch`], [`login`], [`traffic`],
-/// [`drain`], [`close`]. `signals` counts stop requests: the first stops sending and
-/// drains for the plan's grace period, the second stops at once; both still return
-/// everything recorded. `on_progress` is called about once a second.
+/// The run goes through its phases in order: launch the users, login, traffic, drain,
+/// close. `signals` counts stop requests: the first stops sending and drains for the
+/// plan's grace period, the second stops at once; both still return everything recorded.
+/// `on_progress` is called about once a second.
 pub async fn run<D: Driver>(
     plan: &Plan,
     driver: D,

@@ -3,8 +3,8 @@
 //! lost connection, fetches what it missed, and runs the final verification sync.
 //!
 //! Split along the flow: this module runs the user's life (first login, the wake-up loop,
-//! churn, reconnects, the final sync); [`send`] makes the due sends and requests;
-//! [`receive`] takes the session's events and checks delivered envelopes; [`record`] is the
+//! churn, reconnects, the final sync); `send` makes the due sends and requests;
+//! `receive` takes the session's events and checks delivered envelopes; `record` is the
 //! one path by which every count, latency, error and ledger event reaches the recorder.
 
 mod receive;
@@ -136,7 +136,7 @@ struct Vu<D: Driver> {
     body: String,
     /// The buffer every fetch of missed messages reuses.
     inbox: Vec<String>,
-    /// What this wake-up recorded, not yet applied (see [`record`]).
+    /// What this wake-up recorded, not yet applied (see `record`).
     tally: Tally,
     /// Counted in `Shared::logins_pending`, not yet counted down.
     login_pending: bool,
