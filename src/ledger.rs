@@ -326,6 +326,15 @@ impl Ledger {
         Arrival::First
     }
 
+    /// Stops expecting anything for `recipient`, whose virtual user failed inside the
+    /// generator: its tracks no longer count as expected or lost (what it received before
+    /// stays counted as delivered).
+    pub fn abandon(&mut self, recipient: UserIx) {
+        for (_, t) in self.tracks.iter_mut().filter(|((_, r), _)| *r == recipient) {
+            t.expected = false;
+        }
+    }
+
     /// A body that carried our marker but could not be attributed to a stream (counted
     /// whatever the sampling).
     pub fn damaged(&mut self) {

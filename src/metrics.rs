@@ -247,7 +247,10 @@ impl ErrorKind {
             ErrorKind::RequestFailed => "a request failed or got an error reply",
             ErrorKind::Timeout => "an operation timed out",
             ErrorKind::Other => "another failure (see the examples)",
-            ErrorKind::Engine => "a user task of the generator failed (a msgstorm bug)",
+            ErrorKind::Engine => {
+                "a user task of the generator failed (a msgstorm bug); its messages are not \
+                 counted as server loss"
+            }
         }
     }
 }

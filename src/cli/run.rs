@@ -137,6 +137,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
     let mut progress = Progress::new(args.quiet, plan.population.users);
+    let cpu_start = crate::sys::cpu_time();
     let job = EngineJob {
         plan: &plan,
         opts,
@@ -146,6 +147,8 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let (outcome, acceptance) = crate::driver::with_driver(&plan.driver_config(run_id), job)
         .await
         .map_err(|e| Error::Usage(e.to_string()))?;
+    let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
+    let peak_rss = crate::sys::peak_rss_bytes();
     progress.finish();
     listener.abort();
     let _ = stop_monitor.send(());
@@ -176,9 +179,9 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             count: plan.shard.count,
             users: outcome.users,
             duration_s: outcome.duration.as_secs_f64(),
-            cpu_s: outcome.cpu.as_secs_f64(),
+            cpu_s: cpu.as_secs_f64(),
             cores: cores as u32,
-            peak_rss_bytes: outcome.peak_rss,
+            peak_rss_bytes: peak_rss,
             fd_limit,
         },
         notes,

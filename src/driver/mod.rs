@@ -29,6 +29,7 @@
 
 pub mod echo;
 pub mod endpoint;
+pub mod loopback;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
 pub mod native;

@@ -62,6 +62,7 @@ drivers! {
     super::echo::EchoDriver,
     #[cfg(feature = "mqtt")]
     super::mqtt::MqttDriver,
+    super::loopback::LoopbackDriver,
 }
 
 /// Every built-in driver's spec, in registry order.

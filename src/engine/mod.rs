@@ -15,17 +15,21 @@ pub mod schedule;
 pub mod shared;
 pub mod vu;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::driver::{Driver, UserCtx};
 use crate::ledger::Ledger;
-use crate::metrics::{Hist, Metrics};
-use crate::scenario::Plan;
+use crate::metrics::{ErrorKind, Hist, Metrics};
+use crate::scenario::{Plan, Population, UserIx};
 use shared::{Phase, Shared};
 use vu::{VuConfig, VuSpec};
 
@@ -63,7 +67,7 @@ pub struct RunOptions {
     pub run_id: u32,
     /// Traffic starts no earlier than this wall-clock time, so that the shards of one run
     /// start together; each shard still waits for its own users to log in.
-    pub traffic_at: Option<std::time::SystemTime>,
+    pub traffic_at: Option<SystemTime>,
 }
 
 /// What a run produced.
@@ -83,187 +87,47 @@ pub struct Outcome {
     pub traffic_started: Option<Duration>,
     /// Users this process simulated.
     pub users: u32,
-    /// Generator CPU time over the run.
-    pub cpu: Duration,
-    /// Generator peak resident memory, bytes.
-    pub peak_rss: u64,
     /// What the engine noticed about the run itself, for the report.
     pub notes: Vec<String>,
 }
 
 /// Runs `plan`'s share for this process (its shard's users) against `driver`.
 ///
-/// `signals` counts stop requests: the first stops sending and drains for the plan's grace
-/// period, the second stops at once; both still return everything recorded. `on_progress`
-/// is called about once a second.
+/// The run goes through its phases in order: launch the users, login, traffic, drain,
+/// close. `signals` counts stop requests: the first stops sending and drains for the
+/// plan's grace period, the second stops at once; both still return everything recorded.
+/// `on_progress` is called about once a second.
 pub async fn run<D: Driver>(
     plan: &Plan,
     driver: D,
     opts: RunOptions,
-    mut signals: watch::Receiver<u32>,
-    mut on_progress: impl FnMut(&Progress) + Send,
+    signals: watch::Receiver<u32>,
+    on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
-    let range = plan.shard.range(plan.population.users);
-    let sched = schedule::build(plan, range.clone());
-    let sched_end = sched.end;
-    let mut group_local = vec![0u32; sched.groups.len()];
-    for vu in &sched.vus {
-        for g in &vu.groups {
-            group_local[g.index] += 1;
-        }
-    }
-    let slots = 4 * crate::sys::cores();
-    let sharded = plan.shard.count > 1;
-    let shared = Arc::new(Shared::new(
-        opts.run_id,
-        slots,
-        &plan.ledger,
-        &sched.groups,
-        group_local,
-        sched.expect.group_of_stream,
-    ));
-    // Each recipient's expectations go into the recorder its deliveries go to: the
-    // ledger merges exactly only when a track lives in one ledger.
-    for &(stream, recipient) in &sched.expect.tracks {
-        let slot = (recipient - range.start) as usize % slots;
-        shared.recorder(slot).ledger.expect(stream, recipient);
-    }
-    let cfg = Arc::new(VuConfig {
-        heartbeat: plan.target.heartbeat,
-        verify_sync: plan.ledger.verify_sync,
-        acceptance: driver.caps().acceptance,
-        presence: driver.caps().presence,
-        sync_first_login: sharded,
-        range: range.clone(),
-    });
-    let cpu_start = crate::sys::cpu_time();
-    let driver = Arc::new(driver);
-    let pop = &plan.population;
-    let mut tasks = JoinSet::new();
-    let late_here = range
-        .clone()
-        .filter(|ix| pop.late.binary_search(ix).is_ok())
-        .count();
-    // Set before any user task runs: each one counts these down. Late users count too when
-    // they must establish a session before traffic.
-    let waiting = if cfg.presence {
-        range.len()
-    } else {
-        range.len() - late_here
-    };
-    shared.logins_pending.store(waiting, Ordering::Release);
-    shared.busy.store(range.len(), Ordering::Release);
-    for (offset, vu_plan) in sched.vus.into_iter().enumerate() {
-        let ix = range.start + offset as u32;
-        let late = pop.late.binary_search(&ix).is_ok();
-        let first_login = if late {
-            pop.late_at
-        } else {
-            let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
-            arrival::arrival_offset(&pop.arrival, u64::from(position))
-        };
-        let churn = pop
-            .churn
-            .binary_search(&ix)
-            .is_ok()
-            .then_some((pop.churn_offline_at, pop.churn_back_at));
-        let spec = VuSpec {
-            ctx: UserCtx {
-                ix,
-                id: pop.user_id(ix),
-            },
-            plan: vu_plan,
-            first_login,
-            on_time: !late,
-            churn,
-            slot: offset % slots,
-        };
-        tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
-    }
-
+    let users = Users::launch(plan, driver, opts.run_id);
     let mut conductor = Conductor {
-        shared: shared.clone(),
+        shared: users.shared.clone(),
+        signals,
+        on_progress,
         interrupted: false,
         last_tick: Instant::now(),
     };
-    let everyone_in = conductor
-        .wait(&mut signals, &mut on_progress, None, |s| {
-            s.logins_pending.load(Ordering::Acquire) == 0
-        })
-        .await;
-    if everyone_in {
-        let until_start = opts
-            .traffic_at
-            .and_then(|at| at.duration_since(std::time::SystemTime::now()).ok());
-        if let Some(wait) = until_start {
-            // The other shards' users log in meanwhile; only a signal ends this early.
-            conductor
-                .wait(&mut signals, &mut on_progress, Some(wait), |_| false)
-                .await;
-        }
-    }
     let mut notes = Vec::new();
-    if everyone_in && !conductor.interrupted {
-        let start = Instant::now();
-        shared.traffic_start.send_replace(Some(start));
-        // Users may still be logging in late or coming back after churn, but nobody has
-        // anything to do after this; a user still busy then waits on an unresponsive target.
-        let returns = pop.late_at.max(if pop.churn.is_empty() {
-            Duration::ZERO
-        } else {
-            pop.churn_back_at
-        });
-        let deadline = (start + sched_end).max(shared.t0 + returns) + OVERRUN;
-        let done = conductor
-            .wait(
-                &mut signals,
-                &mut on_progress,
-                Some(deadline.saturating_duration_since(Instant::now())),
-                |s| s.busy.load(Ordering::Acquire) == 0,
-            )
-            .await;
-        if !done && !conductor.interrupted {
-            notes.push(format!(
-                "{} users were still sending or reconnecting {} s after the schedule ended \
-                 (waiting on an unresponsive target); the run drained and closed without them",
-                shared.busy.load(Ordering::Acquire),
-                OVERRUN.as_secs()
-            ));
-        }
+    if login(&mut conductor, opts.traffic_at).await {
+        notes.extend(traffic(&mut conductor, &plan.population, users.sched_end).await);
     }
-    if shared.phase() < Phase::Abort {
-        shared.advance(Phase::Draining);
-        let acceptance = cfg.acceptance;
-        // With other shards sending to this one's users, what they will receive is known
-        // only from the schedule: wait for all of it (a failed send costs the full drain).
-        let planned = if sharded { sched.planned } else { 0 };
-        conductor
-            .wait(&mut signals, &mut on_progress, Some(plan.drain), move |s| {
-                let l = &s.live;
-                let received = l.received.load(Ordering::Relaxed);
-                let acked = !acceptance
-                    || l.sent.load(Ordering::Relaxed)
-                        <= l.accepted.load(Ordering::Relaxed) + l.refused.load(Ordering::Relaxed);
-                acked && received >= l.expected.load(Ordering::Relaxed) && received >= planned
-            })
-            .await;
-    }
-    if conductor.interrupted && shared.phase() < Phase::Abort {
-        // An interrupted run skips the verification sync: close at once.
-        shared.advance(Phase::Abort);
-    } else {
-        shared.advance(Phase::Closing);
-    }
-    let closed = tokio::select! {
-        _ = async { while tasks.join_next().await.is_some() {} } => true,
-        _ = tokio::time::sleep(CLOSE_GRACE) => false,
-        _ = signals.wait_for(|n| *n >= 2) => false,
-    };
-    if !closed {
-        shared.advance(Phase::Abort);
-        tasks.abort_all();
-    }
+    drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
+    close(&mut conductor, users.tasks).await;
+
+    let shared = &users.shared;
     let all = shared.collect(&plan.ledger);
+    if let Some((_, n, examples)) = all.metrics.errors().find(|e| e.0 == ErrorKind::Engine) {
+        notes.push(format!(
+            "{n} user task(s) of the generator panicked ({}): an engine failure, not the \
+             server's; what they should have received is not counted as lost",
+            examples.join("; ")
+        ));
+    }
     let traffic_started = shared
         .traffic_start
         .borrow()
@@ -275,32 +139,234 @@ pub async fn run<D: Driver>(
         started_wall_us: shared.t0_wall_us,
         duration: shared.t0.elapsed(),
         traffic_started,
-        users: range.len() as u32,
-        cpu: crate::sys::cpu_time().saturating_sub(cpu_start),
-        peak_rss: crate::sys::peak_rss_bytes(),
+        users: users.range.len() as u32,
         notes,
     }
 }
 
-/// Drives the run's phases while reporting progress and watching for stop signals.
-struct Conductor {
+/// The virtual users of this process, running.
+struct Users {
+    /// Run-wide state they share.
     shared: Arc<Shared>,
+    /// One task per user.
+    tasks: JoinSet<()>,
+    /// The users of this process.
+    range: std::ops::Range<UserIx>,
+    /// When the last user has nothing scheduled any more, from the traffic start.
+    sched_end: Duration,
+    /// The driver reports acceptance of sends.
+    acceptance: bool,
+    /// Deliveries to wait for in the drain whatever the live counters say (other shards'
+    /// sends to this one's users are known only from the schedule); 0 in a single process.
+    planned: u64,
+}
+
+impl Users {
+    /// Builds the schedule of this process's users, registers what they should receive,
+    /// and starts one task per user; they log in on the arrival schedule.
+    fn launch<D: Driver>(plan: &Plan, driver: D, run_id: u32) -> Users {
+        let range = plan.shard.range(plan.population.users);
+        let sched = schedule::build(plan, range.clone());
+        let mut group_local = vec![0u32; sched.groups.len()];
+        for vu in &sched.vus {
+            for g in &vu.groups {
+                group_local[g.index] += 1;
+            }
+        }
+        let slots = 4 * crate::sys::cores();
+        let sharded = plan.shard.count > 1;
+        let shared = Arc::new(Shared::new(
+            run_id,
+            slots,
+            &plan.ledger,
+            &sched.groups,
+            group_local,
+            sched.expect.group_of_stream,
+        ));
+        // Each recipient's expectations go into the recorder its deliveries go to: the
+        // ledger merges exactly only when a track lives in one ledger.
+        for &(stream, recipient) in &sched.expect.tracks {
+            let slot = (recipient - range.start) as usize % slots;
+            shared.recorder(slot).ledger.expect(stream, recipient);
+        }
+        let cfg = Arc::new(VuConfig {
+            heartbeat: plan.target.heartbeat,
+            verify_sync: plan.ledger.verify_sync,
+            acceptance: driver.caps().acceptance,
+            presence: driver.caps().presence,
+            sync_first_login: sharded,
+            range: range.clone(),
+        });
+        let driver = Arc::new(driver);
+        let pop = &plan.population;
+        let late_here = range
+            .clone()
+            .filter(|ix| pop.late.binary_search(ix).is_ok())
+            .count();
+        // Set before any user task runs: each one counts these down. Late users count too
+        // when they must establish a session before traffic.
+        let waiting = if cfg.presence {
+            range.len()
+        } else {
+            range.len() - late_here
+        };
+        shared.logins_pending.store(waiting, Ordering::Release);
+        shared.busy.store(range.len(), Ordering::Release);
+        let mut tasks = JoinSet::new();
+        for (offset, vu_plan) in sched.vus.into_iter().enumerate() {
+            let ix = range.start + offset as u32;
+            let late = pop.late.binary_search(&ix).is_ok();
+            let first_login = if late {
+                pop.late_at
+            } else {
+                let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
+                arrival::arrival_offset(&pop.arrival, u64::from(position))
+            };
+            let churn = pop
+                .churn
+                .binary_search(&ix)
+                .is_ok()
+                .then_some((pop.churn_offline_at, pop.churn_back_at));
+            let spec = VuSpec {
+                ctx: UserCtx {
+                    ix,
+                    id: pop.user_id(ix),
+                },
+                plan: vu_plan,
+                first_login,
+                on_time: !late,
+                churn,
+                slot: offset % slots,
+            };
+            tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
+        }
+        Users {
+            shared,
+            tasks,
+            range,
+            sched_end: sched.end,
+            acceptance: cfg.acceptance,
+            planned: if sharded { sched.planned } else { 0 },
+        }
+    }
+}
+
+/// The login phase: waits until every on-time user has tried to log in, then until the
+/// run's common traffic start (`traffic_at`, for shards). True when traffic may start.
+async fn login<F: FnMut(&Progress) + Send>(
+    c: &mut Conductor<F>,
+    traffic_at: Option<SystemTime>,
+) -> bool {
+    let everyone_in = c
+        .wait(None, |s| s.logins_pending.load(Ordering::Acquire) == 0)
+        .await;
+    if !everyone_in {
+        return false;
+    }
+    let until_start = traffic_at.and_then(|at| at.duration_since(SystemTime::now()).ok());
+    if let Some(wait) = until_start {
+        // The other shards' users log in meanwhile; only a signal ends this early.
+        c.wait(Some(wait), |_| false).await;
+    }
+    !c.interrupted
+}
+
+/// The traffic phase: starts traffic and waits until no user has anything scheduled (or
+/// [`OVERRUN`] past the schedule's end). Returns a note when users were left behind.
+async fn traffic<F: FnMut(&Progress) + Send>(
+    c: &mut Conductor<F>,
+    pop: &Population,
+    sched_end: Duration,
+) -> Option<String> {
+    let shared = c.shared.clone();
+    let start = Instant::now();
+    shared.traffic_start.send_replace(Some(start));
+    // Users may still be logging in late or coming back after churn, but nobody has
+    // anything to do after this; a user still busy then waits on an unresponsive target.
+    let returns = pop.late_at.max(if pop.churn.is_empty() {
+        Duration::ZERO
+    } else {
+        pop.churn_back_at
+    });
+    let deadline = (start + sched_end).max(shared.t0 + returns) + OVERRUN;
+    let limit = deadline.saturating_duration_since(Instant::now());
+    let done = c
+        .wait(Some(limit), |s| s.busy.load(Ordering::Acquire) == 0)
+        .await;
+    (!done && !c.interrupted).then(|| {
+        format!(
+            "{} users were still sending or reconnecting {} s after the schedule ended \
+             (waiting on an unresponsive target); the run drained and closed without them",
+            shared.busy.load(Ordering::Acquire),
+            OVERRUN.as_secs()
+        )
+    })
+}
+
+/// The drain phase: no new sends; waits at most `limit` for every accepted send's
+/// deliveries (and, with `acceptance`, every send's acceptance), and for at least
+/// `planned` deliveries.
+async fn drain<F: FnMut(&Progress) + Send>(
+    c: &mut Conductor<F>,
+    limit: Duration,
+    acceptance: bool,
+    planned: u64,
+) {
+    if c.shared.phase() >= Phase::Abort {
+        return;
+    }
+    c.shared.advance(Phase::Draining);
+    c.wait(Some(limit), move |s| {
+        let l = &s.live;
+        let received = l.received.load(Ordering::Relaxed);
+        let acked = !acceptance
+            || l.sent.load(Ordering::Relaxed)
+                <= l.accepted.load(Ordering::Relaxed) + l.refused.load(Ordering::Relaxed);
+        acked && received >= l.expected.load(Ordering::Relaxed) && received >= planned
+    })
+    .await;
+}
+
+/// The close phase: users run their verification sync and disconnect, within
+/// [`CLOSE_GRACE`] (an interrupted run skips the sync; a second signal stops at once).
+async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: JoinSet<()>) {
+    let shared = &c.shared;
+    if c.interrupted && shared.phase() < Phase::Abort {
+        shared.advance(Phase::Abort);
+    } else {
+        shared.advance(Phase::Closing);
+    }
+    let closed = tokio::select! {
+        _ = async { while tasks.join_next().await.is_some() {} } => true,
+        _ = tokio::time::sleep(CLOSE_GRACE) => false,
+        _ = c.signals.wait_for(|n| *n >= 2) => false,
+    };
+    if !closed {
+        shared.advance(Phase::Abort);
+        tasks.abort_all();
+    }
+}
+
+/// Drives the run's phases while reporting progress and watching for stop signals.
+struct Conductor<F> {
+    /// Run-wide state.
+    shared: Arc<Shared>,
+    /// Stop requests so far.
+    signals: watch::Receiver<u32>,
+    /// Called about once a second.
+    on_progress: F,
+    /// A signal stopped the run.
     interrupted: bool,
+    /// When progress was last reported.
     last_tick: Instant,
 }
 
-impl Conductor {
+impl<F: FnMut(&Progress) + Send> Conductor<F> {
     /// Waits until `done` holds (true), a signal arrives, or `limit` passes (false).
-    async fn wait(
-        &mut self,
-        signals: &mut watch::Receiver<u32>,
-        on_progress: &mut (impl FnMut(&Progress) + Send),
-        limit: Option<Duration>,
-        done: impl Fn(&Shared) -> bool,
-    ) -> bool {
+    async fn wait(&mut self, limit: Option<Duration>, done: impl Fn(&Shared) -> bool) -> bool {
         let deadline = limit.map(|l| Instant::now() + l);
         loop {
-            let n = *signals.borrow_and_update();
+            let n = *self.signals.borrow_and_update();
             if n >= 2 {
                 self.interrupted = true;
                 self.shared.advance(Phase::Abort);
@@ -318,18 +384,18 @@ impl Conductor {
             }
             if self.last_tick.elapsed() >= Duration::from_secs(1) {
                 self.last_tick = Instant::now();
-                self.tick(on_progress);
+                self.tick();
             }
             let step = Duration::from_millis(100);
             tokio::select! {
                 _ = self.shared.wait_for(step, &done) => {}
-                _ = signals.changed() => {}
+                _ = self.signals.changed() => {}
             }
         }
     }
 
     /// Records the online gauge and reports progress.
-    fn tick(&self, on_progress: &mut (impl FnMut(&Progress) + Send)) {
+    fn tick(&mut self) {
         let s = &self.shared;
         let now = Instant::now();
         let sec = s.sec(now);
@@ -353,7 +419,7 @@ impl Conductor {
             Phase::Abort => "abort",
         };
         let l = &s.live;
-        on_progress(&Progress {
+        (self.on_progress)(&Progress {
             elapsed: now.saturating_duration_since(s.t0),
             phase,
             online,

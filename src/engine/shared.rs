@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
 use super::schedule::GroupInfo;
 use crate::ledger::Ledger;
-use crate::metrics::Metrics;
-use crate::scenario::{LedgerOpts, StreamId};
+use crate::metrics::{ErrorKind, Metrics};
+use crate::scenario::{LedgerOpts, StreamId, UserIx};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -67,6 +68,11 @@ struct Fanout {
 type FanoutSlot = HashMap<(StreamId, u64), (u32, u64)>;
 
 /// The run-wide state shared by all virtual users.
+///
+/// Every clock of the engine is tokio's ([`Instant`]), so a test under
+/// `tokio::time::pause()` runs the whole engine on virtual time. Wall-clock times (envelope
+/// due times, receive times) are `t0_wall_us` plus the tokio time elapsed since `t0`: one
+/// monotonic clock for sender and receiver, the same as the system clock in a real run.
 #[derive(Debug)]
 pub struct Shared {
     /// Start of the run.
@@ -159,6 +165,11 @@ impl Shared {
         self.t0_wall_us + since
     }
 
+    /// Wall-clock µs now, on the run's clock (see [`Shared`]).
+    pub fn now_us(&self) -> u64 {
+        self.wall_of(Instant::now())
+    }
+
     /// The current phase.
     pub fn phase(&self) -> Phase {
         *self.phase.borrow()
@@ -185,6 +196,19 @@ impl Shared {
     pub fn user_idle(&self) {
         self.busy.fetch_sub(1, Ordering::AcqRel);
         self.progress.notify_waiters();
+    }
+
+    /// The task of user `ix` (recorder `slot`) failed with `what` (a panic): an engine
+    /// error, and what the user should have received is no longer expected, so a failure
+    /// of the generator is never reported as loss by the server.
+    pub fn user_failed(&self, ix: UserIx, slot: usize, what: &str) {
+        let sec = self.sec(Instant::now());
+        let mut r = self.recorder(slot);
+        r.metrics
+            .error(sec, ErrorKind::Engine, || format!("user {ix}: {what}"));
+        r.ledger.abandon(ix);
+        drop(r);
+        self.live.errors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Deliveries a group stream's message makes in this process, not counting the sender.
@@ -254,8 +278,8 @@ impl Shared {
     }
 }
 
-/// Wall-clock µs since the Unix epoch.
-pub fn wall_us() -> u64 {
+/// Wall-clock µs since the Unix epoch, from the system clock.
+fn wall_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)

@@ -1,0 +1,417 @@
+//! The engine over the loopback driver, on tokio's paused clock: whole runs in virtual time,
+//! checked against the schedule and against the faults the hub injected.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{run, Outcome, RunOptions};
+use crate::driver::loopback::{Injected, LoopbackDriver, LoopbackOptions, LoopbackSession};
+use crate::driver::{
+    Caps, Config, Connected, Dest, Driver, Event, Failure, OptionError, Session, Spec, UserCtx,
+};
+use crate::ledger::Delivery;
+use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::scenario::{self, Plan, Shard, TrafficKind};
+
+/// The plan of a scenario text.
+fn plan(text: &str) -> Plan {
+    scenario::parse(text, Path::new("t.toml"), &[], Shard::WHOLE).expect("test scenario")
+}
+
+/// Runs `plan` over a loopback hub with `opts`; returns the outcome, its delivery verdict
+/// and what the hub injected.
+async fn run_loopback(plan: &Plan, opts: LoopbackOptions) -> (Outcome, Delivery, Injected) {
+    let driver = LoopbackDriver::with_options(opts);
+    let hub = driver.hub();
+    let (_signal_tx, signals) = watch::channel(0u32);
+    let opts = RunOptions {
+        run_id: 7,
+        traffic_at: None,
+    };
+    let outcome = run(plan, driver, opts, signals, |_| {}).await;
+    let delivery = outcome.ledger.summary();
+    (outcome, delivery, hub.injected())
+}
+
+/// 10 users, 4 senders × 4 receivers, 5 messages per pair every 100 ms.
+const DIRECT: &str = r#"
+seed = 1
+drain = "1s"
+[population]
+users = 10
+login_rate = 100
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 4
+interval = "100ms"
+messages = 5
+size = 100
+"#;
+
+#[tokio::test(start_paused = true)]
+async fn clean_run_delivers_everything_by_push() {
+    let (out, d, injected) = run_loopback(&plan(DIRECT), LoopbackOptions::default()).await;
+    assert_eq!(injected, Injected::default());
+    assert_eq!(out.metrics.count(Counter::Sent), 80);
+    assert_eq!(out.metrics.count(Counter::Accepted), 80);
+    assert_eq!(
+        (d.expected, d.delivered, d.via_push, d.lost),
+        (80, 80, 80, 0)
+    );
+    assert_eq!(out.metrics.errors().count(), 0, "{:?}", out.metrics);
+    assert!(!out.interrupted);
+    assert_eq!(out.metrics.hist(Hist::EndToEnd).len(), 80);
+}
+
+/// A scenario of 10 users: 4 senders to the 6 others, `messages` per pair every 100 ms,
+/// plus `extra` lines in `[population]`.
+fn direct(messages: u32, extra: &str) -> Plan {
+    plan(&format!(
+        r#"
+seed = 3
+drain = "1s"
+[population]
+users = 10
+login_rate = 100
+{extra}
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 6
+interval = "100ms"
+messages = {messages}
+size = 100
+"#
+    ))
+}
+
+/// µs of a duration, for latency asserts.
+fn us(d: Duration) -> u64 {
+    d.as_micros() as u64
+}
+
+/// True when `value` is `want` within the histograms' precision.
+fn about(value: u64, want: u64) -> bool {
+    value.abs_diff(want) <= want / 500 + 1
+}
+
+#[tokio::test(start_paused = true)]
+async fn open_loop_sends_go_out_at_their_due_times() {
+    let latency = Duration::from_millis(5);
+    let opts = LoopbackOptions {
+        latency,
+        ..LoopbackOptions::default()
+    };
+    let (out, d, _) = run_loopback(&direct(5, ""), opts).await;
+    // 4 senders × 6 receivers × 5 messages.
+    assert_eq!(out.metrics.count(Counter::Sent), 120);
+    assert_eq!((d.expected, d.via_push, d.lost), (120, 120, 0));
+    // Never late: every send left at its due time, so every latency is the hub's.
+    let lag = out.metrics.hist(Hist::SendLag);
+    assert_eq!((lag.len(), lag.max()), (120, 0));
+    for h in [Hist::EndToEnd, Hist::SendAck] {
+        let hist = out.metrics.hist(h);
+        assert!(about(hist.min(), us(latency)), "{h:?} min {}", hist.min());
+        assert!(about(hist.max(), us(latency)), "{h:?} max {}", hist.max());
+    }
+    // 30 sends per sender every 100 ms, staggered over 100 ms: done 3 s after traffic start.
+    let traffic = out.traffic_started.expect("traffic started");
+    let sending = out.duration - traffic;
+    assert!(sending >= Duration::from_millis(2975), "{sending:?}");
+}
+
+/// A driver whose sessions take `stall` for their first send: the generator falls behind.
+struct Stall {
+    inner: LoopbackDriver,
+    stall: Duration,
+}
+
+/// A session of [`Stall`].
+struct Stalled {
+    inner: LoopbackSession,
+    stall: Option<Duration>,
+}
+
+impl Driver for Stall {
+    const SPEC: Spec = LoopbackDriver::SPEC;
+
+    type Session = Stalled;
+
+    fn new(config: &Config) -> Result<Self, OptionError> {
+        Ok(Stall {
+            inner: LoopbackDriver::new(config)?,
+            stall: Duration::ZERO,
+        })
+    }
+
+    fn caps(&self) -> Caps {
+        self.inner.caps()
+    }
+
+    async fn connect(
+        &self,
+        user: &UserCtx,
+        resume: (),
+    ) -> Result<Connected<Stalled>, (Failure, ())> {
+        let c = self.inner.connect(user, resume).await?;
+        Ok(Connected {
+            session: Stalled {
+                inner: c.session,
+                stall: Some(self.stall),
+            },
+            handshake: c.handshake,
+            login: c.login,
+        })
+    }
+}
+
+impl Session for Stalled {
+    type Resume = ();
+
+    async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        if let Some(stall) = self.stall.take() {
+            tokio::time::sleep(stall).await;
+        }
+        self.inner.send(tag, dest, body).await
+    }
+
+    async fn request(&mut self, tag: u64, name: &'static str) -> Result<(), Failure> {
+        self.inner.request(tag, name).await
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), Failure> {
+        self.inner.heartbeat().await
+    }
+
+    async fn flush(&mut self) -> Result<(), Failure> {
+        self.inner.flush().await
+    }
+
+    async fn join(&mut self, group: &str) -> Result<(), Failure> {
+        self.inner.join(group).await
+    }
+
+    async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
+        self.inner.fetch_missed(out).await
+    }
+
+    async fn next_event(&mut self) -> Event {
+        self.inner.next_event().await
+    }
+
+    async fn close(self) {
+        self.inner.close().await
+    }
+
+    fn into_resume(self) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_generator_still_counts_latency_from_the_due_time() {
+    let latency = Duration::from_millis(5);
+    let driver = Stall {
+        inner: LoopbackDriver::with_options(LoopbackOptions {
+            latency,
+            ..LoopbackOptions::default()
+        }),
+        stall: Duration::from_millis(250),
+    };
+    let (_signal_tx, signals) = watch::channel(0u32);
+    let opts = RunOptions {
+        run_id: 7,
+        traffic_at: None,
+    };
+    let out = run(&direct(5, ""), driver, opts, signals, |_| {}).await;
+    let d = out.ledger.summary();
+    assert_eq!((d.expected, d.via_push, d.lost), (120, 120, 0));
+    // Each sender's first send takes 250 ms: its next two, due 100 and 200 ms after the
+    // first, go out 150 and 50 ms late; the rest on time.
+    let lag = out.metrics.hist(Hist::SendLag);
+    assert!(about(lag.max(), 150_000), "lag max {}", lag.max());
+    assert_eq!(
+        lag.count_between(1, 200_000),
+        8,
+        "two late sends per sender"
+    );
+    // Latency counts from the due time: the stalled send reaches its recipient 250 ms
+    // after it was due, the two late ones 150 and 50 ms late, plus the hub's latency.
+    let e2e = out.metrics.hist(Hist::EndToEnd);
+    let l = us(latency);
+    assert!(about(e2e.max(), 250_000 + l), "e2e max {}", e2e.max());
+    for late in [250_000, 150_000, 50_000] {
+        let n = e2e.count_between(late + l - 1_000, late + l + 1_000);
+        assert_eq!(n, 4, "one delivery per sender {late} µs late");
+    }
+    assert_eq!(e2e.count_between(0, l + 1_000), 120 - 12);
+    let ack = out.metrics.hist(Hist::SendAck);
+    assert!(about(ack.max(), 250_000 + l), "ack max {}", ack.max());
+}
+
+#[tokio::test(start_paused = true)]
+async fn late_users_log_in_late_and_sync_what_they_missed() {
+    let plan = direct(10, r#"late = { count = 2, at = "600ms" }"#);
+    let (out, d, _) = run_loopback(&plan, LoopbackOptions::default()).await;
+    // Late users are never senders, so they are among the 6 receivers.
+    assert_eq!(d.expected, 4 * 6 * 10);
+    assert_eq!((d.delivered, d.lost), (d.expected, 0));
+    assert!(d.via_sync > 0, "{d:?}");
+    // What they missed is exactly what was sent to them before they logged in.
+    assert!(d.via_sync < 2 * 4 * 10, "{d:?}");
+    assert_eq!(d.via_push + d.via_sync, d.expected);
+    assert!(out.metrics.count(Counter::Syncs) >= 2);
+    assert_eq!(out.metrics.errors().count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn churning_users_go_offline_and_catch_up_when_back() {
+    let plan = direct(
+        20,
+        r#"churn = { count = 3, offline_at = "700ms", back_at = "1200ms" }"#,
+    );
+    let (out, d, _) = run_loopback(&plan, LoopbackOptions::default()).await;
+    assert_eq!(d.expected, 4 * 6 * 20);
+    assert_eq!((d.delivered, d.lost, d.duplicated), (d.expected, 0, 0));
+    assert!(d.via_sync > 0, "{d:?}");
+    assert!(out.metrics.count(Counter::Syncs) >= 3);
+    assert!(out.metrics.count(Counter::ConnectAttempts) >= 10 + 3);
+    assert_eq!(out.metrics.errors().count(), 0);
+}
+
+/// Runs 25 messages per pair with `opts` and checks that the ledger reports exactly what
+/// the hub injected, and nothing else.
+async fn ledger_matches_injected(opts: LoopbackOptions) -> Injected {
+    let (out, d, inj) = run_loopback(&direct(25, ""), opts).await;
+    assert_eq!(d.expected, 4 * 6 * 25);
+    assert_eq!(d.lost, inj.lost, "{d:?} {inj:?}");
+    assert_eq!(d.repaired, inj.dropped, "{d:?} {inj:?}");
+    assert_eq!(d.duplicated, inj.duplicated, "{d:?} {inj:?}");
+    assert_eq!(d.reordered, inj.reordered, "{d:?} {inj:?}");
+    assert_eq!(d.corrupted, inj.corrupted, "{d:?} {inj:?}");
+    assert_eq!((d.damaged, d.unexpected, d.late, d.via_sync), (0, 0, 0, 0));
+    assert_eq!(d.delivered + d.corrupted + d.lost, d.expected, "{d:?}");
+    assert_eq!(out.metrics.errors().count(), 0);
+    inj
+}
+
+#[tokio::test(start_paused = true)]
+async fn true_loss_is_reported_lost_exactly() {
+    let inj = ledger_matches_injected(LoopbackOptions {
+        loss: 0.05,
+        ..LoopbackOptions::default()
+    })
+    .await;
+    assert!(inj.lost > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_but_stored_pushes_are_repaired_exactly() {
+    let inj = ledger_matches_injected(LoopbackOptions {
+        drop: 0.05,
+        ..LoopbackOptions::default()
+    })
+    .await;
+    assert!(inj.dropped > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn duplicates_are_reported_exactly() {
+    let inj = ledger_matches_injected(LoopbackOptions {
+        duplicate: 0.05,
+        ..LoopbackOptions::default()
+    })
+    .await;
+    assert!(inj.duplicated > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reorders_are_reported_exactly() {
+    let inj = ledger_matches_injected(LoopbackOptions {
+        reorder: 0.05,
+        ..LoopbackOptions::default()
+    })
+    .await;
+    assert!(inj.reordered > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn corruption_is_reported_exactly() {
+    let inj = ledger_matches_injected(LoopbackOptions {
+        corrupt: 0.05,
+        ..LoopbackOptions::default()
+    })
+    .await;
+    assert!(inj.corrupted > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_fault_at_once_with_latency_and_jitter_is_reported_exactly() {
+    let inj = ledger_matches_injected(LoopbackOptions {
+        latency: Duration::from_millis(3),
+        jitter: Duration::from_millis(20),
+        loss: 0.02,
+        drop: 0.02,
+        duplicate: 0.02,
+        reorder: 0.02,
+        corrupt: 0.02,
+        seed: 11,
+        panic_user: None,
+    })
+    .await;
+    assert!(inj.lost > 0 && inj.dropped > 0 && inj.duplicated > 0);
+    assert!(inj.reordered > 0 && inj.corrupted > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_user_is_an_engine_error_not_server_loss() {
+    let plan = plan(
+        r#"
+seed = 5
+drain = "1s"
+[population]
+users = 6
+login_rate = 100
+[[traffic]]
+kind = "group"
+groups = 1
+group_size = 6
+senders_per_group = 2
+interval = "100ms"
+messages = 10
+size = 100
+"#,
+    );
+    let TrafficKind::Group(g) = &plan.traffic[0].kind else {
+        unreachable!("a group pattern");
+    };
+    let victim = g.groups[0].senders[0];
+    let opts = LoopbackOptions {
+        panic_user: Some(victim),
+        ..LoopbackOptions::default()
+    };
+    let (out, d, _) = run_loopback(&plan, opts).await;
+    let engine: Vec<_> = out
+        .metrics
+        .errors()
+        .filter(|e| e.0 == ErrorKind::Engine)
+        .collect();
+    assert_eq!(engine.len(), 1);
+    let (_, n, examples) = engine[0];
+    assert_eq!(n, 1);
+    assert!(examples[0].contains("injected panic"), "{examples:?}");
+    assert!(
+        examples[0].starts_with(&format!("user {victim}:")),
+        "{examples:?}"
+    );
+    // The other sender's 10 messages reach the 4 members left; the victim's own track is
+    // not expected any more, so nothing is lost.
+    assert_eq!((d.expected, d.delivered, d.lost), (40, 40, 0), "{d:?}");
+    assert!(
+        out.notes.iter().any(|n| n.contains("panicked")),
+        "{:?}",
+        out.notes
+    );
+    assert!(!out.interrupted);
+}

@@ -1,0 +1,570 @@
+//! One virtual user: logs in on schedule, sends when sends are due (open loop, latency from
+//! the due time), receives and verifies deliveries, heartbeats, churns, reconnects after a
+//! lost connection, fetches what it missed, and runs the final verification sync.
+//!
+//! Split along the flow: this module runs the user's life (first login, the wake-up loop,
+//! churn, reconnects, the final sync); `send` makes the due sends and requests;
+//! `receive` takes the session's events and checks delivered envelopes; `record` is the
+//! one path by which every count, latency, error and ledger event reaches the recorder.
+
+mod receive;
+mod record;
+mod send;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::time::{sleep_until, Instant};
+
+use super::schedule::{Sends, VuPlan};
+use super::shared::{Phase, Shared};
+use crate::driver::{Driver, Event, Resume, Session, UserCtx};
+use crate::ledger::Via;
+use crate::metrics::{Counter, Hist};
+use crate::scenario::{StreamId, UserIx};
+use record::Tally;
+use send::Pending;
+
+/// Reconnect attempts after a lost connection before the user stays offline.
+const RECONNECTS: u32 = 5;
+/// How long a user going offline waits for the acceptance of its sends in flight.
+const SETTLE: Duration = Duration::from_secs(2);
+/// Events handled per wake-up at most: those already received are taken without going
+/// back to the scheduler.
+const DRAIN: usize = 256;
+
+/// Settings every user of a run shares.
+#[derive(Debug)]
+pub struct VuConfig {
+    /// Heartbeat interval.
+    pub heartbeat: Option<Duration>,
+    /// Run the final verification sync.
+    pub verify_sync: bool,
+    /// The driver reports acceptance of sends.
+    pub acceptance: bool,
+    /// Late users connect once before traffic so the server keeps their messages.
+    pub presence: bool,
+    /// Every user fetches missed messages at its first login: other shards may have sent
+    /// before it was online.
+    pub sync_first_login: bool,
+    /// The users of this process.
+    pub range: Range<UserIx>,
+}
+
+/// One user's identity and timeline.
+#[derive(Debug)]
+pub struct VuSpec {
+    /// Who.
+    pub ctx: UserCtx,
+    /// Traffic.
+    pub plan: VuPlan,
+    /// First login, from the start of the run.
+    pub first_login: Duration,
+    /// False for late users (they sync after their first login).
+    pub on_time: bool,
+    /// Disconnect and reconnect times for churning users, from the start of the run.
+    pub churn: Option<(Duration, Duration)>,
+    /// Recorder slot.
+    pub slot: usize,
+}
+
+/// A reconnect the user has scheduled.
+#[derive(Debug, Clone, Copy)]
+enum Offline {
+    /// Connected (or never offline).
+    No,
+    /// Churned out; back at this offset from the start of the run.
+    Churn(Duration),
+    /// Lost the connection; next attempt at this instant.
+    Lost { at: Instant, attempt: u32 },
+    /// Gave up.
+    Gone,
+}
+
+/// A user's connection in its wake-up loop.
+struct Link<S> {
+    /// The session, while logged in.
+    session: Option<S>,
+    /// Whether, why and until when the user is offline.
+    offline: Offline,
+    /// When the last heartbeat went out.
+    last_heartbeat: Instant,
+}
+
+/// Runs one virtual user to the end of the run. A panic of the user's task is caught
+/// here and reported as an engine failure of this user ([`Shared::user_failed`]).
+pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) {
+    let (ix, slot) = (spec.ctx.ix, spec.slot);
+    let user = {
+        let shared = shared.clone();
+        async move { Vu::new(driver, shared, cfg, spec).live().await }
+    };
+    if let Err(panic) = AssertUnwindSafe(user).catch_unwind().await {
+        let what = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+            (Some(s), _) => s,
+            (_, Some(s)) => s.as_str(),
+            (None, None) => "a panic without a message",
+        };
+        shared.user_failed(ix, slot, what);
+    }
+}
+
+/// One virtual user's state.
+struct Vu<D: Driver> {
+    /// The protocol.
+    driver: Arc<D>,
+    /// Run-wide state: recorders, live counters, phase, traffic start.
+    shared: Arc<Shared>,
+    /// Settings every user shares.
+    cfg: Arc<VuConfig>,
+    /// Who this user is and what it does.
+    spec: VuSpec,
+    /// What the driver remembers between two connections (taken while connected).
+    resume: Option<Resume<D>>,
+    /// Sends waiting for their acceptance, by tag.
+    pending: HashMap<u64, Pending>,
+    /// The request waiting for its reply: its tag and when it went out.
+    outstanding: Option<(u64, Instant)>,
+    /// The tag of the next send or request.
+    next_tag: u64,
+    /// The body buffer every send reuses.
+    body: String,
+    /// The buffer every fetch of missed messages reuses.
+    inbox: Vec<String>,
+    /// What this wake-up recorded, not yet applied (see `record`).
+    tally: Tally,
+    /// Counted in `Shared::logins_pending`, not yet counted down.
+    login_pending: bool,
+    /// Counted in `Shared::busy`, not yet counted down.
+    busy: bool,
+    /// Counted in the online gauges (`Live::online`, `Shared::group_online`).
+    online: bool,
+    /// Has churned out already.
+    churned: bool,
+    /// Group streams this user sends: an echo of them is not a delivery.
+    own_streams: Vec<StreamId>,
+}
+
+/// Counts the user down wherever it ends. A normal end has done all of this already; a
+/// user task that panicked or was aborted still applies what it recorded and leaves the
+/// engine's waits (logins pending, busy users) and gauges as if it had finished.
+impl<D: Driver> Drop for Vu<D> {
+    fn drop(&mut self) {
+        self.flush_tally();
+        self.login_settled();
+        self.idle();
+        self.offline_gauges();
+    }
+}
+
+/// The next event of a session, or never when there is none.
+async fn next_event<S: Session>(session: Option<&mut S>) -> Event {
+    match session {
+        Some(s) => s.next_event().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<D: Driver> Vu<D> {
+    fn new(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) -> Self {
+        Vu {
+            resume: Some(Resume::<D>::default()),
+            pending: HashMap::new(),
+            outstanding: None,
+            next_tag: 0,
+            body: String::new(),
+            inbox: Vec::new(),
+            tally: Tally::default(),
+            login_pending: spec.on_time || cfg.presence,
+            busy: true,
+            online: false,
+            churned: false,
+            own_streams: spec
+                .plan
+                .programs
+                .iter()
+                .filter_map(|p| match p.sends {
+                    Sends::Group { stream, .. } => Some(stream),
+                    Sends::Direct { .. } | Sends::Echo { .. } => None,
+                })
+                .collect(),
+            driver,
+            shared,
+            cfg,
+            spec,
+        }
+    }
+
+    /// The user's life: first login, then one wake-up after another until the run closes.
+    async fn live(&mut self) {
+        let mut phase_rx = self.shared.phase.subscribe();
+        let mut traffic_rx = self.shared.traffic_start.subscribe();
+        if self.cfg.presence && !self.spec.on_time {
+            // Establish the user's session (and group memberships) so the server queues
+            // what is sent while it is away, then leave until its login time.
+            if let Some(s) = Box::pin(self.login(false)).await {
+                self.resume = Some(Box::pin(s.close()).await);
+                self.went_offline();
+            }
+            self.login_settled();
+        }
+        let first = self.shared.t0 + self.spec.first_login;
+        let stopped = async {
+            let _ = phase_rx.wait_for(|p| *p >= Phase::Draining).await;
+        };
+        let due = tokio::select! {
+            _ = sleep_until(first) => true,
+            _ = stopped => false,
+        };
+        let session = if due {
+            let sync =
+                !self.spec.on_time || self.cfg.sync_first_login || self.traffic_start().is_some();
+            Box::pin(self.login(sync)).await
+        } else {
+            None
+        };
+        self.login_settled();
+        let mut link = Link {
+            offline: if session.is_some() {
+                Offline::No
+            } else {
+                Offline::Gone
+            },
+            session,
+            last_heartbeat: Instant::now(),
+        };
+        loop {
+            let phase = *phase_rx.borrow_and_update();
+            if phase == Phase::Abort {
+                break;
+            }
+            if phase == Phase::Closing {
+                if let Some(s) = link.session.take() {
+                    Box::pin(self.finish(s)).await;
+                }
+                break;
+            }
+            let now = Instant::now();
+            let traffic = *traffic_rx.borrow_and_update();
+            let wake = self.next_wake(&link, traffic, phase, now);
+            self.flush_tally();
+
+            let event = tokio::select! {
+                biased;
+                _ = phase_rx.changed() => continue,
+                _ = traffic_rx.changed(), if traffic.is_none() => continue,
+                // Due work before events: a steady stream of deliveries must not delay sends.
+                _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600))) => None,
+                ev = next_event(link.session.as_mut()) => Some(ev),
+            };
+            match event {
+                Some(ev) => self.take_events(ev, &mut link),
+                None => self.wake_up(&mut link, traffic, phase).await,
+            }
+        }
+        self.flush_tally();
+        self.idle();
+        if link.session.is_some() {
+            self.went_offline();
+        }
+    }
+
+    /// When the user must wake up next (if no event wakes it earlier); marks it idle once
+    /// it has nothing scheduled any more.
+    fn next_wake(
+        &mut self,
+        link: &Link<D::Session>,
+        traffic: Option<Instant>,
+        phase: Phase,
+        now: Instant,
+    ) -> Option<Instant> {
+        let mut wake: Option<Instant> = None;
+        let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        if let (Some(ts), Phase::Running) = (traffic, phase) {
+            for due in self.spec.plan.programs.iter().filter_map(|p| p.due()) {
+                at(ts + due);
+            }
+            if link.session.is_some() && self.outstanding.is_none() {
+                if let Some(t) = self.next_request_time(ts, now) {
+                    at(t);
+                }
+            }
+        }
+        if let (Some(hb), true) = (self.cfg.heartbeat, link.session.is_some()) {
+            at(link.last_heartbeat + hb);
+        }
+        match link.offline {
+            Offline::No => {
+                if let (Some((out, _)), false) = (self.spec.churn, self.churned) {
+                    at(self.shared.t0 + out);
+                }
+            }
+            Offline::Churn(back) => at(self.shared.t0 + back),
+            Offline::Lost { at: t, .. } => at(t),
+            Offline::Gone => {}
+        }
+        if let Some(t) = self.update_busy(traffic, now, link.offline) {
+            at(t);
+        }
+        wake
+    }
+
+    /// Handles `ev` and every event already received after it, up to [`DRAIN`]; a closed
+    /// connection schedules the first reconnect.
+    fn take_events(&mut self, mut ev: Event, link: &mut Link<D::Session>) {
+        for taken in 1..=DRAIN {
+            if let Event::Closed(f) = ev {
+                self.error(f.kind, f.detail);
+                self.count(Counter::Disconnects, 1);
+                if let Some(s) = link.session.take() {
+                    self.resume = Some(s.into_resume());
+                }
+                self.went_offline();
+                link.offline = Offline::Lost {
+                    at: Instant::now() + backoff(0),
+                    attempt: 0,
+                };
+                return;
+            }
+            self.handle(ev);
+            if taken == DRAIN {
+                return;
+            }
+            match link
+                .session
+                .as_mut()
+                .and_then(|s| s.next_event().now_or_never())
+            {
+                Some(next) => ev = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Does what is due: churn and reconnects first (they decide whether there is a
+    /// session), then sends, heartbeat and flush.
+    async fn wake_up(
+        &mut self,
+        link: &mut Link<D::Session>,
+        traffic: Option<Instant>,
+        phase: Phase,
+    ) {
+        let now = Instant::now();
+        match link.offline {
+            Offline::No => {
+                if let (Some((out, back)), false) = (self.spec.churn, self.churned) {
+                    if now >= self.shared.t0 + out {
+                        if let Some(mut s) = link.session.take() {
+                            Box::pin(self.settle(&mut s)).await;
+                            self.resume = Some(Box::pin(s.close()).await);
+                            self.went_offline();
+                        }
+                        self.churned = true;
+                        link.offline = Offline::Churn(back);
+                    }
+                }
+            }
+            Offline::Churn(back) if now >= self.shared.t0 + back => {
+                link.session = Box::pin(self.login(true)).await;
+                link.offline = if link.session.is_some() {
+                    Offline::No
+                } else {
+                    Offline::Gone
+                };
+            }
+            Offline::Lost { at, attempt } if now >= at => {
+                link.session = Box::pin(self.login(true)).await;
+                link.offline = match link.session {
+                    Some(_) => Offline::No,
+                    None if attempt + 1 < RECONNECTS => Offline::Lost {
+                        at: now + backoff(attempt + 1),
+                        attempt: attempt + 1,
+                    },
+                    None => Offline::Gone,
+                };
+            }
+            _ => {}
+        }
+        if let (Some(ts), Phase::Running) = (traffic, phase) {
+            self.send_due(link.session.as_mut(), ts, now).await;
+        }
+        if let (Some(hb), Some(s)) = (self.cfg.heartbeat, link.session.as_mut()) {
+            if now >= link.last_heartbeat + hb {
+                link.last_heartbeat = now;
+                if s.heartbeat().await.is_ok() {
+                    self.count(Counter::Heartbeats, 1);
+                }
+            }
+        }
+        if let Some(s) = link.session.as_mut() {
+            if let Err(f) = s.flush().await {
+                self.error(f.kind, f.detail);
+            }
+        }
+    }
+
+    fn traffic_start(&self) -> Option<Instant> {
+        *self.shared.traffic_start.borrow()
+    }
+
+    /// Marks the user idle once it has nothing scheduled any more; otherwise returns when
+    /// to check again (if no other event will wake the user by then).
+    fn update_busy(
+        &mut self,
+        traffic: Option<Instant>,
+        now: Instant,
+        offline: Offline,
+    ) -> Option<Instant> {
+        if !self.busy {
+            return None;
+        }
+        let ts = traffic?;
+        let churn_pending = matches!(offline, Offline::Churn(_) | Offline::Lost { .. })
+            || (self.spec.churn.is_some() && !self.churned && matches!(offline, Offline::No));
+        let running = self.shared.phase() == Phase::Running;
+        let sending = running && self.spec.plan.programs.iter().any(|p| p.due().is_some());
+        let hold = ts + self.spec.plan.hold_until();
+        if churn_pending || sending || self.outstanding.is_some() {
+            return None;
+        }
+        if running && now < hold {
+            return Some(hold);
+        }
+        self.idle();
+        None
+    }
+
+    /// Counts the user's first login attempt as finished, once.
+    fn login_settled(&mut self) {
+        if std::mem::take(&mut self.login_pending) {
+            self.shared.login_settled();
+        }
+    }
+
+    /// Counts the user as having nothing scheduled any more, once.
+    fn idle(&mut self) {
+        if std::mem::take(&mut self.busy) {
+            self.shared.user_idle();
+        }
+    }
+
+    /// Counts the user into the online gauges.
+    fn online_gauges(&mut self) {
+        if !std::mem::replace(&mut self.online, true) {
+            self.shared.live.online.fetch_add(1, Ordering::Relaxed);
+            for g in &self.spec.plan.groups {
+                self.shared.group_online[g.index].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Counts the user out of the online gauges.
+    fn offline_gauges(&mut self) {
+        if std::mem::take(&mut self.online) {
+            self.shared.live.online.fetch_sub(1, Ordering::Relaxed);
+            for g in &self.spec.plan.groups {
+                self.shared.group_online[g.index].fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Logs in (with retries left to the caller), joins groups, and optionally fetches what
+    /// was missed.
+    async fn login(&mut self, sync: bool) -> Option<D::Session> {
+        let resume = self.resume.take().unwrap_or_default();
+        self.count(Counter::ConnectAttempts, 1);
+        let mut session = match self.driver.connect(&self.spec.ctx, resume).await {
+            Ok(c) => {
+                let t = self.tally(Instant::now());
+                t.latency(Hist::Connect, c.handshake.as_micros() as u64);
+                if !c.login.is_zero() {
+                    t.latency(Hist::Login, c.login.as_micros() as u64);
+                }
+                t.count(Counter::Connected, 1);
+                t.count(Counter::LoginOk, 1);
+                c.session
+            }
+            Err((f, resume)) => {
+                self.resume = Some(resume);
+                self.error(f.kind, f.detail);
+                return None;
+            }
+        };
+        for g in self.spec.plan.groups.clone() {
+            if let Err(f) = session.join(&g.name).await {
+                self.error(f.kind, format!("joining {}: {}", g.name, f.detail));
+            }
+        }
+        self.online_gauges();
+        if sync {
+            self.fetch(&mut session, Via::Sync).await;
+        }
+        Some(session)
+    }
+
+    /// Fetches what the user missed and accounts for it as arriving `via`.
+    async fn fetch(&mut self, session: &mut D::Session, via: Via) {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        match session.fetch_missed(&mut inbox).await {
+            Ok(()) => self.count(Counter::Syncs, 1),
+            Err(f) => self.error(f.kind, format!("fetching missed messages: {}", f.detail)),
+        }
+        for body in inbox.drain(..) {
+            self.deliver(&body, via);
+        }
+        self.inbox = inbox;
+    }
+
+    /// The user is offline: out of the gauges, and its sends still waiting for acceptance
+    /// count as failed.
+    fn went_offline(&mut self) {
+        self.offline_gauges();
+        if self.pending.is_empty() {
+            return;
+        }
+        self.tally(Instant::now());
+        let t = &mut self.tally;
+        let lost = self.pending.len() as u64;
+        for (_, p) in self.pending.drain() {
+            t.refused(p.stream, p.seq);
+        }
+        t.count(Counter::SendErrors, lost);
+        t.live.refused += lost;
+    }
+
+    /// Logs out gracefully: waits (bounded) for the acceptance of sends in flight, so a
+    /// user going offline does not turn its own last messages into failures.
+    async fn settle(&mut self, session: &mut D::Session) {
+        let deadline = Instant::now() + SETTLE;
+        while !self.pending.is_empty() {
+            match tokio::time::timeout_at(deadline, session.next_event()).await {
+                Ok(Event::Closed(f)) => {
+                    self.error(f.kind, f.detail);
+                    break;
+                }
+                Ok(ev) => self.handle(ev),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Final verification sync and disconnect.
+    async fn finish(&mut self, mut session: D::Session) {
+        if self.cfg.verify_sync {
+            self.fetch(&mut session, Via::Repair).await;
+        }
+        self.resume = Some(session.close().await);
+        self.went_offline();
+        self.driver.forget(&self.spec.ctx).await;
+    }
+}
+
+/// Delay before reconnect attempt `n`: 100 ms doubling, at most 3.2 s.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(100 << attempt.min(5))
+}

@@ -1,0 +1,213 @@
+//! Recording: the one path by which a user's counts, latencies, errors and ledger events
+//! reach its recorder. They gather in a [`Tally`] during a wake-up and are applied under
+//! one lock by [`Vu::flush_tally`]; there is no other lock of the recorder per event.
+
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::Vu;
+use crate::driver::Driver;
+use crate::engine::shared::{Recorder, Shared};
+use crate::ledger::{Arrival, Via};
+use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::scenario::{StreamId, UserIx};
+
+/// Latencies, receipts or errors a tally holds before it is applied even mid-burst.
+pub(super) const TALLY_FLUSH: usize = 1024;
+
+/// A delivery waiting in a [`Tally`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Receipt {
+    pub(super) stream: StreamId,
+    pub(super) seq: u64,
+    pub(super) latency_us: u64,
+    /// When it arrived, wall-clock µs (for fan-out completion).
+    pub(super) at_us: u64,
+    pub(super) via: Via,
+    pub(super) corrupt: bool,
+}
+
+/// Changes of the live counters ([`crate::engine::shared::Live`]) waiting in a tally.
+#[derive(Debug, Default)]
+pub(super) struct LiveDelta {
+    pub(super) sent: u64,
+    pub(super) expected: u64,
+    pub(super) received: u64,
+    pub(super) accepted: u64,
+    pub(super) refused: u64,
+    pub(super) replies: u64,
+    pub(super) errors: u64,
+}
+
+/// The recorder and live-counter updates of one wake-up. Applying it leaves the recorder
+/// exactly as if each event had been applied at once: every part it holds is applied in
+/// order or commutes (counters add, the ledger's sender side keeps maxima and sets, error
+/// examples keep the smallest), and it only holds events of one second.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    /// Something is waiting.
+    dirty: bool,
+    /// The second of the run everything waiting belongs to.
+    sec: u32,
+    /// Indexed by `Counter as usize`.
+    counts: [u64; Counter::ALL.len()],
+    lat: Vec<(Hist, u64)>,
+    /// Highest seq sent per stream; consecutive sends of one stream share an entry (the
+    /// ledger keeps only the highest).
+    sent: Vec<(StreamId, u64)>,
+    /// Sends refused, failed or never made: expected nowhere.
+    refused: Vec<(StreamId, u64)>,
+    received: Vec<Receipt>,
+    /// Errors with their example text.
+    errors: Vec<(ErrorKind, String)>,
+    /// Bodies with our marker that could not be attributed.
+    damaged: u64,
+    /// Live-counter changes, applied with the rest.
+    pub(super) live: LiveDelta,
+}
+
+impl Tally {
+    /// Adds `n` to counter `c`.
+    pub(super) fn count(&mut self, c: Counter, n: u64) {
+        self.counts[c as usize] += n;
+    }
+
+    /// Records a latency.
+    pub(super) fn latency(&mut self, h: Hist, us: u64) {
+        self.lat.push((h, us));
+    }
+
+    /// The user sent `seq` on `stream`.
+    pub(super) fn sent(&mut self, stream: StreamId, seq: u64) {
+        match self.sent.last_mut() {
+            Some(last) if last.0 == stream => last.1 = last.1.max(seq),
+            _ => self.sent.push((stream, seq)),
+        }
+    }
+
+    /// `seq` of `stream` is expected nowhere (refused, failed, or never sent).
+    pub(super) fn refused(&mut self, stream: StreamId, seq: u64) {
+        self.refused.push((stream, seq));
+    }
+
+    /// A delivery to verify against the ledger.
+    pub(super) fn receipt(&mut self, r: Receipt) {
+        self.received.push(r);
+    }
+
+    /// A failure of `kind`; `detail` is its example text.
+    pub(super) fn error(&mut self, kind: ErrorKind, detail: String) {
+        self.errors.push((kind, detail));
+        self.live.errors += 1;
+    }
+
+    /// A body with our marker that could not be attributed.
+    pub(super) fn damaged(&mut self) {
+        self.damaged += 1;
+    }
+
+    /// True when it holds enough to be applied mid-burst.
+    pub(super) fn full(&self) -> bool {
+        self.lat
+            .len()
+            .max(self.received.len())
+            .max(self.errors.len())
+            >= TALLY_FLUSH
+    }
+
+    /// Applies and empties everything but the live counters; `me` is the recipient. First
+    /// copies of deliveries are counted into `live.received` here, where the ledger tells
+    /// them from repeats (the drain waits for first copies only).
+    fn apply(&mut self, r: &mut Recorder, me: UserIx, shared: &Shared) {
+        let sec = self.sec;
+        for (c, n) in Counter::ALL.iter().zip(&mut self.counts) {
+            if *n > 0 {
+                r.metrics.add(sec, *c, std::mem::take(n));
+            }
+        }
+        for (h, us) in self.lat.drain(..) {
+            r.metrics.record(sec, h, us);
+        }
+        for (kind, text) in self.errors.drain(..) {
+            r.metrics.error(sec, kind, || text);
+        }
+        for (stream, seq) in self.sent.drain(..) {
+            r.ledger.sent(stream, seq);
+        }
+        for (stream, seq) in self.refused.drain(..) {
+            r.ledger.refused(stream, seq);
+        }
+        for _ in 0..std::mem::take(&mut self.damaged) {
+            r.ledger.damaged();
+        }
+        for d in self.received.drain(..) {
+            let arrival = r
+                .ledger
+                .received(me, d.stream, d.seq, d.latency_us, d.via, d.corrupt);
+            if arrival == Arrival::Again {
+                continue;
+            }
+            self.live.received += 1;
+            let group = shared.group_of_stream.contains_key(&d.stream);
+            if group && d.via == Via::Push && !d.corrupt {
+                if let Some(fan) = shared.fanout_received(d.stream, d.seq, d.at_us) {
+                    r.metrics.record(sec, Hist::Fanout, fan);
+                }
+            }
+        }
+    }
+}
+
+impl<D: Driver> Vu<D> {
+    /// The tally, readied for events at `now`: what it held of another second is applied
+    /// first.
+    pub(super) fn tally(&mut self, now: Instant) -> &mut Tally {
+        let sec = self.shared.sec(now);
+        if self.tally.dirty && self.tally.sec != sec {
+            self.flush_tally();
+        }
+        self.tally.sec = sec;
+        self.tally.dirty = true;
+        &mut self.tally
+    }
+
+    /// Adds `n` to counter `c`, now.
+    pub(super) fn count(&mut self, c: Counter, n: u64) {
+        self.tally(Instant::now()).count(c, n);
+    }
+
+    /// Records a failure of `kind`, now.
+    pub(super) fn error(&mut self, kind: ErrorKind, detail: String) {
+        self.tally(Instant::now()).error(kind, detail);
+    }
+
+    /// Applies the tally to the user's recorder (one lock) and to the live counters.
+    pub(super) fn flush_tally(&mut self) {
+        if !self.tally.dirty {
+            return;
+        }
+        let t = &mut self.tally;
+        t.dirty = false;
+        t.apply(
+            &mut self.shared.recorder(self.spec.slot),
+            self.spec.ctx.ix,
+            &self.shared,
+        );
+        let live = &self.shared.live;
+        let d = &mut t.live;
+        for (counter, n) in [
+            (&live.sent, &mut d.sent),
+            (&live.expected, &mut d.expected),
+            (&live.received, &mut d.received),
+            (&live.accepted, &mut d.accepted),
+            (&live.refused, &mut d.refused),
+            (&live.replies, &mut d.replies),
+            (&live.errors, &mut d.errors),
+        ] {
+            if *n > 0 {
+                counter.fetch_add(std::mem::take(n), Ordering::Relaxed);
+            }
+        }
+    }
+}

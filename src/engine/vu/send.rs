@@ -1,0 +1,192 @@
+//! Sending: the sends that are due (open loop: late sends go out at once and their latency
+//! still counts from the due time) and the closed-loop requests.
+
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::Vu;
+use crate::driver::{Dest, Driver, Session};
+use crate::engine::schedule::{NextSend, Sends};
+use crate::envelope::{self, Envelope};
+use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::scenario::StreamId;
+
+/// Sends written per wake-up at most. A user far behind its schedule reads its socket
+/// between bursts, so it never blocks writing while the server blocks writing to it.
+const SEND_BURST: usize = 256;
+
+/// A send waiting for the server's acceptance.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pending {
+    pub(super) stream: StreamId,
+    pub(super) seq: u64,
+    pub(super) due: Instant,
+    /// Deliveries it makes in this process once accepted.
+    pub(super) recipients: u32,
+}
+
+impl<D: Driver> Vu<D> {
+    /// Sends everything that is due by `now`, then the next request if one is due.
+    pub(super) async fn send_due(
+        &mut self,
+        mut session: Option<&mut D::Session>,
+        ts: Instant,
+        now: Instant,
+    ) {
+        let mut burst = 0;
+        for i in 0..self.spec.plan.programs.len() {
+            while let Some(due) = self.spec.plan.programs[i].due() {
+                let due = ts + due;
+                if due > now || burst == SEND_BURST {
+                    break;
+                }
+                burst += 1;
+                let next = self.spec.plan.programs[i].advance();
+                match session.as_deref_mut() {
+                    Some(s) => self.send_one(s, i, next, due, now).await,
+                    None => {
+                        // Offline when due: not sent, so expected nowhere.
+                        let t = self.tally(now);
+                        t.refused(next.stream, next.seq);
+                        t.count(Counter::Dropped, 1);
+                    }
+                }
+                if self.tally.full() {
+                    self.flush_tally();
+                }
+            }
+        }
+        // Before the caller waits on the socket: what was sent is on record.
+        self.flush_tally();
+        if let (Some(s), Some(ts)) = (session, self.traffic_start()) {
+            if self.outstanding.is_none() {
+                self.request(s, ts, now).await;
+            }
+        }
+    }
+
+    /// Sends `next` of program `i`, due at `due`.
+    async fn send_one(
+        &mut self,
+        s: &mut D::Session,
+        i: usize,
+        next: NextSend,
+        due: Instant,
+        now: Instant,
+    ) {
+        let program = &self.spec.plan.programs[i];
+        let due_us = self.shared.wall_of(due);
+        self.body.clear();
+        envelope::encode(
+            &Envelope {
+                run: self.shared.run_id,
+                stream: next.stream,
+                seq: next.seq,
+                due_us,
+            },
+            program.size,
+            &mut self.body,
+        );
+        let recipients = match &program.sends {
+            Sends::Direct { receivers, .. } => {
+                let r_ix = receivers[next.receiver.unwrap_or(0)].0;
+                u32::from(self.cfg.range.contains(&r_ix) && r_ix != self.spec.ctx.ix)
+            }
+            Sends::Group { group, .. } => {
+                let online = self.shared.group_online[group.index]
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(1);
+                self.shared
+                    .fanout_start(next.stream, next.seq, online, due_us);
+                self.shared.local_recipients(group, true)
+            }
+            Sends::Echo { .. } => 1,
+        };
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let dest = match &program.sends {
+            Sends::Direct { receivers, .. } => Dest::User(&receivers[next.receiver.unwrap_or(0)].1),
+            Sends::Group { group, .. } => Dest::Group(&group.name),
+            Sends::Echo { .. } => Dest::User(&self.spec.ctx.id),
+        };
+        let sent = s.send(tag, dest, &self.body).await;
+        let lag = now.saturating_duration_since(due).as_micros() as u64;
+        let bytes = self.body.len() as u64;
+        let acceptance = self.cfg.acceptance;
+        let t = self.tally(now);
+        t.latency(Hist::SendLag, lag);
+        t.sent(next.stream, next.seq);
+        match sent {
+            Ok(()) => {
+                t.count(Counter::Sent, 1);
+                t.count(Counter::BytesOut, bytes);
+                t.live.sent += 1;
+                if !acceptance {
+                    t.live.expected += u64::from(recipients);
+                }
+            }
+            Err(f) => {
+                t.refused(next.stream, next.seq);
+                t.count(Counter::SendErrors, 1);
+                t.error(f.kind, f.detail);
+                return;
+            }
+        }
+        if acceptance {
+            let pending = Pending {
+                stream: next.stream,
+                seq: next.seq,
+                due,
+                recipients,
+            };
+            self.pending.insert(tag, pending);
+        }
+    }
+
+    /// Sends the request of the step this user works in at `now`, if any.
+    async fn request(&mut self, s: &mut D::Session, ts: Instant, now: Instant) {
+        let offset = now.saturating_duration_since(ts);
+        let Some(kind) = self
+            .spec
+            .plan
+            .requests
+            .iter()
+            .find(|r| r.active_at(offset))
+            .map(|r| r.kind)
+        else {
+            return;
+        };
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        match s.request(tag, kind).await {
+            Ok(()) => {
+                self.outstanding = Some((tag, Instant::now()));
+                self.count(Counter::Requests, 1);
+            }
+            Err(f) => self.error(ErrorKind::RequestFailed, f.detail),
+        }
+    }
+
+    /// When this user's next closed-loop request should go out, if it works in a step.
+    pub(super) fn next_request_time(&self, ts: Instant, now: Instant) -> Option<Instant> {
+        let offset = now.saturating_duration_since(ts);
+        let mut best: Option<Instant> = None;
+        for role in &self.spec.plan.requests {
+            if role.active_at(offset) {
+                return Some(now);
+            }
+            let step = role.step_duration;
+            let mut t = role.start;
+            while t < role.end() {
+                if t + step > offset && role.active_at(t) {
+                    let at = ts + t.max(offset);
+                    best = Some(best.map_or(at, |b: Instant| b.min(at)));
+                    break;
+                }
+                t += step;
+            }
+        }
+        best
+    }
+}
