@@ -21,8 +21,13 @@
 //!   corrupted, late, repaired by sync.
 //! - [`metrics`] holds HDR histograms, counters, per-second series and the error taxonomy.
 //! - [`engine`] runs the virtual users open-loop through a [`driver`] and feeds ledger and metrics.
-//! - [`driver`] speaks one wire protocol per file behind the `Driver`/`Session` traits.
-//! - [`artifact`] is the versioned, mergeable result file; [`report`] renders it and judges checks.
+//! - [`driver`] speaks one wire protocol per file behind the `Driver`/`Session` traits; each
+//!   driver declares what it is (`Spec`) and checks its own options, and a registry line
+//!   makes it choosable by name (`loopback` is an in-process hub for engine tests).
+//! - [`monitor`] samples CPU and memory of the generator and of target processes.
+//! - [`artifact`] is the versioned, mergeable result file; [`report`] computes one model from
+//!   artifacts (checks, findings, series) and renders it as text or JSON.
+//! - [`launch`] runs the shards of one run (local processes today) and collects their results.
 //! - [`serve`] is the reference IM server; [`sys`] the few OS facts (fd limit, CPU time).
 //! - [`cli`] is the only place that prints; [`error`] is the crate error and the exit-code contract.
 

@@ -231,7 +231,15 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        assert!(pids_named("sleep").contains(&pid));
+        // Until the child has exec'd, its name is still the test binary's.
+        let named = (0..200).any(|_| {
+            let found = pids_named("sleep").contains(&pid);
+            if !found {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            found
+        });
+        assert!(named, "sleep (pid {pid}) was never found by name");
         let mut m = Monitor::new(Instant::now(), 0, &[pid]);
         assert_eq!(m.procs[1].0.name, "sleep");
         child.kill().unwrap();

@@ -33,6 +33,8 @@ mod serve_slow;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;
+#[path = "cli/drivers.rs"]
+mod cli_drivers;
 #[path = "cli/exit_codes.rs"]
 mod cli_exit_codes;
 #[path = "cli/faults.rs"]

@@ -194,6 +194,7 @@ impl Users {
             verify_sync: plan.ledger.verify_sync,
             acceptance: driver.caps().acceptance,
             presence: driver.caps().presence,
+            filters_own_echoes: driver.caps().filters_own_echoes,
             sync_first_login: sharded,
             range: range.clone(),
         });

@@ -49,6 +49,10 @@ pub struct VuConfig {
     pub acceptance: bool,
     /// Late users connect once before traffic so the server keeps their messages.
     pub presence: bool,
+    /// The driver never hands a user its own group messages back. Otherwise the user
+    /// drops them (an echo of its own stream is not a delivery); with it, such an echo
+    /// reaches the ledger as an unexpected recipient, because it is the server's mistake.
+    pub filters_own_echoes: bool,
     /// Every user fetches missed messages at its first login: other shards may have sent
     /// before it was online.
     pub sync_first_login: bool,
@@ -184,15 +188,18 @@ impl<D: Driver> Vu<D> {
             busy: true,
             online: false,
             churned: false,
-            own_streams: spec
-                .plan
-                .programs
-                .iter()
-                .filter_map(|p| match p.sends {
-                    Sends::Group { stream, .. } => Some(stream),
-                    Sends::Direct { .. } | Sends::Echo { .. } => None,
-                })
-                .collect(),
+            own_streams: if cfg.filters_own_echoes {
+                Vec::new()
+            } else {
+                spec.plan
+                    .programs
+                    .iter()
+                    .filter_map(|p| match p.sends {
+                        Sends::Group { stream, .. } => Some(stream),
+                        Sends::Direct { .. } | Sends::Echo { .. } => None,
+                    })
+                    .collect()
+            },
             driver,
             shared,
             cfg,
