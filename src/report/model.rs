@@ -135,29 +135,16 @@ pub struct ErrorCount {
     pub examples: Vec<String>,
 }
 
-/// What one generator process did and used.
+/// What one generator process did and used: its shard result and what follows from it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Generator {
-    /// Shard index.
-    pub index: u32,
-    /// Shard count.
-    pub count: u32,
-    /// Users it simulated.
-    pub users: u32,
-    /// Length of its run, s.
-    pub duration_s: f64,
-    /// CPU seconds it used.
-    pub cpu_s: f64,
-    /// Cores it could use.
-    pub cores: u32,
+    /// The shard's own numbers, as in the artifact.
+    #[serde(flatten)]
+    pub shard: crate::artifact::ShardResult,
     /// CPU used over its run, % of all its cores.
     pub busy_pct: f64,
-    /// Peak resident memory, bytes.
-    pub peak_rss_bytes: u64,
     /// Peak resident memory per user, bytes.
     pub rss_per_user_bytes: f64,
-    /// Its open-file limit.
-    pub fd_limit: u64,
 }
 
 impl Report {
@@ -266,16 +253,9 @@ fn generator(s: &crate::artifact::ShardResult) -> Generator {
         0.0
     };
     Generator {
-        index: s.index,
-        count: s.count,
-        users: s.users,
-        duration_s: s.duration_s,
-        cpu_s: s.cpu_s,
-        cores: s.cores,
+        shard: s.clone(),
         busy_pct,
-        peak_rss_bytes: s.peak_rss_bytes,
         rss_per_user_bytes: s.peak_rss_bytes as f64 / f64::from(s.users.max(1)),
-        fd_limit: s.fd_limit,
     }
 }
 

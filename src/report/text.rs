@@ -345,14 +345,15 @@ fn resources(out: &mut String, r: &Report) {
         "fd limit",
     ]);
     for g in &r.generators {
+        let s = &g.shard;
         t.add_row(vec![
-            format!("shard {}/{}", g.index, g.count),
-            thousands(u64::from(g.users)),
-            format!("{:.1} s", g.cpu_s),
-            format!("{:.0}% of {}", g.busy_pct, g.cores),
-            format!("{:.1} MiB", g.peak_rss_bytes as f64 / 1048576.0),
+            format!("shard {}/{}", s.index, s.count),
+            thousands(u64::from(s.users)),
+            format!("{:.1} s", s.cpu_s),
+            format!("{:.0}% of {}", g.busy_pct, s.cores),
+            format!("{:.1} MiB", s.peak_rss_bytes as f64 / 1048576.0),
             format!("{:.1} KiB", g.rss_per_user_bytes / 1024.0),
-            thousands(g.fd_limit),
+            thousands(s.fd_limit),
         ]);
     }
     let _ = writeln!(out, "\n{t}");
