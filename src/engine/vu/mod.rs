@@ -12,6 +12,7 @@ mod record;
 mod send;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -102,20 +103,30 @@ struct Link<S> {
 
 /// Runs one virtual user to the end of the run. A panic of the user's task is caught
 /// here and reported as an engine failure of this user ([`Shared::user_failed`]).
-pub async fn run<D: Driver>(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) {
+///
+/// Built from combinators rather than as an `async fn`: an `async fn` holding the user's
+/// future in a local and then awaiting it keeps room for it twice, which is most of an
+/// idle user's memory.
+pub fn run<D: Driver>(
+    driver: Arc<D>,
+    shared: Arc<Shared>,
+    cfg: Arc<VuConfig>,
+    spec: VuSpec,
+) -> impl Future<Output = ()> + Send {
     let (ix, slot) = (spec.ctx.ix, spec.slot);
-    let user = {
-        let shared = shared.clone();
-        async move { Vu::new(driver, shared, cfg, spec).live().await }
-    };
-    if let Err(panic) = AssertUnwindSafe(user).catch_unwind().await {
-        let what = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
-            (Some(s), _) => s,
-            (_, Some(s)) => s.as_str(),
-            (None, None) => "a panic without a message",
-        };
-        shared.user_failed(ix, slot, what);
-    }
+    let failed = shared.clone();
+    AssertUnwindSafe(async move { Vu::new(driver, shared, cfg, spec).live().await })
+        .catch_unwind()
+        .map(move |outcome| {
+            if let Err(panic) = outcome {
+                let what = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+                    (Some(s), _) => s,
+                    (_, Some(s)) => s.as_str(),
+                    (None, None) => "a panic without a message",
+                };
+                failed.user_failed(ix, slot, what);
+            }
+        })
 }
 
 /// One virtual user's state.
@@ -271,7 +282,9 @@ impl<D: Driver> Vu<D> {
             };
             match event {
                 Some(ev) => self.take_events(ev, &mut link),
-                None => self.wake_up(&mut link, traffic, phase).await,
+                // Boxed: the wake-up's futures (sends, heartbeat, flush, reconnect) are most
+                // of a user's state machine, and an idle user should not carry them.
+                None => Box::pin(self.wake_up(&mut link, traffic, phase)).await,
             }
         }
         self.flush_tally();
