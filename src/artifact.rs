@@ -272,18 +272,21 @@ impl Artifact {
     }
 
     /// Merges another shard's result of the same run into this one, exactly: the result is
-    /// what one process running both shards would have recorded.
+    /// what one process running both shards would have recorded. Refused, with the reason,
+    /// when `other` is not of the same run ([`Artifact::mismatch`]) or holds a shard this one
+    /// already has: a shard merged twice would count its messages twice.
     pub fn merge(&mut self, other: &Artifact) -> std::result::Result<(), String> {
-        if other.schema_version != self.schema_version {
-            return Err(format!(
-                "schema_version {} differs from {}",
-                other.schema_version, self.schema_version
-            ));
+        if let Some(why) = self.mismatch(other) {
+            return Err(why);
         }
-        if other.run_id != self.run_id {
+        if let Some(s) = other
+            .shards
+            .iter()
+            .find(|s| self.shards.iter().any(|t| t.index == s.index))
+        {
             return Err(format!(
-                "run {} is not run {}: only shards of one run merge",
-                other.run_id, self.run_id
+                "shard {}/{} of run {} is already merged: the same shard twice",
+                s.index, s.count, self.run_id
             ));
         }
         self.duration_s = self.duration_s.max(other.duration_s);
@@ -309,6 +312,54 @@ impl Artifact {
         self.metrics.merge(&other.metrics);
         self.ledger.merge(&other.ledger);
         Ok(())
+    }
+
+    /// Why `other` cannot be a shard of the same run as this one, if it cannot: another
+    /// format version, run id, scenario, driver, shard count or set of checks.
+    pub fn mismatch(&self, other: &Artifact) -> Option<String> {
+        let differs = |what: &str, theirs: &dyn std::fmt::Display, ours: &dyn std::fmt::Display| {
+            Some(format!(
+                "{what} {theirs} is not {ours}: only shards of one run merge"
+            ))
+        };
+        if other.schema_version != self.schema_version {
+            return differs(
+                "schema_version",
+                &other.schema_version,
+                &self.schema_version,
+            );
+        }
+        if other.run_id != self.run_id {
+            return differs("run", &other.run_id, &self.run_id);
+        }
+        if other.scenario != self.scenario {
+            return differs("scenario", &other.scenario, &self.scenario);
+        }
+        if other.driver != self.driver {
+            return differs("driver", &other.driver, &self.driver);
+        }
+        if other.shard_count() != self.shard_count() {
+            return differs("shard count", &other.shard_count(), &self.shard_count());
+        }
+        if other.checks != self.checks {
+            return Some(
+                "its checks differ: only shards of one run (one scenario, the same --set) merge"
+                    .to_owned(),
+            );
+        }
+        None
+    }
+
+    /// The number of shards of the run (the largest `count` its shards state).
+    pub fn shard_count(&self) -> u32 {
+        self.shards.iter().map(|s| s.count).max().unwrap_or(1)
+    }
+
+    /// The shard indices of the run that this result lacks, in order.
+    pub fn missing_shards(&self) -> Vec<u32> {
+        (0..self.shard_count())
+            .filter(|&i| !self.shards.iter().any(|s| s.index == i))
+            .collect()
     }
 
     /// Writes `result.json` into `dir` (created if needed) and returns its path.
@@ -338,7 +389,10 @@ impl Artifact {
             ))
         };
         match serde_json::from_slice::<Artifact>(&text) {
-            Ok(a) if a.schema_version == SCHEMA_VERSION => Ok(a),
+            Ok(a) if a.schema_version == SCHEMA_VERSION => match a.shards_problem() {
+                Some(msg) => Err(bad(msg)),
+                None => Ok(a),
+            },
             Ok(a) => Err(wrong_version(Some(u64::from(a.schema_version)))),
             Err(e) => {
                 // Only on failure: is it another version, or not a result at all?
@@ -357,20 +411,62 @@ impl Artifact {
         }
     }
 
-    /// Reads several result files and merges them into one.
+    /// Reads several result files of one run and merges them into one. A file of another
+    /// run, or one holding a shard an earlier file already gave, is refused with an error
+    /// naming both files. Missing shards are not an error here: the report marks the
+    /// result incomplete ([`Artifact::missing_shards`]).
     pub fn read_merged(paths: &[PathBuf]) -> Result<Artifact> {
         let (first, rest) = paths
             .split_first()
             .ok_or_else(|| Error::Usage("no result file given".to_owned()))?;
         let mut all = Artifact::read(first)?;
+        // Which file each shard came from, to name it when a later file repeats it.
+        let mut from: Vec<(u32, &PathBuf)> = all.shards.iter().map(|s| (s.index, first)).collect();
         for p in rest {
             let next = Artifact::read(p)?;
-            all.merge(&next).map_err(|msg| Error::Artifact {
+            let bad = |msg: String| Error::Artifact {
                 path: p.clone(),
                 msg,
-            })?;
+            };
+            if let Some(why) = all.mismatch(&next) {
+                return Err(bad(format!("{why} (as in {})", first.display())));
+            }
+            for s in &next.shards {
+                if let Some((_, earlier)) = from.iter().find(|(i, _)| *i == s.index) {
+                    return Err(bad(format!(
+                        "shard {}/{} of run {} is also in {}: the same shard given twice",
+                        s.index,
+                        s.count,
+                        next.run_id,
+                        earlier.display()
+                    )));
+                }
+            }
+            from.extend(next.shards.iter().map(|s| (s.index, p)));
+            all.merge(&next).map_err(bad)?;
         }
         Ok(all)
+    }
+
+    /// Why the shards of this result are inconsistent, if they are: a count of zero, an
+    /// index not below the count, counts that differ, or an index twice.
+    fn shards_problem(&self) -> Option<String> {
+        let count = self.shard_count();
+        for (k, s) in self.shards.iter().enumerate() {
+            if s.count != count || s.index >= s.count {
+                return Some(format!(
+                    "shards[{k}]: shard {}/{} does not fit a run of {count} shard(s)",
+                    s.index, s.count
+                ));
+            }
+            if self.shards[..k].iter().any(|t| t.index == s.index) {
+                return Some(format!(
+                    "shards[{k}]: shard {}/{} appears twice",
+                    s.index, s.count
+                ));
+            }
+        }
+        None
     }
 }
 
@@ -420,6 +516,122 @@ mod tests {
         }
         let bad = r#"{"key":"checks.x","metric":"lost","op":"<","value":0}"#;
         assert!(serde_json::from_str::<CheckSpec>(bad).is_err());
+    }
+
+    /// The report's fixture (a real run's result) as shard `index` of `count`.
+    fn shard(index: u32, count: u32) -> Artifact {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/testdata/result.json");
+        let mut a = Artifact::read(&path).expect("the fixture reads");
+        for s in &mut a.shards {
+            (s.index, s.count) = (index, count);
+        }
+        for p in &mut a.processes {
+            p.shard = index;
+        }
+        a
+    }
+
+    #[test]
+    fn issue_10_merge_refuses_a_shard_it_already_has() {
+        let a = shard(0, 2);
+        let mut m = a.clone();
+        let err = m.merge(&a).expect_err("a shard merged with itself");
+        assert!(err.contains("shard 0/2") && err.contains("twice"), "{err}");
+        assert_eq!(m, a, "a refused merge changes nothing");
+        // Also when it is already inside a merge of several.
+        let mut both = shard(0, 2);
+        both.merge(&shard(1, 2)).expect("shards 0 and 1 merge");
+        assert_eq!(both.missing_shards(), Vec::<u32>::new());
+        let err = both.merge(&shard(1, 2)).expect_err("shard 1 again");
+        assert!(err.contains("shard 1/2"), "{err}");
+    }
+
+    #[test]
+    fn issue_10_merge_refuses_results_of_another_run() {
+        let a = shard(0, 2);
+        type Change = fn(&mut Artifact);
+        let cases: [(&str, Change); 6] = [
+            ("run 0000beef is not", |b| b.run_id = "0000beef".to_owned()),
+            ("scenario other is not", |b| b.scenario = "other".to_owned()),
+            ("driver mqtt is not", |b| b.driver = "mqtt".to_owned()),
+            ("schema_version 2 is not 1", |b| b.schema_version = 2),
+            ("its checks differ", |b| b.checks[0].value += 1.0),
+            ("shard count 3 is not 2", |b| {
+                b.shards[0].count = 3;
+            }),
+        ];
+        for (expected, change) in cases {
+            let mut b = shard(1, 2);
+            change(&mut b);
+            let err = a.clone().merge(&b).expect_err(expected);
+            assert!(err.contains(expected), "{expected:?} not in {err:?}");
+        }
+    }
+
+    #[test]
+    fn issue_10_missing_shards_are_listed() {
+        assert_eq!(shard(0, 2).missing_shards(), [1]);
+        let mut m = shard(0, 3);
+        m.merge(&shard(2, 3)).expect("shards 0 and 2 of 3 merge");
+        assert_eq!(m.missing_shards(), [1]);
+        assert_eq!(shard(0, 1).missing_shards(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn issue_10_read_merged_names_both_files() {
+        let dir = std::env::temp_dir().join(format!("msgstorm-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let write = |name: &str, a: &Artifact| {
+            let sub = dir.join(name);
+            a.write(&sub).expect("write a result")
+        };
+        let a = write("a", &shard(0, 2));
+        let b = write("b", &shard(1, 2));
+        let mut other = shard(1, 2);
+        other.run_id = "0000beef".to_owned();
+        let c = write("c", &other);
+        let merged = Artifact::read_merged(&[a.clone(), b.clone()]).expect("0/2 and 1/2");
+        assert_eq!(merged.shards.len(), 2);
+        let message = |paths: &[PathBuf]| {
+            let e = Artifact::read_merged(paths).expect_err("refused");
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+            e.to_string()
+        };
+        let e = message(&[a.clone(), a.clone()]);
+        assert_eq!(
+            e,
+            format!(
+                "{}: shard 0/2 of run {} is also in {}: the same shard given twice",
+                a.display(),
+                merged.run_id,
+                a.display()
+            )
+        );
+        let e = message(&[a.clone(), b.clone(), b.clone()]);
+        assert!(
+            e.starts_with(&format!("{}: shard 1/2 ", b.display())),
+            "{e}"
+        );
+        assert!(e.contains(&format!("also in {}", b.display())), "{e}");
+        let e = message(&[a.clone(), c.clone()]);
+        assert!(
+            e.starts_with(&format!(
+                "{}: run 0000beef is not {}",
+                c.display(),
+                merged.run_id
+            )) && e.ends_with(&format!("(as in {})", a.display())),
+            "{e}"
+        );
+        // One file whose own shards do not add up is refused when read.
+        let mut twice = shard(0, 2);
+        twice.shards.push(twice.shards[0].clone());
+        let t = write("t", &twice);
+        assert!(message(&[t]).contains("shards[1]: shard 0/2 appears twice"));
+        let mut beyond = shard(0, 2);
+        beyond.shards[0].index = 2;
+        let x = write("x", &beyond);
+        assert!(message(&[x]).contains("shards[0]: shard 2/2 does not fit a run of 2 shard(s)"));
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! SLO checks: each scenario check evaluated against an artifact, with the measured value,
-//! plus the pseudo-checks every run must pass (`run.logins`, `run.completed`, `run.engine`).
+//! plus the pseudo-checks every run must pass (`run.shards`, `run.logins`, `run.completed`,
+//! `run.engine`).
 
 use serde::Serialize;
 
@@ -42,6 +43,9 @@ pub enum Measure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunMetric {
+    /// `run.shards`: shards of the run present in the result (all of them must be: a
+    /// partial result cannot judge delivery, nor pass).
+    Shards,
     /// `run.logins`: successful logins, when there were attempts (at least one must succeed).
     Logins,
     /// `run.completed`: 1 when a signal stopped the run (it must end on its own).
@@ -79,6 +83,7 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
     let m = &a.metrics;
     let failed = |metric, op, bound, value| CheckOutcome {
         key: match metric {
+            RunMetric::Shards => "run.shards",
             RunMetric::Logins => "run.logins",
             RunMetric::Interrupted => "run.completed",
             RunMetric::EngineErrors => "run.engine",
@@ -92,6 +97,16 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
         not_measured: None,
         passed: false,
     };
+    let count = a.shard_count();
+    let missing = a.missing_shards().len() as u32;
+    if missing > 0 {
+        out.push(failed(
+            RunMetric::Shards,
+            Op::AtLeast,
+            f64::from(count),
+            f64::from(count - missing),
+        ));
+    }
     if m.count(Counter::LoginOk) == 0 && m.count(Counter::ConnectAttempts) > 0 {
         out.push(failed(RunMetric::Logins, Op::AtLeast, 1.0, 0.0));
     }

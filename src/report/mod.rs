@@ -22,7 +22,7 @@ use crate::artifact::Artifact;
 pub struct Rendered {
     /// The terminal report.
     pub text: String,
-    /// True when every check passed and the run was not interrupted.
+    /// True when every check passed, the run was not interrupted and no shard is missing.
     pub passed: bool,
 }
 

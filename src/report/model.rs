@@ -17,7 +17,7 @@ use crate::monitor::ProcUsage;
 /// The report of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// Pass, fail or interrupted.
+    /// Pass, fail, incomplete or interrupted.
     pub verdict: Verdict,
     /// Scenario name.
     pub scenario: String,
@@ -53,6 +53,8 @@ pub struct Report {
     pub series: Vec<SecondPoint>,
     /// One entry per generator process.
     pub generators: Vec<Generator>,
+    /// Shards of the run missing from the result (see [`Verdict::Incomplete`]).
+    pub missing_shards: Vec<u32>,
     /// CPU and memory of the generator and watched processes over the run.
     pub processes: Vec<ProcUsage>,
     /// What bounded the run.
@@ -69,6 +71,9 @@ pub enum Verdict {
     Pass,
     /// A check failed.
     Fail,
+    /// Shards of the run are missing from the result: whatever its checks say, it is not
+    /// the run's result (`run.shards` fails).
+    Incomplete,
     /// A signal stopped the run.
     Interrupted,
 }
@@ -154,7 +159,10 @@ impl Report {
         let delivery = a.ledger.summary();
         let checks = checks::evaluate(a, &delivery);
         let series = series::of(m);
-        let verdict = if a.interrupted {
+        let missing_shards = a.missing_shards();
+        let verdict = if !missing_shards.is_empty() {
+            Verdict::Incomplete
+        } else if a.interrupted {
             Verdict::Interrupted
         } else if checks.iter().all(|c| c.passed) {
             Verdict::Pass
@@ -224,6 +232,7 @@ impl Report {
             sweep: Sweep::of(a),
             series,
             generators: a.shards.iter().map(generator).collect(),
+            missing_shards,
             processes: a.processes.clone(),
             findings: findings::find(a),
             notes: a
@@ -235,7 +244,7 @@ impl Report {
         }
     }
 
-    /// True when every check passed and the run was not interrupted.
+    /// True when every check passed, the run was not interrupted and no shard is missing.
     pub fn passed(&self) -> bool {
         self.verdict == Verdict::Pass
     }

@@ -260,3 +260,80 @@ fn pseudo_checks_fail_a_run_without_logins_an_interrupted_run_and_engine_errors(
     assert_eq!(report.verdict, Verdict::Fail);
     assert!(text::render(&report).starts_with("FAIL: run.logins, run.engine — "));
 }
+
+/// The fixture as shard `index` of `count`.
+fn shard(index: u32, count: u32) -> Artifact {
+    let mut a = fixture();
+    for s in &mut a.shards {
+        (s.index, s.count) = (index, count);
+    }
+    for p in &mut a.processes {
+        p.shard = index;
+    }
+    a
+}
+
+#[test]
+fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
+    let mut lone = shard(0, 2);
+    lone.checks.clear();
+    assert_eq!(Report::new(&fixture_passing()).verdict, Verdict::Pass);
+    let report = Report::new(&lone);
+    assert_eq!(report.verdict, Verdict::Incomplete);
+    assert!(!report.passed());
+    assert_eq!(report.missing_shards, [1]);
+    let c = &report.checks[0];
+    assert_eq!(
+        (c.key.as_str(), c.metric, c.bound, c.value, c.passed),
+        (
+            "run.shards",
+            Measure::Run(RunMetric::Shards),
+            2.0,
+            Some(1.0),
+            false
+        )
+    );
+    let text = text::render(&report);
+    assert!(
+        text.starts_with("INCOMPLETE: 1 of 2 shards: missing shard 1; FAIL: run.shards — "),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| run.shards "))
+        .unwrap_or_else(|| panic!("no run.shards row:\n{text}"));
+    assert!(
+        row.contains("all 2 shards of the run") && row.contains("1 of 2 shards: missing shard 1"),
+        "{row}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&json::render(&report).expect("encode")).expect("JSON");
+    assert_eq!(json["verdict"], "incomplete");
+    assert_eq!(json["missing_shards"], serde_json::json!([1]));
+
+    // Shards 0 and 2 of 3 (the same ledger twice, so duplicates too): incomplete first,
+    // every failure named.
+    let mut m = shard(0, 3);
+    m.merge(&shard(2, 3)).expect("0/3 and 2/3 merge");
+    let report = Report::new(&m);
+    assert_eq!(report.verdict, Verdict::Incomplete);
+    let text = text::render(&report);
+    assert!(
+        text.starts_with(
+            "INCOMPLETE: 2 of 3 shards: missing shard 1; FAIL: checks.max_duplicated, \
+             checks.ack_p99, run.shards — "
+        ),
+        "{text}"
+    );
+
+    // Interrupted and incomplete: incomplete says more.
+    lone.interrupted = true;
+    assert_eq!(Report::new(&lone).verdict, Verdict::Incomplete);
+}
+
+/// The fixture without its checks.
+fn fixture_passing() -> Artifact {
+    let mut a = fixture();
+    a.checks.clear();
+    a
+}

@@ -85,18 +85,20 @@ pub fn render(r: &Report) -> String {
 }
 
 fn summary(out: &mut String, r: &Report) {
+    let failed = || {
+        let names: Vec<&str> = r
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.key.as_str())
+            .collect();
+        format!("FAIL: {}", names.join(", "))
+    };
     let verdict = match r.verdict {
         Verdict::Interrupted => "INTERRUPTED".to_owned(),
         Verdict::Pass => format!("PASS ({} checks)", r.checks.len()),
-        Verdict::Fail => {
-            let names: Vec<&str> = r
-                .checks
-                .iter()
-                .filter(|c| !c.passed)
-                .map(|c| c.key.as_str())
-                .collect();
-            format!("FAIL: {}", names.join(", "))
-        }
+        Verdict::Fail => failed(),
+        Verdict::Incomplete => format!("INCOMPLETE: {}; {}", shards_present(r), failed()),
     };
     let e2e_p99 = r
         .latency_us
@@ -410,6 +412,18 @@ fn finding(f: &Finding) -> String {
     }
 }
 
+/// `2 of 3 shards: missing shard 1`.
+fn shards_present(r: &Report) -> String {
+    let count = r.generators.len() + r.missing_shards.len();
+    let missing: Vec<String> = r.missing_shards.iter().map(u32::to_string).collect();
+    format!(
+        "{} of {count} shards: missing shard{} {}",
+        r.generators.len(),
+        if missing.len() == 1 { "" } else { "s" },
+        missing.join(", ")
+    )
+}
+
 /// A check's bound and what was measured, with units.
 fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
     match c.metric {
@@ -439,6 +453,10 @@ fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 format!("none of {} attempts{first}", r.connections.attempts),
             )
         }
+        Measure::Run(RunMetric::Shards) => (
+            format!("all {:.0} shards of the run", c.bound),
+            shards_present(r),
+        ),
         Measure::Run(RunMetric::Interrupted) => (
             "the run ends on its own".to_owned(),
             "interrupted by a signal".to_owned(),

@@ -1,6 +1,8 @@
 //! `msgstorm report result.json` is a pure function of the result file: it prints exactly
 //! the report the run printed and exits with the run's exit code; a result file of another
 //! format version is refused with exit 2 and a message naming the file and the version.
+//! Shards merge only once each and only within one run (exit 2 otherwise); a result missing
+//! shards is reported INCOMPLETE with exit 1, never PASS.
 
 use crate::common::run::{msgstorm, Ran, Work};
 
@@ -100,6 +102,87 @@ async fn report_refuses_another_schema_version_with_exit_2() {
     msgstorm(&["report", junk.to_str().expect("utf-8")])
         .await
         .expect_code(2);
+}
+
+/// `result` rewritten as shard `index` of `count` of run `run_id`, saved as `name`.
+fn as_shard(work: &Work, result: &str, name: &str, index: u32, count: u32, run_id: &str) -> String {
+    let mut value = read_json(result);
+    value["run_id"] = run_id.into();
+    value["shards"][0]["index"] = index.into();
+    value["shards"][0]["count"] = count.into();
+    for p in value["processes"].as_array_mut().expect("processes") {
+        p["shard"] = index.into();
+    }
+    let text = serde_json::to_string(&value).expect("serialize");
+    work.write(name, &text).to_str().expect("utf-8").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_10_report_refuses_a_shard_twice_and_marks_missing_shards_incomplete() {
+    let work = Work::new();
+    let (ran, result) = short_run(&work, "max_lost = 0").await;
+    ran.expect_code(0);
+    let run_id = read_json(&result)["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_owned();
+
+    // The same file twice: refused, naming it, nothing printed on stdout.
+    let twice = msgstorm(&["report", &result, &result]).await;
+    twice.expect_code(2);
+    assert!(twice.stdout.is_empty(), "{twice}");
+    assert!(
+        twice.stderr.contains(&format!(
+            "{result}: shard 0/1 of run {run_id} is also in {result}: the same shard given twice"
+        )),
+        "{twice}"
+    );
+
+    // A lone shard 0/2 is not the run's result.
+    let half = as_shard(&work, &result, "half0.json", 0, 2, &run_id);
+    let lone = msgstorm(&["report", &half]).await;
+    lone.expect_code(1);
+    assert!(
+        lone.verdict()
+            .starts_with("INCOMPLETE: 1 of 2 shards: missing shard 1; FAIL: run.shards — "),
+        "{lone}"
+    );
+    let json = msgstorm(&["report", &half, "--json"]).await;
+    json.expect_code(1);
+    let r: serde_json::Value = serde_json::from_str(&json.stdout).expect("report --json is JSON");
+    assert_eq!(r["verdict"], "incomplete", "{json}");
+
+    // Shards 0 and 2 of 3: shard 1 is missing.
+    let (s0, s2) = (
+        as_shard(&work, &result, "s0.json", 0, 3, &run_id),
+        as_shard(&work, &result, "s2.json", 2, 3, &run_id),
+    );
+    let gap = msgstorm(&["report", &s0, &s2]).await;
+    gap.expect_code(1);
+    assert!(
+        gap.verdict()
+            .starts_with("INCOMPLETE: 2 of 3 shards: missing shard 1; FAIL: "),
+        "{gap}"
+    );
+
+    // Shard 1 of another run, or of a run of 3 shards: refused, naming both files.
+    let other = as_shard(&work, &result, "other.json", 1, 2, "0000beef");
+    let mixed = msgstorm(&["report", &half, &other]).await;
+    mixed.expect_code(2);
+    assert!(
+        mixed.stderr.contains(&format!(
+            "{other}: run 0000beef is not {run_id}: only shards of one run merge (as in {half})"
+        )),
+        "{mixed}"
+    );
+    let counts = msgstorm(&["report", &half, &s2]).await;
+    counts.expect_code(2);
+    assert!(
+        counts
+            .stderr
+            .contains(&format!("{s2}: shard count 3 is not 2")),
+        "{counts}"
+    );
 }
 
 /// `schema/result.schema.json`, compiled (the schema itself is checked against its
