@@ -224,6 +224,40 @@ mod tests {
         assert!(u[0].cpu_peak_pct > 0.0, "{:?}", u[0]);
     }
 
+    /// Keeps this thread's core busy for `span`.
+    fn busy(span: Duration) {
+        let mut x = 0u64;
+        let start = Instant::now();
+        while start.elapsed() < span {
+            for i in 0..10_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+        }
+        assert_ne!(x, 1);
+    }
+
+    #[test]
+    fn issue_10_a_short_last_sample_adds_no_cpu_point() {
+        let mut m = Monitor::new(Instant::now(), 0, &[]);
+        busy(Duration::from_secs(1));
+        m.sample();
+        let first = m.procs[0].0.series.clone();
+        assert_eq!(first.len(), 1, "a real one-second sample: {first:?}");
+        // The end of a run: one or two more samples within 100 ms of the last, busy.
+        let end = Instant::now();
+        busy(Duration::from_millis(40));
+        m.sample();
+        busy(Duration::from_millis(40));
+        m.sample();
+        assert!(
+            end.elapsed() < MIN_CPU_SPAN,
+            "the end samples were not short"
+        );
+        let u = m.finish();
+        assert_eq!(u[0].series, first, "the partial interval is no CPU point");
+        assert_eq!(u[0].cpu_peak_pct, f64::from(first[0].1));
+    }
+
     #[test]
     fn finds_processes_by_name_and_notices_exit() {
         let mut child = std::process::Command::new("sleep")

@@ -16,6 +16,10 @@ pub const SEND_LAG_P99_US: u64 = 10_000;
 /// CPU use, in % of all of a process's host's cores, from which that process is saturated.
 pub const SATURATED_PCT: f64 = 90.0;
 
+/// How the note that `msgstorm run` records when the reference server ran embedded in the
+/// generator's own process begins.
+const EMBEDDED_IN_GENERATOR: &str = "the reference server ran embedded in the generator's process";
+
 /// One finding about what bounded the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -34,6 +38,9 @@ pub enum Finding {
         pid: u32,
         /// True for a generator process, false for a target process.
         generator: bool,
+        /// True when it is a generator process that also ran the embedded reference server:
+        /// then neither side's capacity can be read from the run.
+        embedded_server: bool,
         /// Cores of the host (of the shard that watched it).
         cores: u32,
         /// The first second of the run at which it did.
@@ -50,6 +57,7 @@ pub fn find(a: &Artifact) -> Vec<Finding> {
     if lag_p99 > SEND_LAG_P99_US {
         out.push(Finding::SendLag { p99_us: lag_p99 });
     }
+    let embedded = a.notes.iter().any(|n| n.starts_with(EMBEDDED_IN_GENERATOR));
     for p in &a.processes {
         let Some(cores) = a
             .shards
@@ -67,6 +75,7 @@ pub fn find(a: &Artifact) -> Vec<Finding> {
             process: p.name.clone(),
             pid: p.pid,
             generator: p.generator,
+            embedded_server: p.generator && embedded,
             cores,
             from_sec: sec,
             cpu_pct: pct,

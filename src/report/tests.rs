@@ -64,7 +64,8 @@ fn findings_are_computed_not_read_from_notes() {
         text::render(&Report::new(&new)),
     );
     assert_eq!(old_text, new_text);
-    assert_eq!(old_text.matches("was the bottleneck there").count(), 1);
+    assert_eq!(old_text.matches("was the bottleneck there").count(), 0);
+    assert_eq!(old_text.matches("used all 2 cores").count(), 1);
     let report = Report::new(&new);
     assert_eq!(
         report.findings,
@@ -72,11 +73,45 @@ fn findings_are_computed_not_read_from_notes() {
             process: "msgstorm (generator)".to_owned(),
             pid: 10963,
             generator: true,
+            embedded_server: true,
             cores: 2,
             from_sec: 0,
             cpu_pct: 692.52655,
         }]
     );
+}
+
+#[test]
+fn issue_10_a_saturated_generator_with_the_embedded_server_blames_neither_side() {
+    // The fixture's server ran embedded in the generator's process (its notes say so).
+    let embedded = fixture();
+    let text = text::render(&Report::new(&embedded));
+    assert!(
+        text.contains(
+            "note: the generator process (pid 10963), which also ran the embedded reference \
+             server, used all 2 cores from second 0 (693% of one core): neither side's capacity \
+             can be read from this run; run `msgstorm serve` separately (its own cores or host) \
+             and give the scenario a [target]\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("the generator itself"), "{text}");
+    // Against a separate server, a saturated generator is the generator's own limit.
+    let mut apart = fixture();
+    apart.notes.clear();
+    apart.target = "ws://10.0.0.5:8080/ws".to_owned();
+    let report = Report::new(&apart);
+    assert!(matches!(
+        report.findings.as_slice(),
+        [Finding::Saturated {
+            embedded_server: false,
+            ..
+        }]
+    ));
+    assert!(text::render(&report).contains(
+        "note: msgstorm (generator) (pid 10963) used all 2 cores from second 0 (693% of one \
+         core): the generator itself was the bottleneck there\n"
+    ));
 }
 
 #[test]
@@ -125,6 +160,7 @@ fn saturation_is_judged_against_the_cores_of_the_shard_that_saw_it() {
             process: "imserver".to_owned(),
             pid: 42,
             generator: false,
+            embedded_server: false,
             cores: 8,
             from_sec: 4,
             cpu_pct: 730.0,

@@ -394,12 +394,26 @@ fn finding(f: &Finding) -> String {
             *p99_us as f64 / 1000.0
         ),
         Finding::Saturated {
+            embedded_server: true,
+            pid,
+            cores,
+            from_sec,
+            cpu_pct,
+            ..
+        } => format!(
+            "the generator process (pid {pid}), which also ran the embedded reference server, \
+             used all {cores} cores from second {from_sec} ({cpu_pct:.0}% of one core): neither \
+             side's capacity can be read from this run; run `msgstorm serve` separately (its \
+             own cores or host) and give the scenario a [target]"
+        ),
+        Finding::Saturated {
             process,
             pid,
             generator,
             cores,
             from_sec,
             cpu_pct,
+            ..
         } => format!(
             "{process} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
              of one core): {} was the bottleneck there",
