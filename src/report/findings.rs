@@ -1,5 +1,6 @@
 //! What bounded a run, found in its artifact: the generator falling behind its schedule,
-//! and a watched process (generator or target) that used all cores.
+//! a watched process (generator or target) that used all cores, and sweep steps in which
+//! Little's law did not hold (their TPS and RT are not those of their concurrency).
 //!
 //! Computed at report time, so a merge of shards gets the findings of the whole run. Result
 //! files written before this module existed carry the same findings as sentences in their
@@ -7,6 +8,7 @@
 
 use serde::Serialize;
 
+use super::sweep::Sweep;
 use crate::artifact::Artifact;
 use crate::metrics::Hist;
 
@@ -15,6 +17,10 @@ pub const SEND_LAG_P99_US: u64 = 10_000;
 
 /// CPU use, in % of all of a process's host's cores, from which that process is saturated.
 pub const SATURATED_PCT: f64 = 90.0;
+
+/// How far TPS × mean RT (the requests in flight on average, by Little's law) may be from a
+/// sweep step's concurrency, as a fraction of it, before the step is a finding.
+pub const LITTLE_TOLERANCE: f64 = 0.15;
 
 /// How the note that `msgstorm run` records when the reference server ran embedded in the
 /// generator's own process begins.
@@ -48,10 +54,32 @@ pub enum Finding {
         /// Its CPU use that second, % of one core.
         cpu_pct: f32,
     },
+    /// In these sweep steps fewer requests were in flight on average (TPS × mean RT) than
+    /// the step's concurrency, by more than [`LITTLE_TOLERANCE`].
+    LittleBelow {
+        /// The steps, in sweep order.
+        steps: Vec<LittleGap>,
+    },
+    /// In these sweep steps more requests were in flight on average (TPS × mean RT) than
+    /// the step's concurrency, by more than [`LITTLE_TOLERANCE`].
+    LittleAbove {
+        /// The steps, in sweep order.
+        steps: Vec<LittleGap>,
+    },
 }
 
-/// The findings of `a`: send lag first, then saturated processes in the artifact's order.
-pub fn find(a: &Artifact) -> Vec<Finding> {
+/// A sweep step whose concurrency and TPS × mean RT disagree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LittleGap {
+    /// The step's concurrency (users with a request outstanding).
+    pub concurrency: u32,
+    /// TPS × mean RT: the requests in flight on average.
+    pub in_flight: f64,
+}
+
+/// The findings of `a` and its `sweep`: send lag first, then saturated processes in the
+/// artifact's order, then the sweep steps where Little's law did not hold.
+pub fn find(a: &Artifact, sweep: Option<&Sweep>) -> Vec<Finding> {
     let mut out = Vec::new();
     let lag_p99 = a.metrics.hist(Hist::SendLag).value_at_quantile(0.99);
     if lag_p99 > SEND_LAG_P99_US {
@@ -84,6 +112,25 @@ pub fn find(a: &Artifact) -> Vec<Finding> {
         if !out.contains(&found) {
             out.push(found);
         }
+    }
+    let (mut below, mut above) = (Vec::new(), Vec::new());
+    for row in sweep.map_or(&[][..], |s| &s.rows[..]) {
+        let concurrency = f64::from(row.concurrency);
+        let gap = LittleGap {
+            concurrency: row.concurrency,
+            in_flight: row.little,
+        };
+        if row.little < concurrency * (1.0 - LITTLE_TOLERANCE) {
+            below.push(gap);
+        } else if row.little > concurrency * (1.0 + LITTLE_TOLERANCE) {
+            above.push(gap);
+        }
+    }
+    if !below.is_empty() {
+        out.push(Finding::LittleBelow { steps: below });
+    }
+    if !above.is_empty() {
+        out.push(Finding::LittleAbove { steps: above });
     }
     out
 }

@@ -159,6 +159,7 @@ impl Report {
         let delivery = a.ledger.summary();
         let checks = checks::evaluate(a, &delivery);
         let series = series::of(m);
+        let sweep = Sweep::of(a);
         let missing_shards = a.missing_shards();
         let verdict = if !missing_shards.is_empty() {
             Verdict::Incomplete
@@ -229,12 +230,12 @@ impl Report {
                     (kind, ErrorCount { count, examples })
                 })
                 .collect(),
-            sweep: Sweep::of(a),
+            findings: findings::find(a, sweep.as_ref()),
+            sweep,
             series,
             generators: a.shards.iter().map(generator).collect(),
             missing_shards,
             processes: a.processes.clone(),
-            findings: findings::find(a),
             notes: a
                 .notes
                 .iter()

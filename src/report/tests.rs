@@ -68,8 +68,8 @@ fn findings_are_computed_not_read_from_notes() {
     assert_eq!(old_text.matches("used all 2 cores").count(), 1);
     let report = Report::new(&new);
     assert_eq!(
-        report.findings,
-        vec![Finding::Saturated {
+        saturated(&report),
+        vec![&Finding::Saturated {
             process: "msgstorm (generator)".to_owned(),
             pid: 10963,
             generator: true,
@@ -79,6 +79,14 @@ fn findings_are_computed_not_read_from_notes() {
             cpu_pct: 692.52655,
         }]
     );
+}
+
+/// The saturation findings of `r`.
+fn saturated(r: &Report) -> Vec<&Finding> {
+    r.findings
+        .iter()
+        .filter(|f| matches!(f, Finding::Saturated { .. }))
+        .collect()
 }
 
 #[test]
@@ -102,7 +110,7 @@ fn issue_10_a_saturated_generator_with_the_embedded_server_blames_neither_side()
     apart.target = "ws://10.0.0.5:8080/ws".to_owned();
     let report = Report::new(&apart);
     assert!(matches!(
-        report.findings.as_slice(),
+        saturated(&report).as_slice(),
         [Finding::Saturated {
             embedded_server: false,
             ..
@@ -150,13 +158,14 @@ fn saturation_is_judged_against_the_cores_of_the_shard_that_saw_it() {
     target.series = vec![(3, 650.0, 0), (4, 710.0, 0)];
     a.processes.push(target.clone());
     // 710% of one core is not 90% of 8 cores.
-    let found = Report::new(&a).findings;
+    let report = Report::new(&a);
+    let found = saturated(&report);
     assert_eq!(found.len(), 1, "{found:?}");
     a.processes.last_mut().expect("pushed").series = vec![(3, 650.0, 0), (4, 730.0, 0)];
     let report = Report::new(&a);
     assert_eq!(
-        report.findings.last(),
-        Some(&Finding::Saturated {
+        saturated(&report).last(),
+        Some(&&Finding::Saturated {
             process: "imserver".to_owned(),
             pid: 42,
             generator: false,
@@ -372,4 +381,90 @@ fn fixture_passing() -> Artifact {
     let mut a = fixture();
     a.checks.clear();
     a
+}
+
+/// The fixture's sweep (concurrency 4 then 16, whole seconds 3 and 5) with `replies` replies
+/// of round trip `rt_us` in each step's second.
+fn sweep_of(steps: [(u64, u64); 2]) -> Report {
+    let mut a = fixture();
+    let mut m = Metrics::new();
+    for (sec, (replies, rt_us)) in [3, 5].into_iter().zip(steps) {
+        m.add(sec, Counter::Replies, replies);
+        for _ in 0..replies {
+            m.record(sec, Hist::Request, rt_us);
+        }
+    }
+    a.metrics = m;
+    Report::new(&a)
+}
+
+/// The Little's-law findings of `r`.
+fn little(r: &Report) -> Vec<&Finding> {
+    r.findings
+        .iter()
+        .filter(|f| matches!(f, Finding::LittleBelow { .. } | Finding::LittleAbove { .. }))
+        .collect()
+}
+
+#[test]
+fn issue_10_little_law_mismatch_in_a_sweep_is_a_finding() {
+    // 4,000/s × 1 ms = 4 and 8,000/s × 2 ms = 16: the law holds, nothing to say.
+    let holds = sweep_of([(4_000, 1_000), (8_000, 2_000)]);
+    let rows: Vec<(u32, f64)> = holds
+        .sweep
+        .as_ref()
+        .expect("a sweep")
+        .rows
+        .iter()
+        .map(|r| (r.concurrency, r.little))
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for (c, l) in rows {
+        assert!((l - f64::from(c)).abs() < 0.01 * f64::from(c), "{c} vs {l}");
+    }
+    assert!(little(&holds).is_empty(), "{:?}", holds.findings);
+    // Within 15%: still nothing (16 × 1.14).
+    assert!(little(&sweep_of([(4_000, 1_000), (8_000, 2_280)])).is_empty());
+
+    // 2,000 users but 1,200 in flight, W3's case, scaled: 16 users, 9.6 in flight.
+    let below = sweep_of([(4_000, 1_000), (8_000, 1_200)]);
+    let found = little(&below);
+    let [Finding::LittleBelow { steps }] = found.as_slice() else {
+        panic!("{:?}", below.findings);
+    };
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].concurrency, 16);
+    assert!((steps[0].in_flight - 9.6).abs() < 0.1, "{steps:?}");
+    let text = text::render(&below);
+    assert!(
+        text.contains(
+            "note: Little's law does not hold at concurrency 16 (9.6 in flight): TPS × mean RT \
+             is more than 15% below the concurrency, so fewer requests were in flight than \
+             users. Likely causes: time between a reply and the user's next request"
+        ),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&json::render(&below).expect("encode")).expect("JSON");
+    let kinds: Vec<&str> = json["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"little_below"), "{kinds:?}");
+
+    // More in flight than users at concurrency 4 (6), fewer at 16 (8): both said.
+    let both = sweep_of([(4_000, 1_500), (8_000, 1_000)]);
+    let found = little(&both);
+    let [Finding::LittleBelow { steps: b }, Finding::LittleAbove { steps: a }] = found.as_slice()
+    else {
+        panic!("{:?}", both.findings);
+    };
+    assert_eq!((b[0].concurrency, a[0].concurrency), (16, 4));
+    assert!(text::render(&both).contains(
+        "note: Little's law does not hold at concurrency 4 (6.0 in flight): TPS × mean RT is \
+         more than 15% above the concurrency, so more requests were in flight than users. \
+         Likely causes: requests overlapping"
+    ));
 }

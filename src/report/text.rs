@@ -6,7 +6,7 @@ use std::fmt::Write;
 use comfy_table::{presets, CellAlignment, Table};
 
 use super::checks::{CheckOutcome, Measure, NotMeasured, RunMetric, Unit};
-use super::findings::Finding;
+use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
 use super::model::{Report, Verdict};
 use super::sweep::{Knee, Sweep};
 use crate::metrics::{Counter, ErrorKind, Hist};
@@ -393,6 +393,26 @@ fn finding(f: &Finding) -> String {
              count from the due time)",
             *p99_us as f64 / 1000.0
         ),
+        Finding::LittleBelow { steps } => format!(
+            "Little's law does not hold at concurrency {}: TPS × mean RT is more than {:.0}% \
+             below the concurrency, so fewer requests were in flight than users. Likely causes: \
+             time between a reply and the user's next request (the generator's own turnaround \
+             is outside the measured RT, which matters when RT is short), a ramp or warm-up \
+             inside the step, failed requests, or a generator too busy to keep every request \
+             outstanding (see its CPU). These steps' TPS and RT are not those of their \
+             concurrency",
+            gaps(steps),
+            LITTLE_TOLERANCE * 100.0
+        ),
+        Finding::LittleAbove { steps } => format!(
+            "Little's law does not hold at concurrency {}: TPS × mean RT is more than {:.0}% \
+             above the concurrency, so more requests were in flight than users. Likely causes: \
+             requests overlapping (a user sending again before its reply, e.g. after a \
+             timeout), or replies and round trips of another step counted in this one. These \
+             steps' TPS and RT are not those of their concurrency",
+            gaps(steps),
+            LITTLE_TOLERANCE * 100.0
+        ),
         Finding::Saturated {
             embedded_server: true,
             pid,
@@ -424,6 +444,21 @@ fn finding(f: &Finding) -> String {
             }
         ),
     }
+}
+
+/// `4 (0.8 in flight), 16 (7.2 in flight)`.
+fn gaps(steps: &[LittleGap]) -> String {
+    let each: Vec<String> = steps
+        .iter()
+        .map(|g| {
+            format!(
+                "{} ({:.1} in flight)",
+                thousands(u64::from(g.concurrency)),
+                g.in_flight
+            )
+        })
+        .collect();
+    each.join(", ")
 }
 
 /// `2 of 3 shards: missing shard 1`.
