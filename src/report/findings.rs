@@ -78,7 +78,8 @@ pub struct LittleGap {
 }
 
 /// The findings of `a` and its `sweep`: send lag first, then saturated processes in the
-/// artifact's order, then the sweep steps where Little's law did not hold.
+/// artifact's order, then the sweep steps where Little's law did not hold (not looked for
+/// when shards are missing).
 pub fn find(a: &Artifact, sweep: Option<&Sweep>) -> Vec<Finding> {
     let mut out = Vec::new();
     let lag_p99 = a.metrics.hist(Hist::SendLag).value_at_quantile(0.99);
@@ -113,6 +114,8 @@ pub fn find(a: &Artifact, sweep: Option<&Sweep>) -> Vec<Finding> {
             out.push(found);
         }
     }
+    // A result missing shards lacks their requests: that, not the law, is what it shows.
+    let sweep = sweep.filter(|_| a.missing_shards().is_empty());
     let (mut below, mut above) = (Vec::new(), Vec::new());
     for row in sweep.map_or(&[][..], |s| &s.rows[..]) {
         let concurrency = f64::from(row.concurrency);

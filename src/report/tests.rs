@@ -327,6 +327,12 @@ fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
     assert_eq!(report.verdict, Verdict::Incomplete);
     assert!(!report.passed());
     assert_eq!(report.missing_shards, [1]);
+    assert!(
+        little(&report).is_empty(),
+        "the missing shard's requests explain the sweep: {:?}",
+        report.findings
+    );
+    assert!(!little(&Report::new(&fixture())).is_empty());
     let c = &report.checks[0];
     assert_eq!(
         (c.key.as_str(), c.metric, c.bound, c.value, c.passed),
