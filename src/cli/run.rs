@@ -84,6 +84,8 @@ pub(super) fn out_dir(plan: &Plan) -> Result<std::path::PathBuf> {
 }
 
 /// Writes the result into its folder, prints the report, and returns the exit code.
+/// A process that ran one shard of several (`--shard I/N`) exits 0 when only the missing
+/// shards fail its report: its result is a part, judged when `report` merges every shard.
 pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     // The report goes out first: a result file that cannot be written must not also
     // cost the numbers on the screen.
@@ -91,6 +93,13 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     say(&rendered.text);
     let path = artifact.write(dir).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
+    if rendered.partial {
+        note(
+            "this result is one shard of the run: the run's verdict comes from \
+             `msgstorm report` over every shard's result.json",
+        );
+        return Ok(EXIT_OK);
+    }
     Ok(if rendered.passed {
         EXIT_OK
     } else {

@@ -24,14 +24,24 @@ pub struct Rendered {
     pub text: String,
     /// True when every check passed, the run was not interrupted and no shard is missing.
     pub passed: bool,
+    /// True when the only failed check is `run.shards`: a result of some shards of a run,
+    /// whose verdict only `report` over every shard's result can give.
+    pub partial: bool,
 }
 
 /// Computes the report of `a` and renders it for the terminal.
 pub fn render(a: &Artifact) -> Rendered {
     let report = Report::new(a);
+    let mut failed = report
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.key.as_str());
+    let partial = failed.next() == Some("run.shards") && failed.next().is_none();
     Rendered {
         text: text::render(&report),
         passed: report.passed(),
+        partial,
     }
 }
 

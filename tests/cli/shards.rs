@@ -86,6 +86,13 @@ async fn two_shards_of_one_run_merge_to_every_message_delivered() {
         }
     };
     let (ra, rb): (Ran, Ran) = tokio::join!(run("0/2", a_dir), run("1/2", b_dir));
+    // A shard alone is INCOMPLETE, but that is its nature: it exits 0 and says where the
+    // verdict comes from.
+    for r in [&ra, &rb] {
+        r.expect_code(0);
+        assert!(r.verdict().starts_with("INCOMPLETE"), "{r}");
+        assert!(r.stderr.contains("one shard of the run"), "{r}");
+    }
     let (pa, pb) = (
         format!("{a_dir}/result.json"),
         format!("{b_dir}/result.json"),
