@@ -20,6 +20,8 @@ mod mqtt_tls;
 mod serve_durability;
 #[path = "serve/faults.rs"]
 mod serve_faults;
+#[path = "serve/hostile.rs"]
+mod serve_hostile;
 #[path = "serve/limits.rs"]
 mod serve_limits;
 #[path = "serve/login.rs"]

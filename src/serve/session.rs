@@ -306,12 +306,14 @@ impl Session {
         }
         metrics.login(true);
         metrics.online.inc();
-        self.shared.hub.login(&user, self.id, self.outbox.clone());
+        // `welcome` is queued before the hub knows this connection as `user`, so no push
+        // can be queued ahead of it: the outbox is FIFO and `welcome` is always first.
         self.reply(&ServerFrame::Welcome {
             v: PROTOCOL_VERSION,
             user: user.clone(),
             ts: now_ms(),
         });
+        self.shared.hub.login(&user, self.id, self.outbox.clone());
         self.user = Some(user);
         None
     }
