@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// Close connections that send nothing for this long, e.g. `60s`.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
+    /// Close a connection whose pending write does not complete for this long (the
+    /// client stopped reading), e.g. `30s`.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub write_timeout: Duration,
     /// Worker pool size serving `kv_get` requests.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -91,6 +95,8 @@ pub struct ServeConfig {
     pub queue: usize,
     /// Idle timeout of a connection.
     pub idle_timeout: Duration,
+    /// Longest a write of queued frames may wait on the peer before the connection closes.
+    pub write_timeout: Duration,
     /// `kv_get` worker pool size.
     pub workers: usize,
     /// `kv_get` requests that may wait for a worker.
@@ -121,6 +127,7 @@ impl Default for ServeConfig {
             max_connections: 100_000,
             queue: 1024,
             idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
             workers: 4,
             kv_queue: 4096,
             backend_latency: Duration::from_millis(1),
@@ -145,6 +152,7 @@ impl From<ServeArgs> for ServeConfig {
             max_connections: a.max_connections,
             queue: a.queue,
             idle_timeout: a.idle_timeout,
+            write_timeout: a.write_timeout,
             workers: a.workers,
             kv_queue: a.kv_queue,
             backend_latency: a.backend_latency,

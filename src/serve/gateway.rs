@@ -92,7 +92,8 @@ async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Res
 }
 
 async fn echo(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
-    limits(ws, &shared).on_upgrade(super::echo::serve)
+    let (idle, write) = (shared.config.idle_timeout, shared.config.write_timeout);
+    limits(ws, &shared).on_upgrade(move |socket| super::echo::serve(socket, idle, write))
 }
 
 async fn refuse_full(mut socket: WebSocket, shared: &Shared, open: usize) {

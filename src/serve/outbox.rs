@@ -92,13 +92,27 @@ impl Outbox {
         self.metrics.queue_depth.dec_by(n);
     }
 
-    /// Moves up to `max` frames into `out`; returns the close reason once closed.
-    pub fn drain(&self, max: usize, out: &mut Vec<Utf8Bytes>) -> Option<ErrorCode> {
+    /// Moves up to `max` frames, and no more than `max_bytes` bytes unless a single frame
+    /// is larger, into `out`; returns the close reason once closed.
+    pub fn drain(
+        &self,
+        max: usize,
+        max_bytes: usize,
+        out: &mut Vec<Utf8Bytes>,
+    ) -> Option<ErrorCode> {
         let mut s = self.lock();
         if let Some(reason) = s.closed {
             return Some(reason);
         }
-        let n = max.min(s.frames.len());
+        let mut n = 0;
+        let mut bytes = 0;
+        for f in s.frames.iter().take(max) {
+            if n > 0 && bytes + f.len() > max_bytes {
+                break;
+            }
+            bytes += f.len();
+            n += 1;
+        }
         out.extend(s.frames.drain(..n));
         if s.frames.is_empty() {
             // An idle connection holds no queue memory at all.
@@ -151,7 +165,7 @@ mod tests {
         assert_eq!(m.queue_depth.get(), 0);
         assert_eq!(m.slow_consumers.get(), 1);
         let mut out = Vec::new();
-        assert_eq!(o.drain(10, &mut out), Some(ErrorCode::SlowConsumer));
+        assert_eq!(o.drain(10, 1024, &mut out), Some(ErrorCode::SlowConsumer));
         assert!(out.is_empty());
     }
 
@@ -163,8 +177,17 @@ mod tests {
             o.push(s.into());
         }
         let mut out = Vec::new();
-        assert_eq!(o.drain(2, &mut out), None);
+        assert_eq!(o.drain(2, 1024, &mut out), None);
         assert_eq!(out, vec![Utf8Bytes::from("1"), Utf8Bytes::from("2")]);
+        assert_eq!(m.queue_depth.get(), 1);
+        o.push("45".into());
+        o.push("6".into());
+        out.clear();
+        assert_eq!(o.drain(10, 2, &mut out), None, "bytes bound the batch");
+        assert_eq!(out, vec![Utf8Bytes::from("3")]);
+        out.clear();
+        assert_eq!(o.drain(10, 1, &mut out), None, "one frame even when larger");
+        assert_eq!(out, vec![Utf8Bytes::from("45")]);
         assert_eq!(m.queue_depth.get(), 1);
         drop(o);
         assert_eq!(m.queue_depth.get(), 0);

@@ -22,8 +22,11 @@ use crate::wire::{ClientFrame, Dest, ErrorCode, Ref, ServerFrame, PROTOCOL_VERSI
 
 /// Most messages one sync page returns.
 pub const SYNC_PAGE_MAX: u32 = 1000;
-/// Frames written per flush.
+/// Most frames written per flush.
 const WRITE_CHUNK: usize = 64;
+/// Most bytes taken from the outbox per flush (at least one frame): bounds what a write
+/// blocked on a peer that does not read holds outside the outbox.
+const WRITE_BYTES: usize = 64 * 1024;
 /// How long a closing error frame may take to go out.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
@@ -124,7 +127,7 @@ impl Session {
         // Allocated per flush, so an idle connection keeps no batch buffer.
         let mut batch = Vec::new();
         loop {
-            if let Some(reason) = self.outbox.drain(WRITE_CHUNK, &mut batch) {
+            if let Some(reason) = self.outbox.drain(WRITE_CHUNK, WRITE_BYTES, &mut batch) {
                 return Err(close_reason(reason));
             }
             if batch.is_empty() {
@@ -132,11 +135,21 @@ impl Session {
             }
             let write = write_all(ws, &mut batch);
             tokio::pin!(write);
+            // The idle timer is not polled while a write waits on the peer, so the write
+            // has its own bound: a client that stops reading is closed, not held.
+            let stalled = sleep(self.shared.config.write_timeout);
+            tokio::pin!(stalled);
             loop {
                 tokio::select! {
                     r = &mut write => {
                         r.map_err(|_| Close(ErrorCode::Internal, String::new()))?;
                         break;
+                    }
+                    () = &mut stalled => {
+                        self.shared.metrics.slow_consumers.inc();
+                        let t = humantime::format_duration(self.shared.config.write_timeout);
+                        let msg = format!("a write waited {t} for you to read");
+                        return Err(Close(ErrorCode::SlowConsumer, msg));
                     }
                     () = self.outbox.changed() => {
                         if let Some(reason) = self.outbox.closed() {
@@ -350,12 +363,21 @@ impl Session {
         } else {
             limit.min(SYNC_PAGE_MAX)
         };
+        // A page stops before its frame would pass `--max-frame`: the frame around the
+        // messages costs `overhead` bytes (with `more: true`, the longer form).
+        let overhead = store::json_len(&ServerFrame::SyncPage {
+            r#ref,
+            conv: conv.clone(),
+            msgs: Vec::new(),
+            more: true,
+        });
+        let max_bytes = self.shared.config.max_frame.saturating_sub(overhead);
         let c = conv.clone();
         let page = self
             .shared
             .readers
             .with(move |db| match store::access(db, &user, &c)? {
-                Access::Allowed => store::sync(db, &c, after, limit).map(Ok),
+                Access::Allowed => store::sync(db, &c, after, limit, max_bytes).map(Ok),
                 denied => Ok(Err(denied)),
             })
             .await;

@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use msgstorm::wire::{ClientFrame, Dest, ServerFrame, PROTOCOL_VERSION};
+use msgstorm::serve::ServeConfig;
+use msgstorm::wire::{direct_conv, ClientFrame, Dest, ServerFrame, PROTOCOL_VERSION};
 
-use crate::common::{bodies, config, start, Client, SECRET};
+use crate::common::{bodies, config, http_get, metric, start, Client, SECRET};
 
 /// Issue 10: a push could reach a client before `welcome`. Logins are hammered while a
 /// sender pushes to the same users; the first frame of every login must be `welcome`.
@@ -66,4 +67,100 @@ async fn issue_10_welcome_is_always_the_first_frame() {
         .expect("sender stops")
         .expect("sender task");
     assert!(rounds > 0, "pushes flowed while logging in");
+}
+
+/// Issue 10: a sync page of large bodies was one frame far above `--max-frame`. Pages are
+/// bounded by bytes too: each is at most the frame limit, and `more` leads to the rest.
+#[tokio::test]
+async fn issue_10_sync_pages_fit_the_frame_limit() {
+    const MAX_FRAME: usize = 16 * 1024;
+    let server = start(ServeConfig {
+        max_frame: MAX_FRAME,
+        max_body: 4 * 1024,
+        ..config()
+    })
+    .await;
+    let url = server.ws_url();
+    let mut a = Client::login(&url, "a", SECRET).await;
+    // Quotes double in JSON, so the page must count serialized bytes, not body bytes.
+    let big: Vec<String> = (0..60)
+        .map(|i| format!("{i}-{}{}", "\"".repeat(1000), "x".repeat(2000)))
+        .collect();
+    a.send_many(&Dest::User("b".into()), &big, 16).await;
+    let mut b = Client::login(&url, "b", SECRET).await;
+    let conv = direct_conv("a", "b");
+    let mut after = 0;
+    let mut pages = 0;
+    let mut got = Vec::new();
+    while pages < 100 {
+        let c = conv.clone();
+        let page = b
+            .request(|r| ClientFrame::Sync {
+                r#ref: r,
+                conv: c,
+                after,
+                limit: 0,
+            })
+            .await;
+        let size = serde_json::to_string(&page)
+            .expect("frames serialize")
+            .len();
+        assert!(size <= MAX_FRAME, "a page of {size} bytes > {MAX_FRAME}");
+        pages += 1;
+        let ServerFrame::SyncPage { msgs, more, .. } = page else {
+            panic!("expected a sync page, got {page:?}");
+        };
+        assert!(!msgs.is_empty(), "every page makes progress");
+        after = msgs.last().map_or(after, |m| m.seq);
+        got.extend(msgs.into_iter().map(|m| m.body));
+        if !more {
+            break;
+        }
+    }
+    assert!(pages > 1, "60 bodies of ~4 KiB of JSON need several pages");
+    assert_eq!(got, big, "every message once, in order");
+}
+
+/// Issue 10: a client that requests large replies and never reads pinned them past the
+/// idle timeout (the idle timer was not polled while a write blocked). A write that waits
+/// on the peer longer than `--write-timeout` closes the connection.
+#[tokio::test]
+async fn issue_10_a_client_that_never_reads_is_closed_within_the_write_timeout() {
+    let server = start(ServeConfig {
+        write_timeout: Duration::from_millis(300),
+        ..config()
+    })
+    .await;
+    let url = server.ws_url();
+    let mut a = Client::login(&url, "a", SECRET).await;
+    let big: Vec<String> = (0..40)
+        .map(|i| format!("{i}{}", "y".repeat(30_000)))
+        .collect();
+    a.send_many(&Dest::User("b".into()), &big, 8).await;
+    drop(a);
+    let mut b = Client::login(&url, "b", SECRET).await;
+    // ~600 pages of ~60 KiB: far more than the socket buffers of loopback hold.
+    for _ in 0..600 {
+        let r = b.next_ref();
+        b.send(&ClientFrame::Sync {
+            r#ref: r,
+            conv: direct_conv("a", "b"),
+            after: 0,
+            limit: 0,
+        })
+        .await;
+    }
+    let started = std::time::Instant::now();
+    let mut closed = false;
+    while !closed && started.elapsed() < Duration::from_secs(5) {
+        let text = http_get(server.addr(), "/metrics").await;
+        closed = metric(&text, "serve_connections") == Some(0.0)
+            && metric(&text, "serve_slow_consumer_disconnects_total") == Some(1.0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        closed,
+        "the non-reading client is still connected after 5 s"
+    );
+    drop(b);
 }
