@@ -297,6 +297,11 @@ pub enum ErrorCode {
     SlowConsumer,
     /// Nothing arrived within the idle timeout.
     IdleTimeout,
+    /// The connection did not log in within the login timeout.
+    LoginTimeout,
+    /// The caller may not do this (join an invite-only group it was not added to, add
+    /// members to a group it did not create).
+    Forbidden,
     /// The server is shutting down.
     ShuttingDown,
     /// The request could not be served now (worker pool full).
@@ -325,6 +330,8 @@ impl ErrorCode {
             ErrorCode::TooManyConnections => "too_many_connections",
             ErrorCode::SlowConsumer => "slow_consumer",
             ErrorCode::IdleTimeout => "idle_timeout",
+            ErrorCode::LoginTimeout => "login_timeout",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::Internal => "internal",

@@ -50,6 +50,17 @@ pub struct ServeArgs {
     /// client stopped reading), e.g. `30s`.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub write_timeout: Duration,
+    /// Close a connection whose HTTP request (the WebSocket upgrade) is not complete this
+    /// long after the accept; also the longest a plain HTTP connection lives, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Close a WebSocket that has not logged in this long after the upgrade, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub login_timeout: Duration,
+    /// Most connections not yet logged in; a new one past that evicts the oldest.
+    /// Default: a quarter of `--max-connections`, at least 1024.
+    #[arg(long)]
+    pub max_unauthenticated: Option<usize>,
     /// Worker pool size serving `kv_get` requests.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -97,6 +108,13 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// Longest a write of queued frames may wait on the peer before the connection closes.
     pub write_timeout: Duration,
+    /// Longest wait for a connection's HTTP request after the accept.
+    pub handshake_timeout: Duration,
+    /// Longest wait for `login` after the upgrade.
+    pub login_timeout: Duration,
+    /// Most connections not yet logged in; `None` = a quarter of `max_connections`, at
+    /// least 1024.
+    pub max_unauthenticated: Option<usize>,
     /// `kv_get` worker pool size.
     pub workers: usize,
     /// `kv_get` requests that may wait for a worker.
@@ -128,6 +146,9 @@ impl Default for ServeConfig {
             queue: 1024,
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            login_timeout: Duration::from_secs(10),
+            max_unauthenticated: None,
             workers: 4,
             kv_queue: 4096,
             backend_latency: Duration::from_millis(1),
@@ -153,6 +174,9 @@ impl From<ServeArgs> for ServeConfig {
             queue: a.queue,
             idle_timeout: a.idle_timeout,
             write_timeout: a.write_timeout,
+            handshake_timeout: a.handshake_timeout,
+            login_timeout: a.login_timeout,
+            max_unauthenticated: a.max_unauthenticated,
             workers: a.workers,
             kv_queue: a.kv_queue,
             backend_latency: a.backend_latency,
@@ -162,6 +186,15 @@ impl From<ServeArgs> for ServeConfig {
             fault_log: a.fault_log,
             ..ServeConfig::default()
         }
+    }
+}
+
+impl ServeConfig {
+    /// The cap on connections not yet logged in (at least 1).
+    pub fn unauthenticated_cap(&self) -> usize {
+        self.max_unauthenticated
+            .unwrap_or((self.max_connections / 4).max(1024))
+            .max(1)
     }
 }
 

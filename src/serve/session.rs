@@ -13,6 +13,7 @@ use tokio::time::{sleep, timeout, Instant};
 
 use super::auth::{valid_id, verify};
 use super::gateway::Shared;
+use super::guard::Pass;
 use super::hub::encode;
 use super::outbox::Outbox;
 use super::rpc::now_us;
@@ -50,12 +51,13 @@ struct Close(ErrorCode, String);
 struct Session {
     id: u64,
     user: Option<String>,
+    pass: Pass,
     outbox: Arc<Outbox>,
     shared: Arc<Shared>,
 }
 
 /// Serves one upgraded WebSocket until either side closes it.
-pub async fn serve(ws: WebSocket, shared: Arc<Shared>) {
+pub async fn serve(ws: WebSocket, pass: Pass, shared: Arc<Shared>) {
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     let outbox = Arc::new(Outbox::new(shared.config.queue, shared.metrics.clone()));
     shared.hub.add_conn(id, outbox.clone());
@@ -66,6 +68,7 @@ pub async fn serve(ws: WebSocket, shared: Arc<Shared>) {
     let mut s = Session {
         id,
         user: None,
+        pass,
         outbox,
         shared,
     };
@@ -82,6 +85,9 @@ impl Session {
         let idle = self.shared.config.idle_timeout;
         let deadline = sleep(idle);
         tokio::pin!(deadline);
+        // Pings reset the idle timer, never this one: a connection must log in.
+        let login_by = sleep(self.shared.config.login_timeout);
+        tokio::pin!(login_by);
         loop {
             tokio::select! {
                 biased;
@@ -112,6 +118,11 @@ impl Session {
                         Some(Ok(_)) => continue,
                     };
                     return self.close(ws, close).await;
+                }
+                () = &mut login_by, if self.user.is_none() => {
+                    let t = humantime::format_duration(self.shared.config.login_timeout);
+                    let msg = format!("no login within {t} of connecting");
+                    return self.close(ws, Close(ErrorCode::LoginTimeout, msg)).await;
                 }
                 () = &mut deadline => {
                     let msg = format!("nothing received for {}", humantime::format_duration(idle));
@@ -316,6 +327,11 @@ impl Session {
                 ErrorCode::BadToken,
                 format!("bad token for `{user}`"),
             ));
+        }
+        if !self.pass.logged_in() {
+            // Evicted under `--max-unauthenticated` just before: the stream is failing.
+            metrics.login(false);
+            return Some(Close(ErrorCode::TooManyConnections, String::new()));
         }
         metrics.login(true);
         metrics.online.inc();

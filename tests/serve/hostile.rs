@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use msgstorm::serve::ServeConfig;
-use msgstorm::wire::{direct_conv, ClientFrame, Dest, ServerFrame, PROTOCOL_VERSION};
+use msgstorm::wire::{direct_conv, ClientFrame, Dest, ErrorCode, ServerFrame, PROTOCOL_VERSION};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::common::{bodies, config, http_get, metric, start, Client, SECRET};
 
@@ -163,4 +165,122 @@ async fn issue_10_a_client_that_never_reads_is_closed_within_the_write_timeout()
         "the non-reading client is still connected after 5 s"
     );
     drop(b);
+}
+
+/// A TCP client that starts an upgrade request and never finishes it.
+async fn half_upgrade(addr: std::net::SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let head = format!("GET /ws HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\n");
+    s.write_all(head.as_bytes())
+        .await
+        .expect("write half a request");
+    s
+}
+
+/// True when the server closes `s` within `wait` (end of stream or a reset).
+async fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// Issue 10 (slowloris): an unfinished upgrade request is closed after the handshake
+/// timeout, and never holds the connection longer.
+#[tokio::test]
+async fn issue_10_an_unfinished_upgrade_is_closed() {
+    let server = start(ServeConfig {
+        handshake_timeout: Duration::from_millis(300),
+        ..config()
+    })
+    .await;
+    let mut s = half_upgrade(server.addr()).await;
+    let started = std::time::Instant::now();
+    assert!(closed_within(&mut s, Duration::from_secs(5)).await);
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "not before the timeout"
+    );
+    // A real client is unaffected.
+    Client::login(&server.ws_url(), "a", SECRET).await;
+}
+
+/// Issue 10: a WebSocket that only pings and never logs in is closed with
+/// `login_timeout`; pings (answered with `not_logged_in`) do not extend it.
+#[tokio::test]
+async fn issue_10_a_connection_that_only_pings_is_closed() {
+    let server = start(ServeConfig {
+        login_timeout: Duration::from_millis(500),
+        ..config()
+    })
+    .await;
+    let mut c = Client::connect(&server.ws_url()).await;
+    let mut answered = 0;
+    let mut code = None;
+    for ts in 0..50 {
+        c.send_raw(tokio_tungstenite::tungstenite::Message::text(format!(
+            r#"{{"type":"ping","ts":{ts}}}"#
+        )))
+        .await;
+        match c.recv_within(Duration::from_millis(100)).await {
+            Ok(Some(ServerFrame::Error {
+                code: ErrorCode::NotLoggedIn,
+                fatal: false,
+                ..
+            })) => answered += 1,
+            Ok(Some(ServerFrame::Error { code: e, fatal, .. })) => {
+                assert!(fatal);
+                code = Some(e);
+                break;
+            }
+            Ok(Some(other)) => panic!("unexpected {other:?}"),
+            Ok(None) | Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(code, Some(ErrorCode::LoginTimeout));
+    assert!(
+        answered >= 2,
+        "pings were answered until the timeout ({answered})"
+    );
+    c.expect_closed().await;
+}
+
+/// Issue 10: idle unauthenticated connections (half upgrades and upgraded sockets that
+/// never log in) fill `--max-unauthenticated`; a real client still gets in, because a new
+/// connection evicts the oldest unauthenticated one, and `/metrics` is still served.
+#[tokio::test]
+async fn issue_10_real_clients_get_in_while_idle_ones_fill_the_cap() {
+    const CAP: usize = 4;
+    let server = start(ServeConfig {
+        max_unauthenticated: Some(CAP),
+        ..config()
+    })
+    .await;
+    let mut half = Vec::new();
+    for _ in 0..CAP {
+        half.push(half_upgrade(server.addr()).await);
+    }
+    let mut idle = Vec::new();
+    for _ in 0..CAP {
+        idle.push(Client::connect(&server.ws_url()).await);
+    }
+    let mut a = Client::login(&server.ws_url(), "a", SECRET).await;
+    let mut b = Client::login(&server.ws_url(), "b", SECRET).await;
+    a.send_to("b", "in").await;
+    assert_eq!(b.next_msg().await.body, "in");
+    let text = http_get(server.addr(), "/metrics").await;
+    let evicted = metric(&text, "serve_unauthenticated_evicted_total").expect("series");
+    // The idle sockets evicted the half upgrades, and `a` the oldest idle socket.
+    assert!(evicted > CAP as f64, "evicted {evicted}");
+    let pending = metric(&text, "serve_unauthenticated_connections").expect("series");
+    assert!(pending <= CAP as f64, "{pending} unauthenticated > {CAP}");
+    for s in &mut half {
+        assert!(closed_within(s, Duration::from_secs(5)).await, "evicted");
+    }
 }
