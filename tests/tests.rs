@@ -28,6 +28,8 @@ mod serve_limits;
 mod serve_login;
 #[path = "serve/messaging.rs"]
 mod serve_messaging;
+#[path = "serve/policy.rs"]
+mod serve_policy;
 #[path = "serve/rpc.rs"]
 mod serve_rpc;
 #[path = "serve/slow.rs"]

@@ -16,6 +16,16 @@ pub enum Durability {
     Normal,
 }
 
+/// Who may become a member of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GroupPolicy {
+    /// Anyone may join any group and then read its whole history.
+    #[default]
+    Open,
+    /// Only the creator adds members (`group_add`); a join by anyone else is `forbidden`.
+    Invite,
+}
+
 /// Command-line options of `msgstorm serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -61,6 +71,9 @@ pub struct ServeArgs {
     /// Default: a quarter of `--max-connections`, at least 1024.
     #[arg(long)]
     pub max_unauthenticated: Option<usize>,
+    /// `open`: anyone joins any group; `invite`: only the creator adds members.
+    #[arg(long, value_enum, default_value = "open")]
+    pub groups: GroupPolicy,
     /// Worker pool size serving `kv_get` requests.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -115,6 +128,8 @@ pub struct ServeConfig {
     /// Most connections not yet logged in; `None` = a quarter of `max_connections`, at
     /// least 1024.
     pub max_unauthenticated: Option<usize>,
+    /// Who may become a member of a group.
+    pub groups: GroupPolicy,
     /// `kv_get` worker pool size.
     pub workers: usize,
     /// `kv_get` requests that may wait for a worker.
@@ -149,6 +164,7 @@ impl Default for ServeConfig {
             handshake_timeout: Duration::from_secs(10),
             login_timeout: Duration::from_secs(10),
             max_unauthenticated: None,
+            groups: GroupPolicy::Open,
             workers: 4,
             kv_queue: 4096,
             backend_latency: Duration::from_millis(1),
@@ -177,6 +193,7 @@ impl From<ServeArgs> for ServeConfig {
             handshake_timeout: a.handshake_timeout,
             login_timeout: a.login_timeout,
             max_unauthenticated: a.max_unauthenticated,
+            groups: a.groups,
             workers: a.workers,
             kv_queue: a.kv_queue,
             backend_latency: a.backend_latency,

@@ -43,7 +43,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-pub use config::{Durability, ServeArgs, ServeConfig};
+pub use config::{Durability, GroupPolicy, ServeArgs, ServeConfig};
 
 use crate::error::{Error, Result};
 use faults::Faults;
@@ -99,7 +99,13 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         tokio::runtime::Handle::current(),
     ));
     let conn = store::open_writer(&path, config.durability)?;
-    let writer = Writer::new(conn, hub.clone(), metrics.clone(), config.batch_max)?;
+    let writer = Writer::new(
+        conn,
+        hub.clone(),
+        metrics.clone(),
+        config.batch_max,
+        config.groups,
+    )?;
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
     let writer = std::thread::Builder::new()
         .name("msgstorm-writer".into())

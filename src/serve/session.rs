@@ -11,7 +11,7 @@ use futures_util::SinkExt;
 use serde::Deserialize;
 use tokio::time::{sleep, timeout, Instant};
 
-use super::auth::{valid_id, verify};
+use super::auth::{now_secs, valid_id, verify, Refused};
 use super::gateway::Shared;
 use super::guard::Pass;
 use super::hub::encode;
@@ -38,6 +38,7 @@ const CLIENT_TYPES: &[&str] = &[
     "group_create",
     "group_join",
     "group_leave",
+    "group_add",
     "convs",
     "sync",
     "ping",
@@ -276,6 +277,17 @@ impl Session {
             ClientFrame::GroupLeave { r#ref, group } => {
                 self.group(GroupOp::Leave, user, r#ref, group).await;
             }
+            ClientFrame::GroupAdd {
+                r#ref,
+                group,
+                user: member,
+            } => {
+                if valid_id(&member) {
+                    self.group(GroupOp::Add(member), user, r#ref, group).await;
+                } else {
+                    self.error(Some(r#ref), ErrorCode::BadRecipient, "invalid user id");
+                }
+            }
             ClientFrame::Convs { r#ref } => {
                 match self
                     .shared
@@ -321,12 +333,18 @@ impl Session {
             );
             return Some(Close(ErrorCode::BadVersion, msg));
         }
-        if !valid_id(&user) || !verify(&user, &token, &self.shared.secret) {
+        let verdict = if valid_id(&user) {
+            verify(&user, &token, &self.shared.secret, now_secs())
+        } else {
+            Err(Refused::Invalid)
+        };
+        if let Err(refused) = verdict {
             metrics.login(false);
-            return Some(Close(
-                ErrorCode::BadToken,
-                format!("bad token for `{user}`"),
-            ));
+            let msg = match refused {
+                Refused::Invalid => format!("bad token for `{user}`"),
+                Refused::Expired(at) => format!("the token of `{user}` expired at {at} (Unix s)"),
+            };
+            return Some(Close(ErrorCode::BadToken, msg));
         }
         if !self.pass.logged_in() {
             // Evicted under `--max-unauthenticated` just before: the stream is failing.
@@ -437,6 +455,7 @@ fn frame_ref(f: &ClientFrame) -> Option<Ref> {
         | ClientFrame::GroupCreate { r#ref, .. }
         | ClientFrame::GroupJoin { r#ref, .. }
         | ClientFrame::GroupLeave { r#ref, .. }
+        | ClientFrame::GroupAdd { r#ref, .. }
         | ClientFrame::Convs { r#ref }
         | ClientFrame::Sync { r#ref, .. }
         | ClientFrame::Time { r#ref }

@@ -56,6 +56,8 @@ pub struct State {
     pub seqs: HashMap<String, u64>,
     /// Members of each existing group.
     pub groups: HashMap<String, HashSet<String>>,
+    /// The creator of each existing group.
+    pub creators: HashMap<String, String>,
 }
 
 /// Loads [`State`] from the database.
@@ -72,14 +74,15 @@ pub fn load_state(conn: &Connection) -> Result<State> {
         st.seqs.insert(conv, seq);
     }
     let mut q = conn
-        .prepare("SELECT grp FROM groups")
+        .prepare("SELECT grp, creator FROM groups")
         .map_err(|e| db_err("load groups", e))?;
     let rows = q
-        .query_map([], |r| r.get::<_, String>(0))
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
         .map_err(|e| db_err("load groups", e))?;
     for row in rows {
-        st.groups
-            .insert(row.map_err(|e| db_err("load groups", e))?, HashSet::new());
+        let (g, creator) = row.map_err(|e| db_err("load groups", e))?;
+        st.groups.insert(g.clone(), HashSet::new());
+        st.creators.insert(g, creator);
     }
     let mut q = conn
         .prepare("SELECT grp, user FROM members")
