@@ -89,7 +89,8 @@ pub struct ServeArgs {
     /// Only pushes to these recipients (comma-separated user ids) get faults; all when absent.
     #[arg(long, value_delimiter = ',')]
     pub fault_users: Vec<String>,
-    /// Seed of the fault RNG, for reproducible runs.
+    /// Seed of the fault decisions: the same seed faults the same (conversation, seq,
+    /// recipient) pushes; a random one (logged) when absent.
     #[arg(long)]
     pub fault_seed: Option<u64>,
     /// Append every injected fault as one JSON line to this file.
@@ -140,7 +141,7 @@ pub struct ServeConfig {
     pub faults: FaultSpec,
     /// Recipients that get faults; empty = everyone.
     pub fault_users: Vec<String>,
-    /// Seed of the fault RNG; `None` = random.
+    /// Seed of the fault decisions; `None` = random.
     pub fault_seed: Option<u64>,
     /// JSONL fault log.
     pub fault_log: Option<PathBuf>,
