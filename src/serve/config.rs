@@ -53,6 +53,9 @@ pub struct ServeArgs {
     /// Outbound queue per connection, in frames; overflow disconnects it (`slow_consumer`).
     #[arg(long, default_value_t = 1024)]
     pub queue: usize,
+    /// Outbound queue per connection, in bytes, e.g. `8MiB`; overflow disconnects it too.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    pub queue_bytes: usize,
     /// Close connections that send nothing for this long, e.g. `60s`.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
@@ -118,6 +121,8 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Outbound queue per connection, frames.
     pub queue: usize,
+    /// Outbound queue per connection, bytes.
+    pub queue_bytes: usize,
     /// Idle timeout of a connection.
     pub idle_timeout: Duration,
     /// Longest a write of queued frames may wait on the peer before the connection closes.
@@ -160,6 +165,7 @@ impl Default for ServeConfig {
             max_body: 32 * 1024,
             max_connections: 100_000,
             queue: 1024,
+            queue_bytes: 8 * 1024 * 1024,
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
@@ -189,6 +195,7 @@ impl From<ServeArgs> for ServeConfig {
             max_body: a.max_body,
             max_connections: a.max_connections,
             queue: a.queue,
+            queue_bytes: a.queue_bytes,
             idle_timeout: a.idle_timeout,
             write_timeout: a.write_timeout,
             handshake_timeout: a.handshake_timeout,

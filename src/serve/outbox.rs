@@ -1,6 +1,7 @@
 //! The bounded outbound queue of one connection: producers (the writer, the hub, the
-//! worker pool, the session itself) never block; an overflow closes the queue with
-//! `slow_consumer` and frees what it held, so memory never grows past the bound.
+//! worker pool, the session itself) never block; an overflow (of frames or of bytes)
+//! closes the queue with `slow_consumer` and frees what it held, so memory never grows
+//! past the bound.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +26,8 @@ pub enum Pushed {
 #[derive(Debug, Default)]
 struct State {
     frames: VecDeque<Utf8Bytes>,
+    /// Bytes of `frames`.
+    bytes: usize,
     closed: Option<ErrorCode>,
 }
 
@@ -34,16 +37,19 @@ pub struct Outbox {
     state: Mutex<State>,
     notify: Notify,
     cap: usize,
+    cap_bytes: usize,
     metrics: Arc<Metrics>,
 }
 
 impl Outbox {
-    /// An empty queue holding at most `cap` frames.
-    pub fn new(cap: usize, metrics: Arc<Metrics>) -> Self {
+    /// An empty queue holding at most `cap` frames and `cap_bytes` bytes (one frame
+    /// larger than `cap_bytes` still fits in an empty queue).
+    pub fn new(cap: usize, cap_bytes: usize, metrics: Arc<Metrics>) -> Self {
         Outbox {
             state: Mutex::new(State::default()),
             notify: Notify::new(),
             cap: cap.max(1),
+            cap_bytes,
             metrics,
         }
     }
@@ -59,13 +65,15 @@ impl Outbox {
         if s.closed.is_some() {
             return Pushed::Closed;
         }
-        if s.frames.len() >= self.cap {
+        let too_many_bytes = !s.frames.is_empty() && s.bytes + frame.len() > self.cap_bytes;
+        if s.frames.len() >= self.cap || too_many_bytes {
             self.discard(&mut s, ErrorCode::SlowConsumer);
             drop(s);
             self.metrics.slow_consumers.inc();
             self.notify.notify_one();
             return Pushed::Overflow;
         }
+        s.bytes += frame.len();
         s.frames.push_back(frame);
         let depth = s.frames.len();
         drop(s);
@@ -89,6 +97,7 @@ impl Outbox {
         s.closed = Some(reason);
         let n = i64::try_from(s.frames.len()).unwrap_or(i64::MAX);
         s.frames = VecDeque::new();
+        s.bytes = 0;
         self.metrics.queue_depth.dec_by(n);
     }
 
@@ -113,6 +122,7 @@ impl Outbox {
             bytes += f.len();
             n += 1;
         }
+        s.bytes -= bytes;
         out.extend(s.frames.drain(..n));
         if s.frames.is_empty() {
             // An idle connection holds no queue memory at all.
@@ -156,7 +166,7 @@ mod tests {
     #[test]
     fn overflow_closes_and_frees() {
         let m = Arc::new(Metrics::new());
-        let o = Outbox::new(2, m.clone());
+        let o = Outbox::new(2, 1024, m.clone());
         assert_eq!(o.push("a".into()), Pushed::Queued);
         assert_eq!(o.push("b".into()), Pushed::Queued);
         assert_eq!(m.queue_depth.get(), 2);
@@ -170,9 +180,26 @@ mod tests {
     }
 
     #[test]
+    fn bytes_bound_the_queue_too() {
+        let m = Arc::new(Metrics::new());
+        let o = Outbox::new(100, 4, m.clone());
+        assert_eq!(
+            o.push("12345".into()),
+            Pushed::Queued,
+            "one large frame fits"
+        );
+        let mut out = Vec::new();
+        assert_eq!(o.drain(10, 1024, &mut out), None);
+        assert_eq!(o.push("12".into()), Pushed::Queued);
+        assert_eq!(o.push("34".into()), Pushed::Queued);
+        assert_eq!(o.push("5".into()), Pushed::Overflow);
+        assert_eq!(m.queue_depth.get(), 0);
+    }
+
+    #[test]
     fn drain_is_fifo_and_bounded() {
         let m = Arc::new(Metrics::new());
-        let o = Outbox::new(8, m.clone());
+        let o = Outbox::new(8, 1024, m.clone());
         for s in ["1", "2", "3"] {
             o.push(s.into());
         }

@@ -60,7 +60,12 @@ struct Session {
 /// Serves one upgraded WebSocket until either side closes it.
 pub async fn serve(ws: WebSocket, pass: Pass, shared: Arc<Shared>) {
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-    let outbox = Arc::new(Outbox::new(shared.config.queue, shared.metrics.clone()));
+    let cfg = &shared.config;
+    let outbox = Arc::new(Outbox::new(
+        cfg.queue,
+        cfg.queue_bytes,
+        shared.metrics.clone(),
+    ));
     shared.hub.add_conn(id, outbox.clone());
     shared.metrics.connections.inc();
     if shared.stopping.load(Ordering::Acquire) {
