@@ -1,5 +1,6 @@
 //! One WebSocket connection: login, then a loop that reads client frames, writes what
-//! its outbox holds (coalesced, many frames per write), and enforces the idle timeout.
+//! its outbox holds (coalesced, many frames per write), and enforces the login, idle and
+//! write timeouts (the last while a write waits on a client that does not read).
 //! Every failure of the client's input becomes an error frame, never a panic.
 
 use std::sync::atomic::Ordering;
