@@ -13,13 +13,27 @@ use serde::{Deserialize, Serialize};
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The login token of `user` under the server's `secret`: hex HMAC-SHA256 of the user id.
-/// The server checks it at login; load generators mint it from the shared secret.
+/// The server checks it at login; load generators mint it from the shared secret. It
+/// never expires; [`token_until`] mints one that does.
 pub fn token(user: &str, secret: &str) -> String {
+    hmac_hex(user, secret)
+}
+
+/// A login token of `user` that the server refuses from `expires` (Unix seconds) on:
+/// `<hex HMAC-SHA256 of "USER|EXPIRES">.<EXPIRES>`.
+pub fn token_until(user: &str, secret: &str, expires: u64) -> String {
+    format!(
+        "{}.{expires}",
+        hmac_hex(&format!("{user}|{expires}"), secret)
+    )
+}
+
+fn hmac_hex(text: &str, secret: &str) -> String {
     use hmac::{Hmac, Mac};
     use std::fmt::Write;
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
         .expect("HMAC accepts keys of any length");
-    mac.update(user.as_bytes());
+    mac.update(text.as_bytes());
     let mut out = String::with_capacity(64);
     for byte in mac.finalize().into_bytes() {
         let _ = write!(out, "{byte:02x}");
@@ -120,6 +134,17 @@ pub enum ClientFrame {
         r#ref: Ref,
         /// Group name.
         group: String,
+    },
+    /// Add a user to a group; only the group's creator may (the way in to an invite-only
+    /// group). Idempotent; answered by [`ServerFrame::Ok`].
+    GroupAdd {
+        /// Echoed in the reply.
+        #[serde(rename = "ref")]
+        r#ref: Ref,
+        /// Group name.
+        group: String,
+        /// The user id to add.
+        user: String,
     },
     /// Leave a group (idempotent).
     GroupLeave {
@@ -297,6 +322,11 @@ pub enum ErrorCode {
     SlowConsumer,
     /// Nothing arrived within the idle timeout.
     IdleTimeout,
+    /// The connection did not log in within the login timeout.
+    LoginTimeout,
+    /// The caller may not do this (join an invite-only group it was not added to, add
+    /// members to a group it did not create).
+    Forbidden,
     /// The server is shutting down.
     ShuttingDown,
     /// The request could not be served now (worker pool full).
@@ -325,6 +355,8 @@ impl ErrorCode {
             ErrorCode::TooManyConnections => "too_many_connections",
             ErrorCode::SlowConsumer => "slow_consumer",
             ErrorCode::IdleTimeout => "idle_timeout",
+            ErrorCode::LoginTimeout => "login_timeout",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::Internal => "internal",

@@ -20,12 +20,16 @@ mod mqtt_tls;
 mod serve_durability;
 #[path = "serve/faults.rs"]
 mod serve_faults;
+#[path = "serve/hostile.rs"]
+mod serve_hostile;
 #[path = "serve/limits.rs"]
 mod serve_limits;
 #[path = "serve/login.rs"]
 mod serve_login;
 #[path = "serve/messaging.rs"]
 mod serve_messaging;
+#[path = "serve/policy.rs"]
+mod serve_policy;
 #[path = "serve/rpc.rs"]
 mod serve_rpc;
 #[path = "serve/slow.rs"]

@@ -59,6 +59,9 @@ pub enum Command {
         /// The server secret (`--secret` of `msgstorm serve`).
         #[arg(long)]
         secret: String,
+        /// Make the token expire this long from now, e.g. `1h`; no expiry when absent.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<std::time::Duration>,
     },
 }
 
@@ -162,11 +165,21 @@ pub async fn run(cli: Cli) -> Result<u8> {
         }
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),
-        Command::Token { user, secret } => {
+        Command::Token { user, secret, ttl } => {
             if secret.is_empty() {
                 return Err(Error::Usage("--secret must not be empty".to_owned()));
             }
-            say(&crate::wire::token(&user, &secret));
+            let token = match ttl {
+                None => crate::wire::token(&user, &secret),
+                Some(ttl) => {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    let expires = now.saturating_add(ttl.as_secs().max(1));
+                    crate::wire::token_until(&user, &secret, expires)
+                }
+            };
+            say(&token);
             Ok(EXIT_OK)
         }
     }

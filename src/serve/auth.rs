@@ -1,4 +1,5 @@
-//! Login tokens (HMAC-SHA256 of the user id under the server secret) and id rules.
+//! Login tokens (HMAC-SHA256 of the user id, and optionally of an expiry, under the
+//! server secret) and id rules.
 
 use std::io::Read;
 
@@ -15,15 +16,44 @@ fn mac(secret: &str) -> HmacSha256 {
     HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length")
 }
 
-/// True when `token` is the token of `user` under `secret` ([`crate::wire::token`]),
-/// compared in constant time.
-pub fn verify(user: &str, token: &str, secret: &str) -> bool {
-    let Some(raw) = unhex(token) else {
-        return false;
+/// Why a token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// It is not a token of this user under this secret.
+    Invalid,
+    /// It was, until its expiry (Unix seconds) passed.
+    Expired(u64),
+}
+
+/// Checks that `token` is a token of `user` under `secret` at `now` (Unix seconds):
+/// either [`crate::wire::token`] (no expiry) or [`crate::wire::token_until`] with an
+/// expiry after `now`; compared in constant time.
+pub fn verify(user: &str, token: &str, secret: &str, now: u64) -> Result<(), Refused> {
+    let (mac_hex, expires) = match token.split_once('.') {
+        None => (token, None),
+        Some((m, e)) => {
+            let e: u64 = e.parse().map_err(|_| Refused::Invalid)?;
+            (m, Some(e))
+        }
     };
+    let raw = unhex(mac_hex).ok_or(Refused::Invalid)?;
     let mut m = mac(secret);
-    m.update(user.as_bytes());
-    m.verify_slice(&raw).is_ok()
+    match expires {
+        None => m.update(user.as_bytes()),
+        Some(e) => m.update(format!("{user}|{e}").as_bytes()),
+    }
+    m.verify_slice(&raw).map_err(|_| Refused::Invalid)?;
+    match expires {
+        Some(e) if e <= now => Err(Refused::Expired(e)),
+        _ => Ok(()),
+    }
+}
+
+/// The current time in Unix seconds.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// True for a usable user id or group name: 1 to 64 characters of `A-Z a-z 0-9 _ - .`
@@ -77,17 +107,40 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::token;
+    use crate::wire::{token, token_until};
 
     #[test]
     fn tokens_verify_only_for_their_user_and_secret() {
+        let ok = |u: &str, t: &str, s: &str| verify(u, t, s, 100).is_ok();
         let t = token("alice", "s3cret");
         assert_eq!(t.len(), 64);
-        assert!(verify("alice", &t, "s3cret"));
-        assert!(!verify("bob", &t, "s3cret"));
-        assert!(!verify("alice", &t, "other"));
-        assert!(!verify("alice", "zz", "s3cret"));
-        assert!(!verify("alice", "abc", "s3cret"));
+        assert!(ok("alice", &t, "s3cret"));
+        assert!(!ok("bob", &t, "s3cret"));
+        assert!(!ok("alice", &t, "other"));
+        assert!(!ok("alice", "zz", "s3cret"));
+        assert!(!ok("alice", "abc", "s3cret"));
+    }
+
+    #[test]
+    fn expiring_tokens_verify_until_their_expiry() {
+        let t = token_until("alice", "s3cret", 200);
+        assert_eq!(verify("alice", &t, "s3cret", 199), Ok(()));
+        assert_eq!(
+            verify("alice", &t, "s3cret", 200),
+            Err(Refused::Expired(200))
+        );
+        assert_eq!(
+            verify("bob", &t, "s3cret", 0),
+            Err(Refused::Invalid),
+            "bound to the user"
+        );
+        let later = t.replace(".200", ".900");
+        assert_eq!(
+            verify("alice", &later, "s3cret", 300),
+            Err(Refused::Invalid),
+            "the expiry is signed"
+        );
+        assert_eq!(verify("alice", "ab.x", "s3cret", 0), Err(Refused::Invalid));
     }
 
     #[test]

@@ -16,6 +16,16 @@ pub enum Durability {
     Normal,
 }
 
+/// Who may become a member of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GroupPolicy {
+    /// Anyone may join any group and then read its whole history.
+    #[default]
+    Open,
+    /// Only the creator adds members (`group_add`); a join by anyone else is `forbidden`.
+    Invite,
+}
+
 /// Command-line options of `msgstorm serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -43,9 +53,30 @@ pub struct ServeArgs {
     /// Outbound queue per connection, in frames; overflow disconnects it (`slow_consumer`).
     #[arg(long, default_value_t = 1024)]
     pub queue: usize,
+    /// Outbound queue per connection, in bytes, e.g. `8MiB`; overflow disconnects it too.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    pub queue_bytes: usize,
     /// Close connections that send nothing for this long, e.g. `60s`.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
+    /// Close a connection whose pending write does not complete for this long (the
+    /// client stopped reading), e.g. `30s`.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub write_timeout: Duration,
+    /// Close a connection whose HTTP request (the WebSocket upgrade) is not complete this
+    /// long after the accept; also the longest a plain HTTP connection lives, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Close a WebSocket that has not logged in this long after the upgrade, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub login_timeout: Duration,
+    /// Most connections not yet logged in; a new one past that evicts the oldest.
+    /// Default: a quarter of `--max-connections`, at least 1024.
+    #[arg(long)]
+    pub max_unauthenticated: Option<usize>,
+    /// `open`: anyone joins any group; `invite`: only the creator adds members.
+    #[arg(long, value_enum, default_value = "open")]
+    pub groups: GroupPolicy,
     /// Worker pool size serving `kv_get` requests.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -61,7 +92,8 @@ pub struct ServeArgs {
     /// Only pushes to these recipients (comma-separated user ids) get faults; all when absent.
     #[arg(long, value_delimiter = ',')]
     pub fault_users: Vec<String>,
-    /// Seed of the fault RNG, for reproducible runs.
+    /// Seed of the fault decisions: the same seed faults the same (conversation, seq,
+    /// recipient) pushes; a random one (logged) when absent.
     #[arg(long)]
     pub fault_seed: Option<u64>,
     /// Append every injected fault as one JSON line to this file.
@@ -89,8 +121,21 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Outbound queue per connection, frames.
     pub queue: usize,
+    /// Outbound queue per connection, bytes.
+    pub queue_bytes: usize,
     /// Idle timeout of a connection.
     pub idle_timeout: Duration,
+    /// Longest a write of queued frames may wait on the peer before the connection closes.
+    pub write_timeout: Duration,
+    /// Longest wait for a connection's HTTP request after the accept.
+    pub handshake_timeout: Duration,
+    /// Longest wait for `login` after the upgrade.
+    pub login_timeout: Duration,
+    /// Most connections not yet logged in; `None` = a quarter of `max_connections`, at
+    /// least 1024.
+    pub max_unauthenticated: Option<usize>,
+    /// Who may become a member of a group.
+    pub groups: GroupPolicy,
     /// `kv_get` worker pool size.
     pub workers: usize,
     /// `kv_get` requests that may wait for a worker.
@@ -101,7 +146,7 @@ pub struct ServeConfig {
     pub faults: FaultSpec,
     /// Recipients that get faults; empty = everyone.
     pub fault_users: Vec<String>,
-    /// Seed of the fault RNG; `None` = random.
+    /// Seed of the fault decisions; `None` = random.
     pub fault_seed: Option<u64>,
     /// JSONL fault log.
     pub fault_log: Option<PathBuf>,
@@ -120,7 +165,13 @@ impl Default for ServeConfig {
             max_body: 32 * 1024,
             max_connections: 100_000,
             queue: 1024,
+            queue_bytes: 8 * 1024 * 1024,
             idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            login_timeout: Duration::from_secs(10),
+            max_unauthenticated: None,
+            groups: GroupPolicy::Open,
             workers: 4,
             kv_queue: 4096,
             backend_latency: Duration::from_millis(1),
@@ -144,7 +195,13 @@ impl From<ServeArgs> for ServeConfig {
             max_body: a.max_body,
             max_connections: a.max_connections,
             queue: a.queue,
+            queue_bytes: a.queue_bytes,
             idle_timeout: a.idle_timeout,
+            write_timeout: a.write_timeout,
+            handshake_timeout: a.handshake_timeout,
+            login_timeout: a.login_timeout,
+            max_unauthenticated: a.max_unauthenticated,
+            groups: a.groups,
             workers: a.workers,
             kv_queue: a.kv_queue,
             backend_latency: a.backend_latency,
@@ -154,6 +211,15 @@ impl From<ServeArgs> for ServeConfig {
             fault_log: a.fault_log,
             ..ServeConfig::default()
         }
+    }
+}
+
+impl ServeConfig {
+    /// The cap on connections not yet logged in (at least 1).
+    pub fn unauthenticated_cap(&self) -> usize {
+        self.max_unauthenticated
+            .unwrap_or((self.max_connections / 4).max(1024))
+            .max(1)
     }
 }
 

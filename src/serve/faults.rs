@@ -1,5 +1,10 @@
 //! Fault injection into pushes (never into storage, so sync repairs every drop): the
 //! `--faults` spec, the seeded decision per push, reorder holds, and the JSONL fault log.
+//!
+//! The decision for a push is a pure function of (seed, conversation, seq, recipient) —
+//! a hash, not a shared RNG stream consumed in arrival order — so two runs with the same
+//! `--fault-seed` and the same traffic fault the same pushes, however their pushes
+//! interleave.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -140,16 +145,12 @@ pub struct FaultRecord<'a> {
     pub delay_ms: Option<u64>,
 }
 
-struct State {
-    rng: fastrand::Rng,
-    held: HashMap<String, Held>,
-}
-
 /// The fault injector of one server.
 pub struct Faults {
     spec: FaultSpec,
     users: HashSet<String>,
-    state: Mutex<State>,
+    seed: u64,
+    held: Mutex<HashMap<String, Held>>,
     log: Option<Mutex<File>>,
 }
 
@@ -179,20 +180,24 @@ impl Faults {
             )),
             None => None,
         };
-        let rng = seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        let seed = seed.unwrap_or_else(|| {
+            let s = fastrand::u64(..);
+            if spec.any() {
+                tracing::info!("fault seed: {s} (repeat the faults with --fault-seed {s})");
+            }
+            s
+        });
         Ok(Faults {
             spec,
             users: users.iter().cloned().collect(),
-            state: Mutex::new(State {
-                rng,
-                held: HashMap::new(),
-            }),
+            seed,
+            held: Mutex::new(HashMap::new()),
             log,
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// True when pushes to `recipient` may get faults.
@@ -205,9 +210,10 @@ impl Faults {
         self.spec.reorder > 0.0
     }
 
-    /// Rolls the fault for one push.
-    pub fn decide(&self) -> Decision {
-        let r = self.lock().rng.f64();
+    /// The fault of the push of message `conv`/`seq` to `recipient`: the same for the
+    /// same seed, whenever and in whatever order it is asked.
+    pub fn decide(&self, conv: &str, seq: u64, recipient: &str) -> Decision {
+        let r = unit(self.seed, conv, seq, recipient);
         let s = &self.spec;
         let mut edge = s.drop;
         if r < edge {
@@ -231,32 +237,32 @@ impl Faults {
         }
     }
 
-    /// Holds a push for `recipient`.
+    /// Holds a push for `recipient` (at most one per recipient: the caller took the
+    /// previous one first).
     pub fn hold(&self, recipient: &str, held: Held) {
-        self.lock().held.insert(recipient.to_owned(), held);
+        self.lock().insert(recipient.to_owned(), held);
     }
 
     /// Takes the push held for `recipient`, if any.
     pub fn take_held(&self, recipient: &str) -> Option<Held> {
-        let mut s = self.lock();
-        if s.held.is_empty() {
+        let mut held = self.lock();
+        if held.is_empty() {
             return None;
         }
-        s.held.remove(recipient)
+        held.remove(recipient)
     }
 
     /// Takes every push held longer than `max_age` (all when `max_age` is zero).
     pub fn take_expired(&self, max_age: Duration) -> Vec<(String, Held)> {
-        let mut s = self.lock();
-        let expired: Vec<String> = s
-            .held
+        let mut held = self.lock();
+        let expired: Vec<String> = held
             .iter()
             .filter(|(_, h)| h.since.elapsed() >= max_age)
             .map(|(r, _)| r.clone())
             .collect();
         expired
             .into_iter()
-            .filter_map(|r| s.held.remove(&r).map(|h| (r, h)))
+            .filter_map(|r| held.remove(&r).map(|h| (r, h)))
             .collect()
     }
 
@@ -274,6 +280,29 @@ impl Faults {
             tracing::warn!("cannot write the fault log: {e}");
         }
     }
+}
+
+/// A number in [0, 1) from (seed, conv, seq, recipient): FNV-1a over the parts (each
+/// ended by a separator byte, so parts cannot run into each other), then a splitmix64
+/// finish so that nearby inputs land far apart. Stable across builds and platforms.
+fn unit(seed: u64, conv: &str, seq: u64, recipient: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes.iter().chain(std::iter::once(&0xffu8)) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&seed.to_le_bytes());
+    eat(conv.as_bytes());
+    eat(&seq.to_le_bytes());
+    eat(recipient.as_bytes());
+    let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    // The top 53 bits, exactly representable in an f64.
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The body with its last character replaced by a different ASCII letter (an empty body
@@ -309,7 +338,7 @@ mod tests {
     }
 
     #[test]
-    fn certain_faults_always_fire_and_seeds_repeat() {
+    fn certain_faults_always_fire_and_decisions_depend_only_on_the_push() {
         let f = Faults::new(
             FaultSpec::parse("drop=1").expect("spec"),
             &[],
@@ -317,18 +346,33 @@ mod tests {
             None,
         )
         .expect("no log");
-        assert!((0..100).all(|_| f.decide() == Decision::Drop));
-        let roll = |seed| {
-            let f = Faults::new(
+        assert!((0..100).all(|s| f.decide("d:a:b", s, "b") == Decision::Drop));
+        let faults = |seed| {
+            Faults::new(
                 FaultSpec::parse("dup=0.5").expect("spec"),
                 &[],
                 Some(seed),
                 None,
             )
-            .expect("no log");
-            (0..64).map(|_| f.decide()).collect::<Vec<_>>()
+            .expect("no log")
         };
-        assert_eq!(roll(7), roll(7));
+        let (a, b) = (faults(7), faults(7));
+        let forward: Vec<_> = (0..64).map(|s| a.decide("g:t", s, "u1")).collect();
+        let backward: Vec<_> = (0..64).rev().map(|s| b.decide("g:t", s, "u1")).collect();
+        assert_eq!(
+            forward,
+            backward.into_iter().rev().collect::<Vec<_>>(),
+            "order of asking does not matter"
+        );
+        let dups = forward.iter().filter(|d| **d == Decision::Dup).count();
+        assert!((16..=48).contains(&dups), "about half: {dups}");
+        let other: Vec<_> = (0..64).map(|s| faults(8).decide("g:t", s, "u1")).collect();
+        assert_ne!(forward, other, "another seed, other faults");
+        let u2: Vec<_> = (0..64).map(|s| a.decide("g:t", s, "u2")).collect();
+        assert_ne!(
+            forward, u2,
+            "recipients of one message get independent faults"
+        );
     }
 
     #[test]

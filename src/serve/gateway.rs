@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -14,6 +14,7 @@ use futures_util::SinkExt;
 use tokio::sync::mpsc;
 
 use super::config::ServeConfig;
+use super::guard::Pass;
 use super::hub::{encode, Hub};
 use super::metrics::Metrics;
 use super::rpc::KvPool;
@@ -79,20 +80,35 @@ fn limits(ws: WebSocketUpgrade, shared: &Shared) -> WebSocketUpgrade {
         .max_message_size(max)
 }
 
-async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
+async fn upgrade(
+    ws: WebSocketUpgrade,
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(pass): ConnectInfo<Pass>,
+) -> Response {
     limits(ws, &shared).on_upgrade(move |socket| async move {
+        pass.upgraded();
         let open = shared.open.fetch_add(1, Ordering::AcqRel);
         if open >= shared.config.max_connections {
             refuse_full(socket, &shared, open).await;
         } else {
-            session::serve(socket, Arc::clone(&shared)).await;
+            session::serve(socket, pass, Arc::clone(&shared)).await;
         }
         shared.open.fetch_sub(1, Ordering::AcqRel);
     })
 }
 
-async fn echo(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
-    limits(ws, &shared).on_upgrade(super::echo::serve)
+async fn echo(
+    ws: WebSocketUpgrade,
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(pass): ConnectInfo<Pass>,
+) -> Response {
+    let (idle, write) = (shared.config.idle_timeout, shared.config.write_timeout);
+    limits(ws, &shared).on_upgrade(move |socket| async move {
+        // `/echo` has no login: the upgrade admits it (its idle timeout still applies).
+        if pass.logged_in() {
+            super::echo::serve(socket, idle, write).await;
+        }
+    })
 }
 
 async fn refuse_full(mut socket: WebSocket, shared: &Shared, open: usize) {

@@ -114,29 +114,27 @@ impl Hub {
     }
 
     /// Pushes a committed message (already serialized as `frame`) to `recipient`,
-    /// applying faults when they target it.
+    /// applying faults when they target it. The fault is decided for every push (it
+    /// depends only on the seed, `msg` and `recipient`); a push held before for this
+    /// recipient is sent right after this one when this one is sent now (overtaken by
+    /// it: `reorder`), else right before it (`reorder_timeout`).
     pub fn push_msg(self: &Arc<Self>, recipient: &str, msg: &Msg, frame: &Utf8Bytes) {
         if !self.faults.targets(recipient) || !self.is_online(recipient) {
             self.deliver(recipient, frame);
             return;
         }
-        if let Some(held) = self.faults.take_held(recipient) {
-            self.deliver(recipient, frame);
-            self.deliver(recipient, &held.frame);
-            let rec = FaultRecord {
-                kind: "reorder",
-                conv: &held.conv,
-                seq: held.seq,
-                recipient,
-                from: &held.from,
-                after_seq: Some(msg.seq),
-                after_conv: Some(&msg.conv),
-                delay_ms: None,
-            };
-            self.faults.record(&self.metrics, &rec);
-            return;
+        let decision = self.faults.decide(&msg.conv, msg.seq, recipient);
+        let mut earlier = self.faults.take_held(recipient);
+        // Only a push sent now (once, twice or corrupted) overtakes a held one; otherwise
+        // the held push goes out first, late but in order.
+        let overtakes = matches!(
+            decision,
+            Decision::Deliver | Decision::Dup | Decision::Corrupt
+        );
+        if let Some(held) = earlier.take_if(|_| !overtakes) {
+            self.release(recipient, &held);
         }
-        match self.faults.decide() {
+        match decision {
             Decision::Deliver => self.deliver(recipient, frame),
             Decision::Drop => self
                 .faults
@@ -173,24 +171,44 @@ impl Hub {
                 });
             }
         }
+        let Some(held) = earlier else {
+            return;
+        };
+        self.deliver(recipient, &held.frame);
+        let rec = FaultRecord {
+            kind: "reorder",
+            conv: &held.conv,
+            seq: held.seq,
+            recipient,
+            from: &held.from,
+            after_seq: Some(msg.seq),
+            after_conv: Some(&msg.conv),
+            delay_ms: None,
+        };
+        self.faults.record(&self.metrics, &rec);
+    }
+
+    /// Sends a held push that nothing overtook, logged as `reorder_timeout`.
+    fn release(&self, recipient: &str, held: &Held) {
+        self.deliver(recipient, &held.frame);
+        let rec = FaultRecord {
+            kind: "reorder_timeout",
+            conv: &held.conv,
+            seq: held.seq,
+            recipient,
+            from: &held.from,
+            after_seq: None,
+            after_conv: None,
+            delay_ms: None,
+        };
+        self.faults.record(&self.metrics, &rec);
     }
 
     /// Sends every reorder-held push older than `max_age` (all when zero), logging each
     /// as `reorder_timeout`: no later push came to overtake it.
     pub fn release_held(&self, max_age: Duration) {
         for (recipient, held) in self.faults.take_expired(max_age) {
-            self.deliver(&recipient, &held.frame);
-            let rec = FaultRecord {
-                kind: "reorder_timeout",
-                conv: &held.conv,
-                seq: held.seq,
-                recipient: &recipient,
-                from: &held.from,
-                after_seq: None,
-                after_conv: None,
-                delay_ms: None,
-            };
-            self.faults.record(&self.metrics, &rec);
+            self.release(&recipient, &held);
         }
     }
 

@@ -38,6 +38,10 @@ pub struct Metrics {
     pub queue_depth_max: Gauge,
     /// Connections closed because their outbound queue overflowed.
     pub slow_consumers: Counter,
+    /// Accepted connections not yet logged in.
+    pub unauthenticated: Gauge,
+    /// Connections closed to make room under `--max-unauthenticated`.
+    pub unauthenticated_evicted: Counter,
     faults: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     /// `kv_get` requests answered.
@@ -62,6 +66,8 @@ impl Metrics {
             queue_depth: Gauge::default(),
             queue_depth_max: Gauge::default(),
             slow_consumers: Counter::default(),
+            unauthenticated: Gauge::default(),
+            unauthenticated_evicted: Counter::default(),
             faults: Family::default(),
             errors: Family::default(),
             kv_served: Counter::default(),
@@ -118,6 +124,16 @@ impl Metrics {
             "serve_slow_consumer_disconnects",
             "Connections closed because their outbound queue overflowed",
             m.slow_consumers.clone(),
+        );
+        r.register(
+            "serve_unauthenticated_connections",
+            "Accepted connections not yet logged in",
+            m.unauthenticated.clone(),
+        );
+        r.register(
+            "serve_unauthenticated_evicted",
+            "Connections closed to make room under --max-unauthenticated",
+            m.unauthenticated_evicted.clone(),
         );
         r.register(
             "serve_faults_injected",

@@ -12,7 +12,8 @@
 //!                 └─ /metrics ◀─ metrics
 //! ```
 //!
-//! - [`config`]: options; [`auth`]: tokens; [`gateway`]: HTTP routes and shared state;
+//! - [`config`]: options; [`auth`]: tokens; [`guard`]: handshake timeout and the cap on
+//!   connections not logged in; [`gateway`]: HTTP routes and shared state;
 //!   [`session`]: one connection; [`outbox`]: its bounded outbound queue; [`hub`]: who is
 //!   online and pushing; [`writer`]: the committing thread; [`store`]: schema and reads;
 //!   [`rpc`]: `time` and `kv_get`; [`faults`]: push fault injection; [`metrics`]: Prometheus.
@@ -24,6 +25,7 @@ pub mod config;
 pub mod echo;
 pub mod faults;
 pub mod gateway;
+pub mod guard;
 pub mod hub;
 pub mod metrics;
 pub mod outbox;
@@ -38,11 +40,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-pub use config::{Durability, ServeArgs, ServeConfig};
+pub use config::{Durability, GroupPolicy, ServeArgs, ServeConfig};
 
 use crate::error::{Error, Result};
 use faults::Faults;
@@ -98,7 +99,13 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         tokio::runtime::Handle::current(),
     ));
     let conn = store::open_writer(&path, config.durability)?;
-    let writer = Writer::new(conn, hub.clone(), metrics.clone(), config.batch_max)?;
+    let writer = Writer::new(
+        conn,
+        hub.clone(),
+        metrics.clone(),
+        config.batch_max,
+        config.groups,
+    )?;
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
     let writer = std::thread::Builder::new()
         .name("msgstorm-writer".into())
@@ -155,11 +162,14 @@ async fn serve_prepared(
         let open = stopper.begin_stop();
         tracing::info!("shutting down: closing {open} connections");
     };
-    let listener = listener.tap_io(|tcp| {
-        // Latency of small frames matters more than packet count on this server.
-        let _ = tcp.set_nodelay(true);
-    });
-    let served = axum::serve(listener, gateway::router(shared.clone()))
+    let gate = guard::Gate::new(
+        shared.config.unauthenticated_cap(),
+        shared.config.handshake_timeout,
+        shared.metrics.clone(),
+    );
+    let listener = guard::GatedListener::new(listener, gate);
+    let app = gateway::router(shared.clone()).into_make_service_with_connect_info::<guard::Pass>();
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(signal)
         .await;
     shared.begin_stop();

@@ -1,5 +1,6 @@
 //! One WebSocket connection: login, then a loop that reads client frames, writes what
-//! its outbox holds (coalesced, many frames per write), and enforces the idle timeout.
+//! its outbox holds (coalesced, many frames per write), and enforces the login, idle and
+//! write timeouts (the last while a write waits on a client that does not read).
 //! Every failure of the client's input becomes an error frame, never a panic.
 
 use std::sync::atomic::Ordering;
@@ -11,8 +12,9 @@ use futures_util::SinkExt;
 use serde::Deserialize;
 use tokio::time::{sleep, timeout, Instant};
 
-use super::auth::{valid_id, verify};
+use super::auth::{now_secs, valid_id, verify, Refused};
 use super::gateway::Shared;
+use super::guard::Pass;
 use super::hub::encode;
 use super::outbox::Outbox;
 use super::rpc::now_us;
@@ -22,8 +24,11 @@ use crate::wire::{ClientFrame, Dest, ErrorCode, Ref, ServerFrame, PROTOCOL_VERSI
 
 /// Most messages one sync page returns.
 pub const SYNC_PAGE_MAX: u32 = 1000;
-/// Frames written per flush.
+/// Most frames written per flush.
 const WRITE_CHUNK: usize = 64;
+/// Most bytes taken from the outbox per flush (at least one frame): bounds what a write
+/// blocked on a peer that does not read holds outside the outbox.
+const WRITE_BYTES: usize = 64 * 1024;
 /// How long a closing error frame may take to go out.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
@@ -34,6 +39,7 @@ const CLIENT_TYPES: &[&str] = &[
     "group_create",
     "group_join",
     "group_leave",
+    "group_add",
     "convs",
     "sync",
     "ping",
@@ -47,14 +53,20 @@ struct Close(ErrorCode, String);
 struct Session {
     id: u64,
     user: Option<String>,
+    pass: Pass,
     outbox: Arc<Outbox>,
     shared: Arc<Shared>,
 }
 
 /// Serves one upgraded WebSocket until either side closes it.
-pub async fn serve(ws: WebSocket, shared: Arc<Shared>) {
+pub async fn serve(ws: WebSocket, pass: Pass, shared: Arc<Shared>) {
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-    let outbox = Arc::new(Outbox::new(shared.config.queue, shared.metrics.clone()));
+    let cfg = &shared.config;
+    let outbox = Arc::new(Outbox::new(
+        cfg.queue,
+        cfg.queue_bytes,
+        shared.metrics.clone(),
+    ));
     shared.hub.add_conn(id, outbox.clone());
     shared.metrics.connections.inc();
     if shared.stopping.load(Ordering::Acquire) {
@@ -63,6 +75,7 @@ pub async fn serve(ws: WebSocket, shared: Arc<Shared>) {
     let mut s = Session {
         id,
         user: None,
+        pass,
         outbox,
         shared,
     };
@@ -79,6 +92,9 @@ impl Session {
         let idle = self.shared.config.idle_timeout;
         let deadline = sleep(idle);
         tokio::pin!(deadline);
+        // Pings reset the idle timer, never this one: a connection must log in.
+        let login_by = sleep(self.shared.config.login_timeout);
+        tokio::pin!(login_by);
         loop {
             tokio::select! {
                 biased;
@@ -110,6 +126,11 @@ impl Session {
                     };
                     return self.close(ws, close).await;
                 }
+                () = &mut login_by, if self.user.is_none() => {
+                    let t = humantime::format_duration(self.shared.config.login_timeout);
+                    let msg = format!("no login within {t} of connecting");
+                    return self.close(ws, Close(ErrorCode::LoginTimeout, msg)).await;
+                }
                 () = &mut deadline => {
                     let msg = format!("nothing received for {}", humantime::format_duration(idle));
                     return self.close(ws, Close(ErrorCode::IdleTimeout, msg)).await;
@@ -124,7 +145,7 @@ impl Session {
         // Allocated per flush, so an idle connection keeps no batch buffer.
         let mut batch = Vec::new();
         loop {
-            if let Some(reason) = self.outbox.drain(WRITE_CHUNK, &mut batch) {
+            if let Some(reason) = self.outbox.drain(WRITE_CHUNK, WRITE_BYTES, &mut batch) {
                 return Err(close_reason(reason));
             }
             if batch.is_empty() {
@@ -132,11 +153,21 @@ impl Session {
             }
             let write = write_all(ws, &mut batch);
             tokio::pin!(write);
+            // The idle timer is not polled while a write waits on the peer, so the write
+            // has its own bound: a client that stops reading is closed, not held.
+            let stalled = sleep(self.shared.config.write_timeout);
+            tokio::pin!(stalled);
             loop {
                 tokio::select! {
                     r = &mut write => {
                         r.map_err(|_| Close(ErrorCode::Internal, String::new()))?;
                         break;
+                    }
+                    () = &mut stalled => {
+                        self.shared.metrics.slow_consumers.inc();
+                        let t = humantime::format_duration(self.shared.config.write_timeout);
+                        let msg = format!("a write waited {t} for you to read");
+                        return Err(Close(ErrorCode::SlowConsumer, msg));
                     }
                     () = self.outbox.changed() => {
                         if let Some(reason) = self.outbox.closed() {
@@ -252,6 +283,17 @@ impl Session {
             ClientFrame::GroupLeave { r#ref, group } => {
                 self.group(GroupOp::Leave, user, r#ref, group).await;
             }
+            ClientFrame::GroupAdd {
+                r#ref,
+                group,
+                user: member,
+            } => {
+                if valid_id(&member) {
+                    self.group(GroupOp::Add(member), user, r#ref, group).await;
+                } else {
+                    self.error(Some(r#ref), ErrorCode::BadRecipient, "invalid user id");
+                }
+            }
             ClientFrame::Convs { r#ref } => {
                 match self
                     .shared
@@ -297,21 +339,34 @@ impl Session {
             );
             return Some(Close(ErrorCode::BadVersion, msg));
         }
-        if !valid_id(&user) || !verify(&user, &token, &self.shared.secret) {
+        let verdict = if valid_id(&user) {
+            verify(&user, &token, &self.shared.secret, now_secs())
+        } else {
+            Err(Refused::Invalid)
+        };
+        if let Err(refused) = verdict {
             metrics.login(false);
-            return Some(Close(
-                ErrorCode::BadToken,
-                format!("bad token for `{user}`"),
-            ));
+            let msg = match refused {
+                Refused::Invalid => format!("bad token for `{user}`"),
+                Refused::Expired(at) => format!("the token of `{user}` expired at {at} (Unix s)"),
+            };
+            return Some(Close(ErrorCode::BadToken, msg));
+        }
+        if !self.pass.logged_in() {
+            // Evicted under `--max-unauthenticated` just before: the stream is failing.
+            metrics.login(false);
+            return Some(Close(ErrorCode::TooManyConnections, String::new()));
         }
         metrics.login(true);
         metrics.online.inc();
-        self.shared.hub.login(&user, self.id, self.outbox.clone());
+        // `welcome` is queued before the hub knows this connection as `user`, so no push
+        // can be queued ahead of it: the outbox is FIFO and `welcome` is always first.
         self.reply(&ServerFrame::Welcome {
             v: PROTOCOL_VERSION,
             user: user.clone(),
             ts: now_ms(),
         });
+        self.shared.hub.login(&user, self.id, self.outbox.clone());
         self.user = Some(user);
         None
     }
@@ -348,12 +403,21 @@ impl Session {
         } else {
             limit.min(SYNC_PAGE_MAX)
         };
+        // A page stops before its frame would pass `--max-frame`: the frame around the
+        // messages costs `overhead` bytes (with `more: true`, the longer form).
+        let overhead = store::json_len(&ServerFrame::SyncPage {
+            r#ref,
+            conv: conv.clone(),
+            msgs: Vec::new(),
+            more: true,
+        });
+        let max_bytes = self.shared.config.max_frame.saturating_sub(overhead);
         let c = conv.clone();
         let page = self
             .shared
             .readers
             .with(move |db| match store::access(db, &user, &c)? {
-                Access::Allowed => store::sync(db, &c, after, limit).map(Ok),
+                Access::Allowed => store::sync(db, &c, after, limit, max_bytes).map(Ok),
                 denied => Ok(Err(denied)),
             })
             .await;
@@ -397,6 +461,7 @@ fn frame_ref(f: &ClientFrame) -> Option<Ref> {
         | ClientFrame::GroupCreate { r#ref, .. }
         | ClientFrame::GroupJoin { r#ref, .. }
         | ClientFrame::GroupLeave { r#ref, .. }
+        | ClientFrame::GroupAdd { r#ref, .. }
         | ClientFrame::Convs { r#ref }
         | ClientFrame::Sync { r#ref, .. }
         | ClientFrame::Time { r#ref }

@@ -56,6 +56,8 @@ pub struct State {
     pub seqs: HashMap<String, u64>,
     /// Members of each existing group.
     pub groups: HashMap<String, HashSet<String>>,
+    /// The creator of each existing group.
+    pub creators: HashMap<String, String>,
 }
 
 /// Loads [`State`] from the database.
@@ -72,14 +74,15 @@ pub fn load_state(conn: &Connection) -> Result<State> {
         st.seqs.insert(conv, seq);
     }
     let mut q = conn
-        .prepare("SELECT grp FROM groups")
+        .prepare("SELECT grp, creator FROM groups")
         .map_err(|e| db_err("load groups", e))?;
     let rows = q
-        .query_map([], |r| r.get::<_, String>(0))
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
         .map_err(|e| db_err("load groups", e))?;
     for row in rows {
-        st.groups
-            .insert(row.map_err(|e| db_err("load groups", e))?, HashSet::new());
+        let (g, creator) = row.map_err(|e| db_err("load groups", e))?;
+        st.groups.insert(g.clone(), HashSet::new());
+        st.creators.insert(g, creator);
     }
     let mut q = conn
         .prepare("SELECT grp, user FROM members")
@@ -215,8 +218,16 @@ pub fn convs(conn: &Connection, user: &str) -> Result<Vec<ConvInfo>> {
         .collect()
 }
 
-/// Messages of `conv` with `seq > after`, ascending, at most `limit`; and whether more follow.
-pub fn sync(conn: &Connection, conv: &str, after: u64, limit: u32) -> Result<(Vec<Msg>, bool)> {
+/// Messages of `conv` with `seq > after`, ascending, at most `limit` and at most
+/// `max_bytes` of JSON (always at least one message, so a reader makes progress); and
+/// whether more follow.
+pub fn sync(
+    conn: &Connection,
+    conv: &str,
+    after: u64,
+    limit: u32,
+    max_bytes: usize,
+) -> Result<(Vec<Msg>, bool)> {
     let err = |e| db_err("sync", e);
     let mut q = conn
         .prepare_cached(
@@ -224,19 +235,48 @@ pub fn sync(conn: &Connection, conv: &str, after: u64, limit: u32) -> Result<(Ve
              ORDER BY seq LIMIT ?3",
         )
         .map_err(err)?;
-    let rows = q
-        .query_map(params![conv, after, u64::from(limit) + 1], |r| {
-            Ok(Msg {
-                conv: conv.to_owned(),
-                seq: r.get(0)?,
-                from: r.get(1)?,
-                body: r.get(2)?,
-                ts: r.get(3)?,
-            })
-        })
+    let mut rows = q
+        .query(params![conv, after, u64::from(limit) + 1])
         .map_err(err)?;
-    let mut msgs = rows.collect::<Result<Vec<_>, _>>().map_err(err)?;
-    let more = msgs.len() > usize::try_from(limit).unwrap_or(usize::MAX);
-    msgs.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((msgs, more))
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut msgs = Vec::new();
+    let mut bytes = 0;
+    while let Some(r) = rows.next().map_err(err)? {
+        if msgs.len() == limit {
+            return Ok((msgs, true));
+        }
+        let msg = Msg {
+            conv: conv.to_owned(),
+            seq: r.get(0).map_err(err)?,
+            from: r.get(1).map_err(err)?,
+            body: r.get(2).map_err(err)?,
+            ts: r.get(3).map_err(err)?,
+        };
+        // One comma between messages.
+        let size = json_len(&msg) + 1;
+        if !msgs.is_empty() && bytes + size > max_bytes {
+            return Ok((msgs, true));
+        }
+        bytes += size;
+        msgs.push(msg);
+    }
+    Ok((msgs, false))
+}
+
+/// The length of `value` serialized as JSON, without allocating it.
+pub fn json_len<T: serde::Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing to a counter cannot fail, and these types always serialize.
+    let _ = serde_json::to_writer(&mut c, value);
+    c.0
 }

@@ -9,6 +9,7 @@ use axum::extract::ws::Utf8Bytes;
 use rusqlite::{params, Connection, Transaction};
 use tokio::sync::mpsc;
 
+use super::config::GroupPolicy;
 use super::hub::{encode, Hub};
 use super::metrics::Metrics;
 use super::outbox::Outbox;
@@ -16,14 +17,16 @@ use super::store::{load_state, State};
 use crate::wire::{direct_conv, group_conv, Dest, ErrorCode, Msg, Ref, ServerFrame};
 
 /// A group membership change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupOp {
     /// Create the group with the caller as first member.
     Create,
-    /// Join it.
+    /// Join it (with `--groups invite`, only when already added).
     Join,
     /// Leave it.
     Leave,
+    /// Add this user to it (the creator only).
+    Add(String),
 }
 
 /// A command for the writer; replies go to `reply`.
@@ -86,15 +89,17 @@ pub struct Writer {
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
     batch_max: usize,
+    policy: GroupPolicy,
 }
 
 impl Writer {
-    /// A writer on `conn`, loading its state from it.
+    /// A writer on `conn`, loading its state from it, admitting group members by `policy`.
     pub fn new(
         conn: Connection,
         hub: Arc<Hub>,
         metrics: Arc<Metrics>,
         batch_max: usize,
+        policy: GroupPolicy,
     ) -> crate::Result<Self> {
         let state = load_state(&conn)?;
         Ok(Writer {
@@ -103,6 +108,7 @@ impl Writer {
             hub,
             metrics,
             batch_max: batch_max.max(1),
+            policy,
         })
     }
 
@@ -138,7 +144,7 @@ impl Writer {
         let ts = now_ms();
         let mut outcomes = Vec::with_capacity(n);
         let applied = match self.conn.transaction() {
-            Ok(tx) => apply_all(&tx, &mut self.state, batch, ts, &mut outcomes)
+            Ok(tx) => apply_all(&tx, &mut self.state, self.policy, batch, ts, &mut outcomes)
                 .and_then(|()| tx.commit().map_err(|e| e.to_string())),
             Err(e) => Err(e.to_string()),
         };
@@ -223,6 +229,7 @@ fn refuse(cmd: Cmd, code: ErrorCode, message: &str) {
 fn apply_all(
     tx: &Transaction<'_>,
     st: &mut State,
+    policy: GroupPolicy,
     batch: &mut [Cmd],
     ts: u64,
     out: &mut Vec<Outcome>,
@@ -242,7 +249,16 @@ fn apply_all(
                 r#ref,
                 group,
                 reply,
-            } => out.push(change_group(tx, st, *op, user, *r#ref, group, reply)?),
+            } => {
+                let r = GroupChange {
+                    op,
+                    user,
+                    r#ref: *r#ref,
+                    group,
+                    reply,
+                };
+                out.push(change_group(tx, st, policy, &r)?);
+            }
             Cmd::Stop => {}
         }
     }
@@ -300,22 +316,31 @@ fn store_msg(
     })
 }
 
+/// One group request, as the writer applies it.
+struct GroupChange<'a> {
+    op: &'a GroupOp,
+    user: &'a str,
+    r#ref: Ref,
+    group: &'a str,
+    reply: &'a Arc<Outbox>,
+}
+
 fn change_group(
     tx: &Transaction<'_>,
     st: &mut State,
-    op: GroupOp,
-    user: &str,
-    r#ref: Ref,
-    group: &str,
-    reply: &Arc<Outbox>,
+    policy: GroupPolicy,
+    c: &GroupChange<'_>,
 ) -> Result<Outcome, String> {
-    let refused = |code, msg: String| Ok(Outcome::Refused(r#ref, reply.clone(), code, msg));
+    let (user, group) = (c.user, c.group);
+    let refused = |code, msg: String| Ok(Outcome::Refused(c.r#ref, c.reply.clone(), code, msg));
     let exec = |sql: &str, p: [&str; 2]| {
         tx.prepare_cached(sql)
             .and_then(|mut q| q.execute(p))
             .map_err(|e| e.to_string())
     };
-    match (op, st.groups.get_mut(group)) {
+    let creator = st.creators.get(group).map(String::as_str);
+    let is_creator = creator == Some(user);
+    match (c.op, st.groups.get_mut(group)) {
         (GroupOp::Create, Some(_)) => {
             return refused(ErrorCode::GroupExists, format!("group `{group}` exists"))
         }
@@ -330,13 +355,30 @@ fn change_group(
             )?;
             st.groups
                 .insert(group.to_owned(), std::iter::once(user.to_owned()).collect());
+            st.creators.insert(group.to_owned(), user.to_owned());
         }
         (_, None) => return refused(ErrorCode::NoSuchGroup, format!("no group `{group}`")),
         (GroupOp::Join, Some(members)) => {
+            if policy == GroupPolicy::Invite && !members.contains(user) {
+                let msg = format!("`{group}` is invite-only: its creator adds members");
+                return refused(ErrorCode::Forbidden, msg);
+            }
             if members.insert(user.to_owned()) {
                 exec(
                     "INSERT OR IGNORE INTO members (grp, user) VALUES (?1, ?2)",
                     [group, user],
+                )?;
+            }
+        }
+        (GroupOp::Add(_), Some(_)) if !is_creator => {
+            let msg = format!("only the creator of `{group}` adds members");
+            return refused(ErrorCode::Forbidden, msg);
+        }
+        (GroupOp::Add(member), Some(members)) => {
+            if members.insert(member.clone()) {
+                exec(
+                    "INSERT OR IGNORE INTO members (grp, user) VALUES (?1, ?2)",
+                    [group, member],
                 )?;
             }
         }
@@ -349,5 +391,5 @@ fn change_group(
             }
         }
     }
-    Ok(Outcome::Done(r#ref, reply.clone()))
+    Ok(Outcome::Done(c.r#ref, c.reply.clone()))
 }
