@@ -38,6 +38,10 @@ use vu::{VuConfig, VuSpec};
 const OVERRUN: Duration = Duration::from_secs(10);
 /// How long users get to finish their verification sync and disconnect.
 const CLOSE_GRACE: Duration = Duration::from_secs(30);
+/// How long users get to disconnect once a signal has cut the run short: after a first
+/// signal the run ends within the scenario's `drain` plus this (users still stuck in a
+/// login or a request to an unresponsive target are then stopped where they are).
+const SIGNAL_GRACE: Duration = Duration::from_secs(2);
 
 /// A live view of a running test, for progress display.
 #[derive(Debug, Clone, Copy, Default)]
@@ -397,18 +401,38 @@ async fn drain<F: FnMut(&Progress) + Send>(
 }
 
 /// The close phase: users run their verification sync and disconnect, within
-/// [`CLOSE_GRACE`] (an interrupted run skips the sync; a second signal stops at once).
+/// [`CLOSE_GRACE`]; an interrupted run skips the sync and gets [`SIGNAL_GRACE`] (also when
+/// the first signal comes during the close); a second signal stops at once.
 async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: JoinSet<()>) {
-    let shared = &c.shared;
+    let shared = c.shared.clone();
+    let mut deadline = Instant::now();
     if c.interrupted && shared.phase() < Phase::Abort {
         shared.advance(Phase::Abort);
+        deadline += SIGNAL_GRACE;
     } else {
         shared.advance(Phase::Closing);
+        deadline += CLOSE_GRACE;
     }
-    let closed = tokio::select! {
-        _ = async { while tasks.join_next().await.is_some() {} } => true,
-        _ = tokio::time::sleep(CLOSE_GRACE) => false,
-        _ = c.signals.wait_for(|n| *n >= 2) => false,
+    let mut listening = true;
+    let closed = loop {
+        tokio::select! {
+            next = tasks.join_next() => if next.is_none() {
+                break true;
+            },
+            _ = tokio::time::sleep_until(deadline) => break false,
+            changed = c.signals.changed(), if listening => {
+                let n = *c.signals.borrow_and_update();
+                listening = changed.is_ok();
+                if n >= 2 {
+                    break false;
+                }
+                if n == 1 && !c.interrupted {
+                    c.interrupted = true;
+                    shared.advance(Phase::Abort);
+                    deadline = deadline.min(Instant::now() + SIGNAL_GRACE);
+                }
+            }
+        }
     };
     if !closed {
         shared.advance(Phase::Abort);
