@@ -217,11 +217,12 @@ impl Seen {
 }
 
 impl Cursors {
-    fn conv(&mut self, conv: &str) -> &mut Seen {
-        if !self.convs.contains_key(conv) {
-            self.convs.insert(conv.to_owned(), Seen::default());
+    /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
+    fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
+        match self.convs.get_mut(conv) {
+            Some(seen) => f(seen),
+            None => f(self.convs.entry(conv.to_owned()).or_default()),
         }
-        self.convs.get_mut(conv).expect("inserted above")
     }
 }
 
@@ -285,11 +286,11 @@ impl NativeSession {
             ServerFrame::Ack {
                 r#ref, conv, seq, ..
             } => {
-                self.cursors.conv(&conv).mark(seq);
+                self.cursors.with(&conv, |s| s.mark(seq));
                 Some(Event::Accepted { tag: r#ref })
             }
             ServerFrame::Msg(msg) => {
-                let push = self.cursors.conv(&msg.conv).push(msg.seq);
+                let push = self.cursors.with(&msg.conv, |s| s.push(msg.seq));
                 if push == Push::Synced || msg.from == self.user {
                     return None;
                 }
@@ -483,7 +484,7 @@ impl Session for NativeSession {
                     break;
                 };
                 for msg in msgs {
-                    if self.cursors.conv(&msg.conv).mark(msg.seq) && msg.from != self.user {
+                    if self.cursors.with(&msg.conv, |s| s.mark(msg.seq)) && msg.from != self.user {
                         out.push(msg.body);
                     }
                 }

@@ -1,7 +1,8 @@
 //! The load engine: runs a [`Plan`]'s virtual users through a [`Driver`].
 //!
 //! Time and concurrency live here. Logins arrive on the pacer's schedule ([`arrival`]);
-//! traffic starts once every on-time user has tried to log in; each user's sends are due
+//! traffic starts once every on-time user has tried to log in (in a sharded run, every
+//! shard's: [`StartBarrier`]); each user's sends are due
 //! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
 //! loop); latency counts from the due time. When everything scheduled is done the run
 //! drains in-flight deliveries for a bounded time, runs the final verification sync, and
