@@ -298,8 +298,9 @@ async fn login<F: FnMut(&Progress) + Send>(
                 notes.push(format!(
                     "this shard's on-time users were not all logged in at the run's common \
                      traffic start (--start-traffic-at): they were in {:.1} s after it, so \
-                     its traffic started late and other shards' messages reached its users \
-                     while they were still logging in",
+                     its traffic started late, and other shards may have been sending to its \
+                     users while they were still logging in (run the shards with \
+                     --start-barrier to have traffic wait for every shard's logins)",
                     late.as_secs_f64()
                 ));
             }
