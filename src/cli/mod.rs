@@ -97,6 +97,11 @@ pub struct RunArgs {
     /// same time, far enough ahead for every shard's logins.
     #[arg(long = "start-traffic-at", value_name = "TIME", value_parser = parse_wall_time)]
     pub traffic_at: Option<u64>,
+    /// A folder every shard of the run can see (with `--shard I/N`): each shard marks in it
+    /// that its users are logged in, and traffic starts once every shard has (or after a
+    /// bounded wait, which the result's notes report). `--shards N` sets it itself.
+    #[arg(long = "start-barrier", value_name = "DIR", requires = "shard")]
+    pub start_barrier: Option<PathBuf>,
 }
 
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {

@@ -11,6 +11,7 @@ use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
 use crate::driver::{Driver, WithDriver};
 use crate::engine::{Outcome, Progress as EngineProgress, RunOptions};
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::launch::barrier::FileBarrier;
 use crate::scenario::{self, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
@@ -142,6 +143,10 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         traffic_at: args
             .traffic_at
             .map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms)),
+        barrier: args.start_barrier.as_ref().map(|dir| {
+            let b = FileBarrier::new(dir.clone(), plan.shard.index, plan.shard.count);
+            std::sync::Arc::new(b) as std::sync::Arc<dyn crate::engine::StartBarrier>
+        }),
     };
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));

@@ -2,8 +2,9 @@
 //!
 //! The coordinator validates the scenario, starts the embedded server when there is no
 //! target (so every shard talks to the same one), has a [`Launcher`] run the shards with one
-//! run id and one traffic start (local child processes, forwarding Ctrl-C / SIGTERM to
-//! them), and merges their `result.json` files exactly into one report.
+//! run id, one traffic start and one start barrier (traffic starts once every shard's users
+//! are in: [`crate::launch::barrier`]) as local child processes, forwarding Ctrl-C /
+//! SIGTERM to them, and merges their `result.json` files exactly into one report.
 
 use tokio::sync::watch;
 
@@ -62,6 +63,11 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
         traffic_at: std::time::SystemTime::now() + arrival_end + START_MARGIN,
         out: out_dir(&plan)?,
     };
+    let barrier = run.barrier_dir();
+    crate::launch::barrier::FileBarrier::reset(&barrier).map_err(|source| Error::Write {
+        path: barrier.clone(),
+        source,
+    })?;
     note(&format!(
         "run {:08x}: {} users in {shards} generator processes; shard logs in {}",
         run.run_id,

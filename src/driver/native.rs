@@ -1,12 +1,25 @@
 //! The `native` driver: the reference server's JSON-over-WebSocket protocol ([`crate::wire`]).
 //!
 //! Fetching missed messages lists the user's conversations and pages through each one after
-//! the last sequence number this user saw. The user's own messages and pushes already seen
-//! through a sync are not handed to the engine twice; duplicate pushes are passed through
-//! untouched so the ledger can catch a server that duplicates. The transport (cheap
-//! upgrade, coalesced writes, reading while a write waits) is [`super::ws`].
+//! the last sequence number this user saw. The transport (cheap upgrade, coalesced writes,
+//! reading while a write waits) is [`super::ws`].
+//!
+//! Sync and pushes merge as a real client merges them, per conversation by sequence number
+//! ([`Cursors`]):
+//! - Frames that arrive while the driver waits for one of its own replies (a join, a sync
+//!   page) are kept as they came, unread, and judged only when the engine takes them
+//!   ([`Session::next_event`]), after the sync that overlapped them. So a push that a sync
+//!   also returned is handed out once (the sync's copy), and the engine sees each
+//!   conversation in sequence order: the sync's messages first, then the pushes above them.
+//! - A push above the highest sequence number pushed so far in its conversation is new
+//!   unless a sync already returned it (the same message both ways: dropped).
+//! - A push at or below that mark was pushed before, or overtaken by a later push: it is
+//!   passed on as it is, so the ledger counts a server that sends a message twice as
+//!   duplicated and a server that pushes out of order as reordered. (One case cannot be told
+//!   apart: a push the server held back behind a later one, of a message a sync already
+//!   returned, counts as duplicated.)
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::Message;
@@ -24,8 +37,6 @@ use crate::wire::{self, ClientFrame, ConvId, ErrorCode, ServerFrame};
 const INTERNAL_REF: u64 = 1 << 63;
 /// Messages per sync page.
 const SYNC_PAGE: u32 = 500;
-/// How long pushes are checked against what a sync already returned.
-const SYNC_OVERLAP_WINDOW: Duration = Duration::from_secs(10);
 
 /// The native protocol driver.
 #[derive(Debug, Clone)]
@@ -85,10 +96,8 @@ impl super::Driver for NativeDriver {
         let mut session = NativeSession {
             ws,
             user: user.id.clone(),
-            pending: VecDeque::new(),
+            unread: VecDeque::new(),
             cursors: resume,
-            recent_sync: HashSet::new(),
-            recent_sync_until: Instant::now(),
             next_ref: 0,
             reply_timeout: self.dialer.timeout(),
         };
@@ -149,17 +158,31 @@ impl NativeDriver {
 }
 
 /// What a native user remembers between connections: per conversation, the sequence
-/// numbers seen.
+/// numbers seen and the highest one pushed.
 #[derive(Debug, Default)]
 pub struct Cursors {
     convs: HashMap<ConvId, Seen>,
 }
 
-/// Sequence numbers seen in one conversation: everything up to `upto`, plus a few above it.
+/// Sequence numbers seen in one conversation: everything up to `upto`, plus a few above it;
+/// and `pushed`, the highest sequence number the server pushed to this user.
 #[derive(Debug, Default)]
 struct Seen {
     upto: u64,
     above: BTreeSet<u64>,
+    pushed: u64,
+}
+
+/// What a push is to the user who receives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Push {
+    /// Not seen before: a delivery.
+    New,
+    /// A sync already returned it: the same message both ways, not handed out again.
+    Synced,
+    /// At or below the highest sequence number pushed before: the server sent it again or
+    /// out of order; handed out as it is for the ledger to judge.
+    Again,
 }
 
 impl Seen {
@@ -178,16 +201,27 @@ impl Seen {
         true
     }
 
-    fn contains(&self, seq: u64) -> bool {
-        seq <= self.upto || self.above.contains(&seq)
+    /// Marks a push of `seq` seen and says what it is.
+    fn push(&mut self, seq: u64) -> Push {
+        if seq <= self.pushed {
+            self.mark(seq);
+            return Push::Again;
+        }
+        self.pushed = seq;
+        if self.mark(seq) {
+            Push::New
+        } else {
+            Push::Synced
+        }
     }
 }
 
 impl Cursors {
-    fn mark(&mut self, conv: &str, seq: u64) -> bool {
+    /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
+    fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
         match self.convs.get_mut(conv) {
-            Some(seen) => seen.mark(seq),
-            None => self.convs.entry(conv.to_owned()).or_default().mark(seq),
+            Some(seen) => f(seen),
+            None => f(self.convs.entry(conv.to_owned()).or_default()),
         }
     }
 }
@@ -197,11 +231,10 @@ impl Cursors {
 pub struct NativeSession {
     ws: Ws,
     user: String,
-    pending: VecDeque<Event>,
+    /// Frames that arrived while waiting for a reply (join, sync), not judged yet: a push
+    /// among them is compared with what the sync returned only when the engine takes it.
+    unread: VecDeque<ServerFrame>,
     cursors: Cursors,
-    /// Messages a recent sync returned: a push of one of them is the same message again.
-    recent_sync: HashSet<(ConvId, u64)>,
-    recent_sync_until: Instant,
     next_ref: u64,
     /// Longest wait for the reply to a join or sync request.
     reply_timeout: Duration,
@@ -253,15 +286,12 @@ impl NativeSession {
             ServerFrame::Ack {
                 r#ref, conv, seq, ..
             } => {
-                self.cursors.mark(&conv, seq);
+                self.cursors.with(&conv, |s| s.mark(seq));
                 Some(Event::Accepted { tag: r#ref })
             }
             ServerFrame::Msg(msg) => {
-                let fresh = self.cursors.mark(&msg.conv, msg.seq);
-                if msg.from == self.user {
-                    return None;
-                }
-                if !fresh && self.was_synced(&msg.conv, msg.seq) {
+                let push = self.cursors.with(&msg.conv, |s| s.push(msg.seq));
+                if push == Push::Synced || msg.from == self.user {
                     return None;
                 }
                 Some(Event::Delivered { body: msg.body })
@@ -306,26 +336,13 @@ impl NativeSession {
         }
     }
 
-    /// True when a recent sync already returned this message (once: a second push of it is
-    /// a real duplicate).
-    fn was_synced(&mut self, conv: &str, seq: u64) -> bool {
-        if self.recent_sync.is_empty() {
-            return false;
-        }
-        if Instant::now() > self.recent_sync_until {
-            self.recent_sync.clear();
-            return false;
-        }
-        self.recent_sync.remove(&(conv.to_owned(), seq))
-    }
-
     fn internal_ref(&mut self) -> u64 {
         self.next_ref += 1;
         INTERNAL_REF | self.next_ref
     }
 
     /// Sends an internal request and waits for the reply with that ref; every other frame
-    /// meanwhile becomes a pending event.
+    /// meanwhile is kept unread, as it came.
     /// Bounded by the connect timeout: a server that stops answering fails the call
     /// instead of stalling the user.
     async fn call(&mut self, frame: ClientFrame, r: u64) -> Result<ServerFrame, Failure> {
@@ -338,9 +355,7 @@ impl NativeSession {
                 if reply_ref(&reply) == Some(r) {
                     return Ok(reply);
                 }
-                if let Some(ev) = self.event_of(reply) {
-                    self.pending.push_back(ev);
-                }
+                self.unread.push_back(reply);
             }
         };
         match tokio::time::timeout(limit, exchange).await {
@@ -469,17 +484,7 @@ impl Session for NativeSession {
                     break;
                 };
                 for msg in msgs {
-                    let seen = self
-                        .cursors
-                        .convs
-                        .get(&msg.conv)
-                        .is_some_and(|s| s.contains(msg.seq));
-                    if seen {
-                        continue;
-                    }
-                    self.cursors.mark(&msg.conv, msg.seq);
-                    if msg.from != self.user {
-                        self.recent_sync.insert((msg.conv, msg.seq));
+                    if self.cursors.with(&msg.conv, |s| s.mark(msg.seq)) && msg.from != self.user {
                         out.push(msg.body);
                     }
                 }
@@ -489,13 +494,14 @@ impl Session for NativeSession {
                 }
             }
         }
-        self.recent_sync_until = Instant::now() + SYNC_OVERLAP_WINDOW;
         Ok(())
     }
 
     async fn next_event(&mut self) -> Event {
-        if let Some(ev) = self.pending.pop_front() {
-            return ev;
+        while let Some(frame) = self.unread.pop_front() {
+            if let Some(ev) = self.event_of(frame) {
+                return ev;
+            }
         }
         loop {
             match self.read_frame().await {
@@ -522,7 +528,12 @@ impl Session for NativeSession {
 
 #[cfg(test)]
 mod tests {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio::net::TcpListener;
+
     use super::*;
+    use crate::driver::{Driver, Endpoint};
+    use crate::wire::{ConvInfo, Msg};
 
     #[test]
     fn seen_tracks_holes_and_compacts() {
@@ -530,10 +541,125 @@ mod tests {
         assert!(s.mark(1));
         assert!(s.mark(3));
         assert!(!s.mark(3));
-        assert!(!s.contains(2));
+        assert!(s.upto < 2 && !s.above.contains(&2));
         assert!(s.mark(2));
         assert_eq!(s.upto, 3);
         assert!(s.above.is_empty());
         assert!(!s.mark(1));
+    }
+
+    /// A push above the pushed mark is new unless synced; at or below it, it is passed on.
+    #[test]
+    fn pushes_are_judged_against_the_pushed_mark() {
+        let mut s = Seen::default();
+        assert!(s.mark(1) && s.mark(2)); // returned by a sync
+        assert_eq!(s.push(1), Push::Synced);
+        assert_eq!(s.push(2), Push::Synced);
+        assert_eq!(s.push(2), Push::Again); // the server sent it twice
+        assert_eq!(s.push(4), Push::New);
+        assert_eq!(s.push(3), Push::Again); // overtaken by 4: new to the ledger, reordered
+        assert_eq!((s.upto, s.pushed), (4, 4));
+    }
+
+    fn msg(seq: u64) -> ServerFrame {
+        ServerFrame::Msg(Msg {
+            conv: "c".to_owned(),
+            seq,
+            from: "peer".to_owned(),
+            body: format!("m{seq}"),
+            ts: 0,
+        })
+    }
+
+    /// Issue 10: pushes that arrive while a sync is under way and a sync page that also
+    /// holds them give every message once, in sequence order, while a push the server
+    /// really sends twice still comes out twice. A scripted server pushes seq 1–3 before
+    /// answering `convs`, returns 1–4 in the sync page, then pushes 4 twice.
+    #[tokio::test]
+    async fn sync_and_pushes_racing_give_each_message_once_in_order() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("upgrade");
+            let send = |f: &ServerFrame| Message::text(serde_json::to_string(f).expect("json"));
+            while let Some(Ok(Message::Text(text))) = ws.next().await {
+                let frame: ClientFrame = serde_json::from_str(text.as_str()).expect("frame");
+                let replies = match frame {
+                    ClientFrame::Login { user, .. } => vec![ServerFrame::Welcome {
+                        v: wire::PROTOCOL_VERSION,
+                        user,
+                        ts: 0,
+                    }],
+                    ClientFrame::Convs { r#ref } => vec![
+                        msg(1),
+                        msg(2),
+                        msg(3),
+                        ServerFrame::ConvList {
+                            r#ref,
+                            convs: vec![ConvInfo {
+                                conv: "c".to_owned(),
+                                last_seq: 4,
+                            }],
+                        },
+                    ],
+                    ClientFrame::Sync { r#ref, .. } => {
+                        let page = ServerFrame::SyncPage {
+                            r#ref,
+                            conv: "c".to_owned(),
+                            msgs: (1..=4)
+                                .map(|i| match msg(i) {
+                                    ServerFrame::Msg(m) => m,
+                                    _ => unreachable!(),
+                                })
+                                .collect(),
+                            more: false,
+                        };
+                        vec![page, msg(4), msg(4), msg(5)]
+                    }
+                    _ => vec![],
+                };
+                for r in &replies {
+                    ws.send(send(r)).await.expect("send");
+                }
+            }
+        });
+        let spec = &<NativeDriver as Driver>::SPEC;
+        let config = Config {
+            spec,
+            endpoint: Some(Endpoint::parse(&format!("ws://{addr}/ws"), spec).expect("url")),
+            auth: Auth::Secret("s".to_owned()),
+            connect_timeout: Duration::from_secs(5),
+            heartbeat: None,
+            source_addrs: Vec::new(),
+            max_body: 100,
+            run_id: 1,
+            options: toml::Table::new(),
+        };
+        let driver = NativeDriver::new(&config).expect("driver");
+        let user = UserCtx {
+            ix: 0,
+            id: "u".to_owned(),
+        };
+        let Ok(connected) = driver.connect(&user, Cursors::default()).await else {
+            panic!("login failed");
+        };
+        let mut session = connected.session;
+        let mut out = Vec::new();
+        session.fetch_missed(&mut out).await.expect("sync");
+        let mut pushed = Vec::new();
+        while pushed.len() < 2 {
+            let ev = tokio::time::timeout(Duration::from_secs(5), session.next_event())
+                .await
+                .expect("events");
+            match ev {
+                Event::Delivered { body } => pushed.push(body),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(out, ["m1", "m2", "m3", "m4"]);
+        // The first push of 4 is the synced copy; the second is the server's duplicate.
+        assert_eq!(pushed, ["m4", "m5"]);
+        server.abort();
     }
 }

@@ -1,7 +1,8 @@
 //! The load engine: runs a [`Plan`]'s virtual users through a [`Driver`].
 //!
 //! Time and concurrency live here. Logins arrive on the pacer's schedule ([`arrival`]);
-//! traffic starts once every on-time user has tried to log in; each user's sends are due
+//! traffic starts once every on-time user has tried to log in (in a sharded run, every
+//! shard's: [`StartBarrier`]); each user's sends are due
 //! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
 //! loop); latency counts from the due time. When everything scheduled is done the run
 //! drains in-flight deliveries for a bounded time, runs the final verification sync, and
@@ -38,6 +39,10 @@ use vu::{VuConfig, VuSpec};
 const OVERRUN: Duration = Duration::from_secs(10);
 /// How long users get to finish their verification sync and disconnect.
 const CLOSE_GRACE: Duration = Duration::from_secs(30);
+/// How long users get to disconnect once a signal has cut the run short: after a first
+/// signal the run ends within the scenario's `drain` plus this (users still stuck in a
+/// login or a request to an unresponsive target are then stopped where they are).
+const SIGNAL_GRACE: Duration = Duration::from_secs(2);
 
 /// A live view of a running test, for progress display.
 #[derive(Debug, Clone, Copy, Default)]
@@ -60,14 +65,34 @@ pub struct Progress {
     pub e2e_p99_us: u64,
 }
 
+/// How long a shard waits at the start barrier for the other shards' users to log in
+/// before its traffic starts anyway (and the run's notes say so).
+const BARRIER_WAIT: Duration = Duration::from_secs(60);
+/// How often the start barrier is looked at.
+const BARRIER_POLL: Duration = Duration::from_millis(20);
+
 /// How this process takes part in a run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Run id carried by every envelope (the same in every shard of a run).
     pub run_id: u32,
     /// Traffic starts no earlier than this wall-clock time, so that the shards of one run
     /// start together; each shard still waits for its own users to log in.
     pub traffic_at: Option<SystemTime>,
+    /// The shards' common start: traffic also waits (at most [`BARRIER_WAIT`]) until every
+    /// shard's on-time users have tried to log in.
+    pub barrier: Option<Arc<dyn StartBarrier>>,
+}
+
+/// Where the processes of one run tell each other that their users are logged in, so that
+/// traffic starts in all of them together and only once every user is in.
+pub trait StartBarrier: Send + Sync + std::fmt::Debug {
+    /// Tells the others that this process's on-time users have all tried to log in.
+    fn arrive(&self) -> std::io::Result<()>;
+    /// The processes (shard indexes) that have not arrived yet; empty when all are in.
+    fn missing(&self) -> Vec<u32>;
+    /// How many processes take part.
+    fn count(&self) -> u32;
 }
 
 /// What a run produced.
@@ -113,7 +138,7 @@ pub async fn run<D: Driver>(
         last_tick: Instant::now(),
     };
     let mut notes = Vec::new();
-    if login(&mut conductor, opts.traffic_at).await {
+    if login(&mut conductor, &opts, &mut notes).await {
         notes.extend(traffic(&mut conductor, &plan.population, users.sched_end).await);
     }
     drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
@@ -252,11 +277,13 @@ impl Users {
     }
 }
 
-/// The login phase: waits until every on-time user has tried to log in, then until the
-/// run's common traffic start (`traffic_at`, for shards). True when traffic may start.
+/// The login phase: waits until every on-time user has tried to log in, then for the other
+/// shards' users (the start barrier) and the run's common traffic start (`traffic_at`).
+/// True when traffic may start; `notes` says when it starts before everyone is in.
 async fn login<F: FnMut(&Progress) + Send>(
     c: &mut Conductor<F>,
-    traffic_at: Option<SystemTime>,
+    opts: &RunOptions,
+    notes: &mut Vec<String>,
 ) -> bool {
     let everyone_in = c
         .wait(None, |s| s.logins_pending.load(Ordering::Acquire) == 0)
@@ -264,7 +291,54 @@ async fn login<F: FnMut(&Progress) + Send>(
     if !everyone_in {
         return false;
     }
-    let until_start = traffic_at.and_then(|at| at.duration_since(SystemTime::now()).ok());
+    if let (Some(at), None) = (opts.traffic_at, &opts.barrier) {
+        // Without a barrier the other shards start at `at` whether this one is in or not.
+        if let Ok(late) = SystemTime::now().duration_since(at) {
+            if late > Duration::from_millis(100) {
+                notes.push(format!(
+                    "this shard's on-time users were not all logged in at the run's common \
+                     traffic start (--start-traffic-at): they were in {:.1} s after it, so \
+                     its traffic started late, and other shards may have been sending to its \
+                     users while they were still logging in (run the shards with \
+                     --start-barrier to have traffic wait for every shard's logins)",
+                    late.as_secs_f64()
+                ));
+            }
+        }
+    }
+    if let Some(barrier) = &opts.barrier {
+        if let Err(e) = barrier.arrive() {
+            notes.push(format!(
+                "this shard could not tell the others its users were logged in ({e}): \
+                 they started traffic after waiting {} s for it",
+                BARRIER_WAIT.as_secs()
+            ));
+        }
+        let limit = Instant::now() + BARRIER_WAIT;
+        let mut missing = barrier.missing();
+        while !missing.is_empty() && Instant::now() < limit {
+            // Only a signal ends this early.
+            c.wait(Some(BARRIER_POLL), |_| false).await;
+            if c.interrupted {
+                return false;
+            }
+            missing = barrier.missing();
+        }
+        if !missing.is_empty() {
+            let list: Vec<String> = missing.iter().map(u32::to_string).collect();
+            notes.push(format!(
+                "traffic started before logins finished: shard(s) {} of {} had not \
+                 reported their on-time users logged in {} s after this shard's were in; \
+                 their users may have missed pushes and caught up by sync",
+                list.join(", "),
+                barrier.count(),
+                BARRIER_WAIT.as_secs()
+            ));
+        }
+    }
+    let until_start = opts
+        .traffic_at
+        .and_then(|at| at.duration_since(SystemTime::now()).ok());
     if let Some(wait) = until_start {
         // The other shards' users log in meanwhile; only a signal ends this early.
         c.wait(Some(wait), |_| false).await;
@@ -329,18 +403,38 @@ async fn drain<F: FnMut(&Progress) + Send>(
 }
 
 /// The close phase: users run their verification sync and disconnect, within
-/// [`CLOSE_GRACE`] (an interrupted run skips the sync; a second signal stops at once).
+/// [`CLOSE_GRACE`]; an interrupted run skips the sync and gets [`SIGNAL_GRACE`] (also when
+/// the first signal comes during the close); a second signal stops at once.
 async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: JoinSet<()>) {
-    let shared = &c.shared;
+    let shared = c.shared.clone();
+    let mut deadline = Instant::now();
     if c.interrupted && shared.phase() < Phase::Abort {
         shared.advance(Phase::Abort);
+        deadline += SIGNAL_GRACE;
     } else {
         shared.advance(Phase::Closing);
+        deadline += CLOSE_GRACE;
     }
-    let closed = tokio::select! {
-        _ = async { while tasks.join_next().await.is_some() {} } => true,
-        _ = tokio::time::sleep(CLOSE_GRACE) => false,
-        _ = c.signals.wait_for(|n| *n >= 2) => false,
+    let mut listening = true;
+    let closed = loop {
+        tokio::select! {
+            next = tasks.join_next() => if next.is_none() {
+                break true;
+            },
+            _ = tokio::time::sleep_until(deadline) => break false,
+            changed = c.signals.changed(), if listening => {
+                let n = *c.signals.borrow_and_update();
+                listening = changed.is_ok();
+                if n >= 2 {
+                    break false;
+                }
+                if n == 1 && !c.interrupted {
+                    c.interrupted = true;
+                    shared.advance(Phase::Abort);
+                    deadline = deadline.min(Instant::now() + SIGNAL_GRACE);
+                }
+            }
+        }
     };
     if !closed {
         shared.advance(Phase::Abort);

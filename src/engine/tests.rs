@@ -29,6 +29,7 @@ async fn run_loopback(plan: &Plan, opts: LoopbackOptions) -> (Outcome, Delivery,
     let opts = RunOptions {
         run_id: 7,
         traffic_at: None,
+        barrier: None,
     };
     let outcome = run(plan, driver, opts, signals, |_| {}).await;
     let delivery = outcome.ledger.summary();
@@ -223,6 +224,7 @@ async fn a_late_generator_still_counts_latency_from_the_due_time() {
     let opts = RunOptions {
         run_id: 7,
         traffic_at: None,
+        barrier: None,
     };
     let out = run(&direct(5, ""), driver, opts, signals, |_| {}).await;
     let d = out.ledger.summary();

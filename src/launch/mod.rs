@@ -7,6 +7,7 @@
 //! [`local`] as child processes on this host. A Kubernetes Indexed Job (one pod per
 //! completion index) fits the same interface and is planned.
 
+pub mod barrier;
 pub mod local;
 
 use std::ffi::OsString;
@@ -36,6 +37,11 @@ pub struct ShardRun {
 }
 
 impl ShardRun {
+    /// The folder of the run's start barrier ([`barrier::FileBarrier`]).
+    pub fn barrier_dir(&self) -> PathBuf {
+        self.out.join("start")
+    }
+
     /// The `msgstorm` arguments of shard `index` writing its result into `out`.
     pub fn args(&self, index: u32, out: &Path) -> Vec<OsString> {
         let traffic_at_ms = self
@@ -54,6 +60,10 @@ impl ShardRun {
         ] {
             args.push(arg.into());
         }
+        args.extend([
+            "--start-barrier".into(),
+            self.barrier_dir().into_os_string(),
+        ]);
         args.extend(["--out".into(), out.as_os_str().to_owned(), "--quiet".into()]);
         for s in &self.sets {
             args.extend(["--set".into(), s.into()]);
@@ -127,6 +137,7 @@ mod tests {
         assert_eq!((shard.index, shard.count), (2, 3));
         assert_eq!(args.run_id, Some(0xab));
         assert_eq!(args.traffic_at, Some(1_700_000_000_123));
+        assert_eq!(args.start_barrier, Some(PathBuf::from("out/start")));
         assert_eq!(args.out, Some(PathBuf::from("out/shard-2")));
         assert_eq!(args.scenario, Some(PathBuf::from("s.toml")));
         assert_eq!(args.set, run.sets);

@@ -196,6 +196,25 @@ async fn corrupt_faults_count_as_corrupted_exactly() {
     r.ran.expect_code(0);
 }
 
+/// Issue 10: with 40-byte bodies (as the W4 scenario sends) the body is all envelope header,
+/// so the server's corruption hits the header: still every corrupted copy counts as
+/// corrupted — attributed to its message, neither damaged nor lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_10_corrupt_faults_in_small_bodies_count_as_corrupted_exactly() {
+    let traffic = format!("{ONE_TO_MANY}size = 40\n");
+    let r = run_with_faults("corrupt=0.1", "verify_sync = true", &traffic).await;
+    let bad = r.logged("corrupt").len() as u64;
+    assert!(bad >= 5, "too few corruptions:\n{r}");
+    assert_eq!(r.d.corrupted, bad, "{r}");
+    assert_eq!(r.d.delivered, r.d.expected - bad, "{r}");
+    assert_eq!(
+        (r.d.lost, r.d.damaged, r.d.duplicated, r.d.reordered),
+        (0, 0, 0, 0),
+        "{r}"
+    );
+    r.ran.expect_code(0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delay_faults_count_as_late_exactly() {
     // 4 senders × 20 receivers, a send every 100 ms per sender: the next message of a

@@ -248,3 +248,103 @@ max_duplicated = 0
     assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
     assert!(out.join("shard-0/result.json").exists() && out.join("shard-1/result.json").exists());
 }
+
+/// Issue 10: the shards' common traffic start waits for every shard's users. Shard 1 starts
+/// 3 s after shard 0, long after the common `--start-traffic-at`: with `--start-barrier`,
+/// shard 0 holds its traffic until shard 1's users are in, so no message is sent to a user
+/// still logging in (nothing arrives by the catch-up sync) and nothing is lost, duplicated or
+/// reordered. Without the barrier, shard 1's result says in words that its users were not
+/// all in at the common start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_10_traffic_waits_for_every_shards_logins() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let text = scenario(
+        "name = \"barrier\"\nseed = 5\ndrain = \"3s\"",
+        &server,
+        TRAFFIC,
+    );
+    let file = work.write("s.toml", &text);
+    let file = file.to_str().expect("utf-8").to_owned();
+    let barrier = work.path("start");
+    let barrier = barrier.to_str().expect("utf-8").to_owned();
+    let run = |shard: &'static str, out: String, with_barrier: bool, delay_ms: u64| {
+        let at = std::time::SystemTime::now() + std::time::Duration::from_millis(500);
+        let at_ms = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis()
+            .to_string();
+        let mut args: Vec<String> = [
+            "run",
+            &file,
+            "-q",
+            "--shard",
+            shard,
+            "--run-id",
+            "5eed0010",
+            "--start-traffic-at",
+            &at_ms,
+            "--out",
+            &out,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        if with_barrier {
+            args.extend(["--start-barrier".to_owned(), barrier.clone()]);
+        }
+        async move {
+            tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            msgstorm(&refs).await
+        }
+    };
+    let out = |name: &str| work.path(name).to_str().expect("utf-8").to_owned();
+    let (ra, rb) = tokio::join!(
+        run("0/2", out("a"), true, 0),
+        run("1/2", out("b"), true, 3000)
+    );
+    let read = |dir: String, ran: &Ran| {
+        Artifact::read(format!("{dir}/result.json").as_ref())
+            .unwrap_or_else(|e| panic!("{e}\n{ran}"))
+    };
+    let (a, b) = (read(out("a"), &ra), read(out("b"), &rb));
+    let d = merged(&a, &b).ledger.summary();
+    let timing = format!(
+        "shard 0: traffic at {:?} s; shard 1: traffic at {:?} s; notes {:?} {:?}",
+        a.traffic_started_s, b.traffic_started_s, a.notes, b.notes
+    );
+    assert!(
+        a.traffic_started_s.is_some_and(|t| t >= 2.5),
+        "shard 0 did not wait for shard 1: {timing}"
+    );
+    assert_eq!(
+        (d.via_sync, d.lost, d.duplicated, d.reordered),
+        (0, 0, 0, 0),
+        "{timing}\n{d:?}"
+    );
+    assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
+    assert!(
+        !a.notes
+            .iter()
+            .chain(&b.notes)
+            .any(|n| n.contains("logged in")),
+        "{timing}"
+    );
+
+    // The same without the barrier: shard 1 was late for the common start and says so.
+    let (_, rb) = tokio::join!(
+        run("0/2", out("c"), false, 0),
+        run("1/2", out("d"), false, 3000)
+    );
+    let late = read(out("d"), &rb);
+    assert!(
+        late.notes
+            .iter()
+            .any(|n| n.contains("not all logged in at the run's common traffic start")),
+        "{:?}",
+        late.notes
+    );
+    server.shutdown().await.expect("server stops");
+}

@@ -240,3 +240,51 @@ duration = "3s"
     // acknowledged one was delivered before the stop.
     assert!(d.refused > 0 && d.delivered == d.expected, "{d:?}");
 }
+
+/// Issue 10: a target that accepts TCP connections but never answers holds every user in
+/// its login for the whole `connect_timeout` (30 s here). The first SIGTERM still ends the
+/// run within `drain` (1 s) plus the 2 s users get to disconnect — not after the 30 s close
+/// grace — and writes an interrupted result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_10_sigterm_against_a_silent_target_ends_within_drain() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    // Accepts and holds every connection, reading nothing and answering nothing.
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let text = format!(
+        r#"name = "silent"
+drain = "1s"
+[target]
+url = "ws://{addr}/ws"
+connect_timeout = "30s"
+[target.auth]
+secret = "s"
+
+[population]
+users = 20
+login_rate = 200
+
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 8
+rate = 40
+duration = "10s"
+"#
+    );
+    let (code, took, out, a) = interrupt(&text, &[], &[Duration::from_millis(1500)]).await;
+    assert_eq!(code, 1, "an interrupted run fails\n{out}");
+    assert!(
+        took < Duration::from_secs(1) + Duration::from_secs(2) + Duration::from_millis(1500),
+        "exit {took:?} after SIGTERM, drain is 1 s\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    silent.abort();
+}

@@ -577,6 +577,14 @@ impl<D: Driver> Vu<D> {
     async fn finish(&mut self, mut session: D::Session) {
         if self.cfg.verify_sync {
             self.fetch(&mut session, Via::Repair).await;
+            // Pushes that arrived during the sync and that it did not return are still
+            // deliveries (the driver hands out each message once, either way).
+            for _ in 0..DRAIN {
+                match session.next_event().now_or_never() {
+                    Some(Event::Closed(_)) | None => break,
+                    Some(ev) => self.handle(ev),
+                }
+            }
         }
         self.resume = Some(session.close().await);
         self.went_offline();
