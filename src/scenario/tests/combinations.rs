@@ -218,7 +218,7 @@ fn override_errors_name_the_override() {
         &["traffic[0].rate=-5"],
         0,
         "traffic[0].rate",
-        "must be > 0, got -5 (from `--set traffic[0].rate=-5`)",
+        "must be a rate in 0.001..=1000000000 per second, got -5 (from `--set traffic[0].rate=-5`)",
     );
     fails(
         BASE,
