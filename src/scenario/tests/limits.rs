@@ -281,6 +281,74 @@ fn issue_10_products_of_counts_are_bounded() {
     );
 }
 
+#[test]
+fn issue_10_the_most_users_make_a_plan_of_chosen_users_only() {
+    // 10⁸ users, 10% late and 10% churning, a direct pattern, groups and everyone idle:
+    // the plan lists the chosen users, never the population (which was 8 bytes per user).
+    let text = r#"
+[population]
+users = 100000000
+login_rate = 1000000
+late = { fraction = 0.001, at = "10m" }
+churn = { count = 1000, offline_at = "10m", back_at = "11m" }
+
+[[traffic]]
+kind = "direct"
+senders = 100
+receivers = 100
+rate = 1000
+duration = "10s"
+
+[[traffic]]
+kind = "group"
+groups = 10
+group_size = 1000
+senders_per_group = 3
+rate = 100
+duration = "10s"
+
+[[traffic]]
+kind = "idle"
+duration = "10s"
+
+"#;
+    let p = plan(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pop = &p.population;
+    assert_eq!(pop.users, 100_000_000);
+    assert_eq!((pop.late.len(), pop.churn.len()), (100_000, 1000));
+    let TrafficKind::Direct(d) = &p.traffic[0].kind else {
+        panic!()
+    };
+    assert_eq!((d.senders.len(), d.receivers.len()), (100, 100));
+    let TrafficKind::Group(g) = &p.traffic[1].kind else {
+        panic!()
+    };
+    assert_eq!(g.groups.len(), 10);
+    assert!(g.groups.iter().all(|g| g.members.len() == 1000));
+    assert_eq!(
+        p.traffic[2].kind,
+        TrafficKind::Idle {
+            users: IdleUsers::All
+        }
+    );
+    // Every user is still somebody: the largest ids are drawn too.
+    let late_max = pop.late.last().copied().unwrap_or(0);
+    assert!(late_max > 99_000_000, "{late_max}");
+    // every_kth over 10⁸ users, without listing them.
+    let p = plan(
+        text,
+        &["traffic[2].users=4", "traffic[2].pick=\"every_kth\""],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let TrafficKind::Idle {
+        users: IdleUsers::Chosen(idle),
+    } = &p.traffic[2].kind
+    else {
+        panic!()
+    };
+    assert_eq!(idle, &[0, 25_000_000, 50_000_000, 75_000_000]);
+}
+
 /// A numeric or duration value, valid or not.
 fn any_value() -> impl Strategy<Value = String> {
     prop_oneof![
