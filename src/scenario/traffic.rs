@@ -341,6 +341,7 @@ pub fn traffic(
                 ctx.needs_duration(duration)?;
                 let connections =
                     ctx.steady_count(&t.connections, "connections", "connections that send")?;
+                streams += u64::from(connections);
                 PatternKind::Echo {
                     connections,
                     pick: ctx.pick(),

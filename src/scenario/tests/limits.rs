@@ -418,10 +418,20 @@ fn any_key() -> impl Strategy<Value = &'static str> {
     prop::sample::select(keys)
 }
 
-/// Only `Ok` or a scenario error: never a panic, never another kind of error.
+/// Only `Ok` or a scenario error: never a panic, never another kind of error. A plan
+/// that validates is also cut into the engine's schedule (first and last shard of three)
+/// and its last login time computed, the arithmetic a run does with it.
 fn ok_or_scenario_error(text: &str, overrides: &[&str]) -> std::result::Result<(), String> {
     match plan(text, overrides) {
-        Ok(_) => Ok(()),
+        Ok(p) => {
+            for index in [0, 2] {
+                let range = Shard { index, count: 3 }.range(p.population.users);
+                crate::engine::schedule::build(&p, range);
+            }
+            let last = u64::from(p.population.users - 1);
+            crate::engine::arrival::arrival_offset(&p.population.arrival, last);
+            Ok(())
+        }
         Err(e @ Error::Scenario { .. }) if e.exit_code() == 2 => Ok(()),
         Err(e) => Err(format!("not a scenario error: {e}")),
     }
