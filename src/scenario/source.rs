@@ -44,6 +44,10 @@ impl Source<'_> {
                 line: 0,
                 key,
                 msg: match self.overrides.get(i) {
+                    Some(o) if o.chars().count() > 120 => {
+                        let head: String = o.chars().take(100).collect();
+                        format!("{msg} (from `--set {head}…`)")
+                    }
                     Some(o) => format!("{msg} (from `--set {o}`)"),
                     None => msg,
                 },
@@ -103,7 +107,9 @@ impl Source<'_> {
             format!("integer `{n}` is out of range")
         } else if let Some(rest) = msg.strip_prefix("invalid type: ") {
             match rest.rsplit_once(", expected ") {
-                Some((got, want)) => format!("wrong type: expected {}, got {got}", noun(want)),
+                Some((got, want)) => {
+                    format!("wrong type: expected {}, got {}", noun(want), short(got))
+                }
                 None => format!("wrong type: {rest}"),
             }
         } else {
@@ -245,6 +251,21 @@ fn backticked(msg: &str) -> Vec<String> {
         .step_by(2)
         .map(str::to_string)
         .collect()
+}
+
+/// A serde "got …" phrase with a float written as people read it (`1e-300`, not three
+/// hundred zeros).
+fn short(got: &str) -> String {
+    let float = got
+        .strip_prefix("floating point `")
+        .and_then(|r| r.strip_suffix('`'))
+        .and_then(|x| x.parse::<f64>().ok());
+    match float {
+        Some(x) if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) => {
+            format!("floating point `{x:e}`")
+        }
+        _ => got.to_string(),
+    }
 }
 
 /// A serde "expected …" phrase in scenario words.

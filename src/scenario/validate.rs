@@ -137,6 +137,8 @@ pub fn validate(
     let traffic = traffic(src, &s.traffic, &population, target.driver)?;
     check_driver(src, root, &mut target, max_body(&traffic))?;
     missed_messages(src, &s.population, &population, &target)?;
+    let ledger = ledger(src, s.ledger.as_ref())?;
+    sampled_streams(src, s.ledger.as_ref(), &ledger, &traffic)?;
     Ok(Checked {
         name,
         seed,
@@ -144,7 +146,7 @@ pub fn validate(
         target,
         population,
         traffic,
-        ledger: ledger(src, s.ledger.as_ref())?,
+        ledger,
         checks: checks(src, s.checks.as_ref())?,
         report: ReportOpts {
             out: match s.report.as_ref().and_then(|r| r.out.as_ref()) {
@@ -171,6 +173,48 @@ fn max_body(traffic: &[Pattern]) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// Refuses a `ledger.sample` so small that the ledger would track no stream of the plan
+/// (fewer than one expected): a run that verifies nothing must not pass.
+fn sampled_streams(
+    src: &Source<'_>,
+    spec: Option<&LedgerSpec>,
+    opts: &LedgerOpts,
+    traffic: &[Pattern],
+) -> Result<()> {
+    let Some(s) = spec.and_then(|l| l.sample.as_ref()) else {
+        return Ok(());
+    };
+    let streams: u64 = traffic
+        .iter()
+        .map(|p| match &p.kind {
+            PatternKind::Direct {
+                senders, receivers, ..
+            } => u64::from(*senders) * u64::from(*receivers),
+            PatternKind::Group {
+                groups,
+                senders_per_group,
+                ..
+            } => u64::from(*groups) * u64::from(*senders_per_group),
+            PatternKind::Echo { connections, .. } => u64::from(*connections),
+            PatternKind::Idle { .. } | PatternKind::Request(_) => 0,
+        })
+        .sum();
+    let expected = opts.sample * streams as f64;
+    if streams == 0 || expected >= 1.0 {
+        return Ok(());
+    }
+    Err(src.at(
+        s,
+        "ledger.sample",
+        format!(
+            "{} of {streams} streams is less than one stream, so the ledger would verify \
+             nothing; set at least {}",
+            number(opts.sample),
+            number(1.0 / streams as f64)
+        ),
+    ))
 }
 
 /// Refuses late and churning users when the driver cannot fetch what a user missed while

@@ -466,3 +466,32 @@ proptest! {
         prop_assert_eq!(ok_or_scenario_error(&edited.join("\n"), &[]), Ok(()));
     }
 }
+
+#[test]
+fn issue_10_a_sample_that_tracks_nothing_is_refused() {
+    // BASE has 10 × 10 streams: 0.01 tracks about one, less tracks none.
+    plan(BASE, &["ledger.sample=0.01"]).unwrap();
+    fails(
+        BASE,
+        &["ledger.sample=1e-300"],
+        0,
+        "ledger.sample",
+        "1e-300 of 100 streams is less than one stream, so the ledger would verify nothing; \
+         set at least 0.01",
+    );
+}
+
+#[test]
+fn issue_10_messages_stay_short() {
+    // A float in a wrong-type message is written compactly, and a long override is cut.
+    fails(
+        BASE,
+        &["population.users=1e-300"],
+        0,
+        "population.users",
+        "got floating point `1e-300` (from",
+    );
+    let long = format!("x=[{}]", "1, ".repeat(100));
+    let e = plan(BASE, &[&long]).unwrap_err().to_string();
+    assert!(e.len() < 300 && e.contains("…`)"), "{e}");
+}
