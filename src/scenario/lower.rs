@@ -245,7 +245,35 @@ fn choose(rng: &mut Rng, pool: &Pool<'_>, count: u32, pick: Pick) -> Vec<UserIx>
 }
 
 /// `k` distinct numbers of `0..n` (Floyd's algorithm, O(k)), sorted ascending.
+///
+/// The drawn set is kept in a bit per number when `k` is at least `n / 16` (then `n / 8`
+/// bytes are less than the `4k` bytes of the result, and far faster than hashing), else in
+/// a hash set; both hold the same numbers, so the sample does not depend on which.
 fn floyd(rng: &mut Rng, n: u32, k: u32) -> Vec<u32> {
+    if u64::from(k) * 16 >= u64::from(n) {
+        let mut bits = vec![0u64; (n as usize).div_ceil(64)];
+        let mut insert = |t: u32| {
+            let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
+            let new = bits[word] & bit == 0;
+            bits[word] |= bit;
+            new
+        };
+        for j in n - k..n {
+            let t = rng.u32(..=j);
+            if !insert(t) {
+                insert(j);
+            }
+        }
+        let mut out = Vec::with_capacity(k as usize);
+        for (w, &word) in bits.iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                out.push(w as u32 * 64 + rest.trailing_zeros());
+                rest &= rest - 1;
+            }
+        }
+        return out;
+    }
     let mut set = HashSet::with_capacity(k as usize);
     for j in n - k..n {
         let t = rng.u32(..=j);
@@ -279,6 +307,25 @@ mod tests {
         let v = floyd(&mut rng, 1000, 10);
         assert_eq!(v.len(), 10);
         assert!(v.windows(2).all(|w| w[0] < w[1]) && v[9] < 1000);
+    }
+
+    #[test]
+    fn floyd_draws_the_same_set_with_bits_or_hashes() {
+        // k = n/16 takes the bit set; the same draws into a hash set must agree.
+        for (n, k) in [(1600, 100), (64, 64), (65, 7), (1000, 999)] {
+            let bits = floyd(&mut Rng::with_seed(9), n, k);
+            let mut rng = Rng::with_seed(9);
+            let mut set = HashSet::new();
+            for j in n - k..n {
+                let t = rng.u32(..=j);
+                if !set.insert(t) {
+                    set.insert(j);
+                }
+            }
+            let mut want: Vec<u32> = set.into_iter().collect();
+            want.sort_unstable();
+            assert_eq!(bits, want, "n={n} k={k}");
+        }
     }
 
     #[test]
