@@ -495,3 +495,36 @@ fn issue_10_messages_stay_short() {
     let e = plan(BASE, &[&long]).unwrap_err().to_string();
     assert!(e.len() < 300 && e.contains("…`)"), "{e}");
 }
+
+#[test]
+fn issue_10_every_duration_at_its_maximum_schedules_without_overflow() {
+    let sets = [
+        "drain=30days",
+        "target.connect_timeout=30days",
+        "target.heartbeat=30days",
+        "population.late.at=30days",
+        "population.churn.offline_at=29days",
+        "population.churn.back_at=30days",
+        "traffic[0].interval=30days",
+        "traffic[0].start=30days",
+        "traffic[0].duration=30days",
+        "traffic[1].step_duration=15days",
+        "traffic[2].start=30days",
+        "ledger.late_after=30days",
+        "checks.e2e_p99=30days",
+    ];
+    let p = plan(FULL, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let s = crate::engine::schedule::build(&p, Shard::WHOLE.range(p.population.users));
+    assert!(s.end <= 3 * crate::scenario::validate::MAX_DURATION);
+    for vu in &s.vus {
+        for prog in &vu.programs {
+            let mut prog = prog.clone();
+            prog.sent = u64::MAX - 1;
+            prog.count = None;
+            prog.end = None;
+            assert!(prog.due().is_some());
+        }
+    }
+    let last = u64::from(p.population.users);
+    crate::engine::arrival::arrival_offset(&p.population.arrival, last);
+}
