@@ -31,7 +31,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MIN_RATE: f64 = 1e-3;
 /// The fastest rate of any rate key: 10⁹/s, beyond any generator.
 pub const MAX_RATE: f64 = 1e9;
-/// The shortest time between two sends of one sender (and the shortest heartbeat is 1 ms).
+/// The shortest time between two sends of one sender.
 pub const MIN_INTERVAL: Duration = Duration::from_micros(1);
 /// The shortest heartbeat interval (`0s` turns heartbeats off).
 const MIN_HEARTBEAT: Duration = Duration::from_millis(1);
