@@ -313,7 +313,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
             }
             TrafficKind::Idle { users } => {
                 let until = end.unwrap_or(t.start);
-                for &u in users.iter().filter(|&&u| local(u)) {
+                for u in range.clone().filter(|&u| users.contains(u)) {
                     let vu = &mut vus[slot(u)];
                     vu.stay_until = vu.stay_until.max(until);
                 }

@@ -17,14 +17,18 @@
 //!   senders × receivers ids, a group pattern groups × senders_per_group.
 //! - `pick = "every_kth"` takes evenly spaced users of the pool (`pool[j·len/count]`)
 //!   instead of a random sample.
+//!
+//! Memory is O(patterns + chosen users), never O(users): a pool ("all users but these")
+//! is the sorted list of the excluded ones, and a drawn position is mapped to its user by
+//! walking that list ([`Pool`]). An `idle` pattern of every user is [`IdleUsers::All`].
 
 use std::collections::HashSet;
 
 use fastrand::Rng;
 
 use super::plan::{
-    DirectTraffic, EchoTraffic, GroupSpec, GroupTraffic, Plan, Population, Shard, StreamId,
-    Traffic, TrafficKind, UserIx,
+    DirectTraffic, EchoTraffic, GroupSpec, GroupTraffic, IdleUsers, Plan, Population, Shard,
+    StreamId, Traffic, TrafficKind, UserIx,
 };
 use super::schema::Pick;
 use super::traffic::PatternKind;
@@ -40,9 +44,16 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
     let mut late = away;
     late.sort_unstable();
     churn.sort_unstable();
-    let steady: Vec<UserIx> = (0..pop.users)
-        .filter(|u| late.binary_search(u).is_err() && churn.binary_search(u).is_err())
-        .collect();
+    let mut away = [late.as_slice(), churn.as_slice()].concat();
+    away.sort_unstable();
+    let steady = Pool {
+        n: pop.users,
+        excluded: &away,
+    };
+    let all = Pool {
+        n: pop.users,
+        excluded: &[],
+    };
 
     let mut next_stream: StreamId = 0;
     let mut next_group: u64 = 0;
@@ -59,9 +70,10 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
                 size,
             } => {
                 let senders = choose(&mut rng, &steady, senders, pick);
-                let others: Vec<UserIx> = (0..pop.users)
-                    .filter(|u| senders.binary_search(u).is_err())
-                    .collect();
+                let others = Pool {
+                    n: pop.users,
+                    excluded: &senders,
+                };
                 let receivers = choose(&mut rng, &others, receivers, pick);
                 let base = next_stream;
                 next_stream += (senders.len() * receivers.len()) as StreamId;
@@ -109,10 +121,9 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
             }
             PatternKind::Idle { users, pick } => TrafficKind::Idle {
                 users: if users == pop.users {
-                    (0..users).collect()
+                    IdleUsers::All
                 } else {
-                    let all: Vec<UserIx> = (0..pop.users).collect();
-                    choose(&mut rng, &all, users, pick)
+                    IdleUsers::Chosen(choose(&mut rng, &all, users, pick))
                 },
             },
             PatternKind::Request(r) => TrafficKind::Request(r),
@@ -169,20 +180,19 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
 fn group(
     rng: &mut Rng,
     name: String,
-    steady: &[UserIx],
+    steady: &Pool<'_>,
     users: u32,
     size: u32,
     senders: u32,
 ) -> GroupSpec {
     let senders = choose(rng, steady, senders, Pick::Random);
-    let mut members = senders.clone();
-    for v in floyd(
-        rng,
-        users - senders.len() as u32,
-        size - senders.len() as u32,
-    ) {
-        members.push(nth_outside(v, &senders));
-    }
+    let others = Pool {
+        n: users,
+        excluded: &senders,
+    };
+    let drawn = floyd(rng, others.len(), size - senders.len() as u32);
+    let mut members = others.at(drawn);
+    members.extend_from_slice(&senders);
     members.sort_unstable();
     GroupSpec {
         name,
@@ -191,37 +201,79 @@ fn group(
     }
 }
 
-/// The `v`-th user (0-based) not in `sorted`.
-fn nth_outside(v: UserIx, sorted: &[UserIx]) -> UserIx {
-    let mut u = v;
-    for &s in sorted {
-        if s <= u {
-            u += 1;
-        } else {
-            break;
-        }
+/// The users `0..n` but `excluded`, in order, without listing them.
+struct Pool<'a> {
+    /// Users `0..n`.
+    n: u32,
+    /// The users left out: sorted ascending, distinct, each below `n`.
+    excluded: &'a [UserIx],
+}
+
+impl Pool<'_> {
+    /// How many users the pool holds.
+    fn len(&self) -> u32 {
+        self.n - self.excluded.len() as u32
     }
-    u
+
+    /// The users at `positions` (ascending, each below [`Pool::len`]), in one walk over
+    /// the excluded users.
+    fn at(&self, positions: impl IntoIterator<Item = u32>) -> Vec<UserIx> {
+        let mut skipped = 0;
+        positions
+            .into_iter()
+            .map(|v| {
+                let mut u = v + skipped as u32;
+                while self.excluded.get(skipped).is_some_and(|&x| x <= u) {
+                    skipped += 1;
+                    u += 1;
+                }
+                u
+            })
+            .collect()
+    }
 }
 
 /// `count` users of `pool` (`count` ≤ its length), sorted ascending.
-fn choose(rng: &mut Rng, pool: &[UserIx], count: u32, pick: Pick) -> Vec<UserIx> {
-    let len = pool.len() as u64;
-    let mut out: Vec<UserIx> = match pick {
-        Pick::EveryKth => (0..u64::from(count))
-            .map(|j| pool[(j * len / u64::from(count)) as usize])
-            .collect(),
-        Pick::Random => floyd(rng, pool.len() as u32, count)
-            .into_iter()
-            .map(|i| pool[i as usize])
-            .collect(),
-    };
-    out.sort_unstable();
-    out
+fn choose(rng: &mut Rng, pool: &Pool<'_>, count: u32, pick: Pick) -> Vec<UserIx> {
+    let len = u64::from(pool.len());
+    match pick {
+        Pick::EveryKth => {
+            pool.at((0..u64::from(count)).map(|j| (j * len / u64::from(count)) as u32))
+        }
+        Pick::Random => pool.at(floyd(rng, pool.len(), count)),
+    }
 }
 
 /// `k` distinct numbers of `0..n` (Floyd's algorithm, O(k)), sorted ascending.
+///
+/// The drawn set is kept in a bit per number when `k` is at least `n / 16` (then `n / 8`
+/// bytes are less than the `4k` bytes of the result, and far faster than hashing), else in
+/// a hash set; both hold the same numbers, so the sample does not depend on which.
 fn floyd(rng: &mut Rng, n: u32, k: u32) -> Vec<u32> {
+    if u64::from(k) * 16 >= u64::from(n) {
+        let mut bits = vec![0u64; (n as usize).div_ceil(64)];
+        let mut insert = |t: u32| {
+            let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
+            let new = bits[word] & bit == 0;
+            bits[word] |= bit;
+            new
+        };
+        for j in n - k..n {
+            let t = rng.u32(..=j);
+            if !insert(t) {
+                insert(j);
+            }
+        }
+        let mut out = Vec::with_capacity(k as usize);
+        for (w, &word) in bits.iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                out.push(w as u32 * 64 + rest.trailing_zeros());
+                rest &= rest - 1;
+            }
+        }
+        return out;
+    }
     let mut set = HashSet::with_capacity(k as usize);
     for j in n - k..n {
         let t = rng.u32(..=j);
@@ -258,16 +310,49 @@ mod tests {
     }
 
     #[test]
+    fn floyd_draws_the_same_set_with_bits_or_hashes() {
+        // k = n/16 takes the bit set; the same draws into a hash set must agree.
+        for (n, k) in [(1600, 100), (64, 64), (65, 7), (1000, 999)] {
+            let bits = floyd(&mut Rng::with_seed(9), n, k);
+            let mut rng = Rng::with_seed(9);
+            let mut set = HashSet::new();
+            for j in n - k..n {
+                let t = rng.u32(..=j);
+                if !set.insert(t) {
+                    set.insert(j);
+                }
+            }
+            let mut want: Vec<u32> = set.into_iter().collect();
+            want.sort_unstable();
+            assert_eq!(bits, want, "n={n} k={k}");
+        }
+    }
+
+    #[test]
     fn every_kth_is_evenly_spaced() {
-        let pool: Vec<UserIx> = (0..100).collect();
+        let pool = Pool {
+            n: 100,
+            excluded: &[],
+        };
         let v = choose(&mut Rng::with_seed(1), &pool, 4, Pick::EveryKth);
         assert_eq!(v, vec![0, 25, 50, 75]);
     }
 
     #[test]
-    fn nth_outside_skips_members() {
-        assert_eq!(nth_outside(0, &[0, 1, 5]), 2);
-        assert_eq!(nth_outside(3, &[0, 1, 5]), 6);
-        assert_eq!(nth_outside(2, &[3]), 2);
+    fn pools_skip_the_excluded_users() {
+        let pool = Pool {
+            n: 10,
+            excluded: &[0, 1, 5, 9],
+        };
+        assert_eq!(pool.len(), 6);
+        assert_eq!(pool.at(0..6), vec![2, 3, 4, 6, 7, 8]);
+        assert_eq!(pool.at([0, 3, 5]), vec![2, 6, 8]);
+        let listed: Vec<UserIx> = (0..10).filter(|u| ![0, 1, 5, 9].contains(u)).collect();
+        let mut rng = Rng::with_seed(3);
+        for _ in 0..50 {
+            let drawn = floyd(&mut rng, 6, 3);
+            let want: Vec<UserIx> = drawn.iter().map(|&i| listed[i as usize]).collect();
+            assert_eq!(pool.at(drawn), want);
+        }
     }
 }

@@ -42,7 +42,8 @@ pub use target::DEFAULT_SECRET;
 
 /// Reads, overrides, validates and lowers the scenario file at `path`.
 pub fn load(path: &Path, overrides: &[String], shard: Shard) -> Result<Plan> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let text = source::decode(path, bytes)?;
     parse(&text, path, overrides, shard)
 }
 

@@ -134,6 +134,26 @@ pub struct Traffic {
     pub kind: TrafficKind,
 }
 
+/// The users of an `idle` pattern. The whole population is never listed: it may be
+/// 10⁸ users, and every shard process holds the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdleUsers {
+    /// Every user of the population.
+    All,
+    /// These users, sorted ascending.
+    Chosen(Vec<UserIx>),
+}
+
+impl IdleUsers {
+    /// Whether user `u` idles.
+    pub fn contains(&self, u: UserIx) -> bool {
+        match self {
+            IdleUsers::All => true,
+            IdleUsers::Chosen(users) => users.binary_search(&u).is_ok(),
+        }
+    }
+}
+
 /// The resolved shape of a traffic pattern.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TrafficKind {
@@ -144,7 +164,7 @@ pub enum TrafficKind {
     /// Online with heartbeats only; `users` stay connected for the duration.
     Idle {
         /// The users that idle.
-        users: Vec<UserIx>,
+        users: IdleUsers,
     },
     /// Closed-loop request/response at fixed concurrency, optionally swept.
     Request(RequestTraffic),

@@ -44,6 +44,10 @@ impl Source<'_> {
                 line: 0,
                 key,
                 msg: match self.overrides.get(i) {
+                    Some(o) if o.chars().count() > 120 => {
+                        let head: String = o.chars().take(100).collect();
+                        format!("{msg} (from `--set {head}…`)")
+                    }
                     Some(o) => format!("{msg} (from `--set {o}`)"),
                     None => msg,
                 },
@@ -73,11 +77,8 @@ impl Source<'_> {
         let msg = e.message().trim();
         if msg == "duplicate key" {
             let key = self.text.get(span.clone()).unwrap_or("").trim().to_string();
-            return self.error(
-                span,
-                key.clone(),
-                format!("duplicate key `{key}`: set it once"),
-            );
+            let path = duplicate_path(self.text, &span).unwrap_or_else(|| key.clone());
+            return self.error(span, path, format!("duplicate key `{key}`: set it once"));
         }
         self.error(span, "syntax", format!("TOML syntax: {msg}"))
     }
@@ -106,7 +107,9 @@ impl Source<'_> {
             format!("integer `{n}` is out of range")
         } else if let Some(rest) = msg.strip_prefix("invalid type: ") {
             match rest.rsplit_once(", expected ") {
-                Some((got, want)) => format!("wrong type: expected {}, got {got}", noun(want)),
+                Some((got, want)) => {
+                    format!("wrong type: expected {}, got {}", noun(want), short(got))
+                }
                 None => format!("wrong type: {rest}"),
             }
         } else {
@@ -116,6 +119,29 @@ impl Source<'_> {
     }
 }
 
+/// The text of a scenario file, or an error at the line of its first byte that is not
+/// UTF-8 (TOML is UTF-8 text).
+pub fn decode(file: &Path, bytes: Vec<u8>) -> Result<String, Error> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line_start = bytes[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        Error::Scenario {
+            file: file.to_path_buf(),
+            line: 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count(),
+            key: "encoding".into(),
+            msg: format!(
+                "byte 0x{:02X} at column {} is not UTF-8; a scenario file is UTF-8 text",
+                bytes[at],
+                at - line_start + 1
+            ),
+        }
+    })
+}
+
 /// 1-based line of byte `at` in `text`.
 pub fn line_of(text: &str, at: usize) -> usize {
     let at = at.min(text.len());
@@ -123,6 +149,39 @@ pub fn line_of(text: &str, at: usize) -> usize {
         .iter()
         .filter(|&&b| b == b'\n')
         .count()
+}
+
+/// The full dotted path (`traffic[1].rate`, `target.mqtt.qos`) of the duplicated key at
+/// `span` in `text`, which TOML reports by its last segment only. The key is renamed to a
+/// name the text does not use (and so is every later duplicate), the text parsed again,
+/// and the renamed key looked up in the tree. `None` when the text has other errors.
+fn duplicate_path(text: &str, span: &Range<usize>) -> Option<String> {
+    let key = text.get(span.clone())?;
+    let fresh = |i: usize| format!("msgstorm-duplicate-{i}");
+    if (0..64).any(|i| text.contains(&fresh(i))) {
+        return None;
+    }
+    let mut edited = text.to_string();
+    edited.replace_range(span.clone(), &fresh(0));
+    for i in 1..64 {
+        match DeTable::parse(&edited) {
+            Ok(root) => {
+                let renamed = span.start..span.start + fresh(0).len();
+                let path = find_path(root.get_ref(), &renamed)?;
+                let parent = path.strip_suffix(&fresh(0))?;
+                return Some(format!("{parent}{key}"));
+            }
+            Err(e) if e.message().trim() == "duplicate key" => {
+                let later = e.span()?;
+                if later.start <= span.start {
+                    return None;
+                }
+                edited.replace_range(later, &fresh(i));
+            }
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// `prefix.key`, or `key` at the root.
@@ -192,6 +251,21 @@ fn backticked(msg: &str) -> Vec<String> {
         .step_by(2)
         .map(str::to_string)
         .collect()
+}
+
+/// A serde "got …" phrase with a float written as people read it (`1e-300`, not three
+/// hundred zeros).
+fn short(got: &str) -> String {
+    let float = got
+        .strip_prefix("floating point `")
+        .and_then(|r| r.strip_suffix('`'))
+        .and_then(|x| x.parse::<f64>().ok());
+    match float {
+        Some(x) if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) => {
+            format!("floating point `{x:e}`")
+        }
+        _ => got.to_string(),
+    }
 }
 
 /// A serde "expected …" phrase in scenario words.

@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::plan::{Auth, Target};
 use super::schema::{AuthSpec, TargetSpec, TARGET_KEYS};
 use super::source::Source;
-use super::validate::positive_dur;
+use super::validate::{heartbeat, positive_dur};
 use crate::driver::{self, AuthForm, Endpoint, Spec};
 use crate::Result;
 
@@ -112,10 +112,10 @@ pub fn target(
         None => CONNECT_TIMEOUT,
     };
     // Users keep their connection alive like real clients unless told not to ("0s").
-    let heartbeat = t
-        .and_then(|t| t.heartbeat.as_ref())
-        .map_or(DEFAULT_HEARTBEAT, |h| h.get_ref().0);
-    let heartbeat = (!heartbeat.is_zero()).then_some(heartbeat);
+    let heartbeat = match t.and_then(|t| t.heartbeat.as_ref()) {
+        Some(h) => heartbeat(src, h)?,
+        None => Some(DEFAULT_HEARTBEAT),
+    };
     let mut auth = match t.and_then(|t| t.auth.as_ref()) {
         Some(a) => auth(src, a, driver)?,
         None if driver.auth.contains(&AuthForm::Secret) => Auth::Secret(DEFAULT_SECRET.into()),

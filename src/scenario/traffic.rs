@@ -12,7 +12,10 @@ use toml::Spanned;
 use super::plan::RequestTraffic;
 use super::schema::{Kind, Opt, Pick, TrafficSpec};
 use super::source::Source;
-use super::validate::{count, positive, positive_dur, Pop};
+use super::validate::{
+    at_least, count, duration as dur, positive_dur, rate, show, Pop, MAX_DELIVERIES, MAX_DURATION,
+    MAX_LISTED, MAX_PAIRS, MIN_INTERVAL,
+};
 use crate::driver::Spec;
 use crate::Result;
 
@@ -186,6 +189,11 @@ pub fn traffic(
 ) -> Result<Vec<Pattern>> {
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut streams: u64 = 0;
+    let mut total = Load {
+        listed: u64::from(pop.late) + u64::from(pop.churn),
+        pairs: 0,
+        deliveries: 0,
+    };
     let mut out = Vec::new();
     for (i, spanned) in list.iter().enumerate() {
         let t = spanned.get_ref();
@@ -236,7 +244,10 @@ pub fn traffic(
                 format!("`{name}` is already the name of traffic[{first}]"),
             ));
         }
-        let start = t.start.as_ref().map_or(Duration::ZERO, |s| s.get_ref().0);
+        let start = match &t.start {
+            Some(s) => dur(src, s, &ctx.key("start"))?,
+            None => Duration::ZERO,
+        };
         let mut duration = match &t.duration {
             Some(d) => Some(positive_dur(src, d, &ctx.key("duration"))?),
             None => None,
@@ -256,12 +267,16 @@ pub fn traffic(
                     ));
                 }
                 streams += u64::from(senders) * u64::from(receivers);
+                let messages = ctx.messages(duration)?;
+                let interval = ctx.pace(senders, "senders")?;
+                let sends = messages.map(|m| m * u64::from(receivers));
+                ctx.send_span(sends, interval, duration, "receivers × ")?;
                 PatternKind::Direct {
                     senders,
                     receivers,
                     pick: ctx.pick(),
-                    messages: ctx.messages(duration)?,
-                    interval: ctx.pace(senders, "senders")?,
+                    messages,
+                    interval,
                     size: ctx.size()?,
                 }
             }
@@ -290,12 +305,16 @@ pub fn traffic(
                     ));
                 }
                 streams += u64::from(groups) * u64::from(spg);
+                let messages = ctx.messages(duration)?;
+                let interval =
+                    ctx.pace(groups.saturating_mul(spg), "groups × senders_per_group")?;
+                ctx.send_span(messages, interval, duration, "")?;
                 PatternKind::Group {
                     groups,
                     group_size,
                     senders_per_group: spg,
-                    messages: ctx.messages(duration)?,
-                    interval: ctx.pace(groups.saturating_mul(spg), "groups × senders_per_group")?,
+                    messages,
+                    interval,
                     size: ctx.size()?,
                 }
             }
@@ -322,6 +341,7 @@ pub fn traffic(
                 ctx.needs_duration(duration)?;
                 let connections =
                     ctx.steady_count(&t.connections, "connections", "connections that send")?;
+                streams += u64::from(connections);
                 PatternKind::Echo {
                     connections,
                     pick: ctx.pick(),
@@ -331,7 +351,21 @@ pub fn traffic(
             }
         };
         if let PatternKind::Request(r) = &kind {
-            duration = Some(r.step_duration * r.steps.len() as u32);
+            let steps = u32::try_from(r.steps.len()).unwrap_or(u32::MAX);
+            let all = r.step_duration.checked_mul(steps).unwrap_or(Duration::MAX);
+            if all > MAX_DURATION {
+                return Err(ctx.at(
+                    &t.sweep,
+                    "sweep",
+                    format!(
+                        "{} steps of {} take {}; a pattern must end within 30 days",
+                        r.steps.len(),
+                        show(r.step_duration),
+                        show(all)
+                    ),
+                ));
+            }
+            duration = Some(all);
         }
         if streams > u64::from(u32::MAX) {
             return Err(src.at(
@@ -343,6 +377,43 @@ pub fn traffic(
                 ),
             ));
         }
+        let load = Load::of(&kind, duration, pop.users);
+        total.listed += load.listed;
+        total.pairs += load.pairs;
+        total.deliveries += load.deliveries;
+        let whole = format!("traffic[{i}]");
+        if total.listed > MAX_LISTED {
+            return Err(src.at(
+                spanned,
+                whole,
+                format!(
+                    "the plan would list {} users (late, churning, senders, receivers, group \
+                     members, chosen idle users, connections); at most {MAX_LISTED} fit",
+                    total.listed
+                ),
+            ));
+        }
+        if total.pairs > MAX_PAIRS {
+            return Err(src.at(
+                spanned,
+                whole,
+                format!(
+                    "the plan would track {} stream × recipient pairs; at most {MAX_PAIRS} fit",
+                    total.pairs
+                ),
+            ));
+        }
+        if total.deliveries > u128::from(MAX_DELIVERIES) {
+            return Err(src.at(
+                spanned,
+                whole,
+                format!(
+                    "the plan would schedule {} deliveries; at most {MAX_DELIVERIES}: lower \
+                     `messages`, `duration` or the rate",
+                    total.deliveries
+                ),
+            ));
+        }
         out.push(Pattern {
             name,
             start,
@@ -351,6 +422,79 @@ pub fn traffic(
         });
     }
     Ok(out)
+}
+
+/// What patterns add to a plan: the user slots it lists, the stream × recipient pairs the
+/// ledger tracks and the deliveries it schedules at most.
+struct Load {
+    listed: u64,
+    pairs: u64,
+    deliveries: u128,
+}
+
+impl Load {
+    /// The load of one pattern that stops after `duration`, if set, among `users`.
+    fn of(kind: &PatternKind, duration: Option<Duration>, users: u32) -> Load {
+        // Sends of one sender: bounded by count, by time, or both (validation saw to it).
+        let sends = |count: Option<u64>, interval: Duration| -> u128 {
+            let by_time = duration.map(|d| d.as_nanos().div_ceil(interval.as_nanos().max(1)));
+            match (count.map(u128::from), by_time) {
+                (Some(c), Some(t)) => c.min(t),
+                (Some(c), None) => c,
+                (None, Some(t)) => t,
+                (None, None) => 0,
+            }
+        };
+        match kind {
+            PatternKind::Direct {
+                senders,
+                receivers,
+                messages,
+                interval,
+                ..
+            } => Load {
+                listed: u64::from(*senders) + u64::from(*receivers),
+                pairs: u64::from(*senders) * u64::from(*receivers),
+                deliveries: u128::from(*senders)
+                    * sends(messages.map(|m| m * u64::from(*receivers)), *interval),
+            },
+            PatternKind::Group {
+                groups,
+                group_size,
+                senders_per_group,
+                messages,
+                interval,
+                ..
+            } => {
+                let streams = u64::from(*groups) * u64::from(*senders_per_group);
+                let others = u64::from(*group_size) - 1;
+                Load {
+                    listed: u64::from(*groups) * u64::from(*group_size),
+                    pairs: streams * others,
+                    deliveries: u128::from(streams * others) * sends(*messages, *interval),
+                }
+            }
+            PatternKind::Idle { users: n, .. } => Load {
+                listed: if *n == users { 0 } else { u64::from(*n) },
+                pairs: 0,
+                deliveries: 0,
+            },
+            PatternKind::Request(_) => Load {
+                listed: 0,
+                pairs: 0,
+                deliveries: 0,
+            },
+            PatternKind::Echo {
+                connections,
+                interval,
+                ..
+            } => Load {
+                listed: u64::from(*connections),
+                pairs: u64::from(*connections),
+                deliveries: u128::from(*connections) * sends(None, *interval),
+            },
+        }
+    }
 }
 
 /// One pattern being validated.
@@ -447,12 +591,42 @@ impl Ctx<'_> {
         }
     }
 
+    /// Refuses `count` sends per sender one every `interval` that would not end within
+    /// [`MAX_DURATION`] when no `duration` stops them (`per` names what multiplies
+    /// `messages` into `count`).
+    fn send_span(
+        &self,
+        count: Option<u64>,
+        interval: Duration,
+        duration: Option<Duration>,
+        per: &str,
+    ) -> Result<()> {
+        let (Some(n), None) = (count, duration) else {
+            return Ok(());
+        };
+        let span = interval.as_nanos() * u128::from(n.saturating_sub(1));
+        if span <= MAX_DURATION.as_nanos() {
+            return Ok(());
+        }
+        let secs = span as f64 / 1e9;
+        Err(self.at(
+            &self.t.messages,
+            "messages",
+            format!(
+                "{n} sends ({per}messages) per sender, one every {}, take {secs:.0}s; a \
+                 pattern's sends must end within 30 days: lower `messages`, raise the rate or \
+                 set `duration`",
+                show(interval)
+            ),
+        ))
+    }
+
     /// The per-sender interval from `interval`, or from `rate` split over `senders`.
     fn pace(&self, senders: u32, who: &str) -> Result<Duration> {
         match (&self.t.interval, &self.t.rate) {
-            (Some(i), None) => positive_dur(self.src, i, &self.key("interval")),
+            (Some(i), None) => at_least(self.src, i, &self.key("interval"), MIN_INTERVAL),
             (None, Some(r)) => {
-                let rate = positive(self.src, r, &self.key("rate"))?;
+                let rate = rate(self.src, r, &self.key("rate"))?;
                 let secs = f64::from(senders) / rate;
                 if secs < 1e-6 {
                     return Err(self.src.at(
@@ -462,6 +636,16 @@ impl Ctx<'_> {
                             "{rate}/s over {senders} {who} needs sends less than 1µs apart; \
                              at most {}/s fit (1µs interval)",
                             u64::from(senders) * 1_000_000
+                        ),
+                    ));
+                }
+                if secs > MAX_DURATION.as_secs_f64() {
+                    return Err(self.src.at(
+                        r,
+                        self.key("rate"),
+                        format!(
+                            "{rate}/s over {senders} {who} is one send per sender every {secs:.0}s; \
+                             at most 30 days apart: raise the rate"
                         ),
                     ));
                 }

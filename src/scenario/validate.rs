@@ -23,6 +23,33 @@ pub const DEFAULT_SEED: u64 = 42;
 /// Default `population.login_rate`, logins/s.
 const LOGIN_RATE: f64 = 1000.0;
 
+/// The longest value of any duration key, and the longest the login arrival, a request
+/// sweep or a pattern's count of sends may take: 30 days. Every offset the engine adds to
+/// the run's start stays far inside what `Instant` and `Duration` arithmetic can hold.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The slowest rate of any rate key (logins/s, msgs/s): one per 1,000 s.
+pub const MIN_RATE: f64 = 1e-3;
+/// The fastest rate of any rate key: 10⁹/s, beyond any generator.
+pub const MAX_RATE: f64 = 1e9;
+/// The shortest time between two sends of one sender.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(1);
+/// The shortest heartbeat interval (`0s` turns heartbeats off).
+const MIN_HEARTBEAT: Duration = Duration::from_millis(1);
+/// The most users a scenario may have: 100 million, ~5,000 shard processes of 20k
+/// connections each. The plan never lists all of them (see [`MAX_LISTED`]).
+pub const MAX_USERS: u32 = 100_000_000;
+/// The most user slots the plan may list in all (late and churning users, senders,
+/// receivers, group members, chosen idle users, echo connections): 4 bytes each, so
+/// the plan every shard process holds stays under 400 MB.
+pub const MAX_LISTED: u64 = 100_000_000;
+/// The most stream × recipient pairs (what the ledger tracks) of a plan.
+pub const MAX_PAIRS: u64 = 1_000_000_000;
+/// The most deliveries a plan may schedule: far more than any generator sends in 30 days,
+/// and far inside the `u64` counters that add them up.
+pub const MAX_DELIVERIES: u64 = 1_000_000_000_000_000;
+/// The most examples kept per kind of delivery failure.
+const MAX_EXAMPLES: usize = 1000;
+
 /// A validated scenario: every number checked and resolved, users not yet chosen.
 #[derive(Debug)]
 pub struct Checked {
@@ -101,15 +128,17 @@ pub fn validate(
             .map_err(|_| src.at(v, "seed", format!("must be ≥ 0, got {}", v.get_ref())))?,
         None => DEFAULT_SEED,
     };
-    let drain = s
-        .drain
-        .as_ref()
-        .map_or(Duration::from_secs(5), |d| d.get_ref().0);
+    let drain = match &s.drain {
+        Some(d) => duration(src, d, "drain")?,
+        None => Duration::from_secs(5),
+    };
     let mut target = target(src, s.target.as_ref(), tables)?;
     let population = population(src, &s.population)?;
     let traffic = traffic(src, &s.traffic, &population, target.driver)?;
     check_driver(src, root, &mut target, max_body(&traffic))?;
     missed_messages(src, &s.population, &population, &target)?;
+    let ledger = ledger(src, s.ledger.as_ref())?;
+    sampled_streams(src, s.ledger.as_ref(), &ledger, &traffic)?;
     Ok(Checked {
         name,
         seed,
@@ -117,7 +146,7 @@ pub fn validate(
         target,
         population,
         traffic,
-        ledger: ledger(src, s.ledger.as_ref())?,
+        ledger,
         checks: checks(src, s.checks.as_ref())?,
         report: ReportOpts {
             out: match s.report.as_ref().and_then(|r| r.out.as_ref()) {
@@ -144,6 +173,48 @@ fn max_body(traffic: &[Pattern]) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// Refuses a `ledger.sample` so small that the ledger would track no stream of the plan
+/// (fewer than one expected): a run that verifies nothing must not pass.
+fn sampled_streams(
+    src: &Source<'_>,
+    spec: Option<&LedgerSpec>,
+    opts: &LedgerOpts,
+    traffic: &[Pattern],
+) -> Result<()> {
+    let Some(s) = spec.and_then(|l| l.sample.as_ref()) else {
+        return Ok(());
+    };
+    let streams: u64 = traffic
+        .iter()
+        .map(|p| match &p.kind {
+            PatternKind::Direct {
+                senders, receivers, ..
+            } => u64::from(*senders) * u64::from(*receivers),
+            PatternKind::Group {
+                groups,
+                senders_per_group,
+                ..
+            } => u64::from(*groups) * u64::from(*senders_per_group),
+            PatternKind::Echo { connections, .. } => u64::from(*connections),
+            PatternKind::Idle { .. } | PatternKind::Request(_) => 0,
+        })
+        .sum();
+    let expected = opts.sample * streams as f64;
+    if streams == 0 || expected >= 1.0 {
+        return Ok(());
+    }
+    Err(src.at(
+        s,
+        "ledger.sample",
+        format!(
+            "{} of {streams} streams is less than one stream, so the ledger would verify \
+             nothing; set at least {}",
+            number(opts.sample),
+            number(1.0 / streams as f64)
+        ),
+    ))
 }
 
 /// Refuses late and churning users when the driver cannot fetch what a user missed while
@@ -213,7 +284,25 @@ fn monitor(src: &Source<'_>, spec: Option<&MonitorSpec>) -> Result<MonitorOpts> 
 
 fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
     let p = spec.get_ref();
-    let users = count(src, &p.users, "population.users")?;
+    let users = match *p.users.get_ref() {
+        n if n <= 0 => {
+            return Err(src.at(
+                &p.users,
+                "population.users",
+                format!("must be > 0, got {n}"),
+            ))
+        }
+        n => u32::try_from(n)
+            .ok()
+            .filter(|&n| n <= MAX_USERS)
+            .ok_or_else(|| {
+                src.at(
+                    &p.users,
+                    "population.users",
+                    format!("must be at most {MAX_USERS}, got {n}"),
+                )
+            })?,
+    };
     let first_id = match &p.first_id {
         Some(v) => u64::try_from(*v.get_ref()).map_err(|_| {
             src.at(
@@ -226,7 +315,7 @@ fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
     };
     let phases = match (&p.login_rate, &p.arrival) {
         (Some(r), None) => {
-            let rate = positive(src, r, "population.login_rate")?;
+            let rate = rate(src, r, "population.login_rate")?;
             vec![steady(Duration::from_secs(1), rate)]
         }
         (None, Some(a)) => phases(src, a)?,
@@ -247,7 +336,7 @@ fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
                 "population.late",
                 l,
             )?;
-            (n, l.get_ref().at.get_ref().0)
+            (n, duration(src, &l.get_ref().at, "population.late.at")?)
         }
         None => (0, Duration::ZERO),
     };
@@ -255,7 +344,9 @@ fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
         Some(c) => {
             let g = c.get_ref();
             let n = share(src, &g.fraction, &g.count, users, "population.churn", c)?;
-            (n, g.offline_at.get_ref().0, g.back_at.get_ref().0)
+            let offline_at = duration(src, &g.offline_at, "population.churn.offline_at")?;
+            let back_at = duration(src, &g.back_at, "population.churn.back_at")?;
+            (n, offline_at, back_at)
         }
         None => (0, Duration::ZERO, Duration::ZERO),
     };
@@ -280,6 +371,23 @@ fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
     }
     let arrival = arrival::fit(&phases, users - late);
     let ramp_end = arrival::end(&arrival);
+    if ramp_end > MAX_DURATION {
+        let (key, span) = match (&p.login_rate, &p.arrival) {
+            (Some(r), _) => ("population.login_rate", r.span()),
+            (_, Some(a)) => ("population.arrival", a.span()),
+            _ => ("population.users", p.users.span()),
+        };
+        return Err(src.error(
+            span,
+            key,
+            format!(
+                "logging in {} on-time users at this rate takes {}; the arrival must end \
+                 within 30 days: raise the rate",
+                users - late,
+                show(ramp_end)
+            ),
+        ));
+    }
     if let Some(l) = &p.late {
         let at = &l.get_ref().at;
         if at.get_ref().0 < ramp_end {
@@ -362,22 +470,20 @@ fn phases(
         let key = |k: &str| format!("population.arrival[{i}].{k}");
         let p = ph.get_ref();
         let duration = positive_dur(src, &p.duration, &key("duration"))?;
-        let (from, to) =
-            match (&p.rate, &p.from, &p.to) {
-                (Some(r), None, None) => {
-                    let r = positive(src, r, &key("rate"))?;
-                    (r, r)
-                }
-                (None, Some(f), Some(t)) => (
-                    positive(src, f, &key("from"))?,
-                    positive(src, t, &key("to"))?,
-                ),
-                _ => return Err(src.at(
+        let (from, to) = match (&p.rate, &p.from, &p.to) {
+            (Some(r), None, None) => {
+                let r = rate(src, r, &key("rate"))?;
+                (r, r)
+            }
+            (None, Some(f), Some(t)) => (rate(src, f, &key("from"))?, rate(src, t, &key("to"))?),
+            _ => {
+                return Err(src.at(
                     ph,
                     format!("population.arrival[{i}]"),
                     "a phase is `{ duration, rate }` (steady) or `{ duration, from, to }` (ramp)",
-                )),
-            };
+                ))
+            }
+        };
         out.push(ArrivalPhase {
             duration,
             rate_from: from,
@@ -446,13 +552,16 @@ fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
         opts.late_after = positive_dur(src, d, "ledger.late_after")?;
     }
     if let Some(e) = &l.examples {
-        opts.examples = usize::try_from(*e.get_ref()).map_err(|_| {
-            src.at(
-                e,
-                "ledger.examples",
-                format!("must be ≥ 0, got {}", e.get_ref()),
-            )
-        })?;
+        opts.examples = usize::try_from(*e.get_ref())
+            .ok()
+            .filter(|&n| n <= MAX_EXAMPLES)
+            .ok_or_else(|| {
+                src.at(
+                    e,
+                    "ledger.examples",
+                    format!("must be in 0..={MAX_EXAMPLES}, got {}", e.get_ref()),
+                )
+            })?;
     }
     if let Some(v) = &l.verify_sync {
         opts.verify_sync = *v.get_ref();
@@ -526,11 +635,18 @@ pub fn count(src: &Source<'_>, v: &Spanned<i64>, key: &str) -> Result<u32> {
     u32::try_from(n).map_err(|_| src.at(v, key, format!("must be at most {}, got {n}", u32::MAX)))
 }
 
-/// A finite number > 0.
-pub fn positive(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
+/// A rate in [`MIN_RATE`]`..=`[`MAX_RATE`] per second.
+pub fn rate(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
     let x = *v.get_ref();
-    if !x.is_finite() || x <= 0.0 {
-        return Err(src.at(v, key, format!("must be > 0, got {x}")));
+    if !(MIN_RATE..=MAX_RATE).contains(&x) {
+        return Err(src.at(
+            v,
+            key,
+            format!(
+                "must be a rate in {MIN_RATE}..={MAX_RATE} per second, got {}",
+                number(x)
+            ),
+        ));
     }
     Ok(x)
 }
@@ -539,23 +655,68 @@ pub fn positive(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
 pub fn unit(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
     let x = *v.get_ref();
     if !(0.0..=1.0).contains(&x) {
-        return Err(src.at(v, key, format!("must be a fraction in 0..=1, got {x}")));
+        return Err(src.at(
+            v,
+            key,
+            format!("must be a fraction in 0..=1, got {}", number(x)),
+        ));
     }
     Ok(x)
 }
 
-/// A duration > 0.
-pub fn positive_dur(src: &Source<'_>, v: &Spanned<Dur>, key: &str) -> Result<Duration> {
+/// A duration of at most [`MAX_DURATION`].
+pub fn duration(src: &Source<'_>, v: &Spanned<Dur>, key: &str) -> Result<Duration> {
     let d = v.get_ref().0;
+    if d > MAX_DURATION {
+        return Err(src.at(v, key, format!("must be at most 30 days, got {}", show(d))));
+    }
+    Ok(d)
+}
+
+/// A duration > 0 and at most [`MAX_DURATION`].
+pub fn positive_dur(src: &Source<'_>, v: &Spanned<Dur>, key: &str) -> Result<Duration> {
+    let d = duration(src, v, key)?;
     if d.is_zero() {
         return Err(src.at(v, key, "must be longer than 0s"));
     }
     Ok(d)
 }
 
-/// A duration as people write it: `12.5s`, `200ms`.
+/// A duration in `min..=`[`MAX_DURATION`].
+pub fn at_least(src: &Source<'_>, v: &Spanned<Dur>, key: &str, min: Duration) -> Result<Duration> {
+    let d = duration(src, v, key)?;
+    if d < min {
+        return Err(src.at(
+            v,
+            key,
+            format!("must be at least {}, got {}", show(min), show(d)),
+        ));
+    }
+    Ok(d)
+}
+
+/// `target.heartbeat`: `0s` (none) or [`MIN_HEARTBEAT`]`..=`[`MAX_DURATION`].
+pub fn heartbeat(src: &Source<'_>, v: &Spanned<Dur>) -> Result<Option<Duration>> {
+    if v.get_ref().0.is_zero() {
+        return Ok(None);
+    }
+    at_least(src, v, "target.heartbeat", MIN_HEARTBEAT).map(Some)
+}
+
+/// A number as people read it: `0.5`, `1e-300` (not three hundred zeros).
+fn number(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// A duration as people write it: `12.5s`, `200ms`, `2µs`.
 pub fn show(d: Duration) -> String {
-    if d < Duration::from_secs(1) && !d.is_zero() {
+    if d < Duration::from_millis(1) && !d.is_zero() {
+        format!("{}µs", (d.as_secs_f64() * 1e6 * 1000.0).round() / 1000.0)
+    } else if d < Duration::from_secs(1) && !d.is_zero() {
         format!("{}ms", (d.as_secs_f64() * 1e3 * 1000.0).round() / 1000.0)
     } else {
         format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0)

@@ -92,6 +92,69 @@ fn more_senders_than_users_exits_2_naming_senders() {
 }
 
 #[test]
+fn issue_10_tiny_rates_and_huge_durations_exit_2_not_101() {
+    expect_scenario_error("rate = 12", "rate = 1e-300", &[], "traffic[0].rate");
+    expect_scenario_error(
+        "login_rate = 100",
+        "login_rate = 1e-300",
+        &[],
+        "population.login_rate",
+    );
+    expect_scenario_error(
+        "duration = \"1s\"",
+        "duration = \"18446744073709551615s\"",
+        &[],
+        "traffic[0].duration",
+    );
+    expect_scenario_error(
+        "name = \"exits\"",
+        "drain = \"9999999999999s\"",
+        &[],
+        "drain",
+    );
+    let work = Work::new();
+    let file = work.write("s.toml", VALID);
+    let file = file.to_str().expect("utf-8 temp path");
+    for set in [
+        "population.login_rate=1e-300",
+        "target.heartbeat=99999999999s",
+    ] {
+        let ran = msgstorm_sync(&["run", file, "-q", "--set", set]);
+        ran.expect_code(2);
+        assert!(ran.stderr.contains("error: --set:0: "), "{ran}");
+    }
+}
+
+#[test]
+fn issue_10_duplicate_keys_and_non_utf8_files_exit_2_naming_the_line() {
+    let work = Work::new();
+    let text = VALID.replace("rate = 12", "rate = 12\nrate = 13");
+    let file = work.write("dup.toml", &text);
+    let file = file.to_str().expect("utf-8 temp path");
+    let ran = msgstorm_sync(&["validate", file]);
+    ran.expect_code(2);
+    let want = format!(
+        "error: {file}:{}: traffic[0].rate: duplicate key",
+        line_of(&text, "rate = 13")
+    );
+    assert!(ran.stderr.contains(&want), "{ran}");
+
+    let mut bytes = VALID.as_bytes().to_vec();
+    let at = VALID.find("chat").expect("chat");
+    bytes[at] = 0xC3; // a lead byte without its continuation
+    let bad = work.path("latin1.toml");
+    std::fs::write(&bad, &bytes).expect("write");
+    let bad = bad.to_str().expect("utf-8 temp path");
+    let ran = msgstorm_sync(&["validate", bad]);
+    ran.expect_code(2);
+    let want = format!(
+        "error: {bad}:{}: encoding: byte 0xC3",
+        line_of(VALID, "chat")
+    );
+    assert!(ran.stderr.contains(&want), "{ran}");
+}
+
+#[test]
 fn bad_set_override_exits_2_quoting_the_override() {
     let text = VALID;
     let work = Work::new();

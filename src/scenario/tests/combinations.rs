@@ -206,8 +206,80 @@ fn syntax_error_and_duplicate_key() {
         &edit("users = 100", "users = 100\nusers = 5"),
         &[],
         5,
-        "users",
+        "population.users",
         "duplicate key `users`",
+    );
+}
+
+#[test]
+fn issue_10_duplicate_keys_name_their_full_path() {
+    let second =
+        format!("{BASE}\n[[traffic]]\nkind = \"idle\"\nduration = \"1s\"\nduration = \"2s\"\n");
+    fails(
+        &second,
+        &[],
+        18,
+        "traffic[1].duration",
+        "duplicate key `duration`",
+    );
+    let rate = edit("\nrate = 100", "\nrate = 100\nrate = 5");
+    fails(&rate, &[], 13, "traffic[0].rate", "duplicate key `rate`");
+    let mqtt =
+        with_target("driver = \"mqtt\"\nurl = \"mqtt://h\"\n[target.mqtt]\nqos = 1\nqos = 2");
+    fails(&mqtt, &[], 7, "target.mqtt.qos", "duplicate key `qos`");
+    let inline = edit(
+        "login_rate = 100",
+        "login_rate = 100\nlate = { count = 1, count = 2, at = \"9s\" }",
+    );
+    fails(
+        &inline,
+        &[],
+        6,
+        "population.late.count",
+        "duplicate key `count`",
+    );
+    let in_array = edit(
+        "login_rate = 100",
+        "arrival = [{ duration = \"1s\", rate = 1 }, { duration = \"1s\", rate = 2, rate = 3 }]",
+    );
+    fails(
+        &in_array,
+        &[],
+        5,
+        "population.arrival[1].rate",
+        "duplicate key `rate`",
+    );
+    let table = format!("{BASE}\n[ledger]\nsample = 1.0\n[ledger]\n");
+    fails(&table, &[], 17, "ledger", "duplicate key `ledger`");
+    let dotted = edit("users = 100", "users = 100\nlate.count = 1\nlate.count = 2");
+    fails(
+        &dotted,
+        &[],
+        6,
+        "population.late.count",
+        "duplicate key `count`",
+    );
+    // Two duplicates: the first is reported, with its path.
+    let two = edit("\nrate = 100", "\nrate = 100\nrate = 5\nsize = 1\nsize = 2");
+    fails(&two, &[], 13, "traffic[0].rate", "duplicate key `rate`");
+}
+
+#[test]
+fn issue_10_a_file_that_is_not_utf8_names_its_line() {
+    let dir = std::env::temp_dir().join(format!("msgstorm-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("t.toml");
+    let mut bytes = BASE.as_bytes().to_vec();
+    let at = BASE.find("chat").unwrap();
+    bytes[at + 1] = 0xFF;
+    std::fs::write(&file, &bytes).unwrap();
+    let e = load(&file, &[], Shard::WHOLE).unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(e.exit_code(), 2);
+    let shown = e.to_string();
+    assert!(
+        shown.ends_with("t.toml:8: encoding: byte 0xFF at column 10 is not UTF-8; a scenario file is UTF-8 text"),
+        "{shown}"
     );
 }
 
@@ -218,7 +290,7 @@ fn override_errors_name_the_override() {
         &["traffic[0].rate=-5"],
         0,
         "traffic[0].rate",
-        "must be > 0, got -5 (from `--set traffic[0].rate=-5`)",
+        "must be a rate in 0.001..=1000000000 per second, got -5 (from `--set traffic[0].rate=-5`)",
     );
     fails(
         BASE,

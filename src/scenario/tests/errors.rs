@@ -156,7 +156,7 @@ fn integer_out_of_range() {
         &[],
         4,
         "population.users",
-        "must be at most 4294967295",
+        "must be at most 100000000, got 5000000000",
     );
 }
 
@@ -167,7 +167,7 @@ fn negative_or_zero_numbers() {
         &[],
         12,
         "traffic[0].rate",
-        "must be > 0, got -5",
+        "must be a rate in 0.001..=1000000000 per second, got -5",
     );
     fails(
         &edit("senders = 10", "senders = 0"),
@@ -181,7 +181,7 @@ fn negative_or_zero_numbers() {
         &[],
         5,
         "population.login_rate",
-        "must be > 0",
+        "must be a rate in 0.001..=1000000000 per second, got 0",
     );
     fails(
         &edit("duration = \"5s\"", "duration = \"5s\"\nsize = -1"),

@@ -162,7 +162,10 @@ fn stream_ids_are_dense_across_patterns() {
 #[test]
 fn every_kth_picks_evenly() {
     let p = plan(RICH, &[]).unwrap();
-    let TrafficKind::Idle { users } = &p.traffic[2].kind else {
+    let TrafficKind::Idle {
+        users: IdleUsers::Chosen(users),
+    } = &p.traffic[2].kind
+    else {
         panic!()
     };
     assert_eq!(users.len(), 100);

@@ -3,6 +3,7 @@
 
 mod combinations;
 mod errors;
+mod limits;
 mod lowering;
 
 use std::path::Path;
