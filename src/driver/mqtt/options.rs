@@ -16,6 +16,10 @@ pub const DEFAULT_GROUP: &str = "msgstorm/g/{group}";
 const DEFAULT_INFLIGHT: u16 = 20;
 /// Default for `session_expiry` (MQTT 5).
 const DEFAULT_EXPIRY: Duration = Duration::from_secs(3600);
+/// The longest MQTT keep-alive (a 16-bit number of seconds).
+const MAX_KEEP_ALIVE: Duration = Duration::from_secs(u16::MAX as u64);
+/// The longest `replay_quiet`: the driver collects a replay for at most this long.
+const REPLAY_QUIET_MAX: Duration = super::REPLAY_LIMIT;
 /// Default for `replay_quiet`.
 const DEFAULT_QUIET: Duration = Duration::from_millis(300);
 /// Keep-alive when the scenario turns heartbeats off: MQTT's customary 60 s.
@@ -119,8 +123,12 @@ impl Options {
         }
         let inbox_topic = topic(table, "inbox_topic", DEFAULT_INBOX, "{user}")?;
         let group_topic = topic(table, "group_topic", DEFAULT_GROUP, "{group}")?;
-        let keep_alive =
-            dur(table, "keep_alive")?.unwrap_or_else(|| heartbeat.unwrap_or(DEFAULT_KEEP_ALIVE));
+        // Without a key of its own, keep-alive follows the heartbeat, as often as MQTT allows.
+        let keep_alive = dur(table, "keep_alive")?.unwrap_or_else(|| {
+            heartbeat
+                .unwrap_or(DEFAULT_KEEP_ALIVE)
+                .clamp(Duration::from_secs(1), MAX_KEEP_ALIVE)
+        });
         if !keep_alive.is_zero()
             && (keep_alive < Duration::from_secs(1) || keep_alive.as_secs() > u64::from(u16::MAX))
         {
@@ -143,8 +151,11 @@ impl Options {
             Some(n) => return Err(bad("max_inflight", format!("must be 1 to 65535, got {n}"))),
         };
         let replay_quiet = dur(table, "replay_quiet")?.unwrap_or(DEFAULT_QUIET);
-        if replay_quiet.is_zero() {
-            return Err(bad("replay_quiet", "must be > 0"));
+        if replay_quiet.is_zero() || replay_quiet > REPLAY_QUIET_MAX {
+            return Err(bad(
+                "replay_quiet",
+                format!("must be > 0 and at most {REPLAY_QUIET_MAX:?} (a replay is collected for at most that long), got {replay_quiet:?}"),
+            ));
         }
         Ok(Options {
             version,
@@ -244,6 +255,18 @@ mod tests {
         assert_eq!(o.inbox("u7"), "msgstorm/u/u7");
         assert_eq!(o.group("g1"), "msgstorm/g/g1");
         assert_eq!(o.max_inflight, 20);
+    }
+
+    #[test]
+    fn keep_alive_follows_a_long_heartbeat_as_far_as_mqtt_allows() {
+        let table = toml::Table::new();
+        let day = Duration::from_secs(86_400);
+        let o = Options::parse(&table, Some(day)).expect("a long heartbeat is not an MQTT error");
+        assert_eq!(o.keep_alive, Duration::from_secs(65_535));
+        let quiet: toml::Table = "replay_quiet = \"2h\"".parse().expect("test TOML");
+        let e = Options::parse(&quiet, None).expect_err("longer than a replay is collected");
+        assert_eq!(e.key, "target.mqtt.replay_quiet");
+        assert!(e.msg.contains("at most 60s"), "{}", e.msg);
     }
 
     #[test]
