@@ -472,3 +472,17 @@ fn source_addresses_only_for_drivers_that_bind_them() {
         "driver `mqtt` does not bind source addresses; these drivers do: native, echo",
     );
 }
+
+#[test]
+fn requests_are_the_drivers_own() {
+    let text = format!(
+        "{BASE}\n[[traffic]]\nname = \"rpc\"\nkind = \"request\"\nrequest = \"kvget\"\nconcurrency = 5\nduration = \"1s\"\n"
+    );
+    fails(
+        &text,
+        &[],
+        18,
+        "traffic[1].request",
+        "driver `native` has no request `kvget` (did you mean `kv_get`?); it sends: time, kv_get",
+    );
+}
