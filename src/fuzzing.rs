@@ -161,7 +161,9 @@ pub fn ledger(data: &[u8]) {
                 let a = whole.received(recipient, stream, got_seq, latency, via, corrupt);
                 let b = halves[side].received(recipient, stream, got_seq, latency, via, corrupt);
                 assert_eq!(a, b);
-                if sampled {
+                if got_seq == u64::MAX {
+                    model.counts.damaged += 1;
+                } else if sampled {
                     model.received(stream, recipient, got_seq, via, corrupt, late);
                 }
             }
