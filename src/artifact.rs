@@ -378,19 +378,24 @@ impl Artifact {
     /// rather than a confusing field error.
     pub fn read(path: &Path) -> Result<Artifact> {
         let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let bad = |msg: String| Error::Artifact {
+        Artifact::from_slice(&text).map_err(|msg| Error::Artifact {
             path: path.to_owned(),
             msg,
-        };
+        })
+    }
+
+    /// Parses the bytes of a result file, as [`Artifact::read`] does; the error says what
+    /// is wrong with them.
+    pub fn from_slice(text: &[u8]) -> std::result::Result<Artifact, String> {
         let wrong_version = |v: Option<u64>| {
-            bad(format!(
+            format!(
                 "schema_version {} is not {SCHEMA_VERSION}: written by another msgstorm version",
                 v.map_or("missing".to_owned(), |v| v.to_string())
-            ))
+            )
         };
-        match serde_json::from_slice::<Artifact>(&text) {
+        match serde_json::from_slice::<Artifact>(text) {
             Ok(a) if a.schema_version == SCHEMA_VERSION => match a.shards_problem() {
-                Some(msg) => Err(bad(msg)),
+                Some(msg) => Err(msg),
                 None => Ok(a),
             },
             Ok(a) => Err(wrong_version(Some(u64::from(a.schema_version)))),
@@ -400,12 +405,12 @@ impl Artifact {
                 struct Version {
                     schema_version: Option<u64>,
                 }
-                match serde_json::from_slice::<Version>(&text) {
+                match serde_json::from_slice::<Version>(text) {
                     Ok(v) if v.schema_version != Some(u64::from(SCHEMA_VERSION)) => {
                         Err(wrong_version(v.schema_version))
                     }
-                    Ok(_) => Err(bad(format!("not a msgstorm result: {e}"))),
-                    Err(_) => Err(bad(format!("not JSON: {e}"))),
+                    Ok(_) => Err(format!("not a msgstorm result: {e}")),
+                    Err(_) => Err(format!("not JSON: {e}")),
                 }
             }
         }

@@ -266,7 +266,8 @@ impl Ledger {
     /// order (a seq below the highest seen: reordered) and deadline (late). A pushed copy
     /// of a seq already received is duplicated; a synced one is ignored, since a sync
     /// returns what the server stored, pushed or not. Events for streams that are not
-    /// sampled are ignored.
+    /// sampled are ignored. A seq of `u64::MAX` was never sent (a track cannot even hold
+    /// it): the body is counted as damaged.
     pub fn received(
         &mut self,
         recipient: UserIx,
@@ -276,6 +277,10 @@ impl Ledger {
         via: Via,
         corrupt: bool,
     ) -> Arrival {
+        if seq == u64::MAX {
+            self.damaged();
+            return Arrival::Again;
+        }
         if !self.sampled(stream) {
             return Arrival::Untracked;
         }

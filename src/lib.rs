@@ -37,6 +37,8 @@ pub mod driver;
 pub mod engine;
 pub mod envelope;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod launch;
 pub mod ledger;
 pub mod metrics;

@@ -330,3 +330,20 @@ fn arrival_tells_first_copies_from_repeats() {
         "not expected"
     );
 }
+
+/// Found by the `ledger` fuzz target: a received seq of `u64::MAX` made an empty range
+/// `(MAX, MAX)`, counted every copy as a first one, and the ledger's own serialization
+/// was refused on reading back.
+#[test]
+fn seq_u64_max_is_damaged_not_delivered() {
+    let mut l = one_track(2);
+    for _ in 0..2 {
+        let got = l.received(7, 1, u64::MAX, 1_000, Via::Push, false);
+        assert_eq!(got, Arrival::Again);
+    }
+    let d = l.summary();
+    assert_eq!((d.delivered, d.duplicated, d.damaged, d.lost), (0, 0, 2, 2));
+    let text = serde_json::to_string(&l).expect("encodes");
+    let back: Ledger = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(back, l);
+}
