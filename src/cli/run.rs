@@ -290,11 +290,7 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
     if driver.auth.contains(&crate::driver::AuthForm::Secret) {
         plan.target.auth = scenario::Auth::Secret(handle.secret().to_owned());
     }
-    notes.push(
-        "the reference server ran embedded in the generator's process: CPU and memory above \
-         include it"
-            .to_owned(),
-    );
+    notes.push(crate::report::findings::EMBEDDED_IN_GENERATOR.to_owned());
     Ok(Some(handle))
 }
 

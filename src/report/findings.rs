@@ -22,9 +22,10 @@ pub const SATURATED_PCT: f64 = 90.0;
 /// sweep step's concurrency, as a fraction of it, before the step is a finding.
 pub const LITTLE_TOLERANCE: f64 = 0.15;
 
-/// How the note that `msgstorm run` records when the reference server ran embedded in the
-/// generator's own process begins.
-const EMBEDDED_IN_GENERATOR: &str = "the reference server ran embedded in the generator's process";
+/// The note `msgstorm run` records when the reference server ran embedded in the
+/// generator's own process; the saturation finding recognises such a run by it.
+pub const EMBEDDED_IN_GENERATOR: &str =
+    "the reference server ran embedded in the generator's process: CPU and memory above include it";
 
 /// One finding about what bounded the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -86,7 +87,7 @@ pub fn find(a: &Artifact, sweep: Option<&Sweep>) -> Vec<Finding> {
     if lag_p99 > SEND_LAG_P99_US {
         out.push(Finding::SendLag { p99_us: lag_p99 });
     }
-    let embedded = a.notes.iter().any(|n| n.starts_with(EMBEDDED_IN_GENERATOR));
+    let embedded = a.notes.iter().any(|n| n == EMBEDDED_IN_GENERATOR);
     for p in &a.processes {
         let Some(cores) = a
             .shards
