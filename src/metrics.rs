@@ -13,10 +13,11 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+mod hist_bytes;
 mod sketch;
 
 use sketch::Sketch;
@@ -644,16 +645,8 @@ impl TryFrom<Repr> for Metrics {
             let bytes = b64
                 .decode(text)
                 .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
-            let hist: Histogram<u64> = Deserializer::new()
-                .deserialize(&mut &bytes[..])
-                .map_err(|e| format!("metrics: histogram {}: {e:?}", h.name()))?;
-            let want = new_hist();
-            let same = (hist.low(), hist.high(), hist.sigfig())
-                == (want.low(), want.high(), want.sigfig());
-            if !same {
-                return Err(format!("metrics: histogram {} has other bounds", h.name()));
-            }
-            m.hists[h as usize] = hist;
+            m.hists[h as usize] = hist_bytes::decode(&bytes, &new_hist())
+                .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
         }
         for (c, n) in r.counters {
             m.counters[c as usize] = n;

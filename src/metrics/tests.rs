@@ -209,3 +209,54 @@ proptest! {
         );
     }
 }
+
+/// A forged histogram whose header asks for a huge payload, plain and deflated.
+fn forged_histograms(payload_len: u32) -> [Vec<u8>; 2] {
+    let mut plain = Vec::new();
+    plain.extend_from_slice(&0x1c84_9313u32.to_be_bytes());
+    plain.extend_from_slice(&payload_len.to_be_bytes());
+    plain.extend_from_slice(&0u32.to_be_bytes());
+    plain.extend_from_slice(&u32::from(SIGFIG).to_be_bytes());
+    plain.extend_from_slice(&1u64.to_be_bytes());
+    plain.extend_from_slice(&MAX_US.to_be_bytes());
+    plain.extend_from_slice(&1f64.to_be_bytes());
+    plain.extend_from_slice(&[2, 0]);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut z, &plain).unwrap();
+    let deflated = z.finish().unwrap();
+    let mut compressed = Vec::new();
+    compressed.extend_from_slice(&0x1c84_9314u32.to_be_bytes());
+    compressed.extend_from_slice(&(deflated.len() as u32).to_be_bytes());
+    compressed.extend_from_slice(&deflated);
+    [plain, compressed]
+}
+
+#[test]
+fn a_histogram_header_asking_for_gigabytes_is_refused_before_allocating() {
+    // Found by the artifact fuzz target: the deserializer allocated the header's payload
+    // length (3.6 GB there) before reading any payload.
+    for bytes in forged_histograms(3_674_341_458) {
+        let err = hist_bytes::decode(&bytes, &new_hist()).unwrap_err();
+        assert!(err.contains("longer than any histogram"), "{err}");
+    }
+    // The same header with an honest length reaches the deserializer (which then finds the
+    // payload short), so the check refuses only what no histogram of these bounds needs.
+    for bytes in forged_histograms(2) {
+        assert!(hist_bytes::decode(&bytes, &new_hist()).is_ok());
+    }
+}
+
+#[test]
+fn a_histogram_of_other_bounds_is_refused() {
+    let mut other = Histogram::<u64>::new_with_bounds(1, 1 << 40, 5).unwrap();
+    other.record(7).unwrap();
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(&other, &mut bytes)
+        .unwrap();
+    let err = hist_bytes::decode(&bytes, &new_hist()).unwrap_err();
+    assert!(err.contains("other bounds"), "{err}");
+    for cut in [0, 3, 7, 20] {
+        assert!(hist_bytes::decode(&bytes[..cut], &new_hist()).is_err());
+    }
+}
