@@ -127,7 +127,7 @@ pub fn ledger(data: &[u8]) {
             b => u64::MAX - u64::from(b - 240),
         };
         let sampled = whole.sampled(stream);
-        match op % 6 {
+        match op % 7 {
             0 => {
                 for l in [&mut whole, &mut halves[side]] {
                     l.expect(stream, recipient);
@@ -176,6 +176,11 @@ pub fn ledger(data: &[u8]) {
                     }
                 }
             }
+            5 => {
+                whole.unreached(recipient);
+                halves[side].unreached(recipient);
+                model.unreached.insert(recipient);
+            }
             _ => {
                 whole.damaged();
                 halves[anywhere].damaged();
@@ -185,7 +190,7 @@ pub fn ledger(data: &[u8]) {
     }
     let d = whole.summary();
     assert_eq!(d.delivered, d.via_push + d.via_sync + d.repaired);
-    assert!(d.refused <= d.sent && d.lost <= d.expected);
+    assert!(d.refused <= d.sent && d.lost + d.unverified <= d.expected);
     let mut counts = d.clone();
     counts.examples.clear();
     assert_eq!(model.summary(), counts, "model");
@@ -252,6 +257,8 @@ struct Model {
     streams: BTreeMap<StreamId, (u64, BTreeSet<u64>)>,
     /// Per track: expected, and the seqs received.
     tracks: BTreeMap<(StreamId, UserIx), (bool, BTreeSet<u64>)>,
+    /// Recipients without a session at the end.
+    unreached: BTreeSet<UserIx>,
     counts: crate::ledger::Delivery,
 }
 
@@ -286,14 +293,18 @@ impl Model {
             d.refused += refused.len() as u64;
         }
         let none = (0, BTreeSet::new());
-        for ((s, _), (_, got)) in self.tracks.iter().filter(|(_, t)| t.0) {
+        for ((s, u), (_, got)) in self.tracks.iter().filter(|(_, t)| t.0) {
             streams.insert(*s);
             let (sent, refused) = self.streams.get(s).unwrap_or(&none);
             let want = (0..*sent).filter(|q| !refused.contains(q));
             let lost = want.clone().filter(|q| !got.contains(q)).count() as u64;
             d.tracks += 1;
             d.expected += want.count() as u64;
-            d.lost += lost;
+            if self.unreached.contains(u) {
+                d.unverified += lost;
+            } else {
+                d.lost += lost;
+            }
         }
         d.streams = streams.len() as u64;
         d

@@ -78,18 +78,27 @@ pub enum Problem {
     Late,
     /// Received by a recipient that was never registered for the stream.
     Unexpected,
+    /// Expected by a recipient the run never had a session for at the end (its logins
+    /// failed up to the final verification): neither shown delivered nor shown lost.
+    Unverified,
 }
 
 impl Problem {
     /// Every kind, in report order.
-    pub const ALL: [Problem; 6] = [
+    pub const ALL: [Problem; 7] = [
         Problem::Lost,
         Problem::Duplicated,
         Problem::Reordered,
         Problem::Corrupted,
         Problem::Late,
         Problem::Unexpected,
+        Problem::Unverified,
     ];
+
+    /// Computed by `summary` from the tracks, never recorded as they happen.
+    fn computed(self) -> bool {
+        matches!(self, Problem::Lost | Problem::Unverified)
+    }
 
     /// The name used in reports and result files.
     pub fn name(self) -> &'static str {
@@ -100,6 +109,7 @@ impl Problem {
             Problem::Corrupted => "corrupted",
             Problem::Late => "late",
             Problem::Unexpected => "unexpected",
+            Problem::Unverified => "unverified",
         }
     }
 }
@@ -141,8 +151,13 @@ pub struct Delivery {
     pub via_sync: u64,
     /// Lost by push but found by the final verification sync.
     pub repaired: u64,
-    /// Expected and never received.
+    /// Expected and never received, by recipients that had a session at the end.
     pub lost: u64,
+    /// Expected and not received by recipients the run never reached at the end: their
+    /// logins failed up to the final verification, so whether the server kept these
+    /// messages is unknown. Not counted in `lost`; it fails `max_lost` all the same.
+    #[serde(default)]
+    pub unverified: u64,
     /// Extra copies pushed (copies re-fetched by a sync are not counted).
     pub duplicated: u64,
     /// Pushed after a later message of the same stream (still delivered).
@@ -182,10 +197,12 @@ pub struct Ledger {
     streams: HashMap<StreamId, Stream>,
     tracks: HashMap<(StreamId, UserIx), Track>,
     counts: Counts,
-    /// Examples recorded as they happen, indexed by `Problem as usize` (the `Lost` slot
-    /// stays empty: lost examples are computed in `summary`). Each is sorted, holds
-    /// distinct entries and at most `max_examples` of them.
-    noted: [Vec<Noted>; 6],
+    /// Examples recorded as they happen, indexed by `Problem as usize` (the slots of
+    /// computed kinds stay empty). Each is sorted, holds distinct entries and at most
+    /// `max_examples` of them.
+    noted: [Vec<Noted>; Problem::ALL.len()],
+    /// Recipients the run had no session for at its end (see [`Ledger::unreached`]).
+    unreached: BTreeSet<UserIx>,
 }
 
 /// An example as recorded: (stream, recipient, seq, detail number). The detail number is
@@ -219,6 +236,7 @@ impl Ledger {
             tracks: HashMap::new(),
             counts: Counts::default(),
             noted: Default::default(),
+            unreached: BTreeSet::new(),
         }
     }
 
@@ -340,6 +358,12 @@ impl Ledger {
         }
     }
 
+    /// The run ends without a session for `recipient`: its logins failed up to the final
+    /// verification. What it has not received counts as unverified instead of lost.
+    pub fn unreached(&mut self, recipient: UserIx) {
+        self.unreached.insert(recipient);
+    }
+
     /// A body that carried our marker but could not be attributed to a stream (counted
     /// whatever the sampling).
     pub fn damaged(&mut self) {
@@ -375,6 +399,7 @@ impl Ledger {
         c.late += o.late;
         c.damaged += o.damaged;
         c.unexpected += o.unexpected;
+        self.unreached.extend(other.unreached.iter().copied());
         for kind in Problem::ALL {
             for &n in &other.noted[kind as usize] {
                 self.note(kind, (n.0, n.1, n.2), n.3);
@@ -384,7 +409,10 @@ impl Ledger {
 
     /// Nothing recorded at all.
     pub fn is_empty(&self) -> bool {
-        self.streams.is_empty() && self.tracks.is_empty() && self.counts == Counts::default()
+        self.streams.is_empty()
+            && self.tracks.is_empty()
+            && self.counts == Counts::default()
+            && self.unreached.is_empty()
     }
 
     /// The delivery verdict so far (pure: may be called at any time).
@@ -414,33 +442,37 @@ impl Ledger {
             streams.insert(key.0);
             let s = self.streams.get(&key.0).unwrap_or(&none);
             let expected = s.sent - s.refused.len() as u64;
-            let lost = expected - t.received_of(s);
+            let missing = expected - t.received_of(s);
             d.tracks += 1;
             d.expected += expected;
-            d.lost += lost;
-            if lost > 0 {
-                lossy.push((*key, t, s));
+            let kind = if self.unreached.contains(&key.1) {
+                d.unverified += missing;
+                Problem::Unverified
+            } else {
+                d.lost += missing;
+                Problem::Lost
+            };
+            if missing > 0 {
+                lossy.push((kind, *key, t, s));
             }
         }
         d.streams = streams.len() as u64;
-        lossy.sort_unstable_by_key(|(key, _, _)| *key);
-        let mut left = self.max_examples;
-        for ((stream, recipient), t, s) in lossy {
-            if left == 0 {
-                break;
-            }
-            for seq in t.missing(s).take(left) {
-                left -= 1;
+        lossy.sort_unstable_by_key(|(kind, key, _, _)| (*kind, *key));
+        let mut left = [self.max_examples; 2];
+        for (kind, (stream, recipient), t, s) in lossy {
+            let left = &mut left[usize::from(kind == Problem::Unverified)];
+            for seq in t.missing(s).take(*left) {
+                *left -= 1;
                 d.examples.push(Example {
-                    kind: Problem::Lost,
+                    kind,
                     stream,
                     recipient,
                     seq,
-                    detail: detail(Problem::Lost, 0),
+                    detail: detail(kind, 0),
                 });
             }
         }
-        for kind in &Problem::ALL[1..] {
+        for kind in Problem::ALL.iter().filter(|k| !k.computed()) {
             for &(stream, recipient, seq, aux) in &self.noted[*kind as usize] {
                 d.examples.push(Example {
                     kind: *kind,
@@ -472,6 +504,7 @@ impl Ledger {
 fn detail(kind: Problem, aux: u64) -> String {
     match kind {
         Problem::Lost => "never received".to_string(),
+        Problem::Unverified => "not received; the recipient never logged in again".to_string(),
         Problem::Duplicated => format!("another copy via {}", via_name(aux)),
         Problem::Reordered => format!("arrived after seq {aux}"),
         Problem::Corrupted => format!("checksum mismatch (via {})", via_name(aux)),
@@ -507,6 +540,9 @@ struct Repr {
     counts: Counts,
     /// (kind, stream, recipient, seq, detail number)
     noted: Vec<(Problem, StreamId, UserIx, u64, u64)>,
+    /// Recipients without a session at the end, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unreached: Vec<UserIx>,
 }
 
 impl From<Ledger> for Repr {
@@ -539,6 +575,7 @@ impl From<Ledger> for Repr {
             tracks,
             counts: l.counts,
             noted,
+            unreached: l.unreached.into_iter().collect(),
         }
     }
 }
@@ -583,10 +620,18 @@ impl TryFrom<Repr> for Ledger {
             tracks,
             counts: r.counts,
             noted: Default::default(),
+            unreached: BTreeSet::new(),
         };
+        if !r.unreached.windows(2).all(|w| w[0] < w[1]) {
+            return Err("ledger: unreached recipients out of order".to_string());
+        }
+        ledger.unreached.extend(r.unreached);
         for (kind, s, u, seq, aux) in r.noted {
-            if kind == Problem::Lost {
-                return Err("ledger: lost examples are computed, not stored".to_string());
+            if kind.computed() {
+                return Err(format!(
+                    "ledger: {} examples are computed, not stored",
+                    kind.name()
+                ));
             }
             ledger.note(kind, (s, u, seq), aux);
         }

@@ -71,6 +71,9 @@ pub struct LoopbackOptions {
     pub seed: u64,
     /// Makes this user's [`Session::send`] panic: a test hook for engine failures.
     pub panic_user: Option<UserIx>,
+    /// Refuses this many of this user's first logins (`auth_failed`): a test hook for users
+    /// the run can't reach.
+    pub refuse_logins: Option<(UserIx, u32)>,
 }
 
 /// The keys [`LoopbackOptions::parse`] accepts.
@@ -235,6 +238,8 @@ struct Mailbox {
 struct MailboxState {
     /// A session is connected.
     online: bool,
+    /// Logins tried so far.
+    logins: u32,
     /// Events for the connected session, in order.
     queue: VecDeque<Queued>,
     /// When the last queued event becomes ready (delivery order survives jitter).
@@ -354,6 +359,7 @@ impl Hub {
                 Arc::new(Mailbox {
                     state: Mutex::new(MailboxState {
                         online: false,
+                        logins: 0,
                         queue: VecDeque::new(),
                         last_ready: None,
                         store: Vec::new(),
@@ -497,7 +503,17 @@ impl super::Driver for LoopbackDriver {
         _resume: (),
     ) -> Result<Connected<LoopbackSession>, (Failure, ())> {
         let mailbox = self.hub.mailbox(&user.id);
-        lock(&mailbox.state).online = true;
+        {
+            let mut state = lock(&mailbox.state);
+            state.logins += 1;
+            if let Some((ix, n)) = self.hub.opts.refuse_logins {
+                if ix == user.ix && state.logins <= n {
+                    let why = format!("login {} of {} refused (test hook)", state.logins, user.id);
+                    return Err((Failure::new(ErrorKind::AuthFailed, why), ()));
+                }
+            }
+            state.online = true;
+        }
         Ok(Connected {
             session: LoopbackSession {
                 hub: self.hub.clone(),

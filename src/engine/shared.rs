@@ -211,6 +211,12 @@ impl Shared {
         self.live.errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The run ends without a session for user `ix` (recorder `slot`): what it missed is
+    /// unverified, not lost (see [`crate::ledger::Ledger::unreached`]).
+    pub fn user_unreached(&self, ix: UserIx, slot: usize) {
+        self.recorder(slot).ledger.unreached(ix);
+    }
+
     /// Deliveries a group stream's message makes in this process, not counting the sender.
     pub fn local_recipients(&self, group: &GroupInfo, sender_is_member: bool) -> u32 {
         self.group_local[group.index].saturating_sub(u32::from(sender_is_member))

@@ -11,7 +11,7 @@ use crate::driver::loopback::{Injected, LoopbackDriver, LoopbackOptions, Loopbac
 use crate::driver::{
     Caps, Config, Connected, Dest, Driver, Event, Failure, OptionError, Session, Spec, UserCtx,
 };
-use crate::ledger::Delivery;
+use crate::ledger::{Delivery, Problem};
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::{self, Plan, Shard, TrafficKind};
 
@@ -359,7 +359,7 @@ async fn every_fault_at_once_with_latency_and_jitter_is_reported_exactly() {
         reorder: 0.02,
         corrupt: 0.02,
         seed: 11,
-        panic_user: None,
+        ..LoopbackOptions::default()
     })
     .await;
     assert!(inj.lost > 0 && inj.dropped > 0 && inj.duplicated > 0);
@@ -416,4 +416,48 @@ size = 100
         out.notes
     );
     assert!(!out.interrupted);
+}
+
+/// Runs [`DIRECT`] with the first receiver's first `refused` logins refused.
+async fn direct_with_refused_logins(refused: u32) -> (Outcome, Delivery) {
+    let plan = plan(DIRECT);
+    let TrafficKind::Direct(d) = &plan.traffic[0].kind else {
+        unreachable!("a direct pattern");
+    };
+    let victim = d.receivers[0];
+    let opts = LoopbackOptions {
+        refuse_logins: Some((victim, refused)),
+        ..LoopbackOptions::default()
+    };
+    let (out, d, _) = run_loopback(&plan, opts).await;
+    (out, d)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recipient_never_reached_is_unverified_not_lost() {
+    let (out, d) = direct_with_refused_logins(u32::MAX).await;
+    // 4 senders × 5 messages were meant for the victim; the server's storage of them can't
+    // be checked, so they are neither delivered nor lost.
+    assert_eq!(
+        (d.expected, d.delivered, d.lost, d.unverified),
+        (80, 60, 0, 20),
+        "{d:?}"
+    );
+    assert!(
+        d.examples.iter().any(|e| e.kind == Problem::Unverified),
+        "{:?}",
+        d.examples
+    );
+    assert!(out.metrics.errors().any(|e| e.0 == ErrorKind::AuthFailed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recipient_whose_first_login_failed_is_verified_at_the_end() {
+    let (_, d) = direct_with_refused_logins(1).await;
+    // The final verification logs the victim in and finds its 20 messages stored.
+    assert_eq!(
+        (d.expected, d.delivered, d.repaired, d.lost, d.unverified),
+        (80, 80, 20, 0, 0),
+        "{d:?}"
+    );
 }

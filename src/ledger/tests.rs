@@ -347,3 +347,43 @@ fn seq_u64_max_is_damaged_not_delivered() {
     let back: Ledger = serde_json::from_str(&text).expect("reads back");
     assert_eq!(back, l);
 }
+
+#[test]
+fn an_unreached_recipient_is_unverified_in_the_merge_and_after_a_round_trip() {
+    let opts = LedgerOpts {
+        sample: 1.0,
+        late_after: Duration::from_secs(1),
+        examples: 3,
+        verify_sync: true,
+    };
+    let mut sender = Ledger::new(&opts);
+    let mut receivers = Ledger::new(&opts);
+    for seq in 0..4 {
+        sender.sent(1, seq);
+    }
+    receivers.expect(1, 10);
+    receivers.expect(1, 11);
+    receivers.received(10, 1, 0, 5, Via::Push, false);
+    receivers.received(11, 1, 0, 5, Via::Push, false);
+    receivers.unreached(11);
+    let mut l = sender.clone();
+    l.merge(&receivers);
+    let d = l.summary();
+    assert_eq!(
+        (d.expected, d.delivered, d.lost, d.unverified),
+        (8, 2, 3, 3),
+        "{d:?}"
+    );
+    let kinds: Vec<_> = d.examples.iter().map(|e| (e.kind, e.recipient)).collect();
+    assert!(kinds.contains(&(Problem::Unverified, 11)), "{kinds:?}");
+    assert!(kinds.contains(&(Problem::Lost, 10)), "{kinds:?}");
+    let json = serde_json::to_string(&l).unwrap();
+    let back: Ledger = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, l);
+    assert_eq!(back.summary(), d);
+    // A file without the field (written before it existed) still reads.
+    let old = json.replace(",\"unreached\":[11]", "");
+    assert_ne!(old, json);
+    let back: Ledger = serde_json::from_str(&old).unwrap();
+    assert_eq!(back.summary().unverified, 0);
+}

@@ -169,6 +169,9 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         unit,
         value,
         not_measured,
-        passed: value.is_some_and(|v| c.op.holds(v, c.value)),
+        // Messages whose recipients were never reached can't be shown delivered: a loss
+        // bound can't pass while any are unverified.
+        passed: value.is_some_and(|v| c.op.holds(v, c.value))
+            && !(c.metric == CheckMetric::Lost && d.unverified > 0),
     }
 }

@@ -474,3 +474,39 @@ fn issue_10_little_law_mismatch_in_a_sweep_is_a_finding() {
          Likely causes: requests overlapping"
     ));
 }
+
+#[test]
+fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
+    let mut a = fixture();
+    let lost_check = |r: &Report| {
+        r.checks
+            .iter()
+            .find(|c| c.key == "checks.max_lost")
+            .cloned()
+            .expect("the fixture checks max_lost")
+    };
+    assert!(lost_check(&Report::new(&a)).passed);
+    // Three messages of a sampled stream for a recipient the run never reached.
+    let stream = (1_000_000..)
+        .find(|&s| a.ledger.sampled(s))
+        .expect("a sampled stream");
+    for seq in 0..3 {
+        a.ledger.sent(stream, seq);
+    }
+    a.ledger.expect(stream, 5);
+    a.ledger.unreached(5);
+    let report = Report::new(&a);
+    let d = &report.delivery;
+    assert_eq!((d.lost, d.unverified), (0, 3), "{d:?}");
+    let c = lost_check(&report);
+    assert_eq!((c.value, c.passed), (Some(0.0), false), "{c:?}");
+    let text = text::render(&report);
+    assert!(
+        text.contains("0 + 3 unverified (recipients never logged in)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| unverified (recipient never logged in) "),
+        "{text}"
+    );
+}

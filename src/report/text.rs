@@ -9,6 +9,7 @@ use super::checks::{CheckOutcome, Measure, NotMeasured, RunMetric, Unit};
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
 use super::model::{Report, Verdict};
 use super::sweep::{Knee, Sweep};
+use crate::artifact::CheckMetric;
 use crate::metrics::{Counter, ErrorKind, Hist};
 
 fn table(header: &[&str]) -> Table {
@@ -252,6 +253,13 @@ fn delivery(out: &mut String, r: &Report) {
     row(&mut t, "  sync after login", d.via_sync);
     row(&mut t, "  repaired by final sync", d.repaired);
     row(&mut t, "lost", d.lost);
+    if d.unverified > 0 {
+        row(
+            &mut t,
+            "unverified (recipient never logged in)",
+            d.unverified,
+        );
+    }
     row(&mut t, "duplicated", d.duplicated);
     row(&mut t, "reordered", d.reordered);
     row(&mut t, "corrupted", d.corrupted);
@@ -478,6 +486,16 @@ fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
     match c.metric {
         Measure::Check(_) => {
             let measured = match (c.value, c.not_measured) {
+                (Some(v), _)
+                    if c.metric == Measure::Check(CheckMetric::Lost)
+                        && r.delivery.unverified > 0 =>
+                {
+                    format!(
+                        "{} + {} unverified (recipients never logged in)",
+                        show(c.unit, v),
+                        thousands(r.delivery.unverified)
+                    )
+                }
                 (Some(v), _) => show(c.unit, v),
                 (None, Some(NotMeasured::NoAcceptance)) => {
                     "not measured: the protocol has no acceptance".to_owned()

@@ -161,6 +161,8 @@ struct Vu<D: Driver> {
     online: bool,
     /// Has churned out already.
     churned: bool,
+    /// Has had a session at some point of the run.
+    reached: bool,
     /// Group streams this user sends: an echo of them is not a delivery.
     own_streams: Vec<StreamId>,
 }
@@ -199,6 +201,7 @@ impl<D: Driver> Vu<D> {
             busy: true,
             online: false,
             churned: false,
+            reached: false,
             own_streams: if cfg.filters_own_echoes {
                 Vec::new()
             } else {
@@ -262,8 +265,22 @@ impl<D: Driver> Vu<D> {
                 break;
             }
             if phase == Phase::Closing {
-                if let Some(s) = link.session.take() {
-                    Box::pin(self.finish(s)).await;
+                let session = match link.session.take() {
+                    Some(s) => Some(s),
+                    // A user without a session (its logins failed, or it gave up
+                    // reconnecting) logs in once more for the final verification, so what
+                    // the server kept for it is verified rather than presumed lost.
+                    None if self.cfg.verify_sync => Box::pin(self.login(false)).await,
+                    None => None,
+                };
+                match session {
+                    Some(s) => Box::pin(self.finish(s)).await,
+                    // Unverifiable: with a verification sync nothing it missed can be
+                    // checked; without one, only a user that never had a session is.
+                    None if self.cfg.verify_sync || !self.reached => {
+                        self.shared.user_unreached(self.spec.ctx.ix, self.spec.slot);
+                    }
+                    None => {}
                 }
                 break;
             }
@@ -507,6 +524,7 @@ impl<D: Driver> Vu<D> {
                 }
                 t.count(Counter::Connected, 1);
                 t.count(Counter::LoginOk, 1);
+                self.reached = true;
                 c.session
             }
             Err((f, resume)) => {
