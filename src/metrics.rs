@@ -177,6 +177,9 @@ pub enum ErrorKind {
     ConnectRefused,
     /// Connecting or logging in took longer than the connect timeout.
     ConnectTimeout,
+    /// The TLS handshake failed: an untrusted or mismatched certificate, or no common
+    /// protocol.
+    Tls,
     /// The HTTP upgrade was answered with a non-101 status.
     HttpStatus,
     /// The server rejected the credentials.
@@ -201,9 +204,10 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
+        ErrorKind::Tls,
         ErrorKind::HttpStatus,
         ErrorKind::AuthFailed,
         ErrorKind::Protocol,
@@ -221,6 +225,7 @@ impl ErrorKind {
         match self {
             ErrorKind::ConnectRefused => "connect_refused",
             ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Tls => "tls",
             ErrorKind::HttpStatus => "http_status",
             ErrorKind::AuthFailed => "auth_failed",
             ErrorKind::Protocol => "protocol",
@@ -239,6 +244,9 @@ impl ErrorKind {
         match self {
             ErrorKind::ConnectRefused => "the target refused the TCP connection",
             ErrorKind::ConnectTimeout => "connect + handshake + login exceeded the timeout",
+            ErrorKind::Tls => {
+                "the TLS handshake failed (certificate not trusted or not for this host)"
+            }
             ErrorKind::HttpStatus => "the WebSocket upgrade got an HTTP error status",
             ErrorKind::AuthFailed => "the server rejected the user's credentials",
             ErrorKind::Protocol => "the server sent a frame the protocol does not allow",

@@ -37,7 +37,7 @@ impl super::Driver for EchoDriver {
     type Session = EchoSession;
 
     fn new(config: &Config) -> Result<Self, OptionError> {
-        super::ws::no_options(config)?;
+        super::ws::only_tls_options(config)?;
         Ok(EchoDriver {
             dialer: Dialer::new(config)?,
         })

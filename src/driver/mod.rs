@@ -34,6 +34,8 @@ pub mod loopback;
 pub mod mqtt;
 pub mod native;
 mod registry;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod ws;
 
 use std::future::Future;

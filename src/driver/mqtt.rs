@@ -126,44 +126,11 @@ impl MqttDriver {
 }
 
 /// The rustls client configuration for `mqtts://`: the CA file's certificates, or the
-/// system's roots without one. Uses the ring provider explicitly.
+/// system's roots without one (see [`super::tls::client_config`]).
 #[cfg(feature = "mqtt-tls")]
 fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rumqttc::TlsConfiguration, OptionError> {
-    use tokio_rustls::rustls::pki_types::pem::PemObject;
-    use tokio_rustls::rustls::pki_types::CertificateDer;
-    use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
-    let err = |msg: String| OptionError::option("mqtt", "ca_file", msg);
-    let mut roots = RootCertStore::empty();
-    match ca_file {
-        Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| err(format!("{}: {e}", path.display())))?;
-            if certs.is_empty() {
-                return Err(err(format!("{}: no PEM certificate in it", path.display())));
-            }
-            for c in certs {
-                roots
-                    .add(c)
-                    .map_err(|e| err(format!("{}: {e}", path.display())))?;
-            }
-        }
-        None => {
-            let native = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(native.certs);
-            if roots.is_empty() {
-                return Err(err(
-                    "no system CA certificates found; give the broker's CA as `ca_file`".to_owned(),
-                ));
-            }
-        }
-    }
-    let config = ClientConfig::builder_with_provider(Arc::new(crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| err(format!("TLS setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(rumqttc::TlsConfiguration::Rustls(Arc::new(config)))
+    super::tls::client_config(ca_file, |msg| OptionError::option("mqtt", "ca_file", msg))
+        .map(rumqttc::TlsConfiguration::Rustls)
 }
 
 impl super::Driver for MqttDriver {

@@ -71,7 +71,7 @@ impl super::Driver for NativeDriver {
     type Session = NativeSession;
 
     fn new(config: &Config) -> Result<Self, OptionError> {
-        super::ws::no_options(config)?;
+        super::ws::only_tls_options(config)?;
         let secret = match &config.auth {
             Auth::Secret(s) => Some(s.clone()),
             Auth::None | Auth::Password { .. } => None,

@@ -5,6 +5,8 @@
 //!   handshake keeps a 4 KiB buffer for the connection's life, which at tens of thousands
 //!   of connections is most of a generator's memory.
 //! - The read buffer is small, and frames queued between two flushes go out in one write.
+//! - `wss://` runs the same over rustls ([`super::tls`]); `[target.<driver>]` takes
+//!   `ca_file` and `server_name` for it.
 //! - A connection keeps reading while a write waits for room. A server stops reading when
 //!   it cannot write its replies, so a generator that only wrote would wait on a server
 //!   that waits on it; frames read meanwhile are handed out first by [`Ws::next`].
@@ -16,7 +18,7 @@ use std::task::{Context, Poll};
 
 use futures_util::{Sink, StreamExt};
 use std::net::{IpAddr, SocketAddr};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
@@ -64,18 +66,100 @@ pub const SCHEMES: &[Scheme] = &[
     },
 ];
 
-/// Refuses a `[target.<driver>]` table for the WebSocket drivers that take no options.
-pub fn no_options(config: &Config) -> Result<(), OptionError> {
-    match config.options.keys().next() {
+/// The keys of `[target.<driver>]` that every WebSocket driver takes (for `wss://`).
+pub const TLS_KEYS: [&str; 2] = ["ca_file", "server_name"];
+
+/// Refuses any key of `[target.<driver>]` but [`TLS_KEYS`], for the WebSocket drivers
+/// that take no options of their own.
+pub fn only_tls_options(config: &Config) -> Result<(), OptionError> {
+    match config
+        .options
+        .keys()
+        .find(|k| !TLS_KEYS.contains(&k.as_str()))
+    {
         Some(key) => Err(OptionError::option(
             config.spec.name,
             key,
             format!(
-                "unknown key `{key}`: driver `{}` takes no options",
-                config.spec.name
+                "unknown key `{key}`: driver `{}` takes only {} (for wss://)",
+                config.spec.name,
+                TLS_KEYS.map(|k| format!("`{k}`")).join(" and ")
             ),
         )),
         None => Ok(()),
+    }
+}
+
+/// The byte stream under a WebSocket: plain TCP, or TLS over it.
+#[derive(Debug)]
+pub enum Stream {
+    /// `ws://`.
+    Plain(TcpStream),
+    /// `wss://` (boxed: the TLS state is large and only some runs use it).
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// How a connection is secured: not at all, or with this TLS client.
+#[derive(Debug, Clone)]
+enum Security {
+    Plain,
+    #[cfg(feature = "tls")]
+    Tls(super::tls::Client),
+}
+
+impl Security {
+    /// TLS over `tcp` when configured.
+    async fn wrap(&self, tcp: TcpStream) -> Result<Stream, Failure> {
+        match self {
+            Security::Plain => Ok(Stream::Plain(tcp)),
+            #[cfg(feature = "tls")]
+            Security::Tls(client) => Ok(Stream::Tls(Box::new(client.connect(tcp).await?))),
+        }
     }
 }
 
@@ -112,17 +196,23 @@ fn classify_io(io: &std::io::Error) -> Failure {
 /// One WebSocket connection.
 #[derive(Debug)]
 pub struct Ws {
-    ws: WebSocketStream<TcpStream>,
+    ws: WebSocketStream<Stream>,
     /// Frames read while a write was waiting, oldest first (`None`: the stream ended).
     early: VecDeque<Option<Result<Message, tungstenite::Error>>>,
 }
 
 impl Ws {
-    /// TCP connect (from `source` when given) and WebSocket upgrade to `ep`.
-    async fn open(ep: &Endpoint, source: Option<IpAddr>) -> Result<Ws, Failure> {
-        let mut tcp = connect(&ep.addr(), source).await?;
+    /// TCP connect (from `source` when given), TLS when `security` says so, and WebSocket
+    /// upgrade to `ep`.
+    async fn open(
+        ep: &Endpoint,
+        source: Option<IpAddr>,
+        security: &Security,
+    ) -> Result<Ws, Failure> {
+        let tcp = connect(&ep.addr(), source).await?;
         // Frames are coalesced per flush already: send each write at once.
         tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
+        let mut tcp = security.wrap(tcp).await?;
         let key = generate_key();
         let request = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
@@ -226,22 +316,19 @@ pub struct Dialer {
     endpoint: Option<Endpoint>,
     sources: Vec<IpAddr>,
     timeout: std::time::Duration,
+    security: Security,
 }
 
 impl Dialer {
-    /// A dialer for the configured endpoint, source addresses and connect timeout.
-    /// `wss://` is refused: these drivers have no TLS yet.
+    /// A dialer for the configured endpoint, source addresses and connect timeout, with
+    /// TLS for `wss://` from the [`TLS_KEYS`] of `[target.<driver>]` (other keys are the
+    /// driver's to check).
     pub fn new(config: &Config) -> Result<Self, OptionError> {
-        if let Some(ep) = config.endpoint.as_ref().filter(|ep| ep.tls()) {
-            return Err(OptionError::url(format!(
-                "`{}`: wss:// (TLS) is not built into driver `{}` yet; use ws://",
-                ep.url, config.spec.name
-            )));
-        }
         Ok(Dialer {
             endpoint: config.endpoint.clone(),
             sources: config.source_addrs.clone(),
             timeout: config.connect_timeout,
+            security: security(config)?,
         })
     }
 
@@ -258,7 +345,7 @@ impl Dialer {
             .ok_or_else(|| Failure::new(ErrorKind::Other, "no target URL to connect to"))?;
         let source =
             (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
-        tokio::time::timeout(self.timeout, Ws::open(ep, source))
+        tokio::time::timeout(self.timeout, Ws::open(ep, source, &self.security))
             .await
             .unwrap_or_else(|_| {
                 Err(Failure::new(
@@ -266,6 +353,34 @@ impl Dialer {
                     format!("no WebSocket upgrade within {:?}", self.timeout),
                 ))
             })
+    }
+}
+
+/// TLS for a `wss://` endpoint, plain otherwise.
+#[cfg(feature = "tls")]
+fn security(config: &Config) -> Result<Security, OptionError> {
+    Ok(match super::tls::Client::from_options(config)? {
+        Some(client) => Security::Tls(client),
+        None => Security::Plain,
+    })
+}
+
+/// Plain only: `wss://` (and its options) need the `tls` feature.
+#[cfg(not(feature = "tls"))]
+fn security(config: &Config) -> Result<Security, OptionError> {
+    if let Some(ep) = config.endpoint.as_ref().filter(|ep| ep.tls()) {
+        return Err(OptionError::url(format!(
+            "`{}`: this msgstorm was built without TLS (feature `tls`); use ws://",
+            ep.url
+        )));
+    }
+    match TLS_KEYS.iter().find(|k| config.options.contains_key(**k)) {
+        Some(key) => Err(OptionError::option(
+            config.spec.name,
+            key,
+            "only for wss://, which this msgstorm was built without (feature `tls`)",
+        )),
+        None => Ok(Security::Plain),
     }
 }
 

@@ -11,7 +11,9 @@
 //!   binary on a scenario.
 
 #[cfg(feature = "mqtt")]
+pub mod certs;
 pub mod mosquitto;
+pub mod nginx;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};

@@ -33,7 +33,7 @@ fn find(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `program` (mosquitto or one of its tools); `None` after a printed note when it is
+/// `program` (a peer server or tool: mosquitto, openssl, nginx); `None` after a printed note when it is
 /// missing outside CI, a panic under `CI=true`.
 pub fn required(program: &str) -> Option<PathBuf> {
     let found = find(program);
@@ -50,11 +50,11 @@ pub fn required(program: &str) -> Option<PathBuf> {
 /// Tells the person running the tests why one was skipped.
 #[allow(clippy::print_stderr)]
 fn skip_note(program: &str) {
-    eprintln!("note: skipping an MQTT test: {program} is not installed");
+    eprintln!("note: skipping a test: {program} is not installed");
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; the broker binds it right after).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     l.local_addr().expect("local addr").port()
 }

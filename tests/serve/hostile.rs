@@ -154,7 +154,9 @@ async fn issue_10_a_client_that_never_reads_is_closed_within_the_write_timeout()
     }
     let started = std::time::Instant::now();
     let mut closed = false;
-    while !closed && started.elapsed() < Duration::from_secs(5) {
+    // The bound only tells a hang from a close: 600 sync pages take a debug build on a
+    // loaded machine several seconds to write.
+    while !closed && started.elapsed() < Duration::from_secs(30) {
         let text = http_get(server.addr(), "/metrics").await;
         closed = metric(&text, "serve_connections") == Some(0.0)
             && metric(&text, "serve_slow_consumer_disconnects_total") == Some(1.0);
@@ -162,7 +164,7 @@ async fn issue_10_a_client_that_never_reads_is_closed_within_the_write_timeout()
     }
     assert!(
         closed,
-        "the non-reading client is still connected after 5 s"
+        "the non-reading client is still connected after 30 s"
     );
     drop(b);
 }

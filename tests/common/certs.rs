@@ -1,0 +1,35 @@
+//! A test certificate authority made with the `openssl` command: a CA and a server
+//! certificate for 127.0.0.1 signed by it, for the TLS tests (mqtts, wss).
+
+use std::path::Path;
+use std::process::Command;
+
+/// Makes `ca.pem`, `server.pem` and `server.key` (a CA and a certificate for 127.0.0.1
+/// signed by it) in `dir`, readable by servers that drop root (mosquitto).
+pub fn make_certs(openssl: &Path, dir: &Path) {
+    let run = |line: &str| {
+        let out = Command::new(openssl)
+            .args(line.split(' '))
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "openssl {line}: {out:?}");
+    };
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    run(&format!(
+        "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca"
+    ));
+    run(&format!(
+        "req {ec} -keyout server.key -out server.csr -subj /CN=127.0.0.1"
+    ));
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext file");
+    run(
+        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem \
+         -days 2 -extfile ext.cnf",
+    );
+    // mosquitto started as root drops to its own user before it loads the key.
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [(dir.to_owned(), 0o755), (dir.join("server.key"), 0o644)] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+}

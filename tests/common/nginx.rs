@@ -1,0 +1,92 @@
+//! nginx (Debian's package) as the TLS terminator in front of a test server, the way
+//! production IM gateways serve `wss://`: started on a free loopback port with its own
+//! config, temp paths and the test CA's server certificate, stopped on drop.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::certs::make_certs;
+use super::mosquitto::{free_port, required};
+
+/// How long nginx may take to listen.
+const START_WAIT: Duration = Duration::from_secs(10);
+
+/// A running nginx, killed on drop.
+pub struct Nginx {
+    child: Child,
+    /// Its TLS port on 127.0.0.1.
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// nginx terminating TLS on a free port and proxying WebSocket upgrades to
+    /// `127.0.0.1:upstream`, with a certificate for 127.0.0.1 from a fresh test CA.
+    /// `None` (after a note) when nginx or openssl is missing outside CI.
+    pub fn wss_proxy(upstream: u16) -> Option<Nginx> {
+        let openssl = required("openssl")?;
+        let bin = required("nginx")?;
+        let dir = tempfile::tempdir().expect("temp dir");
+        make_certs(&openssl, dir.path());
+        let port = free_port();
+        let d = dir.path().display();
+        let conf = format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n\
+               proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
+               uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+               server {{\n    listen 127.0.0.1:{port} ssl;\n\
+                 ssl_certificate {d}/server.pem;\n    ssl_certificate_key {d}/server.key;\n\
+                 location / {{\n      proxy_pass http://127.0.0.1:{upstream};\n\
+                   proxy_http_version 1.1;\n      proxy_set_header Upgrade $http_upgrade;\n\
+                   proxy_set_header Connection \"upgrade\";\n      proxy_read_timeout 120s;\n\
+                 }}\n  }}\n}}\n"
+        );
+        let conf_path = dir.path().join("nginx.conf");
+        std::fs::write(&conf_path, conf).expect("write nginx.conf");
+        let child = Command::new(bin)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nginx");
+        let mut n = Nginx { child, port, dir };
+        let deadline = Instant::now() + START_WAIT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = n.child.try_wait() {
+                panic!("nginx exited ({status}): {}", n.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nginx did not listen within {START_WAIT:?}: {}",
+                n.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(n)
+    }
+
+    /// The test CA's certificate, for `ca_file`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// nginx's error log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
