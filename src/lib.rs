@@ -33,6 +33,7 @@
 
 pub mod artifact;
 pub mod cli;
+pub mod clock;
 pub mod driver;
 pub mod engine;
 pub mod envelope;

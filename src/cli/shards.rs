@@ -14,7 +14,7 @@ use crate::artifact::Artifact;
 use crate::driver::AuthForm;
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
 use crate::launch::local::Local;
-use crate::launch::{Launcher, ShardOutcome, ShardRun};
+use crate::launch::{Launcher, Rendezvous, ShardOutcome, ShardRun};
 use crate::scenario::Shard;
 
 /// Slack after the end of the login schedule before traffic starts in every shard.
@@ -55,15 +55,18 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
         &plan.population.arrival,
         u64::from(on_time.max(1) - 1),
     );
+    let out = out_dir(&plan)?;
+    let barrier = out.join("start");
     let run = ShardRun {
         scenario: args.scenario.clone(),
         sets,
         count: shards,
         run_id: args.run_id.unwrap_or_else(|| fastrand::u32(..)),
-        traffic_at: std::time::SystemTime::now() + arrival_end + START_MARGIN,
-        out: out_dir(&plan)?,
+        traffic_at: Some(std::time::SystemTime::now() + arrival_end + START_MARGIN),
+        rendezvous: Rendezvous::Dir(barrier.clone()),
+        log_result: false,
+        out,
     };
-    let barrier = run.barrier_dir();
     crate::launch::barrier::FileBarrier::reset(&barrier).map_err(|source| Error::Write {
         path: barrier.clone(),
         source,

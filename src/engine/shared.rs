@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::schedule::GroupInfo;
+use crate::clock::Clock;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::scenario::{LedgerOpts, StreamId, UserIx};
@@ -108,6 +109,7 @@ impl Shared {
     /// State for a run with `slots` recorders.
     pub fn new(
         run_id: u32,
+        clock: Clock,
         slots: usize,
         ledger: &LedgerOpts,
         groups: &[Arc<GroupInfo>],
@@ -117,7 +119,7 @@ impl Shared {
         let slots = slots.max(1);
         Shared {
             t0: Instant::now(),
-            t0_wall_us: wall_us(),
+            t0_wall_us: clock.now_us(),
             run_id,
             recorders: (0..slots)
                 .map(|_| {
@@ -276,11 +278,4 @@ impl Shared {
         }
         all
     }
-}
-
-/// Wall-clock µs since the Unix epoch, from the system clock.
-fn wall_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
