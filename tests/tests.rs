@@ -49,3 +49,7 @@ mod cli_report;
 mod cli_shards;
 #[path = "cli/signals.rs"]
 mod cli_signals;
+#[path = "k8s/job.rs"]
+mod k8s_job;
+#[path = "k8s/kubelet.rs"]
+mod k8s_kubelet;
