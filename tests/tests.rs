@@ -49,6 +49,8 @@ mod cli_report;
 mod cli_shards;
 #[path = "cli/signals.rs"]
 mod cli_signals;
+#[path = "k8s/clock.rs"]
+mod k8s_clock;
 #[path = "k8s/job.rs"]
 mod k8s_job;
 #[path = "k8s/kubelet.rs"]
