@@ -11,7 +11,7 @@
 //!
 //! The manifests are `serde_json` values built here rather than `k8s-openapi` types:
 //! k8s-openapi alone took 47.5 s of a 72 s debug build on this 2-core machine (a 46 MB
-//! rlib, and chrono with it), for five object kinds whose few fields are checked instead
+//! rlib, and chrono with it), for three object kinds whose few fields are checked instead
 //! against Kubernetes' own schemas by `kubernetes-validate` in `scripts/test`
 //! (`docs/kubernetes.md` has the numbers).
 
