@@ -210,7 +210,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
 }
 
 /// Prints the result, framed, to standard output ([`crate::launch::frame`]).
-fn log_result(artifact: &Artifact) -> Result<()> {
+pub(super) fn log_result(artifact: &Artifact) -> Result<()> {
     let bytes = serde_json::to_vec(artifact)
         .map_err(|e| Error::Other(format!("cannot encode the result: {e}")))?;
     let shard = artifact

@@ -8,7 +8,9 @@
 
 use tokio::sync::watch;
 
-use super::run::{count_signals, finish, load_plan, out_dir, prepare_target, FD_MARGIN};
+use super::run::{
+    count_signals, finish, load_plan, log_result, out_dir, prepare_target, FD_MARGIN,
+};
 use super::{note, RunArgs};
 use crate::artifact::Artifact;
 use crate::driver::AuthForm;
@@ -122,5 +124,9 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
             merged.notes.push(n);
         }
     }
-    finish(&merged, &run.out)
+    let code = finish(&merged, &run.out)?;
+    if args.log_result {
+        log_result(&merged)?;
+    }
+    Ok(code)
 }

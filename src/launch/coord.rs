@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use crate::artifact::ClockSync;
@@ -35,6 +35,8 @@ const SAMPLES: usize = 8;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a shard asks shard 0 which shards are still missing.
 const POLL: Duration = Duration::from_millis(50);
+/// The longest request line shard 0 reads.
+const MAX_LINE: u64 = 64;
 /// How long a polling shard keeps asking (longer than the engine's bounded barrier wait).
 const POLL_FOR: Duration = Duration::from_secs(90);
 
@@ -70,11 +72,14 @@ impl Coordinator {
     /// address of this machine, or of every interface when it is a name (shard 0's own name
     /// in the cluster's DNS may not resolve yet when its pod starts).
     pub async fn bind(host: &str, port: u16, count: u32) -> std::io::Result<Coordinator> {
-        let ip: IpAddr = host
-            .trim_matches(['[', ']'])
-            .parse()
-            .unwrap_or(IpAddr::from([0, 0, 0, 0]));
-        let listener = tokio::net::TcpListener::bind((ip, port)).await?;
+        let listener = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+            Ok(ip) => tokio::net::TcpListener::bind((ip, port)).await?,
+            // Every interface: IPv6 and IPv4 where the host has IPv6, else IPv4.
+            Err(_) => match tokio::net::TcpListener::bind((IpAddr::from([0u16; 8]), port)).await {
+                Ok(l) => l,
+                Err(_) => tokio::net::TcpListener::bind((IpAddr::from([0u8; 4]), port)).await?,
+            },
+        };
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State {
             count,
@@ -138,8 +143,15 @@ async fn serve(listener: tokio::net::TcpListener, state: Arc<Mutex<State>>, chan
         let (state, changed) = (state.clone(), changed.clone());
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
-            let mut lines = tokio::io::BufReader::new(read).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let mut read = tokio::io::BufReader::new(read);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                // A request is a short line; anything longer is not a shard of this run.
+                match (&mut read).take(MAX_LINE).read_line(&mut line).await {
+                    Ok(n) if n > 0 && line.ends_with('\n') => {}
+                    _ => break,
+                }
                 let reply = answer(&line, &state);
                 changed.notify_waiters();
                 if write.write_all(reply.as_bytes()).await.is_err() {
@@ -373,8 +385,19 @@ struct RemoteBarrier {
 
 impl StartBarrier for RemoteBarrier {
     fn arrive(&self) -> std::io::Result<()> {
-        let mut link = Link::connect(&self.peer.addr)?;
-        link.ask(&format!("ready {}", self.peer.index))?;
+        let ready = || {
+            let mut link = Link::connect(&self.peer.addr)?;
+            link.ask(&format!("ready {}", self.peer.index))?;
+            Ok::<_, std::io::Error>(link)
+        };
+        // Blocking for at most IO_TIMEOUT: off the async workers where the runtime allows.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let mut link = if multi_thread {
+            tokio::task::block_in_place(ready)?
+        } else {
+            ready()?
+        };
         let missing = self.missing.clone();
         std::thread::spawn(move || {
             let until = Instant::now() + POLL_FOR;

@@ -96,7 +96,7 @@ async fn a_skewed_shards_offset_is_measured_and_taken_out_of_end_to_end_latency(
     );
     assert!(end.abs_diff(skew_us) <= end_unc, "{clock:?}");
     let e2e = merged.metrics.hist(Hist::EndToEnd);
-    assert!(e2e.len() > 0);
+    assert!(!e2e.is_empty());
     // Whatever this machine's load, a delivery on loopback takes far less than the skew.
     let max_corrected = e2e.max();
     assert!(
