@@ -29,7 +29,7 @@ pub struct K8sArgs {
     #[arg(long, value_parser = super::parse_run_id, value_name = "HEX")]
     pub run_id: Option<u32>,
     /// Port on which shard 0 meets the others.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    #[arg(long, default_value_t = DEFAULT_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Yaml)]

@@ -74,7 +74,9 @@ impl Rendezvous {
             .ok_or_else(|| format!("`{s}`: expected tcp://HOST:PORT"))?;
         let port = port
             .parse()
-            .map_err(|_| format!("`{s}`: `{port}` is not a port"))?;
+            .ok()
+            .filter(|&p: &u16| p != 0)
+            .ok_or_else(|| format!("`{s}`: `{port}` is not a port"))?;
         Ok(Rendezvous::Tcp {
             host: host.to_owned(),
             port,
@@ -216,6 +218,7 @@ mod tests {
         assert_eq!(Rendezvous::parse("a/b"), Ok(Rendezvous::Dir("a/b".into())));
         assert!(Rendezvous::parse("tcp://host").is_err());
         assert!(Rendezvous::parse("tcp://host:http").is_err());
+        assert!(Rendezvous::parse("tcp://host:0").is_err());
     }
 
     /// `--start-traffic-at` takes Unix milliseconds or an RFC 3339 UTC time.
