@@ -73,12 +73,14 @@ type FanoutSlot = HashMap<(StreamId, u64), (u32, u64)>;
 /// Every clock of the engine is tokio's ([`Instant`]), so a test under
 /// `tokio::time::pause()` runs the whole engine on virtual time. Wall-clock times (envelope
 /// due times, receive times) are `t0_wall_us` plus the tokio time elapsed since `t0`: one
-/// monotonic clock for sender and receiver, the same as the system clock in a real run.
+/// monotonic clock for sender and receiver, the same as the system clock in a real run, and
+/// `t0_wall_us` is read from the run's [`Clock`], so that shards on several hosts stamp
+/// their times on one reference clock.
 #[derive(Debug)]
 pub struct Shared {
     /// Start of the run.
     pub t0: Instant,
-    /// Wall clock at `t0`, µs since the Unix epoch (envelope due times are wall clock).
+    /// The run's clock at `t0`, µs since the Unix epoch (envelope due times are on it).
     pub t0_wall_us: u64,
     /// Run id carried by every envelope.
     pub run_id: u32,

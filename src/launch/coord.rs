@@ -450,6 +450,24 @@ mod tests {
         );
     }
 
+    /// Requests that are not the protocol get an error line; an overlong line closes the
+    /// connection; neither changes the run's state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stray_requests_are_refused() {
+        let coord = Coordinator::bind("127.0.0.1", 0, 2).await.expect("binds");
+        let addr = coord.addr().to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut link = Link::connect(&addr).expect("connects");
+            for bad in ["hello", "ready", "ready x", "done"] {
+                assert!(link.ask(bad).is_err(), "{bad}");
+            }
+            assert!(link.ask(&"x".repeat(200)).is_err(), "an overlong line");
+        })
+        .await
+        .expect("joins");
+        assert_eq!(coord.barrier().missing(), [0, 1]);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn shards_meet_at_shard_0_and_measure_their_offset() {
         let coord = Coordinator::bind("127.0.0.1", 0, 2).await.expect("binds");

@@ -151,6 +151,29 @@ async fn collect_refuses_logs_without_intact_results() {
     .await;
     ran.expect_code(2);
     assert!(ran.stderr.contains("cut.txt: line 1:"), "{ran}");
+    // One shard with two different results (a retried pod): refused, both places named.
+    let twice = work.write(
+        "twice.txt",
+        &format!(
+            "{}{}",
+            msgstorm::launch::frame::encode("0/2", "00000001", b"{}"),
+            msgstorm::launch::frame::encode("0/2", "00000001", b"[]")
+        ),
+    );
+    let ran = msgstorm(&[
+        "collect",
+        twice.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ])
+    .await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr
+            .contains("twice.txt:4: shard 0/2 has another result at")
+            && ran.stderr.contains("twice.txt:1"),
+        "{ran}"
+    );
 }
 
 /// `msgstorm k8s` refuses a scenario whose pods would have no common server.
