@@ -202,11 +202,12 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         processes,
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
-    let code = finish(&artifact, &dir)?;
+    let finished = finish(&artifact, &dir);
+    // The log is the result's way out of a pod: framed even when the file failed.
     if args.log_result {
         log_result(&artifact)?;
     }
-    Ok(code)
+    finished
 }
 
 /// Prints the result, framed, to standard output ([`crate::launch::frame`]).

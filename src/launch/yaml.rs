@@ -74,12 +74,20 @@ fn value_after(out: &mut String, v: &Value, indent: usize) {
     }
 }
 
-/// A map key: plain when it is a plain word, quoted otherwise.
+/// Plain words a YAML 1.1 reader (PyYAML, Kubernetes' go-yaml) takes for something else
+/// than a string.
+const NOT_STRINGS: [&str; 11] = [
+    "y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf",
+];
+
+/// A map key: plain when it is a plain word that reads back as a string, quoted otherwise.
 fn key(k: &str) -> String {
     let plain = !k.is_empty()
         && !k.starts_with(['-', '.', '/'])
         && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+        && !NOT_STRINGS.contains(&k.to_ascii_lowercase().as_str())
+        && !k.starts_with(|c: char| c.is_ascii_digit());
     if plain {
         k.to_owned()
     } else {
@@ -164,6 +172,12 @@ spec:
         let doc = json!({"data": {"a": "x = 1\n\ny = \"2\"\n", "b": "p\nq", "c": "p\nq\n\n"}});
         let want = "---\ndata:\n  a: |\n    x = 1\n\n    y = \"2\"\n  b: |-\n    p\n    q\n  c: |+\n    p\n    q\n\n";
         assert_eq!(render(&[doc]), want);
+        // Keys a YAML reader would take for a boolean or a number are quoted.
+        let keys = json!({"on": 1, "No": 2, "1.5": 3, "10.toml": 4, "a1": 5});
+        assert_eq!(
+            render(&[keys]),
+            "---\n\"1.5\": 3\n\"10.toml\": 4\n\"No\": 2\na1: 5\n\"on\": 1\n"
+        );
         // What a block cannot carry is quoted.
         let odd = json!({"a": " lead\nx", "b": "tab\tx\ny"});
         assert_eq!(
