@@ -52,11 +52,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the Kubernetes objects (ConfigMap, headless Service, Indexed Job) of one run
-    /// split over N generator pods, for `kubectl apply -f -` (see docs/kubernetes.md).
+    /// Print a run over N generator pods as Kubernetes objects (docs/kubernetes.md).
+    ///
+    /// A ConfigMap with the scenario, a headless Service and an Indexed Job, for
+    /// `kubectl apply -f -`.
     K8s(k8s::K8sArgs),
-    /// Read the shards' framed results from their logs (`kubectl logs -l … --prefix
-    /// --tail=-1`), write them as `shard-I/result.json`, and merge and report them.
+    /// Merge and report the shards' results found in their logs.
+    ///
+    /// Reads `kubectl logs -l msgstorm.dev/run=ID --prefix --tail=-1` output, writes each
+    /// shard's result as `shard-I/result.json` and the merged one as `result.json`.
     Collect {
         /// Log files; none or `-`: standard input.
         logs: Vec<PathBuf>,
