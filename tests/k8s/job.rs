@@ -97,6 +97,18 @@ async fn an_indexed_job_run_locally_merges_to_what_one_process_delivers() {
         );
     }
     let merged = Artifact::read(&out.join("result.json")).expect("merged result");
+    // With the clock records, the files still match the result schema.
+    let (schemas, schema) = crate::cli_report::result_schema();
+    for file in [out.join("result.json"), out.join("shard-1/result.json")] {
+        let text = std::fs::read_to_string(&file).expect("read");
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        if let Err(e) = schemas.validate(&value, schema) {
+            panic!(
+                "{} does not match schema/result.schema.json: {e:#}",
+                file.display()
+            );
+        }
+    }
     assert_eq!(merged.run_id, "5eed0016");
     assert_eq!(merged.shards.len(), 3);
     // Every pod measured its clock against shard 0, which is the reference.
