@@ -9,7 +9,9 @@ use serde_json::Value;
 
 use crate::common::run::{msgstorm, run_file, scenario, Work};
 use crate::common::{config, start};
-use crate::k8s_kubelet::{free_port, interleaved, run_job};
+use std::time::Duration;
+
+use crate::k8s_kubelet::{free_port, interleaved, run_job, Node};
 
 /// 45 users over 3 pods, direct traffic whose senders and receivers span the pods, and
 /// groups whose members do.
@@ -75,7 +77,12 @@ async fn an_indexed_job_run_locally_merges_to_what_one_process_delivers() {
         &port,
     ])
     .await;
-    let pods = run_job(&list, &work, |_| Vec::new()).await;
+    // Shard 0's pod starts last: the others wait for it to meet.
+    let pods = run_job(&list, &work, |index| Node {
+        start_after: Duration::from_millis(if index == 0 { 1500 } else { 0 }),
+        ..Node::default()
+    })
+    .await;
     for p in &pods {
         assert_eq!(p.code, 0, "pod {} failed:\n{}", p.index, p.log);
     }

@@ -54,13 +54,18 @@ pub struct Pod {
     pub log: String,
 }
 
-/// Runs every pod of the Job in `list`; `extra_env(index)` adds env to pod `index` (a
-/// node whose clock is off, say). Returns the pods in index order.
-pub async fn run_job(
-    list: &Value,
-    work: &Work,
-    extra_env: impl Fn(u32) -> Vec<(String, String)>,
-) -> Vec<Pod> {
+/// How one pod differs from the others, as nodes do.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    /// Env added to the pod's container (e.g. a clock skew).
+    pub env: Vec<(String, String)>,
+    /// How long after the first pods this one starts (an image pull, a busy scheduler).
+    pub start_after: std::time::Duration,
+}
+
+/// Runs every pod of the Job in `list`, pod `index` on `node(index)`. Returns the pods in
+/// index order.
+pub async fn run_job(list: &Value, work: &Work, node: impl Fn(u32) -> Node) -> Vec<Pod> {
     let job = items(list, "Job")[0];
     let name = job["metadata"]["name"].as_str().expect("a name");
     let spec = &job["spec"];
@@ -123,7 +128,8 @@ pub async fn run_job(
             })
             .collect();
         env.insert("JOB_COMPLETION_INDEX".to_owned(), index.to_string());
-        env.extend(extra_env(index));
+        let node = node(index);
+        env.extend(node.env);
         let args: Vec<String> = strings(&c["args"])
             .iter()
             .map(|a| {
@@ -131,23 +137,26 @@ pub async fn run_job(
                 mount(&a, &mounts)
             })
             .collect();
-        let child = tokio::process::Command::new(BIN)
-            .args(&args)
-            .envs(&env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start a pod");
-        children.push((index, child));
+        children.push(tokio::spawn(async move {
+            tokio::time::sleep(node.start_after).await;
+            let child = tokio::process::Command::new(BIN)
+                .args(&args)
+                .envs(&env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start a pod");
+            tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
+                .await
+                .unwrap_or_else(|_| panic!("pod {index} still running after {RUN_LIMIT:?}"))
+                .expect("wait for a pod")
+        }));
     }
     let mut pods = Vec::new();
-    for (index, child) in children {
-        let out = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("pod {index} still running after {RUN_LIMIT:?}"))
-            .expect("wait for a pod");
+    for (index, child) in (0..).zip(children) {
+        let out = child.await.expect("the pod's task");
         let prefix = format!("[pod/{name}-{index}-x7k2p/msgstorm] ");
         let log: String = String::from_utf8_lossy(&out.stdout)
             .lines()
