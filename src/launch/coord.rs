@@ -298,7 +298,7 @@ impl Peer {
         }
     }
 
-    /// Estimates this host's clock offset to shard 0's: [`SAMPLES`] exchanges, the one
+    /// Estimates this host's clock offset to shard 0's: 8 exchanges (`SAMPLES`), the one
     /// with the smallest round trip kept.
     pub async fn offset(&self, wait: Duration) -> std::io::Result<Sample> {
         let mut link = self.link(wait).await?;
