@@ -138,6 +138,8 @@ impl Drop for Coordinator {
 async fn serve(listener: tokio::net::TcpListener, state: Arc<Mutex<State>>, changed: Arc<Notify>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, say: try again shortly rather than spin.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let (state, changed) = (state.clone(), changed.clone());
