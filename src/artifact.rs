@@ -83,6 +83,42 @@ pub struct ShardResult {
     pub peak_rss_bytes: u64,
     /// Its open-file limit.
     pub fd_limit: u64,
+    /// Its clock's offset to the run's reference clock (shard 0's), when the shards met
+    /// over the network (`--start-barrier tcp://…`); absent when they shared a host or a
+    /// folder, or in files written before clock offsets existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockSync>,
+}
+
+/// A shard's clock offset to the run's reference clock, measured before traffic and
+/// after it. Its times (send due times, receive times, the run's start) are on the
+/// reference clock, corrected by the offset measured before traffic.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClockSync {
+    /// The reference, e.g. `shard 0 at msgstorm-0.msgstorm:7400`.
+    pub reference: String,
+    /// How far its clock was ahead of the reference before traffic, µs.
+    pub offset_us: i64,
+    /// That offset is known to ± this, µs (half the best exchange's round trip).
+    pub uncertainty_us: u64,
+    /// The offset measured again at the end (`null` when the reference was gone).
+    pub end_offset_us: Option<i64>,
+    /// Its uncertainty.
+    pub end_uncertainty_us: Option<u64>,
+}
+
+impl ClockSync {
+    /// How far off this shard's corrected times may be from the reference, µs: the larger
+    /// uncertainty of both estimates plus the drift between them (times are corrected by
+    /// the first). `None` when there was no final estimate: the drift is unknown.
+    pub fn bound_us(&self) -> Option<u64> {
+        let end = self.end_offset_us?;
+        let unc = self
+            .uncertainty_us
+            .max(self.end_uncertainty_us.unwrap_or(self.uncertainty_us));
+        Some(unc + end.abs_diff(self.offset_us))
+    }
 }
 
 /// A check in serializable form: `{"key": …, "metric": "lost", "op": "<=", "value": 0}`.

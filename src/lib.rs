@@ -27,12 +27,15 @@
 //! - [`monitor`] samples CPU and memory of the generator and of target processes.
 //! - [`artifact`] is the versioned, mergeable result file; [`report`] computes one model from
 //!   artifacts (checks, findings, series) and renders it as text or JSON.
-//! - [`launch`] runs the shards of one run (local processes today) and collects their results.
+//! - [`launch`] runs the shards of one run (local processes, or the pods of a Kubernetes
+//!   Indexed Job it writes), has them meet before traffic, and collects their results;
+//!   [`clock`] is the generator's wall clock, corrected to the run's reference clock.
 //! - [`serve`] is the reference IM server; [`sys`] the few OS facts (fd limit, CPU time).
 //! - [`cli`] is the only place that prints; [`error`] is the crate error and the exit-code contract.
 
 pub mod artifact;
 pub mod cli;
+pub mod clock;
 pub mod driver;
 pub mod engine;
 pub mod envelope;

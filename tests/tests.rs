@@ -52,3 +52,9 @@ mod cli_signals;
 #[cfg(feature = "tls")]
 #[path = "cli/wss.rs"]
 mod cli_wss;
+#[path = "k8s/clock.rs"]
+mod k8s_clock;
+#[path = "k8s/job.rs"]
+mod k8s_job;
+#[path = "k8s/kubelet.rs"]
+mod k8s_kubelet;

@@ -1,5 +1,8 @@
 //! Command-line interface: subcommands, live progress and all terminal output.
 
+mod collect;
+mod k8s;
+mod meet;
 mod progress;
 mod run;
 mod shards;
@@ -46,6 +49,25 @@ pub enum Command {
         #[arg(required = true)]
         results: Vec<PathBuf>,
         /// Print the report as JSON (numbers with units, see docs/result.md) instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run over N generator pods as Kubernetes objects (docs/kubernetes.md).
+    ///
+    /// A ConfigMap with the scenario, a headless Service and an Indexed Job, for
+    /// `kubectl apply -f -`.
+    K8s(k8s::K8sArgs),
+    /// Merge and report the shards' results found in their logs.
+    ///
+    /// Reads `kubectl logs -l msgstorm.dev/run=ID --prefix --tail=-1` output, writes each
+    /// shard's result as `shard-I/result.json` and the merged one as `result.json`.
+    Collect {
+        /// Log files; none or `-`: standard input.
+        logs: Vec<PathBuf>,
+        /// Folder for the shards' and the merged result files.
+        #[arg(long)]
+        out: PathBuf,
+        /// Print the report as JSON instead of tables.
         #[arg(long)]
         json: bool,
     },
@@ -100,8 +122,22 @@ pub struct RunArgs {
     /// A folder every shard of the run can see (with `--shard I/N`): each shard marks in it
     /// that its users are logged in, and traffic starts once every shard has (or after a
     /// bounded wait, which the result's notes report). `--shards N` sets it itself.
-    #[arg(long = "start-barrier", value_name = "DIR", requires = "shard")]
-    pub start_barrier: Option<PathBuf>,
+    /// With `tcp://HOST:PORT` instead of a folder, shard 0 listens on PORT and the others
+    /// reach it at HOST:PORT (no shared filesystem needed: shards on several hosts, a
+    /// Kubernetes Job), and every shard runs on shard 0's clock, its offset measured before
+    /// and after traffic (stated in the result).
+    #[arg(
+        long = "start-barrier",
+        value_name = "DIR|tcp://HOST:PORT",
+        requires = "shard",
+        value_parser = crate::launch::Rendezvous::parse
+    )]
+    pub start_barrier: Option<crate::launch::Rendezvous>,
+    /// Also print the result file, framed, to standard output once it is written (for
+    /// launchers whose only channel is the log, such as a Kubernetes pod; `msgstorm
+    /// collect` reads it back).
+    #[arg(long)]
+    pub log_result: bool,
 }
 
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
@@ -168,6 +204,8 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 EXIT_CHECK_FAILED
             })
         }
+        Command::K8s(args) => k8s::run(args).await,
+        Command::Collect { logs, out, json } => collect::run(&logs, &out, json),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),
         Command::Token { user, secret, ttl } => {

@@ -11,7 +11,6 @@ use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
 use crate::driver::{Driver, WithDriver};
 use crate::engine::{Outcome, Progress as EngineProgress, RunOptions};
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
-use crate::launch::barrier::FileBarrier;
 use crate::scenario::{self, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
@@ -138,15 +137,14 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     );
 
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
+    let meeting = super::meet::meet(args.start_barrier.as_ref(), plan.shard).await?;
     let opts = crate::engine::RunOptions {
         run_id,
         traffic_at: args
             .traffic_at
             .map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms)),
-        barrier: args.start_barrier.as_ref().map(|dir| {
-            let b = FileBarrier::new(dir.clone(), plan.shard.index, plan.shard.count);
-            std::sync::Arc::new(b) as std::sync::Arc<dyn crate::engine::StartBarrier>
-        }),
+        barrier: meeting.barrier.clone(),
+        clock: meeting.clock,
     };
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
@@ -179,6 +177,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     }
 
     notes.extend(outcome.notes.iter().cloned());
+    let clock = meeting.part(&mut notes).await;
     let cores = crate::sys::cores();
     let facts = RunFacts {
         run_id,
@@ -197,12 +196,30 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             cores: cores as u32,
             peak_rss_bytes: peak_rss,
             fd_limit,
+            clock,
         },
         notes,
         processes,
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
-    finish(&artifact, &dir)
+    let finished = finish(&artifact, &dir);
+    // The log is the result's way out of a pod: framed even when the file failed.
+    if args.log_result {
+        log_result(&artifact)?;
+    }
+    finished
+}
+
+/// Prints the result, framed, to standard output ([`crate::launch::frame`]).
+pub(super) fn log_result(artifact: &Artifact) -> Result<()> {
+    let bytes = serde_json::to_vec(artifact)
+        .map_err(|e| Error::Other(format!("cannot encode the result: {e}")))?;
+    let shard = artifact
+        .shards
+        .first()
+        .map_or("0/1".to_owned(), |s| format!("{}/{}", s.index, s.count));
+    say(crate::launch::frame::encode(&shard, &artifact.run_id, &bytes).trim_end());
+    Ok(())
 }
 
 /// Raises the open-file limit and refuses a run that cannot fit under it.

@@ -8,13 +8,15 @@
 
 use tokio::sync::watch;
 
-use super::run::{count_signals, finish, load_plan, out_dir, prepare_target, FD_MARGIN};
+use super::run::{
+    count_signals, finish, load_plan, log_result, out_dir, prepare_target, FD_MARGIN,
+};
 use super::{note, RunArgs};
 use crate::artifact::Artifact;
 use crate::driver::AuthForm;
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
 use crate::launch::local::Local;
-use crate::launch::{Launcher, ShardOutcome, ShardRun};
+use crate::launch::{Launcher, Rendezvous, ShardOutcome, ShardRun};
 use crate::scenario::Shard;
 
 /// Slack after the end of the login schedule before traffic starts in every shard.
@@ -55,15 +57,18 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
         &plan.population.arrival,
         u64::from(on_time.max(1) - 1),
     );
+    let out = out_dir(&plan)?;
+    let barrier = out.join("start");
     let run = ShardRun {
         scenario: args.scenario.clone(),
         sets,
         count: shards,
         run_id: args.run_id.unwrap_or_else(|| fastrand::u32(..)),
-        traffic_at: std::time::SystemTime::now() + arrival_end + START_MARGIN,
-        out: out_dir(&plan)?,
+        traffic_at: Some(std::time::SystemTime::now() + arrival_end + START_MARGIN),
+        rendezvous: Rendezvous::Dir(barrier.clone()),
+        log_result: false,
+        out,
     };
-    let barrier = run.barrier_dir();
     crate::launch::barrier::FileBarrier::reset(&barrier).map_err(|source| Error::Write {
         path: barrier.clone(),
         source,
@@ -119,5 +124,9 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
             merged.notes.push(n);
         }
     }
-    finish(&merged, &run.out)
+    let code = finish(&merged, &run.out)?;
+    if args.log_result {
+        log_result(&merged)?;
+    }
+    Ok(code)
 }

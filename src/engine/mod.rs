@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::driver::{Driver, UserCtx};
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Hist, Metrics};
@@ -82,6 +83,9 @@ pub struct RunOptions {
     /// The shards' common start: traffic also waits (at most [`BARRIER_WAIT`]) until every
     /// shard's on-time users have tried to log in.
     pub barrier: Option<Arc<dyn StartBarrier>>,
+    /// The run's clock: this host's corrected by its offset to the run's reference, so
+    /// that due and receive times of all shards are on one clock.
+    pub clock: Clock,
 }
 
 /// Where the processes of one run tell each other that their users are logged in, so that
@@ -129,7 +133,7 @@ pub async fn run<D: Driver>(
     signals: watch::Receiver<u32>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
-    let users = Users::launch(plan, driver, opts.run_id);
+    let users = Users::launch(plan, driver, opts.run_id, opts.clock);
     let mut conductor = Conductor {
         shared: users.shared.clone(),
         signals,
@@ -189,7 +193,7 @@ struct Users {
 impl Users {
     /// Builds the schedule of this process's users, registers what they should receive,
     /// and starts one task per user; they log in on the arrival schedule.
-    fn launch<D: Driver>(plan: &Plan, driver: D, run_id: u32) -> Users {
+    fn launch<D: Driver>(plan: &Plan, driver: D, run_id: u32, clock: Clock) -> Users {
         let range = plan.shard.range(plan.population.users);
         let sched = schedule::build(plan, range.clone());
         let mut group_local = vec![0u32; sched.groups.len()];
@@ -202,6 +206,7 @@ impl Users {
         let sharded = plan.shard.count > 1;
         let shared = Arc::new(Shared::new(
             run_id,
+            clock,
             slots,
             &plan.ledger,
             &sched.groups,
@@ -293,7 +298,7 @@ async fn login<F: FnMut(&Progress) + Send>(
     }
     if let (Some(at), None) = (opts.traffic_at, &opts.barrier) {
         // Without a barrier the other shards start at `at` whether this one is in or not.
-        if let Ok(late) = SystemTime::now().duration_since(at) {
+        if let Ok(late) = opts.clock.now().duration_since(at) {
             if late > Duration::from_millis(100) {
                 notes.push(format!(
                     "this shard's on-time users were not all logged in at the run's common \
@@ -338,7 +343,7 @@ async fn login<F: FnMut(&Progress) + Send>(
     }
     let until_start = opts
         .traffic_at
-        .and_then(|at| at.duration_since(SystemTime::now()).ok());
+        .and_then(|at| at.duration_since(opts.clock.now()).ok());
     if let Some(wait) = until_start {
         // The other shards' users log in meanwhile; only a signal ends this early.
         c.wait(Some(wait), |_| false).await;

@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::schedule::GroupInfo;
+use crate::clock::Clock;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::scenario::{LedgerOpts, StreamId, UserIx};
@@ -72,12 +73,14 @@ type FanoutSlot = HashMap<(StreamId, u64), (u32, u64)>;
 /// Every clock of the engine is tokio's ([`Instant`]), so a test under
 /// `tokio::time::pause()` runs the whole engine on virtual time. Wall-clock times (envelope
 /// due times, receive times) are `t0_wall_us` plus the tokio time elapsed since `t0`: one
-/// monotonic clock for sender and receiver, the same as the system clock in a real run.
+/// monotonic clock for sender and receiver, the same as the system clock in a real run, and
+/// `t0_wall_us` is read from the run's [`Clock`], so that shards on several hosts stamp
+/// their times on one reference clock.
 #[derive(Debug)]
 pub struct Shared {
     /// Start of the run.
     pub t0: Instant,
-    /// Wall clock at `t0`, µs since the Unix epoch (envelope due times are wall clock).
+    /// The run's clock at `t0`, µs since the Unix epoch (envelope due times are on it).
     pub t0_wall_us: u64,
     /// Run id carried by every envelope.
     pub run_id: u32,
@@ -108,6 +111,7 @@ impl Shared {
     /// State for a run with `slots` recorders.
     pub fn new(
         run_id: u32,
+        clock: Clock,
         slots: usize,
         ledger: &LedgerOpts,
         groups: &[Arc<GroupInfo>],
@@ -117,7 +121,7 @@ impl Shared {
         let slots = slots.max(1);
         Shared {
             t0: Instant::now(),
-            t0_wall_us: wall_us(),
+            t0_wall_us: clock.now_us(),
             run_id,
             recorders: (0..slots)
                 .map(|_| {
@@ -282,11 +286,4 @@ impl Shared {
         }
         all
     }
-}
-
-/// Wall-clock µs since the Unix epoch, from the system clock.
-fn wall_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }

@@ -30,6 +30,7 @@ async fn run_loopback(plan: &Plan, opts: LoopbackOptions) -> (Outcome, Delivery,
         run_id: 7,
         traffic_at: None,
         barrier: None,
+        clock: crate::clock::Clock::default(),
     };
     let outcome = run(plan, driver, opts, signals, |_| {}).await;
     let delivery = outcome.ledger.summary();
@@ -225,6 +226,7 @@ async fn a_late_generator_still_counts_latency_from_the_due_time() {
         run_id: 7,
         traffic_at: None,
         barrier: None,
+        clock: crate::clock::Clock::default(),
     };
     let out = run(&direct(5, ""), driver, opts, signals, |_| {}).await;
     let d = out.ledger.summary();

@@ -1,14 +1,20 @@
 //! Where the shards of one run execute: the boundary between splitting a run over N
 //! generators (`cli`) and starting, signalling and waiting for those generators.
 //!
-//! A shard is `msgstorm run --shard I/N` with the run's scenario, `--set` overrides, run id
-//! and traffic start ([`ShardRun::args`]); it yields a `result.json`, and the results of all
-//! shards merge exactly into the run's result. A [`Launcher`] runs every shard somewhere:
-//! [`local`] as child processes on this host. A Kubernetes Indexed Job (one pod per
-//! completion index) fits the same interface and is planned.
+//! A shard is `msgstorm run --shard I/N` with the run's scenario, `--set` overrides, run id,
+//! traffic start and rendezvous ([`ShardRun::args`]); it yields a `result.json`, and the
+//! results of all shards merge exactly into the run's result. One [`ShardRun`] describes the
+//! run to either launcher: [`local`] runs the shards as child processes on this host (the
+//! [`Launcher`] trait), [`kube`] writes them as a Kubernetes Indexed Job whose pod `I` runs
+//! `ShardRun::args` for index `$(JOB_COMPLETION_INDEX)`, meeting at shard 0 over the network
+//! ([`coord`]) and framing its result into its log ([`frame`]) for `msgstorm collect`.
 
 pub mod barrier;
+pub mod coord;
+pub mod frame;
+pub mod kube;
 pub mod local;
+pub mod yaml;
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -30,41 +36,89 @@ pub struct ShardRun {
     pub count: u32,
     /// The run id every shard stamps into its messages.
     pub run_id: u32,
-    /// When traffic starts in every shard (each still waits for its own users' logins).
-    pub traffic_at: SystemTime,
+    /// When traffic starts in every shard (each still waits for its own users' logins);
+    /// `None`: as soon as every shard's users are in (the rendezvous says when).
+    pub traffic_at: Option<SystemTime>,
+    /// Where the shards meet before traffic.
+    pub rendezvous: Rendezvous,
+    /// Each shard also prints its result, framed, to its standard output.
+    pub log_result: bool,
     /// The run's results folder: the launcher collects shard I's result under `shard-I/`.
     pub out: PathBuf,
 }
 
-impl ShardRun {
-    /// The folder of the run's start barrier ([`barrier::FileBarrier`]).
-    pub fn barrier_dir(&self) -> PathBuf {
-        self.out.join("start")
+/// Where the shards of a run meet before traffic (`--start-barrier`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rendezvous {
+    /// A folder every shard can see ([`barrier::FileBarrier`]).
+    Dir(PathBuf),
+    /// Shard 0 listens on `port` and the others reach it at `host:port`, which also makes
+    /// shard 0's clock the run's reference ([`coord`]).
+    Tcp {
+        /// Shard 0's address as the others reach it.
+        host: String,
+        /// Its port.
+        port: u16,
+    },
+}
+
+impl Rendezvous {
+    /// `tcp://HOST:PORT`, or else a folder.
+    pub fn parse(s: &str) -> std::result::Result<Rendezvous, String> {
+        let Some(addr) = s.strip_prefix("tcp://") else {
+            return Ok(Rendezvous::Dir(PathBuf::from(s)));
+        };
+        let (host, port) = addr
+            .rsplit_once(':')
+            .filter(|(h, _)| !h.is_empty())
+            .ok_or_else(|| format!("`{s}`: expected tcp://HOST:PORT"))?;
+        let port = port
+            .parse()
+            .ok()
+            .filter(|&p: &u16| p != 0)
+            .ok_or_else(|| format!("`{s}`: `{port}` is not a port"))?;
+        Ok(Rendezvous::Tcp {
+            host: host.to_owned(),
+            port,
+        })
     }
 
+    /// The `--start-barrier` argument that parses back into this.
+    pub fn to_arg(&self) -> OsString {
+        match self {
+            Rendezvous::Dir(dir) => dir.as_os_str().to_owned(),
+            Rendezvous::Tcp { host, port } => format!("tcp://{host}:{port}").into(),
+        }
+    }
+}
+
+impl ShardRun {
     /// The `msgstorm` arguments of shard `index` writing its result into `out`.
     pub fn args(&self, index: u32, out: &Path) -> Vec<OsString> {
-        let traffic_at_ms = self
-            .traffic_at
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        self.args_for(&index.to_string(), out)
+    }
+
+    /// The `msgstorm` arguments of the shard whose index is `index` as written (e.g. the
+    /// `$(JOB_COMPLETION_INDEX)` a pod's container expands), writing into `out`.
+    pub fn args_for(&self, index: &str, out: &Path) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec!["run".into()];
         args.extend(self.scenario.iter().map(|s| s.as_os_str().to_owned()));
-        for arg in [
+        let mut words = vec![
             "--shard".to_owned(),
             format!("{index}/{}", self.count),
             "--run-id".to_owned(),
             format!("{:08x}", self.run_id),
-            "--start-traffic-at".to_owned(),
-            traffic_at_ms.to_string(),
-        ] {
-            args.push(arg.into());
+        ];
+        if let Some(at) = self.traffic_at {
+            let ms = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            words.extend(["--start-traffic-at".to_owned(), ms.to_string()]);
         }
-        args.extend([
-            "--start-barrier".into(),
-            self.barrier_dir().into_os_string(),
-        ]);
+        args.extend(words.into_iter().map(OsString::from));
+        args.extend(["--start-barrier".into(), self.rendezvous.to_arg()]);
         args.extend(["--out".into(), out.as_os_str().to_owned(), "--quiet".into()]);
+        if self.log_result {
+            args.push("--log-result".into());
+        }
         for s in &self.sets {
             args.extend(["--set".into(), s.into()]);
         }
@@ -125,7 +179,9 @@ mod tests {
             ],
             count: 3,
             run_id: 0xab,
-            traffic_at: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+            traffic_at: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
+            rendezvous: Rendezvous::Dir("out/start".into()),
+            log_result: true,
             out: "out".into(),
         };
         let mut argv = vec![OsString::from("msgstorm")];
@@ -137,11 +193,32 @@ mod tests {
         assert_eq!((shard.index, shard.count), (2, 3));
         assert_eq!(args.run_id, Some(0xab));
         assert_eq!(args.traffic_at, Some(1_700_000_000_123));
-        assert_eq!(args.start_barrier, Some(PathBuf::from("out/start")));
+        assert_eq!(args.start_barrier, Some(run.rendezvous.clone()));
+        assert!(args.log_result);
         assert_eq!(args.out, Some(PathBuf::from("out/shard-2")));
         assert_eq!(args.scenario, Some(PathBuf::from("s.toml")));
         assert_eq!(args.set, run.sets);
         assert!(args.quiet);
+    }
+
+    #[test]
+    fn a_rendezvous_is_a_folder_or_tcp_host_port() {
+        let tcp = Rendezvous::parse("tcp://job-0.svc:7400").expect("parses");
+        assert_eq!(
+            tcp,
+            Rendezvous::Tcp {
+                host: "job-0.svc".into(),
+                port: 7400
+            }
+        );
+        assert_eq!(
+            Rendezvous::parse(tcp.to_arg().to_str().expect("utf-8")),
+            Ok(tcp)
+        );
+        assert_eq!(Rendezvous::parse("a/b"), Ok(Rendezvous::Dir("a/b".into())));
+        assert!(Rendezvous::parse("tcp://host").is_err());
+        assert!(Rendezvous::parse("tcp://host:http").is_err());
+        assert!(Rendezvous::parse("tcp://host:0").is_err());
     }
 
     /// `--start-traffic-at` takes Unix milliseconds or an RFC 3339 UTC time.

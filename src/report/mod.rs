@@ -6,6 +6,7 @@
 //! output format is one more module with a `render(&Report)` function.
 
 pub mod checks;
+pub mod clocks;
 pub mod findings;
 pub mod json;
 pub mod model;

@@ -53,6 +53,10 @@ pub struct Report {
     pub series: Vec<SecondPoint>,
     /// One entry per generator process.
     pub generators: Vec<Generator>,
+    /// The generators' clocks, when the shards met over the network (`--start-barrier
+    /// tcp://…`): their offsets to shard 0 and the uncertainty of cross-shard latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<super::clocks::Clocks>,
     /// Shards of the run missing from the result (see [`Verdict::Incomplete`]).
     pub missing_shards: Vec<u32>,
     /// CPU and memory of the generator and watched processes over the run.
@@ -234,6 +238,7 @@ impl Report {
             sweep,
             series,
             generators: a.shards.iter().map(generator).collect(),
+            clocks: super::clocks::of(a),
             missing_shards,
             processes: a.processes.clone(),
             notes: a

@@ -510,3 +510,71 @@ fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
         "{text}"
     );
 }
+
+/// Issue 16: the report states each shard's clock offset and the uncertainty of latency
+/// across shards, shows end-to-end latencies below it as `~0 ±…`, and names a shard whose
+/// drift is unknown.
+#[test]
+fn clock_offsets_and_their_uncertainty_are_stated() {
+    use crate::artifact::ClockSync;
+    let mut a = fixture();
+    assert!(
+        Report::new(&a).clocks.is_none(),
+        "no clocks without records"
+    );
+    let mut zero = a.shards[0].clone();
+    zero.count = 2;
+    zero.clock = Some(ClockSync {
+        reference: "itself: shard 0 is the run's reference clock".into(),
+        offset_us: 0,
+        uncertainty_us: 0,
+        end_offset_us: Some(0),
+        end_uncertainty_us: Some(0),
+    });
+    let mut one = zero.clone();
+    one.index = 1;
+    one.clock = Some(ClockSync {
+        reference: "shard 0 at g-0.g:7400".into(),
+        offset_us: 30_000_000,
+        uncertainty_us: 400_000,
+        end_offset_us: Some(30_100_000),
+        end_uncertainty_us: Some(300_000),
+    });
+    a.shards = vec![zero, one.clone()];
+    let r = Report::new(&a);
+    let c = r.clocks.as_ref().expect("clocks");
+    assert_eq!(c.reference, "shard 0 at g-0.g:7400");
+    // Shard 1's times are within 400 ms + 100 ms of drift; shard 0's are exact.
+    assert_eq!(c.uncertainty_us, Some(500_000));
+    assert_eq!(c.shards[1].drift_us, Some(100_000));
+    let shown = text::render(&r);
+    assert!(
+        shown.contains("shard 1: offset +30000.00 ms ±400.00 ms, drift +100.00 ms"),
+        "{shown}"
+    );
+    assert!(shown.contains("known to ±500.00 ms"), "{shown}");
+    let e2e = shown
+        .lines()
+        .find(|l| l.contains("end-to-end"))
+        .expect("an end-to-end row");
+    assert!(e2e.contains("~0 ±500.00 ms"), "{e2e}");
+    let json = json::render(&r).expect("encode");
+    assert!(json.contains("\"uncertainty_us\": 500000"), "{json}");
+
+    // Without a final estimate the drift is unknown: named, and no overall bound.
+    if let Some(c) = one.clock.as_mut() {
+        c.end_offset_us = None;
+        c.end_uncertainty_us = None;
+    }
+    a.shards[1] = one;
+    let r = Report::new(&a);
+    let c = r.clocks.as_ref().expect("clocks");
+    assert_eq!((c.uncertainty_us, c.unknown.clone()), (None, vec![1]));
+    let shown = text::render(&r);
+    assert!(
+        shown.contains("drift unknown")
+            && shown.contains("shard(s) 1 have no final clock estimate"),
+        "{shown}"
+    );
+    assert!(!shown.contains("~0"), "{shown}");
+}

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use comfy_table::{presets, CellAlignment, Table};
 
 use super::checks::{CheckOutcome, Measure, NotMeasured, RunMetric, Unit};
+use super::clocks::Clocks;
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
 use super::model::{Report, Verdict};
 use super::sweep::{Knee, Sweep};
@@ -57,6 +58,9 @@ pub fn render(r: &Report) -> String {
     connections(&mut out, r);
     messages(&mut out, r);
     latencies(&mut out, r);
+    if let Some(c) = &r.clocks {
+        clocks(&mut out, c);
+    }
     delivery(&mut out, r);
     errors(&mut out, r);
     if let Some(s) = &r.sweep {
@@ -222,7 +226,18 @@ fn latencies(out: &mut String, r: &Report) {
         let Some(l) = r.latency_us.get(&h) else {
             continue;
         };
-        let q = |us: u64| ms(us as f64);
+        // Across hosts, a latency within the clocks' uncertainty is no measurement.
+        let blur = match (h, r.clocks.as_ref().and_then(|c| c.uncertainty_us)) {
+            (Hist::EndToEnd | Hist::Fanout, Some(u)) if u > 0 => u,
+            _ => 0,
+        };
+        let q = |us: u64| {
+            if us < blur {
+                format!("~0 ±{}", ms(blur as f64))
+            } else {
+                ms(us as f64)
+            }
+        };
         t.add_row(vec![
             label.to_owned(),
             thousands(l.count),
@@ -235,6 +250,53 @@ fn latencies(out: &mut String, r: &Report) {
         ]);
     }
     let _ = writeln!(out, "\n{t}");
+}
+
+/// The generators' clock offsets and what they mean for cross-shard latency.
+fn clocks(out: &mut String, c: &Clocks) {
+    let signed = |us: i64| {
+        format!(
+            "{}{}",
+            if us < 0 { "-" } else { "+" },
+            ms(us.unsigned_abs() as f64)
+        )
+    };
+    let _ = writeln!(
+        out,
+        "\nclocks: every shard's times are on the reference clock ({})",
+        c.reference
+    );
+    for s in c.shards.iter().filter(|s| s.index != 0 || s.offset_us != 0) {
+        let drift = s.drift_us.map_or("drift unknown".to_owned(), |d| {
+            format!("drift {}", signed(d))
+        });
+        let _ = writeln!(
+            out,
+            "  shard {}: offset {} ±{}, {drift}",
+            s.index,
+            signed(s.offset_us),
+            ms(s.uncertainty_us as f64)
+        );
+    }
+    match c.uncertainty_us {
+        Some(u) => {
+            let _ = writeln!(
+                out,
+                "  end-to-end and fan-out latency across shards are known to ±{}; values below \
+                 it show as ~0",
+                ms(u as f64)
+            );
+        }
+        None => {
+            let list: Vec<String> = c.unknown.iter().map(u32::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  shard(s) {} have no final clock estimate (drift unknown): cross-shard \
+                 latency involving them is as good as their clocks' drift",
+                list.join(", ")
+            );
+        }
+    }
 }
 
 fn delivery(out: &mut String, r: &Report) {
