@@ -48,6 +48,11 @@ pub enum Command {
         /// Print the report as JSON (numbers with units, see docs/result.md) instead of tables.
         #[arg(long)]
         json: bool,
+        /// Also write the HTML report to FILE (default: `report.html` beside the result file,
+        /// or in the current folder for several). Give it after the result files or as
+        /// `--html=FILE`.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+        html: Option<PathBuf>,
     },
     /// Run the reference IM server.
     #[cfg(feature = "serve")]
@@ -152,9 +157,22 @@ pub async fn run(cli: Cli) -> Result<u8> {
             ));
             Ok(EXIT_OK)
         }
-        Command::Report { results, json } => {
+        Command::Report {
+            results,
+            json,
+            html,
+        } => {
             let artifact = Artifact::read_merged(&results)?;
             let report = crate::report::Report::new(&artifact);
+            if let Some(file) = html {
+                let file = match (file.as_os_str().is_empty(), results.as_slice()) {
+                    (false, _) => file,
+                    (true, [one]) => one.with_file_name("report.html"),
+                    (true, _) => PathBuf::from("report.html"),
+                };
+                let page = write_html(&report, &file)?;
+                note(&format!("report: {}", page.display()));
+            }
             let text = if json {
                 crate::report::json::render(&report)
                     .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
@@ -188,6 +206,18 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// Writes the HTML report of `report` to `path` (through a temporary file beside it, so
+/// a reader never sees half a page) and returns the path.
+fn write_html(report: &crate::report::Report, path: &std::path::Path) -> Result<PathBuf> {
+    let page = crate::report::html::render(report);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, page).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    Ok(path.to_owned())
 }
 
 /// Prints a line of the command's output to stdout. A closed pipe (`msgstorm … | head`)

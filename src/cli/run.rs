@@ -94,6 +94,9 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     say(&rendered.text);
     let path = artifact.write(dir).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
+    let page =
+        super::write_html(&rendered.report, &dir.join("report.html")).map_err(Error::in_output)?;
+    note(&format!("report: {}", page.display()));
     if rendered.partial {
         note(
             "this result is one shard of the run: the run's verdict comes from \
@@ -200,9 +203,31 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         },
         notes,
         processes,
+        scenario_source: Some(scenario_source(&args)),
+        server_metrics: Vec::new(),
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
     finish(&artifact, &dir)
+}
+
+/// The scenario of `args` as run: the file's text (or the built-in default) and `--set`.
+pub(super) fn scenario_source(args: &RunArgs) -> crate::artifact::ScenarioSource {
+    let (file, text) = match &args.scenario {
+        // Already read once by `load_plan`; a file gone since loses only this display.
+        Some(path) => (
+            path.display().to_string(),
+            std::fs::read_to_string(path).unwrap_or_default(),
+        ),
+        None => (
+            "(built-in default)".to_owned(),
+            scenario::DEFAULT_SCENARIO.to_owned(),
+        ),
+    };
+    crate::artifact::ScenarioSource {
+        file,
+        text,
+        overrides: args.set.clone(),
+    }
 }
 
 /// Raises the open-file limit and refuses a run that cannot fit under it.
