@@ -35,6 +35,9 @@ mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
 
+#[path = "html/browser.rs"]
+mod html_browser;
+
 #[path = "cli/delivery.rs"]
 mod cli_delivery;
 #[path = "cli/drivers.rs"]

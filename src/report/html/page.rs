@@ -49,7 +49,8 @@ footer{color:var(--muted);font-size:12px;text-align:center}
 
 /// The cross-hair: moving over any time chart marks the same second on all of them, so a
 /// latency spike can be matched with the CPU or the logins at that moment. The charts are
-/// complete without it.
+/// complete without it. When set up, it records the number of time charts in the root
+/// element's `data-time-charts`.
 const SCRIPT: &str = r#"
 (function () {
   var NS = "http://www.w3.org/2000/svg";
@@ -98,6 +99,7 @@ const SCRIPT: &str = r#"
     });
     svg.addEventListener("mouseleave", hide);
   });
+  document.documentElement.setAttribute("data-time-charts", String(charts.length));
 })();
 "#;
 
