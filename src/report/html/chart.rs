@@ -18,8 +18,8 @@ pub const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 220.0;
 /// Left margin: room for the y tick labels.
 pub const LEFT: f64 = 70.0;
-/// Right margin.
-pub const RIGHT: f64 = 16.0;
+/// Right margin: room for half of the last x tick label.
+pub const RIGHT: f64 = 34.0;
 /// Bottom margin: room for the x tick labels.
 const BOTTOM: f64 = 28.0;
 /// Height of one legend row.

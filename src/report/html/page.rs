@@ -22,6 +22,8 @@ section h2{margin:0 0 2px;font-size:17px}
 section h3{margin:14px 0 2px;font-size:14px}
 p.why{margin:0 0 8px;color:var(--muted)}
 table{border-collapse:collapse;margin:8px 0;width:100%}
+table.narrow{width:auto;min-width:55%}
+td.sub{padding-left:26px;color:var(--muted)}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -132,10 +134,16 @@ pub fn section(out: &mut String, id: &str, heading: &str, why: &str, body: &str)
     );
 }
 
-/// A table of text cells; every column but the first is right-aligned as a number, and a
-/// cell reading `pass`, `FAIL`, `better` or `worse` is coloured.
+/// A table of text cells; every column but the first is right-aligned as a number, a
+/// first cell starting with two spaces is indented under the row above, and a cell reading
+/// `pass`, `FAIL`, `better` or `worse` is coloured. Tables of up to three columns are only
+/// as wide as they need.
 pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
-    let mut out = String::from("<table><thead><tr>");
+    let mut out = String::from(if head.len() <= 3 {
+        "<table class=\"narrow\"><thead><tr>"
+    } else {
+        "<table><thead><tr>"
+    });
     for (i, h) in head.iter().enumerate() {
         let _ = write!(
             out,
@@ -151,6 +159,7 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
             let class = match cell.as_str() {
                 "pass" | "FAIL" | "better" | "worse" => cell.as_str(),
                 _ if i > 0 => "num",
+                c if c.starts_with("  ") => "sub",
                 _ => "",
             };
             // A cell spanning the rest of a short row (a "not measured" remark).
@@ -167,7 +176,7 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
                 } else {
                     format!(" class=\"{class}\"")
                 },
-                esc(cell)
+                esc(cell.trim_start())
             );
         }
         out.push_str("</tr>");

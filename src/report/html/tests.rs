@@ -42,3 +42,45 @@ fn text_is_escaped() {
     assert!(!html.contains("<script>alert"));
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 }
+
+/// The fixture stretched to a one-hour run: every second has traffic, latencies and errors,
+/// and two monitored processes have a sample each second.
+fn one_hour() -> Artifact {
+    use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/testdata/result.json");
+    let mut a = Artifact::read(&path).expect("the fixture reads");
+    let mut m = Metrics::new();
+    for sec in 0..3600u32 {
+        m.gauge_online(sec, 10_000);
+        m.add(sec, Counter::LoginOk, u64::from(sec % 7));
+        m.add(sec, Counter::Sent, 5_000 + u64::from(sec % 100));
+        m.add(sec, Counter::Accepted, 5_000);
+        m.add(sec, Counter::Received, 9_000);
+        for i in 0..50u64 {
+            m.record(sec, Hist::EndToEnd, 1_000 + i * 37 + u64::from(sec));
+            m.record(sec, Hist::SendAck, 500 + i * 11);
+        }
+        if sec % 10 == 0 {
+            m.error(sec, ErrorKind::Timeout, || format!("timeout at {sec}"));
+        }
+    }
+    a.metrics = m;
+    a.duration_s = 3600.0;
+    for p in &mut a.processes {
+        p.series = (0..3600u32)
+            .map(|s| (s, 50.0 + (s % 50) as f32, 100_000_000 + u64::from(s) * 1000))
+            .collect();
+    }
+    let extra = a.processes[0].clone();
+    a.processes.push(extra);
+    a
+}
+
+#[test]
+fn a_one_hour_run_stays_under_a_megabyte() {
+    let html = render(&Report::new(&one_hour()));
+    assert!(html.len() < 1_000_000, "{} bytes", html.len());
+    // Downsampled, not cut: the time axis reaches the end of the hour.
+    assert!(html.contains(">60:00<"), "the time axis ends at 60:00");
+}
