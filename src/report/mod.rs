@@ -7,6 +7,7 @@
 //! output format is one more module with a `render(&Report)` function.
 
 pub mod checks;
+pub mod compare;
 pub mod findings;
 pub mod html;
 pub mod json;
