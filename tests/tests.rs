@@ -35,6 +35,8 @@ mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
 
+#[path = "compare/cli.rs"]
+mod compare_cli;
 #[path = "html/browser.rs"]
 mod html_browser;
 
