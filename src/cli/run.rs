@@ -153,7 +153,11 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     };
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
-    let mut progress = Progress::new(args.quiet, plan.population.users);
+    let mut progress = Progress::new(
+        args.quiet,
+        plan.population.users,
+        super::progress::Timeline::of(&plan),
+    );
     let cpu_start = crate::sys::cpu_time();
     let job = EngineJob {
         plan: &plan,
