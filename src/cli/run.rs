@@ -131,8 +131,10 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         pids.extend(found);
     }
     let (stop_monitor, monitor_stopped) = tokio::sync::oneshot::channel::<()>();
+    let t0 = std::time::Instant::now();
+    let scraper = start_scraper(&plan, t0);
     let monitor = tokio::spawn(
-        crate::monitor::Monitor::new(std::time::Instant::now(), plan.shard.index, &pids).run(
+        crate::monitor::Monitor::new(t0, plan.shard.index, &pids).run(
             Duration::from_secs(1),
             async move {
                 let _ = monitor_stopped.await;
@@ -174,6 +176,14 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     listener.abort();
     let _ = stop_monitor.send(());
     let processes = monitor.await.unwrap_or_default();
+    let (server_metrics, scrape_notes) = match scraper {
+        Some((stop, scraping)) => {
+            let _ = stop.send(());
+            scraping.await.unwrap_or_default()
+        }
+        None => Default::default(),
+    };
+    notes.extend(scrape_notes);
     let target = match server {
         Some(_) => format!("embedded {url}"),
         None => url,
@@ -208,10 +218,50 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         notes,
         processes,
         scenario_source: Some(scenario_source(&args)),
-        server_metrics: Vec::new(),
+        server_metrics,
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
     finish(&artifact, &dir)
+}
+
+/// What scraping the Prometheus endpoints gives: the series and notes on failures.
+type Scraped = (Vec<crate::scrape::ScrapedSeries>, Vec<String>);
+
+/// Starts scraping the plan's `[monitor] prometheus` endpoints once a second, in shard 0
+/// only (every shard would scrape the same endpoints); stopped through the sender.
+#[cfg(feature = "prometheus")]
+fn start_scraper(
+    plan: &Plan,
+    t0: std::time::Instant,
+) -> Option<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Scraped>,
+)> {
+    if plan.monitor.prometheus.is_empty() || plan.shard.index != 0 {
+        return None;
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let scraper = crate::scrape::client::Scraper::new(
+        t0,
+        &plan.monitor.prometheus,
+        plan.monitor.series.clone(),
+    );
+    let task = tokio::spawn(scraper.run(Duration::from_secs(1), async move {
+        let _ = stopped.await;
+    }));
+    Some((stop, task))
+}
+
+/// Without the `prometheus` feature a plan has no endpoints (validation refuses them).
+#[cfg(not(feature = "prometheus"))]
+fn start_scraper(
+    _: &Plan,
+    _: std::time::Instant,
+) -> Option<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Scraped>,
+)> {
+    None
 }
 
 /// The scenario of `args` as run: the file's text (or the built-in default) and `--set`.
