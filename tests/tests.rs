@@ -16,6 +16,9 @@ mod mqtt_offline;
 #[cfg(feature = "mqtt-tls")]
 #[path = "mqtt/tls.rs"]
 mod mqtt_tls;
+#[cfg(feature = "prometheus")]
+#[path = "scrape/prometheus.rs"]
+mod scrape_prometheus;
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]
