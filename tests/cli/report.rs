@@ -187,7 +187,7 @@ async fn issue_10_report_refuses_a_shard_twice_and_marks_missing_shards_incomple
 
 /// `schema/result.schema.json`, compiled (the schema itself is checked against its
 /// metaschema on the way).
-fn result_schema() -> (boon::Schemas, boon::SchemaIndex) {
+pub fn result_schema() -> (boon::Schemas, boon::SchemaIndex) {
     let mut schemas = boon::Schemas::new();
     let mut compiler = boon::Compiler::new();
     compiler.enable_format_assertions();
