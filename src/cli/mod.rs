@@ -18,7 +18,8 @@ use crate::scenario::Shard;
     name = "msgstorm",
     version,
     about,
-    after_help = "Exit codes: 0 every check passed, 1 a check failed or the run was interrupted, \
+    after_help = "Exit codes: 0 every check passed, 1 a check failed, the run was interrupted or a \
+                  compare gate held, \
                   2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed."
 )]
 pub struct Cli {
