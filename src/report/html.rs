@@ -413,7 +413,7 @@ fn sweep(out: &mut String, r: &Report) {
             .map(|(i, row)| (i as f64, f(row)))
             .collect()
     };
-    let mut body = String::from("<div class=\"pair\">");
+    let mut body = String::from("<h3>Throughput by concurrency</h3>");
     body.push_str(
         &Chart {
             id: "sweep-tps".to_owned(),
@@ -425,6 +425,7 @@ fn sweep(out: &mut String, r: &Report) {
         }
         .svg(),
     );
+    body.push_str("<h3>Response time by concurrency</h3>");
     body.push_str(
         &Chart {
             id: "sweep-rt".to_owned(),
@@ -439,7 +440,6 @@ fn sweep(out: &mut String, r: &Report) {
         }
         .svg(),
     );
-    body.push_str("</div>");
     let rows: Vec<Vec<String>> = s
         .rows
         .iter()

@@ -152,7 +152,7 @@ max_lost = 0
         "users",
         "messages",
         "e2e",
-        "errors",
+        "ack",
         "cpu",
         "memory",
         "percentiles",
@@ -168,6 +168,10 @@ max_lost = 0
     );
     let time_charts = html.matches("class=\"chart tc\"").count();
     assert!(time_charts >= 6, "{time_charts} time charts");
+    assert!(
+        dom.contains("No errors occurred."),
+        "a run without errors says so"
+    );
     assert!(
         dom.contains(&format!("data-time-charts=\"{time_charts}\"")),
         "the page's script did not run to its end:\n{log}"

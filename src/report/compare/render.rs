@@ -212,10 +212,7 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
             report: &c.new,
         },
     ];
-    let mut charts = String::new();
-    for p in timeline::panels(&runs) {
-        let _ = write!(charts, "<h3>{}</h3>{}", esc(&p.heading), p.chart.svg());
-    }
+    let charts = timeline::body(&runs);
     page::section(
         &mut body,
         "timeline",

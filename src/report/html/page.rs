@@ -21,6 +21,8 @@ section{background:var(--bg);border:1px solid var(--line);border-radius:8px;padd
 section h2{margin:0 0 2px;font-size:17px}
 section h3{margin:14px 0 2px;font-size:14px}
 p.why{margin:0 0 8px;color:var(--muted)}
+h3+p.why{margin:0 0 2px;font-size:13px}
+ul.flat{columns:2;font-size:12px;color:var(--muted)}
 table{border-collapse:collapse;margin:8px 0;width:100%}
 table.narrow{width:auto;min-width:55%}
 td.sub{padding-left:26px;color:var(--muted)}
@@ -44,7 +46,6 @@ svg .legend text{fill:var(--fg)}
 svg .empty{fill:var(--muted);font-size:14px}
 svg .ch{stroke:#57606a;stroke-width:1;stroke-dasharray:3 3;pointer-events:none}
 svg .chl{fill:#1b1f24;font-size:11px;pointer-events:none}
-div.pair{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 footer{color:var(--muted);font-size:12px;text-align:center}
 @media print{body{background:#fff}section{break-inside:avoid;border:none}}
 "#;

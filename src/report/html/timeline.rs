@@ -4,10 +4,14 @@
 
 use std::collections::BTreeMap;
 
+use std::fmt::Write;
+
 use super::chart::{Chart, Line, XAxis, YUnit};
+use super::esc;
 use super::page::section as page_section;
 use crate::report::model::Report;
 use crate::report::series::{SecondPoint, Spread};
+use crate::scrape::ScrapedSeries;
 
 /// At most this many points per line: a longer run's seconds are grouped into buckets of
 /// whole seconds, so a one-hour run's page stays small.
@@ -102,19 +106,41 @@ pub fn section(out: &mut String, r: &Report) {
         dashed: false,
         report: r,
     }];
-    let mut body = String::new();
-    for p in panels(&runs) {
-        body.push_str(&format!("<h3>{}</h3>", super::esc(&p.heading)));
-        body.push_str(&p.chart.svg());
-    }
     page_section(
         out,
         "timeline",
         "The run over time",
         "One point per second (longer runs: per few seconds), all charts on the same time \
          axis: point at one chart to mark that moment on every chart.",
-        &body,
+        &body(&runs),
     );
+}
+
+/// The charts of `runs`, each under its heading and caption, then the scraped series that
+/// stayed constant (listed, not charted).
+pub fn body(runs: &[Run<'_>]) -> String {
+    let mut body = String::new();
+    for p in panels(runs) {
+        let _ = write!(
+            body,
+            "<h3>{}</h3><p class=\"why\">{}</p>{}",
+            esc(&p.heading),
+            esc(&p.why),
+            p.chart.svg()
+        );
+    }
+    if !any_errors(runs) {
+        body.push_str("<h3>Errors</h3><p>No errors occurred.</p>");
+    }
+    let flat = constant_series(runs);
+    if !flat.is_empty() {
+        body.push_str("<h3>Server metrics that did not change</h3><ul class=\"flat\">");
+        for f in flat {
+            let _ = write!(body, "<li><code>{}</code></li>", esc(&f));
+        }
+        body.push_str("</ul>");
+    }
+    body
 }
 
 /// Every time chart of `runs`, overlaid, on one time axis as long as the longest run.
@@ -246,11 +272,14 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
             Some(s.errors as f64)
         }));
     }
-    out.push(Panel {
-        heading: "Errors per second".to_owned(),
-        why: "Failures of any kind per second; the kinds are in the table below.".to_owned(),
-        chart: chart("errors", "errors per second", YUnit::Count, errors, false),
-    });
+    // A run without errors gets a sentence instead of a flat line ([`body`]).
+    if any_errors(runs) {
+        out.push(Panel {
+            heading: "Errors per second".to_owned(),
+            why: "Failures of any kind per second; the kinds are in the table below.".to_owned(),
+            chart: chart("errors", "errors per second", YUnit::Count, errors, false),
+        });
+    }
 
     processes(runs, bucket, end, &mut out, &chart);
     scraped(runs, bucket, end, &mut out, &chart);
@@ -326,7 +355,7 @@ fn scraped(runs: &[Run<'_>], bucket: u32, end: f64, out: &mut Vec<Panel>, chart:
     // (endpoint, name) → lines, in the order first seen.
     let mut groups: Vec<((String, String), bool, Vec<Line>)> = Vec::new();
     for run in runs {
-        for s in &run.report.server_metrics {
+        for s in run.report.server_metrics.iter().filter(|s| !constant(s)) {
             let key = (s.endpoint.clone(), s.name.clone());
             let idx = match groups.iter().position(|g| g.0 == key) {
                 Some(i) => i,
@@ -368,6 +397,31 @@ fn scraped(runs: &[Run<'_>], bucket: u32, end: f64, out: &mut Vec<Panel>, chart:
             chart: chart(&format!("scraped-{i}"), &name, YUnit::Count, lines, true),
         });
     }
+}
+
+/// Whether any second of `runs` had an error.
+fn any_errors(runs: &[Run<'_>]) -> bool {
+    runs.iter()
+        .any(|r| r.report.series.iter().any(|s| s.errors > 0))
+}
+
+/// Whether a scraped series never moved (a counter that never grew, a steady gauge):
+/// listed under the charts rather than drawn as a flat line.
+fn constant(s: &ScrapedSeries) -> bool {
+    s.points.windows(2).all(|w| w[0].1 == w[1].1)
+}
+
+/// `name{labels} = value` of every constant scraped series of `runs`.
+fn constant_series(runs: &[Run<'_>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for run in runs {
+        for s in run.report.server_metrics.iter().filter(|s| constant(s)) {
+            let value = s.points.first().map_or(f64::NAN, |p| p.1);
+            let prefix = run.label.map_or_else(String::new, |l| format!("{l}: "));
+            out.push(format!("{prefix}{} = {value}", s.display_name()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
