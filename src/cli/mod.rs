@@ -52,8 +52,8 @@ pub enum Command {
         /// Also write the HTML report to FILE (default: `report.html` beside the result file,
         /// or in the current folder for several). Give it after the result files or as
         /// `--html=FILE`.
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-        html: Option<PathBuf>,
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        html: Option<Option<PathBuf>>,
     },
     /// Compare two runs: every headline metric with its change and a verdict, and
     /// regression gates for CI (exit 1 when a gate fails).
@@ -188,10 +188,10 @@ pub async fn run(cli: Cli) -> Result<u8> {
             let artifact = Artifact::read_merged(&results)?;
             let report = crate::report::Report::new(&artifact);
             if let Some(file) = html {
-                let file = match (file.as_os_str().is_empty(), results.as_slice()) {
-                    (false, _) => file,
-                    (true, [one]) => one.with_file_name("report.html"),
-                    (true, _) => PathBuf::from("report.html"),
+                let file = match (file, results.as_slice()) {
+                    (Some(file), _) => file,
+                    (None, [one]) => one.with_file_name("report.html"),
+                    (None, _) => PathBuf::from("report.html"),
                 };
                 let page = write_html(&report, &file)?;
                 note(&format!("report: {}", page.display()));

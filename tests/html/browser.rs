@@ -1,7 +1,7 @@
 //! `report.html` in a real browser: a real short run writes it, headless Chromium loads it
 //! from disk, and the charts are in the DOM after load, its script ran without a console
 //! error, and a screenshot is not blank. `msgstorm report --html` writes the same page
-//! again from the result file.
+//! again from the result file (beside it when no file is named).
 //!
 //! Chromium is Debian's `chromium` package (`scripts/test` installs it); when it is missing
 //! the test skips with a note, except under `CI=true`, where it fails.
@@ -99,9 +99,6 @@ fn ink(png_file: &Path) -> (f64, u32, u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_runs_report_renders_in_chromium() {
-    let Some(bin) = chromium() else {
-        return;
-    };
     let work = Work::new();
     let file = work.write(
         "s.toml",
@@ -140,6 +137,31 @@ max_lost = 0
         ran.stderr.contains(&format!("report: {}", page.display())),
         "{ran}"
     );
+
+    // `report --html` renders the same page from the result file.
+    let again = work.path("again.html");
+    let result = out.join("result.json");
+    let html_arg = format!("--html={}", again.display());
+    msgstorm(&["report", result.to_str().expect("utf-8"), &html_arg])
+        .await
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read_to_string(&again).expect("report --html wrote the page"),
+        html
+    );
+    // Without a file name: `report.html` beside the result file.
+    std::fs::remove_file(&page).expect("remove report.html");
+    msgstorm(&["report", result.to_str().expect("utf-8"), "--html"])
+        .await
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read_to_string(&page).expect("report.html again"),
+        html
+    );
+
+    let Some(bin) = chromium() else {
+        return;
+    };
 
     // The DOM after load: every chart, with lines, and the script ran to its end.
     let (dom, log) = run_chromium(
@@ -200,17 +222,5 @@ max_lost = 0
     assert!(
         ink > 0.05,
         "the screenshot is nearly blank: {ink:.3} of it inked"
-    );
-
-    // `report --html` renders the same page from the result file.
-    let again = work.path("again.html");
-    let result = out.join("result.json");
-    let html_arg = format!("--html={}", again.display());
-    msgstorm(&["report", result.to_str().expect("utf-8"), &html_arg])
-        .await
-        .expect_code(0);
-    assert_eq!(
-        std::fs::read_to_string(&again).expect("report --html wrote the page"),
-        html
     );
 }
