@@ -203,17 +203,33 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
         msgs.push(series(run, "received/s", Agg::Rate, &|s| {
             Some(s.received as f64)
         }));
-        if r.series.iter().any(|s| s.replies > 0) {
-            msgs.push(series(run, "replies/s", Agg::Rate, &|s| {
-                Some(s.replies as f64)
-            }));
-        }
     }
     out.push(Panel {
         heading: "Messages per second".to_owned(),
         why: "Messages sent, accepted by the server and delivered, per second.".to_owned(),
         chart: chart("messages", "messages per second", YUnit::Count, msgs, false),
     });
+    // Requests run at their own scale (thousands per second against a few messages).
+    if runs
+        .iter()
+        .any(|r| r.report.series.iter().any(|s| s.replies > 0))
+    {
+        let replies = runs
+            .iter()
+            .map(|run| series(run, "replies/s", Agg::Rate, &|s| Some(s.replies as f64)))
+            .collect();
+        out.push(Panel {
+            heading: "Request replies per second".to_owned(),
+            why: "Replies to requests (the request/response traffic) per second.".to_owned(),
+            chart: chart(
+                "replies",
+                "request replies per second",
+                YUnit::Count,
+                replies,
+                false,
+            ),
+        });
+    }
 
     type Pick = fn(&SecondPoint) -> Spread;
     let latencies: [(&str, &str, &str, Pick); 3] = [
