@@ -43,6 +43,9 @@ pub fn value(row: &Row, v: Option<f64>) -> String {
 
 /// A change of `row` with its sign and unit.
 pub fn signed(row: &Row, d: f64) -> String {
+    if d == 0.0 {
+        return "0".to_owned();
+    }
     let sign = if d > 0.0 { "+" } else { "" };
     match row.kind {
         // Percentage points, not a percentage of a percentage.

@@ -102,3 +102,22 @@ fn the_html_comparison_overlays_both_runs() {
     assert!(html.contains("series dashed"));
     assert!(html.contains("id=\"percentiles\""));
 }
+
+#[test]
+fn the_noise_sentence_states_the_bands_in_force() {
+    for (kind, words) in [
+        (Kind::Latency, "latencies ±"),
+        (Kind::Tail, "p99 and p99.9 ±"),
+        (Kind::Max, "max ±"),
+        (Kind::Rate, "rates and volumes ±"),
+        (Kind::Cpu, "CPU and memory ±"),
+    ] {
+        let said = format!("{words}{:.0}%", kind.noise() * 100.0);
+        assert!(
+            render::NOISE.contains(&said),
+            "{said:?} not in {:?}",
+            render::NOISE
+        );
+    }
+    assert!(render::NOISE.contains(&format!("{:.2} ms", LATENCY_FLOOR_US / 1000.0)));
+}
