@@ -14,6 +14,7 @@ use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::monitor::ProcUsage;
 use crate::scenario::{self, Bound, Check, Plan, TrafficKind};
+use crate::scrape::ScrapedSeries;
 
 /// Version of the result file format; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -61,6 +62,24 @@ pub struct Artifact {
     /// CPU and memory of the generator and of the watched target processes.
     #[serde(default)]
     pub processes: Vec<ProcUsage>,
+    /// The scenario as run: its text and the `--set` overrides (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_source: Option<ScenarioSource>,
+    /// Series scraped from the `[monitor] prometheus` endpoints, once a second.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<ScrapedSeries>,
+}
+
+/// The scenario as run, for the report to show.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSource {
+    /// The scenario file, or `(built-in default)`.
+    pub file: String,
+    /// Its text.
+    pub text: String,
+    /// The `--set KEY=VALUE` overrides, in order.
+    pub overrides: Vec<String>,
 }
 
 /// What one generator process did and used.
@@ -269,6 +288,10 @@ pub struct RunFacts {
     pub notes: Vec<String>,
     /// What the monitor saw.
     pub processes: Vec<ProcUsage>,
+    /// The scenario as run.
+    pub scenario_source: Option<ScenarioSource>,
+    /// What the Prometheus endpoints said.
+    pub server_metrics: Vec<ScrapedSeries>,
 }
 
 impl Artifact {
@@ -304,6 +327,8 @@ impl Artifact {
             ledger,
             notes: facts.notes,
             processes: facts.processes,
+            scenario_source: facts.scenario_source,
+            server_metrics: facts.server_metrics,
         }
     }
 
@@ -347,6 +372,15 @@ impl Artifact {
             .sort_by_key(|p| (p.shard, !p.generator, p.pid));
         self.metrics.merge(&other.metrics);
         self.ledger.merge(&other.ledger);
+        if self.scenario_source.is_none() {
+            self.scenario_source.clone_from(&other.scenario_source);
+        }
+        // Every shard may scrape the same endpoints: the first shard's series of each stays.
+        for s in &other.server_metrics {
+            if !self.server_metrics.iter().any(|t| t.same_series(s)) {
+                self.server_metrics.push(s.clone());
+            }
+        }
         Ok(())
     }
 

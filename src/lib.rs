@@ -48,6 +48,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod report;
 pub mod scenario;
+pub mod scrape;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod sys;

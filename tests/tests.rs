@@ -16,6 +16,9 @@ mod mqtt_offline;
 #[cfg(feature = "mqtt-tls")]
 #[path = "mqtt/tls.rs"]
 mod mqtt_tls;
+#[cfg(feature = "prometheus")]
+#[path = "scrape/prometheus.rs"]
+mod scrape_prometheus;
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]
@@ -34,6 +37,11 @@ mod serve_policy;
 mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
+
+#[path = "compare/cli.rs"]
+mod compare_cli;
+#[path = "html/browser.rs"]
+mod html_browser;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;

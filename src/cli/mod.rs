@@ -21,7 +21,8 @@ use crate::scenario::Shard;
     name = "msgstorm",
     version,
     about,
-    after_help = "Exit codes: 0 every check passed, 1 a check failed or the run was interrupted, \
+    after_help = "Exit codes: 0 every check passed, 1 a check failed, the run was interrupted or a \
+                  compare gate held, \
                   2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed."
 )]
 pub struct Cli {
@@ -51,6 +52,11 @@ pub enum Command {
         /// Print the report as JSON (numbers with units, see docs/result.md) instead of tables.
         #[arg(long)]
         json: bool,
+        /// Also write the HTML report to FILE (default: `report.html` beside the result file,
+        /// or in the current folder for several). Give it after the result files or as
+        /// `--html=FILE`.
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        html: Option<Option<PathBuf>>,
     },
     /// Print a run over N generator pods as Kubernetes objects (docs/kubernetes.md).
     ///
@@ -71,6 +77,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare two runs: every headline metric with its change and a verdict, and
+    /// regression gates for CI (exit 1 when a gate fails).
+    Compare(CompareArgs),
     /// Run the reference IM server.
     #[cfg(feature = "serve")]
     Serve(crate::serve::ServeArgs),
@@ -85,6 +94,25 @@ pub enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         ttl: Option<std::time::Duration>,
     },
+}
+
+/// Options of `msgstorm compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The base run's result.json (the one to compare against).
+    pub base: PathBuf,
+    /// The new run's result.json.
+    pub new: PathBuf,
+    /// Also write the comparison as an HTML page with both runs' time series overlaid.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Fail (exit 1) when this holds, e.g. 'e2e_p99>+10%', 'lost>0', 'sent_per_s<-5%'
+    /// (repeatable; a signed value is a change from the base, see docs/result.md).
+    #[arg(long = "fail-on", value_name = "GATE")]
+    pub fail_on: Vec<String>,
+    /// Compare runs of different scenarios (refused otherwise, exit 2).
+    #[arg(long)]
+    pub allow_different_scenarios: bool,
 }
 
 /// Options of `msgstorm run`.
@@ -188,9 +216,22 @@ pub async fn run(cli: Cli) -> Result<u8> {
             ));
             Ok(EXIT_OK)
         }
-        Command::Report { results, json } => {
+        Command::Report {
+            results,
+            json,
+            html,
+        } => {
             let artifact = Artifact::read_merged(&results)?;
             let report = crate::report::Report::new(&artifact);
+            if let Some(file) = html {
+                let file = match (file, results.as_slice()) {
+                    (Some(file), _) => file,
+                    (None, [one]) => one.with_file_name("report.html"),
+                    (None, _) => PathBuf::from("report.html"),
+                };
+                let page = write_html(&report, &file)?;
+                note(&format!("report: {}", page.display()));
+            }
             let text = if json {
                 crate::report::json::render(&report)
                     .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
@@ -206,6 +247,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         }
         Command::K8s(args) => k8s::run(args).await,
         Command::Collect { logs, out, json } => collect::run(&logs, &out, json),
+        Command::Compare(args) => compare(&args),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),
         Command::Token { user, secret, ttl } => {
@@ -226,6 +268,68 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// Runs `msgstorm compare` and returns the exit code.
+fn compare(args: &CompareArgs) -> Result<u8> {
+    use crate::report::compare::{gate::Gate, render, Comparison};
+    let gates = args
+        .fail_on
+        .iter()
+        .map(|g| Gate::parse(g))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::Usage)?;
+    let base = Artifact::read(&args.base)?;
+    let new = Artifact::read(&args.new)?;
+    if base.scenario != new.scenario && !args.allow_different_scenarios {
+        return Err(Error::Usage(format!(
+            "{} is a run of scenario `{}`, {} of `{}`: compare runs of one scenario, or pass              --allow-different-scenarios",
+            args.base.display(),
+            base.scenario,
+            args.new.display(),
+            new.scenario
+        )));
+    }
+    let c = Comparison::new(
+        crate::report::Report::new(&base),
+        crate::report::Report::new(&new),
+    );
+    let outcomes = gates
+        .iter()
+        .map(|g| g.check(&c))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::Usage)?;
+    let files = [
+        args.base.display().to_string(),
+        args.new.display().to_string(),
+    ];
+    let files = [files[0].as_str(), files[1].as_str()];
+    say(&render::text(&c, files, &outcomes));
+    if let Some(path) = &args.html {
+        write_page(&render::html(&c, files, &outcomes), path)?;
+        note(&format!("comparison: {}", path.display()));
+    }
+    Ok(if outcomes.iter().any(|o| o.failed) {
+        EXIT_CHECK_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
+/// Writes the HTML report of `report` to `path` (through a temporary file beside it, so
+/// a reader never sees half a page) and returns the path.
+fn write_html(report: &crate::report::Report, path: &std::path::Path) -> Result<PathBuf> {
+    write_page(&crate::report::html::render(report), path)?;
+    Ok(path.to_owned())
+}
+
+/// Writes a page to `path` through a temporary file beside it.
+fn write_page(page: &str, path: &std::path::Path) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, page).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
 /// Prints a line of the command's output to stdout. A closed pipe (`msgstorm … | head`)

@@ -93,6 +93,9 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
     say(&rendered.text);
     let path = artifact.write(dir).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
+    let page =
+        super::write_html(&rendered.report, &dir.join("report.html")).map_err(Error::in_output)?;
+    note(&format!("report: {}", page.display()));
     if rendered.partial {
         note(
             "this result is one shard of the run: the run's verdict comes from \
@@ -127,8 +130,10 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         pids.extend(found);
     }
     let (stop_monitor, monitor_stopped) = tokio::sync::oneshot::channel::<()>();
+    let t0 = std::time::Instant::now();
+    let scraper = start_scraper(&plan, t0);
     let monitor = tokio::spawn(
-        crate::monitor::Monitor::new(std::time::Instant::now(), plan.shard.index, &pids).run(
+        crate::monitor::Monitor::new(t0, plan.shard.index, &pids).run(
             Duration::from_secs(1),
             async move {
                 let _ = monitor_stopped.await;
@@ -148,7 +153,11 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     };
     let (signal_tx, signals) = watch::channel(0u32);
     let listener = tokio::spawn(count_signals(signal_tx));
-    let mut progress = Progress::new(args.quiet, plan.population.users);
+    let mut progress = Progress::new(
+        args.quiet,
+        plan.population.users,
+        super::progress::Timeline::of(&plan),
+    );
     let cpu_start = crate::sys::cpu_time();
     let job = EngineJob {
         plan: &plan,
@@ -165,6 +174,14 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     listener.abort();
     let _ = stop_monitor.send(());
     let processes = monitor.await.unwrap_or_default();
+    let (server_metrics, scrape_notes) = match scraper {
+        Some((stop, scraping)) => {
+            let _ = stop.send(());
+            scraping.await.unwrap_or_default()
+        }
+        None => Default::default(),
+    };
+    notes.extend(scrape_notes);
     let target = match server {
         Some(_) => format!("embedded {url}"),
         None => url,
@@ -200,6 +217,8 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         },
         notes,
         processes,
+        scenario_source: Some(scenario_source(&args)),
+        server_metrics,
     };
     let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
     let finished = finish(&artifact, &dir);
@@ -220,6 +239,66 @@ pub(super) fn log_result(artifact: &Artifact) -> Result<()> {
         .map_or("0/1".to_owned(), |s| format!("{}/{}", s.index, s.count));
     say(crate::launch::frame::encode(&shard, &artifact.run_id, &bytes).trim_end());
     Ok(())
+}
+
+/// What scraping the Prometheus endpoints gives: the series and notes on failures.
+type Scraped = (Vec<crate::scrape::ScrapedSeries>, Vec<String>);
+
+/// Starts scraping the plan's `[monitor] prometheus` endpoints once a second, in shard 0
+/// only (every shard would scrape the same endpoints); stopped through the sender.
+#[cfg(feature = "prometheus")]
+fn start_scraper(
+    plan: &Plan,
+    t0: std::time::Instant,
+) -> Option<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Scraped>,
+)> {
+    if plan.monitor.prometheus.is_empty() || plan.shard.index != 0 {
+        return None;
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let scraper = crate::scrape::client::Scraper::new(
+        t0,
+        &plan.monitor.prometheus,
+        plan.monitor.series.clone(),
+    );
+    let task = tokio::spawn(scraper.run(Duration::from_secs(1), async move {
+        let _ = stopped.await;
+    }));
+    Some((stop, task))
+}
+
+/// Without the `prometheus` feature a plan has no endpoints (validation refuses them).
+#[cfg(not(feature = "prometheus"))]
+fn start_scraper(
+    _: &Plan,
+    _: std::time::Instant,
+) -> Option<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Scraped>,
+)> {
+    None
+}
+
+/// The scenario of `args` as run: the file's text (or the built-in default) and `--set`.
+pub(super) fn scenario_source(args: &RunArgs) -> crate::artifact::ScenarioSource {
+    let (file, text) = match &args.scenario {
+        // Already read once by `load_plan`; a file gone since loses only this display.
+        Some(path) => (
+            path.display().to_string(),
+            std::fs::read_to_string(path).unwrap_or_default(),
+        ),
+        None => (
+            "(built-in default)".to_owned(),
+            scenario::DEFAULT_SCENARIO.to_owned(),
+        ),
+    };
+    crate::artifact::ScenarioSource {
+        file,
+        text,
+        overrides: args.set.clone(),
+    }
 }
 
 /// Raises the open-file limit and refuses a run that cannot fit under it.

@@ -1,13 +1,16 @@
 //! Reports from artifacts: one [`Report`] model computed from an artifact (SLO checks,
 //! findings, latencies, delivery, rates, the sweep, the per-second series), then renderers
-//! that only format it — [`text`] for the terminal, [`json`] for `report --json`.
+//! that only format it — [`text`] for the terminal, [`json`] for `report --json`, [`html`] for
+//! `report.html`.
 //!
 //! Everything here is a pure function of an [`Artifact`]; nothing talks to a target. A new
 //! output format is one more module with a `render(&Report)` function.
 
 pub mod checks;
 pub mod clocks;
+pub mod compare;
 pub mod findings;
+pub mod html;
 pub mod json;
 pub mod model;
 pub mod series;
@@ -21,6 +24,8 @@ use crate::artifact::Artifact;
 /// The terminal report of an artifact and its verdict: what `msgstorm run` prints.
 #[derive(Debug, Clone)]
 pub struct Rendered {
+    /// The report model.
+    pub report: Report,
     /// The terminal report.
     pub text: String,
     /// True when every check passed, the run was not interrupted and no shard is missing.
@@ -43,6 +48,7 @@ pub fn render(a: &Artifact) -> Rendered {
         text: text::render(&report),
         passed: report.passed(),
         partial,
+        report,
     }
 }
 

@@ -9,10 +9,11 @@ use super::checks::{self, CheckOutcome};
 use super::findings::{self, Finding};
 use super::series::{self, SecondPoint};
 use super::sweep::Sweep;
-use crate::artifact::Artifact;
+use crate::artifact::{Artifact, ScenarioSource};
 use crate::ledger::Delivery;
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::monitor::ProcUsage;
+use crate::scrape::ScrapedSeries;
 
 /// The report of one run.
 #[derive(Debug, Clone, Serialize)]
@@ -65,6 +66,12 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Other remarks recorded by the run.
     pub notes: Vec<String>,
+    /// The scenario as run, when the result file has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario_source: Option<ScenarioSource>,
+    /// Series scraped from the `[monitor] prometheus` endpoints.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<ScrapedSeries>,
 }
 
 /// The verdict of a run.
@@ -133,6 +140,9 @@ pub struct Latency {
     pub max: u64,
     /// Mean.
     pub mean: f64,
+    /// The percentile distribution, as HdrHistogram's percentile output: (quantile, value µs)
+    /// pairs, denser towards the tail, ending at the highest value.
+    pub curve: Vec<(f64, u64)>,
 }
 
 /// Count and kept examples of one error kind.
@@ -222,6 +232,7 @@ impl Report {
                         p999: q(0.999),
                         max: x.max(),
                         mean: x.mean(),
+                        curve: curve(x),
                     };
                     (h, latency)
                 })
@@ -247,6 +258,8 @@ impl Report {
                 .filter(|n| !findings::is_finding_note(n))
                 .cloned()
                 .collect(),
+            scenario_source: a.scenario_source.clone(),
+            server_metrics: a.server_metrics.clone(),
         }
     }
 
@@ -272,6 +285,25 @@ fn generator(s: &crate::artifact::ShardResult) -> Generator {
         busy_pct,
         rss_per_user_bytes: s.peak_rss_bytes as f64 / f64::from(s.users.max(1)),
     }
+}
+
+/// Quantile points per halving of the distance to 100% (HdrHistogram's plotter uses 5).
+const CURVE_TICKS: u32 = 5;
+
+/// The percentile distribution of `h`: one point per step of the quantile iteration, the
+/// highest value last.
+fn curve(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
+    let mut points: Vec<(f64, u64)> = Vec::new();
+    for v in h.iter_quantiles(CURVE_TICKS) {
+        let point = (
+            v.quantile_iterated_to(),
+            h.highest_equivalent(v.value_iterated_to()),
+        );
+        if points.last().is_none_or(|last| last.0 < point.0) {
+            points.push(point);
+        }
+    }
+    points
 }
 
 /// Seconds from the first to the last second in which messages were sent or replies came

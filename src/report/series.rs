@@ -11,6 +11,8 @@ pub struct SecondPoint {
     pub sec: u32,
     /// Users online.
     pub online: u64,
+    /// Successful logins.
+    pub logins: u64,
     /// Messages sent.
     pub sent: u64,
     /// Sends accepted.
@@ -59,6 +61,7 @@ pub fn of(m: &Metrics) -> Vec<SecondPoint> {
         .map(|s| SecondPoint {
             sec: s.sec,
             online: s.online,
+            logins: s.count(Counter::LoginOk),
             sent: s.count(Counter::Sent),
             accepted: s.count(Counter::Accepted),
             received: s.count(Counter::Received),

@@ -43,7 +43,8 @@ pub fn ms(us: f64) -> String {
     format!("{:.2} ms", us / 1000.0)
 }
 
-fn pct(num: u64, den: u64) -> String {
+/// `num ÷ den` as a percentage with two decimals, `–` when `den` is 0.
+pub(super) fn pct(num: u64, den: u64) -> String {
     if den == 0 {
         "–".to_owned()
     } else {
@@ -90,21 +91,7 @@ pub fn render(r: &Report) -> String {
 }
 
 fn summary(out: &mut String, r: &Report) {
-    let failed = || {
-        let names: Vec<&str> = r
-            .checks
-            .iter()
-            .filter(|c| !c.passed)
-            .map(|c| c.key.as_str())
-            .collect();
-        format!("FAIL: {}", names.join(", "))
-    };
-    let verdict = match r.verdict {
-        Verdict::Interrupted => "INTERRUPTED".to_owned(),
-        Verdict::Pass => format!("PASS ({} checks)", r.checks.len()),
-        Verdict::Fail => failed(),
-        Verdict::Incomplete => format!("INCOMPLETE: {}; {}", shards_present(r), failed()),
-    };
+    let verdict = verdict(r);
     let e2e_p99 = r
         .latency_us
         .get(&Hist::EndToEnd)
@@ -456,7 +443,7 @@ fn resources(out: &mut String, r: &Report) {
 }
 
 /// A finding as the sentence of a note.
-fn finding(f: &Finding) -> String {
+pub(super) fn finding(f: &Finding) -> String {
     match f {
         Finding::SendLag { p99_us } => format!(
             "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still \
@@ -532,7 +519,7 @@ fn gaps(steps: &[LittleGap]) -> String {
 }
 
 /// `2 of 3 shards: missing shard 1`.
-fn shards_present(r: &Report) -> String {
+pub(super) fn shards_present(r: &Report) -> String {
     let count = r.generators.len() + r.missing_shards.len();
     let missing: Vec<String> = r.missing_shards.iter().map(u32::to_string).collect();
     format!(
@@ -543,8 +530,27 @@ fn shards_present(r: &Report) -> String {
     )
 }
 
+/// The verdict as the report's first words: `PASS (3 checks)`, `FAIL: checks.max_lost`, ….
+pub(super) fn verdict(r: &Report) -> String {
+    let failed = || {
+        let names: Vec<&str> = r
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.key.as_str())
+            .collect();
+        format!("FAIL: {}", names.join(", "))
+    };
+    match r.verdict {
+        Verdict::Interrupted => "INTERRUPTED".to_owned(),
+        Verdict::Pass => format!("PASS ({} checks)", r.checks.len()),
+        Verdict::Fail => failed(),
+        Verdict::Incomplete => format!("INCOMPLETE: {}; {}", shards_present(r), failed()),
+    }
+}
+
 /// A check's bound and what was measured, with units.
-fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
+pub(super) fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
     match c.metric {
         Measure::Check(_) => {
             let measured = match (c.value, c.not_measured) {
@@ -608,7 +614,7 @@ fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
 }
 
 /// A value with its unit.
-fn show(unit: Unit, v: f64) -> String {
+pub(super) fn show(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Count => format!("{v:.0}"),
         Unit::Micros => ms(v),

@@ -310,6 +310,10 @@ pub struct MonitorOpts {
     pub pids: Vec<u32>,
     /// Process names, matched against /proc/PID/comm when the run starts.
     pub names: Vec<String>,
+    /// Prometheus/OpenMetrics endpoints (`http://` URLs) scraped once a second.
+    pub prometheus: Vec<String>,
+    /// Which scraped series to keep (all when empty).
+    pub series: Vec<crate::scrape::SeriesFilter>,
 }
 
 /// Output settings.

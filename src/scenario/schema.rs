@@ -287,6 +287,12 @@ pub struct MonitorSpec {
     /// Process names (as in /proc/PID/comm) on this host.
     #[serde(default)]
     pub names: Vec<Spanned<String>>,
+    /// Prometheus/OpenMetrics endpoints to scrape once a second.
+    #[serde(default)]
+    pub prometheus: Vec<Spanned<String>>,
+    /// Which scraped series to keep (all when empty).
+    #[serde(default)]
+    pub series: Vec<Spanned<String>>,
 }
 
 /// A duration written as a string such as `"200ms"` or `"20s"`, parsed while

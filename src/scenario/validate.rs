@@ -279,6 +279,35 @@ fn monitor(src: &Source<'_>, spec: Option<&MonitorSpec>) -> Result<MonitorOpts> 
         }
         opts.names.push(name.to_owned());
     }
+    for (i, u) in m.prometheus.iter().enumerate() {
+        let key = format!("monitor.prometheus[{i}]");
+        if !cfg!(feature = "prometheus") {
+            return Err(src.at(
+                u,
+                key,
+                "this msgstorm was built without scraping (feature `prometheus`)",
+            ));
+        }
+        let url = u.get_ref().trim();
+        let ok = url
+            .parse::<http::Uri>()
+            .is_ok_and(|uri| uri.scheme_str() == Some("http") && uri.host().is_some());
+        if !ok {
+            return Err(src.at(
+                u,
+                key,
+                format!(
+                    "`{url}` is not an http:// URL of a metrics page, e.g. \"http://127.0.0.1:9100/metrics\""
+                ),
+            ));
+        }
+        opts.prometheus.push(url.to_owned());
+    }
+    for (i, f) in m.series.iter().enumerate() {
+        let filter = crate::scrape::SeriesFilter::parse(f.get_ref())
+            .map_err(|why| src.at(f, format!("monitor.series[{i}]"), why))?;
+        opts.series.push(filter);
+    }
     Ok(opts)
 }
 

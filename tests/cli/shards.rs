@@ -247,6 +247,28 @@ max_duplicated = 0
     assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
     assert!(out.join("shard-0/result.json").exists() && out.join("shard-1/result.json").exists());
+    // Issue 14: the merged run's HTML report, and `report --html` over the shards' results.
+    let page = std::fs::read_to_string(out.join("report.html")).expect("the run's report.html");
+    assert!(
+        page.contains("2 generator processes"),
+        "report.html of the merged run"
+    );
+    let shard = |i: u32| {
+        out.join(format!("shard-{i}/result.json"))
+            .display()
+            .to_string()
+    };
+    let again = work.path("merged.html");
+    msgstorm(&[
+        "report",
+        &shard(0),
+        &shard(1),
+        &format!("--html={}", again.display()),
+    ])
+    .await
+    .expect_code(0);
+    let page = std::fs::read_to_string(&again).expect("report --html over both shards");
+    assert!(page.contains("2 generator processes") && page.contains("<h1>PASS"));
 }
 
 /// Issue 10: the shards' common traffic start waits for every shard's users. Shard 1 starts

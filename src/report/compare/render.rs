@@ -1,0 +1,274 @@
+//! The comparison as terminal tables and as an HTML page with the two runs' time series
+//! overlaid (the base dashed).
+
+use std::fmt::Write;
+
+use comfy_table::{presets, CellAlignment, Table};
+
+use super::gate::Outcome;
+use super::{Change, Comparison, Kind, Row};
+use crate::metrics::Hist;
+use crate::report::html::chart::{self, Chart, Line, XAxis, YUnit};
+use crate::report::html::timeline::{self, Run};
+use crate::report::html::{esc, hist_label, page};
+use crate::report::model::Report;
+use crate::report::text::thousands;
+
+/// What "within noise" means, in one sentence.
+pub const NOISE: &str = "within noise: latencies ±5% (p99 and p99.9 ±10%, max ±25%) and \
+    never below 0.10 ms; rates and volumes ±2%; CPU and memory ±5%; delivery problems and \
+    errors have no noise (any change counts)";
+
+/// A value of `row` with its unit, `–` when not measured.
+pub fn value(row: &Row, v: Option<f64>) -> String {
+    let Some(v) = v else {
+        return "–".to_owned();
+    };
+    match row.kind {
+        Kind::Latency | Kind::Tail | Kind::Max => format!("{:.2} ms", v / 1000.0),
+        Kind::Rate => format!("{v:.1}/s"),
+        Kind::Volume | Kind::Problem => {
+            if v < 0.0 {
+                format!("-{}", thousands((-v).round() as u64))
+            } else {
+                thousands(v.round() as u64)
+            }
+        }
+        Kind::Ratio => format!("{:.3}%", v * 100.0),
+        Kind::Cpu => format!("{v:.0}%"),
+        Kind::CpuSeconds => format!("{v:.2} s"),
+        Kind::Bytes => format!("{:.1} MiB", v / 1048576.0),
+    }
+}
+
+/// A change of `row` with its sign and unit.
+pub fn signed(row: &Row, d: f64) -> String {
+    if d == 0.0 {
+        return "0".to_owned();
+    }
+    let sign = if d > 0.0 { "+" } else { "" };
+    match row.kind {
+        // Percentage points, not a percentage of a percentage.
+        Kind::Ratio => format!("{sign}{:.3} pt", d * 100.0),
+        Kind::Cpu => format!("{sign}{d:.0} pt"),
+        _ => format!("{sign}{}", value(row, Some(d))),
+    }
+}
+
+/// `+12.3%`, `-4.0%`, `new` (from zero).
+pub fn relative(r: f64) -> String {
+    if r.is_infinite() {
+        "from 0".to_owned()
+    } else {
+        format!("{:+.1}%", r * 100.0)
+    }
+}
+
+/// The cells of one row: metric, base, new, change, relative, verdict.
+fn cells(row: &Row) -> Vec<String> {
+    vec![
+        row.key.clone(),
+        value(row, row.base),
+        value(row, row.new),
+        row.delta()
+            .map_or_else(|| "–".to_owned(), |d| signed(row, d)),
+        row.relative().map_or_else(|| "–".to_owned(), relative),
+        row.change.word().to_owned(),
+    ]
+}
+
+/// The first line: the gates' verdict, or the count of changes when there are no gates.
+pub fn headline(c: &Comparison, gates: &[Outcome]) -> String {
+    let failed: Vec<&str> = gates
+        .iter()
+        .filter(|g| g.failed)
+        .map(|g| g.gate.as_str())
+        .collect();
+    let count = |ch: Change| c.rows.iter().filter(|r| r.change == ch).count();
+    let tally = format!(
+        "{} worse, {} better, {} within noise, {} unchanged",
+        count(Change::Worse),
+        count(Change::Better),
+        count(Change::WithinNoise),
+        count(Change::Unchanged)
+    );
+    if !failed.is_empty() {
+        format!("FAIL: {} — {tally}", failed.join(", "))
+    } else if gates.is_empty() {
+        format!("COMPARED (no gates) — {tally}")
+    } else {
+        format!("PASS ({} gates) — {tally}", gates.len())
+    }
+}
+
+fn side(r: &Report, file: &str) -> String {
+    format!(
+        "{file}: scenario {}, run {}, started {}, {:.1} s, {}",
+        r.scenario, r.run_id, r.started_at, r.duration_s, r.target
+    )
+}
+
+/// The terminal comparison.
+pub fn text(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", headline(c, gates));
+    let _ = writeln!(out, "base {}", side(&c.base, files[0]));
+    let _ = writeln!(out, "new  {}", side(&c.new, files[1]));
+    let mut t = Table::new();
+    t.load_preset(presets::ASCII_MARKDOWN);
+    t.set_header(vec![
+        "metric", "base", "new", "change", "relative", "verdict",
+    ]);
+    for i in 1..6 {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for row in c
+        .rows
+        .iter()
+        .filter(|r| r.base.is_some() || r.new.is_some())
+    {
+        t.add_row(cells(row));
+    }
+    let _ = writeln!(out, "\n{t}\n({NOISE})");
+    if !gates.is_empty() {
+        let _ = writeln!(out, "\ngates:");
+        for g in gates {
+            let _ = writeln!(
+                out,
+                "  {} {}: {}",
+                if g.failed { "FAIL" } else { "pass" },
+                g.gate,
+                g.measured
+            );
+        }
+    }
+    out
+}
+
+/// The HTML comparison: verdict, gates, the metrics table, the time series and the
+/// latency distributions of both runs overlaid.
+pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
+    let title = headline(c, gates);
+    let class = if gates.iter().any(|g| g.failed) {
+        "fail"
+    } else if gates.is_empty() {
+        "warn"
+    } else {
+        "pass"
+    };
+    let mut body = format!(
+        r#"<header class="verdict {class}"><h1>{}</h1><p>base (dashed): {}<br>new (solid): {}</p></header>"#,
+        esc(&title),
+        esc(&side(&c.base, files[0])),
+        esc(&side(&c.new, files[1]))
+    );
+    if !gates.is_empty() {
+        let rows: Vec<Vec<String>> = gates
+            .iter()
+            .map(|g| {
+                vec![
+                    g.gate.clone(),
+                    g.measured.clone(),
+                    if g.failed { "FAIL" } else { "pass" }.to_owned(),
+                ]
+            })
+            .collect();
+        page::section(
+            &mut body,
+            "gates",
+            "Regression gates",
+            "Each gate fails the comparison when its condition holds.",
+            &page::table(&["gate", "measured", "result"], &rows),
+        );
+    }
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .filter(|r| r.base.is_some() || r.new.is_some())
+        .map(|r| {
+            let mut cells = cells(r);
+            cells[0] = format!("{} ({})", r.label, r.key);
+            cells
+        })
+        .collect();
+    page::section(
+        &mut body,
+        "metrics",
+        "Every headline metric",
+        &format!("Change is new − base. Verdict {NOISE}."),
+        &page::table(
+            &["metric", "base", "new", "change", "relative", "verdict"],
+            &rows,
+        ),
+    );
+    let runs = [
+        Run {
+            label: Some("base"),
+            dashed: true,
+            report: &c.base,
+        },
+        Run {
+            label: Some("new"),
+            dashed: false,
+            report: &c.new,
+        },
+    ];
+    let charts = timeline::body(&runs);
+    page::section(
+        &mut body,
+        "timeline",
+        "Both runs over time",
+        "Seconds since each run's start; the base run dashed, the new run solid, one colour \
+         per metric.",
+        &charts,
+    );
+    page::section(
+        &mut body,
+        "latency",
+        "Latency distributions",
+        "The latency each percentile of the measurements stayed under; base dashed, new solid.",
+        &distributions(&runs),
+    );
+    page::document(&title, &body)
+}
+
+/// The end-to-end, send → ack and request distributions of both runs on one plot.
+fn distributions(runs: &[Run<'_>]) -> String {
+    let mut lines = Vec::new();
+    let mut most: f64 = 2.0;
+    for (i, h) in [Hist::EndToEnd, Hist::SendAck, Hist::Request]
+        .into_iter()
+        .enumerate()
+    {
+        for run in runs {
+            let Some(l) = run.report.latency_us.get(&h) else {
+                continue;
+            };
+            let end = (l.count.max(1) as f64).log10().ceil().clamp(2.0, 6.0);
+            most = most.max(end);
+            let points = l
+                .curve
+                .iter()
+                .map(|&(q, v)| (chart::nines(q, end), v as f64 / 1000.0))
+                .collect();
+            let mut line = Line::new(
+                format!("{}: {}", run.label.unwrap_or(""), hist_label(h)),
+                points,
+            );
+            line.dashed = run.dashed;
+            line.color = Some(i);
+            lines.push(line);
+        }
+    }
+    Chart {
+        id: "percentiles".to_owned(),
+        title: "latency by percentile".to_owned(),
+        x: XAxis::Percentile(most),
+        y: YUnit::Ms,
+        lines,
+        gap: None,
+    }
+    .svg()
+}

@@ -1,0 +1,588 @@
+//! The HTML report (`report.html`): one self-contained page — inline CSS, inline SVG charts,
+//! a few lines of inline script for a cross-hair shared by the time charts — that opens
+//! from disk or a CI artifact store with no network. It formats a [`Report`] and computes
+//! nothing but the charts' downsampling.
+//!
+//! Order: the verdict and the checks, what bounded the run, the run over time (users,
+//! messages, latencies, errors, every monitored process, scraped server metrics — all on one
+//! time axis), the latency distribution, delivery, errors, the sweep, resources, and the
+//! scenario as run.
+
+pub mod chart;
+pub mod page;
+pub mod timeline;
+
+use std::fmt::Write;
+
+use chart::{Chart, Line, XAxis, YUnit};
+use page::{section, table};
+
+use super::model::{Report, Verdict};
+use super::sweep::Knee;
+use super::text::{self, ms, pct, thousands};
+use crate::metrics::{Counter, Hist};
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Renders the whole page.
+pub fn render(r: &Report) -> String {
+    let title = format!("{} — {}", r.scenario, text::verdict(r));
+    let mut body = String::new();
+    header(&mut body, r);
+    checks(&mut body, r);
+    findings(&mut body, r);
+    timeline::section(&mut body, r);
+    distribution(&mut body, r);
+    delivery(&mut body, r);
+    errors(&mut body, r);
+    traffic(&mut body, r);
+    if r.sweep.is_some() {
+        sweep(&mut body, r);
+    }
+    resources(&mut body, r);
+    scenario(&mut body, r);
+    page::document(&title, &body)
+}
+
+/// Short lowercase verdict for the banner's CSS class.
+fn verdict_class(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "fail",
+        Verdict::Incomplete | Verdict::Interrupted => "warn",
+    }
+}
+
+fn header(out: &mut String, r: &Report) {
+    let e2e = r
+        .latency_us
+        .get(&Hist::EndToEnd)
+        .map_or_else(|| "–".to_owned(), |l| ms(l.p99 as f64));
+    let _ = write!(
+        out,
+        r#"<header class="verdict {}"><h1>{}</h1><p class="scenario">Scenario <b>{}</b> · {} logins · {} messages sent · {} delivered · {} lost · end-to-end p99 {}</p></header>"#,
+        verdict_class(r.verdict),
+        esc(&text::verdict(r)),
+        esc(&r.scenario),
+        thousands(r.count(Counter::LoginOk)),
+        thousands(r.count(Counter::Sent)),
+        thousands(r.delivery.delivered),
+        thousands(r.delivery.lost),
+        esc(&e2e)
+    );
+    let generators = if r.generators.len() > 1 {
+        format!("{} generator processes", r.generators.len())
+    } else {
+        "1 generator process".to_owned()
+    };
+    let _ = write!(
+        out,
+        r#"<dl class="meta"><dt>run</dt><dd>{}</dd><dt>started</dt><dd>{}</dd><dt>length</dt><dd>{:.1} s</dd><dt>target</dt><dd>{}</dd><dt>driver</dt><dd>{}</dd><dt>generators</dt><dd>{}</dd></dl>"#,
+        esc(&r.run_id),
+        esc(&r.started_at),
+        r.duration_s,
+        esc(&r.target),
+        esc(&r.driver),
+        generators
+    );
+}
+
+fn checks(out: &mut String, r: &Report) {
+    let mut rows = Vec::new();
+    for c in &r.checks {
+        let (bound, measured) = text::check(r, c);
+        rows.push(vec![
+            c.key.clone(),
+            bound,
+            measured,
+            if c.passed { "pass" } else { "FAIL" }.to_owned(),
+        ]);
+    }
+    let body = if rows.is_empty() {
+        "<p>The scenario has no checks: the run passes when it completes.</p>".to_owned()
+    } else {
+        table(&["check", "bound", "measured", "result"], &rows)
+    };
+    section(
+        out,
+        "checks",
+        "Checks",
+        "The scenario's service-level checks; the run passes when every one does.",
+        &body,
+    );
+}
+
+fn findings(out: &mut String, r: &Report) {
+    if r.findings.is_empty() && r.notes.is_empty() {
+        return;
+    }
+    let mut body = String::from("<ul class=\"notes\">");
+    for f in &r.findings {
+        let _ = write!(
+            body,
+            "<li class=\"finding\">{}</li>",
+            esc(&text::finding(f))
+        );
+    }
+    for n in &r.notes {
+        let _ = write!(body, "<li>{}</li>", esc(n));
+    }
+    body.push_str("</ul>");
+    section(
+        out,
+        "findings",
+        "What bounded the run",
+        "Findings computed from the measurements, then remarks the run recorded.",
+        &body,
+    );
+}
+
+/// The most nines the percentile plot shows.
+const MOST_NINES: f64 = 6.0;
+
+fn distribution(out: &mut String, r: &Report) {
+    let mut lines = Vec::new();
+    let mut most: f64 = 2.0;
+    for (&h, l) in &r.latency_us {
+        if h == Hist::SendAck && !r.acceptance {
+            continue;
+        }
+        // The tail ends at the highest value, placed at the count's number of nines.
+        let end = (l.count.max(1) as f64)
+            .log10()
+            .ceil()
+            .clamp(2.0, MOST_NINES);
+        most = most.max(end);
+        let points = l
+            .curve
+            .iter()
+            .map(|&(q, v)| (chart::nines(q, end), v as f64 / 1000.0))
+            .collect();
+        lines.push(Line::new(hist_label(h), points));
+    }
+    let mut body = String::new();
+    if !lines.is_empty() {
+        body.push_str(
+            &Chart {
+                id: "percentiles".to_owned(),
+                title: "latency by percentile".to_owned(),
+                x: XAxis::Percentile(most),
+                y: YUnit::Ms,
+                lines,
+                gap: None,
+            }
+            .svg(),
+        );
+    }
+    let mut rows = Vec::new();
+    for (&h, l) in &r.latency_us {
+        if h == Hist::SendAck && !r.acceptance {
+            rows.push(vec![
+                hist_label(h).to_owned(),
+                "not measured: the protocol has no acceptance".to_owned(),
+            ]);
+            continue;
+        }
+        let q = |us: u64| ms(us as f64);
+        rows.push(vec![
+            hist_label(h).to_owned(),
+            thousands(l.count),
+            q(l.p50),
+            q(l.p95),
+            q(l.p99),
+            q(l.p999),
+            q(l.max),
+            ms(l.mean),
+        ]);
+    }
+    body.push_str(&table(
+        &[
+            "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
+        ],
+        &rows,
+    ));
+    section(
+        out,
+        "latency",
+        "Latency distribution",
+        "Each curve gives, for a percentile on the x axis, the latency that share of the \
+         measurements stayed under. The x axis stretches the tail (90%, 99%, 99.9% … are \
+         equally spaced), where the slow outliers are. Latencies count from when a message \
+         was due, so a generator that fell behind adds to them rather than hiding it.",
+        &body,
+    );
+}
+
+/// What a histogram measures, for people new to the tool.
+pub fn hist_label(h: Hist) -> &'static str {
+    match h {
+        Hist::Connect => "connect (handshake)",
+        Hist::Login => "login",
+        Hist::SendAck => "send → ack",
+        Hist::EndToEnd => "end-to-end (due → received)",
+        Hist::Fanout => "group fan-out (due → last member)",
+        Hist::SendLag => "send lag (due → written)",
+        Hist::Request => "request round trip",
+    }
+}
+
+fn delivery(out: &mut String, r: &Report) {
+    let d = &r.delivery;
+    let rows: Vec<Vec<String>> = [
+        ("expected (sampled streams × recipients)", d.expected),
+        ("delivered intact", d.delivered),
+        ("  by live push", d.via_push),
+        ("  by sync after login", d.via_sync),
+        ("  repaired by the final sync", d.repaired),
+        ("lost", d.lost),
+        ("duplicated", d.duplicated),
+        ("reordered", d.reordered),
+        ("corrupted", d.corrupted),
+        ("late", d.late),
+        ("damaged (unattributable)", d.damaged),
+        ("unexpected recipient", d.unexpected),
+    ]
+    .into_iter()
+    .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
+    .collect();
+    let mut body = table(&["outcome", "count", "share of expected"], &rows);
+    if !d.examples.is_empty() {
+        let rows: Vec<Vec<String>> = d
+            .examples
+            .iter()
+            .map(|e| {
+                vec![
+                    e.kind.name().to_owned(),
+                    e.stream.to_string(),
+                    format!("#{}", e.recipient),
+                    e.seq.to_string(),
+                    e.detail.clone(),
+                ]
+            })
+            .collect();
+        body.push_str("<h3>Examples of what went wrong</h3>");
+        body.push_str(&table(
+            &["problem", "stream", "recipient", "seq", "detail"],
+            &rows,
+        ));
+    }
+    section(
+        out,
+        "delivery",
+        "Delivery",
+        &format!(
+            "Every message of a sampled stream is checked at each recipient: did it arrive, \
+             once, in order, intact and in time ({} streams, {} stream × recipient tracks).",
+            thousands(d.streams),
+            thousands(d.tracks)
+        ),
+        &body,
+    );
+}
+
+fn errors(out: &mut String, r: &Report) {
+    if r.errors.is_empty() {
+        return;
+    }
+    let most = r.errors.values().map(|e| e.count).max().unwrap_or(1).max(1);
+    let mut body = String::from(
+        "<table><thead><tr><th>error</th><th class=\"num\">count</th><th></th><th>meaning</th><th>example</th></tr></thead><tbody>",
+    );
+    for (kind, e) in &r.errors {
+        let _ = write!(
+            body,
+            r#"<tr><td>{}</td><td class="num">{}</td><td class="bar"><span style="width:{:.0}%"></span></td><td>{}</td><td class="ex">{}</td></tr>"#,
+            esc(kind.name()),
+            thousands(e.count),
+            e.count as f64 * 100.0 / most as f64,
+            esc(kind.describe()),
+            esc(e.examples.first().map_or("", String::as_str))
+        );
+    }
+    body.push_str("</tbody></table>");
+    section(
+        out,
+        "errors",
+        "Errors by kind",
+        "What failed, how often, with the first example of each kind.",
+        &body,
+    );
+}
+
+fn traffic(out: &mut String, r: &Report) {
+    let c = &r.connections;
+    let mut body = table(
+        &["connections", "value"],
+        &[
+            vec!["connect attempts".to_owned(), thousands(c.attempts)],
+            vec!["logins ok".to_owned(), thousands(c.logins_ok)],
+            vec!["login success".to_owned(), pct(c.logins_ok, c.attempts)],
+            vec!["online peak (users)".to_owned(), thousands(c.online_peak)],
+            vec!["disconnects".to_owned(), thousands(c.disconnects)],
+            vec![
+                "syncs (catch-up + final verification)".to_owned(),
+                thousands(c.syncs),
+            ],
+        ],
+    );
+    let n = |k: Counter| r.count(k);
+    let rate = |per_s: f64| format!("{per_s:.1}/s");
+    let failed = n(Counter::Refused) + n(Counter::SendErrors);
+    body.push_str(&table(
+        &["messages", "count", "rate"],
+        &[
+            vec![
+                "sent".to_owned(),
+                thousands(n(Counter::Sent)),
+                rate(r.rates.sent_per_s),
+            ],
+            vec![
+                "accepted".to_owned(),
+                if r.acceptance {
+                    thousands(n(Counter::Accepted))
+                } else {
+                    "no acceptance in this protocol".to_owned()
+                },
+                rate(r.rates.accepted_per_s),
+            ],
+            vec![
+                "refused / failed".to_owned(),
+                thousands(failed),
+                pct(failed, n(Counter::Sent)),
+            ],
+            vec![
+                "not sent (user offline when due)".to_owned(),
+                thousands(n(Counter::Dropped)),
+                String::new(),
+            ],
+            vec![
+                "received".to_owned(),
+                thousands(n(Counter::Received)),
+                rate(r.rates.received_per_s),
+            ],
+            vec![
+                "requests / replies".to_owned(),
+                format!(
+                    "{} / {}",
+                    thousands(n(Counter::Requests)),
+                    thousands(n(Counter::Replies))
+                ),
+                rate(r.rates.replies_per_s),
+            ],
+        ],
+    ));
+    section(
+        out,
+        "traffic",
+        "Connections and messages",
+        &format!(
+            "Totals of the run; rates are over the {:.0} s of traffic.",
+            r.rates.window_s
+        ),
+        &body,
+    );
+}
+
+fn sweep(out: &mut String, r: &Report) {
+    let Some(s) = &r.sweep else {
+        return;
+    };
+    let steps: Vec<String> = s
+        .rows
+        .iter()
+        .map(|row| thousands(u64::from(row.concurrency)))
+        .collect();
+    let at = |f: &dyn Fn(&super::sweep::SweepRow) -> f64| -> Vec<(f64, f64)> {
+        s.rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| (i as f64, f(row)))
+            .collect()
+    };
+    let mut body = String::from("<h3>Throughput by concurrency</h3>");
+    body.push_str(
+        &Chart {
+            id: "sweep-tps".to_owned(),
+            title: "throughput by concurrency".to_owned(),
+            x: XAxis::Steps(steps.clone()),
+            y: YUnit::Count,
+            lines: vec![Line::new("requests/s", at(&|row| row.tps))],
+            gap: None,
+        }
+        .svg(),
+    );
+    body.push_str("<h3>Response time by concurrency</h3>");
+    body.push_str(
+        &Chart {
+            id: "sweep-rt".to_owned(),
+            title: "response time by concurrency".to_owned(),
+            x: XAxis::Steps(steps),
+            y: YUnit::Ms,
+            lines: vec![
+                Line::new("RT mean", at(&|row| row.rt_mean_us / 1000.0)),
+                Line::new("RT p99", at(&|row| row.rt_p99_us as f64 / 1000.0)),
+            ],
+            gap: None,
+        }
+        .svg(),
+    );
+    let rows: Vec<Vec<String>> = s
+        .rows
+        .iter()
+        .map(|row| {
+            vec![
+                thousands(u64::from(row.concurrency)),
+                format!("{:.0}", row.tps),
+                ms(row.rt_mean_us),
+                ms(row.rt_p99_us as f64),
+                format!("{:.0}", row.little),
+                thousands(row.errors),
+            ]
+        })
+        .collect();
+    body.push_str(&table(
+        &[
+            "concurrency",
+            "TPS (req/s)",
+            "RT mean",
+            "RT p99",
+            "TPS × RT (Little)",
+            "errors",
+        ],
+        &rows,
+    ));
+    let knee = match s.knee {
+        Knee::OneStep => "One step only: a sweep over several concurrencies finds the knee.".to_owned(),
+        Knee::StillGrowing { concurrency, tps } => format!(
+            "Throughput still grows at concurrency {concurrency} ({tps:.0} req/s): the knee is further out."
+        ),
+        Knee::At {
+            concurrency,
+            tps,
+            rt_mean_us,
+        } => format!(
+            "Knee at concurrency {concurrency}: {tps:.0} req/s at {:.2} ms mean; more concurrency only adds latency.",
+            rt_mean_us / 1000.0
+        ),
+    };
+    let _ = write!(body, "<p>{}</p>", esc(&knee));
+    section(
+        out,
+        "sweep",
+        "Request sweep",
+        "Steps of fixed concurrency (users each keeping one request outstanding). By \
+         Little's law, TPS × mean response time ≈ concurrency; where throughput stops \
+         growing, the server (or what sits in front of it) is saturated.",
+        &body,
+    );
+}
+
+fn resources(out: &mut String, r: &Report) {
+    let rows: Vec<Vec<String>> = r
+        .generators
+        .iter()
+        .map(|g| {
+            let s = &g.shard;
+            vec![
+                format!("shard {}/{}", s.index, s.count),
+                thousands(u64::from(s.users)),
+                format!("{:.1} s", s.cpu_s),
+                format!("{:.0}% of {}", g.busy_pct, s.cores),
+                format!("{:.1} MiB", s.peak_rss_bytes as f64 / 1048576.0),
+                format!("{:.1} KiB", g.rss_per_user_bytes / 1024.0),
+                thousands(s.fd_limit),
+            ]
+        })
+        .collect();
+    let mut body = table(
+        &[
+            "generator",
+            "users",
+            "CPU",
+            "of cores",
+            "peak RSS",
+            "RSS/user",
+            "fd limit",
+        ],
+        &rows,
+    );
+    if !r.processes.is_empty() {
+        let rows: Vec<Vec<String>> = r
+            .processes
+            .iter()
+            .map(|p| {
+                vec![
+                    format!("{}{}", p.name, if p.exited { " (exited)" } else { "" }),
+                    p.pid.to_string(),
+                    format!("{:.0}% of a core", p.cpu_avg_pct),
+                    format!("{:.0}%", p.cpu_peak_pct),
+                    format!("{:.1} MiB", p.rss_peak_bytes as f64 / 1048576.0),
+                    thousands(p.threads_peak),
+                    thousands(p.fds_peak),
+                ]
+            })
+            .collect();
+        body.push_str(&table(
+            &[
+                "process",
+                "pid",
+                "CPU avg",
+                "CPU peak",
+                "RSS peak",
+                "threads",
+                "open files",
+            ],
+            &rows,
+        ));
+    }
+    section(
+        out,
+        "resources",
+        "Resources",
+        "What the generator processes and the monitored target processes used; CPU is in \
+         % of one core (200% = two busy cores).",
+        &body,
+    );
+}
+
+fn scenario(out: &mut String, r: &Report) {
+    let Some(src) = &r.scenario_source else {
+        return;
+    };
+    let mut body = format!(
+        "<p>File: <code>{}</code></p><pre class=\"scenario-text\">{}</pre>",
+        esc(&src.file),
+        esc(&src.text)
+    );
+    if !src.overrides.is_empty() {
+        body.push_str("<p>Overridden on the command line:</p><ul>");
+        for o in &src.overrides {
+            let _ = write!(body, "<li><code>--set {}</code></li>", esc(o));
+        }
+        body.push_str("</ul>");
+    }
+    section(
+        out,
+        "scenario",
+        "Scenario as run",
+        "The scenario file this run was started with, and the command line's overrides.",
+        &body,
+    );
+}
+
+#[cfg(test)]
+mod tests;
