@@ -35,6 +35,8 @@ pub mod mqtt;
 pub mod native;
 mod registry;
 pub mod ws;
+#[cfg(feature = "xmpp")]
+pub mod xmpp;
 
 use std::future::Future;
 use std::net::IpAddr;
