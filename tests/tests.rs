@@ -16,6 +16,7 @@ mod mqtt_offline;
 #[cfg(feature = "mqtt-tls")]
 #[path = "mqtt/tls.rs"]
 mod mqtt_tls;
+// The XMPP tests run msgstorm with the runner of the MQTT fixture.
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]
@@ -34,6 +35,9 @@ mod serve_policy;
 mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/delivery.rs"]
+mod xmpp_delivery;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;

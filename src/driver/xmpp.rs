@@ -585,6 +585,8 @@ pub struct XmppSession {
     domain: String,
     muc_domain: String,
     nick: String,
+    /// The username template: a user id's JID is this `@domain`.
+    username: Arc<str>,
     sm: Option<Sm>,
     pending: VecDeque<Held>,
     /// Offline messages may still be arriving (fetch missed not done yet).
@@ -608,6 +610,7 @@ impl XmppSession {
             domain: d.domain.clone(),
             muc_domain: d.muc_domain.clone(),
             nick: d.opts.nick.replace("{user}", &user.id),
+            username: d.username.as_str().into(),
             sm: sm.then(Sm::default),
             pending: VecDeque::new(),
             replaying: true,
@@ -880,6 +883,15 @@ impl XmppSession {
         }
     }
 
+    /// The JID of `group`'s room.
+    fn room(&self, group: &str) -> String {
+        format!(
+            "{}@{}",
+            self.opts.room.replace("{group}", group),
+            self.muc_domain
+        )
+    }
+
     /// Counts a received stanza the driver consumed itself.
     fn count_stanza_in(&mut self) {
         if let Some(sm) = &mut self.sm {
@@ -893,8 +905,11 @@ impl Session for XmppSession {
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
         let (to, kind) = match dest {
-            Dest::User(u) => (format!("{u}@{}", self.domain), "chat"),
-            Dest::Group(g) => (format!("{g}@{}", self.muc_domain), "groupchat"),
+            Dest::User(u) => (
+                format!("{}@{}", self.username.replace("{user}", u), self.domain),
+                "chat",
+            ),
+            Dest::Group(g) => (self.room(g), "groupchat"),
         };
         self.stanza(&format!(
             "<message type='{kind}' to='{}' id='m{tag}'><body>{}</body></message>",
@@ -931,7 +946,7 @@ impl Session for XmppSession {
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
-        let room = format!("{group}@{}", self.muc_domain);
+        let room = self.room(group);
         // A first join needs no history; a rejoin asks for what it may have missed.
         let history = match self.resume.rooms.contains_key(&room) {
             true => self.opts.muc_history,

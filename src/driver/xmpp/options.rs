@@ -20,7 +20,7 @@ const QUIET_MAX: Duration = Duration::from_secs(60);
 const DEFAULT_HISTORY: u32 = 20;
 
 /// The keys `[target.xmpp]` accepts, for error messages.
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "domain",
     "resource",
     "tls",
@@ -29,6 +29,7 @@ const KEYS: [&str; 11] = [
     "register",
     "stream_management",
     "muc_domain",
+    "room",
     "nick",
     "muc_history",
     "offline_quiet",
@@ -78,6 +79,8 @@ pub struct Options {
     pub stream_management: bool,
     /// The MUC service's domain; `None`: `conference.` + the domain.
     pub muc_domain: Option<String>,
+    /// Room name template (`{group}` is replaced): the local part of the room's JID.
+    pub room: String,
     /// Nick template in rooms (`{user}` is replaced).
     pub nick: String,
     /// Messages of room history asked for when a user joins a room again.
@@ -132,6 +135,13 @@ impl Options {
         let register = boolean(table, "register")?.unwrap_or(false);
         let stream_management = boolean(table, "stream_management")?.unwrap_or(true);
         let muc_domain = string(table, "muc_domain")?;
+        let room = string(table, "room")?.unwrap_or_else(|| "{group}".to_owned());
+        if !room.contains("{group}") {
+            return Err(bad(
+                "room",
+                format!("`{room}` must contain `{{group}}`: every group needs its own room"),
+            ));
+        }
         let nick = string(table, "nick")?.unwrap_or_else(|| DEFAULT_NICK.to_owned());
         if !nick.contains("{user}") {
             return Err(bad(
@@ -169,6 +179,7 @@ impl Options {
             register,
             stream_management,
             muc_domain,
+            room,
             nick,
             muc_history,
             offline_quiet,
@@ -220,6 +231,7 @@ mod tests {
             register = true
             stream_management = false
             muc_domain = "rooms.example.org"
+            room = "t-{group}"
             nick = "n-{user}"
             muc_history = 50
             offline_quiet = "1s""#,
@@ -240,6 +252,7 @@ mod tests {
             ("sasl = \"digest-md5\"", "target.xmpp.sasl"),
             ("register = \"yes\"", "target.xmpp.register"),
             ("nick = \"same\"", "target.xmpp.nick"),
+            ("room = \"one\"", "target.xmpp.room"),
             ("muc_history = -1", "target.xmpp.muc_history"),
             ("offline_quiet = \"0s\"", "target.xmpp.offline_quiet"),
             ("resource = \"\"", "target.xmpp.resource"),
