@@ -38,6 +38,9 @@ mod serve_slow;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
 #[path = "xmpp/delivery.rs"]
 mod xmpp_delivery;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/failures.rs"]
+mod xmpp_failures;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;
