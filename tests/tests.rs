@@ -41,6 +41,9 @@ mod xmpp_delivery;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
 #[path = "xmpp/failures.rs"]
 mod xmpp_failures;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/offline.rs"]
+mod xmpp_offline;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;

@@ -17,7 +17,8 @@
 //!   dropped. Joining a room again asks for its history, and history messages this user
 //!   already had are dropped (the overlap of a rejoin, not a duplicate).
 //! - fetch missed: the offline messages the server delivers after the initial presence and
-//!   the room history of a rejoin, collected until the stream goes quiet.
+//!   the room history of a rejoin, collected until the stream goes quiet. The final
+//!   verification sends presence again, for what the server left in offline storage.
 //! - heartbeat: `<r/>` (XEP-0198) or a whitespace keep-alive; server pings (XEP-0199) are
 //!   answered.
 //! - received messages are acknowledged (`<a h/>`) only once the engine has them: what
@@ -242,13 +243,16 @@ impl super::Driver for XmppDriver {
         let limit = self.connect_timeout;
         let login = self.login(user, &mut resume, started);
         match tokio::time::timeout(limit, login).await {
-            Ok(Ok((stream, sm, handshake))) => {
-                let session = XmppSession::new(self, user, stream, sm, resume);
-                Ok(Connected {
-                    session,
-                    handshake,
-                    login: started.elapsed().saturating_sub(handshake),
-                })
+            Ok(Ok(done)) => {
+                let handshake = done.handshake;
+                match XmppSession::new(self, user, done, resume) {
+                    Ok(session) => Ok(Connected {
+                        session,
+                        handshake,
+                        login: started.elapsed().saturating_sub(handshake),
+                    }),
+                    Err((f, resume)) => Err((f, resume)),
+                }
             }
             Ok(Err(f)) => Err((f, resume)),
             Err(_) => Err((
@@ -297,14 +301,13 @@ impl XmppDriver {
         Ok(features)
     }
 
-    /// Everything from TCP connect to initial presence: the stream, whether XEP-0198 is on,
-    /// and how long the part before SASL took.
+    /// Everything from TCP connect to initial presence.
     async fn login(
         &self,
         user: &UserCtx,
         resume: &mut XmppResume,
         started: Instant,
-    ) -> Result<(Stream, bool, Duration), Failure> {
+    ) -> Result<Login, Failure> {
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(|e| stream::io_failure(&e))?;
@@ -345,39 +348,58 @@ impl XmppDriver {
         stream.restart();
         let features = self.open(&mut stream).await?;
         let resource = self.opts.resource.replace("{user}", &user.id);
+        let sm = self.opts.stream_management;
+        if sm && features.child_ns("sm", ns::SM).is_none() {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                "the server does not offer stream management (XEP-0198); set \
+                 `stream_management = false` to run without acceptance",
+            ));
+        }
+        // Bind, enable and the initial presence leave in one write, so the session is
+        // available as soon as it exists. A message to a bound session without presence
+        // goes to offline storage, and ejabberd may store it after the presence already
+        // emptied that storage: it would then wait there until the next login.
         stream.queue(&format!(
             "<iq type='set' id='bind'><bind xmlns='{}'><resource>{}</resource></bind></iq>",
             ns::BIND,
             escape(&resource)
         ));
-        stream.flush().await?;
-        let bound = stream.element().await?;
-        if bound.name != "iq" || bound.attr("type") != Some("result") {
-            return Err(Failure::new(
-                ErrorKind::Protocol,
-                format!("binding the resource failed: {}", stanza_error(&bound)),
-            ));
-        }
-        let sm = self.opts.stream_management;
         if sm {
-            if features.child_ns("sm", ns::SM).is_none() {
-                return Err(Failure::new(
-                    ErrorKind::Protocol,
-                    "the server does not offer stream management (XEP-0198); set \
-                     `stream_management = false` to run without acceptance",
-                ));
-            }
             stream.queue(&format!("<enable xmlns='{}'/>", ns::SM));
-            stream.flush().await?;
-            let enabled = stream.element().await?;
-            if enabled.name != "enabled" {
-                return Err(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("stream management refused: <{}>", enabled.name),
-                ));
+        }
+        stream.queue("<presence/>");
+        stream.flush().await?;
+        let (mut bound, mut enabled) = (false, !sm);
+        let mut early = Vec::new();
+        while !(bound && enabled) {
+            let e = stream.element().await?;
+            match e.name.as_str() {
+                "iq" if e.attr("id") == Some("bind") => {
+                    if e.attr("type") != Some("result") {
+                        return Err(Failure::new(
+                            ErrorKind::Protocol,
+                            format!("binding the resource failed: {}", stanza_error(&e)),
+                        ));
+                    }
+                    bound = true;
+                }
+                "enabled" if sm => enabled = true,
+                "failed" if sm => {
+                    return Err(Failure::new(
+                        ErrorKind::Protocol,
+                        "the server refused to enable stream management",
+                    ))
+                }
+                _ => early.push(e),
             }
         }
-        Ok((stream, sm, handshake))
+        Ok(Login {
+            stream,
+            sm,
+            handshake,
+            early,
+        })
     }
 
     fn tls_or_err(&self) -> Result<Arc<ClientConfig>, Failure> {
@@ -469,6 +491,17 @@ impl XmppDriver {
             }
         }
     }
+}
+
+/// A login that went through.
+struct Login {
+    stream: Stream,
+    /// XEP-0198 is on (the initial presence is its first stanza sent).
+    sm: bool,
+    /// How long the part before SASL took.
+    handshake: Duration,
+    /// Elements that arrived before the login was complete, for the session.
+    early: Vec<Element>,
 }
 
 /// In-band registration (XEP-0077) of `username`; an account that exists already is fine.
@@ -597,30 +630,37 @@ pub struct XmppSession {
 }
 
 impl XmppSession {
+    /// The session of a completed login, with what arrived during it absorbed.
     fn new(
         d: &XmppDriver,
         user: &UserCtx,
-        stream: Stream,
-        sm: bool,
+        login: Login,
         resume: XmppResume,
-    ) -> XmppSession {
+    ) -> Result<XmppSession, (Failure, XmppResume)> {
         let mut s = XmppSession {
-            stream,
+            stream: login.stream,
             opts: d.opts.clone(),
             domain: d.domain.clone(),
             muc_domain: d.muc_domain.clone(),
             nick: d.opts.nick.replace("{user}", &user.id),
             username: d.username.as_str().into(),
-            sm: sm.then(Sm::default),
+            sm: login.sm.then(|| Sm {
+                sent: 1,
+                requested: 1,
+                ..Sm::default()
+            }),
             pending: VecDeque::new(),
             replaying: true,
             resume,
             reply_timeout: d.connect_timeout,
             next_id: 0,
         };
-        // The initial presence: the user is available, and the server sends what it stored.
-        s.stanza("<presence/>");
-        s
+        for e in login.early {
+            if let Err(f) = s.absorb(e) {
+                return Err((f, s.resume));
+            }
+        }
+        Ok(s)
     }
 
     /// Queues one stanza, counting it for XEP-0198.
@@ -977,7 +1017,13 @@ impl Session for XmppSession {
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
         if !std::mem::take(&mut self.replaying) {
-            return Ok(());
+            // A session that is already live (the final verification): presence off and
+            // on again makes the server hand over what its offline storage still holds for
+            // this user — messages it stored while the user was online, as ejabberd does
+            // when a message races the presence of a login. Rooms see the user leave; this
+            // runs only once traffic is over.
+            self.stanza("<presence type='unavailable'/>");
+            self.stanza("<presence/>");
         }
         let take = |s: &mut Self, out: &mut Vec<String>| {
             let mut rest = VecDeque::with_capacity(s.pending.len());

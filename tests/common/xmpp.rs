@@ -236,7 +236,10 @@ modules:
     ip_access: all
   mod_offline:
     access_max_user_messages: max_user_offline_messages
-  mod_stream_mgmt: {{}}
+  # Messages unacknowledged when a session ends go to offline storage, not back to
+  # their sender as errors (ejabberd's default).
+  mod_stream_mgmt:
+    resend_on_timeout: if_offline
   mod_muc:
     host: "conference.@HOST@"
     access_create: all
