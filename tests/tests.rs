@@ -44,6 +44,9 @@ mod xmpp_failures;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
 #[path = "xmpp/offline.rs"]
 mod xmpp_offline;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/resume.rs"]
+mod xmpp_resume;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;

@@ -347,6 +347,17 @@ impl XmppDriver {
             .await?;
         stream.restart();
         let features = self.open(&mut stream).await?;
+        if let Some(prev) = resume.sm.take() {
+            if let Some(sm) = resume_session(&mut stream, &prev).await? {
+                return Ok(Login {
+                    stream,
+                    sm: Some(sm),
+                    resumed: true,
+                    handshake,
+                    early: Vec::new(),
+                });
+            }
+        }
         let resource = self.opts.resource.replace("{user}", &user.id);
         let sm = self.opts.stream_management;
         if sm && features.child_ns("sm", ns::SM).is_none() {
@@ -366,11 +377,12 @@ impl XmppDriver {
             escape(&resource)
         ));
         if sm {
-            stream.queue(&format!("<enable xmlns='{}'/>", ns::SM));
+            stream.queue(&format!("<enable xmlns='{}' resume='true'/>", ns::SM));
         }
         stream.queue("<presence/>");
         stream.flush().await?;
         let (mut bound, mut enabled) = (false, !sm);
+        let mut sm_id = None;
         let mut early = Vec::new();
         while !(bound && enabled) {
             let e = stream.element().await?;
@@ -384,7 +396,12 @@ impl XmppDriver {
                     }
                     bound = true;
                 }
-                "enabled" if sm => enabled = true,
+                "enabled" if sm => {
+                    enabled = true;
+                    if matches!(e.attr("resume"), Some("true" | "1")) {
+                        sm_id = e.attr("id").map(str::to_owned);
+                    }
+                }
                 "failed" if sm => {
                     return Err(Failure::new(
                         ErrorKind::Protocol,
@@ -396,7 +413,14 @@ impl XmppDriver {
         }
         Ok(Login {
             stream,
-            sm,
+            // The initial presence is the first stanza counted.
+            sm: sm.then(|| Sm {
+                sent: 1,
+                requested: 1,
+                id: sm_id,
+                ..Sm::default()
+            }),
+            resumed: false,
             handshake,
             early,
         })
@@ -496,8 +520,11 @@ impl XmppDriver {
 /// A login that went through.
 struct Login {
     stream: Stream,
-    /// XEP-0198 is on (the initial presence is its first stanza sent).
-    sm: bool,
+    /// XEP-0198 state, when it is on.
+    sm: Option<Sm>,
+    /// The server resumed the user's previous session (XEP-0198): same resource,
+    /// presence and rooms, and it retransmits what the user had not taken.
+    resumed: bool,
     /// How long the part before SASL took.
     handshake: Duration,
     /// Elements that arrived before the login was complete, for the session.
@@ -584,6 +611,50 @@ pub struct XmppResume {
     salted: Option<Salted>,
     /// Rooms joined before, by room JID, with the message ids seen in each.
     rooms: HashMap<String, RoomSeen>,
+    /// The XEP-0198 session a lost connection left behind, to resume.
+    sm: Option<SmResume>,
+}
+
+/// What resuming an XEP-0198 session takes.
+#[derive(Debug)]
+struct SmResume {
+    /// The session id the server gave.
+    id: String,
+    /// Stanzas of the server the engine took: the server retransmits the rest.
+    handed: u32,
+}
+
+/// Asks the server to resume `prev`: the session's XEP-0198 state when it did, `None`
+/// when the session is gone (the caller binds a new one on the same stream).
+async fn resume_session(stream: &mut Stream, prev: &SmResume) -> Result<Option<Sm>, Failure> {
+    stream.queue(&format!(
+        "<resume xmlns='{}' previd='{}' h='{}'/>",
+        ns::SM,
+        escape(&prev.id),
+        prev.handed
+    ));
+    stream.flush().await?;
+    let e = stream.element().await?;
+    match e.name.as_str() {
+        "resumed" => {
+            let h: u32 = e.attr("h").and_then(|h| h.parse().ok()).ok_or_else(|| {
+                Failure::new(ErrorKind::Protocol, "<resumed/> without a number h")
+            })?;
+            // Our stanzas count on from what the server got; its own from what we took.
+            Ok(Some(Sm {
+                id: Some(prev.id.clone()),
+                sent: h,
+                requested: h,
+                received: prev.handed,
+                ..Sm::default()
+            }))
+        }
+        "failed" => Ok(None),
+        other => Err(Failure::new(
+            ErrorKind::Protocol,
+            format!("unexpected <{other}> in answer to <resume/>"),
+        )),
+    }
 }
 
 /// Something received, kept until the engine takes it.
@@ -598,6 +669,8 @@ struct Held {
 /// XEP-0198 state of a session.
 #[derive(Debug, Default)]
 struct Sm {
+    /// The id to resume the session with, when the server allows resumption.
+    id: Option<String>,
     /// Stanzas sent since `<enable/>`.
     sent: u32,
     /// Stanzas received since `<enable/>`.
@@ -618,6 +691,8 @@ pub struct XmppSession {
     domain: String,
     muc_domain: String,
     nick: String,
+    /// This connection resumed the previous one: its rooms are still joined.
+    resumed: bool,
     /// The username template: a user id's JID is this `@domain`.
     username: Arc<str>,
     sm: Option<Sm>,
@@ -644,11 +719,8 @@ impl XmppSession {
             muc_domain: d.muc_domain.clone(),
             nick: d.opts.nick.replace("{user}", &user.id),
             username: d.username.as_str().into(),
-            sm: login.sm.then(|| Sm {
-                sent: 1,
-                requested: 1,
-                ..Sm::default()
-            }),
+            sm: login.sm,
+            resumed: login.resumed,
             pending: VecDeque::new(),
             replaying: true,
             resume,
@@ -987,6 +1059,9 @@ impl Session for XmppSession {
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
         let room = self.room(group);
+        if self.resumed && self.resume.rooms.contains_key(&room) {
+            return Ok(());
+        }
         // A first join needs no history; a rejoin asks for what it may have missed.
         let history = match self.resume.rooms.contains_key(&room) {
             true => self.opts.muc_history,
@@ -1092,6 +1167,8 @@ impl Session for XmppSession {
     }
 
     async fn close(mut self) -> XmppResume {
+        // A clean end: the server closes the XEP-0198 session too.
+        self.resume.sm = None;
         // Acknowledge what the engine has, then end the stream: messages that arrive
         // meanwhile stay unacknowledged, and the server keeps them for the next login.
         if let Some(sm) = &mut self.sm {
@@ -1109,7 +1186,14 @@ impl Session for XmppSession {
         self.resume
     }
 
-    fn into_resume(self) -> XmppResume {
+    /// The connection is gone: keep what resuming its XEP-0198 session takes.
+    fn into_resume(mut self) -> XmppResume {
+        self.resume.sm = self.sm.as_ref().and_then(|sm| {
+            Some(SmResume {
+                id: sm.id.clone()?,
+                handed: self.handed(sm),
+            })
+        });
         self.resume
     }
 }

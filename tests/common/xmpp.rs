@@ -259,14 +259,15 @@ modules:
 }
 
 /// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
-/// tests (root included).
+/// tests (root included). It logs at debug level: that is where it says it resumed a
+/// session.
 fn prosody(dir: &Path, port: u16, extra: &str) -> String {
     let d = dir.display();
     let config = format!(
         r#"run_as_root = true
 pidfile = "{d}/prosody.pid"
 data_path = "{d}/data"
-log = {{ info = "{d}/server.log"; }}
+log = {{ debug = "{d}/server.log"; }}
 interfaces = {{ "127.0.0.1" }}
 c2s_ports = {{ {port} }}
 c2s_interfaces = {{ "127.0.0.1" }}
@@ -320,4 +321,70 @@ room = "{prefix}-{{group}}"
 "#,
         url = server.url()
     )
+}
+
+/// A TCP proxy in front of a server that can cut every connection through it at once,
+/// without a clean close on either side: the network failing under a chat client.
+pub struct CutProxy {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    state: std::sync::Arc<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    /// Both sockets of every live connection.
+    live: std::sync::Mutex<Vec<(std::net::TcpStream, std::net::TcpStream)>>,
+    accepted: std::sync::atomic::AtomicUsize,
+}
+
+impl CutProxy {
+    /// A proxy to `127.0.0.1:upstream`; it runs until the test process ends.
+    pub fn start(upstream: u16) -> CutProxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("proxy addr").port();
+        let state = std::sync::Arc::new(ProxyState::default());
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let pipes = (client.try_clone(), server.try_clone());
+                let (Ok(c2), Ok(s2)) = pipes else { continue };
+                let (Ok(c3), Ok(s3)) = (client.try_clone(), server.try_clone()) else {
+                    continue;
+                };
+                shared.live.lock().expect("proxy lock").push((c3, s3));
+                shared.accepted.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || pipe(client, s2));
+                std::thread::spawn(move || pipe(server, c2));
+            }
+        });
+        CutProxy { port, state }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.state
+            .accepted
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Cuts every live connection; returns how many.
+    pub fn cut_all(&self) -> usize {
+        let live = std::mem::take(&mut *self.state.live.lock().expect("proxy lock"));
+        for (c, s) in &live {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        live.len()
+    }
+}
+
+/// Copies `from` to `to` until either side ends.
+fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
+    let _ = std::io::copy(&mut from, &mut to);
+    let _ = to.shutdown(std::net::Shutdown::Both);
 }
