@@ -70,7 +70,7 @@ max_reordered = 0
     );
     // Every cut session came back by resumption, not by a new login.
     let marker = match kind {
-        Kind::Ejabberd => format!("resumed session for {prefix}-"),
+        Kind::Ejabberd => format!("Resumed session for {prefix}-"),
         Kind::Prosody => "mod_smacks session resumed from".to_owned(),
     };
     let resumed = server.log().matches(&marker).count();
