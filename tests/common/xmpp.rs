@@ -40,8 +40,6 @@ impl Kind {
 
 /// A running XMPP server on 127.0.0.1 with the domain `localhost`.
 pub struct Server {
-    /// Which server.
-    pub kind: Kind,
     /// Its c2s port on 127.0.0.1.
     pub port: u16,
     dir: PathBuf,
@@ -156,7 +154,6 @@ impl Server {
             .spawn()
             .expect("start the server's watchdog shell");
         let mut server = Server {
-            kind,
             port,
             dir,
             watchdog,

@@ -110,7 +110,10 @@ impl Framer {
     /// Parses one item from the start of the buffer: the item and the bytes it used.
     fn parse(&self) -> Result<Option<(Item, usize)>, String> {
         let mut reader = Reader::from_reader(self.buf.as_slice());
-        reader.config_mut().check_end_names = false;
+        let config = reader.config_mut();
+        config.check_end_names = false;
+        // `</stream:stream>` closes a root this reader (started after it) never saw.
+        config.allow_unmatched_ends = true;
         let mut stack: Vec<Element> = Vec::new();
         loop {
             let ev = match reader.read_event() {
