@@ -47,6 +47,9 @@ mod xmpp_offline;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
 #[path = "xmpp/resume.rs"]
 mod xmpp_resume;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/tls.rs"]
+mod xmpp_tls;
 
 #[path = "cli/delivery.rs"]
 mod cli_delivery;

@@ -278,7 +278,7 @@ min_seconds_between_registrations = 0
 authentication = "internal_hashed"
 storage = "internal"
 limits = {{ c2s = {{ rate = "100mb/s"; }}; }}
-modules_enabled = {{ "disco"; "roster"; "saslauth"; "register"; "ping"; "offline"; "smacks"; "posix" }}
+modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix" }}
 {extra}
 VirtualHost "localhost"
 Component "conference.localhost" "muc"
