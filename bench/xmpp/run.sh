@@ -7,17 +7,19 @@
 #   bash bench/xmpp/run.sh           # ~5 minutes
 #
 # The W5 shape (scenarios/ejabberd-arrival.toml) scaled to one box: USERS users log in at
-# RATE/s, stay online with heartbeats, and a tenth of them chat at CHAT msgs/s in total
-# for DURATION s. Both generators authenticate with SASL PLAIN against accounts created
+# RATE/s, stay online with heartbeats, and a tenth of them chat, each one message every
+# THINK s, for DURATION s. Both generators authenticate with SASL PLAIN against accounts created
 # beforehand (in-band registration by msgstorm), send 64-byte bodies, and run on core 1
 # while the server runs on core 0.
 #
-# Environment: USERS (4000) RATE (2000) CHAT (500) DURATION (30)
+# Environment: USERS (4000) RATE (2000) THINK (1) DURATION (30)
 # Needs: ejabberd, prosody, tsung (apt-get install -y ejabberd prosody tsung), python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${MSGSTORM:-${CARGO_TARGET_DIR:-target}/release/msgstorm}
-USERS=${USERS:-4000} RATE=${RATE:-2000} CHAT=${CHAT:-500} DURATION=${DURATION:-30}
+USERS=${USERS:-4000} RATE=${RATE:-2000} THINK=${THINK:-1} DURATION=${DURATION:-30}
+# tsung's think times are whole seconds: a tenth of the users chat, each every THINK s.
+CHAT=$((USERS / 10 / THINK))
 WORK=$(mktemp -d)
 SERVER_PID=""
 stop_server() {
@@ -102,6 +104,7 @@ min_seconds_between_registrations = 0
 authentication = "internal_plain"
 storage = "internal"
 limits = { c2s = { rate = "100mb/s"; }; }
+network_settings = { tcp_backlog = 4096 }
 modules_enabled = { "saslauth"; "register"; "ping"; "offline"; "smacks"; "posix" }
 VirtualHost "localhost"
 LUA
@@ -115,7 +118,7 @@ log "machine"
 echo "$(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "$(free -g | awk '/Mem:/ {print $2}') GiB RAM; nofile $(ulimit -n); $("$BIN" --version)"
 echo "ejabberd $(dpkg-query -W -f '${Version}' ejabberd), prosody $(dpkg-query -W -f '${Version}' prosody), tsung $(dpkg-query -W -f '${Version}' tsung)"
-echo "USERS=$USERS RATE=$RATE CHAT=$CHAT DURATION=$DURATION"
+echo "USERS=$USERS RATE=$RATE THINK=$THINK ($CHAT msgs/s) DURATION=$DURATION"
 
 # Creates u0..u$USERS with passwords pwu0.. (tsung's ids start at 1, with prefixes u/pwu).
 register() {
@@ -205,8 +208,8 @@ PY
 tsung_w5() {
     local dir=$WORK/tsung chatters=$((USERS / 10)) think
     mkdir -p "$dir"
-    # Each chatter sends every `think` seconds: CHAT msgs/s in total.
-    think=$(python3 -c "print(max(0.001, $chatters / $CHAT))")
+    # Each chatter sends every THINK seconds: CHAT msgs/s in total.
+    think=$THINK
     cat > "$dir/w5.xml" <<XML
 <?xml version="1.0"?>
 <!DOCTYPE tsung SYSTEM "/usr/share/tsung/tsung-1.0.dtd">
@@ -265,10 +268,10 @@ XML
     # The generator's memory: the tsung Erlang VM's RSS, sampled every 0.5 s.
     while kill -0 "$tpid" 2>/dev/null; do
         local rss
-        rss=$(ps -C beam.smp -o pid=,rss=,args= | grep -F -- "-tsung" | awk '{s+=$2} END {print s+0}')
+        rss=$(ps -C beam.smp -o rss=,args= | awk '/tsung/ {s+=$1} END {print s+0}')
         [[ $rss -gt $peak ]] && peak=$rss
         local c
-        c=$(ps -C beam.smp -o cputimes=,args= | grep -F -- "-tsung" | awk '{s+=$1} END {print s+0}')
+        c=$(ps -C beam.smp -o cputimes=,args= | awk '/tsung/ {s+=$1} END {print s+0}')
         [[ $c -gt $cpu ]] && cpu=$c
         sleep 0.5
     done

@@ -334,6 +334,7 @@ impl XmppSession {
             let e = self.stream.element().await?;
             let from = e.attr("from").unwrap_or_default();
             if e.name == "presence" && from == me {
+                self.count_stanza_in();
                 if e.attr("type") == Some("error") {
                     return match error_condition(&e) {
                         // Locked while its creator configures it, or gone meanwhile.
@@ -366,7 +367,6 @@ impl XmppSession {
                     configuring = Some(id);
                 }
                 joined = true;
-                self.count_stanza_in();
                 continue;
             }
             if e.name == "iq" && configuring.is_some() && e.attr("id") == configuring.as_deref() {
