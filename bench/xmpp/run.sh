@@ -192,6 +192,7 @@ TOML
 import json, sys
 a = json.load(open(sys.argv[1])); users = int(sys.argv[2])
 sh = a["shards"][0]; ts = a["traffic_started_s"] or 0
+online = max(1, min(users, a["metrics"]["counters"].get("login_ok", users)))
 print(f"   generator: {users} users logged in after {ts:.2f} s ({users/max(ts,1e-3):,.0f} logins/s), "
       f"CPU {sh['cpu_s']:.1f} s, peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB "
       f"({sh['peak_rss_bytes']/users/1024:.1f} KiB/user)")
@@ -199,7 +200,7 @@ for p in a.get("processes", []):
     if not p.get("generator"):
         rss = p["rss_peak_bytes"]
         print(f"   server {p['name']} (pid {p['pid']}): peak RSS {rss/2**20:.1f} MiB "
-              f"({rss/users/1024:.1f} KiB/online user), CPU avg {p['cpu_avg_pct']:.0f}% "
+              f"({rss/online/1024:.1f} KiB per online user, {online} online), CPU avg {p['cpu_avg_pct']:.0f}% "
               f"peak {p['cpu_peak_pct']:.0f}% of a core")
 PY
 }
