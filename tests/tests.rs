@@ -19,6 +19,7 @@ mod mqtt_tls;
 #[cfg(feature = "prometheus")]
 #[path = "scrape/prometheus.rs"]
 mod scrape_prometheus;
+// The XMPP tests run msgstorm with the runner of the MQTT fixture.
 #[path = "serve/durability.rs"]
 mod serve_durability;
 #[path = "serve/faults.rs"]
@@ -37,6 +38,21 @@ mod serve_policy;
 mod serve_rpc;
 #[path = "serve/slow.rs"]
 mod serve_slow;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/delivery.rs"]
+mod xmpp_delivery;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/failures.rs"]
+mod xmpp_failures;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/offline.rs"]
+mod xmpp_offline;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/resume.rs"]
+mod xmpp_resume;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/tls.rs"]
+mod xmpp_tls;
 
 #[path = "compare/cli.rs"]
 mod compare_cli;

@@ -11,19 +11,20 @@
 //!
 //! How each built-in protocol maps onto the interface:
 //!
-//! | operation | `native` (reference server) | `mqtt` | `echo` |
-//! |---|---|---|---|
-//! | connect + login | WebSocket upgrade, `login` frame with HMAC token, `welcome` | CONNECT/CONNACK with client id = run+user, optional username/password | WebSocket upgrade, no login |
-//! | send direct | `send` to `{user}`; `ack` after commit is the acceptance | PUBLISH to the user's inbox topic; PUBACK/PUBCOMP is the acceptance (QoS 0: none) | a text frame to itself; no acceptance |
-//! | send group | `send` to `{group}` | PUBLISH to the group topic | – |
-//! | receive | `msg` push | PUBLISH on a subscribed topic | the frame echoed back |
-//! | request | `time` / `kv_get` RPC, answered by `reply` | – | – |
-//! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive, by rumqttc) | – |
-//! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | – |
-//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) |
-//! | close | WebSocket close | DISCONNECT | WebSocket close |
+//! | operation | `native` (reference server) | `mqtt` | `echo` | `xmpp` |
+//! |---|---|---|---|---|
+//! | connect + login | WebSocket upgrade, `login` frame with HMAC token, `welcome` | CONNECT/CONNACK with client id = run+user, optional username/password | WebSocket upgrade, no login | stream, (STARTTLS,) in-band registration, SASL, bind + XEP-0198 enable + presence |
+//! | send direct | `send` to `{user}`; `ack` after commit is the acceptance | PUBLISH to the user's inbox topic; PUBACK/PUBCOMP is the acceptance (QoS 0: none) | a text frame to itself; no acceptance | `<message type="chat">`; XEP-0198 `<a h/>` is the acceptance |
+//! | send group | `send` to `{group}` | PUBLISH to the group topic | – | `<message type="groupchat">` to the MUC room |
+//! | receive | `msg` push | PUBLISH on a subscribed topic | the frame echoed back | `<message>` with a body (own room reflections dropped) |
+//! | request | `time` / `kv_get` RPC, answered by `reply` | – | – | – |
+//! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive, by rumqttc) | – | `<r/>`, or whitespace without XEP-0198 |
+//! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | – | MUC join presence, waiting for the subject |
+//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
+//! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
 //!
-//! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`.
+//! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`; XMPP's:
+//! `docs/drivers/xmpp.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
@@ -37,6 +38,8 @@ mod registry;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;
+#[cfg(feature = "xmpp")]
+pub mod xmpp;
 
 use std::future::Future;
 use std::net::IpAddr;

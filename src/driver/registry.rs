@@ -63,6 +63,8 @@ drivers! {
     #[cfg(feature = "mqtt")]
     super::mqtt::MqttDriver,
     super::loopback::LoopbackDriver,
+    #[cfg(feature = "xmpp")]
+    super::xmpp::XmppDriver,
 }
 
 /// Every built-in driver's spec, in registry order.

@@ -9,11 +9,14 @@
 //! - [`http_get`] fetches a plain HTTP page such as `/metrics`.
 //! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests, and the `msgstorm`
 //!   binary on a scenario.
+//! - [`xmpp`] runs real ejabberd and Prosody servers for the XMPP tests.
 
 #[cfg(feature = "mqtt")]
 pub mod certs;
 pub mod mosquitto;
 pub mod nginx;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+pub mod xmpp;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# W5 on this box: msgstorm and tsung side by side on the same ejabberd, then ejabberd vs
+# Prosody under the same msgstorm scenario. Prints what bench/results/xmpp-<date>.md
+# records (machine, commands, numbers); nothing is started as a system service.
+#
+#   cargo build --release            # once
+#   bash bench/xmpp/run.sh           # ~5 minutes
+#
+# The W5 shape (scenarios/ejabberd-arrival.toml) scaled to one box: USERS users log in at
+# RATE/s, stay online with heartbeats, and a tenth of them chat, each one message every
+# THINK s, for DURATION s. Both generators authenticate with SASL PLAIN against accounts created
+# beforehand (in-band registration by msgstorm), send 64-byte bodies, and run on core 1
+# while the server runs on core 0.
+#
+# Environment: USERS (4000) RATE (2000) THINK (1) DURATION (30)
+# Needs: ejabberd, prosody, tsung (apt-get install -y ejabberd prosody tsung), python3.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${MSGSTORM:-${CARGO_TARGET_DIR:-target}/release/msgstorm}
+USERS=${USERS:-4000} RATE=${RATE:-2000} THINK=${THINK:-1} DURATION=${DURATION:-30}
+# tsung's think times are whole seconds: a tenth of the users chat, each every THINK s.
+CHAT=$((USERS / 10 / THINK))
+WORK=$(mktemp -d)
+SERVER_PID=""
+stop_server() {
+    if [[ -n $SERVER_PID ]]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+        SERVER_PID=""
+    fi
+}
+trap 'stop_server; rm -rf "$WORK"' EXIT
+log() { printf '== %s\n' "$*"; }
+ulimit -n "$(ulimit -Hn)"
+if [[ $(nproc) -ge 2 ]]; then SERVER_CPU=(taskset -c 0) GEN_CPU=(taskset -c 1); else SERVER_CPU=() GEN_CPU=(); fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 300); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "server did not listen on $1" >&2
+    exit 1
+}
+
+start_ejabberd() {
+    local dir=$WORK/ejabberd libs
+    rm -rf "$dir"; mkdir -p "$dir/spool"
+    libs=$(dirname "$(ls -d /usr/lib/*/ejabberd-* | head -1)")
+    PORT=$(free_port)
+    cat > "$dir/ejabberd.yml" <<YML
+hosts: ["localhost"]
+loglevel: warning
+listen:
+  - port: $PORT
+    ip: "127.0.0.1"
+    module: ejabberd_c2s
+    backlog: 65535
+    max_stanza_size: 65536
+registration_timeout: infinity
+access_rules:
+  register:
+    allow: all
+shaper_rules:
+  max_user_offline_messages: 100000
+  max_user_sessions: 10
+modules:
+  mod_ping: {}
+  mod_register:
+    access: register
+    ip_access: all
+  mod_offline:
+    access_max_user_messages: max_user_offline_messages
+  mod_stream_mgmt:
+    resend_on_timeout: if_offline
+YML
+    (cd "$dir" && ERL_LIBS=$libs EJABBERD_CONFIG_PATH=$dir/ejabberd.yml \
+        EJABBERD_LOG_PATH=$dir/ejabberd.log ERL_MAX_PORTS=65536 \
+        exec "${SERVER_CPU[@]}" erl -noinput -noshell +P 1000000 -mnesia dir "\"$dir/spool\"" \
+        -s ejabberd > "$dir/out.log" 2>&1) &
+    SERVER_PID=$!
+    wait_port "$PORT"
+    SERVER_NAME=beam.smp
+}
+
+start_prosody() {
+    local dir=$WORK/prosody
+    rm -rf "$dir"; mkdir -p "$dir/data"
+    PORT=$(free_port)
+    cat > "$dir/prosody.cfg.lua" <<LUA
+run_as_root = true
+pidfile = "$dir/prosody.pid"
+data_path = "$dir/data"
+log = { warn = "$dir/prosody.log"; }
+interfaces = { "127.0.0.1" }
+c2s_ports = { $PORT }
+s2s_ports = {}
+http_ports = {}
+https_ports = {}
+c2s_require_encryption = false
+allow_unencrypted_plain_auth = true
+allow_registration = true
+min_seconds_between_registrations = 0
+authentication = "internal_plain"
+storage = "internal"
+limits = { c2s = { rate = "100mb/s"; }; }
+network_settings = { tcp_backlog = 4096 }
+modules_enabled = { "saslauth"; "register"; "ping"; "offline"; "smacks"; "posix" }
+VirtualHost "localhost"
+LUA
+    ("${SERVER_CPU[@]}" prosody -F --config "$dir/prosody.cfg.lua" > "$dir/out.log" 2>&1) &
+    SERVER_PID=$!
+    wait_port "$PORT"
+    SERVER_NAME=lua5.4
+}
+
+log "machine"
+echo "$(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "$(free -g | awk '/Mem:/ {print $2}') GiB RAM; nofile $(ulimit -n); $("$BIN" --version)"
+echo "ejabberd $(dpkg-query -W -f '${Version}' ejabberd), prosody $(dpkg-query -W -f '${Version}' prosody), tsung $(dpkg-query -W -f '${Version}' tsung)"
+echo "USERS=$USERS RATE=$RATE THINK=$THINK ($CHAT msgs/s) DURATION=$DURATION"
+
+# Creates u0..u$USERS with passwords pwu0.. (tsung's ids start at 1, with prefixes u/pwu).
+register() {
+    cat > "$WORK/register.toml" <<TOML
+name = "xmpp-register"
+drain = "1s"
+[target]
+driver = "xmpp"
+url = "xmpp://127.0.0.1:$PORT"
+connect_timeout = "60s"
+[target.auth]
+username = "{user}"
+password = "pw{user}"
+[target.xmpp]
+domain = "localhost"
+register = true
+sasl = "plain"
+[population]
+users = $((USERS + 1))
+login_rate = 1000
+[[traffic]]
+kind = "idle"
+duration = "1s"
+TOML
+    "$BIN" run "$WORK/register.toml" --out "$WORK/register" -q > "$WORK/register.txt" 2>&1 || true
+    head -1 "$WORK/register.txt"
+}
+
+# One msgstorm W5 run against the server on $PORT; $1 names it.
+msgstorm_w5() {
+    local name=$1
+    cat > "$WORK/$name.toml" <<TOML
+name = "$name"
+drain = "5s"
+[target]
+driver = "xmpp"
+url = "xmpp://127.0.0.1:$PORT"
+heartbeat = "30s"
+connect_timeout = "60s"
+[target.auth]
+username = "{user}"
+password = "pw{user}"
+[target.xmpp]
+domain = "localhost"
+sasl = "plain"
+[population]
+users = $USERS
+login_rate = $RATE
+[[traffic]]
+name = "online"
+kind = "idle"
+duration = "${DURATION}s"
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = $((USERS / 10))
+receivers = $((USERS / 10))
+pick = "every_kth"
+rate = $CHAT
+duration = "${DURATION}s"
+size = 64
+[monitor]
+names = ["$SERVER_NAME"]
+TOML
+    log "$name: ${GEN_CPU[*]} $BIN run $name.toml"
+    sed 's/^/    /' "$WORK/$name.toml"
+    "${GEN_CPU[@]}" "$BIN" run "$WORK/$name.toml" --out "$WORK/$name" -q > "$WORK/$name.txt" 2>&1 || true
+    head -1 "$WORK/$name.txt"
+    grep -E '^\| (connect |login |send → ack|end-to-end|delivered intact|lost|duplicated)' "$WORK/$name.txt" || true
+    python3 - "$WORK/$name/result.json" "$USERS" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1])); users = int(sys.argv[2])
+sh = a["shards"][0]; ts = a["traffic_started_s"] or 0
+online = max(1, min(users, a["metrics"]["counters"].get("login_ok", users)))
+print(f"   generator: {users} users logged in after {ts:.2f} s ({users/max(ts,1e-3):,.0f} logins/s), "
+      f"CPU {sh['cpu_s']:.1f} s, peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB "
+      f"({sh['peak_rss_bytes']/users/1024:.1f} KiB/user)")
+for p in a.get("processes", []):
+    if not p.get("generator"):
+        rss = p["rss_peak_bytes"]
+        print(f"   server {p['name']} (pid {p['pid']}): peak RSS {rss/2**20:.1f} MiB "
+              f"({rss/online/1024:.1f} KiB per online user, {online} online), CPU avg {p['cpu_avg_pct']:.0f}% "
+              f"peak {p['cpu_peak_pct']:.0f}% of a core")
+PY
+}
+
+# tsung on the same server: same arrival, same users, the same chat rate from a tenth.
+tsung_w5() {
+    local dir=$WORK/tsung chatters=$((USERS / 10)) think
+    mkdir -p "$dir"
+    # Each chatter sends every THINK seconds: CHAT msgs/s in total.
+    think=$THINK
+    cat > "$dir/w5.xml" <<XML
+<?xml version="1.0"?>
+<!DOCTYPE tsung SYSTEM "/usr/share/tsung/tsung-1.0.dtd">
+<tsung loglevel="warning" version="1.0" dumptraffic="false">
+  <clients><client host="localhost" use_controller_vm="true" maxusers="$((USERS + 10))"/></clients>
+  <servers><server host="127.0.0.1" port="$PORT" type="tcp"/></servers>
+  <load>
+    <arrivalphase phase="1" duration="$(( (USERS + RATE - 1) / RATE ))" unit="second">
+      <users maxnumber="$USERS" arrivalrate="$RATE" unit="second"/>
+    </arrivalphase>
+  </load>
+  <options>
+    <option type="ts_jabber" name="global_number" value="$USERS"/>
+    <option type="ts_jabber" name="userid_max" value="$USERS"/>
+    <option type="ts_jabber" name="domain" value="localhost"/>
+    <option type="ts_jabber" name="username" value="u"/>
+    <option type="ts_jabber" name="passwd" value="pwu"/>
+  </options>
+  <sessions>
+    <session probability="90" name="online" type="ts_jabber">
+      <request><jabber type="connect" ack="local"/></request>
+      <transaction name="login">
+        <request><jabber type="auth_sasl" ack="local"/></request>
+        <request><jabber type="connect" ack="local"/></request>
+        <request><jabber type="auth_sasl_bind" ack="local"/></request>
+        <request><jabber type="auth_sasl_session" ack="local"/></request>
+      </transaction>
+      <request><jabber type="presence:initial" ack="no_ack"/></request>
+      <thinktime value="$DURATION"/>
+      <request><jabber type="close" ack="no_ack"/></request>
+    </session>
+    <session probability="10" name="chat" type="ts_jabber">
+      <request><jabber type="connect" ack="local"/></request>
+      <transaction name="login">
+        <request><jabber type="auth_sasl" ack="local"/></request>
+        <request><jabber type="connect" ack="local"/></request>
+        <request><jabber type="auth_sasl_bind" ack="local"/></request>
+        <request><jabber type="auth_sasl_session" ack="local"/></request>
+      </transaction>
+      <request><jabber type="presence:initial" ack="no_ack"/></request>
+      <for from="1" to="$(python3 -c "print(int($DURATION / $think))")" incr="1" var="i">
+        <thinktime value="$think" random="false"/>
+        <request><jabber type="chat" ack="no_ack" size="64" destination="online"/></request>
+      </for>
+      <request><jabber type="close" ack="no_ack"/></request>
+    </session>
+  </sessions>
+</tsung>
+XML
+    log "tsung: ${GEN_CPU[*]} tsung -f w5.xml -l DIR start"
+    sed 's/^/    /' "$dir/w5.xml"
+    local start end
+    start=$(date +%s.%N)
+    ( "${GEN_CPU[@]}" tsung -f "$dir/w5.xml" -l "$dir/log" start > "$dir/out.txt" 2>&1 ) &
+    local tpid=$! peak=0 cpu=0
+    # The generator's memory: the tsung Erlang VM's RSS, sampled every 0.5 s.
+    while kill -0 "$tpid" 2>/dev/null; do
+        local rss
+        rss=$(ps -C beam.smp -o rss=,args= | awk '/tsung/ {s+=$1} END {print s+0}')
+        [[ $rss -gt $peak ]] && peak=$rss
+        local c
+        c=$(ps -C beam.smp -o cputimes=,args= | awk '/tsung/ {s+=$1} END {print s+0}')
+        [[ $c -gt $cpu ]] && cpu=$c
+        sleep 0.5
+    done
+    end=$(date +%s.%N)
+    tail -3 "$dir/out.txt"
+    local stats
+    stats=$(find "$dir/log" -name tsung.log | head -1)
+    python3 - "$stats" "$USERS" "$peak" "$cpu" "$start" "$end" <<'PY'
+import sys, re
+path, users, peak_kb, cpu, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+text = open(path).read() if path else ""
+def last(name):
+    # tsung.log stat lines: "stats: NAME COUNT MEAN STDDEV MAX MIN MEANTOTAL COUNTTOTAL"
+    rows = re.findall(rf"^stats: {re.escape(name)} (\S+) (\S+) \S+ (\S+) (\S+) (\S+) (\S+)", text, re.M)
+    return rows[-1] if rows else None
+users_row = last("users_count"); conn = last("connect"); login = last("tr_login"); size = last("size_sent")
+print(f"   tsung: peak RSS {peak_kb/1024:.1f} MiB ({peak_kb/users:.1f} KiB/user), CPU {cpu} s, wall {end-start:.1f} s")
+if users_row: print(f"   users started: {users_row[-1]}")
+if conn: print(f"   connect: count {conn[-1]}, mean {float(conn[-2]):.2f} ms")
+if login: print(f"   login transaction: count {login[-1]}, mean {float(login[-2]):.2f} ms, max {login[2]} ms")
+for name in ("error_connect_econnrefused", "error_abort_max_conn_retries", "error_connect_etimedout"):
+    r = last(name)
+    if r: print(f"   {name}: {r[-1]}")
+PY
+    grep -E "^stats: (users|connected|finish_users_count|page|request|session|chat|size_sent|size_rcv) " "$stats" | tail -12 | sed 's/^/    /'
+}
+
+log "ejabberd: register $((USERS + 1)) accounts"
+start_ejabberd
+register
+msgstorm_w5 "msgstorm-ejabberd"
+stop_server
+start_ejabberd
+register
+tsung_w5
+stop_server
+
+log "prosody: register $((USERS + 1)) accounts"
+start_prosody
+register
+msgstorm_w5 "msgstorm-prosody"
+stop_server

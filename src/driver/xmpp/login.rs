@@ -1,0 +1,341 @@
+//! Logging a user in: TCP (and TLS), stream features, in-band registration, SASL, then
+//! either resuming the user's XEP-0198 session or binding a resource, enabling stream
+//! management and sending the initial presence.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_rustls::rustls::ClientConfig;
+
+use super::sasl::{self, Mechanism, Scram};
+use super::session::{Sm, SmResume, XmppResume};
+use super::stream::{self, Stream};
+use super::xml::{escape, Element, Item};
+use super::{error_condition, ns, stanza_error, Sasl, Tls, XmppDriver};
+use crate::driver::{Failure, UserCtx};
+use crate::metrics::ErrorKind;
+
+impl XmppDriver {
+    /// The stream header opening a (re)started stream.
+    fn header(&self) -> String {
+        format!(
+            "<?xml version='1.0'?><stream:stream to='{}' version='1.0' xml:lang='en' \
+             xmlns='{}' xmlns:stream='http://etherx.jabber.org/streams'>",
+            escape(&self.domain),
+            ns::CLIENT
+        )
+    }
+
+    /// Opens a stream and reads its features.
+    async fn open(&self, stream: &mut Stream) -> Result<Element, Failure> {
+        stream.queue(&self.header());
+        stream.flush().await?;
+        match stream.next().await? {
+            Item::Header(_) => {}
+            Item::Element(e) if e.name == "error" => return Err(stream::stream_error(&e)),
+            other => {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("expected a stream header, got {other:?}"),
+                ))
+            }
+        }
+        let features = stream.element().await?;
+        if features.name != "features" {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("expected stream features, got <{}>", features.name),
+            ));
+        }
+        Ok(features)
+    }
+
+    /// Everything from TCP connect to initial presence.
+    pub(super) async fn login(
+        &self,
+        user: &UserCtx,
+        resume: &mut XmppResume,
+        started: Instant,
+    ) -> Result<Login, Failure> {
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| stream::io_failure(&e))?;
+        let _ = tcp.set_nodelay(true);
+        let mut stream = Stream::new(tcp, self.max_body);
+        if self.direct_tls {
+            stream = stream.tls(self.tls_or_err()?, &self.domain).await?;
+        }
+        let mut features = self.open(&mut stream).await?;
+        if self.opts.tls == Tls::StartTls {
+            if features.child_ns("starttls", ns::TLS).is_none() {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    "the server does not offer STARTTLS (`tls = \"starttls\"`)",
+                ));
+            }
+            stream.queue(&format!("<starttls xmlns='{}'/>", ns::TLS));
+            stream.flush().await?;
+            let answer = stream.element().await?;
+            if answer.name != "proceed" {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("STARTTLS refused: <{}>", answer.name),
+                ));
+            }
+            stream = stream.tls(self.tls_or_err()?, &self.domain).await?;
+            features = self.open(&mut stream).await?;
+        }
+        let handshake = started.elapsed();
+        let username = self.username.replace("{user}", &user.id);
+        let password = self.password.replace("{user}", &user.id);
+        if self.opts.register && !resume.registered {
+            register(&mut stream, &username, &password).await?;
+            resume.registered = true;
+        }
+        self.authenticate(&mut stream, &features, &username, &password, resume)
+            .await?;
+        stream.restart();
+        let features = self.open(&mut stream).await?;
+        if let Some(prev) = resume.sm.take() {
+            if let Some(sm) = resume_session(&mut stream, &prev).await? {
+                return Ok(Login {
+                    stream,
+                    sm: Some(sm),
+                    resumed: true,
+                    handshake,
+                    early: Vec::new(),
+                });
+            }
+        }
+        let resource = self.opts.resource.replace("{user}", &user.id);
+        let sm = self.opts.stream_management;
+        if sm && features.child_ns("sm", ns::SM).is_none() {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                "the server does not offer stream management (XEP-0198); set \
+                 `stream_management = false` to run without acceptance",
+            ));
+        }
+        // Bind, enable and the initial presence leave in one write, so the session is
+        // available as soon as it exists. A message to a bound session without presence
+        // goes to offline storage, and ejabberd may store it after the presence already
+        // emptied that storage: it would then wait there until the next login.
+        stream.queue(&format!(
+            "<iq type='set' id='bind'><bind xmlns='{}'><resource>{}</resource></bind></iq>",
+            ns::BIND,
+            escape(&resource)
+        ));
+        if sm {
+            stream.queue(&format!("<enable xmlns='{}' resume='true'/>", ns::SM));
+        }
+        stream.queue("<presence/>");
+        stream.flush().await?;
+        let (mut bound, mut enabled) = (false, !sm);
+        let mut sm_id = None;
+        let mut early = Vec::new();
+        while !(bound && enabled) {
+            let e = stream.element().await?;
+            match e.name.as_str() {
+                "iq" if e.attr("id") == Some("bind") => {
+                    if e.attr("type") != Some("result") {
+                        return Err(Failure::new(
+                            ErrorKind::Protocol,
+                            format!("binding the resource failed: {}", stanza_error(&e)),
+                        ));
+                    }
+                    bound = true;
+                }
+                "enabled" if sm => {
+                    enabled = true;
+                    if matches!(e.attr("resume"), Some("true" | "1")) {
+                        sm_id = e.attr("id").map(str::to_owned);
+                    }
+                }
+                "failed" if sm => {
+                    return Err(Failure::new(
+                        ErrorKind::Protocol,
+                        "the server refused to enable stream management",
+                    ))
+                }
+                _ => early.push(e),
+            }
+        }
+        Ok(Login {
+            stream,
+            // The initial presence is the first stanza counted.
+            sm: sm.then(|| Sm {
+                sent: 1,
+                requested: 1,
+                id: sm_id,
+                ..Sm::default()
+            }),
+            resumed: false,
+            handshake,
+            early,
+        })
+    }
+
+    fn tls_or_err(&self) -> Result<Arc<ClientConfig>, Failure> {
+        self.tls
+            .clone()
+            .ok_or_else(|| Failure::new(ErrorKind::Other, "TLS was not configured"))
+    }
+
+    /// SASL with the mechanism the options ask for, among those offered.
+    async fn authenticate(
+        &self,
+        stream: &mut Stream,
+        features: &Element,
+        username: &str,
+        password: &str,
+        resume: &mut XmppResume,
+    ) -> Result<(), Failure> {
+        let offered: Vec<&str> = features
+            .child_ns("mechanisms", ns::SASL)
+            .map(|m| m.children.iter().map(|c| c.text.trim()).collect())
+            .unwrap_or_default();
+        let has = |m: Mechanism| offered.contains(&m.name());
+        let mechanism = match self.opts.sasl {
+            Sasl::Auto if has(Mechanism::ScramSha1) => Mechanism::ScramSha1,
+            Sasl::Auto | Sasl::Plain if has(Mechanism::Plain) => Mechanism::Plain,
+            Sasl::ScramSha1 if has(Mechanism::ScramSha1) => Mechanism::ScramSha1,
+            _ => {
+                return Err(Failure::new(
+                    ErrorKind::AuthFailed,
+                    format!(
+                        "no usable SASL mechanism: the server offers [{}]",
+                        offered.join(", ")
+                    ),
+                ))
+            }
+        };
+        let mut scram = None;
+        let initial = match mechanism {
+            Mechanism::Plain => sasl::plain(username, password),
+            Mechanism::ScramSha1 => {
+                let (s, initial) = Scram::start(username, password);
+                scram = Some(s);
+                initial
+            }
+        };
+        stream.queue(&format!(
+            "<auth xmlns='{}' mechanism='{}'>{initial}</auth>",
+            ns::SASL,
+            mechanism.name()
+        ));
+        stream.flush().await?;
+        loop {
+            let e = stream.element().await?;
+            match (e.name.as_str(), scram.as_mut()) {
+                ("challenge", Some(s)) => {
+                    let response = s
+                        .respond(&e.text, &mut resume.salted)
+                        .map_err(|m| Failure::new(ErrorKind::Protocol, m))?;
+                    stream.queue(&format!(
+                        "<response xmlns='{}'>{response}</response>",
+                        ns::SASL
+                    ));
+                    stream.flush().await?;
+                }
+                ("success", s) => {
+                    if let Some(s) = s {
+                        s.verify(&e.text)
+                            .map_err(|m| Failure::new(ErrorKind::AuthFailed, m))?;
+                    }
+                    return Ok(());
+                }
+                ("failure", _) => {
+                    let why = e
+                        .children
+                        .iter()
+                        .find(|c| c.name != "text")
+                        .map_or("failure", |c| c.name.as_str());
+                    return Err(Failure::new(
+                        ErrorKind::AuthFailed,
+                        format!("SASL {} refused: {why}", mechanism.name()),
+                    ));
+                }
+                (other, _) => {
+                    return Err(Failure::new(
+                        ErrorKind::Protocol,
+                        format!("unexpected <{other}> during SASL"),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// A login that went through.
+pub(super) struct Login {
+    pub(super) stream: Stream,
+    /// XEP-0198 state, when it is on.
+    pub(super) sm: Option<Sm>,
+    /// The server resumed the user's previous session (XEP-0198): same resource,
+    /// presence and rooms, and it retransmits what the user had not taken.
+    pub(super) resumed: bool,
+    /// How long the part before SASL took.
+    pub(super) handshake: Duration,
+    /// Elements that arrived before the login was complete, for the session.
+    pub(super) early: Vec<Element>,
+}
+
+/// In-band registration (XEP-0077) of `username`; an account that exists already is fine.
+async fn register(stream: &mut Stream, username: &str, password: &str) -> Result<(), Failure> {
+    stream.queue(&format!(
+        "<iq type='set' id='reg'><query xmlns='{}'><username>{}</username>\
+         <password>{}</password></query></iq>",
+        ns::REGISTER,
+        escape(username),
+        escape(password)
+    ));
+    stream.flush().await?;
+    let answer = stream.element().await?;
+    match answer.attr("type") {
+        Some("result") => Ok(()),
+        _ if error_condition(&answer) == Some("conflict") => Ok(()),
+        _ => Err(Failure::new(
+            ErrorKind::AuthFailed,
+            format!(
+                "in-band registration of {username} refused: {}",
+                stanza_error(&answer)
+            ),
+        )),
+    }
+}
+
+/// Asks the server to resume `prev`: the session's XEP-0198 state when it did, `None`
+/// when the session is gone (the caller binds a new one on the same stream).
+pub(super) async fn resume_session(
+    stream: &mut Stream,
+    prev: &SmResume,
+) -> Result<Option<Sm>, Failure> {
+    stream.queue(&format!(
+        "<resume xmlns='{}' previd='{}' h='{}'/>",
+        ns::SM,
+        escape(&prev.id),
+        prev.handed
+    ));
+    stream.flush().await?;
+    let e = stream.element().await?;
+    match e.name.as_str() {
+        "resumed" => {
+            let h: u32 = e.attr("h").and_then(|h| h.parse().ok()).ok_or_else(|| {
+                Failure::new(ErrorKind::Protocol, "<resumed/> without a number h")
+            })?;
+            // Our stanzas count on from what the server got; its own from what we took.
+            Ok(Some(Sm {
+                id: Some(prev.id.clone()),
+                sent: h,
+                requested: h,
+                received: prev.handed,
+                ..Sm::default()
+            }))
+        }
+        "failed" => Ok(None),
+        other => Err(Failure::new(
+            ErrorKind::Protocol,
+            format!("unexpected <{other}> in answer to <resume/>"),
+        )),
+    }
+}

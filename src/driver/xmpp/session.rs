@@ -1,0 +1,604 @@
+//! One logged-in user: sends, receipts, XEP-0198 acks, room joins, fetching what was
+//! missed, and what the user keeps for its next connection.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::login::Login;
+use super::sasl::Salted;
+use super::stream::{self, Stream};
+use super::xml::{escape, Element, Item};
+use super::{error_condition, ns, stanza_error, Options, XmppDriver};
+use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, OFFLINE_LIMIT, WRITE_BATCH};
+use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::metrics::ErrorKind;
+
+/// Ids of the room messages a user has had, to recognise them in the history a rejoin
+/// replays. Bounded: history never goes back further than `muc_history` messages.
+#[derive(Debug, Default)]
+struct RoomSeen {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+impl RoomSeen {
+    /// Records `id`; false when it was already there.
+    fn insert(&mut self, id: String, keep: usize) -> bool {
+        if self.ids.contains(&id) {
+            return false;
+        }
+        self.order.push_back(id.clone());
+        self.ids.insert(id);
+        while self.order.len() > keep {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+/// What an XMPP user remembers between connections.
+#[derive(Debug, Default)]
+pub struct XmppResume {
+    /// The account was registered (or found) by this run.
+    pub(super) registered: bool,
+    /// The SCRAM salted password of the last login.
+    pub(super) salted: Option<Salted>,
+    /// Rooms joined before, by room JID, with the message ids seen in each.
+    rooms: HashMap<String, RoomSeen>,
+    /// The XEP-0198 session a lost connection left behind, to resume.
+    pub(super) sm: Option<SmResume>,
+}
+
+/// What resuming an XEP-0198 session takes.
+#[derive(Debug)]
+pub(super) struct SmResume {
+    /// The session id the server gave.
+    pub(super) id: String,
+    /// Stanzas of the server the engine took: the server retransmits the rest.
+    pub(super) handed: u32,
+}
+
+/// Something received, kept until the engine takes it.
+#[derive(Debug)]
+struct Held {
+    event: Event,
+    /// The XEP-0198 count of the stanza that carried a message (acknowledged only once the
+    /// engine has it).
+    stanza: Option<u32>,
+}
+
+/// XEP-0198 state of a session.
+#[derive(Debug, Default)]
+pub(super) struct Sm {
+    /// The id to resume the session with, when the server allows resumption.
+    pub(super) id: Option<String>,
+    /// Stanzas sent since `<enable/>`.
+    pub(super) sent: u32,
+    /// Stanzas received since `<enable/>`.
+    pub(super) received: u32,
+    /// `(stanza count, tag)` of sends not acknowledged yet, oldest first.
+    pub(super) tags: VecDeque<(u32, u64)>,
+    /// `sent` when the last `<r/>` went out.
+    pub(super) requested: u32,
+    /// The server asked for an ack.
+    pub(super) ack_owed: bool,
+}
+
+/// One user's XMPP connection.
+#[derive(Debug)]
+pub struct XmppSession {
+    stream: Stream,
+    opts: Arc<Options>,
+    domain: String,
+    muc_domain: String,
+    nick: String,
+    /// This connection resumed the previous one: its rooms are still joined.
+    resumed: bool,
+    /// The username template: a user id's JID is this `@domain`.
+    username: Arc<str>,
+    sm: Option<Sm>,
+    pending: VecDeque<Held>,
+    /// Offline messages may still be arriving (fetch missed not done yet).
+    replaying: bool,
+    resume: XmppResume,
+    reply_timeout: Duration,
+    next_id: u64,
+}
+
+impl XmppSession {
+    /// The session of a completed login, with what arrived during it absorbed.
+    pub(super) fn new(
+        d: &XmppDriver,
+        user: &UserCtx,
+        login: Login,
+        resume: XmppResume,
+    ) -> Result<XmppSession, Box<(Failure, XmppResume)>> {
+        let mut s = XmppSession {
+            stream: login.stream,
+            opts: d.opts.clone(),
+            domain: d.domain.clone(),
+            muc_domain: d.muc_domain.clone(),
+            nick: d.opts.nick.replace("{user}", &user.id),
+            username: d.username.as_str().into(),
+            sm: login.sm,
+            resumed: login.resumed,
+            pending: VecDeque::new(),
+            replaying: true,
+            resume,
+            reply_timeout: d.connect_timeout,
+            next_id: 0,
+        };
+        for e in login.early {
+            if let Err(f) = s.absorb(e) {
+                return Err(Box::new((f, s.resume)));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Queues one stanza, counting it for XEP-0198.
+    fn stanza(&mut self, xml: &str) {
+        self.stream.queue(xml);
+        if let Some(sm) = &mut self.sm {
+            sm.sent = sm.sent.wrapping_add(1);
+        }
+    }
+
+    /// An id for a request of the driver's own.
+    fn id(&mut self, what: &str) -> String {
+        self.next_id += 1;
+        format!("{what}{}", self.next_id)
+    }
+
+    /// The `h` this user can acknowledge: every stanza received, up to the first message
+    /// the engine has not taken yet.
+    fn handed(&self, sm: &Sm) -> u32 {
+        self.pending
+            .iter()
+            .find_map(|h| h.stanza)
+            .map_or(sm.received, |first| first.wrapping_sub(1))
+    }
+
+    /// Queues what XEP-0198 owes (`<a/>` asked for, `<r/>` after sends) and writes.
+    async fn write(&mut self) -> Result<(), Failure> {
+        if let Some(sm) = &self.sm {
+            let mut extra = String::new();
+            if sm.ack_owed {
+                let _ = write!(extra, "<a xmlns='{}' h='{}'/>", ns::SM, self.handed(sm));
+            }
+            if sm.requested != sm.sent && !sm.tags.is_empty() {
+                let _ = write!(extra, "<r xmlns='{}'/>", ns::SM);
+            }
+            if !extra.is_empty() {
+                self.stream.queue(&extra);
+                if let Some(sm) = &mut self.sm {
+                    sm.ack_owed = false;
+                    sm.requested = sm.sent;
+                }
+            }
+        }
+        self.stream.flush().await
+    }
+
+    /// Takes in one element from the server; what the engine must see goes to `pending`.
+    fn absorb(&mut self, e: Element) -> Result<(), Failure> {
+        let stanza = matches!(e.name.as_str(), "message" | "presence" | "iq");
+        let count = match (&mut self.sm, stanza) {
+            (Some(sm), true) => {
+                sm.received = sm.received.wrapping_add(1);
+                Some(sm.received)
+            }
+            _ => None,
+        };
+        match e.name.as_str() {
+            "message" => self.message(e, count),
+            "iq" => {
+                self.answer_iq(&e);
+                Ok(())
+            }
+            "r" if e.attr("xmlns") == Some(ns::SM) => {
+                if let Some(sm) = &mut self.sm {
+                    sm.ack_owed = true;
+                }
+                Ok(())
+            }
+            "a" if e.attr("xmlns") == Some(ns::SM) => {
+                let h: u32 = e.attr("h").and_then(|h| h.parse().ok()).ok_or_else(|| {
+                    Failure::new(ErrorKind::Protocol, "an XEP-0198 <a/> without a number h")
+                })?;
+                if let Some(sm) = &mut self.sm {
+                    // Wrapping comparison: tag stanza counts at or before h are acked.
+                    while let Some(&(n, tag)) = sm.tags.front() {
+                        if h.wrapping_sub(n) >= 1 << 31 {
+                            break;
+                        }
+                        sm.tags.pop_front();
+                        self.pending.push_back(Held {
+                            event: Event::Accepted { tag },
+                            stanza: None,
+                        });
+                    }
+                }
+                Ok(())
+            }
+            "error" => Err(stream::stream_error(&e)),
+            // Presence (room occupants), and anything else: nothing for the ledger.
+            _ => Ok(()),
+        }
+    }
+
+    /// A received `<message>`.
+    fn message(&mut self, e: Element, count: Option<u32>) -> Result<(), Failure> {
+        let kind = e.attr("type").unwrap_or("normal");
+        if kind == "error" {
+            let detail = format!(
+                "message to {} bounced: {}",
+                e.attr("from").unwrap_or("?"),
+                stanza_error(&e)
+            );
+            self.pending.push_back(Held {
+                event: Event::ProtocolError(Failure::new(ErrorKind::SendFailed, detail)),
+                stanza: None,
+            });
+            return Ok(());
+        }
+        let Some(body) = e.child("body").map(|b| b.text.clone()) else {
+            return Ok(());
+        };
+        if kind == "groupchat" {
+            let from = e.attr("from").unwrap_or_default();
+            let (room, nick) = from.split_once('/').unwrap_or((from, ""));
+            if nick == self.nick || nick.is_empty() {
+                return Ok(());
+            }
+            if let Some(id) = e.attr("id") {
+                let keep = (self.opts.muc_history as usize).max(1) * 2;
+                let key = format!("{nick}/{id}");
+                let seen = self.resume.rooms.entry(room.to_owned()).or_default();
+                let new = seen.insert(key, keep);
+                // History replayed on a rejoin repeats what this user already had.
+                if !new && e.child_ns("delay", ns::DELAY).is_some() {
+                    return Ok(());
+                }
+            }
+        }
+        self.pending.push_back(Held {
+            event: Event::Delivered { body },
+            stanza: count,
+        });
+        Ok(())
+    }
+
+    /// Answers an `<iq>` the server sent: a ping gets its result, any other request an
+    /// error; results and errors of our own requests need nothing.
+    fn answer_iq(&mut self, e: &Element) {
+        let kind = e.attr("type").unwrap_or_default();
+        if kind != "get" && kind != "set" {
+            return;
+        }
+        let id = escape(e.attr("id").unwrap_or_default()).into_owned();
+        let to = e
+            .attr("from")
+            .map(|f| format!(" to='{}'", escape(f)))
+            .unwrap_or_default();
+        let reply = if e.child_ns("ping", ns::PING).is_some() {
+            format!("<iq type='result' id='{id}'{to}/>")
+        } else {
+            format!(
+                "<iq type='error' id='{id}'{to}><error type='cancel'>\
+                 <service-unavailable xmlns='{}'/></error></iq>",
+                ns::STANZAS
+            )
+        };
+        self.stanza(&reply);
+    }
+
+    /// Reads one element and absorbs it. Cancel-safe.
+    async fn step(&mut self) -> Result<(), Failure> {
+        self.write().await?;
+        let e = match self.stream.next().await? {
+            Item::Element(e) => e,
+            Item::End => {
+                return Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "the server ended the stream",
+                ))
+            }
+            Item::Header(_) => {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    "a stream header in the middle of the stream",
+                ))
+            }
+        };
+        self.absorb(e)
+    }
+
+    /// Joins room `room` once; `Ok(false)`: the room is being created by someone else,
+    /// try again.
+    async fn join_once(&mut self, room: &str, history: u32) -> Result<bool, Failure> {
+        let me = format!("{room}/{}", self.nick);
+        self.stanza(&format!(
+            "<presence to='{}'><x xmlns='{}'><history maxstanzas='{history}'/></x></presence>",
+            escape(&me),
+            ns::MUC
+        ));
+        let mut configuring: Option<String> = None;
+        let (mut joined, mut subject) = (false, false);
+        loop {
+            self.write().await?;
+            let e = self.stream.element().await?;
+            let from = e.attr("from").unwrap_or_default();
+            if e.name == "presence" && from == me {
+                self.count_stanza_in();
+                if e.attr("type") == Some("error") {
+                    return match error_condition(&e) {
+                        // Locked while its creator configures it, or gone meanwhile.
+                        Some("item-not-found" | "not-allowed" | "conflict") => Ok(false),
+                        _ => Err(Failure::new(
+                            ErrorKind::Protocol,
+                            format!("joining {room} refused: {}", stanza_error(&e)),
+                        )),
+                    };
+                }
+                let codes: Vec<&str> = e
+                    .child_ns("x", ns::MUC_USER)
+                    .map(|x| {
+                        x.children
+                            .iter()
+                            .filter(|c| c.name == "status")
+                            .filter_map(|c| c.attr("code"))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if codes.contains(&"201") {
+                    // A new room, locked until configured: make it an instant room.
+                    let id = self.id("cfg");
+                    self.stanza(&format!(
+                        "<iq type='set' id='{id}' to='{}'><query xmlns='{}'>\
+                         <x xmlns='jabber:x:data' type='submit'/></query></iq>",
+                        escape(room),
+                        ns::MUC_OWNER
+                    ));
+                    configuring = Some(id);
+                }
+                joined = true;
+                continue;
+            }
+            if e.name == "iq" && configuring.is_some() && e.attr("id") == configuring.as_deref() {
+                self.count_stanza_in();
+                if e.attr("type") != Some("result") {
+                    return Err(Failure::new(
+                        ErrorKind::Protocol,
+                        format!("configuring new room {room}: {}", stanza_error(&e)),
+                    ));
+                }
+                configuring = None;
+                if joined && subject {
+                    return Ok(true);
+                }
+                continue;
+            }
+            // The subject comes last in the join sequence (after the history).
+            if e.name == "message"
+                && from == room
+                && e.child("subject").is_some()
+                && e.child("body").is_none()
+            {
+                self.count_stanza_in();
+                subject = true;
+                if joined && configuring.is_none() {
+                    return Ok(true);
+                }
+                continue;
+            }
+            self.absorb(e)?;
+        }
+    }
+
+    /// The JID of `group`'s room.
+    fn room(&self, group: &str) -> String {
+        format!(
+            "{}@{}",
+            self.opts.room.replace("{group}", group),
+            self.muc_domain
+        )
+    }
+
+    /// Counts a received stanza the driver consumed itself.
+    fn count_stanza_in(&mut self) {
+        if let Some(sm) = &mut self.sm {
+            sm.received = sm.received.wrapping_add(1);
+        }
+    }
+}
+
+impl Session for XmppSession {
+    type Resume = XmppResume;
+
+    async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        let (to, kind) = match dest {
+            Dest::User(u) => (
+                format!("{}@{}", self.username.replace("{user}", u), self.domain),
+                "chat",
+            ),
+            Dest::Group(g) => (self.room(g), "groupchat"),
+        };
+        self.stanza(&format!(
+            "<message type='{kind}' to='{}' id='m{tag}'><body>{}</body></message>",
+            escape(&to),
+            escape(body)
+        ));
+        if let Some(sm) = &mut self.sm {
+            sm.tags.push_back((sm.sent, tag));
+        }
+        if self.stream.queued() > WRITE_BATCH {
+            self.write().await?;
+        }
+        Ok(())
+    }
+
+    async fn request(&mut self, _tag: u64, _name: &'static str) -> Result<(), Failure> {
+        Err(Failure::new(
+            ErrorKind::RequestFailed,
+            "XMPP has no request/response workload",
+        ))
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), Failure> {
+        match &mut self.sm {
+            // An ack request doubles as a keep-alive the server answers.
+            Some(_) => self.stream.queue(&format!("<r xmlns='{}'/>", ns::SM)),
+            None => self.stream.queue(" "),
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Failure> {
+        self.write().await
+    }
+
+    async fn join(&mut self, group: &str) -> Result<(), Failure> {
+        let room = self.room(group);
+        if self.resumed && self.resume.rooms.contains_key(&room) {
+            return Ok(());
+        }
+        // A first join needs no history; a rejoin asks for what it may have missed.
+        let history = match self.resume.rooms.contains_key(&room) {
+            true => self.opts.muc_history,
+            false => 0,
+        };
+        self.resume.rooms.entry(room.clone()).or_default();
+        let limit = self.reply_timeout;
+        let attempts = async {
+            for _ in 0..JOIN_ATTEMPTS {
+                if self.join_once(&room, history).await? {
+                    return Ok(());
+                }
+                tokio::time::sleep(JOIN_RETRY).await;
+            }
+            Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("could not join {room} in {JOIN_ATTEMPTS} attempts"),
+            ))
+        };
+        match tokio::time::timeout(limit, attempts).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                ErrorKind::Timeout,
+                format!("joining {room}: no answer within {limit:?}"),
+            )),
+        }
+    }
+
+    async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
+        if !std::mem::take(&mut self.replaying) {
+            // A session that is already live (the final verification): presence off and
+            // on again makes the server hand over what its offline storage still holds for
+            // this user — messages it stored while the user was online, as ejabberd does
+            // when a message races the presence of a login. Rooms see the user leave; this
+            // runs only once traffic is over.
+            self.stanza("<presence type='unavailable'/>");
+            self.stanza("<presence/>");
+        }
+        let take = |s: &mut Self, out: &mut Vec<String>| {
+            let mut rest = VecDeque::with_capacity(s.pending.len());
+            for held in std::mem::take(&mut s.pending) {
+                match held.event {
+                    Event::Delivered { body } => out.push(body),
+                    _ => rest.push_back(held),
+                }
+            }
+            s.pending = rest;
+        };
+        // A ping round trip: the server has had our presence (and sent the offline
+        // messages it triggers) before it answers.
+        let id = self.id("ping");
+        self.stanza(&format!(
+            "<iq type='get' id='{id}' to='{}'><ping xmlns='{}'/></iq>",
+            escape(&self.domain),
+            ns::PING
+        ));
+        let limit = self.reply_timeout;
+        let pong = async {
+            loop {
+                self.write().await?;
+                let e = self.stream.element().await?;
+                if e.name == "iq" && e.attr("id") == Some(id.as_str()) {
+                    self.count_stanza_in();
+                    return Ok::<(), Failure>(());
+                }
+                self.absorb(e)?;
+            }
+        };
+        match tokio::time::timeout(limit, pong).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(Failure::new(
+                    ErrorKind::Timeout,
+                    format!("no answer to a ping within {limit:?}"),
+                ))
+            }
+        }
+        take(self, out);
+        let quiet = self.opts.offline_quiet;
+        let until = Instant::now() + OFFLINE_LIMIT;
+        while Instant::now() < until {
+            match tokio::time::timeout(quiet, self.step()).await {
+                Err(_) => break,
+                Ok(r) => r?,
+            }
+            take(self, out);
+        }
+        self.write().await
+    }
+
+    async fn next_event(&mut self) -> Event {
+        // The engine reads events without fetching first: what arrives is pushes.
+        self.replaying = false;
+        loop {
+            // Taken out of `pending`, a message counts as handed to the engine (`handed`).
+            if let Some(held) = self.pending.pop_front() {
+                return held.event;
+            }
+            if let Err(f) = self.step().await {
+                return Event::Closed(f);
+            }
+        }
+    }
+
+    async fn close(mut self) -> XmppResume {
+        // A clean end: the server closes the XEP-0198 session too.
+        self.resume.sm = None;
+        // Acknowledge what the engine has, then end the stream: messages that arrive
+        // meanwhile stay unacknowledged, and the server keeps them for the next login.
+        if let Some(sm) = &mut self.sm {
+            sm.ack_owed = true;
+            sm.tags.clear();
+        }
+        let wait = async {
+            self.write().await?;
+            self.stream.queue("</stream:stream>");
+            self.stream.flush().await?;
+            while !matches!(self.stream.next().await?, Item::End) {}
+            Ok::<(), Failure>(())
+        };
+        let _ = tokio::time::timeout(CLOSE_WAIT, wait).await;
+        self.resume
+    }
+
+    /// The connection is gone: keep what resuming its XEP-0198 session takes.
+    fn into_resume(mut self) -> XmppResume {
+        self.resume.sm = self.sm.as_ref().and_then(|sm| {
+            Some(SmResume {
+                id: sm.id.clone()?,
+                handed: self.handed(sm),
+            })
+        });
+        self.resume
+    }
+}

@@ -1,0 +1,195 @@
+//! One XMPP connection's transport: TCP or TLS, a write buffer, and the [`Framer`] that
+//! turns what is read into elements.
+//!
+//! Both directions are cancel-safe: a read appends to the framer's buffer and an element
+//! leaves it only once complete; a write hands the socket a slice of the buffer and drops
+//! only the bytes the socket took. So [`Stream::next`] and [`Stream::flush`] can be raced
+//! against timers without losing or repeating a byte.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::ClientConfig;
+
+use super::xml::{Element, Framer, Item};
+use crate::driver::Failure;
+use crate::metrics::ErrorKind;
+
+/// The socket under the stream.
+#[derive(Debug)]
+enum Io {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// One XMPP connection.
+#[derive(Debug)]
+pub struct Stream {
+    io: Io,
+    framer: Framer,
+    out: Vec<u8>,
+    max_body: usize,
+}
+
+impl Stream {
+    /// A stream over a connected TCP socket.
+    pub fn new(tcp: TcpStream, max_body: usize) -> Stream {
+        Stream {
+            io: Io::Tcp(tcp),
+            framer: Framer::default(),
+            out: Vec::new(),
+            max_body,
+        }
+    }
+
+    /// Runs TLS over the socket (direct TLS, or STARTTLS after `<proceed/>`); the next
+    /// element read is a new stream header.
+    pub async fn tls(self, config: Arc<ClientConfig>, domain: &str) -> Result<Stream, Failure> {
+        let Io::Tcp(tcp) = self.io else {
+            return Err(Failure::new(ErrorKind::Protocol, "TLS negotiated twice"));
+        };
+        let name = ServerName::try_from(domain.to_owned()).map_err(|e| {
+            Failure::new(ErrorKind::Other, format!("`{domain}` as a TLS name: {e}"))
+        })?;
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| crate::driver::tls::classify(&e))?;
+        Ok(Stream {
+            io: Io::Tls(Box::new(tls)),
+            framer: Framer::default(),
+            out: Vec::new(),
+            max_body: self.max_body,
+        })
+    }
+
+    /// Queues `text` for the next [`Stream::flush`].
+    pub fn queue(&mut self, text: &str) {
+        self.out.extend_from_slice(text.as_bytes());
+    }
+
+    /// Bytes queued and not written yet.
+    pub fn queued(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Expects a new stream header (after SASL success).
+    pub fn restart(&mut self) {
+        self.framer.restart();
+    }
+
+    /// Writes everything queued. Cancel-safe.
+    pub async fn flush(&mut self) -> Result<(), Failure> {
+        while !self.out.is_empty() {
+            let n = match &mut self.io {
+                Io::Tcp(s) => s.write(&self.out).await,
+                Io::Tls(s) => s.write(&self.out).await,
+            }
+            .map_err(|e| io_failure(&e))?;
+            if n == 0 {
+                return Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "the server closed the connection",
+                ));
+            }
+            self.out.drain(..n);
+        }
+        match &mut self.io {
+            Io::Tcp(_) => Ok(()),
+            Io::Tls(s) => s.flush().await.map_err(|e| io_failure(&e)),
+        }
+    }
+
+    /// The next item the server sent. Cancel-safe.
+    pub async fn next(&mut self) -> Result<Item, Failure> {
+        loop {
+            if let Some(item) = self
+                .framer
+                .next(self.max_body)
+                .map_err(|e| Failure::new(ErrorKind::Protocol, e))?
+            {
+                return Ok(item);
+            }
+            let buf = self.framer.buffer();
+            buf.reserve(READ_CHUNK);
+            let n = match &mut self.io {
+                Io::Tcp(s) => s.read_buf(buf).await,
+                Io::Tls(s) => s.read_buf(buf).await,
+            }
+            .map_err(|e| io_failure(&e))?;
+            if n == 0 {
+                return Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "the server closed the connection",
+                ));
+            }
+        }
+    }
+
+    /// The next element, the end of the stream and a stream error being failures.
+    pub async fn element(&mut self) -> Result<Element, Failure> {
+        match self.next().await? {
+            Item::Element(e) if e.name == "error" => Err(stream_error(&e)),
+            Item::Element(e) => Ok(e),
+            Item::End => Err(Failure::new(
+                ErrorKind::ClosedByPeer,
+                "the server ended the stream",
+            )),
+            Item::Header(_) => Err(Failure::new(
+                ErrorKind::Protocol,
+                "a second stream header without a restart",
+            )),
+        }
+    }
+}
+
+/// The kind of an I/O failure.
+pub fn io_failure(e: &std::io::Error) -> Failure {
+    use std::io::ErrorKind as K;
+    let kind = match e.kind() {
+        K::ConnectionRefused => ErrorKind::ConnectRefused,
+        K::TimedOut => ErrorKind::ConnectTimeout,
+        _ if e.raw_os_error() == Some(libc::EMFILE) => ErrorKind::Other,
+        _ => ErrorKind::ClosedByPeer,
+    };
+    Failure::new(kind, e.to_string())
+}
+
+/// A `<stream:error>` classified: the server closing the stream on a policy or load
+/// ground is a closed connection; a complaint about what we sent is a protocol error.
+pub fn stream_error(e: &Element) -> Failure {
+    let condition = e
+        .children
+        .iter()
+        .find(|c| c.name != "text")
+        .map_or("undefined-condition", |c| c.name.as_str());
+    let kind = match condition {
+        "not-authorized" => ErrorKind::AuthFailed,
+        "bad-format"
+        | "bad-namespace-prefix"
+        | "invalid-namespace"
+        | "invalid-xml"
+        | "not-well-formed"
+        | "restricted-xml"
+        | "unsupported-encoding"
+        | "unsupported-stanza-type"
+        | "unsupported-version"
+        | "invalid-from"
+        | "improper-addressing"
+        | "host-unknown"
+        | "unsupported-feature" => ErrorKind::Protocol,
+        _ => ErrorKind::ClosedByPeer,
+    };
+    let text = e.child("text").map(|t| t.text.as_str()).unwrap_or_default();
+    let detail = match text {
+        "" => format!("stream error: {condition}"),
+        t => format!("stream error: {condition}: {t}"),
+    };
+    Failure::new(kind, detail)
+}

@@ -1,0 +1,255 @@
+//! The XML stream of one XMPP connection: bytes in, whole top-level elements out.
+//!
+//! An XMPP stream is one XML document that never ends while the connection lives: the
+//! `<stream:stream>` root opens, then each stanza (and each SASL or stream-management
+//! element) is a complete child of it. [`Framer`] cuts that document into those children.
+//! quick-xml does the XML; this module only keeps the bytes of an element that has not
+//! fully arrived and parses it again once more bytes are in. Stanzas are small, so parsing
+//! a partial one twice costs less than keeping a parser's state across reads, and it keeps
+//! [`Framer`] a plain buffer that a cancelled read can never leave half-updated.
+//!
+//! Elements become a small tree ([`Element`]) with local names: the driver tells stream
+//! elements from stanzas by their place (top level) and name, so it needs no namespace
+//! resolution beyond the `xmlns` attribute, which is kept as an attribute.
+
+use quick_xml::errors::{Error as XmlError, SyntaxError};
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+/// One element: local name, attributes (as written, unescaped), children and text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Element {
+    /// Local name (`message`, `features`, `a`…), without a prefix.
+    pub name: String,
+    /// Attributes in document order, qualified names as written (`xmlns`, `xml:lang`).
+    pub attrs: Vec<(String, String)>,
+    /// Child elements.
+    pub children: Vec<Element>,
+    /// The text directly inside, unescaped and concatenated.
+    pub text: String,
+}
+
+impl Element {
+    /// The value of attribute `key`.
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The first child called `name`.
+    pub fn child(&self, name: &str) -> Option<&Element> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    /// The first child called `name` with namespace `ns`.
+    pub fn child_ns(&self, name: &str, ns: &str) -> Option<&Element> {
+        self.children
+            .iter()
+            .find(|c| c.name == name && c.attr("xmlns") == Some(ns))
+    }
+}
+
+/// What the stream produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// The server's `<stream:stream>` opening, with its attributes.
+    Header(Element),
+    /// A complete top-level element.
+    Element(Element),
+    /// `</stream:stream>`: the server ended the stream.
+    End,
+}
+
+/// Cuts a byte stream into [`Item`]s.
+#[derive(Debug, Default)]
+pub struct Framer {
+    buf: Vec<u8>,
+    /// The stream header has been read (cleared on a stream restart).
+    open: bool,
+}
+
+/// The longest element (or unfinished element) the framer holds on top of the largest
+/// body: past it the server is sending something no chat client would accept.
+const SLACK: usize = 64 * 1024;
+
+impl Framer {
+    /// Room for more bytes: the read appends to this buffer.
+    pub fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Expects a new stream header (after STARTTLS or SASL success).
+    pub fn restart(&mut self) {
+        self.open = false;
+        self.buf.clear();
+    }
+
+    /// The next complete item, `Ok(None)` when more bytes are needed. An error is a stream
+    /// that is not XML, or an element larger than `max_body` plus some slack.
+    pub fn next(&mut self, max_body: usize) -> Result<Option<Item>, String> {
+        let parsed = self.parse();
+        match parsed {
+            Ok(Some((item, used))) => {
+                self.buf.drain(..used);
+                if matches!(item, Item::Header(_)) {
+                    self.open = true;
+                }
+                Ok(Some(item))
+            }
+            Ok(None) if self.buf.len() > max_body + SLACK => Err(format!(
+                "an element of over {} bytes (larger than any message of this run)",
+                self.buf.len()
+            )),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Parses one item from the start of the buffer: the item and the bytes it used.
+    fn parse(&self) -> Result<Option<(Item, usize)>, String> {
+        let mut reader = Reader::from_reader(self.buf.as_slice());
+        let config = reader.config_mut();
+        config.check_end_names = false;
+        // `</stream:stream>` closes a root this reader (started after it) never saw.
+        config.allow_unmatched_ends = true;
+        let mut stack: Vec<Element> = Vec::new();
+        loop {
+            let ev = match reader.read_event() {
+                Ok(ev) => ev,
+                // The input ends inside markup: the rest has not arrived yet.
+                Err(XmlError::Syntax(
+                    SyntaxError::UnclosedTag
+                    | SyntaxError::UnclosedComment
+                    | SyntaxError::UnclosedCData
+                    | SyntaxError::UnclosedPIOrXmlDecl
+                    | SyntaxError::InvalidBangMarkup,
+                )) => return Ok(None),
+                Err(e) => return Err(format!("the stream is not well-formed XML: {e}")),
+            };
+            let used = reader.buffer_position() as usize;
+            match ev {
+                Event::Eof => return Ok(None),
+                Event::Start(s) if !self.open && stack.is_empty() => {
+                    return Ok(Some((Item::Header(element(&s)?), used)));
+                }
+                Event::Start(s) => stack.push(element(&s)?),
+                Event::Empty(s) => {
+                    let el = element(&s)?;
+                    match stack.last_mut() {
+                        Some(parent) => parent.children.push(el),
+                        None => return Ok(Some((Item::Element(el), used))),
+                    }
+                }
+                Event::End(_) => match stack.pop() {
+                    None => return Ok(Some((Item::End, used))),
+                    Some(mut el) => {
+                        el.text = unescape(&el.text)?;
+                        match stack.last_mut() {
+                            Some(parent) => parent.children.push(el),
+                            None => return Ok(Some((Item::Element(el), used))),
+                        }
+                    }
+                },
+                // Raw until the element ends: text cut by the end of the input may end in
+                // half an entity.
+                Event::Text(t) => {
+                    if let Some(el) = stack.last_mut() {
+                        el.text.push_str(&String::from_utf8_lossy(&t));
+                    }
+                }
+                Event::CData(t) => {
+                    if let Some(el) = stack.last_mut() {
+                        el.text
+                            .push_str(&quick_xml::escape::escape(String::from_utf8_lossy(&t)));
+                    }
+                }
+                // The XML declaration, comments, processing instructions, whitespace
+                // between stanzas (keep-alives): nothing to keep.
+                Event::Decl(_) | Event::Comment(_) | Event::PI(_) | Event::DocType(_) => {}
+            }
+        }
+    }
+}
+
+/// An element from its start tag.
+fn element(s: &BytesStart<'_>) -> Result<Element, String> {
+    let name = String::from_utf8_lossy(s.local_name().as_ref()).into_owned();
+    let mut attrs = Vec::new();
+    for a in s.attributes() {
+        let a = a.map_err(|e| format!("bad attribute in <{name}>: {e}"))?;
+        let value = a
+            .unescape_value()
+            .map_err(|e| format!("bad attribute in <{name}>: {e}"))?;
+        attrs.push((
+            String::from_utf8_lossy(a.key.as_ref()).into_owned(),
+            value.into_owned(),
+        ));
+    }
+    Ok(Element {
+        name,
+        attrs,
+        children: Vec::new(),
+        text: String::new(),
+    })
+}
+
+fn unescape(raw: &str) -> Result<String, String> {
+    quick_xml::escape::unescape(raw)
+        .map(|s| s.into_owned())
+        .map_err(|e| format!("bad text: {e}"))
+}
+
+/// `s` escaped for text or a quoted attribute.
+pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    quick_xml::escape::escape(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(f: &mut Framer, bytes: &str) -> Vec<Item> {
+        f.buffer().extend_from_slice(bytes.as_bytes());
+        let mut out = Vec::new();
+        while let Some(item) = f.next(1024).expect("well-formed") {
+            out.push(item);
+        }
+        out
+    }
+
+    #[test]
+    fn cuts_a_stream_into_elements_across_reads() {
+        let mut f = Framer::default();
+        let head = "<?xml version='1.0'?><stream:stream xmlns='jabber:client' \
+                    xmlns:stream='http://etherx.jabber.org/streams' id='x1' version='1.0'>";
+        let items = feed(&mut f, head);
+        assert!(matches!(&items[..], [Item::Header(h)] if h.attr("id") == Some("x1")));
+        assert!(feed(&mut f, " <message to='a'><body>1 &amp; 2 &l").is_empty());
+        let items = feed(&mut f, "t; 3</body></message><r xmlns='urn:xmpp:sm:3'/>");
+        let [Item::Element(m), Item::Element(r)] = &items[..] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(m.child("body").map(|b| b.text.as_str()), Some("1 & 2 < 3"));
+        assert_eq!(r.name, "r");
+        assert_eq!(feed(&mut f, "</stream:stream>"), vec![Item::End]);
+    }
+
+    #[test]
+    fn a_huge_element_or_bad_xml_is_an_error() {
+        let mut f = Framer {
+            open: true,
+            ..Framer::default()
+        };
+        f.buffer().extend_from_slice(b"<message>");
+        f.buffer().extend_from_slice(&vec![b'x'; 200 * 1024]);
+        assert!(f.next(1024).is_err());
+        let mut f = Framer {
+            open: true,
+            ..Framer::default()
+        };
+        f.buffer().extend_from_slice(b"<a>&bogus;</a>");
+        assert!(f.next(1024).is_err());
+    }
+}

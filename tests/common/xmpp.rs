@@ -1,0 +1,387 @@
+//! Real XMPP servers for the XMPP tests: ejabberd and Prosody from their Debian packages.
+//!
+//! [`shared`] starts one server of each kind per test binary, on a free loopback port with
+//! its data in a temp dir; tests keep apart on it by their own user and room name prefixes.
+//! [`Server::start`] starts a private one with extra configuration (a small offline limit),
+//! stopped on drop. Each server runs under a small shell watchdog that stops it and removes
+//! its temp dir once the test process is gone, so a shared server never outlives the tests.
+//! When a server is not installed the tests skip with a printed note, except under
+//! `CI=true`, where a missing server is a failure.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The longest a server may take to start (ejabberd boots an Erlang VM and Mnesia).
+const START_WAIT: Duration = Duration::from_secs(30);
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// ejabberd (Erlang).
+    Ejabberd,
+    /// Prosody (Lua).
+    Prosody,
+}
+
+impl Kind {
+    /// Both servers, for tests that run against each.
+    pub const ALL: [Kind; 2] = [Kind::Ejabberd, Kind::Prosody];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Ejabberd => "ejabberd",
+            Kind::Prosody => "prosody",
+        }
+    }
+}
+
+/// A running XMPP server on 127.0.0.1 with the domain `localhost`.
+pub struct Server {
+    /// Its c2s port on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+    watchdog: Child,
+    /// Kept for a private server: removed on drop.
+    _temp: Option<tempfile::TempDir>,
+}
+
+/// The ejabberd code directory's parent (`ERL_LIBS`), when ejabberd is installed.
+fn ejabberd_libs() -> Option<PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib/erlang/lib",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|d| {
+        std::fs::read_dir(d).is_ok_and(|mut it| {
+            it.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("ejabberd-")))
+        })
+    })
+    .filter(|_| Path::new("/usr/bin/erl").is_file())
+}
+
+/// Whether `kind` is installed; a printed note when not (a panic under `CI=true`).
+fn installed(kind: Kind) -> bool {
+    let found = match kind {
+        Kind::Ejabberd => ejabberd_libs().is_some(),
+        Kind::Prosody => Path::new("/usr/bin/prosody").is_file(),
+    };
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{} is not installed (CI=true requires it; scripts/test installs it)",
+            kind.name()
+        );
+        skip_note(kind);
+    }
+    found
+}
+
+#[allow(clippy::print_stderr)]
+fn skip_note(kind: Kind) {
+    eprintln!(
+        "note: skipping an XMPP test: {} is not installed",
+        kind.name()
+    );
+}
+
+/// A free TCP port on 127.0.0.1.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// The shared server of `kind` for this test binary (`None`: not installed).
+pub fn shared(kind: Kind) -> Option<&'static Server> {
+    static EJABBERD: OnceLock<Option<Server>> = OnceLock::new();
+    static PROSODY: OnceLock<Option<Server>> = OnceLock::new();
+    let cell = match kind {
+        Kind::Ejabberd => &EJABBERD,
+        Kind::Prosody => &PROSODY,
+    };
+    cell.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir").keep();
+        Server::launch(kind, "", dir, None)
+    })
+    .as_ref()
+}
+
+impl Server {
+    /// A private server of `kind` with `extra` configuration (ejabberd: YAML lines inside
+    /// `mod_offline`; Prosody: Lua lines in the global section). Stopped on drop.
+    pub fn start(kind: Kind, extra: &str) -> Option<Server> {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        Server::launch(kind, extra, dir, Some(temp))
+    }
+
+    fn launch(
+        kind: Kind,
+        extra: &str,
+        dir: PathBuf,
+        temp: Option<tempfile::TempDir>,
+    ) -> Option<Server> {
+        if !installed(kind) {
+            return None;
+        }
+        let port = free_port();
+        let command = match kind {
+            Kind::Ejabberd => ejabberd(&dir, port, extra)?,
+            Kind::Prosody => prosody(&dir, port, extra),
+        };
+        // The watchdog: runs the server, stops it when this test process is gone, and
+        // removes a shared server's directory (a private one is removed by its TempDir).
+        let cleanup = if temp.is_none() { "rm -rf \"$D\"" } else { "" };
+        let script = format!(
+            "D='{}'; cd \"$D\" || exit 1; {command} > server.out 2>&1 & s=$!; \
+             echo $s > server.pid; \
+             while kill -0 {parent} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 0.5; done; \
+             kill $s 2>/dev/null; wait $s; {cleanup}",
+            dir.display(),
+            parent = std::process::id(),
+        );
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the server's watchdog shell");
+        let mut server = Server {
+            port,
+            dir,
+            watchdog,
+            _temp: temp,
+        };
+        let deadline = Instant::now() + START_WAIT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = server.watchdog.try_wait() {
+                panic!("{} exited ({status}): {}", kind.name(), server.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not listen within {START_WAIT:?}: {}",
+                kind.name(),
+                server.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(server)
+    }
+
+    /// `xmpp://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("xmpp://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's output and log so far.
+    pub fn log(&self) -> String {
+        ["server.out", "server.log"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(self.dir.join(f)).ok())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("server.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// The shell command running ejabberd in `dir`: the Erlang VM directly (no `ejabberdctl`,
+/// whose `su` to the ejabberd user and distributed node name do not suit a test), with
+/// enough ports and file descriptors for a few thousand connections.
+fn ejabberd(dir: &Path, port: u16, offline: &str) -> Option<String> {
+    let libs = ejabberd_libs()?;
+    let offline = match offline {
+        "" => "max_user_offline_messages: 100000".to_owned(),
+        extra => extra.to_owned(),
+    };
+    let config = format!(
+        r#"hosts: ["localhost"]
+loglevel: info
+listen:
+  -
+    port: {port}
+    ip: "127.0.0.1"
+    module: ejabberd_c2s
+    max_stanza_size: 1048576
+    backlog: 4096
+registration_timeout: infinity
+access_rules:
+  register:
+    allow: all
+shaper_rules:
+  {offline}
+  max_user_sessions: 10
+modules:
+  mod_disco: {{}}
+  mod_ping: {{}}
+  mod_register:
+    access: register
+    ip_access: all
+  mod_offline:
+    access_max_user_messages: max_user_offline_messages
+  # Messages unacknowledged when a session ends go to offline storage, not back to
+  # their sender as errors (ejabberd's default).
+  mod_stream_mgmt:
+    resend_on_timeout: if_offline
+  mod_muc:
+    host: "conference.@HOST@"
+    access_create: all
+    history_size: 20
+    max_users: 10000
+    max_users_presence: 10000
+"#
+    );
+    std::fs::write(dir.join("ejabberd.yml"), config).expect("write ejabberd.yml");
+    std::fs::create_dir_all(dir.join("spool")).expect("spool dir");
+    Some(format!(
+        "ulimit -n $(ulimit -Hn); ERL_LIBS='{}' EJABBERD_CONFIG_PATH=\"$D/ejabberd.yml\" \
+         EJABBERD_LOG_PATH=\"$D/server.log\" ERL_MAX_PORTS=65536 \
+         erl -noinput -noshell +P 1000000 -mnesia dir '\"'\"$D/spool\"'\"' -s ejabberd",
+        libs.display()
+    ))
+}
+
+/// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
+/// tests (root included). It logs at debug level: that is where it says it resumed a
+/// session.
+fn prosody(dir: &Path, port: u16, extra: &str) -> String {
+    let d = dir.display();
+    let config = format!(
+        r#"run_as_root = true
+pidfile = "{d}/prosody.pid"
+data_path = "{d}/data"
+log = {{ debug = "{d}/server.log"; }}
+interfaces = {{ "127.0.0.1" }}
+c2s_ports = {{ {port} }}
+c2s_interfaces = {{ "127.0.0.1" }}
+s2s_ports = {{}}
+http_ports = {{}}
+https_ports = {{}}
+c2s_require_encryption = false
+allow_unencrypted_plain_auth = true
+allow_registration = true
+min_seconds_between_registrations = 0
+authentication = "internal_hashed"
+storage = "internal"
+limits = {{ c2s = {{ rate = "100mb/s"; }}; }}
+modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix" }}
+{extra}
+VirtualHost "localhost"
+Component "conference.localhost" "muc"
+  muc_room_locking = false
+  max_history_messages = 20
+"#
+    );
+    std::fs::write(dir.join("prosody.cfg.lua"), config).expect("write prosody.cfg.lua");
+    std::fs::create_dir_all(dir.join("data")).expect("data dir");
+    "exec prosody -F --config \"$D/prosody.cfg.lua\"".to_owned()
+}
+
+/// A scenario against `server`: users `{prefix}-{user}` (registered in band), rooms
+/// `{prefix}-{group}`, `xmpp` more `[target.xmpp]` lines, then `rest` (population,
+/// traffic, checks).
+pub fn scenario(server: &Server, prefix: &str, xmpp: &str, rest: &str) -> String {
+    format!(
+        r#"name = "xmpp-{prefix}"
+drain = "3s"
+
+[target]
+driver = "xmpp"
+url = "{url}"
+connect_timeout = "20s"
+
+[target.auth]
+username = "{prefix}-{{user}}"
+password = "pw-{{user}}"
+
+[target.xmpp]
+domain = "localhost"
+register = true
+room = "{prefix}-{{group}}"
+{xmpp}
+
+{rest}
+"#,
+        url = server.url()
+    )
+}
+
+/// A TCP proxy in front of a server that can cut every connection through it at once,
+/// without a clean close on either side: the network failing under a chat client.
+pub struct CutProxy {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    state: std::sync::Arc<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    /// Both sockets of every live connection.
+    live: std::sync::Mutex<Vec<(std::net::TcpStream, std::net::TcpStream)>>,
+    accepted: std::sync::atomic::AtomicUsize,
+}
+
+impl CutProxy {
+    /// A proxy to `127.0.0.1:upstream`; it runs until the test process ends.
+    pub fn start(upstream: u16) -> CutProxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("proxy addr").port();
+        let state = std::sync::Arc::new(ProxyState::default());
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let pipes = (client.try_clone(), server.try_clone());
+                let (Ok(c2), Ok(s2)) = pipes else { continue };
+                let (Ok(c3), Ok(s3)) = (client.try_clone(), server.try_clone()) else {
+                    continue;
+                };
+                shared.live.lock().expect("proxy lock").push((c3, s3));
+                shared.accepted.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || pipe(client, s2));
+                std::thread::spawn(move || pipe(server, c2));
+            }
+        });
+        CutProxy { port, state }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.state
+            .accepted
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Cuts every live connection; returns how many.
+    pub fn cut_all(&self) -> usize {
+        let live = std::mem::take(&mut *self.state.live.lock().expect("proxy lock"));
+        for (c, s) in &live {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        live.len()
+    }
+}
+
+/// Copies `from` to `to` until either side ends.
+fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
+    let _ = std::io::copy(&mut from, &mut to);
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}

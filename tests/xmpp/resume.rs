@@ -1,0 +1,88 @@
+//! XEP-0198 resumption: users whose TCP connections are cut mid-run resume their sessions,
+//! and the ledger shows nothing lost or duplicated across the cut.
+
+use std::time::{Duration, Instant};
+
+use msgstorm::metrics::Counter;
+
+use crate::common::mosquitto::run_msgstorm;
+use crate::common::xmpp::{scenario, shared, CutProxy, Kind};
+
+/// The longest one run may take.
+const LIMIT: Duration = Duration::from_secs(90);
+/// Users of the run.
+const USERS: usize = 12;
+
+fn connections_cut_mid_run_resume_without_loss(kind: Kind, prefix: &str) {
+    let Some(server) = shared(kind) else {
+        return;
+    };
+    let proxy = CutProxy::start(server.port);
+    let rest = format!(
+        r#"[population]
+users = {USERS}
+login_rate = 500
+
+[[traffic]]
+kind = "direct"
+senders = 6
+receivers = 6
+duration = "6s"
+interval = "50ms"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+max_reordered = 0
+"#
+    );
+    let text = scenario(server, prefix, "", &rest)
+        .replace(&server.url(), &format!("xmpp://127.0.0.1:{}", proxy.port));
+    // Once every user has connected (after msgstorm's reachability probe), logins finish
+    // and traffic flows for 6 s: cut everything in the middle of it.
+    let cutter = std::thread::spawn(move || {
+        let deadline = Instant::now() + LIMIT;
+        while proxy.accepted() < USERS + 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(3500));
+        proxy.cut_all()
+    });
+    let run = run_msgstorm(&text, &[], LIMIT);
+    let cut = cutter.join().expect("the cutter thread");
+    assert!(cut >= USERS, "every user's connection was cut: {cut}");
+    assert_eq!(
+        run.code,
+        0,
+        "{}{}\n{}",
+        run.stdout,
+        run.stderr,
+        server.log()
+    );
+    let a = run.artifact.expect("result.json");
+    let d = a.ledger.summary();
+    assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");
+    assert!(d.delivered > 0, "{d:?}");
+    assert!(
+        a.metrics.count(Counter::LoginOk) > USERS as u64,
+        "users logged in again after the cut: {}",
+        run.stdout
+    );
+    // Every cut session came back by resumption, not by a new login.
+    let marker = match kind {
+        Kind::Ejabberd => format!("Resumed session for {prefix}-"),
+        Kind::Prosody => "mod_smacks session resumed from".to_owned(),
+    };
+    let resumed = server.log().matches(&marker).count();
+    assert!(resumed >= USERS, "{resumed} sessions resumed");
+}
+
+#[test]
+fn ejabberd_sessions_cut_mid_run_resume_without_loss() {
+    connections_cut_mid_run_resume_without_loss(Kind::Ejabberd, "r-cut");
+}
+
+#[test]
+fn prosody_sessions_cut_mid_run_resume_without_loss() {
+    connections_cut_mid_run_resume_without_loss(Kind::Prosody, "r-cut");
+}

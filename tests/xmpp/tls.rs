@@ -1,0 +1,117 @@
+//! TLS on XMPP: STARTTLS on the c2s port and direct TLS (`xmpps://`), through Prosody,
+//! trusting a test CA given as `ca_file`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::mosquitto::{required, run_msgstorm};
+use crate::common::xmpp::{scenario, Kind, Server};
+
+/// The longest one run may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Makes a CA and a certificate for `localhost` signed by it in `dir`.
+fn make_certs(openssl: &Path, dir: &Path) {
+    let run = |line: &str| {
+        let out = Command::new(openssl)
+            .args(line.split(' '))
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "openssl {line}: {out:?}");
+    };
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    run(&format!(
+        "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca"
+    ));
+    run(&format!(
+        "req {ec} -keyout server.key -out server.csr -subj /CN=localhost"
+    ));
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:localhost\n").expect("ext file");
+    run(
+        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out localhost.crt \
+         -days 2 -extfile ext.cnf",
+    );
+    // Prosody finds a host's certificate by name in its `certificates` directory.
+    std::fs::rename(dir.join("server.key"), dir.join("localhost.key")).expect("rename key");
+}
+
+/// A little 1:1 traffic, every message checked.
+const SMALL: &str = r#"[population]
+users = 6
+
+[[traffic]]
+kind = "direct"
+senders = 2
+receivers = 4
+messages = 5
+interval = "10ms"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+"#;
+
+#[test]
+fn starttls_and_direct_tls_deliver_everything() {
+    let Some(openssl) = required("openssl") else {
+        return;
+    };
+    let certs = tempfile::tempdir().expect("temp dir");
+    make_certs(&openssl, certs.path());
+    let direct = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let d = certs.path().display();
+    let extra = format!("certificates = \"{d}\"\nc2s_direct_tls_ports = {{ {direct} }}");
+    let Some(server) = Server::start(Kind::Prosody, &extra) else {
+        return;
+    };
+    let ca = format!("ca_file = \"{d}/ca.pem\"");
+    let starttls = scenario(
+        &server,
+        "t-start",
+        &format!("tls = \"starttls\"\n{ca}"),
+        SMALL,
+    );
+    let run = run_msgstorm(&starttls, &[], LIMIT);
+    assert_eq!(
+        run.code,
+        0,
+        "{}{}\n{}",
+        run.stdout,
+        run.stderr,
+        server.log()
+    );
+    let s = run.artifact.expect("result.json").ledger.summary();
+    assert_eq!((s.delivered, s.lost), (s.expected, 0), "{s:?}");
+    assert!(s.expected > 0, "{s:?}");
+
+    let xmpps = scenario(&server, "t-direct", &ca, SMALL)
+        .replace(&server.url(), &format!("xmpps://127.0.0.1:{direct}"));
+    let run = run_msgstorm(&xmpps, &[], LIMIT);
+    assert_eq!(
+        run.code,
+        0,
+        "{}{}\n{}",
+        run.stdout,
+        run.stderr,
+        server.log()
+    );
+    let s = run.artifact.expect("result.json").ledger.summary();
+    assert_eq!((s.delivered, s.lost), (s.expected, 0), "{s:?}");
+
+    // Trusting another certificate than the CA: the handshake fails, no login.
+    let wrong = format!("tls = \"starttls\"\nca_file = \"{d}/localhost.crt\"");
+    let untrusted = scenario(&server, "t-bad", &wrong, SMALL);
+    let run = run_msgstorm(&untrusted, &[], LIMIT);
+    assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("TLS handshake"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("| tls "),
+        "classified as kind tls: {}",
+        run.stdout
+    );
+}
