@@ -35,6 +35,7 @@ pub mod mqtt;
 pub mod native;
 mod registry;
 pub mod ws;
+pub mod ws_json;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -160,6 +161,9 @@ pub struct Config {
     pub max_body: usize,
     /// The run id (for client ids that must not collide across runs).
     pub run_id: u32,
+    /// The traffic kinds of the scenario (a driver configured per kind, like `ws-json`,
+    /// checks that each has what it needs).
+    pub kinds: Vec<&'static str>,
     /// The driver's own `[target.<name>]` table.
     pub options: toml::Table,
 }

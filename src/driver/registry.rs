@@ -63,6 +63,7 @@ drivers! {
     #[cfg(feature = "mqtt")]
     super::mqtt::MqttDriver,
     super::loopback::LoopbackDriver,
+    super::ws_json::WsJsonDriver,
 }
 
 /// Every built-in driver's spec, in registry order.
