@@ -49,3 +49,6 @@ mod cli_report;
 mod cli_shards;
 #[path = "cli/signals.rs"]
 mod cli_signals;
+
+#[path = "ws_json/native.rs"]
+mod ws_json_native;
