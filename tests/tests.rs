@@ -52,3 +52,5 @@ mod cli_signals;
 
 #[path = "ws_json/native.rs"]
 mod ws_json_native;
+#[path = "ws_json/options.rs"]
+mod ws_json_options;
