@@ -50,6 +50,8 @@ mod cli_shards;
 #[path = "cli/signals.rs"]
 mod cli_signals;
 
+#[path = "ws_json/centrifuge.rs"]
+mod ws_json_centrifuge;
 #[path = "ws_json/native.rs"]
 mod ws_json_native;
 #[path = "ws_json/options.rs"]

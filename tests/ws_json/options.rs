@@ -31,7 +31,10 @@ async fn refused(text: &str, line: usize, key: &str, msg: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_scenario_is_valid() {
     let work = Work::new();
-    let file = work.write("s.toml", include_str!("../../scenarios/ws-json-native.toml"));
+    let file = work.write(
+        "s.toml",
+        include_str!("../../scenarios/ws-json-native.toml"),
+    );
     msgstorm(&["validate", &file.display().to_string()])
         .await
         .expect_code(0);
@@ -93,7 +96,10 @@ async fn paths_that_cannot_match_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn templates_the_traffic_needs_are_required() {
-    let text = edited("group = '{\"type\":\"send\"", "groupx = '{\"type\":\"send\"");
+    let text = edited(
+        "group = '{\"type\":\"send\"",
+        "groupx = '{\"type\":\"send\"",
+    );
     refused(
         &text,
         line_of(&text, "groupx = "),
