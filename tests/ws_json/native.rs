@@ -159,3 +159,37 @@ async fn ws_json_counts_injected_faults_exactly_as_native_does() {
     assert!(w.reordered > 0, "{w:?}");
     assert_eq!(counts(&n), counts(&w), "native {n:?}\nws-json {w:?}");
 }
+
+/// Frames no rule matches are counted as protocol errors with the frame as the example,
+/// and the run goes on: here the server's `pong`s once the `ignore` rule is taken out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmatched_frames_are_counted_with_examples() {
+    let work = Work::new();
+    let server = start(config()).await;
+    let text = scenario("ws-json", &server, ONE_TO_MANY)
+        .replace(
+            "[[target.ws-json.ignore]]\nwhen = { type = \"pong\" }\n",
+            "",
+        )
+        .replacen("[target]\n", "[target]\nheartbeat = \"100ms\"\n", 1);
+    assert!(!text.contains("ignore"), "{text}");
+    let (ran, artifact) = run_text(&work, &text).await;
+    server.shutdown().await.expect("server stops");
+    ran.expect_code(0);
+    let d = artifact.ledger.summary();
+    assert_eq!((d.delivered, d.lost), (d.expected, 0), "{d:?}");
+    let (kind, count, examples) = artifact
+        .metrics
+        .errors()
+        .next()
+        .unwrap_or_else(|| panic!("no errors counted\n{ran}"));
+    assert_eq!(kind.name(), "protocol");
+    assert!(count > 0);
+    assert!(
+        examples
+            .iter()
+            .all(|e| e.starts_with("unmatched frame: {\"type\":\"pong\"")),
+        "{examples:?}"
+    );
+    assert!(ran.stdout.contains("unmatched frame"), "{ran}");
+}
