@@ -145,3 +145,24 @@ async fn late_users_need_the_sync_tables() {
     )
     .await;
 }
+
+/// The OpenIM-style example of `docs/drivers/ws-json.md` is a valid description.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openim_example_in_the_docs_is_valid() {
+    let doc = include_str!("../../docs/drivers/ws-json.md");
+    let start = doc
+        .find("```toml\n[target]\ndriver = \"ws-json\"\nurl = \"ws://im-gateway")
+        .expect("the OpenIM example");
+    let block = &doc[start + "```toml\n".len()..];
+    let block = &block[..block.find("```").expect("end of the example")];
+    let text = format!(
+        "{block}\n[population]\nusers = 10\n\n[[traffic]]\nkind = \"direct\"\nsenders = 2\n\
+         receivers = 2\nrate = 10\nduration = \"1s\"\n\n[[traffic]]\nkind = \"group\"\n\
+         groups = 1\ngroup_size = 3\nsenders_per_group = 1\nrate = 1\nduration = \"1s\"\n"
+    );
+    let work = Work::new();
+    let file = work.write("openim.toml", &text);
+    msgstorm(&["validate", &file.display().to_string()])
+        .await
+        .expect_code(0);
+}
