@@ -56,3 +56,7 @@ mod ws_json_centrifuge;
 mod ws_json_native;
 #[path = "ws_json/options.rs"]
 mod ws_json_options;
+#[path = "ws_json/peer.rs"]
+mod ws_json_peer;
+#[path = "ws_json/socketcluster.rs"]
+mod ws_json_socketcluster;

@@ -157,11 +157,10 @@ impl WsJsonDriver {
                         s.st.unread.push_back(doc.to_owned());
                         continue;
                     }
+                    // Frames that are not JSON (a ping of some protocols) are judged later.
                     let Ok(root) = path::parse(doc) else {
-                        return Err(Failure::new(
-                            ErrorKind::Protocol,
-                            format!("login: unreadable reply: {}", clip(doc)),
-                        ));
+                        s.st.unread.push_back(doc.to_owned());
+                        continue;
                     };
                     if ok.matches(doc, root) {
                         outcome = Some(Ok(()));
@@ -250,6 +249,17 @@ impl State {
 
     /// Judges one document: queues the event it is (if any).
     fn judge(&mut self, opts: &Options, doc: &str) {
+        if opts
+            .ping
+            .as_ref()
+            .is_some_and(|p| p.matcher.matches_text(doc))
+        {
+            self.pongs_owed += 1;
+            return;
+        }
+        if opts.ignore.iter().any(|m| m.matches_text(doc)) {
+            return;
+        }
         let root = match path::parse(doc) {
             Ok(root) => root,
             Err(e) => {
@@ -341,12 +351,14 @@ fn text_of(v: &RawValue) -> String {
     }
 }
 
-/// The JSON documents of a text frame: the frame, or its non-empty lines.
+/// The documents of a text frame: the frame (even empty: a ping of some protocols), or its
+/// non-empty lines.
 fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
     let sep = if lines { '\n' } else { '\0' };
     // Without `lines` the frame is one document: a raw NUL cannot occur in JSON text, so
     // splitting on it yields the frame whole.
-    text.split(sep).filter(|d| !d.trim().is_empty())
+    text.split(sep)
+        .filter(move |d| !lines || !d.trim().is_empty())
 }
 
 /// The next text frame, answering nothing and skipping WebSocket control frames.

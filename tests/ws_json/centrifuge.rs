@@ -5,100 +5,34 @@
 //! history — and a history smaller than what an offline user missed is loss, counted
 //! exactly.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
 use msgstorm::artifact::Artifact;
 use msgstorm::ledger::Delivery;
 
 use crate::common::run::{run_text, Ran, Work};
+use crate::ws_json_peer::{installed, repo, Peer};
 
-/// The server binary `scripts/test` builds.
-fn binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/peers/centrifuge-chat")
-}
-
-/// A running Centrifuge chat server on a free loopback port; killed on drop.
-struct Centrifuge {
-    child: Child,
-    addr: String,
-}
-
-impl Centrifuge {
-    /// Starts the server keeping `history` publications per channel. `None` after a printed
-    /// note when it is not built (a panic under `CI=true`).
-    fn start(history: u32) -> Option<Centrifuge> {
-        let bin = binary();
-        if !bin.is_file() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{} is missing (CI=true requires it; scripts/test builds it)",
-                bin.display()
-            );
-            skip_note(&bin);
-            return None;
-        }
-        let mut child = Command::new(&bin)
-            .args(["-listen", "127.0.0.1:0", "-history", &history.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the Centrifuge server");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let mut server = Centrifuge {
-            child,
-            addr: String::new(),
-        };
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the Centrifuge server says where it listens");
-        server.addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Some(server)
-    }
-
-    fn url(&self) -> String {
-        format!("ws://{}/connection/websocket", self.addr)
-    }
-}
-
-impl Drop for Centrifuge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[allow(clippy::print_stderr)]
-fn skip_note(bin: &std::path::Path) {
-    eprintln!(
-        "note: skipping a Centrifuge test: {} is not built (scripts/test builds it)",
-        bin.display()
-    );
+/// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
+/// not built (see [`installed`]).
+fn start(history: u32) -> Option<Peer> {
+    let bin = repo("target/peers/centrifuge-chat");
+    installed("Centrifuge", &bin).then(|| {
+        Peer::start(
+            &bin,
+            &["-listen", "127.0.0.1:0", "-history", &history.to_string()],
+        )
+    })
 }
 
 /// The shipped scenario's head and target aimed at `server`, then `body`.
-fn scenario(server: &Centrifuge, body: &str) -> String {
+fn scenario(server: &Peer, body: &str) -> String {
     let text = include_str!("../../scenarios/ws-json-centrifuge.toml");
     let head = &text[..text.find("[population]").expect("population")];
-    let head = head.replace("ws://127.0.0.1:8000/connection/websocket", &server.url());
+    let url = format!("ws://{}/connection/websocket", server.addr);
+    let head = head.replace("ws://127.0.0.1:8000/connection/websocket", &url);
     format!("{head}\n{body}")
 }
 
-async fn run(server: &Centrifuge, body: &str) -> (Ran, Artifact, Delivery) {
+async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
     let work = Work::new();
     let (ran, artifact) = run_text(&work, &scenario(server, body)).await;
     let d = artifact.ledger.summary();
@@ -107,7 +41,7 @@ async fn run(server: &Centrifuge, body: &str) -> (Ran, Artifact, Delivery) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn centrifuge_chat_with_late_users_loses_nothing() {
-    let Some(server) = Centrifuge::start(1000) else {
+    let Some(server) = start(1000) else {
         return;
     };
     let (ran, artifact, d) = run(
@@ -165,7 +99,7 @@ max_reordered = 0
 /// server's history keeps the last 5, so exactly 15 per receiver are lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn centrifuge_history_limit_is_loss_counted_exactly() {
-    let Some(server) = Centrifuge::start(5) else {
+    let Some(server) = start(5) else {
         return;
     };
     let (ran, _, d) = run(

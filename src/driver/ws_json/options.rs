@@ -313,9 +313,6 @@ impl<'a> Table<'a> {
             }
         }
         if let Some(text) = self.str("text")? {
-            if let Err(e) = super::path::parse(text) {
-                return Err(self.bad("text", format!("is not a JSON frame ({e})")));
-            }
             m.text = Some(text.trim().to_owned());
         }
         Ok(m)
@@ -402,8 +399,11 @@ impl Options {
                 t.keys_with(&["reply"])?;
                 Some(PingRule {
                     matcher: t.some_matcher()?,
+                    // Any text: some protocols ping and pong outside JSON (`#1`, an empty frame).
                     reply: t
-                        .template("reply", PLAIN_VARS)?
+                        .str("reply")?
+                        .map(|s| Template::parse_text(s, PLAIN_VARS).map_err(|e| t.bad("reply", e)))
+                        .transpose()?
                         .ok_or_else(|| t.bad("reply", "is required: the frame that answers"))?,
                 })
             }

@@ -300,6 +300,12 @@ impl Matcher {
         self.when.is_empty() && self.has.is_empty() && self.text.is_none()
     }
 
+    /// Whether this matcher has only a `text` condition and `text` is it: such rules apply
+    /// to frames that are not JSON too (`#1`, an empty frame).
+    pub fn matches_text(&self, text: &str) -> bool {
+        self.when.is_empty() && self.has.is_empty() && self.text.as_deref() == Some(text.trim())
+    }
+
     /// Whether the frame `text`, parsed as `root`, matches.
     pub fn matches(&self, text: &str, root: &RawValue) -> bool {
         self.text.as_deref().is_none_or(|t| t == text.trim())
