@@ -591,20 +591,19 @@ impl Session for WsJsonSession {
     }
 
     async fn heartbeat(&mut self) -> Result<(), Failure> {
-        let opts = Arc::clone(&self.opts);
-        match &opts.heartbeat {
+        let msg = match &self.opts.heartbeat {
             Some(t) => {
-                let id = self.st.next_id();
-                let user = self.st.user.clone();
+                let req_id = self.st.next_id();
                 let vals = Values {
-                    user: &user,
-                    req_id: id,
+                    user: &self.st.user,
+                    req_id,
                     ..Values::default()
                 };
-                self.write(t, &vals).await
+                Message::text(t.fill(&vals, now_ms()))
             }
-            None => self.ws.write(Message::Ping(Default::default())).await,
-        }
+            None => Message::Ping(Default::default()),
+        };
+        self.ws.write(msg).await
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
