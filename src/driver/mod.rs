@@ -23,7 +23,9 @@
 //! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) |
 //! | close | WebSocket close | DISCONNECT | WebSocket close |
 //!
-//! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`.
+//! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`. `ws-json` maps each
+//! operation onto a frame template and matching rules given in the scenario:
+//! `docs/drivers/ws-json.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
