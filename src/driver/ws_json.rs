@@ -754,3 +754,86 @@ impl Session for WsJsonSession {
         self.st.cursors
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> Options {
+        let text = include_str!("../../scenarios/ws-json-native.toml");
+        let root: toml::Table = toml::from_str(text).expect("scenario");
+        let table = root["target"]["ws-json"]
+            .as_table()
+            .expect("ws-json")
+            .clone();
+        Options::parse(&table, &["direct", "group"]).expect("options")
+    }
+
+    fn state() -> State {
+        State {
+            user: "me".to_owned(),
+            next_id: 0,
+            pending: VecDeque::from([(7, 70), (8, 80)]),
+            unread: VecDeque::new(),
+            ready: VecDeque::new(),
+            cursors: Cursors::default(),
+            groups: Vec::new(),
+            pongs_owed: 0,
+        }
+    }
+
+    fn judged(st: &mut State, opts: &Options, doc: &str) -> Option<String> {
+        st.judge(opts, doc);
+        st.ready.pop_front().map(|ev| format!("{ev:?}"))
+    }
+
+    #[test]
+    fn frames_become_events_by_their_rules() {
+        let opts = options();
+        let mut st = state();
+        let ack = r#"{"type":"ack","ref":8,"conv":"d:a:me","seq":1,"ts":0}"#;
+        assert_eq!(
+            judged(&mut st, &opts, ack).as_deref(),
+            Some("Accepted { tag: 80 }")
+        );
+        let refused = r#"{"type":"error","ref":7,"code":"x","message":"too big","fatal":false}"#;
+        let ev = judged(&mut st, &opts, refused).expect("event");
+        assert!(
+            ev.starts_with("Refused { tag: 70") && ev.contains("too big"),
+            "{ev}"
+        );
+        let msg = |seq: u64, from: &str| {
+            format!(
+                r#"{{"type":"msg","conv":"d:a:me","seq":{seq},"from":"{from}","body":"b{seq}","ts":0}}"#
+            )
+        };
+        // Seq 1 was the user's own message (acked): a push of it is not new.
+        assert_eq!(
+            judged(&mut st, &opts, &msg(2, "a")).as_deref(),
+            Some(r#"Delivered { body: "b2" }"#)
+        );
+        assert_eq!(
+            judged(&mut st, &opts, &msg(2, "a")).as_deref(),
+            Some(r#"Delivered { body: "b2" }"#),
+            "a server duplicate is passed on"
+        );
+        assert_eq!(
+            judged(&mut st, &opts, &msg(3, "me")),
+            None,
+            "own messages are no deliveries"
+        );
+        assert_eq!(judged(&mut st, &opts, r#"{"type":"pong","ts":1}"#), None);
+        for odd in [
+            "",
+            "not json",
+            "[1,2]",
+            "7",
+            r#"{"type":"ack","ref":99}"#,
+            r#"{"type":{"deep":[[[]]]}}"#,
+        ] {
+            let ev = judged(&mut st, &opts, odd).unwrap_or_else(|| panic!("{odd:?} gave nothing"));
+            assert!(ev.starts_with("ProtocolError"), "{odd:?}: {ev}");
+        }
+        assert!(st.pending.is_empty());
+    }
+}
