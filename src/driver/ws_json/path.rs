@@ -69,11 +69,6 @@ impl Path {
         })
     }
 
-    /// The path as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
     /// Calls `f` with the value at this path in `root` (`None` when it is not there).
     pub fn with<R>(&self, root: &RawValue, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
         walk(root, &self.segs, f)

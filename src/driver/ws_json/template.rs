@@ -187,11 +187,6 @@ impl Template {
         Ok(Template { segs, lit_len })
     }
 
-    /// Whether the template names `var`.
-    pub fn uses(&self, var: Var) -> bool {
-        self.segs.contains(&Seg::Var(var))
-    }
-
     /// The filled template, in a string of the right size.
     pub fn fill(&self, v: &Values<'_>, now_ms: u64) -> String {
         let mut out = String::with_capacity(self.lit_len + v.body.len() + 48);
@@ -266,7 +261,6 @@ mod tests {
             SEND,
         )
         .expect("template");
-        assert!(t.uses(Var::Body) && !t.uses(Var::User));
         let v = Values {
             req_id: 7,
             to: "bob",
