@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Options, NAME};
-use self::path::as_str;
+use self::path::{as_str, Doc, Frame};
 use self::template::{Template, Values};
 use super::native::{Cursors, Push};
 use super::ws::{classify, Dialer, Ws};
@@ -195,7 +195,7 @@ impl WsJsonDriver {
 
 impl Options {
     /// The reason of `doc` when it is an error frame.
-    fn error_reason(&self, doc: &str, root: &RawValue) -> Option<String> {
+    fn error_reason<D: Doc + ?Sized>(&self, doc: &str, root: &D) -> Option<String> {
         let rule = self.error.as_ref()?;
         if !rule.matcher.matches(doc, root) {
             return None;
@@ -269,8 +269,9 @@ impl State {
                 )))
             }
         };
-        let id = || opts.reply_id.as_ref().and_then(|p| p.u64(root));
-        if let Some(reason) = opts.error_reason(doc, root) {
+        let frame = &Frame::new(root, &opts.index);
+        let id = || opts.reply_id.as_ref().and_then(|p| p.u64(frame));
+        if let Some(reason) = opts.error_reason(doc, frame) {
             let ev = match id().and_then(|id| self.take_pending(id)) {
                 Some(tag) => Event::Refused {
                     tag,
@@ -283,12 +284,12 @@ impl State {
             };
             return self.ready.push_back(ev);
         }
-        if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, root)) {
+        if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, frame)) {
             if let Some(tag) = id().and_then(|id| self.take_pending(id)) {
                 if let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) {
-                    if let Some(seq) = seq.u64(root) {
+                    if let Some(seq) = seq.u64(frame) {
                         let cursors = &mut self.cursors;
-                        conv.with(root, |v| {
+                        conv.with(frame, |v| {
                             if let Some(c) = v.and_then(as_str) {
                                 cursors.with(&c, |s| s.mark(seq));
                             }
@@ -298,15 +299,17 @@ impl State {
                 return self.ready.push_back(Event::Accepted { tag });
             }
         }
-        if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, root)) {
+        if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, frame)) {
             let own = push.from.as_ref().is_some_and(|from| {
-                from.with(root, |v| v.and_then(as_str).is_some_and(|f| f == self.user))
+                from.with(frame, |v| {
+                    v.and_then(as_str).is_some_and(|f| f == self.user)
+                })
             });
             let mut kind = Push::New;
             if let (Some(conv), Some(seq)) = (&push.conv, &push.seq) {
                 let cursors = &mut self.cursors;
-                if let Some(seq) = seq.u64(root) {
-                    conv.with(root, |v| {
+                if let Some(seq) = seq.u64(frame) {
+                    conv.with(frame, |v| {
                         if let Some(c) = v.and_then(as_str) {
                             kind = cursors.with(&c, |s| s.push(seq));
                         }
@@ -316,7 +319,7 @@ impl State {
             if own || kind == Push::Synced {
                 return;
             }
-            let ev = match push.body.with(root, |v| v.map(text_of)) {
+            let ev = match push.body.with(frame, |v| v.map(text_of)) {
                 Some(body) => Event::Delivered { body },
                 None => Event::ProtocolError(Failure::new(
                     ErrorKind::Protocol,
@@ -328,12 +331,12 @@ impl State {
         if opts
             .ping
             .as_ref()
-            .is_some_and(|p| p.matcher.matches(doc, root))
+            .is_some_and(|p| p.matcher.matches(doc, frame))
         {
             self.pongs_owed += 1;
             return;
         }
-        if opts.ignore.iter().any(|m| m.matches(doc, root)) {
+        if opts.ignore.iter().any(|m| m.matches(doc, frame)) {
             return;
         }
         self.ready.push_back(Event::ProtocolError(Failure::new(

@@ -6,7 +6,7 @@
 
 use crate::driver::OptionError;
 
-use super::path::{Matcher, Path, Want};
+use super::path::{Index, Matcher, Path, Want};
 use super::template::{Template, Var};
 
 /// The driver's name, as in `[target.ws-json]`.
@@ -147,6 +147,8 @@ pub struct Options {
     pub ignore: Vec<Matcher>,
     /// Fetching missed messages.
     pub sync: Option<SyncRule>,
+    /// The top-level keys of the paths every received frame is judged by.
+    pub index: Index,
 }
 
 /// The keys of `[target.ws-json]`.
@@ -460,9 +462,58 @@ impl Options {
                 Some(t) => Some(sync(&t)?),
                 None => None,
             },
+            index: Index::default(),
         };
         opts.check(&top, kinds)?;
+        let mut opts = opts;
+        opts.build_index();
         Ok(opts)
+    }
+
+    /// Gives the paths received frames are judged by their slots in [`Options::index`],
+    /// the most used first.
+    fn build_index(&mut self) {
+        let mut index = Index::default();
+        let matcher = |m: &mut Matcher, index: &mut Index| {
+            m.when.iter_mut().for_each(|(p, _)| index.add(p));
+            m.has.iter_mut().for_each(|p| index.add(p));
+        };
+        if let Some(p) = &mut self.push {
+            matcher(&mut p.matcher, &mut index);
+            for path in [
+                Some(&mut p.body),
+                p.from.as_mut(),
+                p.conv.as_mut(),
+                p.seq.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                index.add(path);
+            }
+        }
+        if let Some(p) = &mut self.reply_id {
+            index.add(p);
+        }
+        if let Some(e) = &mut self.error {
+            matcher(&mut e.matcher, &mut index);
+            if let Some(p) = &mut e.reason {
+                index.add(p);
+            }
+        }
+        if let Some(a) = &mut self.ack {
+            matcher(&mut a.matcher, &mut index);
+            for path in [a.conv.as_mut(), a.seq.as_mut()].into_iter().flatten() {
+                index.add(path);
+            }
+        }
+        if let Some(p) = &mut self.ping {
+            matcher(&mut p.matcher, &mut index);
+        }
+        for m in &mut self.ignore {
+            matcher(m, &mut index);
+        }
+        self.index = index;
     }
 
     /// What the options need of each other and of the traffic.

@@ -30,6 +30,8 @@ enum Seg {
 pub struct Path {
     text: String,
     segs: Vec<Seg>,
+    /// Where a [`Frame`] keeps the value under this path's first key (see [`Index`]).
+    slot: Option<usize>,
 }
 
 impl Path {
@@ -66,12 +68,13 @@ impl Path {
         Ok(Path {
             text: text.to_owned(),
             segs,
+            slot: None,
         })
     }
 
-    /// Calls `f` with the value at this path in `root` (`None` when it is not there).
-    pub fn with<R>(&self, root: &RawValue, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
-        walk(root, &self.segs, f)
+    /// Calls `f` with the value at this path in `doc` (`None` when it is not there).
+    pub fn with<D: Doc + ?Sized, R>(&self, doc: &D, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
+        doc.walk(self, f)
     }
 
     /// Calls `f` with the elements of the array at this path: `None` when nothing is there,
@@ -91,17 +94,17 @@ impl Path {
     }
 
     /// The string at this path, unescaped.
-    pub fn string(&self, root: &RawValue) -> Option<String> {
+    pub fn string<D: Doc + ?Sized>(&self, root: &D) -> Option<String> {
         self.with(root, |v| v.and_then(as_str).map(Cow::into_owned))
     }
 
     /// The unsigned number (or string of digits) at this path.
-    pub fn u64(&self, root: &RawValue) -> Option<u64> {
+    pub fn u64<D: Doc + ?Sized>(&self, root: &D) -> Option<u64> {
         self.with(root, |v| v.and_then(as_u64))
     }
 
     /// Whether there is a value (even `null`) at this path.
-    pub fn exists(&self, root: &RawValue) -> bool {
+    pub fn exists<D: Doc + ?Sized>(&self, root: &D) -> bool {
         self.with(root, |v| v.is_some())
     }
 }
@@ -109,6 +112,156 @@ impl Path {
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+/// A parsed document that paths can be walked in.
+pub trait Doc {
+    /// Calls `f` with the value at `path` (`None` when it is not there).
+    fn walk<R>(&self, path: &Path, f: impl FnOnce(Option<&RawValue>) -> R) -> R;
+}
+
+impl Doc for RawValue {
+    fn walk<R>(&self, path: &Path, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
+        walk(self, &path.segs, f)
+    }
+}
+
+impl<T: Doc + ?Sized> Doc for &T {
+    fn walk<R>(&self, path: &Path, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
+        (**self).walk(path, f)
+    }
+}
+
+/// The most top-level keys a [`Frame`] indexes.
+const MAX_SLOTS: usize = 16;
+
+/// The top-level keys that the paths of a set of rules start with, each given a slot, so
+/// that one pass over a frame finds all of them ([`Frame`]) instead of one pass per path.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Index {
+    keys: Vec<String>,
+}
+
+impl Index {
+    /// Gives `path`'s first key a slot (a path starting with `@json`, or past
+    /// [`MAX_SLOTS`] keys, keeps walking from the root).
+    pub fn add(&mut self, path: &mut Path) {
+        let key = match path.segs.first() {
+            Some(Seg::Key(k) | Seg::Index(_, k)) => k,
+            _ => return,
+        };
+        path.slot = match self.keys.iter().position(|k| k == key) {
+            Some(i) => Some(i),
+            None if self.keys.len() < MAX_SLOTS => {
+                self.keys.push(key.clone());
+                Some(self.keys.len() - 1)
+            }
+            None => None,
+        };
+    }
+}
+
+/// A frame with the values under its indexed top-level keys found in one pass.
+#[derive(Debug)]
+pub struct Frame<'a> {
+    root: &'a RawValue,
+    /// `None` when the frame is not an object (paths then walk from the root).
+    top: Option<[Option<&'a RawValue>; MAX_SLOTS]>,
+}
+
+impl<'a> Frame<'a> {
+    /// Indexes `root` by the keys of `index`.
+    pub fn new(root: &'a RawValue, index: &Index) -> Frame<'a> {
+        let top = if index.keys.is_empty() {
+            None
+        } else {
+            let mut de = serde_json::Deserializer::from_str(root.get());
+            de.deserialize_any(Top(&index.keys)).ok().flatten()
+        };
+        Frame { root, top }
+    }
+}
+
+impl Doc for Frame<'_> {
+    fn walk<R>(&self, path: &Path, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
+        match (path.slot, &self.top) {
+            (Some(i), Some(top)) => match top[i] {
+                Some(v) => walk(v, &path.segs[1..], f),
+                None => f(None),
+            },
+            _ => walk(self.root, &path.segs, f),
+        }
+    }
+}
+
+/// One pass over a top-level object, keeping the value of each indexed key.
+struct Top<'k>(&'k [String]);
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Option<[Option<&'de RawValue>; MAX_SLOTS]>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut top = [None; MAX_SLOTS];
+        while let Some(slot) = map.next_key_seed(KeySlot(self.0))? {
+            match slot {
+                Some(i) if top[i].is_none() => top[i] = Some(map.next_value::<&RawValue>()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(top))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// Reads an object key and returns its slot among the indexed keys, without allocating.
+struct KeySlot<'k>(&'k [String]);
+
+impl<'de> DeserializeSeed<'de> for KeySlot<'_> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySlot<'_> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|k| k == v))
     }
 }
 
@@ -302,7 +455,7 @@ impl Matcher {
     }
 
     /// Whether the frame `text`, parsed as `root`, matches.
-    pub fn matches(&self, text: &str, root: &RawValue) -> bool {
+    pub fn matches<D: Doc + ?Sized>(&self, text: &str, root: &D) -> bool {
         self.text.as_deref().is_none_or(|t| t == text.trim())
             && self.has.iter().all(|p| p.exists(root))
             && self
@@ -375,5 +528,46 @@ mod tests {
         };
         assert!(empty.matches(" {} ", parse("{}").expect("json")));
         assert!(!empty.matches(doc, root));
+    }
+}
+
+#[cfg(test)]
+mod frame_tests {
+    use super::*;
+
+    /// Paths walked from a one-pass index of the top-level keys find what a walk from the
+    /// root finds, for objects, arrays, `@json` and keys beyond the index.
+    #[test]
+    fn indexed_frames_find_what_walks_find() {
+        let texts = [
+            "type",
+            "a.b.1.c",
+            "s.@json.k.v",
+            "missing",
+            "a.x",
+            "0",
+            "1",
+            "type.deeper",
+        ];
+        let mut paths: Vec<Path> = texts
+            .iter()
+            .map(|t| Path::parse(t).expect("path"))
+            .collect();
+        let mut index = Index::default();
+        paths.iter_mut().for_each(|p| index.add(p));
+        for doc in [
+            r#"{"type":"msg","a":{"b":[1,{"c":"x"}]},"s":"{\"k\":{\"v\":7}}","1":"one","type":"second"}"#,
+            r#"[{"type":"x"},"y"]"#,
+            r#""a string""#,
+            "{}",
+        ] {
+            let root = parse(doc).expect("json");
+            let frame = Frame::new(root, &index);
+            for p in &paths {
+                let direct = p.with(root, |v| v.map(|v| v.get().to_owned()));
+                let indexed = p.with(&frame, |v| v.map(|v| v.get().to_owned()));
+                assert_eq!(direct, indexed, "{p} in {doc}");
+            }
+        }
     }
 }
