@@ -4,9 +4,10 @@
 //!
 //! Everything is compiled once in [`Driver::new`]: templates into literal and placeholder
 //! segments ([`template`]), paths into steps ([`path`]). A frame sent is one buffer filled
-//! from its template; a frame received is checked once as JSON and then matched, rule by
-//! rule (error, ack, push, ping, ignore), by walking paths over the borrowed text, so a
-//! frame costs no allocation beyond the body it delivers. A frame no rule matches is
+//! from its template; a frame received is checked once as JSON, its top-level keys that the
+//! rules need are found in one more pass, and it is matched rule by rule (error, ack, push,
+//! ping, ignore) by walking paths on from them over the borrowed text, so a frame costs no
+//! allocation beyond the body it delivers. A frame no rule matches is
 //! reported as a protocol error "unmatched frame: …", with the frame as the example.
 //!
 //! Requests the driver waits on (login, `after_login`, join, sync) are tied to their reply
