@@ -82,3 +82,14 @@ mod k8s_clock;
 mod k8s_job;
 #[path = "k8s/kubelet.rs"]
 mod k8s_kubelet;
+
+#[path = "ws_json/centrifuge.rs"]
+mod ws_json_centrifuge;
+#[path = "ws_json/native.rs"]
+mod ws_json_native;
+#[path = "ws_json/options.rs"]
+mod ws_json_options;
+#[path = "ws_json/peer.rs"]
+mod ws_json_peer;
+#[path = "ws_json/socketcluster.rs"]
+mod ws_json_socketcluster;

@@ -24,7 +24,8 @@
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
 //!
 //! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`; XMPP's:
-//! `docs/drivers/xmpp.md`.
+//! `docs/drivers/xmpp.md`. `ws-json` maps each operation onto a frame template and
+//! matching rules given in the scenario: `docs/drivers/ws-json.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
@@ -38,6 +39,7 @@ mod registry;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;
+pub mod ws_json;
 #[cfg(feature = "xmpp")]
 pub mod xmpp;
 
@@ -165,6 +167,9 @@ pub struct Config {
     pub max_body: usize,
     /// The run id (for client ids that must not collide across runs).
     pub run_id: u32,
+    /// The traffic kinds of the scenario (a driver configured per kind, like `ws-json`,
+    /// checks that each has what it needs).
+    pub kinds: Vec<&'static str>,
     /// The driver's own `[target.<name>]` table.
     pub options: toml::Table,
 }

@@ -158,7 +158,7 @@ impl NativeDriver {
 }
 
 /// What a native user remembers between connections: per conversation, the sequence
-/// numbers seen and the highest one pushed.
+/// numbers seen and the highest one pushed. (`ws-json` merges sync and pushes with it too.)
 #[derive(Debug, Default)]
 pub struct Cursors {
     convs: HashMap<ConvId, Seen>,
@@ -167,15 +167,15 @@ pub struct Cursors {
 /// Sequence numbers seen in one conversation: everything up to `upto`, plus a few above it;
 /// and `pushed`, the highest sequence number the server pushed to this user.
 #[derive(Debug, Default)]
-struct Seen {
-    upto: u64,
+pub(super) struct Seen {
+    pub(super) upto: u64,
     above: BTreeSet<u64>,
     pushed: u64,
 }
 
 /// What a push is to the user who receives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Push {
+pub(super) enum Push {
     /// Not seen before: a delivery.
     New,
     /// A sync already returned it: the same message both ways, not handed out again.
@@ -187,7 +187,7 @@ enum Push {
 
 impl Seen {
     /// Marks `seq` seen; returns false when it already was.
-    fn mark(&mut self, seq: u64) -> bool {
+    pub(super) fn mark(&mut self, seq: u64) -> bool {
         if seq <= self.upto {
             return false;
         }
@@ -202,7 +202,7 @@ impl Seen {
     }
 
     /// Marks a push of `seq` seen and says what it is.
-    fn push(&mut self, seq: u64) -> Push {
+    pub(super) fn push(&mut self, seq: u64) -> Push {
         if seq <= self.pushed {
             self.mark(seq);
             return Push::Again;
@@ -217,8 +217,13 @@ impl Seen {
 }
 
 impl Cursors {
+    /// The sequence number up to which everything in `conv` was seen (0: nothing).
+    pub(super) fn upto(&self, conv: &str) -> u64 {
+        self.convs.get(conv).map_or(0, |s| s.upto)
+    }
+
     /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
-    fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
+    pub(super) fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
         match self.convs.get_mut(conv) {
             Some(seen) => f(seen),
             None => f(self.convs.entry(conv.to_owned()).or_default()),
@@ -634,6 +639,7 @@ mod tests {
             source_addrs: Vec::new(),
             max_body: 100,
             run_id: 1,
+            kinds: vec!["direct"],
             options: toml::Table::new(),
         };
         let driver = NativeDriver::new(&config).expect("driver");

@@ -65,6 +65,7 @@ drivers! {
     super::loopback::LoopbackDriver,
     #[cfg(feature = "xmpp")]
     super::xmpp::XmppDriver,
+    super::ws_json::WsJsonDriver,
 }
 
 /// Every built-in driver's spec, in registry order.

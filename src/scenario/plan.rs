@@ -66,6 +66,8 @@ pub struct Target {
     pub options: toml::Table,
     /// What the driver can do as configured (found when its options were checked).
     pub caps: Caps,
+    /// The traffic kinds of the scenario, for drivers configured per kind.
+    pub kinds: Vec<&'static str>,
 }
 
 impl Target {
@@ -80,6 +82,7 @@ impl Target {
             source_addrs: self.source_addrs.clone(),
             max_body,
             run_id,
+            kinds: self.kinds.clone(),
             options: self.options.clone(),
         }
     }

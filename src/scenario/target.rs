@@ -207,6 +207,7 @@ pub fn target(
         source_addrs,
         options,
         caps: driver.caps,
+        kinds: Vec::new(),
     })
 }
 

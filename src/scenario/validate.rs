@@ -135,6 +135,7 @@ pub fn validate(
     let mut target = target(src, s.target.as_ref(), tables)?;
     let population = population(src, &s.population)?;
     let traffic = traffic(src, &s.traffic, &population, target.driver)?;
+    target.kinds = kinds(&traffic);
     check_driver(src, root, &mut target, max_body(&traffic))?;
     missed_messages(src, &s.population, &population, &target)?;
     let ledger = ledger(src, s.ledger.as_ref())?;
@@ -159,6 +160,24 @@ pub fn validate(
         },
         monitor: monitor(src, s.monitor.as_ref())?,
     })
+}
+
+/// The traffic kinds of the scenario, each once, in order of first use.
+fn kinds(traffic: &[Pattern]) -> Vec<&'static str> {
+    let mut kinds = Vec::new();
+    for p in traffic {
+        let kind = match &p.kind {
+            PatternKind::Direct { .. } => "direct",
+            PatternKind::Group { .. } => "group",
+            PatternKind::Idle { .. } => "idle",
+            PatternKind::Request(_) => "request",
+            PatternKind::Echo { .. } => "echo",
+        };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
 }
 
 /// The largest body any pattern sends, bytes.

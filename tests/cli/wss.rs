@@ -1,6 +1,7 @@
-//! `wss://` through the shared WebSocket transport: the reference server behind a real
-//! nginx terminating TLS with a test CA's certificate. Trusted with `ca_file` everything
-//! arrives; an untrusted CA or a name the certificate doesn't carry is a `tls` error.
+//! `wss://` through the shared WebSocket transport (native, echo, ws-json): the reference
+//! server behind a real nginx terminating TLS with a test CA's certificate. Trusted with
+//! `ca_file` everything arrives; an untrusted CA or a name the certificate doesn't carry is
+//! a `tls` error.
 
 use msgstorm::metrics::ErrorKind;
 
@@ -81,6 +82,24 @@ async fn wss_through_nginx_delivers_everything_and_certificate_errors_are_tls() 
         assert_eq!((d.delivered, d.lost), (d.expected, 0), "{driver}: {d:?}");
         assert_eq!(tls_errors(&a).0, 0);
     }
+
+    // ws-json takes the same keys in its own table: the reference server described by
+    // templates, over TLS.
+    let work = Work::new();
+    let file = work.write(
+        "ws-json.toml",
+        include_str!("../../scenarios/ws-json-native.toml"),
+    );
+    let out = work.path("out");
+    let url = format!("target.url={native}");
+    let ca_file = format!("target.ws-json.ca_file={}", nginx.ca_file().display());
+    let secret = format!("target.auth.secret={SECRET}");
+    let sets = ["--set", &url, "--set", &ca_file, "--set", &secret];
+    let (ran, a) = crate::common::run::run_file(&file, &out, &sets).await;
+    assert_eq!(ran.code, 0, "ws-json: {ran}\nnginx: {}", nginx.log());
+    let d = a.ledger.summary();
+    assert!(d.expected > 0, "{d:?}");
+    assert_eq!((d.delivered, d.lost), (d.expected, 0), "ws-json: {d:?}");
 
     // The test CA is not among the system's roots: every login fails its handshake.
     let work = Work::new();

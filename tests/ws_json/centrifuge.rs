@@ -1,0 +1,132 @@
+//! `ws-json` against a real third-party server: a chat built on the Centrifuge library
+//! (`peers/centrifuge`, built by `scripts/test` into `target/peers/centrifuge-chat`),
+//! described by `scenarios/ws-json-centrifuge.toml` alone. Per-user inbox channels carry
+//! direct messages, group channels group messages; late users page through the channels'
+//! history — and a history smaller than what an offline user missed is loss, counted
+//! exactly.
+
+use msgstorm::artifact::Artifact;
+use msgstorm::ledger::Delivery;
+
+use crate::common::run::{run_text, Ran, Work};
+use crate::ws_json_peer::{installed, repo, Peer};
+
+/// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
+/// not built (see [`installed`]).
+fn start(history: u32) -> Option<Peer> {
+    let bin = repo("target/peers/centrifuge-chat");
+    installed("Centrifuge", &bin).then(|| {
+        Peer::start(
+            &bin,
+            &["-listen", "127.0.0.1:0", "-history", &history.to_string()],
+        )
+    })
+}
+
+/// The shipped scenario's head and target aimed at `server`, then `body`.
+fn scenario(server: &Peer, body: &str) -> String {
+    let text = include_str!("../../scenarios/ws-json-centrifuge.toml");
+    let head = &text[..text.find("[population]").expect("population")];
+    let url = format!("ws://{}/connection/websocket", server.addr);
+    let head = head.replace("ws://127.0.0.1:8000/connection/websocket", &url);
+    format!("{head}\n{body}")
+}
+
+async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
+    let work = Work::new();
+    let (ran, artifact) = run_text(&work, &scenario(server, body)).await;
+    let d = artifact.ledger.summary();
+    (ran, artifact, d)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn centrifuge_chat_with_late_users_loses_nothing() {
+    let Some(server) = start(1000) else {
+        return;
+    };
+    let (ran, artifact, d) = run(
+        &server,
+        r#"
+[population]
+users = 40
+login_rate = 400
+late = { count = 4, at = "1500ms" }
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 10
+receivers = 20
+messages = 4
+interval = "100ms"
+
+[[traffic]]
+name = "groups"
+kind = "group"
+groups = 3
+group_size = 8
+senders_per_group = 2
+messages = 5
+interval = "100ms"
+
+[ledger]
+verify_sync = true
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+max_reordered = 0
+"#,
+    )
+    .await;
+    ran.expect_code(0);
+    assert!(artifact.acceptance, "publish replies are acks");
+    assert!(d.expected > 100, "{d:?}");
+    assert_eq!(
+        (d.delivered, d.lost, d.duplicated),
+        (d.expected, 0, 0),
+        "{d:?}"
+    );
+    assert!(
+        d.via_sync > 0,
+        "late users fetched nothing from history: {d:?}"
+    );
+    let errors: Vec<_> = artifact.metrics.errors().collect();
+    assert!(errors.is_empty(), "errors: {errors:?}\n{ran}");
+}
+
+/// One sender, three receivers that log in late: each misses 20 messages, of which the
+/// server's history keeps the last 5, so exactly 15 per receiver are lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn centrifuge_history_limit_is_loss_counted_exactly() {
+    let Some(server) = start(5) else {
+        return;
+    };
+    let (ran, _, d) = run(
+        &server,
+        r#"
+[population]
+users = 4
+login_rate = 100
+late = { count = 3, at = "2s" }
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 1
+receivers = 3
+messages = 20
+interval = "10ms"
+
+[checks]
+max_lost = 0
+"#,
+    )
+    .await;
+    ran.expect_code(1);
+    assert!(ran.verdict().starts_with("FAIL: checks.max_lost"), "{ran}");
+    assert_eq!(d.expected, 60, "{d:?}");
+    assert_eq!(d.lost, 45, "{d:?}\n{ran}");
+    assert_eq!(d.delivered, 15, "{d:?}");
+    assert_eq!((d.duplicated, d.reordered, d.corrupted), (0, 0, 0), "{d:?}");
+}

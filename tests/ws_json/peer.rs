@@ -1,0 +1,88 @@
+//! Third-party servers of the ws-json tests, run as child processes on a free loopback
+//! port: each prints `listening on HOST:PORT` first, and is killed on drop. A server that is
+//! not installed makes its tests skip with a printed note, except under `CI=true`, where it
+//! is a failure (`scripts/test` installs them).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The longest a server may take to say where it listens.
+const START_WAIT: Duration = Duration::from_secs(15);
+
+/// A running server.
+pub struct Peer {
+    child: Child,
+    /// `HOST:PORT` it listens on.
+    pub addr: String,
+}
+
+/// `path` inside the repository.
+pub fn repo(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// Whether `needed` (a server's binary or installed modules) is there; a printed note and
+/// `false` when it is not (a panic under `CI=true`).
+pub fn installed(what: &str, needed: &Path) -> bool {
+    if needed.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what}: {} is missing (CI=true requires it; scripts/test installs it)",
+        needed.display()
+    );
+    skip_note(what, needed);
+    false
+}
+
+#[allow(clippy::print_stderr)]
+fn skip_note(what: &str, needed: &Path) {
+    eprintln!(
+        "note: skipping a {what} test: {} is missing (scripts/test installs it)",
+        needed.display()
+    );
+}
+
+impl Peer {
+    /// Runs `program ARGS` and waits for its `listening on` line.
+    pub fn start(program: &Path, args: &[&str]) -> Peer {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut peer = Peer {
+            child,
+            addr: String::new(),
+        };
+        let line = rx
+            .recv_timeout(START_WAIT)
+            .unwrap_or_else(|_| panic!("{} said nothing within {START_WAIT:?}", program.display()));
+        peer.addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?} of {}", program.display()))
+            .to_owned();
+        peer
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

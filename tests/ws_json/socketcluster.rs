@@ -1,0 +1,182 @@
+//! `ws-json` against a second real third-party server with a different JSON protocol: a
+//! plain SocketCluster server (`peers/socketcluster`, npm `socketcluster-server` pinned by
+//! its lockfile, installed by `scripts/test`), described by
+//! `scenarios/ws-json-socketcluster.toml` alone: per-user inbox channels and group channels
+//! with zero loss, server pings (empty frames) answered, and a server limit caught as exact
+//! loss — past `socketChannelLimit` a subscription is refused, and that group's messages
+//! never reach the member.
+
+use msgstorm::artifact::Artifact;
+use msgstorm::ledger::Delivery;
+
+use crate::common::run::{run_text, Ran, Work};
+use crate::ws_json_peer::{installed, repo, Peer};
+
+/// A SocketCluster server letting each socket subscribe to `channels` channels and pinging
+/// every `ping_ms`; `None` when node or the server's modules are missing (see
+/// [`installed`]).
+fn start_with(channels: u32, ping_ms: u32) -> Option<Peer> {
+    let modules = repo("peers/socketcluster/node_modules/socketcluster-server");
+    let node = ["/usr/bin/node", "/usr/local/bin/node"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| "/usr/bin/node".into());
+    if !installed("SocketCluster", &node) || !installed("SocketCluster", &modules) {
+        return None;
+    }
+    let script = repo("peers/socketcluster/server.js");
+    let script = script.display().to_string();
+    Some(Peer::start(
+        &node,
+        &[
+            &script,
+            "127.0.0.1:0",
+            &channels.to_string(),
+            &ping_ms.to_string(),
+        ],
+    ))
+}
+
+/// [`start_with`] the server's default ping interval.
+fn start(channels: u32) -> Option<Peer> {
+    start_with(channels, 8000)
+}
+
+/// The shipped scenario's head and target aimed at `server`, then `body`.
+fn scenario(server: &Peer, body: &str) -> String {
+    let text = include_str!("../../scenarios/ws-json-socketcluster.toml");
+    let head = &text[..text.find("[population]").expect("population")];
+    let url = format!("ws://{}/socketcluster/", server.addr);
+    let head = head.replace("ws://127.0.0.1:8001/socketcluster/", &url);
+    format!("{head}\n{body}")
+}
+
+async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
+    let work = Work::new();
+    let (ran, artifact) = run_text(&work, &scenario(server, body)).await;
+    let d = artifact.ledger.summary();
+    (ran, artifact, d)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socketcluster_direct_and_group_chat_loses_nothing() {
+    let Some(server) = start(1000) else {
+        return;
+    };
+    let (ran, artifact, d) = run(
+        &server,
+        r#"
+[population]
+users = 40
+login_rate = 400
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 10
+receivers = 20
+messages = 4
+interval = "100ms"
+
+[[traffic]]
+name = "groups"
+kind = "group"
+groups = 3
+group_size = 8
+senders_per_group = 2
+messages = 5
+interval = "100ms"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+max_reordered = 0
+"#,
+    )
+    .await;
+    ran.expect_code(0);
+    assert!(artifact.acceptance, "publish replies are acks");
+    assert!(d.expected > 100, "{d:?}");
+    assert_eq!(
+        (d.delivered, d.lost, d.duplicated),
+        (d.expected, 0, 0),
+        "{d:?}"
+    );
+    let errors: Vec<_> = artifact.metrics.errors().collect();
+    assert!(errors.is_empty(), "errors: {errors:?}\n{ran}");
+}
+
+/// Four users in both of two groups; each socket may hold two channels: the inbox and the
+/// first group. The second subscription is refused, so every message of the second group
+/// (2 senders × 5 messages) is lost to its 3 other members: exactly 30, and the refused
+/// joins are reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socketcluster_channel_limit_is_loss_counted_exactly() {
+    let Some(server) = start(2) else {
+        return;
+    };
+    let (ran, artifact, d) = run(
+        &server,
+        r#"
+[population]
+users = 4
+login_rate = 100
+
+[[traffic]]
+name = "groups"
+kind = "group"
+groups = 2
+group_size = 4
+senders_per_group = 2
+messages = 5
+interval = "20ms"
+
+[checks]
+max_lost = 0
+"#,
+    )
+    .await;
+    ran.expect_code(1);
+    assert!(ran.verdict().starts_with("FAIL: checks.max_lost"), "{ran}");
+    assert_eq!(d.expected, 60, "{d:?}");
+    assert_eq!(d.lost, 30, "{d:?}\n{ran}");
+    assert_eq!(d.delivered, 30, "{d:?}");
+    let joins: Vec<_> = artifact.metrics.errors().collect();
+    assert!(
+        joins
+            .iter()
+            .any(|(_, n, ex)| *n == 4 && ex.iter().any(|e| e.contains("subscription limit"))),
+        "{joins:?}"
+    );
+}
+
+/// The server pings with empty frames every 100 ms and closes a socket that answers none
+/// for 500 ms: idle users answering them (`[target.ws-json.ping]`) stay connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socketcluster_pings_are_answered() {
+    let Some(server) = start_with(1000, 100) else {
+        return;
+    };
+    let (ran, artifact, _) = run(
+        &server,
+        r#"
+[population]
+users = 5
+login_rate = 100
+
+[[traffic]]
+kind = "idle"
+duration = "2s"
+"#,
+    )
+    .await;
+    ran.expect_code(0);
+    let errors: Vec<_> = artifact.metrics.errors().collect();
+    assert!(errors.is_empty(), "errors: {errors:?}\n{ran}");
+    assert!(
+        ran.stdout
+            .contains("| disconnects                           |       0 |"),
+        "{ran}"
+    );
+}
