@@ -2,9 +2,9 @@
 //! trusting a test CA given as `ca_file`.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
+use crate::common::certs::make_certs_for;
 use crate::common::mosquitto::{required, run_msgstorm};
 use crate::common::xmpp::{scenario, Kind, Server};
 
@@ -13,26 +13,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// Makes a CA and a certificate for `localhost` signed by it in `dir`.
 fn make_certs(openssl: &Path, dir: &Path) {
-    let run = |line: &str| {
-        let out = Command::new(openssl)
-            .args(line.split(' '))
-            .current_dir(dir)
-            .output()
-            .expect("run openssl");
-        assert!(out.status.success(), "openssl {line}: {out:?}");
-    };
-    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    run(&format!(
-        "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca"
-    ));
-    run(&format!(
-        "req {ec} -keyout server.key -out server.csr -subj /CN=localhost"
-    ));
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:localhost\n").expect("ext file");
-    run(
-        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out localhost.crt \
-         -days 2 -extfile ext.cnf",
-    );
+    make_certs_for(openssl, dir, "localhost", "DNS", "localhost.crt");
     // Prosody finds a host's certificate by name in its `certificates` directory.
     std::fs::rename(dir.join("server.key"), dir.join("localhost.key")).expect("rename key");
 }
