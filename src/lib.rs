@@ -36,6 +36,7 @@ pub mod cli;
 pub mod driver;
 pub mod engine;
 pub mod envelope;
+pub mod find;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -1,5 +1,6 @@
 //! Command-line interface: subcommands, live progress and all terminal output.
 
+mod find;
 mod progress;
 mod run;
 mod shards;
@@ -32,6 +33,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario (no file: the built-in default against the embedded server).
     Run(RunArgs),
+    /// Find the highest value of one load key (a rate, users, group size, concurrency) at
+    /// which the scenario's checks still pass: a climb, then a bisection, one run per step.
+    Find(find::FindArgs),
     /// Check a scenario file completely without connecting to anything.
     Validate {
         /// The scenario file.
@@ -141,6 +145,7 @@ fn parse_run_id(s: &str) -> std::result::Result<u32, String> {
 pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Find(args) => find::run(args).await,
         Command::Validate { scenario, set } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
             say(&format!(
@@ -153,6 +158,11 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
         Command::Report { results, json } => {
+            if let [one] = &results[..] {
+                if let Some(found) = crate::find::FindResult::read_if_find(one)? {
+                    return find_report(&found, json);
+                }
+            }
             let artifact = Artifact::read_merged(&results)?;
             let report = crate::report::Report::new(&artifact);
             let text = if json {
@@ -188,6 +198,22 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// Prints the report of a `find.json` and returns the exit code `find` gave.
+fn find_report(found: &crate::find::FindResult, json: bool) -> Result<u8> {
+    let text = if json {
+        serde_json::to_string_pretty(found)
+            .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
+    } else {
+        crate::find::text::render(found)
+    };
+    say(&text);
+    Ok(if found.answer.found() {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
 }
 
 /// Prints a line of the command's output to stdout. A closed pipe (`msgstorm … | head`)

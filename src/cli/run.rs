@@ -113,10 +113,18 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     if let Some(shards) = args.shards.filter(|&n| n > 1) {
         return super::shards::run(args, shards).await;
     }
-    let mut plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
+    let plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
+    let dir = out_dir(&plan)?;
+    let artifact = execute(plan, &args).await?;
+    finish(&artifact, &dir)
+}
+
+/// Runs `plan` once — the embedded server when it names no target, the monitor, the
+/// engine — and returns its artifact, written nowhere. `args` gives the run id, the start
+/// time and barrier of a shard, and `--quiet`.
+pub(super) async fn execute(mut plan: Plan, args: &RunArgs) -> Result<Artifact> {
     let mut notes = Vec::new();
     let fd_limit = check_fd_limit(&plan, &mut notes)?;
-    let dir = out_dir(&plan)?;
     let (server, url) = prepare_target(&mut plan, &mut notes).await?;
 
     let mut pids = plan.monitor.pids.clone();
@@ -201,8 +209,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         notes,
         processes,
     };
-    let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
-    finish(&artifact, &dir)
+    Ok(Artifact::new(&plan, facts, outcome.metrics, outcome.ledger))
 }
 
 /// Raises the open-file limit and refuses a run that cannot fit under it.
