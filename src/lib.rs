@@ -36,8 +36,8 @@ pub mod cli;
 pub mod driver;
 pub mod engine;
 pub mod envelope;
-pub mod find;
 pub mod error;
+pub mod find;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod launch;

@@ -49,3 +49,6 @@ mod cli_report;
 mod cli_shards;
 #[path = "cli/signals.rs"]
 mod cli_signals;
+
+#[path = "find/capacity.rs"]
+mod find_capacity;

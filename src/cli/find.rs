@@ -286,7 +286,10 @@ mod tests {
         .unwrap();
         assert_eq!(current_value(&doc, "population.users"), Some((10.0, true)));
         assert_eq!(current_value(&doc, "traffic[0].rate"), Some((5.5, false)));
-        assert_eq!(current_value(&doc, "traffic[1].group_size"), Some((4.0, true)));
+        assert_eq!(
+            current_value(&doc, "traffic[1].group_size"),
+            Some((4.0, true))
+        );
         assert_eq!(current_value(&doc, "traffic[2].rate"), None);
         assert_eq!(current_value(&doc, "population.nope"), None);
     }

@@ -81,7 +81,10 @@ impl Answer {
         let failed = failed_checks.join("; ");
         let words = match (pass, fail, &limit) {
             (None, Some(f), _) => {
-                format!("no answer: even the first step ({key} = {}) failed: {failed}", num(f))
+                format!(
+                    "no answer: even the first step ({key} = {}) failed: {failed}",
+                    num(f)
+                )
             }
             (None, None, _) => "no answer: no step ran to its end".to_owned(),
             (Some(p), None, _) if p >= to => format!(
@@ -154,8 +157,9 @@ impl FindResult {
             Ok(Kind { kind: Some(k) }) if k == FIND_KIND => {}
             _ => return Ok(None),
         }
-        let found: FindResult = serde_json::from_slice(&text)
-            .map_err(|e| Error::Usage(format!("{}: not a readable find.json: {e}", path.display())))?;
+        let found: FindResult = serde_json::from_slice(&text).map_err(|e| {
+            Error::Usage(format!("{}: not a readable find.json: {e}", path.display()))
+        })?;
         if found.schema_version != FIND_SCHEMA_VERSION {
             return Err(Error::Usage(format!(
                 "{}: schema_version {} is not {FIND_SCHEMA_VERSION}, the version this msgstorm reads",
@@ -164,5 +168,62 @@ impl FindResult {
             )));
         }
         Ok(Some(found))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::step::StepRow;
+    use super::*;
+
+    fn step(value: f64, passed: bool, generator_limit: Option<&str>) -> Step {
+        Step {
+            value,
+            passed,
+            failed: if passed {
+                Vec::new()
+            } else {
+                vec!["checks.e2e_p99 failed: 80.0 ms > 50.0 ms".to_owned()]
+            },
+            generator_limit: generator_limit.map(str::to_owned),
+            row: StepRow::default(),
+            result: String::new(),
+        }
+    }
+
+    fn searched(steps: &[Step]) -> Search {
+        let mut s = Search::new(100.0, 1000.0, true, Precision::Absolute(1.0));
+        for st in steps {
+            s.record(st.value, st.passed);
+        }
+        s
+    }
+
+    #[test]
+    fn issue_15_a_generator_limited_failure_gives_at_least_and_the_advice() {
+        let steps = [
+            step(100.0, true, None),
+            step(200.0, false, Some("it sent late: send lag p99 40.0 ms")),
+        ];
+        let a = Answer::of("traffic[0].rate", &searched(&steps), &steps, 1000.0);
+        assert!(a.generator_limited && a.found());
+        assert!(
+            a.words
+                .starts_with("at least 100: at traffic[0].rate = 200 the generator was the limit"),
+            "{}",
+            a.words
+        );
+        assert!(a.words.contains("--shards"), "{}", a.words);
+    }
+
+    #[test]
+    fn issue_15_a_target_failure_names_the_value_and_the_check() {
+        let steps = [step(100.0, true, None), step(200.0, false, None)];
+        let a = Answer::of("population.users", &searched(&steps), &steps, 1000.0);
+        assert!(!a.generator_limited);
+        assert_eq!(
+            a.words,
+            "population.users = 100 is the highest passing value; at 200 checks.e2e_p99 failed: 80.0 ms > 50.0 ms"
+        );
     }
 }

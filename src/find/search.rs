@@ -18,7 +18,8 @@ pub enum Precision {
 impl Precision {
     /// Parses `25` (absolute) or `5%` (relative).
     pub fn parse(s: &str) -> std::result::Result<Precision, String> {
-        let bad = || format!("`{s}`: write a positive number such as `25`, or a percentage such as `5%`");
+        let bad =
+            || format!("`{s}`: write a positive number such as `25`, or a percentage such as `5%`");
         match s.strip_suffix('%') {
             Some(pct) => pct
                 .trim()
@@ -177,10 +178,7 @@ mod tests {
 
     #[test]
     fn issue_15_the_climb_stops_at_to() {
-        let (tried, s) = run(
-            Search::new(10.0, 50.0, true, Precision::Absolute(1.0)),
-            1e9,
-        );
+        let (tried, s) = run(Search::new(10.0, 50.0, true, Precision::Absolute(1.0)), 1e9);
         assert_eq!(tried, [10.0, 20.0, 40.0, 50.0]);
         assert_eq!((s.highest_pass(), s.first_fail()), (Some(50.0), None));
     }

@@ -50,9 +50,14 @@ pub fn render(f: &FindResult) -> String {
     for i in order {
         let s = &f.steps[i];
         let r = &s.row;
-        let ms = |v: Option<u64>| v.map_or("–".to_owned(), |us| format!("{:.1} ms", us as f64 / 1e3));
+        let ms =
+            |v: Option<u64>| v.map_or("–".to_owned(), |us| format!("{:.1} ms", us as f64 / 1e3));
         let cpu = |v: Option<f64>| v.map_or("–".to_owned(), |p| format!("{p:.0}%"));
-        let mib = |v: Option<u64>| v.map_or("–".to_owned(), |b| format!("{:.0} MiB", b as f64 / 1048576.0));
+        let mib = |v: Option<u64>| {
+            v.map_or("–".to_owned(), |b| {
+                format!("{:.0} MiB", b as f64 / 1048576.0)
+            })
+        };
         let verdict = match (s.passed, &s.generator_limit) {
             (true, _) => "pass",
             (false, Some(_)) => "FAIL (generator)",
