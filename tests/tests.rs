@@ -52,3 +52,6 @@ mod cli_signals;
 
 #[path = "find/capacity.rs"]
 mod find_capacity;
+
+#[path = "workloads/w3.rs"]
+mod workloads_w3;
