@@ -48,6 +48,7 @@ pub mod report;
 pub mod scenario;
 #[cfg(feature = "serve")]
 pub mod serve;
+pub mod sizing;
 pub mod sys;
 pub mod wire;
 

@@ -53,5 +53,7 @@ mod cli_signals;
 #[path = "find/capacity.rs"]
 mod find_capacity;
 
+#[path = "find/sizing.rs"]
+mod find_sizing;
 #[path = "workloads/w3.rs"]
 mod workloads_w3;

@@ -4,6 +4,7 @@ mod find;
 mod progress;
 mod run;
 mod shards;
+mod size;
 
 use std::path::PathBuf;
 
@@ -36,6 +37,9 @@ pub enum Command {
     /// Find the highest value of one load key (a rate, users, group size, concurrency) at
     /// which the scenario's checks still pass: a climb, then a bisection, one run per step.
     Find(find::FindArgs),
+    /// Size a server for a load (users, online share, rate, group size) from what a run
+    /// measured of its target: memory per online user, CPU per 1,000 deliveries, bytes.
+    Size(size::SizeArgs),
     /// Check a scenario file completely without connecting to anything.
     Validate {
         /// The scenario file.
@@ -146,6 +150,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Find(args) => find::run(args).await,
+        Command::Size(args) => size::run(args),
         Command::Validate { scenario, set } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
             say(&format!(
