@@ -332,14 +332,14 @@ mod tests {
             (lines[1].what.as_str(), lines[1].value.as_str()),
             ("cores for 2000 deliveries/s", "0.20 ± 0.02")
         );
-        // (300 − 100 + 1,100) B × 500/s; (250 − 100 + 1,100) B × 2,000/s.
+        // 1,100 B × 500/s in; × 2,000 deliveries/s out.
         assert_eq!(
             lines[2].value,
-            format!("{:.1} MiB/s", 1300.0 * 500.0 / 1048576.0)
+            format!("{:.1} MiB/s", 1100.0 * 500.0 / 1048576.0)
         );
         assert_eq!(
             lines[3].value,
-            format!("{:.1} MiB/s", 1250.0 * 2000.0 / 1048576.0)
+            format!("{:.1} MiB/s", 1100.0 * 2000.0 / 1048576.0)
         );
     }
 }
