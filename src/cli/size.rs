@@ -24,14 +24,22 @@ pub struct SizeArgs {
     #[arg(long, value_parser = parse_fraction)]
     pub online: f64,
     /// Messages sent per second, in all.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive)]
     pub rate: f64,
     /// Members per conversation: 2 for one-to-one chat (the default), G for groups of G.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
     pub group_size: u64,
     /// Body size in bytes (default: the measured run's).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive)]
     pub size: Option<f64>,
+}
+
+fn parse_positive(s: &str) -> std::result::Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("`{s}`: a positive number"))
 }
 
 fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
@@ -51,11 +59,6 @@ fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
 
 /// Runs `msgstorm size` and returns the exit code.
 pub fn run(args: SizeArgs) -> Result<u8> {
-    if !(args.rate > 0.0 && args.rate.is_finite()) || args.size.is_some_and(|s| !(s > 0.0)) {
-        return Err(Error::Usage(
-            "--rate and --size must be positive numbers".to_owned(),
-        ));
-    }
     let path = match FindResult::read_if_find(&args.result)? {
         None => args.result.clone(),
         Some(found) => {
