@@ -170,17 +170,20 @@ pub async fn run(args: FindArgs) -> Result<u8> {
                 format!(": {}", step.failed.join("; "))
             }
         ));
-        search.record(value, step.passed);
-        steps.push(step);
         target.clone_from(&artifact.target);
         scenario.clone_from(&artifact.scenario);
         if artifact.interrupted {
+            // An interrupted step neither passed nor failed at its value: it is kept as a
+            // row, not counted by the search.
             interrupted = true;
             notes.push(format!(
                 "a signal stopped step {n}: the search ended there, its answer is incomplete"
             ));
+            steps.push(step);
             break;
         }
+        search.record(value, step.passed);
+        steps.push(step);
     }
     let embedded = target.starts_with("embedded");
     if embedded {
