@@ -52,7 +52,13 @@ size = 300
     sized.expect_code(0);
     let text = &sized.stdout;
     assert!(text.contains("the embedded server"), "{sized}");
-    assert!(text.contains("| memory for 500 online users"), "{sized}");
+    // The memory line needs three monitor samples inside the login phase, which a very
+    // busy box may delay: then the output says it was not measured.
+    assert!(
+        text.contains("| memory for 500 online users")
+            || text.contains("not measured in this run: memory"),
+        "{sized}"
+    );
     assert!(text.contains("| cores for 400 deliveries/s"), "{sized}");
     assert!(text.contains("300 B a message: body bytes only"), "{sized}");
 
