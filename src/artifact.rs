@@ -51,8 +51,13 @@ pub struct Artifact {
     pub shards: Vec<ShardResult>,
     /// The scenario's checks, re-evaluated by `msgstorm report`.
     pub checks: Vec<CheckSpec>,
-    /// The request/response sweep, when the scenario had one.
+    /// The first request/response pattern, when the scenario had one (kept for readers of
+    /// earlier versions; [`Artifact::request_sweeps`] has them all).
     pub request_sweep: Option<RequestSweep>,
+    /// Every request/response pattern, in scenario order (absent from files of earlier
+    /// versions, which kept only the first, in `request_sweep`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_sweeps: Vec<RequestSweep>,
     /// Histograms, counters, per-second series, errors.
     pub metrics: Metrics,
     /// Delivery accounting.
@@ -222,6 +227,9 @@ impl Op {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RequestSweep {
+    /// The traffic pattern's name (empty in files of earlier versions).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
     /// `time` or `kv_get`.
     pub kind: String,
     /// Concurrency of each step.
@@ -297,15 +305,20 @@ pub struct RunFacts {
 impl Artifact {
     /// Assembles the artifact of one process's run.
     pub fn new(plan: &Plan, facts: RunFacts, metrics: Metrics, ledger: Ledger) -> Self {
-        let request_sweep = plan.traffic.iter().find_map(|t| match &t.kind {
-            TrafficKind::Request(r) => Some(RequestSweep {
-                kind: r.request.to_owned(),
-                steps: r.steps.clone(),
-                step_s: r.step_duration.as_secs_f64(),
-                start_s: t.start.as_secs_f64(),
-            }),
-            _ => None,
-        });
+        let request_sweeps: Vec<RequestSweep> = plan
+            .traffic
+            .iter()
+            .filter_map(|t| match &t.kind {
+                TrafficKind::Request(r) => Some(RequestSweep {
+                    name: t.name.clone(),
+                    kind: r.request.to_owned(),
+                    steps: r.steps.clone(),
+                    step_s: r.step_duration.as_secs_f64(),
+                    start_s: t.start.as_secs_f64(),
+                }),
+                _ => None,
+            })
+            .collect();
         let started = UNIX_EPOCH + Duration::from_micros(facts.started_unix_us);
         Artifact {
             schema_version: SCHEMA_VERSION,
@@ -322,7 +335,8 @@ impl Artifact {
             interrupted: facts.interrupted,
             shards: vec![facts.shard],
             checks: plan.checks.iter().map(CheckSpec::from).collect(),
-            request_sweep,
+            request_sweep: request_sweeps.first().cloned(),
+            request_sweeps,
             metrics,
             ledger,
             notes: facts.notes,

@@ -40,6 +40,7 @@ pub mod driver;
 pub mod engine;
 pub mod envelope;
 pub mod error;
+pub mod find;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod launch;
@@ -51,6 +52,7 @@ pub mod scenario;
 pub mod scrape;
 #[cfg(feature = "serve")]
 pub mod serve;
+pub mod sizing;
 pub mod sys;
 pub mod wire;
 

@@ -93,3 +93,11 @@ mod ws_json_options;
 mod ws_json_peer;
 #[path = "ws_json/socketcluster.rs"]
 mod ws_json_socketcluster;
+
+#[path = "find/capacity.rs"]
+mod find_capacity;
+
+#[path = "find/sizing.rs"]
+mod find_sizing;
+#[path = "workloads/w3.rs"]
+mod workloads_w3;

@@ -1,11 +1,13 @@
 //! Command-line interface: subcommands, live progress and all terminal output.
 
 mod collect;
+mod find;
 mod k8s;
 mod meet;
 mod progress;
 mod run;
 mod shards;
+mod size;
 
 use std::path::PathBuf;
 
@@ -36,6 +38,12 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario (no file: the built-in default against the embedded server).
     Run(RunArgs),
+    /// Find the highest value of one load key (a rate, users, group size, concurrency) at
+    /// which the scenario's checks still pass: a climb, then a bisection, one run per step.
+    Find(find::FindArgs),
+    /// Size a server for a load (users, online share, rate, group size) from what a run
+    /// measured of its target: memory per online user, CPU per 1,000 deliveries, bytes.
+    Size(size::SizeArgs),
     /// Check a scenario file completely without connecting to anything.
     Validate {
         /// The scenario file.
@@ -205,6 +213,8 @@ fn parse_run_id(s: &str) -> std::result::Result<u32, String> {
 pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Find(args) => find::run(args).await,
+        Command::Size(args) => size::run(args),
         Command::Validate { scenario, set } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
             say(&format!(
@@ -221,6 +231,11 @@ pub async fn run(cli: Cli) -> Result<u8> {
             json,
             html,
         } => {
+            if let [one] = &results[..] {
+                if let Some(found) = crate::find::FindResult::read_if_find(one)? {
+                    return find_report(&found, json);
+                }
+            }
             let artifact = Artifact::read_merged(&results)?;
             let report = crate::report::Report::new(&artifact);
             if let Some(file) = html {
@@ -330,6 +345,22 @@ fn write_page(page: &str, path: &std::path::Path) -> Result<()> {
     let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, page).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// Prints the report of a `find.json` and returns the exit code `find` gave.
+fn find_report(found: &crate::find::FindResult, json: bool) -> Result<u8> {
+    let text = if json {
+        serde_json::to_string_pretty(found)
+            .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
+    } else {
+        crate::find::text::render(found)
+    };
+    say(&text);
+    Ok(if found.answer.found() {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
 }
 
 /// Prints a line of the command's output to stdout. A closed pipe (`msgstorm … | head`)

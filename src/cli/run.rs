@@ -115,10 +115,23 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     if let Some(shards) = args.shards.filter(|&n| n > 1) {
         return super::shards::run(args, shards).await;
     }
-    let mut plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
+    let plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
+    let dir = out_dir(&plan)?;
+    let artifact = execute(plan, &args).await?;
+    let finished = finish(&artifact, &dir);
+    // The log is the result's way out of a pod: framed even when the file failed.
+    if args.log_result {
+        log_result(&artifact)?;
+    }
+    finished
+}
+
+/// Runs `plan` once — the embedded server when it names no target, the monitor, the
+/// engine — and returns its artifact, written nowhere. `args` gives the run id, the start
+/// time and barrier of a shard, and `--quiet`.
+pub(super) async fn execute(mut plan: Plan, args: &RunArgs) -> Result<Artifact> {
     let mut notes = Vec::new();
     let fd_limit = check_fd_limit(&plan, &mut notes)?;
-    let dir = out_dir(&plan)?;
     let (server, url) = prepare_target(&mut plan, &mut notes).await?;
 
     let mut pids = plan.monitor.pids.clone();
@@ -217,16 +230,10 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         },
         notes,
         processes,
-        scenario_source: Some(scenario_source(&args)),
+        scenario_source: Some(scenario_source(args)),
         server_metrics,
     };
-    let artifact = Artifact::new(&plan, facts, outcome.metrics, outcome.ledger);
-    let finished = finish(&artifact, &dir);
-    // The log is the result's way out of a pod: framed even when the file failed.
-    if args.log_result {
-        log_result(&artifact)?;
-    }
-    finished
+    Ok(Artifact::new(&plan, facts, outcome.metrics, outcome.ledger))
 }
 
 /// Prints the result, framed, to standard output ([`crate::launch::frame`]).

@@ -72,16 +72,18 @@ pub enum Finding {
 /// A sweep step whose concurrency and TPS × mean RT disagree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LittleGap {
+    /// The request pattern's name (empty for results of earlier versions).
+    pub pattern: String,
     /// The step's concurrency (users with a request outstanding).
     pub concurrency: u32,
     /// TPS × mean RT: the requests in flight on average.
     pub in_flight: f64,
 }
 
-/// The findings of `a` and its `sweep`: send lag first, then saturated processes in the
+/// The findings of `a` and its `sweeps`: send lag first, then saturated processes in the
 /// artifact's order, then the sweep steps where Little's law did not hold (not looked for
 /// when shards are missing).
-pub fn find(a: &Artifact, sweep: Option<&Sweep>) -> Vec<Finding> {
+pub fn find(a: &Artifact, sweeps: &[Sweep]) -> Vec<Finding> {
     let mut out = Vec::new();
     let lag_p99 = a.metrics.hist(Hist::SendLag).value_at_quantile(0.99);
     if lag_p99 > SEND_LAG_P99_US {
@@ -116,11 +118,19 @@ pub fn find(a: &Artifact, sweep: Option<&Sweep>) -> Vec<Finding> {
         }
     }
     // A result missing shards lacks their requests: that, not the law, is what it shows.
-    let sweep = sweep.filter(|_| a.missing_shards().is_empty());
+    let sweeps = if a.missing_shards().is_empty() {
+        sweeps
+    } else {
+        &[]
+    };
     let (mut below, mut above) = (Vec::new(), Vec::new());
-    for row in sweep.map_or(&[][..], |s| &s.rows[..]) {
+    for (sweep, row) in sweeps
+        .iter()
+        .flat_map(|s| s.rows.iter().map(move |r| (s, r)))
+    {
         let concurrency = f64::from(row.concurrency);
         let gap = LittleGap {
+            pattern: sweep.name.clone(),
             concurrency: row.concurrency,
             in_flight: row.little,
         };

@@ -50,8 +50,8 @@ pub fn render(r: &Report) -> String {
     delivery(&mut body, r);
     errors(&mut body, r);
     traffic(&mut body, r);
-    if r.sweep.is_some() {
-        sweep(&mut body, r);
+    for (i, s) in r.sweeps.iter().enumerate() {
+        sweep(&mut body, s, i);
     }
     resources(&mut body, r);
     scenario(&mut body, r);
@@ -397,10 +397,8 @@ fn traffic(out: &mut String, r: &Report) {
     );
 }
 
-fn sweep(out: &mut String, r: &Report) {
-    let Some(s) = &r.sweep else {
-        return;
-    };
+/// The sweep of one request pattern (the `i`-th), as charts and a table.
+fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
     let steps: Vec<String> = s
         .rows
         .iter()
@@ -416,7 +414,11 @@ fn sweep(out: &mut String, r: &Report) {
     let mut body = String::from("<h3>Throughput by concurrency</h3>");
     body.push_str(
         &Chart {
-            id: "sweep-tps".to_owned(),
+            id: if i == 0 {
+                "sweep-tps".to_owned()
+            } else {
+                format!("sweep-tps-{i}")
+            },
             title: "throughput by concurrency".to_owned(),
             x: XAxis::Steps(steps.clone()),
             y: YUnit::Count,
@@ -428,7 +430,11 @@ fn sweep(out: &mut String, r: &Report) {
     body.push_str("<h3>Response time by concurrency</h3>");
     body.push_str(
         &Chart {
-            id: "sweep-rt".to_owned(),
+            id: if i == 0 {
+                "sweep-rt".to_owned()
+            } else {
+                format!("sweep-rt-{i}")
+            },
             title: "response time by concurrency".to_owned(),
             x: XAxis::Steps(steps),
             y: YUnit::Ms,
@@ -480,10 +486,22 @@ fn sweep(out: &mut String, r: &Report) {
         ),
     };
     let _ = write!(body, "<p>{}</p>", esc(&knee));
+    let (id, title) = match (i, s.name.as_str()) {
+        (0, "") => ("sweep".to_owned(), "Request sweep".to_owned()),
+        (_, "") => (format!("sweep-{i}"), format!("Request sweep {}", i + 1)),
+        (_, name) => (
+            if i == 0 {
+                "sweep".to_owned()
+            } else {
+                format!("sweep-{i}")
+            },
+            format!("Request sweep: {name} ({})", s.kind),
+        ),
+    };
     section(
         out,
-        "sweep",
-        "Request sweep",
+        &id,
+        &title,
         "Steps of fixed concurrency (users each keeping one request outstanding). By \
          Little's law, TPS × mean response time ≈ concurrency; where throughput stops \
          growing, the server (or what sits in front of it) is saturated.",

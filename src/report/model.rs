@@ -48,8 +48,8 @@ pub struct Report {
     pub counters: BTreeMap<Counter, u64>,
     /// Errors that occurred, by kind.
     pub errors: BTreeMap<ErrorKind, ErrorCount>,
-    /// The request/response sweep, when the run had one.
-    pub sweep: Option<Sweep>,
+    /// The table of every request/response pattern of the run, in scenario order.
+    pub sweeps: Vec<Sweep>,
     /// The per-second series.
     pub series: Vec<SecondPoint>,
     /// One entry per generator process.
@@ -173,7 +173,7 @@ impl Report {
         let delivery = a.ledger.summary();
         let checks = checks::evaluate(a, &delivery);
         let series = series::of(m);
-        let sweep = Sweep::of(a);
+        let sweeps = Sweep::all(a);
         let missing_shards = a.missing_shards();
         let verdict = if !missing_shards.is_empty() {
             Verdict::Incomplete
@@ -245,8 +245,8 @@ impl Report {
                     (kind, ErrorCount { count, examples })
                 })
                 .collect(),
-            findings: findings::find(a, sweep.as_ref()),
-            sweep,
+            findings: findings::find(a, &sweeps),
+            sweeps,
             series,
             generators: a.shards.iter().map(generator).collect(),
             clocks: super::clocks::of(a),

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::artifact::Artifact;
+use crate::artifact::{Artifact, RequestSweep};
 use crate::metrics::{Counter, Hist};
 
 /// One concurrency step of the sweep.
@@ -23,9 +23,13 @@ pub struct SweepRow {
     pub errors: u64,
 }
 
-/// The sweep's table and its knee.
+/// One request pattern's table and its knee.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sweep {
+    /// The traffic pattern's name (empty for results of earlier versions).
+    pub name: String,
+    /// The request: `time` or `kv_get`.
+    pub kind: String,
     /// One row per step with at least one whole second.
     pub rows: Vec<SweepRow>,
     /// Where throughput stopped growing.
@@ -33,19 +37,34 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    /// The sweep of `a`, when it had one with at least one whole second in a step.
-    pub fn of(a: &Artifact) -> Option<Sweep> {
-        let rows = rows(a);
-        (!rows.is_empty()).then(|| Sweep {
-            knee: knee(&rows),
-            rows,
-        })
+    /// The table of every request pattern of `a` with at least one whole second in a
+    /// step, in scenario order. Replies and round trips are counted per second, so patterns
+    /// that run at the same time share each other's seconds: W3 runs them one after the
+    /// other.
+    pub fn all(a: &Artifact) -> Vec<Sweep> {
+        let patterns = if a.request_sweeps.is_empty() {
+            a.request_sweep.as_slice()
+        } else {
+            &a.request_sweeps[..]
+        };
+        patterns
+            .iter()
+            .filter_map(|p| {
+                let rows = rows(a, p);
+                (!rows.is_empty()).then(|| Sweep {
+                    name: p.name.clone(),
+                    kind: p.kind.clone(),
+                    knee: knee(&rows),
+                    rows,
+                })
+            })
+            .collect()
     }
 }
 
-/// The sweep rows of `a`, one per step, from the per-second series.
-fn rows(a: &Artifact) -> Vec<SweepRow> {
-    let (Some(sweep), Some(ts)) = (&a.request_sweep, a.traffic_started_s) else {
+/// The rows of request pattern `sweep` of `a`, one per step, from the per-second series.
+fn rows(a: &Artifact, sweep: &RequestSweep) -> Vec<SweepRow> {
+    let Some(ts) = a.traffic_started_s else {
         return Vec::new();
     };
     let mut out = Vec::new();

@@ -417,8 +417,8 @@ fn issue_10_little_law_mismatch_in_a_sweep_is_a_finding() {
     // 4,000/s × 1 ms = 4 and 8,000/s × 2 ms = 16: the law holds, nothing to say.
     let holds = sweep_of([(4_000, 1_000), (8_000, 2_000)]);
     let rows: Vec<(u32, f64)> = holds
-        .sweep
-        .as_ref()
+        .sweeps
+        .first()
         .expect("a sweep")
         .rows
         .iter()

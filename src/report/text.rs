@@ -64,7 +64,7 @@ pub fn render(r: &Report) -> String {
     }
     delivery(&mut out, r);
     errors(&mut out, r);
-    if let Some(s) = &r.sweep {
+    for s in &r.sweeps {
         sweep(&mut out, s);
     }
     resources(&mut out, r);
@@ -360,19 +360,32 @@ fn sweep(out: &mut String, s: &Sweep) {
         "RT mean",
         "RT p99",
         "TPS × RT (Little)",
+        "Little's law",
         "errors",
     ]);
     for row in &s.rows {
+        let c = f64::from(row.concurrency);
+        let off = (row.little - c) / c.max(1.0);
+        let law = if off.abs() <= LITTLE_TOLERANCE {
+            format!("holds ({:+.0}%)", off * 100.0)
+        } else {
+            format!("off by {:+.0}%", off * 100.0)
+        };
         t.add_row(vec![
             thousands(u64::from(row.concurrency)),
             format!("{:.0}", row.tps),
             ms(row.rt_mean_us),
             ms(row.rt_p99_us as f64),
             format!("{:.0}", row.little),
+            law,
             thousands(row.errors),
         ]);
     }
-    let _ = writeln!(out, "\n{t}");
+    if s.name.is_empty() {
+        let _ = writeln!(out, "\n{t}");
+    } else {
+        let _ = writeln!(out, "\nREQUESTS {} ({})\n{t}", s.name, s.kind);
+    }
     let knee = match s.knee {
         Knee::OneStep => "one step only: add a sweep to find the knee".to_owned(),
         Knee::StillGrowing { concurrency, tps } => format!(
@@ -390,7 +403,11 @@ fn sweep(out: &mut String, s: &Sweep) {
             rt_mean_us / 1000.0
         ),
     };
-    let _ = writeln!(out, "{knee}");
+    if s.name.is_empty() {
+        let _ = writeln!(out, "{knee}");
+    } else {
+        let _ = writeln!(out, "{}: {knee}", s.name);
+    }
 }
 
 fn resources(out: &mut String, r: &Report) {
@@ -509,9 +526,14 @@ fn gaps(steps: &[LittleGap]) -> String {
         .iter()
         .map(|g| {
             format!(
-                "{} ({:.1} in flight)",
+                "{} ({:.1} in flight){}",
                 thousands(u64::from(g.concurrency)),
-                g.in_flight
+                g.in_flight,
+                if g.pattern.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {}", g.pattern)
+                }
             )
         })
         .collect();

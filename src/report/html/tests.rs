@@ -84,3 +84,26 @@ fn a_one_hour_run_stays_under_a_megabyte() {
     // Downsampled, not cut: the time axis reaches the end of the hour.
     assert!(html.contains(">60:00<"), "the time axis ends at 60:00");
 }
+
+#[test]
+fn every_request_patterns_sweep_has_its_own_section_and_charts() {
+    let mut r = fixture();
+    let Some(first) = r.sweeps.first().cloned() else {
+        panic!("the fixture has a request sweep");
+    };
+    let mut second = first.clone();
+    second.name = "kv".to_owned();
+    second.kind = "kv_get".to_owned();
+    r.sweeps = vec![first, second];
+    let html = render(&r);
+    for id in [
+        "id=\"sweep\"",
+        "id=\"sweep-1\"",
+        "id=\"sweep-tps\"",
+        "id=\"sweep-tps-1\"",
+        "id=\"sweep-rt-1\"",
+    ] {
+        assert!(html.contains(id), "{id} missing");
+    }
+    assert!(html.contains("Request sweep: kv (kv_get)"));
+}
