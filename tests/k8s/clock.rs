@@ -10,9 +10,9 @@ use msgstorm::clock::SKEW_ENV;
 use msgstorm::metrics::Hist;
 use msgstorm::report::text;
 
-use crate::common::run::{msgstorm, scenario, Work, BIN, RUN_LIMIT};
+use crate::common::run::{scenario, Work, BIN, RUN_LIMIT};
 use crate::common::{config, start};
-use crate::k8s_kubelet::{free_port, interleaved, run_job, Node};
+use crate::k8s_kubelet::{collect_pods, free_port, manifests, run_job, Node};
 
 /// The injected skew of shard 1, ms.
 const SKEW_MS: i64 = 30_000;
@@ -59,31 +59,16 @@ async fn a_skewed_shards_offset_is_measured_and_taken_out_of_end_to_end_latency(
 
     // Corrected: the Job's shards meet at shard 0 and run on its clock.
     let port = free_port().to_string();
-    let ran = msgstorm(&[
-        "k8s", file, "--shards", "2", "--image", "m:t", "--run-id", "5eed0c10", "--port", &port,
-        "--output", "json",
+    let list = manifests(&[
+        file, "--shards", "2", "--image", "m:t", "--run-id", "5eed0c10", "--port", &port,
     ])
     .await;
-    ran.expect_code(0);
-    let list = serde_json::from_str(&ran.stdout).expect("a JSON List");
     let pods = run_job(&list, &work, |index| Node {
         env: skewed(index),
         ..Node::default()
     })
     .await;
-    for p in &pods {
-        assert_eq!(p.code, 0, "pod {} failed:\n{}", p.index, p.log);
-    }
-    let logs = work.write("logs.txt", &interleaved(&pods));
-    let out = work.path("collected");
-    let collected = msgstorm(&[
-        "collect",
-        logs.to_str().expect("utf-8"),
-        "--out",
-        out.to_str().expect("utf-8"),
-    ])
-    .await;
-    collected.expect_code(0);
+    let (collected, out) = collect_pods(&pods, &work).await;
     let merged = Artifact::read(&out.join("result.json")).expect("merged result");
     let clock = merged.shards[1]
         .clock

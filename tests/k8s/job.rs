@@ -11,7 +11,7 @@ use crate::common::run::{msgstorm, run_file, scenario, Work};
 use crate::common::{config, start};
 use std::time::Duration;
 
-use crate::k8s_kubelet::{free_port, interleaved, run_job, Node};
+use crate::k8s_kubelet::{collect_pods, free_port, manifests, run_job, Node};
 
 /// 45 users over 3 pods, direct traffic whose senders and receivers span the pods, and
 /// groups whose members do.
@@ -43,16 +43,6 @@ max_reordered = 0
 max_corrupted = 0
 "#;
 
-/// `msgstorm k8s ARGS --output json`, parsed.
-async fn manifests(args: &[&str]) -> Value {
-    let mut all = vec!["k8s"];
-    all.extend_from_slice(args);
-    all.extend(["--output", "json"]);
-    let ran = msgstorm(&all).await;
-    ran.expect_code(0);
-    serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("{e}\n{ran}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_indexed_job_run_locally_merges_to_what_one_process_delivers() {
     let server = start(config()).await;
@@ -83,19 +73,7 @@ async fn an_indexed_job_run_locally_merges_to_what_one_process_delivers() {
         ..Node::default()
     })
     .await;
-    for p in &pods {
-        assert_eq!(p.code, 0, "pod {} failed:\n{}", p.index, p.log);
-    }
-    let logs = work.write("logs.txt", &interleaved(&pods));
-    let out = work.path("collected");
-    let collected = msgstorm(&[
-        "collect",
-        logs.to_str().expect("utf-8"),
-        "--out",
-        out.to_str().expect("utf-8"),
-    ])
-    .await;
-    collected.expect_code(0);
+    let (collected, out) = collect_pods(&pods, &work).await;
     assert!(collected.verdict().starts_with("PASS"), "{collected}");
     for i in 0..3 {
         assert!(

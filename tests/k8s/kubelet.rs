@@ -12,7 +12,8 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::common::run::{Work, BIN, RUN_LIMIT};
+pub use crate::common::mosquitto::free_port;
+use crate::common::run::{msgstorm, Ran, Work, BIN, RUN_LIMIT};
 
 /// The objects of `msgstorm k8s … --output json` of one kind.
 fn items<'a>(list: &'a Value, kind: &str) -> Vec<&'a Value> {
@@ -202,10 +203,31 @@ pub fn interleaved(pods: &[Pod]) -> String {
     out
 }
 
-/// A free port on 127.0.0.1 (for shard 0's rendezvous).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+/// `msgstorm k8s ARGS --output json`, parsed.
+pub async fn manifests(args: &[&str]) -> Value {
+    let mut all = vec!["k8s"];
+    all.extend_from_slice(args);
+    all.extend(["--output", "json"]);
+    let ran = msgstorm(&all).await;
+    ran.expect_code(0);
+    serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("{e}\n{ran}"))
+}
+
+/// Checks every pod succeeded, then `msgstorm collect`s their interleaved logs into
+/// `work`'s `collected/` (exit 0 asserted) and returns the run and that folder.
+pub async fn collect_pods(pods: &[Pod], work: &Work) -> (Ran, PathBuf) {
+    for p in pods {
+        assert_eq!(p.code, 0, "pod {} failed:\n{}", p.index, p.log);
+    }
+    let logs = work.write("logs.txt", &interleaved(pods));
+    let out = work.path("collected");
+    let collected = msgstorm(&[
+        "collect",
+        logs.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ])
+    .await;
+    collected.expect_code(0);
+    (collected, out)
 }

@@ -8,8 +8,8 @@
 use msgstorm::artifact::Artifact;
 use msgstorm::ledger::Delivery;
 
-use crate::common::run::{run_text, Ran, Work};
-use crate::ws_json_peer::{installed, repo, Peer};
+use crate::common::run::Ran;
+use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
 
 /// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
 /// not built (see [`installed`]).
@@ -23,20 +23,11 @@ fn start(history: u32) -> Option<Peer> {
     })
 }
 
-/// The shipped scenario's head and target aimed at `server`, then `body`.
-fn scenario(server: &Peer, body: &str) -> String {
-    let text = include_str!("../../scenarios/ws-json-centrifuge.toml");
-    let head = &text[..text.find("[population]").expect("population")];
-    let url = format!("ws://{}/connection/websocket", server.addr);
-    let head = head.replace("ws://127.0.0.1:8000/connection/websocket", &url);
-    format!("{head}\n{body}")
-}
-
+/// The shipped scenario aimed at `server`, with `body` as its population and traffic.
 async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
-    let work = Work::new();
-    let (ran, artifact) = run_text(&work, &scenario(server, body)).await;
-    let d = artifact.ledger.summary();
-    (ran, artifact, d)
+    let text = include_str!("../../scenarios/ws-json-centrifuge.toml");
+    let url = format!("ws://{}/connection/websocket", server.addr);
+    run_shipped(text, "ws://127.0.0.1:8000/connection/websocket", &url, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use msgstorm::artifact::Artifact;
+use msgstorm::ledger::Delivery;
+
+use crate::common::run::{run_text, Ran, Work};
+
 /// The longest a server may take to say where it listens.
 const START_WAIT: Duration = Duration::from_secs(15);
 
@@ -85,4 +90,21 @@ impl Drop for Peer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs a shipped scenario (`text`) against `server`: its head (everything before
+/// `[population]`) with the shipped URL `shipped` pointed at `url`, then `body`.
+/// Returns the run, its result and the delivery verdict.
+pub async fn run_shipped(
+    text: &str,
+    shipped: &str,
+    url: &str,
+    body: &str,
+) -> (Ran, Artifact, Delivery) {
+    let head = &text[..text.find("[population]").expect("population")];
+    let scenario = format!("{}\n{body}", head.replace(shipped, url));
+    let work = Work::new();
+    let (ran, artifact) = run_text(&work, &scenario).await;
+    let d = artifact.ledger.summary();
+    (ran, artifact, d)
 }
