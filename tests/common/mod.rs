@@ -11,10 +11,13 @@
 //!   binary on a scenario.
 //! - [`xmpp`] runs real ejabberd and Prosody servers for the XMPP tests.
 
-#[cfg(feature = "mqtt")]
+#[cfg(feature = "tls")]
 pub mod certs;
+#[cfg(feature = "mqtt")]
 pub mod mosquitto;
+#[cfg(feature = "tls")]
 pub mod nginx;
+pub mod peers;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
 pub mod xmpp;
 

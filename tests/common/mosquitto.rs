@@ -6,11 +6,14 @@
 //! `CI=true`, where a missing broker is a failure.
 
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use msgstorm::artifact::Artifact;
+
+use super::peers::free_port;
+pub use super::peers::required;
 
 /// The longest a broker may take to start.
 const START_WAIT: Duration = Duration::from_secs(5);
@@ -22,41 +25,6 @@ pub struct Mosquitto {
     pub port: u16,
     /// Its temp dir (config, password file, log).
     pub dir: tempfile::TempDir,
-}
-
-/// Where a program is: `PATH`, then `/usr/sbin` and `/usr/bin`.
-fn find(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-}
-
-/// `program` (a peer server or tool: mosquitto, openssl, nginx); `None` after a printed note when it is
-/// missing outside CI, a panic under `CI=true`.
-pub fn required(program: &str) -> Option<PathBuf> {
-    let found = find(program);
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{program} is not installed (CI=true requires it; scripts/test installs it)"
-        );
-        skip_note(program);
-    }
-    found
-}
-
-/// Tells the person running the tests why one was skipped.
-#[allow(clippy::print_stderr)]
-fn skip_note(program: &str) {
-    eprintln!("note: skipping a test: {program} is not installed");
-}
-
-/// A free TCP port on 127.0.0.1 (free when asked; the broker binds it right after).
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
 }
 
 impl Mosquitto {

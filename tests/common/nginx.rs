@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::certs::make_certs;
-use super::mosquitto::{free_port, required};
+use super::peers::{free_port, required};
 
 /// How long nginx may take to listen.
 const START_WAIT: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-pub use crate::common::mosquitto::free_port;
+pub use crate::common::peers::free_port;
 use crate::common::run::{msgstorm, Ran, Work, BIN, RUN_LIMIT};
 
 /// The objects of `msgstorm k8s … --output json` of one kind.

@@ -1,0 +1,44 @@
+//! Finding the real peers the tests run (servers and tools from Debian's packages) and
+//! free loopback ports for them. A missing peer skips its test with a printed note outside
+//! CI and fails it under `CI=true` (`scripts/test` installs them).
+
+#[cfg(any(feature = "mqtt", feature = "tls"))]
+use std::path::PathBuf;
+
+#[cfg(any(feature = "mqtt", feature = "tls"))]
+/// Where a program is: `PATH`, then `/usr/sbin` and `/usr/bin`.
+fn find(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+#[cfg(any(feature = "mqtt", feature = "tls"))]
+/// `program` (a peer server or tool: mosquitto, openssl, nginx); `None` after a printed note when it is
+/// missing outside CI, a panic under `CI=true`.
+pub fn required(program: &str) -> Option<PathBuf> {
+    let found = find(program);
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{program} is not installed (CI=true requires it; scripts/test installs it)"
+        );
+        skip_note(program);
+    }
+    found
+}
+
+#[cfg(any(feature = "mqtt", feature = "tls"))]
+/// Tells the person running the tests why one was skipped.
+#[allow(clippy::print_stderr)]
+fn skip_note(program: &str) {
+    eprintln!("note: skipping a test: {program} is not installed");
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; the peer binds it right after).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
