@@ -301,6 +301,9 @@ pub struct SecondRow {
     pub online: u64,
     /// Errors of any kind.
     pub errors: u64,
+    /// Errors by kind, indexed by `ErrorKind as usize` (their sum is `errors`, except in
+    /// result files written before kinds were counted per second).
+    pub error_kinds: [u64; ErrorKind::ALL.len()],
     /// End-to-end latency.
     pub e2e: Percentiles,
     /// Send → acceptance latency.
@@ -347,6 +350,8 @@ struct Second {
     sec: u32,
     online: u64,
     errors: u64,
+    /// Indexed by `ErrorKind as usize`.
+    error_kinds: [u64; ErrorKind::ALL.len()],
     counters: [u64; Counter::ALL.len()],
     /// End-to-end, send-ack and request latencies (see `Hist::series`).
     lat: [Sketch; 3],
@@ -358,6 +363,7 @@ impl Second {
             sec,
             online: 0,
             errors: 0,
+            error_kinds: [0; ErrorKind::ALL.len()],
             counters: [0; Counter::ALL.len()],
             lat: Default::default(),
         }
@@ -413,7 +419,9 @@ impl Metrics {
         if !full || e.secs.last().is_some_and(|&last| sec <= last) {
             e.keep(sec, example());
         }
-        self.second(sec).errors += 1;
+        let s = self.second(sec);
+        s.errors += 1;
+        s.error_kinds[kind as usize] += 1;
     }
 
     /// Adds `online` users to second `sec`. Each source (worker, shard) reports once per
@@ -441,6 +449,9 @@ impl Metrics {
             let s = self.second(o.sec);
             s.online = s.online.saturating_add(o.online);
             s.errors += o.errors;
+            for (k, n) in s.error_kinds.iter_mut().zip(&o.error_kinds) {
+                *k += n;
+            }
             for (c, n) in s.counters.iter_mut().zip(&o.counters) {
                 *c = c.saturating_add(*n);
             }
@@ -482,6 +493,7 @@ impl Metrics {
                 sec: s.sec,
                 online: s.online,
                 errors: s.errors,
+                error_kinds: s.error_kinds,
                 e2e: pct(&s.lat[0]),
                 ack: pct(&s.lat[1]),
                 request: pct(&s.lat[2]),
@@ -574,6 +586,10 @@ struct SecondRepr {
     online: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     errors: u64,
+    /// Errors by kind, non-zero kinds only (absent in files written before kinds were
+    /// counted per second).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    error_kinds: BTreeMap<ErrorKind, u64>,
     /// Non-zero counters only.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     counters: BTreeMap<Counter, u64>,
@@ -624,6 +640,11 @@ impl From<Metrics> for Repr {
                 sec: s.sec,
                 online: s.online,
                 errors: s.errors,
+                error_kinds: ErrorKind::ALL
+                    .iter()
+                    .map(|&k| (k, s.error_kinds[k as usize]))
+                    .filter(|(_, n)| *n > 0)
+                    .collect(),
                 counters: Counter::ALL
                     .iter()
                     .map(|&c| (c, s.counters[c as usize]))
@@ -673,6 +694,15 @@ impl TryFrom<Repr> for Metrics {
             let mut second = Second::new(s.sec);
             second.online = s.online;
             second.errors = s.errors;
+            for (k, n) in s.error_kinds {
+                second.error_kinds[k as usize] = n;
+            }
+            if second.error_kinds.iter().sum::<u64>() > s.errors {
+                return Err(format!(
+                    "metrics: second {}: errors by kind add up to more than its {} errors",
+                    s.sec, s.errors
+                ));
+            }
             for (c, n) in s.counters {
                 second.counters[c as usize] = n;
             }

@@ -102,6 +102,56 @@ fn error_examples_are_bounded_and_lazy() {
     assert_eq!(rows.iter().map(|r| r.errors).sum::<u64>(), 22);
 }
 
+/// Every second counts its errors by kind, and the kinds survive merging and the file.
+#[test]
+fn errors_are_counted_per_second_by_kind() {
+    let mut a = Metrics::new();
+    a.error(3, ErrorKind::ClosedByPeer, || "closed".into());
+    a.error(3, ErrorKind::Timeout, || "timed out".into());
+    let mut b = Metrics::new();
+    b.error(3, ErrorKind::ClosedByPeer, || "closed".into());
+    b.error(4, ErrorKind::AuthFailed, || "no".into());
+    a.merge(&b);
+    let rows: Vec<SecondRow> = roundtrip(&a).seconds().collect();
+    let kinds = |r: &SecondRow| {
+        ErrorKind::ALL
+            .iter()
+            .filter(|&&k| r.error_kinds[k as usize] > 0)
+            .map(|&k| (k, r.error_kinds[k as usize]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!((rows[0].sec, rows[0].errors), (3, 3));
+    assert_eq!(
+        kinds(&rows[0]),
+        [(ErrorKind::ClosedByPeer, 2), (ErrorKind::Timeout, 1)]
+    );
+    assert_eq!(kinds(&rows[1]), [(ErrorKind::AuthFailed, 1)]);
+    let v = serde_json::to_value(&a).expect("serializes");
+    assert_eq!(
+        v["seconds"][0]["error_kinds"],
+        serde_json::json!({"closed_by_peer": 2, "timeout": 1})
+    );
+}
+
+/// A file from before kinds were counted per second still reads (its seconds have a total
+/// only); kinds adding up to more than the total are refused.
+#[test]
+fn seconds_without_kinds_read_and_inflated_kinds_are_refused() {
+    let mut m = Metrics::new();
+    m.error(1, ErrorKind::Timeout, || "t".into());
+    let mut v = serde_json::to_value(&m).expect("serializes");
+    v["seconds"][0]
+        .as_object_mut()
+        .expect("an object")
+        .remove("error_kinds");
+    let old: Metrics = serde_json::from_value(v.clone()).expect("reads");
+    let row = old.seconds().next().expect("a second");
+    assert_eq!((row.errors, row.error_kinds.iter().sum::<u64>()), (1, 0));
+    v["seconds"][0]["error_kinds"] = serde_json::json!({"timeout": 2});
+    let err = serde_json::from_value::<Metrics>(v).expect_err("refused");
+    assert!(err.to_string().contains("add up to more"), "{err}");
+}
+
 #[test]
 fn serialized_form_is_readable() {
     let mut m = Metrics::new();

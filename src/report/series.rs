@@ -1,8 +1,10 @@
 //! The per-second series of a run, as the report shows it over time.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
-use crate::metrics::{Counter, Metrics, Percentiles};
+use crate::metrics::{Counter, ErrorKind, Metrics, Percentiles};
 
 /// One second of the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,6 +25,10 @@ pub struct SecondPoint {
     pub replies: u64,
     /// Errors of any kind.
     pub errors: u64,
+    /// Errors by kind (only kinds that occurred; empty for seconds of result files written
+    /// before kinds were counted per second).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_kinds: BTreeMap<ErrorKind, u64>,
     /// End-to-end latency, µs.
     pub e2e: Spread,
     /// Send → acceptance latency, µs.
@@ -67,6 +73,11 @@ pub fn of(m: &Metrics) -> Vec<SecondPoint> {
             received: s.count(Counter::Received),
             replies: s.count(Counter::Replies),
             errors: s.errors,
+            error_kinds: ErrorKind::ALL
+                .iter()
+                .map(|&k| (k, s.error_kinds[k as usize]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
             e2e: s.e2e.into(),
             ack: s.ack.into(),
             request: s.request.into(),

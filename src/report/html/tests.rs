@@ -107,3 +107,30 @@ fn every_request_patterns_sweep_has_its_own_section_and_charts() {
     }
     assert!(html.contains("Request sweep: kv (kv_get)"));
 }
+
+/// The errors chart draws one line per kind that occurred, named by the kind; seconds of an
+/// older result file without kinds show as "kind not recorded" rather than vanishing.
+#[test]
+fn errors_are_charted_by_kind() {
+    use crate::metrics::ErrorKind;
+    let errors_chart = |html: &str| {
+        let start = html.find("id=\"errors\"").expect("an errors chart");
+        let end = start + html[start..].find("</svg>").expect("the chart ends");
+        html[start..end].to_owned()
+    };
+    let mut a = one_hour();
+    for sec in (5..3600u32).step_by(60) {
+        a.metrics
+            .error(sec, ErrorKind::ClosedByPeer, || "closed".to_owned());
+    }
+    let chart = errors_chart(&render(&Report::new(&a)));
+    assert!(chart.contains(">timeout<"), "timeout line missing");
+    assert!(
+        chart.contains(">closed_by_peer<"),
+        "closed_by_peer line missing"
+    );
+    assert!(!chart.contains("kind not recorded"));
+
+    let older = errors_chart(&render(&fixture()));
+    assert!(older.contains(">kind not recorded<"), "{older}");
+}

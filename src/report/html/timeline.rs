@@ -9,6 +9,7 @@ use std::fmt::Write;
 use super::chart::{Chart, Line, XAxis, YUnit};
 use super::esc;
 use super::page::section as page_section;
+use crate::metrics::ErrorKind;
 use crate::report::model::Report;
 use crate::report::series::{SecondPoint, Spread};
 use crate::scrape::ScrapedSeries;
@@ -282,18 +283,20 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
         });
     }
 
-    let mut errors = Vec::new();
-    for run in runs {
-        errors.push(series(run, "errors/s (all kinds)", Agg::Rate, &|s| {
-            Some(s.errors as f64)
-        }));
-    }
     // A run without errors gets a sentence instead of a flat line ([`body`]).
     if any_errors(runs) {
         out.push(Panel {
-            heading: "Errors per second".to_owned(),
-            why: "Failures of any kind per second; the kinds are in the table below.".to_owned(),
-            chart: chart("errors", "errors per second", YUnit::Count, errors, false),
+            heading: "Errors per second, by kind".to_owned(),
+            why: "Failures per second, one line per kind that occurred; what each kind means \
+                  and examples are in the errors table below."
+                .to_owned(),
+            chart: chart(
+                "errors",
+                "errors per second",
+                YUnit::Count,
+                error_lines(runs, &series),
+                false,
+            ),
         });
     }
 
@@ -413,6 +416,35 @@ fn scraped(runs: &[Run<'_>], bucket: u32, end: f64, out: &mut Vec<Panel>, chart:
             chart: chart(&format!("scraped-{i}"), &name, YUnit::Count, lines, true),
         });
     }
+}
+
+/// One line per error kind that occurred in any of `runs` (per run when overlaid), and one
+/// for errors of unknown kind (seconds of result files written before kinds were counted
+/// per second).
+fn error_lines(
+    runs: &[Run<'_>],
+    series: &dyn Fn(&Run<'_>, &str, Agg, &dyn Fn(&SecondPoint) -> Option<f64>) -> Line,
+) -> Vec<Line> {
+    let kinds: std::collections::BTreeSet<ErrorKind> = runs
+        .iter()
+        .flat_map(|r| r.report.series.iter())
+        .flat_map(|s| s.error_kinds.keys().copied())
+        .collect();
+    let unknown = |s: &SecondPoint| s.errors - s.error_kinds.values().sum::<u64>().min(s.errors);
+    let mut lines = Vec::new();
+    for run in runs {
+        for &kind in &kinds {
+            lines.push(series(run, kind.name(), Agg::Rate, &|s| {
+                Some(s.error_kinds.get(&kind).copied().unwrap_or(0) as f64)
+            }));
+        }
+        if run.report.series.iter().any(|s| unknown(s) > 0) {
+            lines.push(series(run, "kind not recorded", Agg::Rate, &|s| {
+                Some(unknown(s) as f64)
+            }));
+        }
+    }
+    lines
 }
 
 /// Whether any second of `runs` had an error.
