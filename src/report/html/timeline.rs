@@ -418,13 +418,13 @@ fn scraped(runs: &[Run<'_>], bucket: u32, end: f64, out: &mut Vec<Panel>, chart:
     }
 }
 
+/// Makes one run's line from a value of each second ([`panels`]' `series`).
+type SeriesOf<'a> = dyn Fn(&Run<'_>, &str, Agg, &dyn Fn(&SecondPoint) -> Option<f64>) -> Line + 'a;
+
 /// One line per error kind that occurred in any of `runs` (per run when overlaid), and one
 /// for errors of unknown kind (seconds of result files written before kinds were counted
 /// per second).
-fn error_lines(
-    runs: &[Run<'_>],
-    series: &dyn Fn(&Run<'_>, &str, Agg, &dyn Fn(&SecondPoint) -> Option<f64>) -> Line,
-) -> Vec<Line> {
+fn error_lines(runs: &[Run<'_>], series: &SeriesOf<'_>) -> Vec<Line> {
     let kinds: std::collections::BTreeSet<ErrorKind> = runs
         .iter()
         .flat_map(|r| r.report.series.iter())
