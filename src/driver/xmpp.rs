@@ -33,6 +33,7 @@
 //! test exchanges.
 
 mod login;
+mod mam;
 mod options;
 mod sasl;
 mod session;
@@ -40,11 +41,11 @@ mod stream;
 mod xml;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_rustls::rustls::ClientConfig;
 
-pub use options::{Options, Sasl, Tls};
+pub use options::{Fetch, Options, Sasl, Tls};
 pub use session::{XmppResume, XmppSession};
 use xml::Element;
 
@@ -92,6 +93,9 @@ pub struct XmppDriver {
     password: String,
     connect_timeout: Duration,
     max_body: usize,
+    /// When the run began: a MAM fetch of a user that never had an archived message
+    /// starts here.
+    started: SystemTime,
 }
 
 /// The rustls client configuration: the CA file's certificates, or the system's roots
@@ -186,6 +190,7 @@ impl super::Driver for XmppDriver {
             password,
             connect_timeout: config.connect_timeout,
             max_body: config.max_body,
+            started: SystemTime::now(),
         })
     }
 
@@ -208,13 +213,19 @@ impl super::Driver for XmppDriver {
         match tokio::time::timeout(limit, login).await {
             Ok(Ok(done)) => {
                 let handshake = done.handshake;
+                let account = resume.account.take();
                 match XmppSession::new(self, user, done, resume) {
                     Ok(session) => Ok(Connected {
                         session,
                         handshake,
                         login: started.elapsed().saturating_sub(handshake),
+                        account,
                     }),
-                    Err(failed) => Err(*failed),
+                    Err(failed) => {
+                        let (f, mut resume) = *failed;
+                        resume.account = account;
+                        Err((f, resume))
+                    }
                 }
             }
             Ok(Err(f)) => Err((f, resume)),

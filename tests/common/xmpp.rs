@@ -333,6 +333,18 @@ struct ProxyState {
     /// Both sockets of every live connection.
     live: std::sync::Mutex<Vec<(std::net::TcpStream, std::net::TcpStream)>>,
     accepted: std::sync::atomic::AtomicUsize,
+    /// Holding back what flows to the server / to the clients (kept in the proxy, and
+    /// lost if the connection is cut meanwhile).
+    hold: [std::sync::atomic::AtomicBool; 2],
+}
+
+/// A direction of the proxy's traffic.
+#[derive(Debug, Clone, Copy)]
+pub enum Toward {
+    /// Client to server.
+    Server = 0,
+    /// Server to client.
+    Clients = 1,
 }
 
 impl CutProxy {
@@ -355,8 +367,9 @@ impl CutProxy {
                 };
                 shared.live.lock().expect("proxy lock").push((c3, s3));
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || pipe(client, s2));
-                std::thread::spawn(move || pipe(server, c2));
+                let (up, down) = (shared.clone(), shared.clone());
+                std::thread::spawn(move || pipe(client, s2, &up.hold[Toward::Server as usize]));
+                std::thread::spawn(move || pipe(server, c2, &down.hold[Toward::Clients as usize]));
             }
         });
         CutProxy { port, state }
@@ -369,6 +382,12 @@ impl CutProxy {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Stops passing on what flows `toward` one side: it stays in the proxy until the
+    /// connections are cut, the network swallowing it.
+    pub fn hold(&self, toward: Toward) {
+        self.state.hold[toward as usize].store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Cuts every live connection; returns how many.
     pub fn cut_all(&self) -> usize {
         let live = std::mem::take(&mut *self.state.live.lock().expect("proxy lock"));
@@ -376,12 +395,33 @@ impl CutProxy {
             let _ = c.shutdown(std::net::Shutdown::Both);
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
+        for h in &self.state.hold {
+            h.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         live.len()
     }
 }
 
-/// Copies `from` to `to` until either side ends.
-fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
-    let _ = std::io::copy(&mut from, &mut to);
+/// Copies `from` to `to` until either side ends; while `hold` is set, what it read stays
+/// here (dropped when the connection is cut meanwhile).
+fn pipe(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    hold: &std::sync::atomic::AtomicBool,
+) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut held = Vec::new();
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        held.extend_from_slice(&buf[..n]);
+        if hold.load(Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&held).is_err() {
+            break;
+        }
+        held.clear();
+    }
     let _ = to.shutdown(std::net::Shutdown::Both);
 }
