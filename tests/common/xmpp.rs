@@ -106,7 +106,7 @@ pub fn shared(kind: Kind) -> Option<&'static Server> {
     };
     cell.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep();
-        Server::launch(kind, "", dir, None)
+        Server::launch(kind, "", false, dir, None)
     })
     .as_ref()
 }
@@ -117,12 +117,22 @@ impl Server {
     pub fn start(kind: Kind, extra: &str) -> Option<Server> {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
-        Server::launch(kind, extra, dir, Some(temp))
+        Server::launch(kind, extra, false, dir, Some(temp))
+    }
+
+    /// A private server of `kind` that archives every user's messages (MAM, XEP-0313).
+    /// Not the shared one: with an archive, ejabberd drops the unacknowledged messages of
+    /// a closing session instead of storing them offline, for clients to fetch from MAM.
+    pub fn with_mam(kind: Kind) -> Option<Server> {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        Server::launch(kind, "", true, dir, Some(temp))
     }
 
     fn launch(
         kind: Kind,
         extra: &str,
+        mam: bool,
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
     ) -> Option<Server> {
@@ -131,8 +141,8 @@ impl Server {
         }
         let port = free_port();
         let command = match kind {
-            Kind::Ejabberd => ejabberd(&dir, port, extra)?,
-            Kind::Prosody => prosody(&dir, port, extra),
+            Kind::Ejabberd => ejabberd(&dir, port, extra, mam)?,
+            Kind::Prosody => prosody(&dir, port, extra, mam),
         };
         // The watchdog: runs the server, stops it when this test process is gone, and
         // removes a shared server's directory (a private one is removed by its TempDir).
@@ -202,8 +212,13 @@ impl Drop for Server {
 /// The shell command running ejabberd in `dir`: the Erlang VM directly (no `ejabberdctl`,
 /// whose `su` to the ejabberd user and distributed node name do not suit a test), with
 /// enough ports and file descriptors for a few thousand connections.
-fn ejabberd(dir: &Path, port: u16, offline: &str) -> Option<String> {
+fn ejabberd(dir: &Path, port: u16, offline: &str, mam: bool) -> Option<String> {
     let libs = ejabberd_libs()?;
+    let mam = if mam {
+        "  mod_mam:\n    default: always\n"
+    } else {
+        ""
+    };
     let offline = match offline {
         "" => "max_user_offline_messages: 100000".to_owned(),
         extra => extra.to_owned(),
@@ -243,7 +258,7 @@ modules:
     history_size: 20
     max_users: 10000
     max_users_presence: 10000
-"#
+{mam}"#
     );
     std::fs::write(dir.join("ejabberd.yml"), config).expect("write ejabberd.yml");
     std::fs::create_dir_all(dir.join("spool")).expect("spool dir");
@@ -258,8 +273,9 @@ modules:
 /// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
 /// tests (root included). It logs at debug level: that is where it says it resumed a
 /// session.
-fn prosody(dir: &Path, port: u16, extra: &str) -> String {
+fn prosody(dir: &Path, port: u16, extra: &str, mam: bool) -> String {
     let d = dir.display();
+    let mam = if mam { " \"mam\";" } else { "" };
     let config = format!(
         r#"run_as_root = true
 pidfile = "{d}/prosody.pid"
@@ -278,7 +294,7 @@ min_seconds_between_registrations = 0
 authentication = "internal_hashed"
 storage = "internal"
 limits = {{ c2s = {{ rate = "100mb/s"; }}; }}
-modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix" }}
+modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix";{mam} }}
 {extra}
 VirtualHost "localhost"
 Component "conference.localhost" "muc"

@@ -106,6 +106,20 @@ struct Held {
     /// The XEP-0198 count of the stanza that carried a message (acknowledged only once the
     /// engine has it).
     stanza: Option<u32>,
+    /// The archive id of a pushed message (`fetch = "mam"`): once the engine has it, the
+    /// next MAM fetch starts after it.
+    archive: Option<String>,
+}
+
+impl Held {
+    /// An event that no received message carried.
+    fn event(event: Event) -> Held {
+        Held {
+            event,
+            stanza: None,
+            archive: None,
+        }
+    }
 }
 
 /// XEP-0198 state of a session.
@@ -178,11 +192,7 @@ impl XmppSession {
             reply_timeout: d.connect_timeout,
             next_id: 0,
         };
-        s.pending
-            .extend(login.settled.into_iter().map(|event| Held {
-                event,
-                stanza: None,
-            }));
+        s.pending.extend(login.settled.into_iter().map(Held::event));
         for e in login.early {
             if let Err(f) = s.absorb(e) {
                 return Err(Box::new((f, s.resume)));
@@ -279,10 +289,7 @@ impl XmppSession {
                         }
                         let tag = u.tag;
                         sm.tags.pop_front();
-                        self.pending.push_back(Held {
-                            event: Event::Accepted { tag },
-                            stanza: None,
-                        });
+                        self.pending.push_back(Held::event(Event::Accepted { tag }));
                     }
                 }
                 Ok(())
@@ -302,20 +309,20 @@ impl XmppSession {
                 e.attr("from").unwrap_or("?"),
                 stanza_error(&e)
             );
-            self.pending.push_back(Held {
-                event: Event::ProtocolError(Failure::new(ErrorKind::SendFailed, detail)),
-                stanza: None,
-            });
+            let failure = Failure::new(ErrorKind::SendFailed, detail);
+            self.pending
+                .push_back(Held::event(Event::ProtocolError(failure)));
             return Ok(());
         }
         let Some(body) = e.child("body").map(|b| b.text.clone()) else {
             return Ok(());
         };
-        if self.opts.fetch == Fetch::Mam {
-            if let Some(id) = mam::stanza_id(&e, &self.me) {
-                self.resume.mam_after = Some(id.to_owned());
-            }
-        }
+        // Only pushes move the archive position: what arrives while fetching (offline
+        // storage) may be older than what the archive query has to return.
+        let archive = match self.opts.fetch == Fetch::Mam && !self.replaying {
+            true => mam::stanza_id(&e, &self.me).map(str::to_owned),
+            false => None,
+        };
         if kind == "groupchat" {
             let from = e.attr("from").unwrap_or_default();
             let (room, nick) = from.split_once('/').unwrap_or((from, ""));
@@ -336,6 +343,7 @@ impl XmppSession {
         self.pending.push_back(Held {
             event: Event::Delivered { body },
             stanza: count,
+            archive,
         });
         Ok(())
     }
@@ -631,7 +639,8 @@ impl Session for XmppSession {
     }
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
-        if !std::mem::take(&mut self.replaying) {
+        // Fetching until the end of this call (pushes do not move the archive position).
+        if !std::mem::replace(&mut self.replaying, true) {
             // A session that is already live (the final verification): presence off and
             // on again makes the server hand over what its offline storage still holds for
             // this user — messages it stored while the user was online, as ejabberd does
@@ -648,8 +657,13 @@ impl Session for XmppSession {
             for held in std::mem::take(&mut s.pending) {
                 match held.event {
                     Event::Delivered { body } if archived.contains(&body) => {}
-                    Event::Delivered { body } => out.push(body),
-                    _ => rest.push_back(held),
+                    Event::Delivered { body } => {
+                        if held.archive.is_some() {
+                            s.resume.mam_after = held.archive;
+                        }
+                        out.push(body);
+                    }
+                    event => rest.push_back(Held { event, ..held }),
                 }
             }
             s.pending = rest;
@@ -667,6 +681,8 @@ impl Session for XmppSession {
         take(self, out, &archived);
         if self.opts.fetch == Fetch::Mam {
             let bodies = self.fetch_archive().await?;
+            // From here on, what arrives is newer than the archive's answer.
+            self.replaying = false;
             archived.extend(bodies.iter().cloned());
             let pushed = out.split_off(start);
             out.extend(bodies);
@@ -691,6 +707,9 @@ impl Session for XmppSession {
         loop {
             // Taken out of `pending`, a message counts as handed to the engine (`handed`).
             if let Some(held) = self.pending.pop_front() {
+                if held.archive.is_some() {
+                    self.resume.mam_after = held.archive;
+                }
                 return held.event;
             }
             if let Err(f) = self.step().await {
