@@ -721,6 +721,13 @@ impl Session for XmppSession {
     async fn close(mut self) -> XmppResume {
         // A clean end: the server closes the XEP-0198 session too.
         self.resume.sm = None;
+        // Unavailable first, as a client logging off says: from then on the server stores
+        // new messages offline instead of routing them to a session that is going away.
+        // (ejabberd 23.01 reads a recipient's sessions and then routes to one of them;
+        // a session closed in between silently loses the message, `ejabberd_sm:
+        // route_message`, "Race condition". Without the presence, every message routed
+        // until the close takes that risk.)
+        self.stanza("<presence type='unavailable'/>");
         // Acknowledge what the engine has, then end the stream: messages that arrive
         // meanwhile stay unacknowledged, and the server keeps them for the next login.
         if let Some(sm) = &mut self.sm {
