@@ -16,14 +16,18 @@
 //!   is configured as an instant room. The room's reflection of one's own message is
 //!   dropped. Joining a room again asks for its history, and history messages this user
 //!   already had are dropped (the overlap of a rejoin, not a duplicate).
-//! - fetch missed: the offline messages the server delivers after the initial presence and
-//!   the room history of a rejoin, collected until the stream goes quiet. The final
-//!   verification sends presence again, for what the server left in offline storage.
+//! - fetch missed: the offline messages the server delivers after the initial presence,
+//!   with `fetch = "mam"` merged with the user's MAM archive (XEP-0313, [`mam`]) so each
+//!   message comes once, and the room history of a rejoin, collected until the stream goes
+//!   quiet. The final verification sends presence again, for what the server left in
+//!   offline storage.
+//! - a broken connection resumes its XEP-0198 session; what the server had not
+//!   acknowledged past the `h` of its `<resumed/>` is sent again.
 //! - heartbeat: `<r/>` (XEP-0198) or a whitespace keep-alive; server pings (XEP-0199) are
 //!   answered.
 //! - received messages are acknowledged (`<a h/>`) only once the engine has them: what
-//!   arrives while a user closes stays unacknowledged, and the server stores it offline
-//!   for the next connection.
+//!   arrives while a user closes (unavailable presence, acks, end of stream) stays
+//!   unacknowledged, and the server stores it offline for the next connection.
 //!
 //! The XML stream is quick-xml under a small framer ([`xml`]) rather than tokio-xmpp with
 //! xmpp-parsers: tokio-xmpp 6 brings its own resolver (hickory), a second TLS provider
