@@ -323,7 +323,7 @@ w5_full() {
         --set 'monitor.names=["beam.smp"]')
     log "W5: ${GEN_CPU[*]} $BIN run scenarios/ejabberd-arrival.toml ${args[*]}"
     "${GEN_CPU[@]}" "$BIN" run scenarios/ejabberd-arrival.toml "${args[@]}" > "$WORK/w5.txt" 2>&1 || true
-    head -1 "$WORK/w5.txt"
+    grep -E '^(PASS|FAIL|INCOMPLETE|INTERRUPTED) ' "$WORK/w5.txt" || head -3 "$WORK/w5.txt"
     grep -E '^\| (connect |login |send → ack|end-to-end|delivered intact|lost|duplicated|online peak|logins ok)' "$WORK/w5.txt" || true
     "$BIN" report --json "$WORK/w5/result.json" > "$WORK/w5-report.json"
     python3 - "$WORK/w5-report.json" "$WORK/w5/result.json" "$W5_USERS" <<'PY'
@@ -337,13 +337,13 @@ gen_rss = sum(sh["peak_rss_bytes"] for sh in a["shards"]); gen_cpu = sum(sh["cpu
 print(f"   generator: {len(a['shards'])} processes, peak RSS {gen_rss/2**20:.1f} MiB in all "
       f"({gen_rss/users/1024:.1f} KiB/user), CPU {gen_cpu:.1f} s")
 online = max(1, max(s["online"] for s in series))
-for p in a.get("processes", []):
-    if not p.get("generator"):
+servers = {p["pid"]: p for p in a.get("processes", []) if not p.get("generator")}
+for p in servers.values():
         rss = p["rss_peak_bytes"]
         print(f"   server {p['name']}: peak RSS {rss/2**20:.1f} MiB ({rss/online/1024:.1f} KiB per online user, "
               f"{online} online), CPU avg {p['cpu_avg_pct']:.0f}% peak {p['cpu_peak_pct']:.0f}% of a core")
-print("   per-second series, every 5th second (sec: online, logins, received, e2e p99 ms, ack p99 ms):")
-for s in series[::5]:
+print("   per-second series, every second with logins and every 5th (sec: online, logins, received, e2e p99 ms, ack p99 ms):")
+for s in (s for s in series if s["logins"] or s["sec"] % 5 == 0):
     e2e = s.get("e2e") or {}; ack = s.get("ack") or {}
     print(f"     {s['sec']:>4}: {s['online']:>6} {s['logins']:>5} {s['received']:>6} "
           f"{(e2e.get('p99') or 0)/1000:>8.1f} {(ack.get('p99') or 0)/1000:>8.1f}")
