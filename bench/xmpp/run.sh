@@ -298,9 +298,13 @@ def last(name):
     # tsung.log stat lines: "stats: NAME COUNT MEAN STDDEV MAX MIN MEANTOTAL COUNTTOTAL"
     rows = re.findall(rf"^stats: {re.escape(name)} (\S+) (\S+) \S+ (\S+) (\S+) (\S+) (\S+)", text, re.M)
     return rows[-1] if rows else None
-users_row = last("users_count"); conn = last("connect"); login = last("tr_login"); size = last("size_sent")
+def total(name):
+    # counter lines: "stats: NAME COUNT TOTAL"
+    rows = re.findall(rf"^stats: {re.escape(name)} (\S+) (\S+)$", text, re.M)
+    return rows[-1][1] if rows else None
+started = total("users_count"); conn = last("connect"); login = last("tr_login")
 print(f"   tsung: peak RSS {peak_kb/1024:.1f} MiB ({peak_kb/users:.1f} KiB/user), CPU {cpu} s, wall {end-start:.1f} s")
-if users_row: print(f"   users started: {users_row[-1]}")
+if started: print(f"   users started: {started} of {users}")
 if conn: print(f"   connect: count {conn[-1]}, mean {float(conn[-2]):.2f} ms")
 if login: print(f"   login transaction: count {login[-1]}, mean {float(login[-2]):.2f} ms, max {login[2]} ms")
 for name in ("error_connect_econnrefused", "error_abort_max_conn_retries", "error_connect_etimedout"):
@@ -308,6 +312,7 @@ for name in ("error_connect_econnrefused", "error_abort_max_conn_retries", "erro
     if r: print(f"   {name}: {r[-1]}")
 PY
     grep -E "^stats: (users|connected|finish_users_count|page|request|session|chat|size_sent|size_rcv) " "$stats" | tail -12 | sed 's/^/    /'
+    grep -h "Phase duration exceeded" "$dir"/log/*/tsung_controller@*.log | sed 's/^ */   /' || true
 }
 
 # W5 at the fd limit: the shipped scenario, resized, on a fresh ejabberd.

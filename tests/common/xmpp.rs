@@ -307,6 +307,20 @@ Component "conference.localhost" "muc"
     "exec prosody -F --config \"$D/prosody.cfg.lua\"".to_owned()
 }
 
+/// The result of `run`, which must have passed (exit 0; the report, errors and the
+/// server's log otherwise).
+pub fn passed(run: super::mosquitto::RunResult, server: &Server) -> msgstorm::artifact::Artifact {
+    assert_eq!(
+        run.code,
+        0,
+        "{}{}\n{}",
+        run.stdout,
+        run.stderr,
+        server.log()
+    );
+    run.artifact.expect("result.json")
+}
+
 /// A scenario against `server`: users `{prefix}-{user}` (registered in band), rooms
 /// `{prefix}-{group}`, `xmpp` more `[target.xmpp]` lines, then `rest` (population,
 /// traffic, checks).

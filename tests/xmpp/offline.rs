@@ -7,7 +7,7 @@ use std::time::Duration;
 use msgstorm::metrics::Counter;
 
 use crate::common::mosquitto::run_msgstorm;
-use crate::common::xmpp::{scenario, shared, Kind, Server};
+use crate::common::xmpp::{passed, scenario, shared, Kind, Server};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -86,16 +86,7 @@ fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
         return;
     };
     let text = scenario(&server, "o-mam", "fetch = \"mam\"", AWAY);
-    let run = run_msgstorm(&text, &[], LIMIT);
-    assert_eq!(
-        run.code,
-        0,
-        "{}{}\n{}",
-        run.stdout,
-        run.stderr,
-        server.log()
-    );
-    let a = run.artifact.expect("result.json");
+    let a = passed(run_msgstorm(&text, &[], LIMIT), &server);
     let d = a.ledger.summary();
     assert_eq!(d.delivered, d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");
