@@ -43,7 +43,7 @@ fn chat_exactly_once(kind: Kind, prefix: &str, xmpp: &str) {
     };
     let a = passed(
         run_msgstorm(&scenario(server, prefix, xmpp, CHAT), &[], LIMIT),
-        &server,
+        server,
     );
     assert_eq!(a.driver, "xmpp");
     assert!(a.acceptance);
