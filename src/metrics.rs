@@ -123,11 +123,15 @@ pub enum Counter {
     BytesIn,
     /// Sync (catch-up) requests made.
     Syncs,
+    /// Accounts the driver created before logging in (XMPP in-band registration).
+    AccountsCreated,
+    /// Accounts the driver was asked to create that existed already.
+    AccountsExisting,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 18] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -144,6 +148,8 @@ impl Counter {
         Counter::BytesOut,
         Counter::BytesIn,
         Counter::Syncs,
+        Counter::AccountsCreated,
+        Counter::AccountsExisting,
     ];
 
     /// The name used in reports and result files.
@@ -165,6 +171,8 @@ impl Counter {
             Counter::BytesOut => "bytes_out",
             Counter::BytesIn => "bytes_in",
             Counter::Syncs => "syncs",
+            Counter::AccountsCreated => "accounts_created",
+            Counter::AccountsExisting => "accounts_existing",
         }
     }
 }
@@ -184,6 +192,8 @@ pub enum ErrorKind {
     HttpStatus,
     /// The server rejected the credentials.
     AuthFailed,
+    /// The server refused to create the user's account (XMPP in-band registration).
+    Registration,
     /// The server sent something the protocol does not allow.
     Protocol,
     /// The server closed the connection.
@@ -204,12 +214,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
         ErrorKind::HttpStatus,
         ErrorKind::AuthFailed,
+        ErrorKind::Registration,
         ErrorKind::Protocol,
         ErrorKind::ClosedByPeer,
         ErrorKind::SlowConsumer,
@@ -228,6 +239,7 @@ impl ErrorKind {
             ErrorKind::Tls => "tls",
             ErrorKind::HttpStatus => "http_status",
             ErrorKind::AuthFailed => "auth_failed",
+            ErrorKind::Registration => "registration",
             ErrorKind::Protocol => "protocol",
             ErrorKind::ClosedByPeer => "closed_by_peer",
             ErrorKind::SlowConsumer => "slow_consumer",
@@ -249,6 +261,7 @@ impl ErrorKind {
             }
             ErrorKind::HttpStatus => "the WebSocket upgrade got an HTTP error status",
             ErrorKind::AuthFailed => "the server rejected the user's credentials",
+            ErrorKind::Registration => "the server refused to create the user's account",
             ErrorKind::Protocol => "the server sent a frame the protocol does not allow",
             ErrorKind::ClosedByPeer => "the server closed an established connection",
             ErrorKind::SlowConsumer => "the server dropped a user that read too slowly",

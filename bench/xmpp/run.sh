@@ -14,10 +14,18 @@
 #
 # Environment: USERS (4000) RATE (2000) THINK (1) DURATION (30)
 # Needs: ejabberd, prosody, tsung (apt-get install -y ejabberd prosody tsung), python3.
+#
+# Then W5 itself at this box's limit: scenarios/ejabberd-arrival.toml unchanged but for its
+# size (W5_USERS users, W5_DURATION s of traffic) against ejabberd, the generator split
+# over W5_SHARDS processes (20k fds each), and the per-second series printed (logins,
+# online, deliveries, end-to-end p99 over time).
+# Environment: W5_USERS (18000; 0 skips it) W5_DURATION (60) W5_SHARDS (2) ONLY_W5 (skip the
+# side-by-side runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${MSGSTORM:-${CARGO_TARGET_DIR:-target}/release/msgstorm}
 USERS=${USERS:-4000} RATE=${RATE:-2000} THINK=${THINK:-1} DURATION=${DURATION:-30}
+W5_USERS=${W5_USERS:-18000} W5_DURATION=${W5_DURATION:-60} W5_SHARDS=${W5_SHARDS:-2}
 # tsung's think times are whole seconds: a tenth of the users chat, each every THINK s.
 CHAT=$((USERS / 10 / THINK))
 WORK=$(mktemp -d)
@@ -120,7 +128,8 @@ echo "$(free -g | awk '/Mem:/ {print $2}') GiB RAM; nofile $(ulimit -n); $("$BIN
 echo "ejabberd $(dpkg-query -W -f '${Version}' ejabberd), prosody $(dpkg-query -W -f '${Version}' prosody), tsung $(dpkg-query -W -f '${Version}' tsung)"
 echo "USERS=$USERS RATE=$RATE THINK=$THINK ($CHAT msgs/s) DURATION=$DURATION"
 
-# Creates u0..u$USERS with passwords pwu0.. (tsung's ids start at 1, with prefixes u/pwu).
+# Creates u0..u$USERS with passwords pwu0.. (tsung's ids start at 1, with prefixes u/pwu);
+# extra arguments go to msgstorm run (e.g. --shards).
 register() {
     cat > "$WORK/register.toml" <<TOML
 name = "xmpp-register"
@@ -143,8 +152,9 @@ login_rate = 1000
 kind = "idle"
 duration = "1s"
 TOML
-    "$BIN" run "$WORK/register.toml" --out "$WORK/register" -q > "$WORK/register.txt" 2>&1 || true
+    "$BIN" run "$WORK/register.toml" --out "$WORK/register" -q "$@" > "$WORK/register.txt" 2>&1 || true
     head -1 "$WORK/register.txt"
+    grep -E '^\| accounts' "$WORK/register.txt" || true
 }
 
 # One msgstorm W5 run against the server on $PORT; $1 names it.
@@ -288,9 +298,13 @@ def last(name):
     # tsung.log stat lines: "stats: NAME COUNT MEAN STDDEV MAX MIN MEANTOTAL COUNTTOTAL"
     rows = re.findall(rf"^stats: {re.escape(name)} (\S+) (\S+) \S+ (\S+) (\S+) (\S+) (\S+)", text, re.M)
     return rows[-1] if rows else None
-users_row = last("users_count"); conn = last("connect"); login = last("tr_login"); size = last("size_sent")
+def total(name):
+    # counter lines: "stats: NAME COUNT TOTAL"
+    rows = re.findall(rf"^stats: {re.escape(name)} (\S+) (\S+)$", text, re.M)
+    return rows[-1][1] if rows else None
+started = total("users_count"); conn = last("connect"); login = last("tr_login")
 print(f"   tsung: peak RSS {peak_kb/1024:.1f} MiB ({peak_kb/users:.1f} KiB/user), CPU {cpu} s, wall {end-start:.1f} s")
-if users_row: print(f"   users started: {users_row[-1]}")
+if started: print(f"   users started: {started} of {users}")
 if conn: print(f"   connect: count {conn[-1]}, mean {float(conn[-2]):.2f} ms")
 if login: print(f"   login transaction: count {login[-1]}, mean {float(login[-2]):.2f} ms, max {login[2]} ms")
 for name in ("error_connect_econnrefused", "error_abort_max_conn_retries", "error_connect_etimedout"):
@@ -298,7 +312,54 @@ for name in ("error_connect_econnrefused", "error_abort_max_conn_retries", "erro
     if r: print(f"   {name}: {r[-1]}")
 PY
     grep -E "^stats: (users|connected|finish_users_count|page|request|session|chat|size_sent|size_rcv) " "$stats" | tail -12 | sed 's/^/    /'
+    grep -h "Phase duration exceeded" "$dir"/log/*/tsung_controller@*.log | sed 's/^ */   /' || true
 }
+
+# W5 at the fd limit: the shipped scenario, resized, on a fresh ejabberd.
+w5_full() {
+    log "W5: ejabberd, register $((W5_USERS + 1)) accounts"
+    start_ejabberd
+    local saved=$USERS
+    USERS=$W5_USERS register --shards "$W5_SHARDS"
+    USERS=$saved
+    local args=(--shards "$W5_SHARDS" --out "$WORK/w5" -q
+        --set "target.url=xmpp://127.0.0.1:$PORT" --set "population.users=$W5_USERS"
+        --set "traffic[0].duration=${W5_DURATION}s" --set "traffic[1].duration=${W5_DURATION}s"
+        --set 'monitor.names=["beam.smp"]')
+    log "W5: ${GEN_CPU[*]} $BIN run scenarios/ejabberd-arrival.toml ${args[*]}"
+    "${GEN_CPU[@]}" "$BIN" run scenarios/ejabberd-arrival.toml "${args[@]}" > "$WORK/w5.txt" 2>&1 || true
+    grep -E '^(PASS|FAIL|INCOMPLETE|INTERRUPTED) ' "$WORK/w5.txt" || head -3 "$WORK/w5.txt"
+    grep -E '^\| (connect |login |send → ack|end-to-end|delivered intact|lost|duplicated|online peak|logins ok)' "$WORK/w5.txt" || true
+    "$BIN" report --json "$WORK/w5/result.json" > "$WORK/w5-report.json"
+    python3 - "$WORK/w5-report.json" "$WORK/w5/result.json" "$W5_USERS" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); a = json.load(open(sys.argv[2])); users = int(sys.argv[3])
+series = r["series"]
+logins = [s["logins"] for s in series]
+print(f"   logins: {sum(logins)} ok; highest in one second {max(logins)}/s; all in by "
+      f"{a['traffic_started_s'] or 0:.1f} s (offered 2,000/s: {users / 2000:.1f} s)")
+gen_rss = sum(sh["peak_rss_bytes"] for sh in a["shards"]); gen_cpu = sum(sh["cpu_s"] for sh in a["shards"])
+print(f"   generator: {len(a['shards'])} processes, peak RSS {gen_rss/2**20:.1f} MiB in all "
+      f"({gen_rss/users/1024:.1f} KiB/user), CPU {gen_cpu:.1f} s")
+online = max(1, max(s["online"] for s in series))
+servers = {p["pid"]: p for p in a.get("processes", []) if not p.get("generator")}
+for p in servers.values():
+        rss = p["rss_peak_bytes"]
+        print(f"   server {p['name']}: peak RSS {rss/2**20:.1f} MiB ({rss/online/1024:.1f} KiB per online user, "
+              f"{online} online), CPU avg {p['cpu_avg_pct']:.0f}% peak {p['cpu_peak_pct']:.0f}% of a core")
+print("   per-second series, every second with logins and every 5th (sec: online, logins, received, e2e p99 ms, ack p99 ms):")
+for s in (s for s in series if s["logins"] or s["sec"] % 5 == 0):
+    e2e = s.get("e2e") or {}; ack = s.get("ack") or {}
+    print(f"     {s['sec']:>4}: {s['online']:>6} {s['logins']:>5} {s['received']:>6} "
+          f"{(e2e.get('p99') or 0)/1000:>8.1f} {(ack.get('p99') or 0)/1000:>8.1f}")
+PY
+    stop_server
+}
+
+if [[ -n ${ONLY_W5:-} ]]; then
+    [[ $W5_USERS -gt 0 ]] && w5_full
+    exit 0
+fi
 
 log "ejabberd: register $((USERS + 1)) accounts"
 start_ejabberd
@@ -315,3 +376,6 @@ start_prosody
 register
 msgstorm_w5 "msgstorm-prosody"
 stop_server
+
+[[ $W5_USERS -gt 0 ]] && w5_full
+exit 0

@@ -54,6 +54,7 @@ impl super::Driver for EchoDriver {
                 session: EchoSession { ws },
                 handshake: started.elapsed(),
                 login: Duration::ZERO,
+                account: None,
             }),
             Err(f) => Err((f, resume)),
         }

@@ -523,6 +523,7 @@ impl super::Driver for LoopbackDriver {
             },
             handshake: Duration::ZERO,
             login: Duration::ZERO,
+            account: None,
         })
     }
 }

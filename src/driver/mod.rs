@@ -358,6 +358,14 @@ pub trait Session: Send + 'static {
 
     /// Gives up a connection that is already gone, keeping what the user remembers.
     fn into_resume(self) -> Self::Resume;
+
+    /// Whether the next connection sends again what this (broken) one sent and the server
+    /// had not acknowledged (XEP-0198 resumption), and then reports each send's outcome:
+    /// the engine keeps waiting for those instead of counting them failed. Asked right
+    /// before [`Session::into_resume`].
+    fn resends_unacked(&self) -> bool {
+        false
+    }
 }
 
 /// A logged-in session and how long its parts took.
@@ -369,6 +377,18 @@ pub struct Connected<S> {
     pub handshake: std::time::Duration,
     /// The login exchange after the handshake.
     pub login: std::time::Duration,
+    /// What creating the user's account found, when this login (or a failed attempt
+    /// before it) tried to create it.
+    pub account: Option<Account>,
+}
+
+/// The outcome of creating a user's account before its login, counted in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Account {
+    /// The server created it.
+    Created,
+    /// It existed already.
+    Existing,
 }
 
 /// The state a driver's sessions carry between two connections of one user.

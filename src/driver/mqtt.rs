@@ -289,6 +289,7 @@ impl super::Driver for MqttDriver {
             session,
             handshake,
             login: started.elapsed() - handshake,
+            account: None,
         })
     }
 }

@@ -111,6 +111,7 @@ impl super::Driver for NativeDriver {
                 session,
                 handshake,
                 login: started.elapsed() - handshake,
+                account: None,
             }),
             Err(f) => Err((f, session.cursors)),
         }

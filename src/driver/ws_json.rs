@@ -120,6 +120,7 @@ impl super::Driver for WsJsonDriver {
                 session,
                 handshake,
                 login: started.elapsed() - handshake,
+                account: None,
             }),
             Err(f) => Err((f, session.st.cursors)),
         }

@@ -16,14 +16,18 @@
 //!   is configured as an instant room. The room's reflection of one's own message is
 //!   dropped. Joining a room again asks for its history, and history messages this user
 //!   already had are dropped (the overlap of a rejoin, not a duplicate).
-//! - fetch missed: the offline messages the server delivers after the initial presence and
-//!   the room history of a rejoin, collected until the stream goes quiet. The final
-//!   verification sends presence again, for what the server left in offline storage.
+//! - fetch missed: the offline messages the server delivers after the initial presence,
+//!   with `fetch = "mam"` merged with the user's MAM archive (XEP-0313, [`mam`]) so each
+//!   message comes once, and the room history of a rejoin, collected until the stream goes
+//!   quiet. The final verification sends presence again, for what the server left in
+//!   offline storage.
+//! - a broken connection resumes its XEP-0198 session; what the server had not
+//!   acknowledged past the `h` of its `<resumed/>` is sent again.
 //! - heartbeat: `<r/>` (XEP-0198) or a whitespace keep-alive; server pings (XEP-0199) are
 //!   answered.
 //! - received messages are acknowledged (`<a h/>`) only once the engine has them: what
-//!   arrives while a user closes stays unacknowledged, and the server stores it offline
-//!   for the next connection.
+//!   arrives while a user closes (unavailable presence, acks, end of stream) stays
+//!   unacknowledged, and the server stores it offline for the next connection.
 //!
 //! The XML stream is quick-xml under a small framer ([`xml`]) rather than tokio-xmpp with
 //! xmpp-parsers: tokio-xmpp 6 brings its own resolver (hickory), a second TLS provider
@@ -33,6 +37,7 @@
 //! test exchanges.
 
 mod login;
+mod mam;
 mod options;
 mod sasl;
 mod session;
@@ -40,11 +45,11 @@ mod stream;
 mod xml;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_rustls::rustls::ClientConfig;
 
-pub use options::{Options, Sasl, Tls};
+pub use options::{Fetch, Options, Sasl, Tls};
 pub use session::{XmppResume, XmppSession};
 use xml::Element;
 
@@ -92,6 +97,9 @@ pub struct XmppDriver {
     password: String,
     connect_timeout: Duration,
     max_body: usize,
+    /// When the run began: a MAM fetch of a user that never had an archived message
+    /// starts here.
+    started: SystemTime,
 }
 
 /// The rustls client configuration: the CA file's certificates, or the system's roots
@@ -186,6 +194,7 @@ impl super::Driver for XmppDriver {
             password,
             connect_timeout: config.connect_timeout,
             max_body: config.max_body,
+            started: SystemTime::now(),
         })
     }
 
@@ -208,13 +217,19 @@ impl super::Driver for XmppDriver {
         match tokio::time::timeout(limit, login).await {
             Ok(Ok(done)) => {
                 let handshake = done.handshake;
+                let account = resume.account.take();
                 match XmppSession::new(self, user, done, resume) {
                     Ok(session) => Ok(Connected {
                         session,
                         handshake,
                         login: started.elapsed().saturating_sub(handshake),
+                        account,
                     }),
-                    Err(failed) => Err(*failed),
+                    Err(failed) => {
+                        let (f, mut resume) = *failed;
+                        resume.account = account;
+                        Err((f, resume))
+                    }
                 }
             }
             Ok(Err(f)) => Err((f, resume)),

@@ -166,6 +166,7 @@ impl Driver for Stall {
             },
             handshake: c.handshake,
             login: c.login,
+            account: c.account,
         })
     }
 }

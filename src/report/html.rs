@@ -325,20 +325,24 @@ fn errors(out: &mut String, r: &Report) {
 
 fn traffic(out: &mut String, r: &Report) {
     let c = &r.connections;
-    let mut body = table(
-        &["connections", "value"],
-        &[
-            vec!["connect attempts".to_owned(), thousands(c.attempts)],
-            vec!["logins ok".to_owned(), thousands(c.logins_ok)],
-            vec!["login success".to_owned(), pct(c.logins_ok, c.attempts)],
-            vec!["online peak (users)".to_owned(), thousands(c.online_peak)],
-            vec!["disconnects".to_owned(), thousands(c.disconnects)],
-            vec![
-                "syncs (catch-up + final verification)".to_owned(),
-                thousands(c.syncs),
-            ],
+    let mut rows = vec![
+        vec!["connect attempts".to_owned(), thousands(c.attempts)],
+        vec!["logins ok".to_owned(), thousands(c.logins_ok)],
+        vec!["login success".to_owned(), pct(c.logins_ok, c.attempts)],
+        vec!["online peak (users)".to_owned(), thousands(c.online_peak)],
+        vec!["disconnects".to_owned(), thousands(c.disconnects)],
+        vec![
+            "syncs (catch-up + final verification)".to_owned(),
+            thousands(c.syncs),
         ],
-    );
+    ];
+    if let Some(a) = &c.accounts {
+        rows.push(vec![
+            "accounts (created before login)".to_owned(),
+            text::accounts(a),
+        ]);
+    }
+    let mut body = table(&["connections", "value"], &rows);
     let n = |k: Counter| r.count(k);
     let rate = |per_s: f64| format!("{per_s:.1}/s");
     let failed = n(Counter::Refused) + n(Counter::SendErrors);

@@ -104,6 +104,20 @@ pub struct Connections {
     pub disconnects: u64,
     /// Sync (catch-up and final verification) requests.
     pub syncs: u64,
+    /// Accounts the driver created before logging in, when it tried to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accounts: Option<Accounts>,
+}
+
+/// What creating accounts before the logins found (XMPP `register = true`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Accounts {
+    /// Accounts the server created.
+    pub created: u64,
+    /// Accounts that existed already.
+    pub existing: u64,
+    /// Attempts the server refused (`registration` errors).
+    pub refused: u64,
 }
 
 /// Rates over the seconds in which messages or replies went out.
@@ -206,6 +220,7 @@ impl Report {
                 online_peak: series.iter().map(|s| s.online).max().unwrap_or(0),
                 disconnects: count(Counter::Disconnects),
                 syncs: count(Counter::Syncs),
+                accounts: accounts(m),
             },
             rates: Rates {
                 window_s,
@@ -314,4 +329,17 @@ fn active_seconds(series: &[SecondPoint]) -> f64 {
         (Some(first), Some(last)) => f64::from(last.sec - first.sec + 1),
         _ => 1.0,
     }
+}
+
+/// The account outcomes, when the driver created (or tried to create) any.
+fn accounts(m: &crate::metrics::Metrics) -> Option<Accounts> {
+    let a = Accounts {
+        created: m.count(Counter::AccountsCreated),
+        existing: m.count(Counter::AccountsExisting),
+        refused: m
+            .errors()
+            .find(|e| e.0 == ErrorKind::Registration)
+            .map_or(0, |e| e.1),
+    };
+    (a != Accounts::default()).then_some(a)
 }

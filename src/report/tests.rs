@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::checks::{Measure, NotMeasured, RunMetric, Unit};
 use super::findings::{self, Finding};
-use super::model::{Report, Verdict};
-use super::{json, text};
+use super::model::{Accounts, Report, Verdict};
+use super::{html, json, text};
 use crate::artifact::{Artifact, CheckMetric, Op};
 use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
 
@@ -46,6 +46,27 @@ fn text_report_matches_its_golden_file() {
 fn json_report_matches_its_golden_file() {
     let report = json::render(&Report::new(&fixture())).expect("encode");
     golden("report.json", &format!("{report}\n"));
+}
+
+#[test]
+fn accounts_created_before_login_show_in_text_and_html() {
+    assert_eq!(Report::new(&fixture()).connections.accounts, None);
+    let mut a = fixture();
+    a.metrics.add(0, Counter::AccountsCreated, 7);
+    a.metrics.add(1, Counter::AccountsExisting, 2);
+    a.metrics
+        .error(1, ErrorKind::Registration, || "not-allowed".to_owned());
+    let r = Report::new(&a);
+    let want = Accounts {
+        created: 7,
+        existing: 2,
+        refused: 1,
+    };
+    assert_eq!(r.connections.accounts, Some(want));
+    let line = "7 created, 2 existed, 1 refused";
+    let text = text::render(&r);
+    assert!(text.contains(line), "{text}");
+    assert!(html::render(&r).contains(line));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use comfy_table::{presets, CellAlignment, Table};
 use super::checks::{CheckOutcome, Measure, NotMeasured, RunMetric, Unit};
 use super::clocks::Clocks;
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
-use super::model::{Report, Verdict};
+use super::model::{Accounts, Report, Verdict};
 use super::sweep::{Knee, Sweep};
 use crate::artifact::CheckMetric;
 use crate::metrics::{Counter, ErrorKind, Hist};
@@ -23,6 +23,16 @@ fn table(header: &[&str]) -> Table {
         }
     }
     t
+}
+
+/// Account outcomes in one line, e.g. `12 created, 3 existed, 0 refused`.
+pub fn accounts(a: &Accounts) -> String {
+    format!(
+        "{} created, {} existed, {} refused",
+        thousands(a.created),
+        thousands(a.existing),
+        thousands(a.refused)
+    )
 }
 
 /// `1234567` → `1,234,567`.
@@ -139,6 +149,12 @@ fn connections(out: &mut String, r: &Report) {
         "syncs (catch-up + final verification)".to_owned(),
         thousands(c.syncs),
     ]);
+    if let Some(a) = &c.accounts {
+        t.add_row(vec![
+            "accounts (created before login)".to_owned(),
+            accounts(a),
+        ]);
+    }
     let _ = writeln!(out, "\n{t}");
 }
 

@@ -106,7 +106,7 @@ pub fn shared(kind: Kind) -> Option<&'static Server> {
     };
     cell.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep();
-        Server::launch(kind, "", dir, None)
+        Server::launch(kind, "", false, dir, None)
     })
     .as_ref()
 }
@@ -117,12 +117,22 @@ impl Server {
     pub fn start(kind: Kind, extra: &str) -> Option<Server> {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
-        Server::launch(kind, extra, dir, Some(temp))
+        Server::launch(kind, extra, false, dir, Some(temp))
+    }
+
+    /// A private server of `kind` that archives every user's messages (MAM, XEP-0313).
+    /// Not the shared one: with an archive, ejabberd drops the unacknowledged messages of
+    /// a closing session instead of storing them offline, for clients to fetch from MAM.
+    pub fn with_mam(kind: Kind) -> Option<Server> {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        Server::launch(kind, "", true, dir, Some(temp))
     }
 
     fn launch(
         kind: Kind,
         extra: &str,
+        mam: bool,
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
     ) -> Option<Server> {
@@ -131,8 +141,8 @@ impl Server {
         }
         let port = free_port();
         let command = match kind {
-            Kind::Ejabberd => ejabberd(&dir, port, extra)?,
-            Kind::Prosody => prosody(&dir, port, extra),
+            Kind::Ejabberd => ejabberd(&dir, port, extra, mam)?,
+            Kind::Prosody => prosody(&dir, port, extra, mam),
         };
         // The watchdog: runs the server, stops it when this test process is gone, and
         // removes a shared server's directory (a private one is removed by its TempDir).
@@ -202,8 +212,13 @@ impl Drop for Server {
 /// The shell command running ejabberd in `dir`: the Erlang VM directly (no `ejabberdctl`,
 /// whose `su` to the ejabberd user and distributed node name do not suit a test), with
 /// enough ports and file descriptors for a few thousand connections.
-fn ejabberd(dir: &Path, port: u16, offline: &str) -> Option<String> {
+fn ejabberd(dir: &Path, port: u16, offline: &str, mam: bool) -> Option<String> {
     let libs = ejabberd_libs()?;
+    let mam = if mam {
+        "  mod_mam:\n    default: always\n"
+    } else {
+        ""
+    };
     let offline = match offline {
         "" => "max_user_offline_messages: 100000".to_owned(),
         extra => extra.to_owned(),
@@ -243,7 +258,7 @@ modules:
     history_size: 20
     max_users: 10000
     max_users_presence: 10000
-"#
+{mam}"#
     );
     std::fs::write(dir.join("ejabberd.yml"), config).expect("write ejabberd.yml");
     std::fs::create_dir_all(dir.join("spool")).expect("spool dir");
@@ -258,8 +273,9 @@ modules:
 /// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
 /// tests (root included). It logs at debug level: that is where it says it resumed a
 /// session.
-fn prosody(dir: &Path, port: u16, extra: &str) -> String {
+fn prosody(dir: &Path, port: u16, extra: &str, mam: bool) -> String {
     let d = dir.display();
+    let mam = if mam { " \"mam\";" } else { "" };
     let config = format!(
         r#"run_as_root = true
 pidfile = "{d}/prosody.pid"
@@ -278,7 +294,7 @@ min_seconds_between_registrations = 0
 authentication = "internal_hashed"
 storage = "internal"
 limits = {{ c2s = {{ rate = "100mb/s"; }}; }}
-modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix" }}
+modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix";{mam} }}
 {extra}
 VirtualHost "localhost"
 Component "conference.localhost" "muc"
@@ -289,6 +305,20 @@ Component "conference.localhost" "muc"
     std::fs::write(dir.join("prosody.cfg.lua"), config).expect("write prosody.cfg.lua");
     std::fs::create_dir_all(dir.join("data")).expect("data dir");
     "exec prosody -F --config \"$D/prosody.cfg.lua\"".to_owned()
+}
+
+/// The result of `run`, which must have passed (exit 0; the report, errors and the
+/// server's log otherwise).
+pub fn passed(run: super::mosquitto::RunResult, server: &Server) -> msgstorm::artifact::Artifact {
+    assert_eq!(
+        run.code,
+        0,
+        "{}{}\n{}",
+        run.stdout,
+        run.stderr,
+        server.log()
+    );
+    run.artifact.expect("result.json")
 }
 
 /// A scenario against `server`: users `{prefix}-{user}` (registered in band), rooms
@@ -333,6 +363,18 @@ struct ProxyState {
     /// Both sockets of every live connection.
     live: std::sync::Mutex<Vec<(std::net::TcpStream, std::net::TcpStream)>>,
     accepted: std::sync::atomic::AtomicUsize,
+    /// Holding back what flows to the server / to the clients (kept in the proxy, and
+    /// lost if the connection is cut meanwhile).
+    hold: [std::sync::atomic::AtomicBool; 2],
+}
+
+/// A direction of the proxy's traffic.
+#[derive(Debug, Clone, Copy)]
+pub enum Toward {
+    /// Client to server.
+    Server = 0,
+    /// Server to client.
+    Clients = 1,
 }
 
 impl CutProxy {
@@ -355,8 +397,9 @@ impl CutProxy {
                 };
                 shared.live.lock().expect("proxy lock").push((c3, s3));
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || pipe(client, s2));
-                std::thread::spawn(move || pipe(server, c2));
+                let (up, down) = (shared.clone(), shared.clone());
+                std::thread::spawn(move || pipe(client, s2, &up.hold[Toward::Server as usize]));
+                std::thread::spawn(move || pipe(server, c2, &down.hold[Toward::Clients as usize]));
             }
         });
         CutProxy { port, state }
@@ -369,6 +412,12 @@ impl CutProxy {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Stops passing on what flows `toward` one side: it stays in the proxy until the
+    /// connections are cut, the network swallowing it.
+    pub fn hold(&self, toward: Toward) {
+        self.state.hold[toward as usize].store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Cuts every live connection; returns how many.
     pub fn cut_all(&self) -> usize {
         let live = std::mem::take(&mut *self.state.live.lock().expect("proxy lock"));
@@ -376,12 +425,33 @@ impl CutProxy {
             let _ = c.shutdown(std::net::Shutdown::Both);
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
+        for h in &self.state.hold {
+            h.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         live.len()
     }
 }
 
-/// Copies `from` to `to` until either side ends.
-fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
-    let _ = std::io::copy(&mut from, &mut to);
+/// Copies `from` to `to` until either side ends; while `hold` is set, what it read stays
+/// here (dropped when the connection is cut meanwhile).
+fn pipe(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    hold: &std::sync::atomic::AtomicBool,
+) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut held = Vec::new();
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        held.extend_from_slice(&buf[..n]);
+        if hold.load(Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&held).is_err() {
+            break;
+        }
+        held.clear();
+    }
     let _ = to.shutdown(std::net::Shutdown::Both);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use msgstorm::metrics::Hist;
 
 use crate::common::mosquitto::run_msgstorm;
-use crate::common::xmpp::{scenario, shared, Kind};
+use crate::common::xmpp::{passed, scenario, shared, Kind};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -41,16 +41,10 @@ fn chat_exactly_once(kind: Kind, prefix: &str, xmpp: &str) {
     let Some(server) = shared(kind) else {
         return;
     };
-    let run = run_msgstorm(&scenario(server, prefix, xmpp, CHAT), &[], LIMIT);
-    assert_eq!(
-        run.code,
-        0,
-        "{}{}\n{}",
-        run.stdout,
-        run.stderr,
-        server.log()
+    let a = passed(
+        run_msgstorm(&scenario(server, prefix, xmpp, CHAT), &[], LIMIT),
+        server,
     );
-    let a = run.artifact.expect("result.json");
     assert_eq!(a.driver, "xmpp");
     assert!(a.acceptance);
     let d = a.ledger.summary();

@@ -147,3 +147,49 @@ fn a_stream_error_is_classified_not_a_panic() {
         );
     }
 }
+
+/// In-band registration says what it did: every account created on a first run, found on
+/// a second, and refused when the server will not have the name — in the result and the
+/// report.
+fn registration_counts_created_existing_and_refused(kind: Kind) {
+    let Some(server) = shared(kind) else {
+        return;
+    };
+    let text = scenario(server, "f-reg", "", SMALL);
+    let accounts = |text: &str| {
+        let run = run_msgstorm(text, &[], LIMIT);
+        let a = run
+            .artifact
+            .unwrap_or_else(|| panic!("{kind:?}: result.json: {}{}", run.stdout, run.stderr));
+        let n = |c| a.metrics.count(c);
+        let counts = (
+            n(Counter::AccountsCreated),
+            n(Counter::AccountsExisting),
+            errors(&a, ErrorKind::Registration).0,
+        );
+        (counts, run.stdout)
+    };
+    let (first, stdout) = accounts(&text);
+    assert_eq!(first, (4, 0, 0), "{kind:?}: {stdout}");
+    assert!(
+        stdout.contains("accounts (created before login)")
+            && stdout.contains("4 created, 0 existed, 0 refused"),
+        "{kind:?}: {stdout}"
+    );
+    assert_eq!(accounts(&text).0, (0, 4, 0), "{kind:?}: a second run");
+    // A username that is not a JID's local part: the server refuses to register it.
+    let bad = text.replace("username = \"f-reg-{user}\"", "username = \"f reg@{user}\"");
+    let ((created, existing, refused), stdout) = accounts(&bad);
+    assert_eq!((created, existing), (0, 0), "{kind:?}: {stdout}");
+    assert!(refused >= 4, "{kind:?}: {stdout}");
+}
+
+#[test]
+fn ejabberd_registration_counts_created_existing_and_refused() {
+    registration_counts_created_existing_and_refused(Kind::Ejabberd);
+}
+
+#[test]
+fn prosody_registration_counts_created_existing_and_refused() {
+    registration_counts_created_existing_and_refused(Kind::Prosody);
+}

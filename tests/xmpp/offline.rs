@@ -1,11 +1,13 @@
 //! Offline users on real ejabberd and Prosody: what the server stored (offline messages,
-//! room history) arrives after the login, and what ejabberd drops past its offline limit
-//! is counted as lost, exactly.
+//! room history, the MAM archive) arrives after the login, and what ejabberd drops past
+//! its offline limit is counted as lost, exactly.
 
 use std::time::Duration;
 
+use msgstorm::metrics::Counter;
+
 use crate::common::mosquitto::run_msgstorm;
-use crate::common::xmpp::{scenario, shared, Kind, Server};
+use crate::common::xmpp::{passed, scenario, shared, Kind, Server};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -75,6 +77,33 @@ fn ejabberd_late_and_churning_users_receive_what_was_stored() {
 #[test]
 fn prosody_late_and_churning_users_receive_what_was_stored() {
     late_and_churning_users_receive_what_was_stored(Kind::Prosody, AWAY);
+}
+
+/// Late and churning users whose logins race the traffic fetch what they missed from the
+/// MAM archive as well as from offline storage, each message once.
+fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
+    let Some(server) = Server::with_mam(kind) else {
+        return;
+    };
+    let text = scenario(&server, "o-mam", "fetch = \"mam\"", AWAY);
+    let a = passed(run_msgstorm(&text, &[], LIMIT), &server);
+    let d = a.ledger.summary();
+    assert_eq!(d.delivered, d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");
+    assert!(d.via_sync > 0, "missed messages arrive after login: {d:?}");
+    // Offline storage and the archive both return what a user missed: the driver hands
+    // each message to the engine once.
+    assert_eq!(a.metrics.count(Counter::Received), d.delivered, "{d:?}");
+}
+
+#[test]
+fn ejabberd_users_fetch_what_they_missed_from_mam() {
+    late_and_churning_users_fetch_from_the_archive(Kind::Ejabberd);
+}
+
+#[test]
+fn prosody_users_fetch_what_they_missed_from_mam() {
+    late_and_churning_users_fetch_from_the_archive(Kind::Prosody);
 }
 
 #[test]

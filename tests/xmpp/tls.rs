@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::certs::make_certs_for;
 use crate::common::mosquitto::{required, run_msgstorm};
-use crate::common::xmpp::{scenario, Kind, Server};
+use crate::common::xmpp::{passed, scenario, Kind, Server};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -57,31 +57,17 @@ fn starttls_and_direct_tls_deliver_everything() {
         &format!("tls = \"starttls\"\n{ca}"),
         SMALL,
     );
-    let run = run_msgstorm(&starttls, &[], LIMIT);
-    assert_eq!(
-        run.code,
-        0,
-        "{}{}\n{}",
-        run.stdout,
-        run.stderr,
-        server.log()
-    );
-    let s = run.artifact.expect("result.json").ledger.summary();
+    let s = passed(run_msgstorm(&starttls, &[], LIMIT), &server)
+        .ledger
+        .summary();
     assert_eq!((s.delivered, s.lost), (s.expected, 0), "{s:?}");
     assert!(s.expected > 0, "{s:?}");
 
     let xmpps = scenario(&server, "t-direct", &ca, SMALL)
         .replace(&server.url(), &format!("xmpps://127.0.0.1:{direct}"));
-    let run = run_msgstorm(&xmpps, &[], LIMIT);
-    assert_eq!(
-        run.code,
-        0,
-        "{}{}\n{}",
-        run.stdout,
-        run.stderr,
-        server.log()
-    );
-    let s = run.artifact.expect("result.json").ledger.summary();
+    let s = passed(run_msgstorm(&xmpps, &[], LIMIT), &server)
+        .ledger
+        .summary();
     assert_eq!((s.delivered, s.lost), (s.expected, 0), "{s:?}");
 
     // Trusting another certificate than the CA: the handshake fails, no login.

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use tokio_rustls::rustls::ClientConfig;
 
 use super::sasl::{self, Mechanism, Scram};
-use super::session::{Sm, SmResume, XmppResume};
+use super::session::{acked, Sm, SmResume, Unacked, XmppResume};
 use super::stream::{self, Stream};
 use super::xml::{escape, Element, Item};
 use super::{error_condition, ns, stanza_error, Sasl, Tls, XmppDriver};
-use crate::driver::{Failure, UserCtx};
+use crate::driver::{Account, Event, Failure, UserCtx};
 use crate::metrics::ErrorKind;
 
 impl XmppDriver {
@@ -89,22 +89,47 @@ impl XmppDriver {
         let username = self.username.replace("{user}", &user.id);
         let password = self.password.replace("{user}", &user.id);
         if self.opts.register && !resume.registered {
-            register(&mut stream, &username, &password).await?;
+            resume.account = Some(register(&mut stream, &username, &password).await?);
             resume.registered = true;
         }
         self.authenticate(&mut stream, &features, &username, &password, resume)
             .await?;
         stream.restart();
         let features = self.open(&mut stream).await?;
+        let mut settled = Vec::new();
         if let Some(prev) = resume.sm.take() {
-            if let Some(sm) = resume_session(&mut stream, &prev).await? {
-                return Ok(Login {
-                    stream,
-                    sm: Some(sm),
-                    resumed: true,
-                    handshake,
-                    early: Vec::new(),
-                });
+            match resume_session(&mut stream, &prev).await {
+                Ok(Some((sm, accepted))) => {
+                    return Ok(Login {
+                        stream,
+                        sm: Some(sm),
+                        resumed: true,
+                        handshake,
+                        early: Vec::new(),
+                        settled: accepted,
+                    })
+                }
+                // A new session: what the old one had not delivered is not sent again
+                // (the server may have had it without acknowledging it yet).
+                Ok(None) => {
+                    settled = prev
+                        .unacked
+                        .iter()
+                        .map(|u| Event::Refused {
+                            tag: u.tag,
+                            failure: Failure::new(
+                                ErrorKind::SendFailed,
+                                "unacknowledged when the connection broke, and the session \
+                                 could not be resumed",
+                            ),
+                        })
+                        .collect();
+                }
+                Err(f) => {
+                    // The session may still be there for the next attempt.
+                    resume.sm = Some(prev);
+                    return Err(f);
+                }
             }
         }
         let resource = self.opts.resource.replace("{user}", &user.id);
@@ -172,6 +197,7 @@ impl XmppDriver {
             resumed: false,
             handshake,
             early,
+            settled,
         })
     }
 
@@ -278,10 +304,12 @@ pub(super) struct Login {
     pub(super) handshake: Duration,
     /// Elements that arrived before the login was complete, for the session.
     pub(super) early: Vec<Element>,
+    /// Outcomes of sends of the previous connection, for the engine.
+    pub(super) settled: Vec<Event>,
 }
 
 /// In-band registration (XEP-0077) of `username`; an account that exists already is fine.
-async fn register(stream: &mut Stream, username: &str, password: &str) -> Result<(), Failure> {
+async fn register(stream: &mut Stream, username: &str, password: &str) -> Result<Account, Failure> {
     stream.queue(&format!(
         "<iq type='set' id='reg'><query xmlns='{}'><username>{}</username>\
          <password>{}</password></query></iq>",
@@ -292,10 +320,10 @@ async fn register(stream: &mut Stream, username: &str, password: &str) -> Result
     stream.flush().await?;
     let answer = stream.element().await?;
     match answer.attr("type") {
-        Some("result") => Ok(()),
-        _ if error_condition(&answer) == Some("conflict") => Ok(()),
+        Some("result") => Ok(Account::Created),
+        _ if error_condition(&answer) == Some("conflict") => Ok(Account::Existing),
         _ => Err(Failure::new(
-            ErrorKind::AuthFailed,
+            ErrorKind::Registration,
             format!(
                 "in-band registration of {username} refused: {}",
                 stanza_error(&answer)
@@ -304,12 +332,14 @@ async fn register(stream: &mut Stream, username: &str, password: &str) -> Result
     }
 }
 
-/// Asks the server to resume `prev`: the session's XEP-0198 state when it did, `None`
-/// when the session is gone (the caller binds a new one on the same stream).
+/// Asks the server to resume `prev`: the session's XEP-0198 state when it did, with the
+/// outcomes of the sends it had not acknowledged before (accepted up to its `h`; the rest
+/// are queued again, as XEP-0198 §4 asks), `None` when the session is gone (the caller
+/// binds a new one on the same stream).
 pub(super) async fn resume_session(
     stream: &mut Stream,
     prev: &SmResume,
-) -> Result<Option<Sm>, Failure> {
+) -> Result<Option<(Sm, Vec<Event>)>, Failure> {
     stream.queue(&format!(
         "<resume xmlns='{}' previd='{}' h='{}'/>",
         ns::SM,
@@ -324,13 +354,34 @@ pub(super) async fn resume_session(
                 Failure::new(ErrorKind::Protocol, "<resumed/> without a number h")
             })?;
             // Our stanzas count on from what the server got; its own from what we took.
-            Ok(Some(Sm {
+            let mut sm = Sm {
                 id: Some(prev.id.clone()),
                 sent: h,
                 requested: h,
                 received: prev.handed,
                 ..Sm::default()
-            }))
+            };
+            let mut accepted = Vec::new();
+            for u in &prev.unacked {
+                match &u.xml {
+                    _ if acked(u.n, h) => accepted.push(Event::Accepted { tag: u.tag }),
+                    Some(xml) => {
+                        stream.queue(xml);
+                        sm.sent = sm.sent.wrapping_add(1);
+                        sm.tags.push_back(Unacked {
+                            n: sm.sent,
+                            tag: u.tag,
+                            xml: Some(xml.clone()),
+                        });
+                    }
+                    // Not kept: the session was not resumable when it was sent.
+                    None => accepted.push(Event::Refused {
+                        tag: u.tag,
+                        failure: Failure::new(ErrorKind::SendFailed, "not kept for a resend"),
+                    }),
+                }
+            }
+            Ok(Some((sm, accepted)))
         }
         "failed" => Ok(None),
         other => Err(Failure::new(

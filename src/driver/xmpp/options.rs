@@ -20,7 +20,7 @@ const QUIET_MAX: Duration = Duration::from_secs(60);
 const DEFAULT_HISTORY: u32 = 20;
 
 /// The keys `[target.xmpp]` accepts, for error messages.
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 13] = [
     "domain",
     "resource",
     "tls",
@@ -33,6 +33,7 @@ const KEYS: [&str; 12] = [
     "nick",
     "muc_history",
     "offline_quiet",
+    "fetch",
 ];
 
 /// An error about `target.xmpp.KEY`.
@@ -58,6 +59,15 @@ pub enum Sasl {
     Plain,
     /// SCRAM-SHA-1 only.
     ScramSha1,
+}
+
+/// Where a user fetches what it missed while offline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetch {
+    /// The server's offline storage, delivered after the initial presence.
+    Offline,
+    /// The offline storage and the user's MAM archive (XEP-0313), each message once.
+    Mam,
 }
 
 /// The resolved `[target.xmpp]` options.
@@ -87,6 +97,8 @@ pub struct Options {
     pub muc_history: u32,
     /// After login, offline messages are over when nothing arrived for this long.
     pub offline_quiet: Duration,
+    /// Where missed messages come from.
+    pub fetch: Fetch,
 }
 
 impl Options {
@@ -170,6 +182,16 @@ impl Options {
                 format!("must be > 0 and at most {QUIET_MAX:?}, got {offline_quiet:?}"),
             ));
         }
+        let fetch = match string(table, "fetch")?.as_deref() {
+            None | Some("offline") => Fetch::Offline,
+            Some("mam") => Fetch::Mam,
+            Some(other) => {
+                return Err(bad(
+                    "fetch",
+                    format!("`{other}`: must be \"offline\" or \"mam\""),
+                ))
+            }
+        };
         Ok(Options {
             domain,
             resource,
@@ -183,6 +205,7 @@ impl Options {
             nick,
             muc_history,
             offline_quiet,
+            fetch,
         })
     }
 }
@@ -222,6 +245,7 @@ mod tests {
         assert_eq!((o.tls, o.sasl), (Tls::Off, Sasl::Auto));
         assert!(!o.register && o.stream_management);
         assert_eq!(o.muc_history, 20);
+        assert_eq!(o.fetch, Fetch::Offline);
         let o = parse(
             r#"domain = "example.org"
             resource = "r-{user}"
@@ -234,13 +258,15 @@ mod tests {
             room = "t-{group}"
             nick = "n-{user}"
             muc_history = 50
-            offline_quiet = "1s""#,
+            offline_quiet = "1s"
+            fetch = "mam""#,
         )
         .expect("valid");
         assert_eq!(o.domain.as_deref(), Some("example.org"));
         assert_eq!((o.tls, o.sasl), (Tls::StartTls, Sasl::Plain));
         assert!(o.register && !o.stream_management);
         assert_eq!(o.offline_quiet, Duration::from_secs(1));
+        assert_eq!(o.fetch, Fetch::Mam);
     }
 
     #[test]
@@ -256,6 +282,7 @@ mod tests {
             ("muc_history = -1", "target.xmpp.muc_history"),
             ("offline_quiet = \"0s\"", "target.xmpp.offline_quiet"),
             ("resource = \"\"", "target.xmpp.resource"),
+            ("fetch = \"both\"", "target.xmpp.fetch"),
         ] {
             let e = parse(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");

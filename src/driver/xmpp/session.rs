@@ -4,15 +4,16 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::login::Login;
+use super::mam::{self, Since};
 use super::sasl::Salted;
 use super::stream::{self, Stream};
 use super::xml::{escape, Element, Item};
-use super::{error_condition, ns, stanza_error, Options, XmppDriver};
+use super::{error_condition, ns, stanza_error, Fetch, Options, XmppDriver};
 use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, OFFLINE_LIMIT, WRITE_BATCH};
-use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Account, Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 
 /// Ids of the room messages a user has had, to recognise them in the history a rejoin
@@ -45,12 +46,17 @@ impl RoomSeen {
 pub struct XmppResume {
     /// The account was registered (or found) by this run.
     pub(super) registered: bool,
+    /// What registering found, until a login reports it.
+    pub(super) account: Option<Account>,
     /// The SCRAM salted password of the last login.
     pub(super) salted: Option<Salted>,
     /// Rooms joined before, by room JID, with the message ids seen in each.
     rooms: HashMap<String, RoomSeen>,
     /// The XEP-0198 session a lost connection left behind, to resume.
     pub(super) sm: Option<SmResume>,
+    /// The archive id of the last message this user had (`fetch = "mam"`): its next MAM
+    /// fetch starts after it.
+    mam_after: Option<String>,
 }
 
 /// What resuming an XEP-0198 session takes.
@@ -60,6 +66,37 @@ pub(super) struct SmResume {
     pub(super) id: String,
     /// Stanzas of the server the engine took: the server retransmits the rest.
     pub(super) handed: u32,
+    /// Our messages the server had not acknowledged when the connection broke: those past
+    /// the `h` of its `<resumed/>` are sent again.
+    pub(super) unacked: VecDeque<Unacked>,
+}
+
+/// A message sent and not acknowledged yet (XEP-0198).
+#[derive(Debug)]
+pub(super) struct Unacked {
+    /// Its stanza count.
+    pub(super) n: u32,
+    /// The engine's tag of the send.
+    pub(super) tag: u64,
+    /// The stanza, kept to send it again after a resumption (only when the session can be
+    /// resumed).
+    pub(super) xml: Option<String>,
+}
+
+/// Whether stanza count `n` is at or before `h` (XEP-0198 counts wrap at 2^32).
+pub(super) fn acked(n: u32, h: u32) -> bool {
+    h.wrapping_sub(n) < 1 << 31
+}
+
+/// One page of a MAM query under way.
+#[derive(Debug, Default)]
+struct Page {
+    /// The query's id (and queryid).
+    id: String,
+    /// Bodies of the messages others sent this user, so far in this fetch.
+    bodies: Vec<String>,
+    /// Results of this page, with or without a body.
+    results: usize,
 }
 
 /// Something received, kept until the engine takes it.
@@ -69,6 +106,20 @@ struct Held {
     /// The XEP-0198 count of the stanza that carried a message (acknowledged only once the
     /// engine has it).
     stanza: Option<u32>,
+    /// The archive id of a pushed message (`fetch = "mam"`): once the engine has it, the
+    /// next MAM fetch starts after it.
+    archive: Option<String>,
+}
+
+impl Held {
+    /// An event that no received message carried.
+    fn event(event: Event) -> Held {
+        Held {
+            event,
+            stanza: None,
+            archive: None,
+        }
+    }
 }
 
 /// XEP-0198 state of a session.
@@ -80,8 +131,8 @@ pub(super) struct Sm {
     pub(super) sent: u32,
     /// Stanzas received since `<enable/>`.
     pub(super) received: u32,
-    /// `(stanza count, tag)` of sends not acknowledged yet, oldest first.
-    pub(super) tags: VecDeque<(u32, u64)>,
+    /// Sends not acknowledged yet, oldest first.
+    pub(super) tags: VecDeque<Unacked>,
     /// `sent` when the last `<r/>` went out.
     pub(super) requested: u32,
     /// The server asked for an ack.
@@ -100,10 +151,16 @@ pub struct XmppSession {
     resumed: bool,
     /// The username template: a user id's JID is this `@domain`.
     username: Arc<str>,
+    /// This user's bare JID.
+    me: String,
+    /// When the run began (the MAM fetch of a user without an archived message).
+    started: SystemTime,
     sm: Option<Sm>,
     pending: VecDeque<Held>,
     /// Offline messages may still be arriving (fetch missed not done yet).
     replaying: bool,
+    /// The MAM query under way, collecting its results.
+    archive_page: Option<Page>,
     resume: XmppResume,
     reply_timeout: Duration,
     next_id: u64,
@@ -124,14 +181,18 @@ impl XmppSession {
             muc_domain: d.muc_domain.clone(),
             nick: d.opts.nick.replace("{user}", &user.id),
             username: d.username.as_str().into(),
+            me: format!("{}@{}", d.username.replace("{user}", &user.id), d.domain),
+            started: d.started,
             sm: login.sm,
             resumed: login.resumed,
             pending: VecDeque::new(),
             replaying: true,
+            archive_page: None,
             resume,
             reply_timeout: d.connect_timeout,
             next_id: 0,
         };
+        s.pending.extend(login.settled.into_iter().map(Held::event));
         for e in login.early {
             if let Err(f) = s.absorb(e) {
                 return Err(Box::new((f, s.resume)));
@@ -195,7 +256,18 @@ impl XmppSession {
             _ => None,
         };
         match e.name.as_str() {
-            "message" => self.message(e, count),
+            "message" => match &mut self.archive_page {
+                Some(page) => match mam::result(&e, &page.id, &self.me) {
+                    Some(a) => {
+                        page.results += 1;
+                        page.bodies.extend(a.body);
+                        self.resume.mam_after = Some(a.id);
+                        Ok(())
+                    }
+                    None => self.message(e, count),
+                },
+                None => self.message(e, count),
+            },
             "iq" => {
                 self.answer_iq(&e);
                 Ok(())
@@ -211,16 +283,13 @@ impl XmppSession {
                     Failure::new(ErrorKind::Protocol, "an XEP-0198 <a/> without a number h")
                 })?;
                 if let Some(sm) = &mut self.sm {
-                    // Wrapping comparison: tag stanza counts at or before h are acked.
-                    while let Some(&(n, tag)) = sm.tags.front() {
-                        if h.wrapping_sub(n) >= 1 << 31 {
+                    while let Some(u) = sm.tags.front() {
+                        if !acked(u.n, h) {
                             break;
                         }
+                        let tag = u.tag;
                         sm.tags.pop_front();
-                        self.pending.push_back(Held {
-                            event: Event::Accepted { tag },
-                            stanza: None,
-                        });
+                        self.pending.push_back(Held::event(Event::Accepted { tag }));
                     }
                 }
                 Ok(())
@@ -240,14 +309,19 @@ impl XmppSession {
                 e.attr("from").unwrap_or("?"),
                 stanza_error(&e)
             );
-            self.pending.push_back(Held {
-                event: Event::ProtocolError(Failure::new(ErrorKind::SendFailed, detail)),
-                stanza: None,
-            });
+            let failure = Failure::new(ErrorKind::SendFailed, detail);
+            self.pending
+                .push_back(Held::event(Event::ProtocolError(failure)));
             return Ok(());
         }
         let Some(body) = e.child("body").map(|b| b.text.clone()) else {
             return Ok(());
+        };
+        // Only pushes move the archive position: what arrives while fetching (offline
+        // storage) may be older than what the archive query has to return.
+        let archive = match self.opts.fetch == Fetch::Mam && !self.replaying {
+            true => mam::stanza_id(&e, &self.me).map(str::to_owned),
+            false => None,
         };
         if kind == "groupchat" {
             let from = e.attr("from").unwrap_or_default();
@@ -269,6 +343,7 @@ impl XmppSession {
         self.pending.push_back(Held {
             event: Event::Delivered { body },
             stanza: count,
+            archive,
         });
         Ok(())
     }
@@ -409,6 +484,68 @@ impl XmppSession {
         )
     }
 
+    /// Absorbs what arrives until the answer to our request `id` (counted, and returned),
+    /// within the reply timeout.
+    async fn until_reply(&mut self, id: &str, what: &str) -> Result<Element, Failure> {
+        let limit = self.reply_timeout;
+        let reply = async {
+            loop {
+                self.write().await?;
+                let e = self.stream.element().await?;
+                if e.name == "iq" && e.attr("id") == Some(id) {
+                    self.count_stanza_in();
+                    return Ok::<Element, Failure>(e);
+                }
+                self.absorb(e)?;
+            }
+        };
+        match tokio::time::timeout(limit, reply).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                ErrorKind::Timeout,
+                format!("no answer to {what} within {limit:?}"),
+            )),
+        }
+    }
+
+    /// Pages through this user's MAM archive after the last message it had (or from the
+    /// run's start): the bodies others sent it in 1:1 chat, oldest first. Pushes arriving
+    /// meanwhile are kept in `pending`.
+    async fn fetch_archive(&mut self) -> Result<Vec<String>, Failure> {
+        let mut bodies = Vec::new();
+        loop {
+            let id = self.id("mam");
+            let since = match &self.resume.mam_after {
+                Some(after) => Since::After(after),
+                None => Since::Time(self.started),
+            };
+            let q = mam::query(&id, since);
+            self.stanza(&q);
+            self.archive_page = Some(Page {
+                id: id.clone(),
+                bodies: std::mem::take(&mut bodies),
+                results: 0,
+            });
+            let iq = self.until_reply(&id, "a MAM query").await;
+            let page = self.archive_page.take().unwrap_or_default();
+            bodies = page.bodies;
+            let iq = iq?;
+            if iq.attr("type") != Some("result") {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    format!(
+                        "MAM query refused: {} (`fetch = \"mam\"` needs a server with \
+                         XEP-0313 enabled for the user)",
+                        stanza_error(&iq)
+                    ),
+                ));
+            }
+            if mam::fin(&iq) != Some(false) || page.results == 0 {
+                return Ok(bodies);
+            }
+        }
+    }
+
     /// Counts a received stanza the driver consumed itself.
     fn count_stanza_in(&mut self) {
         if let Some(sm) = &mut self.sm {
@@ -428,13 +565,19 @@ impl Session for XmppSession {
             ),
             Dest::Group(g) => (self.room(g), "groupchat"),
         };
-        self.stanza(&format!(
+        let xml = format!(
             "<message type='{kind}' to='{}' id='m{tag}'><body>{}</body></message>",
             escape(&to),
             escape(body)
-        ));
+        );
+        self.stanza(&xml);
         if let Some(sm) = &mut self.sm {
-            sm.tags.push_back((sm.sent, tag));
+            let xml = sm.id.is_some().then_some(xml);
+            sm.tags.push_back(Unacked {
+                n: sm.sent,
+                tag,
+                xml,
+            });
         }
         if self.stream.queued() > WRITE_BATCH {
             self.write().await?;
@@ -496,7 +639,8 @@ impl Session for XmppSession {
     }
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
-        if !std::mem::take(&mut self.replaying) {
+        // Fetching until the end of this call (pushes do not move the archive position).
+        if !std::mem::replace(&mut self.replaying, true) {
             // A session that is already live (the final verification): presence off and
             // on again makes the server hand over what its offline storage still holds for
             // this user — messages it stored while the user was online, as ejabberd does
@@ -505,12 +649,21 @@ impl Session for XmppSession {
             self.stanza("<presence type='unavailable'/>");
             self.stanza("<presence/>");
         }
-        let take = |s: &mut Self, out: &mut Vec<String>| {
+        // Messages come once: what the archive returned is dropped from the pushes of the
+        // offline storage around it.
+        let mut archived = HashSet::new();
+        let take = |s: &mut Self, out: &mut Vec<String>, archived: &HashSet<String>| {
             let mut rest = VecDeque::with_capacity(s.pending.len());
             for held in std::mem::take(&mut s.pending) {
                 match held.event {
-                    Event::Delivered { body } => out.push(body),
-                    _ => rest.push_back(held),
+                    Event::Delivered { body } if archived.contains(&body) => {}
+                    Event::Delivered { body } => {
+                        if held.archive.is_some() {
+                            s.resume.mam_after = held.archive;
+                        }
+                        out.push(body);
+                    }
+                    event => rest.push_back(Held { event, ..held }),
                 }
             }
             s.pending = rest;
@@ -523,28 +676,19 @@ impl Session for XmppSession {
             escape(&self.domain),
             ns::PING
         ));
-        let limit = self.reply_timeout;
-        let pong = async {
-            loop {
-                self.write().await?;
-                let e = self.stream.element().await?;
-                if e.name == "iq" && e.attr("id") == Some(id.as_str()) {
-                    self.count_stanza_in();
-                    return Ok::<(), Failure>(());
-                }
-                self.absorb(e)?;
-            }
-        };
-        match tokio::time::timeout(limit, pong).await {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(Failure::new(
-                    ErrorKind::Timeout,
-                    format!("no answer to a ping within {limit:?}"),
-                ))
-            }
+        self.until_reply(&id, "a ping").await?;
+        let start = out.len();
+        take(self, out, &archived);
+        if self.opts.fetch == Fetch::Mam {
+            let bodies = self.fetch_archive().await?;
+            // From here on, what arrives is newer than the archive's answer.
+            self.replaying = false;
+            archived.extend(bodies.iter().cloned());
+            let pushed = out.split_off(start);
+            out.extend(bodies);
+            out.extend(pushed.into_iter().filter(|b| !archived.contains(b)));
+            take(self, out, &archived);
         }
-        take(self, out);
         let quiet = self.opts.offline_quiet;
         let until = Instant::now() + OFFLINE_LIMIT;
         while Instant::now() < until {
@@ -552,7 +696,7 @@ impl Session for XmppSession {
                 Err(_) => break,
                 Ok(r) => r?,
             }
-            take(self, out);
+            take(self, out, &archived);
         }
         self.write().await
     }
@@ -563,6 +707,9 @@ impl Session for XmppSession {
         loop {
             // Taken out of `pending`, a message counts as handed to the engine (`handed`).
             if let Some(held) = self.pending.pop_front() {
+                if held.archive.is_some() {
+                    self.resume.mam_after = held.archive;
+                }
                 return held.event;
             }
             if let Err(f) = self.step().await {
@@ -574,6 +721,13 @@ impl Session for XmppSession {
     async fn close(mut self) -> XmppResume {
         // A clean end: the server closes the XEP-0198 session too.
         self.resume.sm = None;
+        // Unavailable first, as a client logging off says: from then on the server stores
+        // new messages offline instead of routing them to a session that is going away.
+        // (ejabberd 23.01 reads a recipient's sessions and then routes to one of them;
+        // a session closed in between silently loses the message, `ejabberd_sm:
+        // route_message`, "Race condition". Without the presence, every message routed
+        // until the close takes that risk.)
+        self.stanza("<presence type='unavailable'/>");
         // Acknowledge what the engine has, then end the stream: messages that arrive
         // meanwhile stay unacknowledged, and the server keeps them for the next login.
         if let Some(sm) = &mut self.sm {
@@ -591,12 +745,19 @@ impl Session for XmppSession {
         self.resume
     }
 
+    /// A resumable XEP-0198 session sends its unacknowledged messages again once resumed.
+    fn resends_unacked(&self) -> bool {
+        self.sm.as_ref().is_some_and(|sm| sm.id.is_some())
+    }
+
     /// The connection is gone: keep what resuming its XEP-0198 session takes.
     fn into_resume(mut self) -> XmppResume {
-        self.resume.sm = self.sm.as_ref().and_then(|sm| {
+        let handed = self.sm.as_ref().map(|sm| self.handed(sm));
+        self.resume.sm = self.sm.take().and_then(|sm| {
             Some(SmResume {
-                id: sm.id.clone()?,
-                handed: self.handed(sm),
+                id: sm.id?,
+                handed: handed?,
+                unacked: sm.tags,
             })
         });
         self.resume

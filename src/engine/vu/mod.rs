@@ -24,7 +24,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::schedule::{Sends, VuPlan};
 use super::shared::{Phase, Shared};
-use crate::driver::{Driver, Event, Resume, Session, UserCtx};
+use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
 use crate::metrics::{Counter, Hist};
 use crate::scenario::{StreamId, UserIx};
@@ -306,7 +306,7 @@ impl<D: Driver> Vu<D> {
         }
         self.flush_tally();
         self.idle();
-        if link.session.is_some() {
+        if link.session.is_some() || !self.pending.is_empty() {
             self.went_offline();
         }
     }
@@ -358,10 +358,18 @@ impl<D: Driver> Vu<D> {
             if let Event::Closed(f) = ev {
                 self.error(f.kind, f.detail);
                 self.count(Counter::Disconnects, 1);
+                let mut resends = false;
                 if let Some(s) = link.session.take() {
+                    resends = s.resends_unacked();
                     self.resume = Some(s.into_resume());
                 }
-                self.went_offline();
+                if resends {
+                    // The next connection sends the unacknowledged again and reports
+                    // their outcome; until then they stay pending.
+                    self.offline_gauges();
+                } else {
+                    self.went_offline();
+                }
                 link.offline = Offline::Lost {
                     at: Instant::now() + backoff(0),
                     attempt: 0,
@@ -422,7 +430,11 @@ impl<D: Driver> Vu<D> {
                         at: now + backoff(attempt + 1),
                         attempt: attempt + 1,
                     },
-                    None => Offline::Gone,
+                    None => {
+                        // Sends kept for a resend that never came are failed now.
+                        self.went_offline();
+                        Offline::Gone
+                    }
                 };
             }
             _ => {}
@@ -524,6 +536,11 @@ impl<D: Driver> Vu<D> {
                 }
                 t.count(Counter::Connected, 1);
                 t.count(Counter::LoginOk, 1);
+                match c.account {
+                    Some(Account::Created) => t.count(Counter::AccountsCreated, 1),
+                    Some(Account::Existing) => t.count(Counter::AccountsExisting, 1),
+                    None => {}
+                }
                 self.reached = true;
                 c.session
             }
