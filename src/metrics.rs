@@ -345,6 +345,10 @@ pub struct Metrics {
     errors: [Errors; ErrorKind::ALL.len()],
     /// Sorted by `sec`, created when first touched.
     seconds: Vec<Second>,
+    /// End-to-end latencies measured across two shards' clocks, by (receiving shard,
+    /// sending shard): also in the end-to-end histogram, kept apart so that a merge can
+    /// take out those of a shard whose clock turned out unknown.
+    cross: BTreeMap<(u32, u32), Histogram<u64>>,
 }
 
 /// Count and examples of one error kind.
@@ -402,7 +406,40 @@ impl Metrics {
             counters: [0; Counter::ALL.len()],
             errors: Default::default(),
             seconds: Vec::new(),
+            cross: BTreeMap::new(),
         }
+    }
+
+    /// Notes that an end-to-end latency of `us` (recorded with [`Metrics::record`]) was
+    /// measured by shard `to` for a message shard `from` sent.
+    pub fn record_cross(&mut self, to: u32, from: u32, us: u64) {
+        self.cross
+            .entry((to, from))
+            .or_insert_with(new_hist)
+            .saturating_record(us.min(MAX_US));
+    }
+
+    /// The end-to-end latencies measured across shards, by (receiving, sending) shard.
+    pub fn cross(&self) -> impl Iterator<Item = ((u32, u32), &Histogram<u64>)> + '_ {
+        self.cross.iter().map(|(k, h)| (*k, h))
+    }
+
+    /// Takes the cross-shard end-to-end latencies that involve any shard of `shards` out of
+    /// the end-to-end histogram (not out of the per-second series); returns how many.
+    pub fn exclude_cross(&mut self, shards: &[u32]) -> u64 {
+        let mut n = 0;
+        let e2e = &mut self.hists[Hist::EndToEnd as usize];
+        self.cross.retain(|(to, from), h| {
+            if !shards.contains(to) && !shards.contains(from) {
+                return true;
+            }
+            n += h.len();
+            // Every value of `h` is also in `e2e` (recorded together, checked when read from
+            // a file), so this cannot go below zero.
+            let _ = e2e.subtract(&*h);
+            false
+        });
+        n
     }
 
     /// Records a latency of `us` µs (clamped to [`MAX_US`]) at second `sec` of the run.
@@ -471,6 +508,13 @@ impl Metrics {
             for (l, n) in s.lat.iter_mut().zip(&o.lat) {
                 l.merge(n);
             }
+        }
+        for (k, h) in &other.cross {
+            self.cross
+                .entry(*k)
+                .or_insert_with(new_hist)
+                .add(h)
+                .expect("all histograms have the same bounds");
         }
     }
 
@@ -580,6 +624,20 @@ struct Repr {
     counters: BTreeMap<Counter, u64>,
     errors: Vec<ErrorRepr>,
     seconds: Vec<SecondRepr>,
+    /// Cross-shard end-to-end latencies (see `Metrics::cross`), absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    cross_e2e: Vec<CrossRepr>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrossRepr {
+    /// The receiving shard.
+    to: u32,
+    /// The sending shard.
+    from: u32,
+    /// Base64 of the histogram's V2-deflate encoding.
+    hist: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -622,14 +680,24 @@ fn is_zero(n: &u64) -> bool {
 impl From<Metrics> for Repr {
     fn from(m: Metrics) -> Self {
         let b64 = base64::engine::general_purpose::STANDARD;
+        let encode = |h: &Histogram<u64>| {
+            let mut bytes = Vec::new();
+            V2DeflateSerializer::new()
+                .serialize(h, &mut bytes)
+                .expect("serializing a histogram into memory cannot fail");
+            b64.encode(bytes)
+        };
         let hists = Hist::ALL
             .iter()
-            .map(|&h| {
-                let mut bytes = Vec::new();
-                V2DeflateSerializer::new()
-                    .serialize(&m.hists[h as usize], &mut bytes)
-                    .expect("serializing a histogram into memory cannot fail");
-                (h, b64.encode(bytes))
+            .map(|&h| (h, encode(&m.hists[h as usize])))
+            .collect();
+        let cross_e2e = m
+            .cross
+            .iter()
+            .map(|(&(to, from), h)| CrossRepr {
+                to,
+                from,
+                hist: encode(h),
             })
             .collect();
         let counters = Counter::ALL
@@ -673,6 +741,7 @@ impl From<Metrics> for Repr {
             counters,
             errors,
             seconds,
+            cross_e2e,
         }
     }
 }
@@ -689,6 +758,21 @@ impl TryFrom<Repr> for Metrics {
                 .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
             m.hists[h as usize] = hist_bytes::decode(&bytes, &new_hist())
                 .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
+        }
+        for c in r.cross_e2e {
+            let bytes = b64
+                .decode(c.hist)
+                .map_err(|e| format!("metrics: cross_e2e {}<-{}: {e}", c.to, c.from))?;
+            let h = hist_bytes::decode(&bytes, &new_hist())
+                .map_err(|e| format!("metrics: cross_e2e {}<-{}: {e}", c.to, c.from))?;
+            m.cross.insert((c.to, c.from), h);
+        }
+        // Every cross-shard latency is also an end-to-end one (what `exclude_cross` relies on).
+        let mut rest = m.hists[Hist::EndToEnd as usize].clone();
+        for h in m.cross.values() {
+            rest.subtract(h).map_err(|_| {
+                "metrics: cross_e2e holds latencies the end_to_end histogram does not".to_owned()
+            })?;
         }
         for (c, n) in r.counters {
             m.counters[c as usize] = n;

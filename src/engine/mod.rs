@@ -204,7 +204,7 @@ impl Users {
         }
         let slots = 4 * crate::sys::cores();
         let sharded = plan.shard.count > 1;
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             run_id,
             clock,
             slots,
@@ -212,7 +212,9 @@ impl Users {
             &sched.groups,
             group_local,
             sched.expect.group_of_stream,
-        ));
+        );
+        shared.senders = crate::scenario::Shard::senders(plan);
+        let shared = Arc::new(shared);
         // Each recipient's expectations go into the recorder its deliveries go to: the
         // ledger merges exactly only when a track lives in one ledger.
         for &(stream, recipient) in &sched.expect.tracks {

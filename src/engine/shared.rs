@@ -13,7 +13,7 @@ use super::schedule::GroupInfo;
 use crate::clock::Clock;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Metrics};
-use crate::scenario::{LedgerOpts, StreamId, UserIx};
+use crate::scenario::{LedgerOpts, SenderShards, StreamId, UserIx};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,6 +104,8 @@ pub struct Shared {
     pub group_local: Vec<u32>,
     /// The group each group stream goes to.
     pub group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+    /// Which shard sent each stream, in a sharded run (cross-shard latencies are kept apart).
+    pub senders: Option<SenderShards>,
     fanout: Fanout,
 }
 
@@ -140,6 +142,7 @@ impl Shared {
             group_online: groups.iter().map(|_| AtomicU32::new(0)).collect(),
             group_local,
             group_of_stream,
+            senders: None,
             fanout: Fanout {
                 slots: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
             },

@@ -310,3 +310,34 @@ fn a_histogram_of_other_bounds_is_refused() {
         assert!(hist_bytes::decode(&bytes[..cut], &new_hist()).is_err());
     }
 }
+
+/// Cross-shard latencies merge, survive the file, and come out of the end-to-end histogram
+/// exactly when their shard's clock is unknown; a file whose cross-shard latencies are not
+/// in its end-to-end histogram is refused.
+#[test]
+fn cross_shard_latencies_are_kept_apart_and_can_be_taken_out() {
+    let mut a = Metrics::new();
+    a.record(0, Hist::EndToEnd, 1_000);
+    a.record(0, Hist::EndToEnd, 5_000);
+    a.record_cross(0, 1, 5_000);
+    let mut b = Metrics::new();
+    b.record(0, Hist::EndToEnd, 7_000);
+    b.record_cross(1, 0, 7_000);
+    b.record(0, Hist::EndToEnd, 8_000);
+    b.record_cross(1, 2, 8_000);
+    a.merge(&b);
+    let mut m = roundtrip(&a);
+    assert_eq!(m, a);
+    assert_eq!(m.cross().count(), 3);
+    assert_eq!(m.exclude_cross(&[2]), 1);
+    assert_eq!(m.hist(Hist::EndToEnd).len(), 3);
+    assert_eq!(m.exclude_cross(&[1]), 2);
+    assert_eq!(m.hist(Hist::EndToEnd).len(), 1);
+    assert_eq!(m.hist(Hist::EndToEnd).max(), m.hist(Hist::EndToEnd).min());
+
+    let mut forged = Metrics::new();
+    forged.record_cross(0, 1, 3_000);
+    let v = serde_json::to_value(&forged).expect("serializes");
+    let err = serde_json::from_value::<Metrics>(v).expect_err("refused");
+    assert!(err.to_string().contains("cross_e2e"), "{err}");
+}

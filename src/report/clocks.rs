@@ -15,10 +15,13 @@ pub struct Clocks {
     pub shards: Vec<ShardClock>,
     /// End-to-end latency between shards is known to ± this, µs: a message's sender and
     /// receiver are each off the reference by up to their bound, so the two largest
-    /// bounds together. `None` when a shard's bound is unknown.
+    /// bounds together (of the shards whose bound is known). `None` when no bound is.
     pub uncertainty_us: Option<u64>,
     /// Shards whose bound is unknown: no record at all, or no final estimate (drift).
     pub unknown: Vec<u32>,
+    /// End-to-end latencies measured across a shard of `unknown` and another shard, taken
+    /// out of the run's end-to-end figures and checks (set by [`Clocks::exclude`]).
+    pub excluded: u64,
 }
 
 /// One shard's clock.
@@ -66,15 +69,28 @@ pub fn of(a: &Artifact) -> Option<Clocks> {
         .filter(|s| s.clock.as_ref().and_then(|c| c.bound_us()).is_none())
         .map(|s| s.index)
         .collect();
-    let uncertainty_us = unknown.is_empty().then(|| {
-        let mut bounds: Vec<u64> = shards.iter().filter_map(|s| s.bound_us).collect();
-        bounds.sort_unstable_by(|x, y| y.cmp(x));
-        bounds.iter().take(2).sum()
-    });
+    let mut bounds: Vec<u64> = shards.iter().filter_map(|s| s.bound_us).collect();
+    bounds.sort_unstable_by(|x, y| y.cmp(x));
+    let uncertainty_us = (!bounds.is_empty()).then(|| bounds.iter().take(2).sum());
     Some(Clocks {
         reference,
         shards,
         uncertainty_us,
         unknown,
+        excluded: 0,
     })
+}
+
+impl Clocks {
+    /// `a` without the cross-shard end-to-end latencies of the shards whose clock is
+    /// unknown (they could be off by any amount), when there are such shards; records how
+    /// many were taken out.
+    pub fn exclude(&mut self, a: &Artifact) -> Option<Artifact> {
+        if self.unknown.is_empty() {
+            return None;
+        }
+        let mut trimmed = a.clone();
+        self.excluded = trimmed.metrics.exclude_cross(&self.unknown);
+        Some(trimmed)
+    }
 }

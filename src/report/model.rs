@@ -183,6 +183,9 @@ pub struct Generator {
 impl Report {
     /// Computes the report of `a`.
     pub fn new(a: &Artifact) -> Report {
+        let mut clocks = super::clocks::of(a);
+        let trimmed = clocks.as_mut().and_then(|c| c.exclude(a));
+        let a = trimmed.as_ref().unwrap_or(a);
         let m = &a.metrics;
         let delivery = a.ledger.summary();
         let checks = checks::evaluate(a, &delivery);
@@ -264,7 +267,7 @@ impl Report {
             sweeps,
             series,
             generators: a.shards.iter().map(generator).collect(),
-            clocks: super::clocks::of(a),
+            clocks,
             missing_shards,
             processes: a.processes.clone(),
             notes: a

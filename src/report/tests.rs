@@ -582,20 +582,34 @@ fn clock_offsets_and_their_uncertainty_are_stated() {
     let json = json::render(&r).expect("encode");
     assert!(json.contains("\"uncertainty_us\": 500000"), "{json}");
 
-    // Without a final estimate the drift is unknown: named, and no overall bound.
+    // Without a final estimate the drift is unknown: named, its cross-shard latencies left
+    // out, and the bound is that of the shards left (shard 0 alone: exact).
     if let Some(c) = one.clock.as_mut() {
         c.end_offset_us = None;
         c.end_uncertainty_us = None;
     }
     a.shards[1] = one;
+    let e2e_before = a.metrics.hist(Hist::EndToEnd).len();
+    let mut cross = 0;
+    for us in [900, 1_200, 40_000_000] {
+        a.metrics.record(0, Hist::EndToEnd, us);
+        a.metrics.record_cross(0, 1, us);
+        cross += 1;
+    }
+    a.metrics.record(0, Hist::EndToEnd, 2_000);
+    a.metrics.record_cross(1, 0, 2_000);
+    cross += 1;
     let r = Report::new(&a);
     let c = r.clocks.as_ref().expect("clocks");
-    assert_eq!((c.uncertainty_us, c.unknown.clone()), (None, vec![1]));
+    assert_eq!((c.uncertainty_us, c.unknown.clone()), (Some(0), vec![1]));
+    assert_eq!(c.excluded, cross);
+    assert_eq!(r.latency_us[&Hist::EndToEnd].count, e2e_before);
+    assert!(r.latency_us[&Hist::EndToEnd].max < 40_000_000);
     let shown = text::render(&r);
     assert!(
         shown.contains("drift unknown")
-            && shown.contains("shard(s) 1 have no final clock estimate"),
+            && shown.contains("shard(s) 1 have no clock estimate at the end")
+            && shown.contains("their 4 cross-shard end-to-end latencies are left out"),
         "{shown}"
     );
-    assert!(!shown.contains("~0"), "{shown}");
 }

@@ -281,24 +281,24 @@ fn clocks(out: &mut String, c: &Clocks) {
             ms(s.uncertainty_us as f64)
         );
     }
-    match c.uncertainty_us {
-        Some(u) => {
-            let _ = writeln!(
-                out,
-                "  end-to-end and fan-out latency across shards are known to ±{}; values below \
-                 it show as ~0",
-                ms(u as f64)
-            );
-        }
-        None => {
-            let list: Vec<String> = c.unknown.iter().map(u32::to_string).collect();
-            let _ = writeln!(
-                out,
-                "  shard(s) {} have no final clock estimate (drift unknown): cross-shard \
-                 latency involving them is as good as their clocks' drift",
-                list.join(", ")
-            );
-        }
+    if let Some(u) = c.uncertainty_us {
+        let _ = writeln!(
+            out,
+            "  end-to-end and fan-out latency across shards are known to ±{}; values below \
+             it show as ~0",
+            ms(u as f64)
+        );
+    }
+    if !c.unknown.is_empty() {
+        let list: Vec<String> = c.unknown.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  shard(s) {} have no clock estimate at the end (drift unknown): their {} \
+             cross-shard end-to-end latencies are left out of the latency figures and checks \
+             (the per-second charts and fan-out latency still include them)",
+            list.join(", "),
+            thousands(c.excluded)
+        );
     }
 }
 

@@ -346,6 +346,26 @@ impl Shard {
         let hi = (u64::from(users) * u64::from(self.index + 1) / u64::from(self.count)) as u32;
         lo..hi
     }
+
+    /// The index of the shard (of `self.count`) that owns user `u` of `users`.
+    pub fn owner(self, users: u32, u: UserIx) -> u32 {
+        let count = self.count.max(1);
+        let shard = |index| Shard { index, count };
+        let mut index = ((u64::from(u) * u64::from(count)) / u64::from(users.max(1))) as u32;
+        index = index.min(count - 1);
+        while index + 1 < count && shard(index).range(users).end <= u {
+            index += 1;
+        }
+        while index > 0 && shard(index).range(users).start > u {
+            index -= 1;
+        }
+        index
+    }
+
+    /// Which shard sent each stream of `plan`, when the plan has several shards.
+    pub fn senders(plan: &Plan) -> Option<SenderShards> {
+        (plan.shard.count > 1).then(|| SenderShards::of(plan))
+    }
 }
 
 impl Plan {
@@ -376,9 +396,97 @@ impl Population {
     }
 }
 
+/// The shard that sent each direct and group stream of a sharded plan, so that a receiver
+/// can tell latencies measured across two shards' clocks from those on its own clock.
+#[derive(Debug, Clone)]
+pub struct SenderShards {
+    /// This process's shard.
+    me: Shard,
+    /// Users of the plan in all shards.
+    users: u32,
+    /// Per direct pattern: first stream, receivers per sender, senders.
+    direct: Vec<(StreamId, u32, Vec<UserIx>)>,
+    /// Per group pattern: first stream, senders per group, each group's senders.
+    group: Vec<(StreamId, u32, Vec<Vec<UserIx>>)>,
+}
+
+impl SenderShards {
+    fn of(plan: &Plan) -> SenderShards {
+        let mut out = SenderShards {
+            me: plan.shard,
+            users: plan.population.users,
+            direct: Vec::new(),
+            group: Vec::new(),
+        };
+        for t in &plan.traffic {
+            match &t.kind {
+                TrafficKind::Direct(d) => {
+                    out.direct
+                        .push((d.stream_base, d.receivers.len() as u32, d.senders.clone()))
+                }
+                TrafficKind::Group(g) => out.group.push((
+                    g.stream_base,
+                    g.senders_per_group,
+                    g.groups.iter().map(|x| x.senders.clone()).collect(),
+                )),
+                // Echo streams come back to their sender; the others carry no envelopes.
+                TrafficKind::Echo(_) | TrafficKind::Idle { .. } | TrafficKind::Request(_) => {}
+            }
+        }
+        out
+    }
+
+    /// The user that sends `stream`, if it is a direct or group stream of the plan.
+    pub fn sender(&self, stream: StreamId) -> Option<UserIx> {
+        for (base, receivers, senders) in &self.direct {
+            let k = stream.wrapping_sub(*base) as usize;
+            if stream >= *base && k < senders.len() * *receivers as usize {
+                return Some(senders[k / *receivers as usize]);
+            }
+        }
+        for (base, per_group, groups) in &self.group {
+            let k = stream.wrapping_sub(*base) as usize;
+            let per_group = *per_group as usize;
+            if stream >= *base && k < groups.len() * per_group {
+                return groups[k / per_group].get(k % per_group).copied();
+            }
+        }
+        None
+    }
+
+    /// This process's shard index.
+    pub fn me(&self) -> u32 {
+        self.me.index
+    }
+
+    /// The shard that sent `stream`, when it is another shard than this process's.
+    pub fn other_shard(&self, stream: StreamId) -> Option<u32> {
+        let from = self.me.owner(self.users, self.sender(stream)?);
+        (from != self.me.index).then_some(from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_user_has_the_shard_whose_range_holds_it() {
+        for (users, count) in [(1003, 7), (10, 3), (5, 8), (100_000, 64)] {
+            for u in (0..users).step_by(((users / 500).max(1)) as usize) {
+                let owner = Shard { index: 0, count }.owner(users, u);
+                assert!(
+                    Shard {
+                        index: owner,
+                        count
+                    }
+                    .range(users)
+                    .contains(&u),
+                    "{u} of {users} in {count}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn shards_partition_the_range() {

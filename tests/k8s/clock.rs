@@ -104,6 +104,52 @@ async fn a_skewed_shards_offset_is_measured_and_taken_out_of_end_to_end_latency(
     let shown = format!("shard 1: offset +{}", text::ms(clock.offset_us as f64));
     assert!(collected.stdout.contains(&shown), "{shown}\n{collected}");
 
+    // Latencies across the two shards' clocks are kept apart, both ways, and are corrected
+    // too; same-shard ones are not among them.
+    let cross: Vec<((u32, u32), u64, u64)> = merged
+        .metrics
+        .cross()
+        .map(|(k, h)| (k, h.len(), h.max()))
+        .collect();
+    let keys: Vec<(u32, u32)> = cross.iter().map(|c| c.0).collect();
+    assert_eq!(keys, [(0, 1), (1, 0)], "{cross:?}");
+    let crossed: u64 = cross.iter().map(|c| c.1).sum();
+    assert!(
+        crossed > 0 && crossed < e2e.len(),
+        "{cross:?} of {}",
+        e2e.len()
+    );
+    assert!(
+        cross.iter().all(|c| c.2 < (skew_us / 3) as u64),
+        "{cross:?}"
+    );
+
+    // Had shard 1's final clock exchange failed (drift unknown), its cross-shard latencies
+    // are left out of the merged figures and checks, and the report says how many.
+    let mut unknown = merged.clone();
+    if let Some(c) = unknown.shards[1].clock.as_mut() {
+        c.end_offset_us = None;
+        c.end_uncertainty_us = None;
+    }
+    let dir = work.path("drift-unknown");
+    let unknown_file = unknown.write(&dir).expect("write the result");
+    let unknown_file = unknown_file.to_str().expect("utf-8");
+    let json = crate::common::run::msgstorm(&["report", unknown_file, "--json"]).await;
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("a JSON report");
+    assert_eq!(report["clocks"]["excluded"], crossed, "{}", json.stdout);
+    assert_eq!(
+        report["latency_us"]["end_to_end"]["count"],
+        e2e.len() - crossed,
+        "{}",
+        json.stdout
+    );
+    let shown = crate::common::run::msgstorm(&["report", unknown_file]).await;
+    let said = format!(
+        "their {} cross-shard end-to-end latencies are left out",
+        text::thousands(crossed)
+    );
+    assert!(shown.stdout.contains(&said), "{said}\n{}", shown.stdout);
+
     // Uncorrected: the same shards meeting at a folder, with no clock exchange.
     let barrier = work.path("start");
     let mut children = Vec::new();

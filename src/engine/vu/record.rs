@@ -142,6 +142,14 @@ impl Tally {
             r.ledger.damaged();
         }
         for d in self.received.drain(..) {
+            // The same deliveries as `Vu::deliver` records end-to-end latency of.
+            if d.via == Via::Push && !d.corrupt {
+                if let Some(s) = &shared.senders {
+                    if let Some(from) = s.other_shard(d.stream) {
+                        r.metrics.record_cross(s.me(), from, d.latency_us);
+                    }
+                }
+            }
             let arrival = r
                 .ledger
                 .received(me, d.stream, d.seq, d.latency_us, d.via, d.corrupt);
