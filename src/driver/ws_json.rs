@@ -348,7 +348,7 @@ impl State {
 }
 
 /// A string value unescaped, or any other value as its JSON text.
-fn text_of(v: &RawValue) -> String {
+pub(crate) fn text_of(v: &RawValue) -> String {
     match as_str(v) {
         Some(s) => s.into_owned(),
         None => v.get().to_owned(),
@@ -366,7 +366,9 @@ fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
 }
 
 /// The next text frame, answering nothing and skipping WebSocket control frames.
-async fn read_text(ws: &mut Ws) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, Failure> {
+pub(crate) async fn read_text(
+    ws: &mut Ws,
+) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, Failure> {
     loop {
         match ws.next().await {
             None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
@@ -388,7 +390,7 @@ async fn read_text(ws: &mut Ws) -> Result<tokio_tungstenite::tungstenite::Utf8By
 }
 
 /// The first 120 characters of a frame, for error examples.
-fn clip(text: &str) -> &str {
+pub(crate) fn clip(text: &str) -> &str {
     match text.char_indices().nth(120) {
         Some((i, _)) => &text[..i],
         None => text,
@@ -396,7 +398,7 @@ fn clip(text: &str) -> &str {
 }
 
 /// Milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
