@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::common::peers::free_port;
+use crate::common::peers::{self, free_port, installed};
 
 /// The longest a process may take to start.
 const START_WAIT: Duration = Duration::from_secs(15);
@@ -62,28 +62,6 @@ impl Drop for Proc {
     }
 }
 
-/// `what` is there; a printed note and `false` when it is not (a panic under `CI=true`).
-fn present(what: &str, path: &std::path::Path) -> bool {
-    if path.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what}: {} is missing (CI=true requires it; scripts/test installs it)",
-        path.display()
-    );
-    skip_note(what, path);
-    false
-}
-
-#[allow(clippy::print_stderr)]
-fn skip_note(what: &str, path: &std::path::Path) {
-    eprintln!(
-        "note: skipping a socketio test: {what} ({}) is missing",
-        path.display()
-    );
-}
-
 /// The app's directory.
 fn app_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/socketio")
@@ -91,16 +69,9 @@ fn app_dir() -> PathBuf {
 
 /// node, when it and the app's modules are installed.
 fn node() -> Option<PathBuf> {
-    let node = ["/usr/bin/node", "/usr/local/bin/node"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| "/usr/bin/node".into());
-    (present("node", &node)
-        && present(
-            "the Socket.IO app's modules",
-            &app_dir().join("node_modules/socket.io"),
-        ))
+    let node = peers::node();
+    (installed("Socket.IO", &node)
+        && installed("Socket.IO", &app_dir().join("node_modules/socket.io")))
     .then_some(node)
 }
 
@@ -115,7 +86,7 @@ impl Redis {
     /// Starts one on a free port (`None` when redis-server is missing).
     pub fn start() -> Option<Redis> {
         let bin = PathBuf::from("/usr/bin/redis-server");
-        if !present("redis-server", &bin) {
+        if !installed("redis-server", &bin) {
             return None;
         }
         let port = free_port();

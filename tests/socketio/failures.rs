@@ -172,3 +172,23 @@ async fn socketio_churn_without_recovery_is_refused() {
         "{ran}"
     );
 }
+
+/// A bad option of `[target.socketio]` is an error naming its file, line and key (exit 2),
+/// before anything connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socketio_bad_option_names_file_line_and_key() {
+    let text = "[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n\n\
+                [target.socketio]\nnamespace = \"chat\"\n\n\
+                [population]\nusers = 2\nlogin_rate = 10\n\n[[traffic]]\nkind = \"idle\"\nduration = \"1s\"\n";
+    let work = Work::new();
+    let file = work.write("bad.toml", text);
+    let path = file.display().to_string();
+    let ran = crate::common::run::msgstorm(&["validate", &path]).await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr.contains(&format!(
+            "{path}:6: target.socketio.namespace: must start with `/`"
+        )),
+        "{ran}"
+    );
+}
