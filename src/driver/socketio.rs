@@ -30,7 +30,7 @@ use self::packet::{Kind, Packet, Sio};
 use super::ws::{Dialer, Ws};
 use super::ws_json::path::as_str;
 use super::ws_json::template::Values;
-use super::ws_json::{clip, now_ms, read_text, text_of};
+use super::ws_json::{clip, credentials, now_ms, read_text, text_of};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
@@ -180,14 +180,7 @@ impl SocketIoDriver {
     /// The connect packet's `auth` object for `user`, with `pid` and `offset` when the
     /// connection is to be recovered.
     fn auth_object(&self, user: &UserCtx, rec: &Recovery) -> String {
-        let (username, password) = match &self.auth {
-            Auth::Password { username, password } => (
-                username.replace("{user}", &user.id),
-                password.replace("{user}", &user.id),
-            ),
-            Auth::Secret(secret) => (user.id.clone(), crate::wire::token(&user.id, secret)),
-            Auth::None => (user.id.clone(), String::new()),
-        };
+        let (username, password) = credentials(&self.auth, &user.id);
         let vals = Values {
             user: &user.id,
             token: &password,

@@ -130,14 +130,7 @@ impl WsJsonDriver {
     /// Sends the login frame and waits for the frame that says it succeeded, then sends
     /// the `after_login` requests one by one.
     async fn login(&self, s: &mut WsJsonSession, user: &UserCtx) -> Result<(), Failure> {
-        let (username, password) = match &self.auth {
-            Auth::Password { username, password } => (
-                username.replace("{user}", &user.id),
-                password.replace("{user}", &user.id),
-            ),
-            Auth::Secret(secret) => (user.id.clone(), crate::wire::token(&user.id, secret)),
-            Auth::None => (user.id.clone(), String::new()),
-        };
+        let (username, password) = credentials(&self.auth, &user.id);
         let vals = Values {
             user: &user.id,
             token: &password,
@@ -344,6 +337,18 @@ impl State {
             ErrorKind::Protocol,
             format!("unmatched frame: {}", clip(doc)),
         )));
+    }
+}
+
+/// The username and password (or token) `user` logs in with.
+pub(crate) fn credentials(auth: &Auth, user: &str) -> (String, String) {
+    match auth {
+        Auth::Password { username, password } => (
+            username.replace("{user}", user),
+            password.replace("{user}", user),
+        ),
+        Auth::Secret(secret) => (user.to_owned(), crate::wire::token(user, secret)),
+        Auth::None => (user.to_owned(), String::new()),
     }
 }
 
