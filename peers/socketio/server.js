@@ -15,7 +15,9 @@
 // closes (tests: the app never outlives the test process that started it).
 // Events: `join` (room, ack), `dm` ({to, body}, ack), `group` ({room, body}, ack); each
 // message arrives as `message` {from, to|room, body}. GET /stats answers
-// {"routed":N,"dropped":N,"connections":N}. Prints "listening on HOST:PORT" once it accepts
+// {"routed":N,"dropped":N,"offline":N,"connections":N}; `offline` counts direct messages to a
+// user with no connection on this node (one node alone: a user that was offline, whose
+// message only connection state recovery can bring). Prints "listening on HOST:PORT" once it accepts
 // connections.
 'use strict';
 
@@ -35,7 +37,7 @@ const secret = opt('secret', '');
 const dropEvery = Number(opt('drop-every', '0'));
 const garbage = opt('garbage', '');
 
-const stats = { routed: 0, dropped: 0, connections: 0 };
+const stats = { routed: 0, dropped: 0, offline: 0, connections: 0 };
 const httpServer = http.createServer((req, res) => {
   if (req.url === '/stats') {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -114,6 +116,7 @@ async function main() {
       if (typeof ack === 'function') ack({ ok: true });
     });
     socket.on('dm', (m, ack) => {
+      if (!io.sockets.adapter.rooms.has(`user:${m && m.to}`)) stats.offline += 1;
       route(io.to(`user:${m && m.to}`), { from: user, to: m && m.to, body: m && m.body });
       if (typeof ack === 'function') ack({ ok: true });
     });

@@ -199,3 +199,40 @@ max_lost = 0
     assert_eq!(d.lost, dropped, "{d:?}");
     assert_eq!(d.delivered + d.lost, d.expected, "{d:?}");
 }
+
+/// The app keeps sessions for 0.5 s, and churning users stay away 1.5 s: recovery fails,
+/// and every direct message sent to them while they were away is lost — exactly the
+/// messages the app routed to a user with no connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socketio_outage_longer_than_the_recovery_window_is_lost_exactly() {
+    let Some(cluster) = Cluster::start(1, "none", &["--recovery=500"]) else {
+        return;
+    };
+    let (ran, _artifact, d) = run(
+        &cluster,
+        "",
+        r#"
+[population]
+users = 20
+login_rate = 400
+churn = { count = 5, offline_at = "1500ms", back_at = "3s" }
+
+[[traffic]]
+name = "dm"
+kind = "direct"
+senders = 10
+receivers = 10
+duration = "3s"
+interval = "50ms"
+
+[checks]
+max_lost = 0
+"#,
+    )
+    .await;
+    ran.expect_code(1);
+    let offline = cluster.stat("offline");
+    assert!(offline > 0, "no message was sent to an offline user\n{ran}");
+    assert_eq!(d.lost, offline, "{d:?}\n{ran}");
+    assert_eq!(d.via_sync, 0, "nothing was recovered: {d:?}");
+}
