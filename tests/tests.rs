@@ -94,6 +94,13 @@ mod ws_json_peer;
 #[path = "ws_json/socketcluster.rs"]
 mod ws_json_socketcluster;
 
+#[cfg(feature = "socketio")]
+#[path = "socketio/chat.rs"]
+mod socketio_chat;
+#[cfg(feature = "socketio")]
+#[path = "socketio/failures.rs"]
+mod socketio_failures;
+
 #[path = "find/capacity.rs"]
 mod find_capacity;
 

@@ -26,6 +26,9 @@
 //! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`; XMPP's:
 //! `docs/drivers/xmpp.md`. `ws-json` maps each operation onto a frame template and
 //! matching rules given in the scenario: `docs/drivers/ws-json.md`.
+//! `socketio` speaks Socket.IO with the app's events mapped in the scenario (acks as
+//! acceptance, connection state recovery as fetching missed messages):
+//! `docs/drivers/socketio.md`.
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
@@ -36,6 +39,8 @@ pub mod loopback;
 pub mod mqtt;
 pub mod native;
 mod registry;
+#[cfg(feature = "socketio")]
+pub mod socketio;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;

@@ -66,6 +66,8 @@ drivers! {
     #[cfg(feature = "xmpp")]
     super::xmpp::XmppDriver,
     super::ws_json::WsJsonDriver,
+    #[cfg(feature = "socketio")]
+    super::socketio::SocketIoDriver,
 }
 
 /// Every built-in driver's spec, in registry order.

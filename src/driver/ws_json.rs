@@ -131,14 +131,7 @@ impl WsJsonDriver {
     /// Sends the login frame and waits for the frame that says it succeeded, then sends
     /// the `after_login` requests one by one.
     async fn login(&self, s: &mut WsJsonSession, user: &UserCtx) -> Result<(), Failure> {
-        let (username, password) = match &self.auth {
-            Auth::Password { username, password } => (
-                username.replace("{user}", &user.id),
-                password.replace("{user}", &user.id),
-            ),
-            Auth::Secret(secret) => (user.id.clone(), crate::wire::token(&user.id, secret)),
-            Auth::None => (user.id.clone(), String::new()),
-        };
+        let (username, password) = credentials(&self.auth, &user.id);
         let vals = Values {
             user: &user.id,
             token: &password,
@@ -348,8 +341,20 @@ impl State {
     }
 }
 
+/// The username and password (or token) `user` logs in with.
+pub(crate) fn credentials(auth: &Auth, user: &str) -> (String, String) {
+    match auth {
+        Auth::Password { username, password } => (
+            username.replace("{user}", user),
+            password.replace("{user}", user),
+        ),
+        Auth::Secret(secret) => (user.to_owned(), crate::wire::token(user, secret)),
+        Auth::None => (user.to_owned(), String::new()),
+    }
+}
+
 /// A string value unescaped, or any other value as its JSON text.
-fn text_of(v: &RawValue) -> String {
+pub(crate) fn text_of(v: &RawValue) -> String {
     match as_str(v) {
         Some(s) => s.into_owned(),
         None => v.get().to_owned(),
@@ -367,7 +372,9 @@ fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
 }
 
 /// The next text frame, answering nothing and skipping WebSocket control frames.
-async fn read_text(ws: &mut Ws) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, Failure> {
+pub(crate) async fn read_text(
+    ws: &mut Ws,
+) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, Failure> {
     loop {
         match ws.next().await {
             None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
@@ -389,7 +396,7 @@ async fn read_text(ws: &mut Ws) -> Result<tokio_tungstenite::tungstenite::Utf8By
 }
 
 /// The first 120 characters of a frame, for error examples.
-fn clip(text: &str) -> &str {
+pub(crate) fn clip(text: &str) -> &str {
     match text.char_indices().nth(120) {
         Some((i, _)) => &text[..i],
         None => text,
@@ -397,7 +404,7 @@ fn clip(text: &str) -> &str {
 }
 
 /// Milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -10,6 +10,7 @@
 //! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests, and the `msgstorm`
 //!   binary on a scenario.
 //! - [`xmpp`] runs real ejabberd and Prosody servers for the XMPP tests.
+//! - [`socketio`] runs the Socket.IO chat app (two nodes + Redis) for the socketio tests.
 
 #[cfg(feature = "tls")]
 pub mod certs;
@@ -18,6 +19,8 @@ pub mod mosquitto;
 #[cfg(feature = "tls")]
 pub mod nginx;
 pub mod peers;
+#[cfg(feature = "socketio")]
+pub mod socketio;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
 pub mod xmpp;
 

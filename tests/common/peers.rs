@@ -42,3 +42,35 @@ pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     l.local_addr().expect("local addr").port()
 }
+
+/// Whether `needed` (a server's binary or installed modules) is there; a printed note and
+/// `false` when it is not (a panic under `CI=true`).
+pub fn installed(what: &str, needed: &std::path::Path) -> bool {
+    if needed.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what}: {} is missing (CI=true requires it; scripts/test installs it)",
+        needed.display()
+    );
+    missing_note(what, needed);
+    false
+}
+
+#[allow(clippy::print_stderr)]
+fn missing_note(what: &str, needed: &std::path::Path) {
+    eprintln!(
+        "note: skipping a {what} test: {} is missing (scripts/test installs it)",
+        needed.display()
+    );
+}
+
+/// node (Debian's `/usr/bin/node`, else `/usr/local/bin/node`), for the npm peers.
+pub fn node() -> std::path::PathBuf {
+    ["/usr/bin/node", "/usr/local/bin/node"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| "/usr/bin/node".into())
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 use msgstorm::artifact::Artifact;
 use msgstorm::ledger::Delivery;
 
+pub use crate::common::peers::installed;
 use crate::common::run::{run_text, Ran, Work};
 
 /// The longest a server may take to say where it listens.
@@ -27,29 +28,6 @@ pub struct Peer {
 /// `path` inside the repository.
 pub fn repo(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// Whether `needed` (a server's binary or installed modules) is there; a printed note and
-/// `false` when it is not (a panic under `CI=true`).
-pub fn installed(what: &str, needed: &Path) -> bool {
-    if needed.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what}: {} is missing (CI=true requires it; scripts/test installs it)",
-        needed.display()
-    );
-    skip_note(what, needed);
-    false
-}
-
-#[allow(clippy::print_stderr)]
-fn skip_note(what: &str, needed: &Path) {
-    eprintln!(
-        "note: skipping a {what} test: {} is missing (scripts/test installs it)",
-        needed.display()
-    );
 }
 
 impl Peer {

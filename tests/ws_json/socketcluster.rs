@@ -17,11 +17,7 @@ use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
 /// [`installed`]).
 fn start_with(channels: u32, ping_ms: u32) -> Option<Peer> {
     let modules = repo("peers/socketcluster/node_modules/socketcluster-server");
-    let node = ["/usr/bin/node", "/usr/local/bin/node"]
-        .iter()
-        .map(std::path::PathBuf::from)
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| "/usr/bin/node".into());
+    let node = crate::common::peers::node();
     if !installed("SocketCluster", &node) || !installed("SocketCluster", &modules) {
         return None;
     }

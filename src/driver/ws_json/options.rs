@@ -176,21 +176,24 @@ const KEYS: &[&str] = &[
 /// The keys every matcher table takes.
 const MATCH_KEYS: &[&str] = &["when", "has", "text"];
 
-/// One table of the options, with its dotted key for errors.
-struct Table<'a> {
-    t: &'a toml::Table,
-    at: String,
+/// One table of driver options, with its dotted key for errors (shared with the `socketio`
+/// driver's options).
+pub(crate) struct Table<'a> {
+    /// The table.
+    pub(crate) t: &'a toml::Table,
+    /// Its dotted key, e.g. `target.ws-json`.
+    pub(crate) at: String,
 }
 
 impl<'a> Table<'a> {
-    fn bad(&self, key: &str, msg: impl Into<String>) -> OptionError {
+    pub(crate) fn bad(&self, key: &str, msg: impl Into<String>) -> OptionError {
         OptionError {
             key: format!("{}.{key}", self.at),
             msg: msg.into(),
         }
     }
 
-    fn only(&self, keys: &[&str]) -> Result<(), OptionError> {
+    pub(crate) fn only(&self, keys: &[&str]) -> Result<(), OptionError> {
         match self.t.keys().find(|k| !keys.contains(&k.as_str())) {
             Some(k) => Err(self.bad(
                 k,
@@ -200,7 +203,7 @@ impl<'a> Table<'a> {
         }
     }
 
-    fn str(&self, key: &str) -> Result<Option<&'a str>, OptionError> {
+    pub(crate) fn str(&self, key: &str) -> Result<Option<&'a str>, OptionError> {
         match self.t.get(key) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s)),
@@ -208,7 +211,7 @@ impl<'a> Table<'a> {
         }
     }
 
-    fn bool(&self, key: &str) -> Result<bool, OptionError> {
+    pub(crate) fn bool(&self, key: &str) -> Result<bool, OptionError> {
         match self.t.get(key) {
             None => Ok(false),
             Some(toml::Value::Boolean(b)) => Ok(*b),
@@ -216,25 +219,34 @@ impl<'a> Table<'a> {
         }
     }
 
-    fn path(&self, key: &str) -> Result<Option<Path>, OptionError> {
+    pub(crate) fn path(&self, key: &str) -> Result<Option<Path>, OptionError> {
         self.str(key)?
             .map(|s| Path::parse(s).map_err(|e| self.bad(key, e)))
             .transpose()
     }
 
-    fn need_path(&self, key: &str) -> Result<Path, OptionError> {
+    pub(crate) fn need_path(&self, key: &str) -> Result<Path, OptionError> {
         self.path(key)?
             .ok_or_else(|| self.bad(key, "is required: the JSON path of the value"))
     }
 
-    fn template(&self, key: &str, vars: &[Var]) -> Result<Option<Template>, OptionError> {
+    pub(crate) fn template(
+        &self,
+        key: &str,
+        vars: &[Var],
+    ) -> Result<Option<Template>, OptionError> {
         self.str(key)?
             .map(|s| Template::parse(s, vars).map_err(|e| self.bad(key, e)))
             .transpose()
     }
 
     /// A template or an array of templates (`name` or `name = [...]`).
-    fn templates(&self, key: &str, vars: &[Var], json: bool) -> Result<Vec<Template>, OptionError> {
+    pub(crate) fn templates(
+        &self,
+        key: &str,
+        vars: &[Var],
+        json: bool,
+    ) -> Result<Vec<Template>, OptionError> {
         let one = |s: &str| {
             if json {
                 Template::parse(s, vars)
@@ -265,7 +277,7 @@ impl<'a> Table<'a> {
         }
     }
 
-    fn sub(&self, key: &str) -> Result<Option<Table<'a>>, OptionError> {
+    pub(crate) fn sub(&self, key: &str) -> Result<Option<Table<'a>>, OptionError> {
         match self.t.get(key) {
             None => Ok(None),
             Some(toml::Value::Table(t)) => Ok(Some(Table {
@@ -277,7 +289,7 @@ impl<'a> Table<'a> {
     }
 
     /// The `when` / `has` / `text` conditions of this table.
-    fn matcher(&self) -> Result<Matcher, OptionError> {
+    pub(crate) fn matcher(&self) -> Result<Matcher, OptionError> {
         let mut m = Matcher::default();
         if let Some(when) = self.sub("when")? {
             for (k, v) in when.t {
@@ -324,7 +336,7 @@ impl<'a> Table<'a> {
     }
 
     /// A matcher that must have a condition (it would match every frame otherwise).
-    fn some_matcher(&self) -> Result<Matcher, OptionError> {
+    pub(crate) fn some_matcher(&self) -> Result<Matcher, OptionError> {
         let m = self.matcher()?;
         if m.is_empty() {
             return Err(OptionError {
@@ -337,7 +349,7 @@ impl<'a> Table<'a> {
         Ok(m)
     }
 
-    fn keys_with(&self, own: &[&str]) -> Result<(), OptionError> {
+    pub(crate) fn keys_with(&self, own: &[&str]) -> Result<(), OptionError> {
         let mut keys = MATCH_KEYS.to_vec();
         keys.extend_from_slice(own);
         self.only(&keys)

@@ -1,0 +1,147 @@
+// A small Socket.IO chat app (npm `socket.io` 4.8, pinned by package-lock.json) for msgstorm's
+// socketio tests, scenarios and benchmarks: auth middleware, per-user rooms, chat rooms,
+// acks, connection state recovery, and two or more nodes behind Redis.
+//   node server.js [HOST:PORT] [--adapter=none|redis|streams] [--redis=URL] [--recovery=MS]
+//                  [--secret=TOKEN] [--drop-every=N] [--garbage=USER] [--deflate=0|1]
+//                  [--exit-with-stdin]
+// HOST:PORT defaults to 127.0.0.1:0 (any free port). --adapter: `redis` is
+// @socket.io/redis-adapter (pub/sub; no connection state recovery), `streams` is
+// @socket.io/redis-streams-adapter (recovery works across nodes); `none` is one node alone.
+// --recovery: connectionStateRecovery's maxDisconnectionDuration in ms (0: off; default
+// 120000). --secret: the `token` of the connect auth must equal it (default: any token).
+// --drop-every: every Nth chat message this node routes is dropped (a known loss; counted).
+// --garbage: a user of this id gets three malformed packets after connecting.
+// --deflate: perMessageDeflate (default 0). --exit-with-stdin: exit when standard input
+// closes (tests: the app never outlives the test process that started it).
+// Events: `join` (room, ack), `dm` ({to, body}, ack), `group` ({room, body}, ack); each
+// message arrives as `message` {from, to|room, body}. GET /stats answers
+// {"routed":N,"dropped":N,"offline":N,"connections":N}; `offline` counts direct messages to a
+// user with no connection on this node (one node alone: a user that was offline, whose
+// message only connection state recovery can bring). Prints "listening on HOST:PORT" once it accepts
+// connections.
+'use strict';
+
+const http = require('http');
+const { Server } = require('socket.io');
+
+const args = process.argv.slice(2);
+const addr = args.find((a) => !a.startsWith('--')) || '127.0.0.1:0';
+const opt = (name, dflt) => {
+  const a = args.find((x) => x.startsWith(`--${name}=`));
+  return a === undefined ? dflt : a.slice(name.length + 3);
+};
+const [host, port] = addr.split(':');
+const adapter = opt('adapter', 'none');
+const recovery = Number(opt('recovery', '120000'));
+const secret = opt('secret', '');
+const dropEvery = Number(opt('drop-every', '0'));
+const garbage = opt('garbage', '');
+
+const stats = { routed: 0, dropped: 0, offline: 0, connections: 0 };
+const httpServer = http.createServer((req, res) => {
+  if (req.url === '/stats') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(stats));
+  } else {
+    res.writeHead(404);
+    res.end();
+  }
+});
+
+async function main() {
+  const opts = {
+    perMessageDeflate: opt('deflate', '0') === '1',
+    pingInterval: 25000,
+    pingTimeout: 20000,
+  };
+  if (recovery > 0) {
+    opts.connectionStateRecovery = { maxDisconnectionDuration: recovery, skipMiddlewares: true };
+  }
+  if (adapter !== 'none') {
+    const { createClient } = require('redis');
+    const url = opt('redis', 'redis://127.0.0.1:6379');
+    if (adapter === 'redis') {
+      const { createAdapter } = require('@socket.io/redis-adapter');
+      const pub = createClient({ url });
+      const sub = pub.duplicate();
+      await Promise.all([pub.connect(), sub.connect()]);
+      opts.adapter = createAdapter(pub, sub);
+    } else if (adapter === 'streams') {
+      const { createAdapter } = require('@socket.io/redis-streams-adapter');
+      const client = createClient({ url });
+      await client.connect();
+      opts.adapter = createAdapter(client);
+    } else {
+      throw new Error(`unknown --adapter=${adapter}`);
+    }
+  }
+  const io = new Server(httpServer, opts);
+
+  io.use((socket, next) => {
+    const auth = socket.handshake.auth || {};
+    if (typeof auth.user !== 'string' || auth.user === '') {
+      return next(new Error('no user in auth'));
+    }
+    if (secret !== '' && auth.token !== secret) {
+      return next(new Error('unauthorized'));
+    }
+    socket.data.user = auth.user;
+    next();
+  });
+
+  // Routes one chat message unless it is the one in `dropEvery` to drop.
+  const route = (to, msg) => {
+    stats.routed += 1;
+    if (dropEvery > 0 && stats.routed % dropEvery === 0) {
+      stats.dropped += 1;
+      return;
+    }
+    to.emit('message', msg);
+  };
+
+  io.on('connection', (socket) => {
+    stats.connections += 1;
+    socket.on('disconnect', () => {
+      stats.connections -= 1;
+    });
+    const user = socket.data.user;
+    if (!socket.recovered) {
+      socket.join(`user:${user}`);
+      // A broadcast carries an offset: with it even a user that received nothing yet can
+      // have its connection recovered.
+      if (recovery > 0) io.to(socket.id).emit('welcome');
+    }
+    socket.on('join', (room, ack) => {
+      socket.join(`room:${room}`);
+      if (typeof ack === 'function') ack({ ok: true });
+    });
+    socket.on('dm', (m, ack) => {
+      if (!io.sockets.adapter.rooms.has(`user:${m && m.to}`)) stats.offline += 1;
+      route(io.to(`user:${m && m.to}`), { from: user, to: m && m.to, body: m && m.body });
+      if (typeof ack === 'function') ack({ ok: true });
+    });
+    socket.on('group', (m, ack) => {
+      route(socket.to(`room:${m && m.room}`), { from: user, room: m && m.room, body: m && m.body });
+      if (typeof ack === 'function') ack({ ok: true });
+    });
+    if (user === garbage) {
+      const ws = socket.conn.transport && socket.conn.transport.socket;
+      if (ws) for (const bad of ['9nonsense', '42["message"', '45-[]']) ws.send(bad);
+    }
+  });
+
+  httpServer.listen(Number(port), host, () => {
+    const a = httpServer.address();
+    process.stdout.write(`listening on ${a.address}:${a.port}\n`);
+  });
+}
+
+main().catch((e) => {
+  process.stderr.write(`socketio peer: ${e.stack || e}\n`);
+  process.exit(1);
+});
+process.on('SIGTERM', () => process.exit(0));
+if (args.includes('--exit-with-stdin')) {
+  process.stdin.on('end', () => process.exit(0));
+  process.stdin.resume();
+}
