@@ -145,6 +145,7 @@ impl super::Driver for SocketIoDriver {
                 session,
                 handshake,
                 login: started.elapsed() - handshake,
+                account: None,
             }),
             Ok(Err(f)) => Err((f, session.st.recovery)),
             Err(_) => Err((
