@@ -495,7 +495,13 @@ mod tests {
         };
         assert!(matches!(m.body, Cow::Borrowed(_)));
         assert_eq!(
-            (m.conv.as_ref(), m.seq, m.from.as_ref(), m.body.as_ref(), m.ts),
+            (
+                m.conv.as_ref(),
+                m.seq,
+                m.from.as_ref(),
+                m.body.as_ref(),
+                m.ts
+            ),
             (msg.conv.as_str(), 9, msg.from.as_str(), "ms1:body", 5)
         );
         let ack = ServerFrame::Ack {
@@ -512,7 +518,10 @@ mod tests {
         let pong = serde_json::to_string(&ServerFrame::Pong { ts: 1 }).unwrap();
         assert!(Hot::parse(&pong).is_none());
         assert!(Hot::parse(r#"{ "type":"msg"}"#).is_none());
-        assert!(matches!(Hot::parse(r#"{"type":"msg","seq":"x"}"#), Some(Err(_))));
+        assert!(matches!(
+            Hot::parse(r#"{"type":"msg","seq":"x"}"#),
+            Some(Err(_))
+        ));
     }
 
     #[test]

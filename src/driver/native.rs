@@ -20,7 +20,7 @@
 //!   returned, counts as duplicated.)
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
@@ -162,7 +162,7 @@ impl NativeDriver {
 /// numbers seen and the highest one pushed. (`ws-json` merges sync and pushes with it too.)
 #[derive(Debug, Default)]
 pub struct Cursors {
-    convs: HashMap<ConvId, Seen>,
+    convs: foldhash::HashMap<ConvId, Seen>,
 }
 
 /// Sequence numbers seen in one conversation: everything up to `upto`, plus a few above it;
