@@ -92,7 +92,7 @@ pub struct Msg {
 /// The frames a client reads most, borrowed from the frame's text: a push and an ack,
 /// with the fields of [`ServerFrame::Msg`] and [`ServerFrame::Ack`] (strings borrowed
 /// unless they hold JSON escapes). [`Hot::parse`] reads one without building the owned
-/// frame, so a load generator verifies a push without copying it.
+/// frame, so a load generator reads a push without copying its conversation or sender.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hot<'a> {
     /// A pushed message.
