@@ -15,7 +15,9 @@
 //! kept per recipient range (shard or worker) for the whole run. Sender-side events and
 //! `expect` may be spread over any number of ledgers.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashMapExt};
 
 use serde::{Deserialize, Serialize};
 

@@ -6,6 +6,8 @@
 //!
 //! This module imports nothing else from the crate.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 /// Version of this protocol; a client sends it in [`ClientFrame::Login`] and the server
@@ -85,6 +87,73 @@ pub struct Msg {
     pub body: String,
     /// Server time of the commit, milliseconds since the Unix epoch.
     pub ts: u64,
+}
+
+/// The frames a client reads most, borrowed from the frame's text: a push and an ack,
+/// with the fields of [`ServerFrame::Msg`] and [`ServerFrame::Ack`] (strings borrowed
+/// unless they hold JSON escapes). [`Hot::parse`] reads one without building the owned
+/// frame, so a load generator reads a push without copying its conversation or sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hot<'a> {
+    /// A pushed message.
+    Msg(MsgRef<'a>),
+    /// A send was committed.
+    Ack(AckRef<'a>),
+}
+
+/// [`Msg`] borrowed from a frame's text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct MsgRef<'a> {
+    /// The conversation it belongs to.
+    #[serde(borrow)]
+    pub conv: Cow<'a, str>,
+    /// Its sequence number in that conversation.
+    pub seq: u64,
+    /// The sending user id.
+    #[serde(borrow)]
+    pub from: Cow<'a, str>,
+    /// The body exactly as the sender sent it.
+    #[serde(borrow)]
+    pub body: Cow<'a, str>,
+    /// Server time of the commit, milliseconds since the Unix epoch.
+    pub ts: u64,
+}
+
+/// The fields of [`ServerFrame::Ack`] borrowed from a frame's text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AckRef<'a> {
+    /// The client's `ref` from [`ClientFrame::Send`].
+    #[serde(rename = "ref")]
+    pub r#ref: Ref,
+    /// Its conversation.
+    #[serde(borrow)]
+    pub conv: Cow<'a, str>,
+    /// Its sequence number in the conversation.
+    pub seq: u64,
+    /// Server commit time, ms since the Unix epoch.
+    pub ts: u64,
+}
+
+/// How a push starts as [`ServerFrame`] writes it (the tag first).
+const MSG_START: &str = r#"{"type":"msg","#;
+/// How an ack starts as [`ServerFrame`] writes it.
+const ACK_START: &str = r#"{"type":"ack","#;
+
+impl<'a> Hot<'a> {
+    /// Reads a push or an ack written the way [`ServerFrame`] writes them (the `type` tag
+    /// first, no spaces); `None` for any other frame, which the caller reads as an owned
+    /// [`ServerFrame`]. (Serde's internally tagged enums buffer every field of a frame
+    /// into owned values before they pick the variant; this dispatches on the tag first
+    /// and then borrows.)
+    pub fn parse(text: &'a str) -> Option<Result<Hot<'a>, serde_json::Error>> {
+        if text.starts_with(MSG_START) {
+            Some(serde_json::from_str(text).map(Hot::Msg))
+        } else if text.starts_with(ACK_START) {
+            Some(serde_json::from_str(text).map(Hot::Ack))
+        } else {
+            None
+        }
+    }
 }
 
 /// One conversation in a [`ServerFrame::ConvList`]: its id and latest sequence number.
@@ -407,6 +476,52 @@ mod tests {
             s,
             r#"{"type":"msg","conv":"d:a:b","seq":3,"from":"a","body":"x","ts":1}"#
         );
+    }
+
+    /// The borrowed reading of a push and an ack agrees with the owned frame the server
+    /// writes; other frames and other spellings are left to the owned reading.
+    #[test]
+    fn hot_frames_borrow_what_the_server_writes() {
+        let msg = Msg {
+            conv: group_conv("g1"),
+            seq: 9,
+            from: "u\"1".into(),
+            body: "ms1:body".into(),
+            ts: 5,
+        };
+        let text = serde_json::to_string(&ServerFrame::Msg(msg.clone())).unwrap();
+        let Some(Ok(Hot::Msg(m))) = Hot::parse(&text) else {
+            panic!("not a push: {text}");
+        };
+        assert!(matches!(m.body, Cow::Borrowed(_)));
+        assert_eq!(
+            (
+                m.conv.as_ref(),
+                m.seq,
+                m.from.as_ref(),
+                m.body.as_ref(),
+                m.ts
+            ),
+            (msg.conv.as_str(), 9, msg.from.as_str(), "ms1:body", 5)
+        );
+        let ack = ServerFrame::Ack {
+            r#ref: 3,
+            conv: "d:a:b".into(),
+            seq: 4,
+            ts: 1,
+        };
+        let text = serde_json::to_string(&ack).unwrap();
+        let Some(Ok(Hot::Ack(a))) = Hot::parse(&text) else {
+            panic!("not an ack: {text}");
+        };
+        assert_eq!((a.r#ref, a.conv.as_ref(), a.seq, a.ts), (3, "d:a:b", 4, 1));
+        let pong = serde_json::to_string(&ServerFrame::Pong { ts: 1 }).unwrap();
+        assert!(Hot::parse(&pong).is_none());
+        assert!(Hot::parse(r#"{ "type":"msg"}"#).is_none());
+        assert!(matches!(
+            Hot::parse(r#"{"type":"msg","seq":"x"}"#),
+            Some(Err(_))
+        ));
     }
 
     #[test]

@@ -19,10 +19,11 @@
 //!   apart: a push the server held back behind a later one, of a message a sync already
 //!   returned, counts as duplicated.)
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use super::ws::{classify, Dialer, Ws};
 use super::{
@@ -162,7 +163,7 @@ impl NativeDriver {
 /// numbers seen and the highest one pushed. (`ws-json` merges sync and pushes with it too.)
 #[derive(Debug, Default)]
 pub struct Cursors {
-    convs: HashMap<ConvId, Seen>,
+    convs: foldhash::HashMap<ConvId, Seen>,
 }
 
 /// Sequence numbers seen in one conversation: everything up to `upto`, plus a few above it;
@@ -259,18 +260,17 @@ impl NativeSession {
 
     /// Reads the next protocol frame, skipping WebSocket control frames.
     async fn read_frame(&mut self) -> Result<ServerFrame, Failure> {
+        let text = self.read_text().await?;
+        parse(&text)
+    }
+
+    /// Reads the next text frame, skipping WebSocket control frames.
+    async fn read_text(&mut self) -> Result<Utf8Bytes, Failure> {
         loop {
             match self.ws.next().await {
                 None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
                 Some(Err(e)) => return Err(classify(&e)),
-                Some(Ok(Message::Text(text))) => {
-                    return serde_json::from_str(text.as_str()).map_err(|e| {
-                        Failure::new(
-                            ErrorKind::Protocol,
-                            format!("unreadable frame ({e}): {}", clip(text.as_str())),
-                        )
-                    })
-                }
+                Some(Ok(Message::Text(text))) => return Ok(text),
                 Some(Ok(Message::Close(frame))) => {
                     let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
                     return Err(Failure::new(
@@ -286,22 +286,45 @@ impl NativeSession {
         }
     }
 
+    /// The engine event of one frame's text, if it is one: pushes and acks are read in
+    /// place ([`wire::Hot`]), anything else as an owned frame.
+    fn event_of_text(&mut self, text: &str) -> Option<Event> {
+        match wire::Hot::parse(text) {
+            Some(Ok(wire::Hot::Msg(m))) => self.pushed(&m.conv, m.seq, &m.from, m.body),
+            Some(Ok(wire::Hot::Ack(a))) => Some(self.acked(a.r#ref, &a.conv, a.seq)),
+            Some(Err(e)) => Some(Event::ProtocolError(unreadable(&e, text))),
+            None => match parse(text) {
+                Ok(frame) => self.event_of(frame),
+                Err(f) => Some(Event::ProtocolError(f)),
+            },
+        }
+    }
+
+    /// The server committed the send `tag` as `seq` of `conv`.
+    fn acked(&mut self, tag: u64, conv: &str, seq: u64) -> Event {
+        self.cursors.with(conv, |s| s.mark(seq));
+        Event::Accepted { tag }
+    }
+
+    /// A push of `seq` in `conv` from `from`: a delivery unless a sync returned it already
+    /// or it is the user's own message.
+    fn pushed(&mut self, conv: &str, seq: u64, from: &str, body: Cow<'_, str>) -> Option<Event> {
+        let push = self.cursors.with(conv, |s| s.push(seq));
+        if push == Push::Synced || from == self.user {
+            return None;
+        }
+        Some(Event::Delivered {
+            body: body.into_owned(),
+        })
+    }
+
     /// Turns a frame into an engine event, or `None` when it is not one (control replies).
     fn event_of(&mut self, frame: ServerFrame) -> Option<Event> {
         match frame {
             ServerFrame::Ack {
                 r#ref, conv, seq, ..
-            } => {
-                self.cursors.with(&conv, |s| s.mark(seq));
-                Some(Event::Accepted { tag: r#ref })
-            }
-            ServerFrame::Msg(msg) => {
-                let push = self.cursors.with(&msg.conv, |s| s.push(msg.seq));
-                if push == Push::Synced || msg.from == self.user {
-                    return None;
-                }
-                Some(Event::Delivered { body: msg.body })
-            }
+            } => Some(self.acked(r#ref, &conv, seq)),
+            ServerFrame::Msg(msg) => self.pushed(&msg.conv, msg.seq, &msg.from, msg.body.into()),
             ServerFrame::TimeReply { r#ref, .. } | ServerFrame::KvValue { r#ref, .. } => {
                 Some(Event::Reply { tag: r#ref })
             }
@@ -383,6 +406,18 @@ fn reply_ref(frame: &ServerFrame) -> Option<u64> {
         ServerFrame::Error { r#ref, .. } => *r#ref,
         _ => None,
     }
+}
+
+/// Reads a frame that is not one of the [`wire::Hot`] ones.
+fn parse(text: &str) -> Result<ServerFrame, Failure> {
+    serde_json::from_str(text).map_err(|e| unreadable(&e, text))
+}
+
+fn unreadable(e: &serde_json::Error, text: &str) -> Failure {
+    Failure::new(
+        ErrorKind::Protocol,
+        format!("unreadable frame ({e}): {}", clip(text)),
+    )
 }
 
 /// The first 120 characters of a frame, for error examples.
@@ -510,9 +545,9 @@ impl Session for NativeSession {
             }
         }
         loop {
-            match self.read_frame().await {
-                Ok(frame) => {
-                    if let Some(ev) = self.event_of(frame) {
+            match self.read_text().await {
+                Ok(text) => {
+                    if let Some(ev) = self.event_of_text(&text) {
                         return ev;
                     }
                 }

@@ -1,7 +1,6 @@
 //! What each virtual user does and when: the plan's traffic patterns cut into per-user
 //! programs whose next send is a pure function of how many were sent.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,7 +175,7 @@ pub struct Expectations {
     /// Stream × recipient pairs whose recipient lives in this shard.
     pub tracks: Vec<(StreamId, UserIx)>,
     /// For group streams, the group they go to.
-    pub group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+    pub group_of_stream: foldhash::HashMap<StreamId, Arc<GroupInfo>>,
 }
 
 /// The run's schedule for the users in `range`.

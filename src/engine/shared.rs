@@ -1,7 +1,6 @@
 //! State shared by all virtual users of a run: the recorders they aggregate into, the live
 //! counters progress reads, the run phase, and fan-out completion tracking.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -66,7 +65,7 @@ struct Fanout {
 
 /// Group messages still in flight: (stream, seq) → (online members still to receive it,
 /// due time in wall-clock µs).
-type FanoutSlot = HashMap<(StreamId, u64), (u32, u64)>;
+type FanoutSlot = foldhash::HashMap<(StreamId, u64), (u32, u64)>;
 
 /// The run-wide state shared by all virtual users.
 ///
@@ -103,7 +102,7 @@ pub struct Shared {
     /// Members of each group in this process.
     pub group_local: Vec<u32>,
     /// The group each group stream goes to.
-    pub group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+    pub group_of_stream: foldhash::HashMap<StreamId, Arc<GroupInfo>>,
     /// Which shard sent each stream, in a sharded run (cross-shard latencies are kept apart).
     pub senders: Option<SenderShards>,
     fanout: Fanout,
@@ -118,7 +117,7 @@ impl Shared {
         ledger: &LedgerOpts,
         groups: &[Arc<GroupInfo>],
         group_local: Vec<u32>,
-        group_of_stream: HashMap<StreamId, Arc<GroupInfo>>,
+        group_of_stream: foldhash::HashMap<StreamId, Arc<GroupInfo>>,
     ) -> Self {
         let slots = slots.max(1);
         Shared {
@@ -144,7 +143,7 @@ impl Shared {
             group_of_stream,
             senders: None,
             fanout: Fanout {
-                slots: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
+                slots: (0..16).map(|_| Mutex::default()).collect(),
             },
         }
     }

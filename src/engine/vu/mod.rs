@@ -11,7 +11,6 @@ mod receive;
 mod record;
 mod send;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
@@ -142,7 +141,7 @@ struct Vu<D: Driver> {
     /// What the driver remembers between two connections (taken while connected).
     resume: Option<Resume<D>>,
     /// Sends waiting for their acceptance, by tag.
-    pending: HashMap<u64, Pending>,
+    pending: foldhash::HashMap<u64, Pending>,
     /// The request waiting for its reply: its tag and when it went out.
     outstanding: Option<(u64, Instant)>,
     /// The tag of the next send or request.
@@ -191,7 +190,7 @@ impl<D: Driver> Vu<D> {
     fn new(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) -> Self {
         Vu {
             resume: Some(Resume::<D>::default()),
-            pending: HashMap::new(),
+            pending: foldhash::HashMap::default(),
             outstanding: None,
             next_tag: 0,
             body: String::new(),
