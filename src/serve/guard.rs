@@ -4,9 +4,12 @@
 //! - the HTTP request (for `/ws`, the upgrade) must arrive within `--handshake-timeout`
 //!   of the accept, or the connection is closed; a plain HTTP connection (`/metrics`)
 //!   lives at most that long;
-//! - at most `--max-unauthenticated` connections are not yet logged in; a new one past
-//!   that evicts the oldest of them, so real clients still get in while idle ones fill
-//!   the cap, and every such connection is bounded in count and time.
+//! - at most `--max-unauthenticated` connections are not yet logged in. At the cap the
+//!   server stops accepting (new connections wait in the listen backlog) until one of them
+//!   logs in or goes, or until the oldest has been pending longer than the handshake
+//!   timeout: then a new one evicts it. So a storm of real clients is admitted as fast as
+//!   they log in, none evicted, while idle ones that fill the cap are pushed out after the
+//!   timeout, and every such connection is bounded in count and time.
 //!
 //! [`GatedListener`] wraps each accepted stream in a [`Guarded`] stream; the session
 //! learns of its guard through the [`Pass`] (axum's connect info) and calls
@@ -21,13 +24,14 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
 use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::time::Sleep;
 
 use super::metrics::Metrics;
@@ -40,6 +44,7 @@ const EVICTED: u8 = 2;
 #[derive(Debug)]
 struct Slot {
     id: u64,
+    admitted: Instant,
     state: AtomicU8,
     upgraded: AtomicBool,
     waker: AtomicWaker,
@@ -53,6 +58,8 @@ pub struct Gate {
     cap: usize,
     handshake_timeout: Duration,
     metrics: Arc<Metrics>,
+    /// Woken when a pending connection leaves (logged in or gone).
+    freed: Notify,
 }
 
 impl Gate {
@@ -65,7 +72,22 @@ impl Gate {
             cap: cap.max(1),
             handshake_timeout,
             metrics,
+            freed: Notify::new(),
         })
+    }
+
+    /// How long to wait before accepting another connection: `None` when there is room, or
+    /// the oldest pending connection may be evicted (it has been pending longer than the
+    /// handshake timeout); otherwise until it may.
+    fn wait_for_room(&self) -> Option<Duration> {
+        let pending = self.lock();
+        if pending.len() < self.cap {
+            return None;
+        }
+        let age = pending.first_key_value()?.1.admitted.elapsed();
+        self.handshake_timeout
+            .checked_sub(age)
+            .filter(|w| !w.is_zero())
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<Slot>>> {
@@ -76,6 +98,7 @@ impl Gate {
     fn admit(&self) -> Arc<Slot> {
         let slot = Arc::new(Slot {
             id: self.next.fetch_add(1, Ordering::Relaxed),
+            admitted: Instant::now(),
             state: AtomicU8::new(PENDING),
             upgraded: AtomicBool::new(false),
             waker: AtomicWaker::new(),
@@ -99,6 +122,9 @@ impl Gate {
         let mut pending = self.lock();
         let was = pending.remove(&slot.id).is_some();
         self.metrics.unauthenticated.set(gauge(pending.len()));
+        if was {
+            self.freed.notify_one();
+        }
         was
     }
 }
@@ -127,6 +153,12 @@ impl Listener for GatedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Guarded, SocketAddr) {
+        while let Some(wait) = self.gate.wait_for_room() {
+            tokio::select! {
+                () = self.gate.freed.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
         let (tcp, addr) = Listener::accept(&mut self.inner).await;
         let _ = tcp.set_nodelay(true);
         let slot = self.gate.admit();

@@ -248,11 +248,28 @@ impl ServerHandle {
     }
 }
 
+/// Pending connections the listening socket holds (the kernel caps it at
+/// `net.core.somaxconn`, 4,096 by default): a connection storm waits there while the
+/// guard admits clients as fast as they log in, rather than overflowing tokio's default
+/// of 1,024 into SYN retries a second or more later.
+const LISTEN_BACKLOG: u32 = 65_535;
+
+/// A listening socket on `at` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as
+/// `TcpListener::bind` sets).
+fn listen(at: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if at.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(at)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Binds the listening socket and learns its address (the port when 0 was asked for).
 async fn bind(at: std::net::SocketAddr) -> Result<(TcpListener, std::net::SocketAddr)> {
-    let listener = TcpListener::bind(at)
-        .await
-        .map_err(|e| Error::Server(format!("cannot listen on {at}: {e}")))?;
+    let listener = listen(at).map_err(|e| Error::Server(format!("cannot listen on {at}: {e}")))?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Server(format!("no local address: {e}")))?;
