@@ -1,6 +1,5 @@
 //! Sizing (`msgstorm size`): what one run measured of its target — memory per online user,
-//! CPU per 1,000 delivered messages, body bytes per message (wire bytes are not measured,
-//! see below) — and a sizing table for a load the user names, scaled from those figures
+//! CPU per 1,000 delivered messages, bytes on the wire per message — and a sizing table for a load the user names, scaled from those figures
 //! with their uncertainty.
 //!
 //! Where each figure comes from:
@@ -11,12 +10,15 @@
 //! - **CPU per 1,000 delivered messages**: the target's CPU seconds over the seconds of
 //!   traffic divided by the messages received in them, per second; the mean and its
 //!   standard error. Idle work (heartbeats) is included, so it is an upper bound.
-//! - **Bytes per message**: the body bytes the generator sent per message (its own
-//!   count), a lower bound of the wire bytes. Wire bytes are not measured: `/proc/PID/io`
-//!   counts `read`/`write` calls but not the `send`/`recv` calls Rust's sockets use (it
-//!   read 1 B per message in a trial), and the network namespace's counters
-//!   (`/proc/net/dev`) count every process on the host, other runs included. Framing,
-//!   TLS and TCP/IP overhead come on top.
+//! - **Bytes on the wire per message**: the payload bytes the target's TCP sockets
+//!   received per message sent and sent per message delivered, per second of traffic
+//!   (`monitor::tcp`: `sock_diag`'s `tcpi_bytes_received` / `tcpi_bytes_acked` of the
+//!   watched processes' sockets); the mean and its standard error. WebSocket framing and
+//!   TLS are included, TCP/IP headers are not; heartbeats and acknowledgements ride along,
+//!   so it is an upper bound at low rates. Where the sockets could not be read (another
+//!   host, an old result), the body bytes the generator sent per message stand in, a
+//!   lower bound. (`/proc/PID/io` cannot give wire bytes: it counts `read`/`write` calls,
+//!   not the `send`/`recv` sockets use; `/proc/net/dev` counts every process on the host.)
 
 use serde::Serialize;
 
@@ -56,6 +58,10 @@ pub struct Basis {
     pub cpu_s_per_1000: Option<Estimate>,
     /// Mean body size of the messages sent, bytes.
     pub body_bytes: Option<f64>,
+    /// TCP payload bytes the target received per message sent.
+    pub wire_in_per_msg: Option<Estimate>,
+    /// TCP payload bytes the target sent per message delivered.
+    pub wire_out_per_delivery: Option<Estimate>,
 }
 
 /// The load to size for.
@@ -138,6 +144,7 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
             ratios.push(cpu / received as f64 * 1000.0);
         }
     }
+    let (wire_in, wire_out) = wire(a, &watched);
     let m = &a.metrics;
     let sent = m.count(Counter::Sent);
     Ok(Basis {
@@ -152,7 +159,44 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
         memory_per_user_bytes: line.map(|l| l.0),
         cpu_s_per_1000: mean(&ratios),
         body_bytes: (sent > 0).then(|| m.count(Counter::BytesOut) as f64 / sent as f64),
+        wire_in_per_msg: wire_in,
+        wire_out_per_delivery: wire_out,
     })
+}
+
+/// TCP payload bytes the `watched` processes received per message sent and sent per
+/// message delivered: one ratio per second of traffic whose two bounding socket samples
+/// exist (a sample at second `t` closes metrics second `t - 1`), each sum growing.
+fn wire(
+    a: &Artifact,
+    watched: &[&crate::monitor::ProcUsage],
+) -> (Option<Estimate>, Option<Estimate>) {
+    let mut tcp: std::collections::BTreeMap<u32, (u64, u64, usize)> = Default::default();
+    for p in watched {
+        for &(sec, received, sent) in &p.tcp {
+            let e = tcp.entry(sec).or_default();
+            e.0 += received;
+            e.1 += sent;
+            e.2 += 1;
+        }
+    }
+    let (mut ins, mut outs) = (Vec::new(), Vec::new());
+    for s in a.metrics.seconds() {
+        let (sent, received) = (s.count(Counter::Sent), s.count(Counter::Received));
+        let (Some(lo), Some(hi)) = (tcp.get(&s.sec), tcp.get(&(s.sec + 1))) else {
+            continue;
+        };
+        if lo.2 != watched.len() || hi.2 != watched.len() || hi.0 < lo.0 || hi.1 < lo.1 {
+            continue;
+        }
+        if sent > 0 {
+            ins.push((hi.0 - lo.0) as f64 / sent as f64);
+        }
+        if received > 0 && sent > 0 {
+            outs.push((hi.1 - lo.1) as f64 / received as f64);
+        }
+    }
+    (mean(&ins), mean(&outs))
 }
 
 /// The sizing table of `load` from `b`.
@@ -200,20 +244,65 @@ pub fn size(b: &Basis, load: &Load) -> Vec<Line> {
             ),
         });
     }
-    if let Some(body) = load.size.or(b.body_bytes) {
-        out.push(Line {
-            what: "message bodies into the server".to_owned(),
-            value: format!("{}/s", mib(load.rate * body)),
-            basis: format!(
-                "{body:.0} B a message: body bytes only, a lower bound of the wire (framing, \
-                 TLS and TCP/IP headers come on top; wire bytes are not measured)"
-            ),
-        });
-        out.push(Line {
-            what: "message bodies out of the server".to_owned(),
-            value: format!("{}/s", mib(delivered * body)),
-            basis: format!("{body:.0} B to each of {fanout:.0} recipients a message"),
-        });
+    // A different body size moves the wire bytes by the difference (framing stays).
+    let resize = |wire: f64| match (load.size, b.body_bytes) {
+        (Some(to), Some(from)) => (wire + to - from).max(to),
+        _ => wire,
+    };
+    match (b.wire_in_per_msg, b.wire_out_per_delivery) {
+        (Some(win), Some(wout)) => {
+            let (i, o) = (resize(win.value), resize(wout.value));
+            out.push(Line {
+                what: "bandwidth into the server".to_owned(),
+                value: format!(
+                    "{}/s ± {}/s",
+                    mib(load.rate * i),
+                    mib(load.rate * win.error)
+                ),
+                basis: format!(
+                    "{i:.0} ± {:.0} B of TCP payload a message sent ({} s of traffic; \
+                     framing, TLS, heartbeats included, TCP/IP headers not){}",
+                    win.error,
+                    win.points,
+                    if load.size.is_some() {
+                        ", resized to the body size asked"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+            out.push(Line {
+                what: "bandwidth out of the server".to_owned(),
+                value: format!(
+                    "{}/s ± {}/s",
+                    mib(delivered * o),
+                    mib(delivered * wout.error)
+                ),
+                basis: format!(
+                    "{o:.0} ± {:.0} B of TCP payload a delivery, to each of {fanout:.0} \
+                     recipients a message",
+                    wout.error
+                ),
+            });
+        }
+        _ => {
+            if let Some(body) = load.size.or(b.body_bytes) {
+                out.push(Line {
+                    what: "message bodies into the server".to_owned(),
+                    value: format!("{}/s", mib(load.rate * body)),
+                    basis: format!(
+                        "{body:.0} B a message: body bytes only, a lower bound of the wire \
+                         (the target's sockets were not readable: framing, TLS and TCP/IP \
+                         headers come on top)"
+                    ),
+                });
+                out.push(Line {
+                    what: "message bodies out of the server".to_owned(),
+                    value: format!("{}/s", mib(delivered * body)),
+                    basis: format!("{body:.0} B to each of {fanout:.0} recipients a message"),
+                });
+            }
+        }
     }
     out
 }
@@ -310,6 +399,8 @@ mod tests {
                 points: 10,
             }),
             body_bytes: Some(100.0),
+            wire_in_per_msg: None,
+            wire_out_per_delivery: None,
         };
         let load = Load {
             users: 100_000,
@@ -340,6 +431,61 @@ mod tests {
         assert_eq!(
             lines[3].value,
             format!("{:.1} MiB/s", 1100.0 * 2000.0 / 1048576.0)
+        );
+    }
+
+    #[test]
+    fn issue_15_wire_bytes_replace_body_bytes_and_follow_the_body_size() {
+        let per = |v| {
+            Some(Estimate {
+                value: v,
+                error: 2.0,
+                points: 9,
+            })
+        };
+        let b = Basis {
+            processes: vec!["srv (pid 1)".to_owned()],
+            embedded: false,
+            online_peak: 1_000,
+            delivered_per_s: 1_000.0,
+            base_memory_bytes: None,
+            memory_per_user_bytes: None,
+            cpu_s_per_1000: None,
+            body_bytes: Some(100.0),
+            wire_in_per_msg: per(180.0),
+            wire_out_per_delivery: per(150.0),
+        };
+        let mut load = Load {
+            users: 1_000,
+            online: 1.0,
+            rate: 1048576.0 / 180.0,
+            group_size: 2,
+            size: None,
+        };
+        let lines = size(&b, &load);
+        assert_eq!(lines[0].what, "bandwidth into the server");
+        assert!(
+            lines[0].value.starts_with("1.0 MiB/s"),
+            "{}",
+            lines[0].value
+        );
+        assert!(
+            lines[0].basis.starts_with("180 ± 2 B of TCP payload"),
+            "{}",
+            lines[0].basis
+        );
+        assert!(
+            lines[1].basis.starts_with("150 ± 2 B"),
+            "{}",
+            lines[1].basis
+        );
+        // A 1,100 B body: 1,000 B more a message, the framing stays.
+        load.size = Some(1100.0);
+        let lines = size(&b, &load);
+        assert!(
+            lines[0].basis.starts_with("1180 ± 2 B"),
+            "{}",
+            lines[0].basis
         );
     }
 }

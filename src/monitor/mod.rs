@@ -2,8 +2,13 @@
 //! target's processes (by pid or name) — CPU, resident memory, threads, open files — sampled
 //! once a second from `/proc`, so the report can say which side ran out first.
 //!
+//! The target's processes also have their TCP payload bytes sampled ([`tcp`]), for the
+//! bandwidth and bytes per message of sizing.
+//!
 //! Reading `/proc/PID/stat` and `/proc/PID/status` by hand: two fields each, where a crate
 //! such as `procfs` would add a dependency tree for what is a line of parsing.
+
+pub mod tcp;
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +46,12 @@ pub struct ProcUsage {
     pub fds_peak: u64,
     /// True when the process went away during the run.
     pub exited: bool,
+    /// Per-second samples of a target process's open TCP sockets: (second of the run,
+    /// payload bytes received, payload bytes sent and acknowledged), each summed over the
+    /// sockets open then ([`tcp`]). Empty for the generator, and where `sock_diag` is
+    /// unavailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<(u32, u64, u64)>,
 }
 
 /// One reading of a process.
@@ -138,6 +149,11 @@ impl Monitor {
                 usage.exited = true;
                 continue;
             };
+            if !usage.generator {
+                if let Ok(b) = tcp::bytes_of(usage.pid) {
+                    usage.tcp.push((sec, b.received, b.sent));
+                }
+            }
             usage.rss_peak_bytes = usage.rss_peak_bytes.max(now.rss);
             usage.threads_peak = usage.threads_peak.max(now.threads);
             usage.fds_peak = usage.fds_peak.max(now.fds);
