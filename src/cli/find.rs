@@ -261,6 +261,8 @@ pub async fn run(args: FindArgs) -> Result<u8> {
 fn one_run_refusal(plan: &Plan) -> Option<&'static str> {
     if plan.target.caps.presence {
         Some("the driver needs every user's session before traffic (presence), so users cannot join a running test unseen")
+    } else if !plan.target.caps.fetch_missed {
+        Some("the driver cannot fetch what a user missed before it logged in, so a later step's users would miss messages sent to them")
     } else if !plan.population.late.is_empty() || !plan.population.churn.is_empty() {
         Some("the scenario has late or churning users of its own")
     } else {
@@ -341,7 +343,7 @@ impl Searching<'_> {
             self.settings.whole,
             max,
         );
-        self.ladder_run(probe, &climb, 1).await?;
+        self.ladder_run(probe, &climb, 0).await?;
         let (pass, fail) = (self.search.highest_pass(), self.search.first_fail());
         let left = max.saturating_sub(self.steps.len());
         if let (Some(p), Some(f), false) = (pass, fail, self.interrupted) {
@@ -354,7 +356,7 @@ impl Searching<'_> {
                     "the refining run started at the highest pass ({}) and added users from there; that first step's row is not counted by the search",
                     num(p)
                 ));
-                self.ladder_run(probe, &rungs, 0).await?;
+                self.ladder_run(probe, &rungs, 1).await?;
             }
         }
         if self.search.next().is_some() && !self.interrupted {

@@ -220,3 +220,113 @@ fn issue_15_find_refuses_bad_ranges_and_setting_the_varied_key() {
     ]);
     unreachable.expect_code(3);
 }
+
+/// Users online against a server that holds 50 connections: chat among the first users,
+/// every login must succeed.
+const USERS: &str = r#"
+[population]
+users = 10
+login_rate = 1000
+
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 2
+receivers = 4
+rate = 20
+duration = "1s"
+size = 100
+
+[checks]
+min_login_success = 1.0
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
+    let server = start(ServeConfig {
+        max_connections: 50,
+        ..config()
+    })
+    .await;
+    let work = Work::new();
+    let text = scenario("name = \"find-users\"\ndrain = \"500ms\"", &server, USERS);
+    let (ran, found) = find(
+        &work,
+        &text,
+        &[
+            "--vary",
+            "population.users",
+            "--to",
+            "80",
+            "--step-duration",
+            "2s",
+            "--warmup",
+            "0s",
+            "--max-steps",
+            "8",
+        ],
+    )
+    .await;
+    ran.expect_code(0);
+    let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
+    let (pass, fail) = (
+        f.answer.highest_pass.expect("a passing count"),
+        f.answer.first_fail.expect("a failing count"),
+    );
+    assert!(pass <= 50.0 && fail > 50.0, "{pass} .. {fail}\n{ran}");
+    assert!(
+        f.answer.failed_checks[0].starts_with("checks.min_login_success"),
+        "{:?}",
+        f.answer.failed_checks
+    );
+    // One climbing run (10, 20, 40, 80 users), then one refining run from 40 on.
+    let climb: Vec<_> = f.steps.iter().take(4).map(|s| s.value).collect();
+    assert_eq!(climb, [10.0, 20.0, 40.0, 80.0], "{ran}");
+    assert!(f.steps.iter().all(|s| s.result.starts_with("run-")), "{ran}");
+    // Each step connected only its new users: the earlier ones stayed online.
+    let attempts: Vec<_> = f.steps[..3].iter().map(|s| s.row.connect_attempts).collect();
+    assert_eq!(attempts, [10, 10, 20], "{ran}");
+    assert!(f.steps[..3].iter().all(|s| s.passed && s.row.offered_per_s > 0.0), "{ran}");
+    assert!(f.steps[3].row.logins_ok < f.steps[3].row.connect_attempts, "{ran}");
+    assert!(ran.stdout.contains("users were added step by step within one run"), "{ran}");
+    server.shutdown().await.expect("server stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind() {
+    let server = start(ServeConfig {
+        max_connections: 50,
+        ..config()
+    })
+    .await;
+    let work = Work::new();
+    let text = scenario(
+        "name = \"find-storm\"\ndrain = \"500ms\"",
+        &server,
+        &format!(
+            "{USERS}\n[find]\nvary = \"population.users\"\nstorm = true\nfrom = 20\nto = 80\nprecision = 5\n"
+        ),
+    );
+    let (ran, found) = find(&work, &text, &[]).await;
+    ran.expect_code(0);
+    let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
+    assert_eq!(f.vary, "population.users");
+    let (pass, fail) = (
+        f.answer.highest_pass.expect("a passing count"),
+        f.answer.first_fail.expect("a failing count"),
+    );
+    assert!(pass <= 50.0 && fail > 50.0 && fail - pass <= 5.0, "{pass} .. {fail}\n{ran}");
+    let failing = f
+        .steps
+        .iter()
+        .find(|s| s.value == fail)
+        .expect("the failing step");
+    // Every step is a fresh run in which everyone connects: all its users try (the
+    // refused ones once more for the final verification).
+    assert!(failing.row.connect_attempts as f64 >= fail, "{ran}");
+    assert!(failing.row.logins_ok < failing.row.connect_attempts, "{ran}");
+    assert!(!failing.row.errors_by_kind.is_empty(), "{ran}");
+    assert!(ran.stdout.contains("ERRORS BY KIND"), "{ran}");
+    assert!(ran.stdout.contains("connection storm"), "{ran}");
+    server.shutdown().await.expect("server stops");
+}
