@@ -59,12 +59,7 @@ pub fn of(r: &Report) -> Vec<Phase> {
         .iter()
         .find(|s| s.online == peak)
         .map_or(0, |s| s.sec);
-    let last_send = r
-        .series
-        .iter()
-        .filter(|s| s.sent > 0)
-        .map(|s| s.sec)
-        .max();
+    let last_send = r.series.iter().filter(|s| s.sent > 0).map(|s| s.sec).max();
     let mut phases: Vec<(&'static str, Vec<u32>)> = vec![
         ("logging in", Vec::new()),
         ("online, no messages", Vec::new()),

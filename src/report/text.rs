@@ -476,7 +476,8 @@ fn target_phases(out: &mut String, r: &Report) {
         "target CPU",
         "target RSS",
     ]);
-    let mbit = |b: Option<f64>| b.map_or("–".to_owned(), |b| format!("{:.2} Mbit/s", b * 8.0 / 1e6));
+    let mbit =
+        |b: Option<f64>| b.map_or("–".to_owned(), |b| format!("{:.2} Mbit/s", b * 8.0 / 1e6));
     for p in &phases {
         t.add_row(vec![
             p.name.to_owned(),
@@ -485,8 +486,11 @@ fn target_phases(out: &mut String, r: &Report) {
             format!("{:.0}", p.sent_per_s),
             mbit(p.in_bytes_per_s),
             mbit(p.out_bytes_per_s),
-            p.cpu_pct.map_or("–".to_owned(), |c| format!("{c:.1}% of a core")),
-            p.rss_bytes.map_or("–".to_owned(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
+            p.cpu_pct
+                .map_or("–".to_owned(), |c| format!("{c:.1}% of a core")),
+            p.rss_bytes.map_or("–".to_owned(), |b| {
+                format!("{:.1} MiB", b as f64 / 1048576.0)
+            }),
         ]);
     }
     let _ = writeln!(

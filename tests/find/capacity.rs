@@ -282,13 +282,31 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
     // One climbing run (10, 20, 40, 80 users), then one refining run from 40 on.
     let climb: Vec<_> = f.steps.iter().take(4).map(|s| s.value).collect();
     assert_eq!(climb, [10.0, 20.0, 40.0, 80.0], "{ran}");
-    assert!(f.steps.iter().all(|s| s.result.starts_with("run-")), "{ran}");
+    assert!(
+        f.steps.iter().all(|s| s.result.starts_with("run-")),
+        "{ran}"
+    );
     // Each step connected only its new users: the earlier ones stayed online.
-    let attempts: Vec<_> = f.steps[..3].iter().map(|s| s.row.connect_attempts).collect();
+    let attempts: Vec<_> = f.steps[..3]
+        .iter()
+        .map(|s| s.row.connect_attempts)
+        .collect();
     assert_eq!(attempts, [10, 10, 20], "{ran}");
-    assert!(f.steps[..3].iter().all(|s| s.passed && s.row.offered_per_s > 0.0), "{ran}");
-    assert!(f.steps[3].row.logins_ok < f.steps[3].row.connect_attempts, "{ran}");
-    assert!(ran.stdout.contains("users were added step by step within one run"), "{ran}");
+    assert!(
+        f.steps[..3]
+            .iter()
+            .all(|s| s.passed && s.row.offered_per_s > 0.0),
+        "{ran}"
+    );
+    assert!(
+        f.steps[3].row.logins_ok < f.steps[3].row.connect_attempts,
+        "{ran}"
+    );
+    assert!(
+        ran.stdout
+            .contains("users were added step by step within one run"),
+        "{ran}"
+    );
     server.shutdown().await.expect("server stops");
 }
 
@@ -315,7 +333,10 @@ async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind
         f.answer.highest_pass.expect("a passing count"),
         f.answer.first_fail.expect("a failing count"),
     );
-    assert!(pass <= 50.0 && fail > 50.0 && fail - pass <= 5.0, "{pass} .. {fail}\n{ran}");
+    assert!(
+        pass <= 50.0 && fail > 50.0 && fail - pass <= 5.0,
+        "{pass} .. {fail}\n{ran}"
+    );
     let failing = f
         .steps
         .iter()
@@ -324,7 +345,10 @@ async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind
     // Every step is a fresh run in which everyone connects: all its users try (the
     // refused ones once more for the final verification).
     assert!(failing.row.connect_attempts as f64 >= fail, "{ran}");
-    assert!(failing.row.logins_ok < failing.row.connect_attempts, "{ran}");
+    assert!(
+        failing.row.logins_ok < failing.row.connect_attempts,
+        "{ran}"
+    );
     assert!(!failing.row.errors_by_kind.is_empty(), "{ran}");
     assert!(ran.stdout.contains("ERRORS BY KIND"), "{ran}");
     assert!(ran.stdout.contains("connection storm"), "{ran}");
