@@ -171,29 +171,18 @@ fn wire(
     a: &Artifact,
     watched: &[&crate::monitor::ProcUsage],
 ) -> (Option<Estimate>, Option<Estimate>) {
-    let mut tcp: std::collections::BTreeMap<u32, (u64, u64, usize)> = Default::default();
-    for p in watched {
-        for &(sec, received, sent) in &p.tcp {
-            let e = tcp.entry(sec).or_default();
-            e.0 += received;
-            e.1 += sent;
-            e.2 += 1;
-        }
-    }
+    let tcp = crate::monitor::tcp_by_second(watched.iter().copied());
     let (mut ins, mut outs) = (Vec::new(), Vec::new());
     for s in a.metrics.seconds() {
         let (sent, received) = (s.count(Counter::Sent), s.count(Counter::Received));
-        let (Some(lo), Some(hi)) = (tcp.get(&s.sec), tcp.get(&(s.sec + 1))) else {
+        let Some((rx, tx)) = crate::monitor::tcp_in_second(&tcp, s.sec) else {
             continue;
         };
-        if lo.2 != watched.len() || hi.2 != watched.len() || hi.0 < lo.0 || hi.1 < lo.1 {
-            continue;
-        }
         if sent > 0 {
-            ins.push((hi.0 - lo.0) as f64 / sent as f64);
+            ins.push(rx as f64 / sent as f64);
         }
         if received > 0 && sent > 0 {
-            outs.push((hi.1 - lo.1) as f64 / received as f64);
+            outs.push(tx as f64 / received as f64);
         }
     }
     (mean(&ins), mean(&outs))

@@ -54,6 +54,39 @@ pub struct ProcUsage {
     pub tcp: Vec<(u32, u64, u64)>,
 }
 
+/// The TCP byte counts of `procs` summed per sample second: (received, sent), for the
+/// seconds at which every one of them was sampled.
+pub fn tcp_by_second<'a>(
+    procs: impl IntoIterator<Item = &'a ProcUsage>,
+) -> std::collections::BTreeMap<u32, (u64, u64)> {
+    let mut sums: std::collections::BTreeMap<u32, (u64, u64, usize)> = Default::default();
+    let mut n = 0;
+    for p in procs {
+        n += 1;
+        for &(sec, received, sent) in &p.tcp {
+            let e = sums.entry(sec).or_default();
+            e.0 += received;
+            e.1 += sent;
+            e.2 += 1;
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, e)| e.2 == n)
+        .map(|(sec, e)| (sec, (e.0, e.1)))
+        .collect()
+}
+
+/// Bytes received and sent in metrics second `sec` from [`tcp_by_second`]: a sample taken
+/// at second `t` closes metrics second `t - 1`, so the samples `sec` and `sec + 1` bound
+/// it. `None` when either is missing or a sum shrank (sockets closed in between).
+pub fn tcp_in_second(
+    sums: &std::collections::BTreeMap<u32, (u64, u64)>,
+    sec: u32,
+) -> Option<(u64, u64)> {
+    let (lo, hi) = (sums.get(&sec)?, sums.get(&(sec + 1))?);
+    Some((hi.0.checked_sub(lo.0)?, hi.1.checked_sub(lo.1)?))
+}
+
 /// One reading of a process.
 #[derive(Debug, Clone, Copy)]
 struct Reading {

@@ -39,20 +39,14 @@ pub fn of(r: &Report) -> Vec<Phase> {
     }
     // Per second: CPU and RSS summed over the targets, and their TCP byte counts.
     let mut usage: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
-    let mut tcp: BTreeMap<u32, (u64, u64, usize)> = BTreeMap::new();
     for p in &targets {
         for &(sec, cpu, rss) in &p.series {
             let e = usage.entry(sec).or_default();
             e.0 += f64::from(cpu);
             e.1 += rss;
         }
-        for &(sec, rx, tx) in &p.tcp {
-            let e = tcp.entry(sec).or_default();
-            e.0 += rx;
-            e.1 += tx;
-            e.2 += 1;
-        }
     }
+    let tcp = crate::monitor::tcp_by_second(targets.iter().copied());
     let peak = r.series.iter().map(|s| s.online).max().unwrap_or(0);
     let all_in = r
         .series
@@ -91,13 +85,10 @@ pub fn of(r: &Report) -> Vec<Phase> {
                     sent += s.sent;
                     online = online.max(s.online);
                 }
-                if let (Some(lo), Some(hi)) = (tcp.get(&sec), tcp.get(&(sec + 1))) {
-                    let whole = lo.2 == targets.len() && hi.2 == targets.len();
-                    if whole && hi.0 >= lo.0 && hi.1 >= lo.1 {
-                        bytes.0 += hi.0 - lo.0;
-                        bytes.1 += hi.1 - lo.1;
-                        bytes.2 += 1;
-                    }
+                if let Some((rx, tx)) = crate::monitor::tcp_in_second(&tcp, sec) {
+                    bytes.0 += rx;
+                    bytes.1 += tx;
+                    bytes.2 += 1;
                 }
                 if let Some(&(c, m)) = usage.get(&(sec + 1)) {
                     cpu += c;

@@ -54,6 +54,14 @@ async fn find(work: &Work, text: &str, extra: &[&str]) -> (Ran, Option<FindResul
     (ran, found)
 }
 
+/// The highest passing and the first failing value of a search that found both.
+fn bounds(f: &FindResult) -> (f64, f64) {
+    (
+        f.answer.highest_pass.expect("a passing value"),
+        f.answer.first_fail.expect("a failing value"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
     let server = start(ServeConfig {
@@ -84,10 +92,7 @@ async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
     .await;
     ran.expect_code(0);
     let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
-    let (pass, fail) = (
-        f.answer.highest_pass.expect("a passing size"),
-        f.answer.first_fail.expect("a failing size"),
-    );
+    let (pass, fail) = bounds(&f);
     assert!(
         pass <= 300.0 && fail > 300.0 && fail - pass <= 10.0,
         "{pass} .. {fail}\n{ran}"
@@ -269,10 +274,7 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
     .await;
     ran.expect_code(0);
     let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
-    let (pass, fail) = (
-        f.answer.highest_pass.expect("a passing count"),
-        f.answer.first_fail.expect("a failing count"),
-    );
+    let (pass, fail) = bounds(&f);
     assert!(pass <= 50.0 && fail > 50.0, "{pass} .. {fail}\n{ran}");
     assert!(
         f.answer.failed_checks[0].starts_with("checks.min_login_success"),
@@ -329,10 +331,7 @@ async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind
     ran.expect_code(0);
     let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
     assert_eq!(f.vary, "population.users");
-    let (pass, fail) = (
-        f.answer.highest_pass.expect("a passing count"),
-        f.answer.first_fail.expect("a failing count"),
-    );
+    let (pass, fail) = bounds(&f);
     assert!(
         pass <= 50.0 && fail > 50.0 && fail - pass <= 5.0,
         "{pass} .. {fail}\n{ran}"
