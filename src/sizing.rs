@@ -94,11 +94,11 @@ pub struct Line {
 /// Whether `a` measured something to size from, and what.
 pub fn basis(a: &Artifact) -> Result<Basis, String> {
     let embedded = a.notes.iter().any(|n| n == EMBEDDED_IN_GENERATOR);
-    let watched: Vec<_> = a
-        .processes
-        .iter()
-        .filter(|p| p.generator == embedded)
-        .collect();
+    let watched: Vec<_> = if embedded {
+        a.processes.iter().filter(|p| p.generator).collect()
+    } else {
+        crate::monitor::targets(&a.processes)
+    };
     if watched.is_empty() {
         return Err(
             "the run watched no target process: give the scenario a [monitor] table with the \

@@ -238,7 +238,12 @@ fn steady_window(a: &Artifact, warmup_s: f64) -> (u32, u32) {
 fn usage(a: &Artifact, secs: std::ops::Range<u32>, generator: bool) -> (Option<f64>, Option<u64>) {
     let mut cpu = None;
     let mut rss = None;
-    for p in a.processes.iter().filter(|p| p.generator == generator) {
+    let procs = if generator {
+        a.processes.iter().filter(|p| p.generator).collect()
+    } else {
+        crate::monitor::targets(&a.processes)
+    };
+    for p in procs {
         let inside: Vec<_> = p.series.iter().filter(|s| secs.contains(&s.0)).collect();
         if inside.is_empty() {
             continue;

@@ -54,6 +54,20 @@ pub struct ProcUsage {
     pub tcp: Vec<(u32, u64, u64)>,
 }
 
+/// The watched target processes of a result, each once: every shard of a run on one host
+/// samples the same server, so of each pid only the samples of the lowest shard are kept.
+pub fn targets(procs: &[ProcUsage]) -> Vec<&ProcUsage> {
+    let mut out: Vec<&ProcUsage> = Vec::new();
+    for p in procs.iter().filter(|p| !p.generator) {
+        match out.iter_mut().find(|q| q.pid == p.pid && q.name == p.name) {
+            Some(q) if p.shard < q.shard => *q = p,
+            Some(_) => {}
+            None => out.push(p),
+        }
+    }
+    out
+}
+
 /// The TCP byte counts of `procs` summed per sample second: (received, sent), for the
 /// seconds at which every one of them was sampled.
 pub fn tcp_by_second<'a>(

@@ -33,7 +33,7 @@ pub struct Phase {
 
 /// The phases of `r`'s run, when it watched target processes (empty otherwise).
 pub fn of(r: &Report) -> Vec<Phase> {
-    let targets: Vec<_> = r.processes.iter().filter(|p| !p.generator).collect();
+    let targets = crate::monitor::targets(&r.processes);
     if targets.is_empty() {
         return Vec::new();
     }

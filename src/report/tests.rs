@@ -593,6 +593,10 @@ fn issue_15_the_target_by_phase_has_its_bandwidth_cpu_and_memory() {
             .collect(),
         ..Default::default()
     });
+    // A second shard watching the same server adds nothing.
+    let mut again = a.processes[a.processes.len() - 1].clone();
+    again.shard = 1;
+    a.processes.push(again);
     let r = Report::new(&a);
     let phases = super::phases::of(&r);
     let messages = phases
