@@ -296,6 +296,11 @@ pub fn size(b: &Basis, load: &Load) -> Vec<Line> {
     out
 }
 
+/// `bytes_per_s` as `12.34 Mbit/s`.
+fn mbit(bytes_per_s: f64) -> String {
+    format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
+}
+
 /// `bytes` as `12.3 MiB`.
 fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / 1048576.0)
@@ -447,7 +452,7 @@ mod tests {
         let mut load = Load {
             users: 1_000,
             online: 1.0,
-            rate: 1048576.0 / 180.0,
+            rate: 1e6 / 180.0,
             group_size: 2,
             size: None,
         };
