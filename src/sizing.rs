@@ -110,14 +110,11 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
         a.metrics.seconds().map(|s| (s.sec, s.online)).collect();
     let online_peak = online.values().copied().max().unwrap_or(0);
     // The summed RSS and CPU of the watched processes, per second of the run.
-    let mut per_sec: std::collections::BTreeMap<u32, (f64, f64)> = Default::default();
-    for p in &watched {
-        for &(sec, cpu, rss) in &p.series {
-            let e = per_sec.entry(sec).or_default();
-            e.0 += f64::from(cpu) / 100.0;
-            e.1 += rss as f64;
-        }
-    }
+    let per_sec: std::collections::BTreeMap<u32, (f64, f64)> =
+        crate::monitor::usage_by_second(watched.iter().copied())
+            .into_iter()
+            .map(|(sec, (cpu, rss))| (sec, (cpu / 100.0, rss as f64)))
+            .collect();
     // Memory: RSS against users online over the login phase. A monitor sample at second
     // `t` was taken at the end of metrics second `t - 1`.
     let login_end = a.traffic_started_s.unwrap_or(f64::MAX);
@@ -243,11 +240,7 @@ pub fn size(b: &Basis, load: &Load) -> Vec<Line> {
             let (i, o) = (resize(win.value), resize(wout.value));
             out.push(Line {
                 what: "bandwidth into the server".to_owned(),
-                value: format!(
-                    "{}/s ± {}/s",
-                    mib(load.rate * i),
-                    mib(load.rate * win.error)
-                ),
+                value: format!("{} ± {}", mbit(load.rate * i), mbit(load.rate * win.error)),
                 basis: format!(
                     "{i:.0} ± {:.0} B of TCP payload a message sent ({} s of traffic; \
                      framing, TLS, heartbeats included, TCP/IP headers not){}",
@@ -262,11 +255,7 @@ pub fn size(b: &Basis, load: &Load) -> Vec<Line> {
             });
             out.push(Line {
                 what: "bandwidth out of the server".to_owned(),
-                value: format!(
-                    "{}/s ± {}/s",
-                    mib(delivered * o),
-                    mib(delivered * wout.error)
-                ),
+                value: format!("{} ± {}", mbit(delivered * o), mbit(delivered * wout.error)),
                 basis: format!(
                     "{o:.0} ± {:.0} B of TCP payload a delivery, to each of {fanout:.0} \
                      recipients a message",
@@ -459,7 +448,7 @@ mod tests {
         let lines = size(&b, &load);
         assert_eq!(lines[0].what, "bandwidth into the server");
         assert!(
-            lines[0].value.starts_with("1.0 MiB/s"),
+            lines[0].value.starts_with("8.00 Mbit/s ±"),
             "{}",
             lines[0].value
         );

@@ -68,6 +68,28 @@ pub fn targets(procs: &[ProcUsage]) -> Vec<&ProcUsage> {
     out
 }
 
+/// The CPU (% of one core) and resident memory (bytes) of `procs` summed per sample
+/// second; a process sampled twice in one second (the last sample of a run) counts once,
+/// with its later sample.
+pub fn usage_by_second<'a>(
+    procs: impl IntoIterator<Item = &'a ProcUsage>,
+) -> std::collections::BTreeMap<u32, (f64, u64)> {
+    let mut sums: std::collections::BTreeMap<u32, (f64, u64)> = Default::default();
+    for p in procs {
+        let own: std::collections::BTreeMap<u32, (f32, u64)> = p
+            .series
+            .iter()
+            .map(|&(sec, cpu, rss)| (sec, (cpu, rss)))
+            .collect();
+        for (sec, (cpu, rss)) in own {
+            let e = sums.entry(sec).or_default();
+            e.0 += f64::from(cpu);
+            e.1 += rss;
+        }
+    }
+    sums
+}
+
 /// The TCP byte counts of `procs` summed per sample second: (received, sent), for the
 /// seconds at which every one of them was sampled.
 pub fn tcp_by_second<'a>(

@@ -38,14 +38,7 @@ pub fn of(r: &Report) -> Vec<Phase> {
         return Vec::new();
     }
     // Per second: CPU and RSS summed over the targets, and their TCP byte counts.
-    let mut usage: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
-    for p in &targets {
-        for &(sec, cpu, rss) in &p.series {
-            let e = usage.entry(sec).or_default();
-            e.0 += f64::from(cpu);
-            e.1 += rss;
-        }
-    }
+    let usage = crate::monitor::usage_by_second(targets.iter().copied());
     let tcp = crate::monitor::tcp_by_second(targets.iter().copied());
     let peak = r.series.iter().map(|s| s.online).max().unwrap_or(0);
     let all_in = r
