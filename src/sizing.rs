@@ -13,7 +13,8 @@
 //! - **Bytes on the wire per message**: the payload bytes the target's TCP sockets
 //!   received per message sent and sent per message delivered, per second of traffic
 //!   (`monitor::tcp`: `sock_diag`'s `tcpi_bytes_received` / `tcpi_bytes_acked` of the
-//!   watched processes' sockets); the mean and its standard error. WebSocket framing and
+//!   watched processes' sockets); the ratio of the sums, with the standard error of the
+//!   per-second ratios. WebSocket framing and
 //!   TLS are included, TCP/IP headers are not; heartbeats and acknowledgements ride along,
 //!   so it is an upper bound at low rates. Where the sockets could not be read (another
 //!   host, an old result), the body bytes the generator sent per message stand in, a
@@ -169,6 +170,7 @@ fn wire(
     watched: &[&crate::monitor::ProcUsage],
 ) -> (Option<Estimate>, Option<Estimate>) {
     let tcp = crate::monitor::tcp_by_second(watched.iter().copied());
+    // (bytes, messages) per second of traffic, into and out of the target.
     let (mut ins, mut outs) = (Vec::new(), Vec::new());
     for s in a.metrics.seconds() {
         let (sent, received) = (s.count(Counter::Sent), s.count(Counter::Received));
@@ -176,13 +178,28 @@ fn wire(
             continue;
         };
         if sent > 0 {
-            ins.push(rx as f64 / sent as f64);
-        }
-        if received > 0 && sent > 0 {
-            outs.push(tx as f64 / received as f64);
+            ins.push((rx as f64, sent as f64));
+            if received > 0 {
+                outs.push((tx as f64, received as f64));
+            }
         }
     }
-    (mean(&ins), mean(&outs))
+    (per_message(&ins), per_message(&outs))
+}
+
+/// Bytes per message over `(bytes, messages)` seconds: their sums' ratio (robust to bytes
+/// and their messages being counted a second apart when the target lags), with the standard
+/// error of the per-second ratios as its uncertainty.
+fn per_message(seconds: &[(f64, f64)]) -> Option<Estimate> {
+    let ratios: Vec<f64> = seconds.iter().map(|(b, m)| b / m).collect();
+    let spread = mean(&ratios)?;
+    let (bytes, msgs) = seconds
+        .iter()
+        .fold((0.0, 0.0), |(b, m), (sb, sm)| (b + sb, m + sm));
+    Some(Estimate {
+        value: bytes / msgs,
+        ..spread
+    })
 }
 
 /// The sizing table of `load` from `b`.
