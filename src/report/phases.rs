@@ -46,21 +46,23 @@ pub fn of(r: &Report) -> Vec<Phase> {
         .iter()
         .find(|s| s.online == peak)
         .map_or(0, |s| s.sec);
-    let last_send = r.series.iter().filter(|s| s.sent > 0).map(|s| s.sec).max();
+    let mut sending = r.series.iter().filter(|s| s.sent > 0).map(|s| s.sec);
+    let first_send = sending.next();
+    let last_send = sending.next_back().or(first_send);
     let mut phases: Vec<(&'static str, Vec<u32>)> = vec![
         ("logging in", Vec::new()),
         ("online, no messages", Vec::new()),
         ("messages", Vec::new()),
     ];
     for s in &r.series {
-        let phase = if s.sent > 0 {
-            2
-        } else if s.sec < all_in {
-            0
-        } else if s.online == peak && last_send.is_none_or(|l| s.sec < l) {
-            1
-        } else {
-            continue;
+        // From the first to the last second with a send, also the seconds in which a
+        // lagging generator sent nothing.
+        let phase = match (first_send, last_send) {
+            (Some(a), Some(b)) if (a..=b).contains(&s.sec) => 2,
+            _ if s.sec < all_in => 0,
+            (Some(a), _) if s.online == peak && s.sec < a => 1,
+            (None, _) if s.online == peak => 1,
+            _ => continue,
         };
         phases[phase].1.push(s.sec);
     }
