@@ -416,7 +416,8 @@ impl Searching<'_> {
         let arrival = ladder.late_arrival();
         let (artifact, _) = self
             .execute(sets, &folder, move |plan| {
-                plan.population.late_arrival = arrival
+                plan.population.late_arrival = arrival;
+                find::ladder::keep_traffic_online(plan);
             })
             .await?;
         let spans = ladder.spans(&artifact, late_at, warmup.as_secs_f64());

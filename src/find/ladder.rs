@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::step::Span;
 use crate::artifact::Artifact;
 use crate::metrics::Counter;
-use crate::scenario::ArrivalPhase;
+use crate::scenario::{ArrivalPhase, Plan, TrafficKind, UserIx};
 
 /// The user counts of one run and how they are reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,6 +168,52 @@ pub fn refine(pass: f64, fail: f64, gap: f64, whole: bool, max: usize) -> Vec<f6
     out
 }
 
+/// Moves the traffic of `plan` onto the users online from the first rung: every late user
+/// (a later rung's) that receives a pattern's messages or is a group member is replaced by
+/// an on-time user the pattern (or group) does not have yet, lowest first. Stream ids stay
+/// (they count positions), members stay sorted. So a rung's achieved rate and latency are
+/// those of live deliveries, not of messages stored for users who are not online yet.
+///
+/// Without enough on-time users for a pattern, it keeps its late users.
+pub fn keep_traffic_online(plan: &mut Plan) {
+    let late = plan.population.late.clone();
+    if late.is_empty() {
+        return;
+    }
+    let is_late = |u: UserIx| late.binary_search(&u).is_ok();
+    let users = plan.population.users;
+    // `list` with its late users replaced by on-time users outside `taken` and itself.
+    let online = |list: &mut Vec<UserIx>, taken: &[UserIx]| {
+        let mut free =
+            (0..users).filter(|&u| !is_late(u) && !taken.contains(&u) && !list.contains(&u));
+        let spare: Vec<UserIx> = free
+            .by_ref()
+            .take(list.iter().filter(|&&u| is_late(u)).count())
+            .collect();
+        if spare.len() < list.iter().filter(|&&u| is_late(u)).count() {
+            return;
+        }
+        let mut spare = spare.into_iter();
+        for u in list.iter_mut().filter(|u| is_late(**u)) {
+            if let Some(s) = spare.next() {
+                *u = s;
+            }
+        }
+    };
+    for t in &mut plan.traffic {
+        match &mut t.kind {
+            TrafficKind::Direct(d) => online(&mut d.receivers, &d.senders),
+            TrafficKind::Group(g) => {
+                for group in &mut g.groups {
+                    online(&mut group.members, &[]);
+                    group.members.sort_unstable();
+                }
+            }
+            TrafficKind::Idle { .. } | TrafficKind::Request(_) | TrafficKind::Echo(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +238,42 @@ mod tests {
         assert_eq!(arrival_offset(&phases, 299), Duration::from_millis(7990));
         assert_eq!(l.rungs(), vec![(0.0, 1.0), (6.0, 8.0)]);
         assert_eq!(l.traffic(), Duration::from_secs(18));
+    }
+
+    #[test]
+    fn issue_15_a_later_rungs_users_receive_nothing_until_they_are_online() {
+        let text = "[population]\nusers = 100\nlogin_rate = 1000\n\
+                    late = { count = 80, at = \"5s\" }\n\
+                    [[traffic]]\nkind = \"direct\"\nsenders = 5\nreceivers = 10\nrate = 10\nduration = \"1s\"\n\
+                    [[traffic]]\nkind = \"group\"\ngroups = 3\ngroup_size = 6\nrate = 10\nduration = \"1s\"\n";
+        let mut plan = crate::scenario::parse(
+            text,
+            std::path::Path::new("t.toml"),
+            &[],
+            crate::scenario::Shard::WHOLE,
+        )
+        .unwrap();
+        keep_traffic_online(&mut plan);
+        let late = |u: &UserIx| plan.population.late.binary_search(u).is_ok();
+        let TrafficKind::Direct(d) = &plan.traffic[0].kind else {
+            panic!("direct first")
+        };
+        assert_eq!(d.receivers.len(), 10);
+        assert!(!d.receivers.iter().any(late), "{:?}", d.receivers);
+        assert!(!d.receivers.iter().any(|r| d.senders.contains(r)));
+        let mut distinct = d.receivers.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 10);
+        let TrafficKind::Group(g) = &plan.traffic[1].kind else {
+            panic!("group second")
+        };
+        for group in &g.groups {
+            assert_eq!(group.members.len(), 6);
+            assert!(!group.members.iter().any(late), "{:?}", group.members);
+            assert!(group.members.windows(2).all(|w| w[0] < w[1]));
+            assert!(group.senders.iter().all(|s| group.members.contains(s)));
+        }
     }
 
     #[test]

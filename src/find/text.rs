@@ -87,8 +87,9 @@ pub fn render(f: &FindResult) -> String {
     let _ = writeln!(
         out,
         "\nEach step's numbers cover its steady window: whole seconds from {} s after its \
-         traffic started to its last sending second (excluded); latency checks are judged \
-         on that window, delivery checks on the whole step. CPU is % of one core.",
+         traffic started (users added in one run: after the step's last login) to its last \
+         sending second (excluded; in one run: the next step's first login); latency checks \
+         are judged on that window, delivery checks on the whole step. CPU is % of one core.",
         f.warmup_s
     );
     let failed: Vec<_> = f.steps.iter().filter(|s| !s.passed).collect();
