@@ -63,6 +63,10 @@ pub struct FindArgs {
     pub quiet: bool,
 }
 
+/// How far apart the user ids of two steps against a shared target are (more than any
+/// scenario's users).
+const STEP_IDS: u64 = 1_000_000_000;
+
 /// Default hold of each user count when users are added in one run.
 const DEFAULT_HOLD: Duration = Duration::from_secs(10);
 
@@ -251,8 +255,10 @@ pub async fn run(args: FindArgs) -> Result<u8> {
     if users_in_one_run {
         s.users_in_one_run(&probe).await?;
     } else {
-        let reseed = shared_target && !args.set.iter().any(|x| x.trim_start().starts_with("seed"));
-        s.step_by_step(reseed.then_some(probe.seed)).await?;
+        let fixed = |k: &str| args.set.iter().any(|x| x.trim_start().starts_with(k));
+        let fresh = shared_target && !fixed("seed") && !fixed("population.first_id");
+        s.step_by_step(fresh.then_some((probe.seed, probe.population.first_id)))
+            .await?;
     }
     s.finish()
 }
@@ -287,15 +293,16 @@ fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs 
 }
 
 impl Searching<'_> {
-    /// The usual search: every step is a run of its own at one value.
-    async fn step_by_step(&mut self, reseed: Option<u64>) -> Result<()> {
-        if reseed.is_some() {
-            self.notes.push(
-                "every step used its own seed (the scenario's + the step's number − 1), so \
-                 its groups are new on the shared server and no step syncs an earlier one's \
-                 messages"
-                    .to_owned(),
-            );
+    /// The usual search: every step is a run of its own at one value. With `fresh`
+    /// (the scenario's seed and first user id, against a shared target) every step has
+    /// its own seed and user ids, so no step's sync fetches an earlier step's messages.
+    async fn step_by_step(&mut self, fresh: Option<(u64, u64)>) -> Result<()> {
+        if fresh.is_some() {
+            self.notes.push(format!(
+                "every step had its own users and groups on the shared server (seed: the \
+                 scenario's + the step's number − 1; user ids from population.first_id + \
+                 (step − 1) × {STEP_IDS}), so no step synced an earlier one's messages"
+            ));
         }
         while let Some(value) = self.search.next() {
             if self.out_of_steps() {
@@ -310,8 +317,10 @@ impl Searching<'_> {
             if self.settings.storm {
                 sets.push(format!("population.login_rate={}", num(value * 1000.0)));
             }
-            if let Some(seed) = reseed {
-                sets.push(format!("seed={}", seed + n as u64 - 1));
+            if let Some((seed, first_id)) = fresh {
+                let k = n as u64 - 1;
+                sets.push(format!("seed={}", seed + k));
+                sets.push(format!("population.first_id={}", first_id + k * STEP_IDS));
             }
             let (artifact, _) = self.execute(sets, &folder, |_| {}).await?;
             let step = find::step::of(
