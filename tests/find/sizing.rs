@@ -84,3 +84,67 @@ size = 300
     ]);
     bad.expect_code(2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_size_takes_bytes_on_the_wire_from_the_watched_servers_sockets() {
+    // The server runs in this test's process: watching it means watching this pid.
+    let server = crate::common::start(crate::common::config()).await;
+    let work = Work::new();
+    let text = crate::common::run::scenario(
+        &format!(
+            "name = \"wire\"\ndrain = \"500ms\"\n[monitor]\npids = [{}]",
+            std::process::id()
+        ),
+        &server,
+        r#"
+[population]
+users = 40
+login_rate = 1000
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 10
+receivers = 10
+rate = 200
+duration = "4s"
+size = 1000
+"#,
+    );
+    let (ran, artifact) = crate::common::run::run_text(&work, &text).await;
+    ran.expect_code(0);
+    let watched = artifact
+        .processes
+        .iter()
+        .find(|p| !p.generator)
+        .expect("the watched server");
+    assert!(watched.tcp.len() >= 3, "{:?}", watched.tcp);
+    // The report's table of the target by phase has its bandwidth.
+    assert!(ran.stdout.contains("| messages "), "{ran}");
+    let result = work.path("out").join("result.json");
+    let sized = msgstorm_sync(&[
+        "size",
+        result.to_str().expect("utf-8 path"),
+        "--users",
+        "1000",
+        "--online",
+        "10%",
+        "--rate",
+        "200",
+    ]);
+    sized.expect_code(0);
+    // 1,000-byte bodies: more than 1,000 B of TCP payload a message (framing on top; other
+    // tests' servers in this process can only add to it, so there is no upper bound).
+    let line = sized
+        .stdout
+        .lines()
+        .find(|l| l.contains("bandwidth into the server"))
+        .unwrap_or_else(|| panic!("no wire line\n{sized}"));
+    let bytes: f64 = line
+        .split("| ")
+        .nth(3)
+        .and_then(|b| b.split_whitespace().next())
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("no bytes in {line}"));
+    assert!(bytes > 1000.0, "{line}");
+    server.shutdown().await.expect("server stops");
+}
