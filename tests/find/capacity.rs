@@ -251,13 +251,18 @@ size = 100
 min_login_success = 1.0
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
-    let server = start(ServeConfig {
+/// A reference server that holds at most 50 connections.
+async fn fifty_connections() -> msgstorm::serve::ServerHandle {
+    start(ServeConfig {
         max_connections: 50,
         ..config()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
+    let server = fifty_connections().await;
     let work = Work::new();
     let text = scenario("name = \"find-users\"\ndrain = \"500ms\"", &server, USERS);
     let (ran, found) = find(
@@ -319,11 +324,7 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind() {
-    let server = start(ServeConfig {
-        max_connections: 50,
-        ..config()
-    })
-    .await;
+    let server = fifty_connections().await;
     let work = Work::new();
     let text = scenario(
         "name = \"find-storm\"\ndrain = \"500ms\"",
