@@ -46,9 +46,9 @@ pub struct ProcUsage {
     pub fds_peak: u64,
     /// True when the process went away during the run.
     pub exited: bool,
-    /// Per-second samples of a target process's open TCP sockets: (second of the run,
-    /// payload bytes received, payload bytes sent and acknowledged), each summed over the
-    /// sockets open then ([`tcp`]). Empty for the generator, and where `sock_diag` is
+    /// Per-second samples of a target process's open TCP sockets, the first at second 0
+    /// before any login: (second of the run, payload bytes received, payload bytes sent and
+    /// acknowledged), each summed over the sockets open then ([`tcp`]). Empty for the generator, and where `sock_diag` is
     /// unavailable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tcp: Vec<(u32, u64, u64)>,
@@ -99,7 +99,13 @@ pub fn tcp_by_second<'a>(
     let mut n = 0;
     for p in procs {
         n += 1;
+        // Of two samples in one second (the last of a run, after the sockets closed) the
+        // first counts.
+        let mut own: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
         for &(sec, received, sent) in &p.tcp {
+            own.entry(sec).or_insert((received, sent));
+        }
+        for (sec, (received, sent)) in own {
             let e = sums.entry(sec).or_default();
             e.0 += received;
             e.1 += sent;
@@ -199,6 +205,10 @@ impl Monitor {
                     name: comm(pid),
                     pid,
                     shard,
+                    // The baseline at the start of second 0.
+                    tcp: tcp::bytes_of(pid)
+                        .map(|b| vec![(0, b.received, b.sent)])
+                        .unwrap_or_default(),
                     ..ProcUsage::default()
                 },
                 read(pid),
