@@ -231,25 +231,11 @@ fn issue_15_find_refuses_bad_ranges_and_setting_the_varied_key() {
     unreachable.expect_code(3);
 }
 
-/// Users online against a server that holds 50 connections: chat among the first users,
-/// every login must succeed.
-const USERS: &str = r#"
-[population]
-users = 10
-login_rate = 1000
-
-[[traffic]]
-name = "chat"
-kind = "direct"
-senders = 2
-receivers = 4
-rate = 20
-duration = "1s"
-size = 100
-
-[checks]
-min_login_success = 1.0
-"#;
+/// Users online against a server that holds 50 connections: the small chat, and every
+/// login must succeed.
+fn users() -> String {
+    format!("{SMALL}\n[checks]\nmin_login_success = 1.0\n")
+}
 
 /// A reference server that holds at most 50 connections.
 async fn fifty_connections() -> msgstorm::serve::ServerHandle {
@@ -264,7 +250,11 @@ async fn fifty_connections() -> msgstorm::serve::ServerHandle {
 async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
     let server = fifty_connections().await;
     let work = Work::new();
-    let text = scenario("name = \"find-users\"\ndrain = \"500ms\"", &server, USERS);
+    let text = scenario(
+        "name = \"find-users\"\ndrain = \"500ms\"",
+        &server,
+        &users(),
+    );
     let (ran, found) = find(
         &work,
         &text,
@@ -272,7 +262,7 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
             "--vary",
             "population.users",
             "--to",
-            "80",
+            "96",
             "--step-duration",
             "2s",
             "--warmup",
@@ -291,9 +281,9 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
         "{:?}",
         f.answer.failed_checks
     );
-    // One climbing run (10, 20, 40, 80 users), then one refining run from 40 on.
+    // One climbing run (12, 24, 48, 96 users), then one refining run from 48 on.
     let climb: Vec<_> = f.steps.iter().take(4).map(|s| s.value).collect();
-    assert_eq!(climb, [10.0, 20.0, 40.0, 80.0], "{ran}");
+    assert_eq!(climb, [12.0, 24.0, 48.0, 96.0], "{ran}");
     assert!(
         f.steps.iter().all(|s| s.result.starts_with("run-")),
         "{ran}"
@@ -303,7 +293,7 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
         .iter()
         .map(|s| s.row.connect_attempts)
         .collect();
-    assert_eq!(attempts, [10, 10, 20], "{ran}");
+    assert_eq!(attempts, [12, 12, 24], "{ran}");
     assert!(
         f.steps[..3]
             .iter()
@@ -330,7 +320,8 @@ async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind
         "name = \"find-storm\"\ndrain = \"500ms\"",
         &server,
         &format!(
-            "{USERS}\n[find]\nvary = \"population.users\"\nstorm = true\nfrom = 20\nto = 80\nprecision = 5\n"
+            "{}\n[find]\nvary = \"population.users\"\nstorm = true\nfrom = 20\nto = 80\nprecision = 5\n",
+            users()
         ),
     );
     let (ran, found) = find(&work, &text, &[]).await;
