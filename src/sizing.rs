@@ -1,6 +1,5 @@
 //! Sizing (`msgstorm size`): what one run measured of its target — memory per online user,
-//! CPU per 1,000 delivered messages, body bytes per message (wire bytes are not measured,
-//! see below) — and a sizing table for a load the user names, scaled from those figures
+//! CPU per 1,000 delivered messages, bytes on the wire per message — and a sizing table for a load the user names, scaled from those figures
 //! with their uncertainty.
 //!
 //! Where each figure comes from:
@@ -11,12 +10,16 @@
 //! - **CPU per 1,000 delivered messages**: the target's CPU seconds over the seconds of
 //!   traffic divided by the messages received in them, per second; the mean and its
 //!   standard error. Idle work (heartbeats) is included, so it is an upper bound.
-//! - **Bytes per message**: the body bytes the generator sent per message (its own
-//!   count), a lower bound of the wire bytes. Wire bytes are not measured: `/proc/PID/io`
-//!   counts `read`/`write` calls but not the `send`/`recv` calls Rust's sockets use (it
-//!   read 1 B per message in a trial), and the network namespace's counters
-//!   (`/proc/net/dev`) count every process on the host, other runs included. Framing,
-//!   TLS and TCP/IP overhead come on top.
+//! - **Bytes on the wire per message**: the payload bytes the target's TCP sockets
+//!   received per message sent and sent per message delivered, per second of traffic
+//!   (`monitor::tcp`: `sock_diag`'s `tcpi_bytes_received` / `tcpi_bytes_acked` of the
+//!   watched processes' sockets); the ratio of the sums, with the standard error of the
+//!   per-second ratios. WebSocket framing and
+//!   TLS are included, TCP/IP headers are not; heartbeats and acknowledgements ride along,
+//!   so it is an upper bound at low rates. Where the sockets could not be read (another
+//!   host, an old result), the body bytes the generator sent per message stand in, a
+//!   lower bound. (`/proc/PID/io` cannot give wire bytes: it counts `read`/`write` calls,
+//!   not the `send`/`recv` sockets use; `/proc/net/dev` counts every process on the host.)
 
 use serde::Serialize;
 
@@ -56,6 +59,10 @@ pub struct Basis {
     pub cpu_s_per_1000: Option<Estimate>,
     /// Mean body size of the messages sent, bytes.
     pub body_bytes: Option<f64>,
+    /// TCP payload bytes the target received per message sent.
+    pub wire_in_per_msg: Option<Estimate>,
+    /// TCP payload bytes the target sent per message delivered.
+    pub wire_out_per_delivery: Option<Estimate>,
 }
 
 /// The load to size for.
@@ -88,11 +95,11 @@ pub struct Line {
 /// Whether `a` measured something to size from, and what.
 pub fn basis(a: &Artifact) -> Result<Basis, String> {
     let embedded = a.notes.iter().any(|n| n == EMBEDDED_IN_GENERATOR);
-    let watched: Vec<_> = a
-        .processes
-        .iter()
-        .filter(|p| p.generator == embedded)
-        .collect();
+    let watched: Vec<_> = if embedded {
+        a.processes.iter().filter(|p| p.generator).collect()
+    } else {
+        crate::monitor::targets(&a.processes)
+    };
     if watched.is_empty() {
         return Err(
             "the run watched no target process: give the scenario a [monitor] table with the \
@@ -104,14 +111,11 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
         a.metrics.seconds().map(|s| (s.sec, s.online)).collect();
     let online_peak = online.values().copied().max().unwrap_or(0);
     // The summed RSS and CPU of the watched processes, per second of the run.
-    let mut per_sec: std::collections::BTreeMap<u32, (f64, f64)> = Default::default();
-    for p in &watched {
-        for &(sec, cpu, rss) in &p.series {
-            let e = per_sec.entry(sec).or_default();
-            e.0 += f64::from(cpu) / 100.0;
-            e.1 += rss as f64;
-        }
-    }
+    let per_sec: std::collections::BTreeMap<u32, (f64, f64)> =
+        crate::monitor::usage_by_second(watched.iter().copied())
+            .into_iter()
+            .map(|(sec, (cpu, rss))| (sec, (cpu / 100.0, rss as f64)))
+            .collect();
     // Memory: RSS against users online over the login phase. A monitor sample at second
     // `t` was taken at the end of metrics second `t - 1`.
     let login_end = a.traffic_started_s.unwrap_or(f64::MAX);
@@ -138,6 +142,7 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
             ratios.push(cpu / received as f64 * 1000.0);
         }
     }
+    let (wire_in, wire_out) = wire(a, &watched);
     let m = &a.metrics;
     let sent = m.count(Counter::Sent);
     Ok(Basis {
@@ -152,6 +157,48 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
         memory_per_user_bytes: line.map(|l| l.0),
         cpu_s_per_1000: mean(&ratios),
         body_bytes: (sent > 0).then(|| m.count(Counter::BytesOut) as f64 / sent as f64),
+        wire_in_per_msg: wire_in,
+        wire_out_per_delivery: wire_out,
+    })
+}
+
+/// TCP payload bytes the `watched` processes received per message sent and sent per
+/// message delivered: one ratio per second of traffic whose two bounding socket samples
+/// exist (a sample at second `t` closes metrics second `t - 1`), each sum growing.
+fn wire(
+    a: &Artifact,
+    watched: &[&crate::monitor::ProcUsage],
+) -> (Option<Estimate>, Option<Estimate>) {
+    let tcp = crate::monitor::tcp_by_second(watched.iter().copied());
+    // (bytes, messages) per second of traffic, into and out of the target.
+    let (mut ins, mut outs) = (Vec::new(), Vec::new());
+    for s in a.metrics.seconds() {
+        let (sent, received) = (s.count(Counter::Sent), s.count(Counter::Received));
+        let Some((rx, tx)) = crate::monitor::tcp_in_second(&tcp, s.sec) else {
+            continue;
+        };
+        if sent > 0 {
+            ins.push((rx as f64, sent as f64));
+            if received > 0 {
+                outs.push((tx as f64, received as f64));
+            }
+        }
+    }
+    (per_message(&ins), per_message(&outs))
+}
+
+/// Bytes per message over `(bytes, messages)` seconds: their sums' ratio (robust to bytes
+/// and their messages being counted a second apart when the target lags), with the standard
+/// error of the per-second ratios as its uncertainty.
+fn per_message(seconds: &[(f64, f64)]) -> Option<Estimate> {
+    let ratios: Vec<f64> = seconds.iter().map(|(b, m)| b / m).collect();
+    let spread = mean(&ratios)?;
+    let (bytes, msgs) = seconds
+        .iter()
+        .fold((0.0, 0.0), |(b, m), (sb, sm)| (b + sb, m + sm));
+    Some(Estimate {
+        value: bytes / msgs,
+        ..spread
     })
 }
 
@@ -200,22 +247,64 @@ pub fn size(b: &Basis, load: &Load) -> Vec<Line> {
             ),
         });
     }
-    if let Some(body) = load.size.or(b.body_bytes) {
-        out.push(Line {
-            what: "message bodies into the server".to_owned(),
-            value: format!("{}/s", mib(load.rate * body)),
-            basis: format!(
-                "{body:.0} B a message: body bytes only, a lower bound of the wire (framing, \
-                 TLS and TCP/IP headers come on top; wire bytes are not measured)"
-            ),
-        });
-        out.push(Line {
-            what: "message bodies out of the server".to_owned(),
-            value: format!("{}/s", mib(delivered * body)),
-            basis: format!("{body:.0} B to each of {fanout:.0} recipients a message"),
-        });
+    // A different body size moves the wire bytes by the difference (framing stays).
+    let resize = |wire: f64| match (load.size, b.body_bytes) {
+        (Some(to), Some(from)) => (wire + to - from).max(to),
+        _ => wire,
+    };
+    match (b.wire_in_per_msg, b.wire_out_per_delivery) {
+        (Some(win), Some(wout)) => {
+            let (i, o) = (resize(win.value), resize(wout.value));
+            out.push(Line {
+                what: "bandwidth into the server".to_owned(),
+                value: format!("{} ± {}", mbit(load.rate * i), mbit(load.rate * win.error)),
+                basis: format!(
+                    "{i:.0} ± {:.0} B of TCP payload a message sent ({} s of traffic; \
+                     framing, TLS, heartbeats included, TCP/IP headers not){}",
+                    win.error,
+                    win.points,
+                    if load.size.is_some() {
+                        ", resized to the body size asked"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+            out.push(Line {
+                what: "bandwidth out of the server".to_owned(),
+                value: format!("{} ± {}", mbit(delivered * o), mbit(delivered * wout.error)),
+                basis: format!(
+                    "{o:.0} ± {:.0} B of TCP payload a delivery, to each of {fanout:.0} \
+                     recipients a message",
+                    wout.error
+                ),
+            });
+        }
+        _ => {
+            if let Some(body) = load.size.or(b.body_bytes) {
+                out.push(Line {
+                    what: "message bodies into the server".to_owned(),
+                    value: format!("{}/s", mib(load.rate * body)),
+                    basis: format!(
+                        "{body:.0} B a message: body bytes only, a lower bound of the wire \
+                         (the target's sockets were not readable: framing, TLS and TCP/IP \
+                         headers come on top)"
+                    ),
+                });
+                out.push(Line {
+                    what: "message bodies out of the server".to_owned(),
+                    value: format!("{}/s", mib(delivered * body)),
+                    basis: format!("{body:.0} B to each of {fanout:.0} recipients a message"),
+                });
+            }
+        }
     }
     out
+}
+
+/// `bytes_per_s` as `12.34 Mbit/s`.
+fn mbit(bytes_per_s: f64) -> String {
+    format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
 }
 
 /// `bytes` as `12.3 MiB`.
@@ -310,6 +399,8 @@ mod tests {
                 points: 10,
             }),
             body_bytes: Some(100.0),
+            wire_in_per_msg: None,
+            wire_out_per_delivery: None,
         };
         let load = Load {
             users: 100_000,
@@ -340,6 +431,61 @@ mod tests {
         assert_eq!(
             lines[3].value,
             format!("{:.1} MiB/s", 1100.0 * 2000.0 / 1048576.0)
+        );
+    }
+
+    #[test]
+    fn issue_15_wire_bytes_replace_body_bytes_and_follow_the_body_size() {
+        let per = |v| {
+            Some(Estimate {
+                value: v,
+                error: 2.0,
+                points: 9,
+            })
+        };
+        let b = Basis {
+            processes: vec!["srv (pid 1)".to_owned()],
+            embedded: false,
+            online_peak: 1_000,
+            delivered_per_s: 1_000.0,
+            base_memory_bytes: None,
+            memory_per_user_bytes: None,
+            cpu_s_per_1000: None,
+            body_bytes: Some(100.0),
+            wire_in_per_msg: per(180.0),
+            wire_out_per_delivery: per(150.0),
+        };
+        let mut load = Load {
+            users: 1_000,
+            online: 1.0,
+            rate: 1e6 / 180.0,
+            group_size: 2,
+            size: None,
+        };
+        let lines = size(&b, &load);
+        assert_eq!(lines[0].what, "bandwidth into the server");
+        assert!(
+            lines[0].value.starts_with("8.00 Mbit/s ±"),
+            "{}",
+            lines[0].value
+        );
+        assert!(
+            lines[0].basis.starts_with("180 ± 2 B of TCP payload"),
+            "{}",
+            lines[0].basis
+        );
+        assert!(
+            lines[1].basis.starts_with("150 ± 2 B"),
+            "{}",
+            lines[1].basis
+        );
+        // A 1,100 B body: 1,000 B more a message, the framing stays.
+        load.size = Some(1100.0);
+        let lines = size(&b, &load);
+        assert!(
+            lines[0].basis.starts_with("1180 ± 2 B"),
+            "{}",
+            lines[0].basis
         );
     }
 }

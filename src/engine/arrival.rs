@@ -6,7 +6,21 @@
 
 use std::time::Duration;
 
-use crate::scenario::ArrivalPhase;
+use crate::scenario::{ArrivalPhase, Population};
+
+/// When the late user at `position` of `pop.late` logs in, from the start of the run:
+/// `late_at`, plus its offset along `late_arrival` when the late users arrive in steps.
+pub fn late_login(pop: &Population, position: usize) -> Duration {
+    if pop.late_arrival.is_empty() {
+        return pop.late_at;
+    }
+    pop.late_at + arrival_offset(&pop.late_arrival, position as u64)
+}
+
+/// When the last late user logs in (`late_at` without late users).
+pub fn last_late_login(pop: &Population) -> Duration {
+    late_login(pop, pop.late.len().saturating_sub(1))
+}
 
 /// When the `k`-th arrival (0-based) is due, counted from the start of the run.
 pub fn arrival_offset(phases: &[ArrivalPhase], k: u64) -> Duration {
@@ -66,6 +80,19 @@ mod tests {
         let p = [phase(1, 10.0, 10.0), phase(1, 20.0, 20.0)];
         assert_eq!(arrival_offset(&p, 30), Duration::from_secs(2));
         assert_eq!(arrival_offset(&p, 50), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn zero_rate_phases_hold_the_arrivals() {
+        // 10 at 10/s, a 5 s hold, 10 more at 10/s.
+        let p = [
+            phase(1, 10.0, 10.0),
+            phase(5, 0.0, 0.0),
+            phase(1, 10.0, 10.0),
+        ];
+        assert_eq!(arrival_offset(&p, 9), Duration::from_millis(900));
+        assert_eq!(arrival_offset(&p, 10), Duration::from_secs(6));
+        assert_eq!(arrival_offset(&p, 15), Duration::from_millis(6500));
     }
 
     #[test]

@@ -248,9 +248,10 @@ impl Users {
         let mut tasks = JoinSet::new();
         for (offset, vu_plan) in sched.vus.into_iter().enumerate() {
             let ix = range.start + offset as u32;
-            let late = pop.late.binary_search(&ix).is_ok();
-            let first_login = if late {
-                pop.late_at
+            let late_position = pop.late.binary_search(&ix);
+            let late = late_position.is_ok();
+            let first_login = if let Ok(position) = late_position {
+                arrival::late_login(pop, position)
             } else {
                 let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
                 arrival::arrival_offset(&pop.arrival, u64::from(position))
@@ -365,7 +366,7 @@ async fn traffic<F: FnMut(&Progress) + Send>(
     shared.traffic_start.send_replace(Some(start));
     // Users may still be logging in late or coming back after churn, but nobody has
     // anything to do after this; a user still busy then waits on an unresponsive target.
-    let returns = pop.late_at.max(if pop.churn.is_empty() {
+    let returns = arrival::last_late_login(pop).max(if pop.churn.is_empty() {
         Duration::ZERO
     } else {
         pop.churn_back_at

@@ -4,6 +4,7 @@
 //!
 //! Everything here is a pure function of artifacts; `src/cli/find.rs` runs the steps.
 
+pub mod ladder;
 pub mod search;
 pub mod step;
 pub mod text;

@@ -85,12 +85,7 @@ impl Search {
                 (up > p).then_some(up)
             }
             (Some(p), Some(f)) => {
-                let gap = if self.integer {
-                    self.precision.gap(p).max(1.0)
-                } else {
-                    self.precision.gap(p)
-                };
-                if f - p <= gap {
+                if f - p <= self.gap(p) {
                     return None;
                 }
                 let mid = self.round((p + f) / 2.0);
@@ -116,6 +111,17 @@ impl Search {
     /// The lowest value that failed.
     pub fn first_fail(&self) -> Option<f64> {
         self.fail
+    }
+
+    /// How close a highest pass of `pass` and a first fail must come (at least 1 for a
+    /// whole-number search).
+    pub fn gap(&self, pass: f64) -> f64 {
+        let gap = self.precision.gap(pass);
+        if self.integer {
+            gap.max(1.0)
+        } else {
+            gap
+        }
     }
 
     fn round(&self, v: f64) -> f64 {

@@ -6,6 +6,8 @@
 //! (`e2e_p99`, `ack_p99`, `request_p99`) are judged on that window too; the delivery checks
 //! (lost, duplicated, …) on the whole step, since a message lost during warm-up is lost.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::{Artifact, CheckMetric};
@@ -63,25 +65,79 @@ pub struct StepRow {
     pub target_cpu_pct: Option<f64>,
     /// The watched target processes' highest resident memory in the window, summed, bytes.
     pub target_rss_bytes: Option<u64>,
+    /// Connection attempts over the step (logins and reconnects).
+    #[serde(default)]
+    pub connect_attempts: u64,
+    /// Successful logins over the step.
+    #[serde(default)]
+    pub logins_ok: u64,
+    /// Errors by kind (`connect`, `timeout`, …) over the step, when the step had its run to
+    /// itself (a step sharing a run with others counts only their sum, in `errors`).
+    #[serde(default)]
+    pub errors_by_kind: BTreeMap<String, u64>,
 }
 
 /// The step at `value` whose run left `a` (written to `result`), with `warmup_s` seconds
 /// of traffic left out of its numbers.
 pub fn of(value: f64, a: &Artifact, warmup_s: f64, result: String) -> Step {
+    let (lo, hi) = steady_window(a, warmup_s);
+    let span = Span {
+        from: 0,
+        window: (lo, hi),
+        whole_run: true,
+        delivery: true,
+    };
+    measure(value, a, &span, result)
+}
+
+/// The part of a run one step covers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    /// The first second of the step (its logins start there): its logins, login success,
+    /// errors and send errors are counted from here to the end of `window`.
+    pub from: u32,
+    /// The steady window `[from, to)`: rates, latencies, CPU and memory.
+    pub window: (u32, u32),
+    /// The step has the run to itself: logins, errors and send errors are the run's.
+    pub whole_run: bool,
+    /// The step carries the run's delivery checks (lost, duplicated, reordered,
+    /// corrupted, late) and its lost count. When several steps share a run, those counts
+    /// cannot be dated to a step and only the highest step carries them.
+    pub delivery: bool,
+}
+
+/// The step at `value` that covers `span` of the run that left `a`.
+pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
     let report = Report::new(a);
-    let window = steady_window(a, warmup_s);
+    let window = span.window;
     let (lo, hi) = window;
     let secs = f64::from(hi - lo).max(1.0);
     let mut offered = 0;
     let mut achieved = 0;
     let mut errors = 0;
+    let mut counted = [0u64; 5];
+    let counters = [
+        Counter::ConnectAttempts,
+        Counter::LoginOk,
+        Counter::Sent,
+        Counter::SendErrors,
+        Counter::Refused,
+    ];
     for s in a.metrics.seconds() {
-        errors += s.errors;
+        let inside = span.whole_run || (span.from..hi).contains(&s.sec);
+        if inside {
+            errors += s.errors;
+            for (n, c) in counted.iter_mut().zip(counters) {
+                *n += s.count(c);
+            }
+        }
         if (lo..hi).contains(&s.sec) {
             offered += s.count(Counter::Sent) + s.count(Counter::Requests);
             achieved += s.count(Counter::Received) + s.count(Counter::Replies);
         }
     }
+    let [attempts, logins_ok, sent, send_errors, refused] = counted;
+    let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let win = |h| a.metrics.window(h, lo..hi);
     let e2e = win(Hist::EndToEnd);
     let ack = win(Hist::SendAck).filter(|_| a.acceptance);
@@ -89,19 +145,38 @@ pub fn of(value: f64, a: &Artifact, warmup_s: f64, result: String) -> Step {
     let mut checks = report.checks.clone();
     for c in &mut checks {
         let windowed = match c.metric {
-            Measure::Check(CheckMetric::E2eP99) => e2e.as_ref(),
-            Measure::Check(CheckMetric::AckP99) => ack.as_ref(),
-            Measure::Check(CheckMetric::RequestP99) => request.as_ref(),
+            Measure::Check(CheckMetric::E2eP99) => e2e.as_ref().map(|w| w.p99 as f64),
+            Measure::Check(CheckMetric::AckP99) => ack.as_ref().map(|w| w.p99 as f64),
+            Measure::Check(CheckMetric::RequestP99) => request.as_ref().map(|w| w.p99 as f64),
+            Measure::Check(CheckMetric::LoginSuccess) if !span.whole_run => {
+                ratio(logins_ok, attempts)
+            }
+            Measure::Check(CheckMetric::SendErrorRate) if !span.whole_run => {
+                ratio(refused + send_errors, sent + send_errors)
+            }
+            Measure::Check(_) if !span.delivery => {
+                // A delivery count: the run's, judged at the highest step only.
+                c.passed = true;
+                continue;
+            }
             _ => continue,
         };
-        if let Some(w) = windowed {
-            c.value = Some(w.p99 as f64);
+        if let Some(v) = windowed {
+            c.value = Some(v);
             c.not_measured = None;
-            c.passed = c.op.holds(w.p99 as f64, c.bound);
+            c.passed = c.op.holds(v, c.bound);
         }
     }
     let (gen_cpu, gen_rss) = usage(a, lo..hi, true);
     let (target_cpu, target_rss) = usage(a, lo..hi, false);
+    let errors_by_kind = if span.whole_run {
+        a.metrics
+            .errors()
+            .map(|(k, n, _)| (k.name().to_owned(), n))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     Step {
         value,
         passed: checks.iter().all(|c| c.passed),
@@ -115,12 +190,19 @@ pub fn of(value: f64, a: &Artifact, warmup_s: f64, result: String) -> Step {
             e2e_p99_us: e2e.as_ref().map(|w| w.p99),
             ack_p99_us: ack.as_ref().map(|w| w.p99),
             request_p99_us: request.as_ref().map(|w| w.p99),
-            lost: report.delivery.lost,
+            lost: if span.delivery {
+                report.delivery.lost
+            } else {
+                0
+            },
             errors,
             generator_cpu_pct: gen_cpu,
             generator_rss_bytes: gen_rss,
             target_cpu_pct: target_cpu,
             target_rss_bytes: target_rss,
+            connect_attempts: attempts,
+            logins_ok,
+            errors_by_kind,
         },
         result,
     }
@@ -156,7 +238,12 @@ fn steady_window(a: &Artifact, warmup_s: f64) -> (u32, u32) {
 fn usage(a: &Artifact, secs: std::ops::Range<u32>, generator: bool) -> (Option<f64>, Option<u64>) {
     let mut cpu = None;
     let mut rss = None;
-    for p in a.processes.iter().filter(|p| p.generator == generator) {
+    let procs = if generator {
+        a.processes.iter().filter(|p| p.generator).collect()
+    } else {
+        crate::monitor::targets(&a.processes)
+    };
+    for p in procs {
         let inside: Vec<_> = p.series.iter().filter(|s| secs.contains(&s.0)).collect();
         if inside.is_empty() {
             continue;

@@ -34,6 +34,7 @@ pub fn render(f: &FindResult) -> String {
         "req p99",
         "lost",
         "errors",
+        "logins ok",
         "gen CPU",
         "gen RSS",
         "target CPU",
@@ -75,6 +76,7 @@ pub fn render(f: &FindResult) -> String {
             ms(r.request_p99_us),
             r.lost.to_string(),
             r.errors.to_string(),
+            logins(r.logins_ok, r.connect_attempts),
             cpu(r.generator_cpu_pct),
             mib(r.generator_rss_bytes),
             cpu(r.target_cpu_pct),
@@ -85,8 +87,9 @@ pub fn render(f: &FindResult) -> String {
     let _ = writeln!(
         out,
         "\nEach step's numbers cover its steady window: whole seconds from {} s after its \
-         traffic started to its last sending second (excluded); latency checks are judged \
-         on that window, delivery checks on the whole step. CPU is % of one core.",
+         traffic started (users added in one run: after the step's last login) to its last \
+         sending second (excluded; in one run: the next step's first login); latency checks \
+         are judged on that window, delivery checks on the whole step. CPU is % of one core.",
         f.warmup_s
     );
     let failed: Vec<_> = f.steps.iter().filter(|s| !s.passed).collect();
@@ -100,6 +103,23 @@ pub fn render(f: &FindResult) -> String {
             let _ = writeln!(out, "  {} = {}: {why}", f.vary, num(s.value));
         }
     }
+    let storms: Vec<_> = f
+        .steps
+        .iter()
+        .filter(|s| !s.row.errors_by_kind.is_empty())
+        .collect();
+    if !storms.is_empty() {
+        let _ = writeln!(out, "\nERRORS BY KIND");
+        for s in storms {
+            let kinds: Vec<String> = s
+                .row
+                .errors_by_kind
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            let _ = writeln!(out, "  {} = {}: {}", f.vary, num(s.value), kinds.join(", "));
+        }
+    }
     if !f.notes.is_empty() {
         let _ = writeln!(out, "\nNOTES");
         for n in &f.notes {
@@ -107,4 +127,15 @@ pub fn render(f: &FindResult) -> String {
         }
     }
     out
+}
+
+/// Successful logins of connection attempts, as `ok/attempts (pct)`; `–` without attempts.
+fn logins(ok: u64, attempts: u64) -> String {
+    if attempts == 0 {
+        return "–".to_owned();
+    }
+    format!(
+        "{ok}/{attempts} ({:.2}%)",
+        ok as f64 * 100.0 / attempts as f64
+    )
 }

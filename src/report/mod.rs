@@ -13,6 +13,7 @@ pub mod findings;
 pub mod html;
 pub mod json;
 pub mod model;
+pub mod phases;
 pub mod series;
 pub mod sweep;
 pub mod text;

@@ -613,3 +613,39 @@ fn clock_offsets_and_their_uncertainty_are_stated() {
         "{shown}"
     );
 }
+
+#[test]
+fn issue_15_the_target_by_phase_has_its_bandwidth_cpu_and_memory() {
+    let mut a = fixture();
+    let last = a.metrics.seconds().map(|s| s.sec).max().unwrap_or(0) + 2;
+    a.processes.push(crate::monitor::ProcUsage {
+        name: "server".to_owned(),
+        pid: 7,
+        series: (0..=last).map(|s| (s, 50.0, 1_000_000)).collect(),
+        // 1,000 B/s in, 3,000 B/s out, steadily.
+        tcp: (0..=last)
+            .map(|s| (s, u64::from(s) * 1_000, u64::from(s) * 3_000))
+            .collect(),
+        ..Default::default()
+    });
+    // A second shard watching the same server adds nothing.
+    let mut again = a.processes[a.processes.len() - 1].clone();
+    again.shard = 1;
+    a.processes.push(again);
+    let r = Report::new(&a);
+    let phases = super::phases::of(&r);
+    let messages = phases
+        .iter()
+        .find(|p| p.name == "messages")
+        .expect("a phase with messages");
+    assert_eq!(messages.in_bytes_per_s, Some(1_000.0));
+    assert_eq!(messages.out_bytes_per_s, Some(3_000.0));
+    assert_eq!(messages.cpu_pct, Some(50.0));
+    assert_eq!(messages.rss_bytes, Some(1_000_000));
+    assert!(messages.sent_per_s > 0.0);
+    let text = text::render(&r);
+    assert!(text.contains("| messages "), "{text}");
+    assert!(text.contains("0.01 Mbit/s"), "{text}");
+    // Without a watched target there is no such table.
+    assert!(super::phases::of(&Report::new(&fixture())).is_empty());
+}

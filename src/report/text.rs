@@ -78,6 +78,7 @@ pub fn render(r: &Report) -> String {
         sweep(&mut out, s);
     }
     resources(&mut out, r);
+    target_phases(&mut out, r);
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
     }
@@ -473,6 +474,46 @@ fn resources(out: &mut String, r: &Report) {
         ]);
     }
     let _ = writeln!(out, "\n{t}");
+}
+
+/// The watched target by phase (W1's "server idle" and "server under load" tables).
+fn target_phases(out: &mut String, r: &Report) {
+    let phases = super::phases::of(r);
+    if phases.is_empty() {
+        return;
+    }
+    let mut t = table(&[
+        "target by phase",
+        "seconds",
+        "online",
+        "msg/s sent",
+        "in (to target)",
+        "out (from target)",
+        "target CPU",
+        "target RSS",
+    ]);
+    let mbit =
+        |b: Option<f64>| b.map_or("–".to_owned(), |b| format!("{:.2} Mbit/s", b * 8.0 / 1e6));
+    for p in &phases {
+        t.add_row(vec![
+            p.name.to_owned(),
+            p.seconds.to_string(),
+            thousands(p.online),
+            format!("{:.0}", p.sent_per_s),
+            mbit(p.in_bytes_per_s),
+            mbit(p.out_bytes_per_s),
+            p.cpu_pct
+                .map_or("–".to_owned(), |c| format!("{c:.1}% of a core")),
+            p.rss_bytes.map_or("–".to_owned(), |b| {
+                format!("{:.1} MiB", b as f64 / 1048576.0)
+            }),
+        ]);
+    }
+    let _ = writeln!(
+        out,
+        "\n{t}\n(in/out: TCP payload of the target's sockets — framing and TLS included, TCP/IP \
+         headers not; CPU and memory summed over the watched target processes)"
+    );
 }
 
 /// A finding as the sentence of a note.

@@ -162,6 +162,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
             arrival: pop.arrival,
             late,
             late_at: pop.late_at,
+            late_arrival: Vec::new(),
             churn,
             churn_offline_at: pop.churn_offline_at,
             churn_back_at: pop.churn_back_at,
@@ -173,6 +174,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
         monitor: c.monitor,
         drain: c.drain,
         shard,
+        find: c.find,
     }
 }
 

@@ -8,11 +8,13 @@
 //! 3. `schema`: the tree is read into serde types that deny unknown keys.
 //! 4. `validate` (with `target`, `traffic`, `arrival`): every value and combination is
 //!    checked and resolved to numbers, before anything connects.
+//!    `find` checks the `[find]` table of `msgstorm find`.
 //! 5. `lower`: users, groups and stream ids are chosen from the seed into a [`Plan`].
 //!
 //! `docs/scenario.md` documents every key.
 
 mod arrival;
+mod find;
 mod lower;
 mod overrides;
 pub mod plan;

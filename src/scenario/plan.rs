@@ -42,6 +42,38 @@ pub struct Plan {
     pub drain: Duration,
     /// This process's slice of the user range.
     pub shard: Shard,
+    /// The scenario's `[find]` table: how `msgstorm find` searches when no flags say.
+    pub find: Option<FindOpts>,
+}
+
+/// A number of `[find]` and whether it is written whole (then every step is whole).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FindValue {
+    /// The number.
+    pub value: f64,
+    /// Written as an integer.
+    pub whole: bool,
+}
+
+/// The scenario's `[find]` table, checked; every key but `vary` may be left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindOpts {
+    /// The scenario key to vary.
+    pub vary: String,
+    /// First value.
+    pub from: Option<FindValue>,
+    /// Highest value.
+    pub to: Option<FindValue>,
+    /// How close the answer must be.
+    pub precision: Option<crate::find::Precision>,
+    /// Every pattern's duration in a step.
+    pub step_duration: Option<Duration>,
+    /// Traffic left out at the start of each step.
+    pub warmup: Option<Duration>,
+    /// Most steps.
+    pub max_steps: Option<u32>,
+    /// Each step connects everyone at once (a connection storm).
+    pub storm: bool,
 }
 
 /// The target server.
@@ -103,6 +135,11 @@ pub struct Population {
     pub late: Vec<UserIx>,
     /// When the late users log in, after the start of the run.
     pub late_at: Duration,
+    /// How the late users arrive from `late_at` on: the k-th late user (in ascending
+    /// order) logs in at `late_at` + the arrival offset of `k` along these
+    /// phases (zero-rate phases hold). Empty: every late user at `late_at`. Scenario files
+    /// cannot set it; `msgstorm find --vary population.users` adds users step by step with it.
+    pub late_arrival: Vec<ArrivalPhase>,
     /// Users that go offline during traffic and come back (sorted ascending, disjoint
     /// from `late`).
     pub churn: Vec<UserIx>,

@@ -38,6 +38,8 @@ pub struct Scenario {
     pub report: Option<ReportSpec>,
     /// Target processes to watch.
     pub monitor: Option<MonitorSpec>,
+    /// How `msgstorm find` searches (`src/scenario/find.rs`).
+    pub find: Option<Spanned<super::find::FindSpec>>,
 }
 
 /// `[target]`.

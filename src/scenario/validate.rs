@@ -73,6 +73,8 @@ pub struct Checked {
     pub report: ReportOpts,
     /// Processes to watch.
     pub monitor: MonitorOpts,
+    /// The `[find]` table.
+    pub find: Option<super::plan::FindOpts>,
 }
 
 /// The population with counts instead of user lists.
@@ -159,6 +161,7 @@ pub fn validate(
             },
         },
         monitor: monitor(src, s.monitor.as_ref())?,
+        find: super::find::find(src, s.find.as_ref())?,
     })
 }
 

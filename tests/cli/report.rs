@@ -219,6 +219,18 @@ async fn result_json_matches_its_schema() {
             panic!("{path} does not match schema/result.schema.json: {e:#}");
         }
     }
+    // A watched target's TCP byte counts are part of it.
+    let mut with_tcp = read_json(&result);
+    let mut target = with_tcp["processes"][0].clone();
+    target["generator"] = false.into();
+    target["tcp"] = serde_json::json!([[1, 100, 200], [2, 300, 400]]);
+    with_tcp["processes"]
+        .as_array_mut()
+        .expect("processes")
+        .push(target);
+    if let Err(e) = schemas.validate(&with_tcp, schema) {
+        panic!("a target's tcp does not match schema/result.schema.json: {e:#}");
+    }
     // The schema is strict enough to notice a wrong field.
     let mut value = read_json(&result);
     value["checks"][0]["op"] = "<".into();

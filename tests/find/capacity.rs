@@ -54,6 +54,14 @@ async fn find(work: &Work, text: &str, extra: &[&str]) -> (Ran, Option<FindResul
     (ran, found)
 }
 
+/// The highest passing and the first failing value of a search that found both.
+fn bounds(f: &FindResult) -> (f64, f64) {
+    (
+        f.answer.highest_pass.expect("a passing value"),
+        f.answer.first_fail.expect("a failing value"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
     let server = start(ServeConfig {
@@ -84,10 +92,7 @@ async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
     .await;
     ran.expect_code(0);
     let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
-    let (pass, fail) = (
-        f.answer.highest_pass.expect("a passing size"),
-        f.answer.first_fail.expect("a failing size"),
-    );
+    let (pass, fail) = bounds(&f);
     assert!(
         pass <= 300.0 && fail > 300.0 && fail - pass <= 10.0,
         "{pass} .. {fail}\n{ran}"
@@ -107,6 +112,11 @@ async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
     assert_eq!(&tried[..3], &[150.0, 300.0, 600.0], "{tried:?}");
     for s in &f.steps {
         assert_eq!(s.passed, s.value <= 300.0, "step {s:?}");
+        // Each step had its own users and groups on the shared server: no sync fetched an
+        // earlier step's messages (they would count as errors).
+        if s.passed {
+            assert_eq!(s.row.errors, 0, "step {s:?}");
+        }
         assert!(work.path("out").join(&s.result).is_file(), "{}", s.result);
         assert!(s.row.offered_per_s > 0.0, "{s:?}");
     }
@@ -219,4 +229,124 @@ fn issue_15_find_refuses_bad_ranges_and_setting_the_varied_key() {
         work.path("out").to_str().expect("utf-8 path"),
     ]);
     unreachable.expect_code(3);
+}
+
+/// Users online against a server that holds 50 connections: the small chat, and every
+/// login must succeed.
+fn users() -> String {
+    format!("{SMALL}\n[checks]\nmin_login_success = 1.0\n")
+}
+
+/// A reference server that holds at most 50 connections.
+async fn fifty_connections() -> msgstorm::serve::ServerHandle {
+    start(ServeConfig {
+        max_connections: 50,
+        ..config()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
+    let server = fifty_connections().await;
+    let work = Work::new();
+    let text = scenario(
+        "name = \"find-users\"\ndrain = \"500ms\"",
+        &server,
+        &users(),
+    );
+    let (ran, found) = find(
+        &work,
+        &text,
+        &[
+            "--vary",
+            "population.users",
+            "--to",
+            "96",
+            "--step-duration",
+            "2s",
+            "--warmup",
+            "0s",
+            "--max-steps",
+            "8",
+        ],
+    )
+    .await;
+    ran.expect_code(0);
+    let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
+    let (pass, fail) = bounds(&f);
+    assert!(pass <= 50.0 && fail > 50.0, "{pass} .. {fail}\n{ran}");
+    assert!(
+        f.answer.failed_checks[0].starts_with("checks.min_login_success"),
+        "{:?}",
+        f.answer.failed_checks
+    );
+    // One climbing run (12, 24, 48, 96 users), then one refining run from 48 on.
+    let climb: Vec<_> = f.steps.iter().take(4).map(|s| s.value).collect();
+    assert_eq!(climb, [12.0, 24.0, 48.0, 96.0], "{ran}");
+    assert!(
+        f.steps.iter().all(|s| s.result.starts_with("run-")),
+        "{ran}"
+    );
+    // Each step connected only its new users: the earlier ones stayed online.
+    let attempts: Vec<_> = f.steps[..3]
+        .iter()
+        .map(|s| s.row.connect_attempts)
+        .collect();
+    assert_eq!(attempts, [12, 12, 24], "{ran}");
+    assert!(
+        f.steps[..3]
+            .iter()
+            .all(|s| s.passed && s.row.offered_per_s > 0.0),
+        "{ran}"
+    );
+    assert!(
+        f.steps[3].row.logins_ok < f.steps[3].row.connect_attempts,
+        "{ran}"
+    );
+    assert!(
+        ran.stdout
+            .contains("users were added step by step within one run"),
+        "{ran}"
+    );
+    server.shutdown().await.expect("server stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind() {
+    let server = fifty_connections().await;
+    let work = Work::new();
+    let text = scenario(
+        "name = \"find-storm\"\ndrain = \"500ms\"",
+        &server,
+        &format!(
+            "{}\n[find]\nvary = \"population.users\"\nstorm = true\nfrom = 20\nto = 80\nprecision = 5\n",
+            users()
+        ),
+    );
+    let (ran, found) = find(&work, &text, &[]).await;
+    ran.expect_code(0);
+    let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
+    assert_eq!(f.vary, "population.users");
+    let (pass, fail) = bounds(&f);
+    assert!(
+        pass <= 50.0 && fail > 50.0 && fail - pass <= 5.0,
+        "{pass} .. {fail}\n{ran}"
+    );
+    let failing = f
+        .steps
+        .iter()
+        .find(|s| s.value == fail)
+        .expect("the failing step");
+    // Every step is a fresh run in which everyone connects: all its users try (the
+    // refused ones once more for the final verification).
+    assert!(failing.row.connect_attempts as f64 >= fail, "{ran}");
+    assert!(
+        failing.row.logins_ok < failing.row.connect_attempts,
+        "{ran}"
+    );
+    assert!(!failing.row.errors_by_kind.is_empty(), "{ran}");
+    assert!(ran.stdout.contains("ERRORS BY KIND"), "{ran}");
+    assert!(ran.stdout.contains("connection storm"), "{ran}");
+    server.shutdown().await.expect("server stops");
 }

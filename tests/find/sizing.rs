@@ -84,3 +84,73 @@ size = 300
     ]);
     bad.expect_code(2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_15_size_takes_bytes_on_the_wire_from_the_watched_servers_sockets() {
+    // The real server in a process of its own, so its sockets are only its own.
+    let server = crate::common::ChildServer::start(&[]);
+    let work = Work::new();
+    let text = format!(
+        r#"name = "wire"
+drain = "500ms"
+[target]
+url = "{}"
+[target.auth]
+secret = "{}"
+[monitor]
+pids = [{}]
+[population]
+users = 40
+login_rate = 1000
+[[traffic]]
+name = "chat"
+kind = "direct"
+senders = 10
+receivers = 10
+rate = 200
+duration = "4s"
+size = 1000
+"#,
+        server.ws_url(),
+        crate::common::SECRET,
+        server.pid()
+    );
+    let (ran, artifact) = crate::common::run::run_text(&work, &text).await;
+    ran.expect_code(0);
+    let watched = artifact
+        .processes
+        .iter()
+        .find(|p| !p.generator)
+        .expect("the watched server");
+    // From the baseline at second 0 (before any login) to its highest, what the server's
+    // sockets received grew by at least the 1,000-byte bodies (framing on top).
+    let first = watched.tcp.first().map_or(u64::MAX, |t| t.1);
+    let most = watched.tcp.iter().map(|t| t.1).max().unwrap_or(0);
+    let sent = artifact.metrics.count(msgstorm::metrics::Counter::Sent);
+    assert!(
+        sent > 0 && most - first >= sent * 1000,
+        "{sent} sent: {:?}",
+        watched.tcp
+    );
+    // The report's table of the target by phase has its bandwidth.
+    assert!(ran.stdout.contains("| messages "), "{ran}");
+    let result = work.path("out").join("result.json");
+    let sized = msgstorm_sync(&[
+        "size",
+        result.to_str().expect("utf-8 path"),
+        "--users",
+        "1000",
+        "--online",
+        "10%",
+        "--rate",
+        "200",
+    ]);
+    sized.expect_code(0);
+    // Bytes on the wire, not the bodies' lower bound.
+    assert!(
+        sized.stdout.contains("| bandwidth into the server")
+            && sized.stdout.contains("B of TCP payload a message sent"),
+        "{sized}"
+    );
+    assert!(!sized.stdout.contains("body bytes only"), "{sized}");
+}

@@ -486,3 +486,63 @@ fn requests_are_the_drivers_own() {
         "driver `native` has no request `kvget` (did you mean `kv_get`?); it sends: time, kv_get",
     );
 }
+
+#[test]
+fn issue_15_find_table_is_checked_at_its_lines() {
+    let find = |body: &str| format!("{BASE}\n[find]\nvary = \"population.users\"\n{body}");
+    let ok = plan(
+        &find(
+            "from = 100\nto = 4000\nprecision = \"10%\"\nstep_duration = \"20s\"\nmax_steps = 8\n",
+        ),
+        &[],
+    )
+    .unwrap();
+    let f = ok.find.expect("a [find] table");
+    assert_eq!(f.vary, "population.users");
+    assert_eq!(f.from.map(|v| (v.value, v.whole)), Some((100.0, true)));
+    assert_eq!(f.precision, Some(crate::find::Precision::Relative(0.1)));
+    assert_eq!(f.step_duration, Some(std::time::Duration::from_secs(20)));
+    fails(
+        &find("from = -3\n"),
+        &[],
+        17,
+        "find.from",
+        "must be > 0, got -3",
+    );
+    fails(
+        &find("from = 100\nto = 50\n"),
+        &[],
+        18,
+        "find.to",
+        "must be above find.from (100)",
+    );
+    fails(
+        &find("precision = \"x\"\n"),
+        &[],
+        17,
+        "find.precision",
+        "write a positive number",
+    );
+    fails(
+        &find("max_steps = 0\n"),
+        &[],
+        17,
+        "find.max_steps",
+        "must be in 1..=64, got 0",
+    );
+    fails(
+        &find("step_duration = \"0s\"\n"),
+        &[],
+        17,
+        "find.step_duration",
+        "longer than 0s",
+    );
+    fails(&find("stpes = 3\n"), &[], 17, "find.stpes", "unknown key");
+    fails(
+        &format!("{BASE}\n[find]\nvary = \"traffic[0].rate\"\nstorm = true\n"),
+        &[],
+        17,
+        "find.storm",
+        "a connection storm varies `population.users`",
+    );
+}

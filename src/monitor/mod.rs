@@ -2,8 +2,13 @@
 //! target's processes (by pid or name) — CPU, resident memory, threads, open files — sampled
 //! once a second from `/proc`, so the report can say which side ran out first.
 //!
+//! The target's processes also have their TCP payload bytes sampled ([`tcp`]), for the
+//! bandwidth and bytes per message of sizing.
+//!
 //! Reading `/proc/PID/stat` and `/proc/PID/status` by hand: two fields each, where a crate
 //! such as `procfs` would add a dependency tree for what is a line of parsing.
+
+pub mod tcp;
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +46,87 @@ pub struct ProcUsage {
     pub fds_peak: u64,
     /// True when the process went away during the run.
     pub exited: bool,
+    /// Per-second samples of a target process's open TCP sockets, the first at second 0
+    /// before any login: (second of the run, payload bytes received, payload bytes sent and
+    /// acknowledged), each summed over the sockets open then ([`tcp`]). Empty for the generator, and where `sock_diag` is
+    /// unavailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<(u32, u64, u64)>,
+}
+
+/// The watched target processes of a result, each once: every shard of a run on one host
+/// samples the same server, so of each pid only the samples of the lowest shard are kept.
+pub fn targets(procs: &[ProcUsage]) -> Vec<&ProcUsage> {
+    let mut out: Vec<&ProcUsage> = Vec::new();
+    for p in procs.iter().filter(|p| !p.generator) {
+        match out.iter_mut().find(|q| q.pid == p.pid && q.name == p.name) {
+            Some(q) if p.shard < q.shard => *q = p,
+            Some(_) => {}
+            None => out.push(p),
+        }
+    }
+    out
+}
+
+/// The CPU (% of one core) and resident memory (bytes) of `procs` summed per sample
+/// second; a process sampled twice in one second (the last sample of a run) counts once,
+/// with its later sample.
+pub fn usage_by_second<'a>(
+    procs: impl IntoIterator<Item = &'a ProcUsage>,
+) -> std::collections::BTreeMap<u32, (f64, u64)> {
+    let mut sums: std::collections::BTreeMap<u32, (f64, u64)> = Default::default();
+    for p in procs {
+        let own: std::collections::BTreeMap<u32, (f32, u64)> = p
+            .series
+            .iter()
+            .map(|&(sec, cpu, rss)| (sec, (cpu, rss)))
+            .collect();
+        for (sec, (cpu, rss)) in own {
+            let e = sums.entry(sec).or_default();
+            e.0 += f64::from(cpu);
+            e.1 += rss;
+        }
+    }
+    sums
+}
+
+/// The TCP byte counts of `procs` summed per sample second: (received, sent), for the
+/// seconds at which every one of them was sampled.
+pub fn tcp_by_second<'a>(
+    procs: impl IntoIterator<Item = &'a ProcUsage>,
+) -> std::collections::BTreeMap<u32, (u64, u64)> {
+    let mut sums: std::collections::BTreeMap<u32, (u64, u64, usize)> = Default::default();
+    let mut n = 0;
+    for p in procs {
+        n += 1;
+        // Of two samples in one second (the last of a run, after the sockets closed) the
+        // first counts.
+        let mut own: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+        for &(sec, received, sent) in &p.tcp {
+            own.entry(sec).or_insert((received, sent));
+        }
+        for (sec, (received, sent)) in own {
+            let e = sums.entry(sec).or_default();
+            e.0 += received;
+            e.1 += sent;
+            e.2 += 1;
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, e)| e.2 == n)
+        .map(|(sec, e)| (sec, (e.0, e.1)))
+        .collect()
+}
+
+/// Bytes received and sent in metrics second `sec` from [`tcp_by_second`]: a sample taken
+/// at second `t` closes metrics second `t - 1`, so the samples `sec` and `sec + 1` bound
+/// it. `None` when either is missing or a sum shrank (sockets closed in between).
+pub fn tcp_in_second(
+    sums: &std::collections::BTreeMap<u32, (u64, u64)>,
+    sec: u32,
+) -> Option<(u64, u64)> {
+    let (lo, hi) = (sums.get(&sec)?, sums.get(&(sec + 1))?);
+    Some((hi.0.checked_sub(lo.0)?, hi.1.checked_sub(lo.1)?))
 }
 
 /// One reading of a process.
@@ -119,6 +205,10 @@ impl Monitor {
                     name: comm(pid),
                     pid,
                     shard,
+                    // The baseline at the start of second 0.
+                    tcp: tcp::bytes_of(pid)
+                        .map(|b| vec![(0, b.received, b.sent)])
+                        .unwrap_or_default(),
                     ..ProcUsage::default()
                 },
                 read(pid),
@@ -138,6 +228,11 @@ impl Monitor {
                 usage.exited = true;
                 continue;
             };
+            if !usage.generator {
+                if let Ok(b) = tcp::bytes_of(usage.pid) {
+                    usage.tcp.push((sec, b.received, b.sent));
+                }
+            }
             usage.rss_peak_bytes = usage.rss_peak_bytes.max(now.rss);
             usage.threads_peak = usage.threads_peak.max(now.threads);
             usage.fds_peak = usage.fds_peak.max(now.fds);
