@@ -70,7 +70,9 @@ pub struct ServeArgs {
     /// Close a WebSocket that has not logged in this long after the upgrade, e.g. `10s`.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub login_timeout: Duration,
-    /// Most connections not yet logged in; a new one past that evicts the oldest.
+    /// Most connections not yet logged in. At the cap the server stops accepting (new
+    /// connections wait in the listen backlog) until one logs in or goes, or the oldest has
+    /// been pending longer than `--handshake-timeout`: then a new one evicts it.
     /// Default: a quarter of `--max-connections`, at least 1024.
     #[arg(long)]
     pub max_unauthenticated: Option<usize>,
