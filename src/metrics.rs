@@ -194,6 +194,8 @@ pub enum ErrorKind {
     AuthFailed,
     /// The server refused to create the user's account (XMPP in-band registration).
     Registration,
+    /// The server refused the login because it holds as many connections as it will.
+    ServerFull,
     /// The server sent something the protocol does not allow.
     Protocol,
     /// The server closed the connection.
@@ -214,13 +216,14 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
         ErrorKind::HttpStatus,
         ErrorKind::AuthFailed,
         ErrorKind::Registration,
+        ErrorKind::ServerFull,
         ErrorKind::Protocol,
         ErrorKind::ClosedByPeer,
         ErrorKind::SlowConsumer,
@@ -240,6 +243,7 @@ impl ErrorKind {
             ErrorKind::HttpStatus => "http_status",
             ErrorKind::AuthFailed => "auth_failed",
             ErrorKind::Registration => "registration",
+            ErrorKind::ServerFull => "server_full",
             ErrorKind::Protocol => "protocol",
             ErrorKind::ClosedByPeer => "closed_by_peer",
             ErrorKind::SlowConsumer => "slow_consumer",
@@ -262,6 +266,9 @@ impl ErrorKind {
             ErrorKind::HttpStatus => "the WebSocket upgrade got an HTTP error status",
             ErrorKind::AuthFailed => "the server rejected the user's credentials",
             ErrorKind::Registration => "the server refused to create the user's account",
+            ErrorKind::ServerFull => {
+                "the server refused the login: it holds its maximum of connections"
+            }
             ErrorKind::Protocol => "the server sent a frame the protocol does not allow",
             ErrorKind::ClosedByPeer => "the server closed an established connection",
             ErrorKind::SlowConsumer => "the server dropped a user that read too slowly",

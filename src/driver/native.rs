@@ -146,6 +146,7 @@ impl NativeDriver {
                 ServerFrame::Error { code, message, .. } => Err(Failure::new(
                     match code {
                         ErrorCode::BadToken => ErrorKind::AuthFailed,
+                        ErrorCode::TooManyConnections => ErrorKind::ServerFull,
                         _ => ErrorKind::Protocol,
                     },
                     format!("login refused: {}: {message}", code.as_str()),
