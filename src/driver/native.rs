@@ -23,9 +23,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::Message;
 
-use super::ws::{classify, Dialer, Ws};
+use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
@@ -261,30 +261,8 @@ impl NativeSession {
 
     /// Reads the next protocol frame, skipping WebSocket control frames.
     async fn read_frame(&mut self) -> Result<ServerFrame, Failure> {
-        let text = self.read_text().await?;
+        let text = read_text(&mut self.ws).await?;
         parse(&text)
-    }
-
-    /// Reads the next text frame, skipping WebSocket control frames.
-    async fn read_text(&mut self) -> Result<Utf8Bytes, Failure> {
-        loop {
-            match self.ws.next().await {
-                None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
-                Some(Err(e)) => return Err(classify(&e)),
-                Some(Ok(Message::Text(text))) => return Ok(text),
-                Some(Ok(Message::Close(frame))) => {
-                    let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                    return Err(Failure::new(
-                        ErrorKind::ClosedByPeer,
-                        format!("closed by server: {why}"),
-                    ));
-                }
-                Some(Ok(Message::Binary(_))) => {
-                    return Err(Failure::new(ErrorKind::Protocol, "unexpected binary frame"))
-                }
-                Some(Ok(_)) => continue,
-            }
-        }
     }
 
     /// The engine event of one frame's text, if it is one: pushes and acks are read in
@@ -546,7 +524,7 @@ impl Session for NativeSession {
             }
         }
         loop {
-            match self.read_text().await {
+            match read_text(&mut self.ws).await {
                 Ok(text) => {
                     if let Some(ev) = self.event_of_text(&text) {
                         return ev;

@@ -27,10 +27,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Emit, Options, NAME};
 use self::packet::{Kind, Packet, Sio};
-use super::ws::{Dialer, Ws};
+use super::ws::{read_text, Dialer, Ws};
 use super::ws_json::path::as_str;
 use super::ws_json::template::Values;
-use super::ws_json::{clip, credentials, now_ms, read_text, text_of};
+use super::ws_json::{clip, credentials, now_ms, text_of};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,

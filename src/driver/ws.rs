@@ -178,6 +178,30 @@ pub fn classify(e: &tungstenite::Error) -> Failure {
     }
 }
 
+/// The next text frame on `ws`, skipping WebSocket control frames (tungstenite answers
+/// pings itself); a close or the end of the stream is `closed_by_peer`, a binary frame a
+/// protocol error. Shared by the drivers that speak JSON text frames.
+pub async fn read_text(ws: &mut Ws) -> Result<tungstenite::Utf8Bytes, Failure> {
+    loop {
+        match ws.next().await {
+            None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
+            Some(Err(e)) => return Err(classify(&e)),
+            Some(Ok(Message::Text(text))) => return Ok(text),
+            Some(Ok(Message::Close(frame))) => {
+                let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
+                return Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    format!("closed by server: {why}"),
+                ));
+            }
+            Some(Ok(Message::Binary(_))) => {
+                return Err(Failure::new(ErrorKind::Protocol, "unexpected binary frame"))
+            }
+            Some(Ok(_)) => continue,
+        }
+    }
+}
+
 /// Classifies a socket failure for the error taxonomy.
 fn classify_io(io: &std::io::Error) -> Failure {
     match io.kind() {

@@ -30,7 +30,7 @@ use self::options::{Options, NAME};
 use self::path::{as_str, Doc, Frame};
 use self::template::{Template, Values};
 use super::native::{Cursors, Push};
-use super::ws::{classify, Dialer, Ws};
+use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
@@ -369,30 +369,6 @@ fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
     // splitting on it yields the frame whole.
     text.split(sep)
         .filter(move |d| !lines || !d.trim().is_empty())
-}
-
-/// The next text frame, answering nothing and skipping WebSocket control frames.
-pub(crate) async fn read_text(
-    ws: &mut Ws,
-) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, Failure> {
-    loop {
-        match ws.next().await {
-            None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
-            Some(Err(e)) => return Err(classify(&e)),
-            Some(Ok(Message::Text(text))) => return Ok(text),
-            Some(Ok(Message::Close(frame))) => {
-                let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                return Err(Failure::new(
-                    ErrorKind::ClosedByPeer,
-                    format!("closed by server: {why}"),
-                ));
-            }
-            Some(Ok(Message::Binary(_))) => {
-                return Err(Failure::new(ErrorKind::Protocol, "unexpected binary frame"))
-            }
-            Some(Ok(_)) => continue,
-        }
-    }
 }
 
 /// The first 120 characters of a frame, for error examples.
