@@ -122,11 +122,7 @@ impl Ladder {
                 from: from_sec,
                 window: (lo, hi),
                 whole_run: false,
-                delivery: false,
             });
-        }
-        if let Some(last) = spans.last_mut() {
-            last.delivery = true;
         }
         spans
     }

@@ -53,7 +53,8 @@ pub struct StepRow {
     pub ack_p99_us: Option<u64>,
     /// Request round trip p99, µs.
     pub request_p99_us: Option<u64>,
-    /// Messages never delivered, over the whole step.
+    /// Messages never delivered, over the whole step (steps that share one run: the run's,
+    /// which cannot be dated to a step).
     pub lost: u64,
     /// Errors of every kind, over the whole step.
     pub errors: u64,
@@ -85,7 +86,6 @@ pub fn of(value: f64, a: &Artifact, warmup_s: f64, result: String) -> Step {
         from: 0,
         window: (lo, hi),
         whole_run: true,
-        delivery: true,
     };
     measure(value, a, &span, result)
 }
@@ -99,11 +99,9 @@ pub struct Span {
     /// The steady window `[from, to)`: rates, latencies, CPU and memory.
     pub window: (u32, u32),
     /// The step has the run to itself: logins, errors and send errors are the run's.
+    /// (Delivery counts — lost, duplicated, reordered, corrupted, late — are always the
+    /// run's: they cannot be dated to a step of a shared run.)
     pub whole_run: bool,
-    /// The step carries the run's delivery checks (lost, duplicated, reordered,
-    /// corrupted, late) and its lost count. When several steps share a run, those counts
-    /// cannot be dated to a step and only the highest step carries them.
-    pub delivery: bool,
 }
 
 /// The step at `value` that covers `span` of the run that left `a`.
@@ -154,11 +152,10 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
             Measure::Check(CheckMetric::SendErrorRate) if !span.whole_run => {
                 ratio(refused + send_errors, sent + send_errors)
             }
-            Measure::Check(_) if !span.delivery => {
-                // A delivery count: the run's, judged at the highest step only.
-                c.passed = true;
-                continue;
-            }
+            // A delivery count (lost, duplicated, …) is the whole run's and cannot be dated to
+            // a step: a run that lost nothing lost nothing in any of its steps, and when the run
+            // failed, none of its steps passes on that check (never a pass the run does not
+            // prove). Its value is the run's.
             _ => continue,
         };
         if let Some(v) = windowed {
@@ -190,11 +187,7 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
             e2e_p99_us: e2e.as_ref().map(|w| w.p99),
             ack_p99_us: ack.as_ref().map(|w| w.p99),
             request_p99_us: request.as_ref().map(|w| w.p99),
-            lost: if span.delivery {
-                report.delivery.lost
-            } else {
-                0
-            },
+            lost: report.delivery.lost,
             errors,
             generator_cpu_pct: gen_cpu,
             generator_rss_bytes: gen_rss,
@@ -296,5 +289,48 @@ fn describe(c: &CheckOutcome) -> String {
     match c.value {
         Some(_) => format!("{} failed: {measured} {wrong} {}", c.key, show(c.bound)),
         None => format!("{} failed: {measured}", c.key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step that shares its run with others (users added rung by rung) carries the run's
+    /// delivery verdict: when the run lost a message, the step does not pass on `max_lost`
+    /// even though the loss cannot be dated to it, and its row shows the run's count.
+    #[test]
+    fn issue_15_a_shared_runs_loss_fails_every_one_of_its_steps() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/report/testdata/result.json");
+        let mut a = Artifact::read(&path).expect("the fixture reads");
+        let lower = Span {
+            from: 0,
+            window: (0, 5),
+            whole_run: false,
+        };
+        let clean = measure(12.0, &a, &lower, String::new());
+        assert!(
+            !clean
+                .failed
+                .iter()
+                .any(|f| f.starts_with("checks.max_lost")),
+            "{:?}",
+            clean.failed
+        );
+        a.ledger.expect(999_999, 1);
+        a.ledger.sent(999_999, 0);
+        let lossy = measure(12.0, &a, &lower, String::new());
+        assert!(!lossy.passed);
+        assert!(
+            lossy
+                .failed
+                .iter()
+                .any(|f| f.starts_with("checks.max_lost")),
+            "{:?}",
+            lossy.failed
+        );
+        assert_eq!(lossy.row.lost, a.ledger.summary().lost);
+        assert!(lossy.row.lost >= 1);
     }
 }
