@@ -6,6 +6,8 @@
 //!
 //! This module imports nothing else from the crate.
 
+mod scan;
+
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
@@ -144,12 +146,19 @@ impl<'a> Hot<'a> {
     /// first, no spaces); `None` for any other frame, which the caller reads as an owned
     /// [`ServerFrame`]. (Serde's internally tagged enums buffer every field of a frame
     /// into owned values before they pick the variant; this dispatches on the tag first
-    /// and then borrows.)
+    /// and then borrows.) The server's exact spelling is read without a JSON parser
+    /// (`scan`); anything else after the tag, with serde_json.
     pub fn parse(text: &'a str) -> Option<Result<Hot<'a>, serde_json::Error>> {
-        if text.starts_with(MSG_START) {
-            Some(serde_json::from_str(text).map(Hot::Msg))
-        } else if text.starts_with(ACK_START) {
-            Some(serde_json::from_str(text).map(Hot::Ack))
+        if let Some(rest) = text.strip_prefix(MSG_START) {
+            Some(match scan::msg(rest) {
+                Some(m) => Ok(Hot::Msg(m)),
+                None => serde_json::from_str(text).map(Hot::Msg),
+            })
+        } else if let Some(rest) = text.strip_prefix(ACK_START) {
+            Some(match scan::ack(rest) {
+                Some(a) => Ok(Hot::Ack(a)),
+                None => serde_json::from_str(text).map(Hot::Ack),
+            })
         } else {
             None
         }
