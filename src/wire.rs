@@ -150,17 +150,18 @@ impl<'a> Hot<'a> {
     /// (`scan`); anything else after the tag, with serde_json.
     pub fn parse(text: &'a str) -> Option<Result<Hot<'a>, serde_json::Error>> {
         if let Some(rest) = text.strip_prefix(MSG_START) {
-            Some(match scan::msg(rest) {
-                Some(m) => Ok(Hot::Msg(m)),
-                None => serde_json::from_str(text).map(Hot::Msg),
-            })
-        } else if let Some(rest) = text.strip_prefix(ACK_START) {
-            Some(match scan::ack(rest) {
-                Some(a) => Ok(Hot::Ack(a)),
-                None => serde_json::from_str(text).map(Hot::Ack),
-            })
+            Some(
+                scan::msg(rest)
+                    .map_or_else(|| serde_json::from_str(text), Ok)
+                    .map(Hot::Msg),
+            )
         } else {
-            None
+            let rest = text.strip_prefix(ACK_START)?;
+            Some(
+                scan::ack(rest)
+                    .map_or_else(|| serde_json::from_str(text), Ok)
+                    .map(Hot::Ack),
+            )
         }
     }
 }

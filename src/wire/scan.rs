@@ -92,15 +92,25 @@ impl<'a> Scan<'a> {
     /// within `u64`.
     fn number(&mut self) -> Option<u64> {
         let bytes = self.rest.as_bytes();
-        let len = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+        let mut value: u64 = 0;
+        let mut len = 0;
+        while let Some(digit) = bytes
+            .get(len)
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|&d| d < 10)
+        {
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            len += 1;
+        }
+        let (digits, rest) = self.rest.split_at(len);
         if len == 0 || (len > 1 && bytes[0] == b'0') {
             return None;
         }
-        let mut value: u64 = 0;
-        for &b in &bytes[..len] {
-            value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        // Up to 19 digits never overflow; 20 may.
+        if len > 19 {
+            value = digits.parse().ok()?;
         }
-        self.rest = &self.rest[len..];
+        self.rest = rest;
         Some(value)
     }
 
@@ -146,7 +156,10 @@ mod tests {
         })
         .expect("json");
         let got = ack(&text[ACK_START.len()..]).expect("scanned");
-        assert_eq!((got.r#ref, &*got.conv, got.seq, got.ts), (9, "d:a:b", 10, 11));
+        assert_eq!(
+            (got.r#ref, &*got.conv, got.seq, got.ts),
+            (9, "d:a:b", 10, 11)
+        );
     }
 
     /// Other spellings are left to serde_json, which still reads the valid ones.
@@ -188,15 +201,20 @@ mod tests {
     }
 
     fn any_msg() -> impl Strategy<Value = Msg> {
-        (any_text(), any::<u64>(), any_text(), any_text(), any::<u64>()).prop_map(
-            |(conv, seq, from, body, ts)| Msg {
+        (
+            any_text(),
+            any::<u64>(),
+            any_text(),
+            any_text(),
+            any::<u64>(),
+        )
+            .prop_map(|(conv, seq, from, body, ts)| Msg {
                 conv,
                 seq,
                 from,
                 body,
                 ts,
-            },
-        )
+            })
     }
 
     proptest! {
