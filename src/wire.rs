@@ -273,6 +273,30 @@ pub enum ClientFrame {
     },
 }
 
+/// [`ClientFrame::Send`] with its recipient and body borrowed: what a client writes per
+/// message, serialized exactly as the owned frame without copying the body into one first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename = "send")]
+pub struct SendRef<'a> {
+    /// Echoed in the ack.
+    #[serde(rename = "ref")]
+    pub r#ref: Ref,
+    /// Recipient user or group.
+    pub to: DestRef<'a>,
+    /// Opaque body.
+    pub body: &'a str,
+}
+
+/// [`Dest`] borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DestRef<'a> {
+    /// A direct (1:1) message to this user id.
+    User(&'a str),
+    /// A message to every member of this group.
+    Group(&'a str),
+}
+
 /// Frames the server sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -470,6 +494,25 @@ mod tests {
         );
         let back: ClientFrame = serde_json::from_str(&s).unwrap();
         assert_eq!(back, f);
+        let borrowed = SendRef {
+            r#ref: 7,
+            to: DestRef::Group("g1"),
+            body: "hi",
+        };
+        assert_eq!(serde_json::to_string(&borrowed).unwrap(), s);
+        let direct = SendRef {
+            to: DestRef::User("u\"2"),
+            ..borrowed
+        };
+        let owned = ClientFrame::Send {
+            r#ref: 7,
+            to: Dest::User("u\"2".into()),
+            body: "hi".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&direct).unwrap(),
+            serde_json::to_string(&owned).unwrap()
+        );
     }
 
     #[test]

@@ -249,7 +249,7 @@ pub struct NativeSession {
 }
 
 impl NativeSession {
-    async fn write(&mut self, frame: &ClientFrame) -> Result<(), Failure> {
+    async fn write(&mut self, frame: &(impl serde::Serialize + Sync)) -> Result<(), Failure> {
         let text = serde_json::to_string(frame)
             .map_err(|e| Failure::new(ErrorKind::Other, format!("cannot encode frame: {e}")))?;
         self.ws.write(Message::text(text)).await
@@ -430,13 +430,13 @@ impl Session for NativeSession {
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
         let to = match dest {
-            Dest::User(u) => wire::Dest::User(u.to_owned()),
-            Dest::Group(g) => wire::Dest::Group(g.to_owned()),
+            Dest::User(u) => wire::DestRef::User(u),
+            Dest::Group(g) => wire::DestRef::Group(g),
         };
-        self.write(&ClientFrame::Send {
+        self.write(&wire::SendRef {
             r#ref: tag,
             to,
-            body: body.to_owned(),
+            body,
         })
         .await
     }
