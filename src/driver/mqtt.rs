@@ -343,7 +343,8 @@ impl MqttSession {
             Wire::Publish { payload, ack } => Some((
                 Event::Delivered {
                     body: String::from_utf8(payload)
-                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+                        .into(),
                 },
                 ack,
             )),
@@ -510,7 +511,7 @@ impl Session for MqttSession {
             match held {
                 (Event::Delivered { .. }, _) => {
                     if let Event::Delivered { body } = self.hand_out(held) {
-                        out.push(body);
+                        out.push(body.into());
                     }
                 }
                 other => rest.push_back(other),
@@ -526,7 +527,7 @@ impl Session for MqttSession {
                 Ok(Ok(w)) => match self.absorb(w) {
                     Some(held @ (Event::Delivered { .. }, _)) => {
                         if let Event::Delivered { body } = self.hand_out(held) {
-                            out.push(body);
+                            out.push(body.into());
                         }
                     }
                     Some(held) => self.pending.push_back(held),
