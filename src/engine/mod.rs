@@ -12,6 +12,7 @@
 //! metrics, and the report decides.
 
 pub mod arrival;
+pub mod pacer;
 pub mod schedule;
 pub mod shared;
 pub mod vu;
@@ -147,6 +148,7 @@ pub async fn run<D: Driver>(
     }
     drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
     close(&mut conductor, users.tasks).await;
+    users.pacer.abort();
 
     let shared = &users.shared;
     let all = shared.collect(&plan.ledger);
@@ -179,6 +181,8 @@ struct Users {
     shared: Arc<Shared>,
     /// One task per user.
     tasks: JoinSet<()>,
+    /// The task of their timer ([`pacer`]).
+    pacer: tokio::task::JoinHandle<()>,
     /// The users of this process.
     range: std::ops::Range<UserIx>,
     /// When the last user has nothing scheduled any more, from the traffic start.
@@ -274,9 +278,11 @@ impl Users {
             };
             tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
         }
+        let pacer = tokio::spawn(shared.pacer.clone().run());
         Users {
             shared,
             tasks,
+            pacer,
             range,
             sched_end: sched.end,
             acceptance: cfg.acceptance,

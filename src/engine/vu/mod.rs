@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::time::{sleep_until, Instant};
 
 use super::schedule::{Sends, VuPlan};
@@ -98,6 +98,8 @@ struct Link<S> {
     offline: Offline,
     /// When the last heartbeat went out.
     last_heartbeat: Instant,
+    /// The due time last registered with the pacer (see [`super::pacer::Pacer::poll_due`]).
+    armed: Option<Instant>,
 }
 
 /// Runs one virtual user to the end of the run. A panic of the user's task is caught
@@ -257,9 +259,19 @@ impl<D: Driver> Vu<D> {
             },
             session,
             last_heartbeat: Instant::now(),
+            armed: None,
         };
+        // One subscription for the whole loop: a wake-up polls it without registering anew.
+        let mut phase_changes = std::pin::pin!(futures_util::stream::unfold(
+            phase_rx,
+            |mut rx| async move {
+                rx.changed().await.ok()?;
+                Some(((), rx))
+            }
+        ));
+        let pacer = self.shared.pacer.clone();
         loop {
-            let phase = *phase_rx.borrow_and_update();
+            let phase = self.shared.phase();
             if phase == Phase::Abort {
                 break;
             }
@@ -290,10 +302,13 @@ impl<D: Driver> Vu<D> {
 
             let event = tokio::select! {
                 biased;
-                _ = phase_rx.changed() => continue,
+                Some(()) = phase_changes.next() => continue,
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
-                _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600))) => None,
+                () = std::future::poll_fn(|cx| match wake {
+                    Some(due) => pacer.poll_due(cx, due, &mut link.armed),
+                    None => std::task::Poll::Pending,
+                }) => None,
                 ev = next_event(link.session.as_mut()) => Some(ev),
             };
             match event {
