@@ -39,6 +39,9 @@ struct Wheel {
     origin: Instant,
     /// Entries by slot.
     slots: Vec<Vec<(Instant, Waker)>>,
+    /// The buffers of slots that were emptied, for the next slot to fill: the calendar
+    /// holds memory for the slots in use, not for every slot at its busiest.
+    spare: Vec<Vec<(Instant, Waker)>>,
     /// Entries in all.
     len: usize,
     /// Every entry of this slot and before has been fired.
@@ -71,6 +74,9 @@ impl Wheel {
                 !fire
             });
             self.len -= before - bucket.len();
+            if bucket.is_empty() && bucket.capacity() > 0 {
+                self.spare.push(std::mem::take(bucket));
+            }
         }
         self.fired = upto;
         self.next = self.earliest();
@@ -106,6 +112,7 @@ impl Default for Pacer {
             wheel: Mutex::new(Wheel {
                 origin: Instant::now(),
                 slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+                spare: Vec::new(),
                 len: 0,
                 fired: 0,
                 next: None,
@@ -123,18 +130,23 @@ impl Pacer {
 
     /// Wakes `waker` once `due` has passed (at once if the timer has passed it already).
     pub fn wake_at(&self, due: Instant, waker: Waker) {
-        let mut w = self.wheel();
+        let mut guard = self.wheel();
+        let w = &mut *guard;
         let slot = w.slot(due);
         if slot <= w.fired {
-            drop(w);
+            drop(guard);
             waker.wake();
             return;
         }
-        w.slots[(slot % SLOTS) as usize].push((due, waker));
+        let bucket = &mut w.slots[(slot % SLOTS) as usize];
+        if bucket.capacity() == 0 {
+            *bucket = w.spare.pop().unwrap_or_default();
+        }
+        bucket.push((due, waker));
         w.len += 1;
         if w.next.is_none_or(|n| due < n) {
             w.next = Some(due);
-            drop(w);
+            drop(guard);
             self.earlier.notify_one();
         }
     }
@@ -277,6 +289,29 @@ mod tests {
         assert!(pacer.poll_due(&mut cx, later, &mut armed).is_pending());
         assert!(pacer.poll_due(&mut cx, later, &mut armed).is_pending());
         assert_eq!(pacer.wheel().len, 1);
+        task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_emptied_slot_gives_its_buffer_to_the_next_slot_filled() {
+        let pacer = Arc::new(Pacer::default());
+        let task = tokio::spawn(pacer.clone().run());
+        let t0 = Instant::now();
+        for _ in 0..100 {
+            pacer.wake_at(t0 + Duration::from_millis(5), futures_util::task::noop_waker());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        {
+            let w = pacer.wheel();
+            assert_eq!(w.len, 0);
+            assert!(w.slots.iter().all(|b| b.capacity() == 0));
+            assert_eq!(w.spare.len(), 1);
+        }
+        pacer.wake_at(t0 + Duration::from_secs(1), futures_util::task::noop_waker());
+        let w = pacer.wheel();
+        assert!(w.spare.is_empty());
+        assert!(w.slots.iter().any(|b| b.capacity() >= 100));
+        drop(w);
         task.abort();
     }
 }
