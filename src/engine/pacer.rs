@@ -298,7 +298,10 @@ mod tests {
         let task = tokio::spawn(pacer.clone().run());
         let t0 = Instant::now();
         for _ in 0..100 {
-            pacer.wake_at(t0 + Duration::from_millis(5), futures_util::task::noop_waker());
+            pacer.wake_at(
+                t0 + Duration::from_millis(5),
+                futures_util::task::noop_waker(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
         {
@@ -307,7 +310,10 @@ mod tests {
             assert!(w.slots.iter().all(|b| b.capacity() == 0));
             assert_eq!(w.spare.len(), 1);
         }
-        pacer.wake_at(t0 + Duration::from_secs(1), futures_util::task::noop_waker());
+        pacer.wake_at(
+            t0 + Duration::from_secs(1),
+            futures_util::task::noop_waker(),
+        );
         let w = pacer.wheel();
         assert!(w.spare.is_empty());
         assert!(w.slots.iter().any(|b| b.capacity() >= 100));

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::schedule::{Sends, VuPlan};
@@ -261,17 +261,9 @@ impl<D: Driver> Vu<D> {
             last_heartbeat: Instant::now(),
             armed: None,
         };
-        // One subscription for the whole loop: a wake-up polls it without registering anew.
-        let mut phase_changes = std::pin::pin!(futures_util::stream::unfold(
-            phase_rx,
-            |mut rx| async move {
-                rx.changed().await.ok()?;
-                Some(((), rx))
-            }
-        ));
         let pacer = self.shared.pacer.clone();
         loop {
-            let phase = self.shared.phase();
+            let phase = *phase_rx.borrow_and_update();
             if phase == Phase::Abort {
                 break;
             }
@@ -302,7 +294,7 @@ impl<D: Driver> Vu<D> {
 
             let event = tokio::select! {
                 biased;
-                Some(()) = phase_changes.next() => continue,
+                _ = phase_rx.changed() => continue,
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
                 () = std::future::poll_fn(|cx| match wake {
