@@ -4,7 +4,8 @@
 //! traffic starts once every on-time user has tried to log in (in a sharded run, every
 //! shard's: [`StartBarrier`]); each user's sends are due
 //! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
-//! loop); latency counts from the due time. When everything scheduled is done the run
+//! loop); latency counts from the due time. One timer wakes every user whose work is due
+//! ([`pacer`]). When everything scheduled is done the run
 //! drains in-flight deliveries for a bounded time, runs the final verification sync, and
 //! collects the per-slot recorders into one [`Outcome`].
 //!

@@ -261,7 +261,6 @@ impl<D: Driver> Vu<D> {
             last_heartbeat: Instant::now(),
             armed: None,
         };
-        let pacer = self.shared.pacer.clone();
         loop {
             let phase = *phase_rx.borrow_and_update();
             if phase == Phase::Abort {
@@ -298,7 +297,7 @@ impl<D: Driver> Vu<D> {
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
                 () = std::future::poll_fn(|cx| match wake {
-                    Some(due) => pacer.poll_due(cx, due, &mut link.armed),
+                    Some(due) => self.shared.pacer.poll_due(cx, due, &mut link.armed),
                     None => std::task::Poll::Pending,
                 }) => None,
                 ev = next_event(link.session.as_mut()) => Some(ev),
