@@ -4,7 +4,8 @@
 //! traffic starts once every on-time user has tried to log in (in a sharded run, every
 //! shard's: [`StartBarrier`]); each user's sends are due
 //! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
-//! loop); latency counts from the due time. When everything scheduled is done the run
+//! loop); latency counts from the due time. One timer wakes every user whose work is due
+//! ([`pacer`]). When everything scheduled is done the run
 //! drains in-flight deliveries for a bounded time, runs the final verification sync, and
 //! collects the per-slot recorders into one [`Outcome`].
 //!
@@ -12,6 +13,7 @@
 //! metrics, and the report decides.
 
 pub mod arrival;
+pub mod pacer;
 pub mod schedule;
 pub mod shared;
 pub mod vu;
@@ -147,6 +149,7 @@ pub async fn run<D: Driver>(
     }
     drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
     close(&mut conductor, users.tasks).await;
+    users.pacer.abort();
 
     let shared = &users.shared;
     let all = shared.collect(&plan.ledger);
@@ -179,6 +182,8 @@ struct Users {
     shared: Arc<Shared>,
     /// One task per user.
     tasks: JoinSet<()>,
+    /// The task of their timer ([`pacer`]).
+    pacer: tokio::task::JoinHandle<()>,
     /// The users of this process.
     range: std::ops::Range<UserIx>,
     /// When the last user has nothing scheduled any more, from the traffic start.
@@ -274,9 +279,11 @@ impl Users {
             };
             tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
         }
+        let pacer = tokio::spawn(shared.pacer.clone().run());
         Users {
             shared,
             tasks,
+            pacer,
             range,
             sched_end: sched.end,
             acceptance: cfg.acceptance,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
+use super::pacer::Pacer;
 use super::schedule::GroupInfo;
 use crate::clock::Clock;
 use crate::ledger::Ledger;
@@ -105,6 +106,8 @@ pub struct Shared {
     pub group_of_stream: foldhash::HashMap<StreamId, Arc<GroupInfo>>,
     /// Which shard sent each stream, in a sharded run (cross-shard latencies are kept apart).
     pub senders: Option<SenderShards>,
+    /// The users' timer for due work (its task runs while the users do).
+    pub pacer: Arc<Pacer>,
     fanout: Fanout,
 }
 
@@ -142,6 +145,7 @@ impl Shared {
             group_local,
             group_of_stream,
             senders: None,
+            pacer: Arc::default(),
             fanout: Fanout {
                 slots: (0..16).map(|_| Mutex::default()).collect(),
             },

@@ -98,6 +98,8 @@ struct Link<S> {
     offline: Offline,
     /// When the last heartbeat went out.
     last_heartbeat: Instant,
+    /// The due time last registered with the pacer (see [`super::pacer::Pacer::poll_due`]).
+    armed: Option<Instant>,
 }
 
 /// Runs one virtual user to the end of the run. A panic of the user's task is caught
@@ -257,6 +259,7 @@ impl<D: Driver> Vu<D> {
             },
             session,
             last_heartbeat: Instant::now(),
+            armed: None,
         };
         loop {
             let phase = *phase_rx.borrow_and_update();
@@ -293,7 +296,10 @@ impl<D: Driver> Vu<D> {
                 _ = phase_rx.changed() => continue,
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
-                _ = sleep_until(wake.unwrap_or(now + Duration::from_secs(3600))) => None,
+                () = std::future::poll_fn(|cx| match wake {
+                    Some(due) => self.shared.pacer.poll_due(cx, due, &mut link.armed),
+                    None => std::task::Poll::Pending,
+                }) => None,
                 ev = next_event(link.session.as_mut()) => Some(ev),
             };
             match event {
