@@ -121,7 +121,8 @@ enum In {
 
 /// A packet to write.
 enum Out<'a> {
-    Connect(&'a Hello, u16),
+    /// CONNECT with the keep-alive in seconds and the largest packet accepted.
+    Connect(&'a Hello, u16, usize),
     Publish {
         topic: String,
         qos: u8,
@@ -205,7 +206,7 @@ impl Conn {
             failed: None,
         };
         let keep_alive = setup.keep_alive.as_secs().min(u64::from(u16::MAX)) as u16;
-        conn.put(Out::Connect(hello, keep_alive))?;
+        conn.put(Out::Connect(hello, keep_alive, setup.max_packet))?;
         conn.write_all().await?;
         match conn.read().await? {
             In::ConnAck {
@@ -245,26 +246,27 @@ impl Conn {
 
     async fn next_inner(&mut self) -> Result<Wire, Failure> {
         loop {
+            if let Some(packet) = self.parse()? {
+                if let Some(w) = self.absorb(packet)? {
+                    return Ok(w);
+                }
+                continue;
+            }
+            // Nothing left to parse: what the packets read so far owe goes out in one
+            // write before waiting for more.
             self.write_all().await?;
-            let packet = match self.parse()? {
-                Some(p) => p,
-                None if self.self_ping.is_zero() => {
-                    self.fill().await?;
-                    continue;
-                }
-                None => {
-                    let due = self.ping_sent.unwrap_or(self.last_write) + self.self_ping;
-                    if tokio::time::timeout_at(due.into(), self.fill())
-                        .await
-                        .is_err()
-                    {
-                        self.ping()?;
-                    }
-                    continue;
-                }
-            };
-            if let Some(w) = self.absorb(packet)? {
-                return Ok(w);
+            if self.self_ping.is_zero() {
+                self.fill().await?;
+                continue;
+            }
+            let due = self.ping_sent.unwrap_or(self.last_write) + self.self_ping;
+            // Boxed: the timer is only for connections that ping by themselves, and an
+            // idle connection's read future stays small without it.
+            if Box::pin(tokio::time::timeout_at(due.into(), self.fill()))
+                .await
+                .is_err()
+            {
+                self.ping()?;
             }
         }
     }
@@ -499,7 +501,10 @@ impl Conn {
             return Ok(None);
         }
         let packet = if self.v5 {
-            match v5::Packet::read(&mut self.rbuf, Some(self.max_packet as u32)) {
+            match v5::Packet::read(
+                &mut self.rbuf,
+                Some(u32::try_from(self.max_packet).unwrap_or(u32::MAX)),
+            ) {
                 Ok(p) => decode5(p),
                 Err(rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
                 Err(e) => return Err(unreadable(&e)),
@@ -554,7 +559,7 @@ fn qos5(q: u8) -> QoS5 {
 fn encode4(out: Out<'_>) -> v4::Packet {
     use v4::Packet as P;
     match out {
-        Out::Connect(h, keep_alive) => {
+        Out::Connect(h, keep_alive, _) => {
             let mut c = v4::Connect::new(h.client_id.as_str());
             c.keep_alive = keep_alive;
             c.clean_session = h.clean_start;
@@ -590,9 +595,10 @@ fn encode4(out: Out<'_>) -> v4::Packet {
 fn encode5(out: Out<'_>) -> v5::Packet {
     use v5::Packet as P;
     match out {
-        Out::Connect(h, keep_alive) => {
+        Out::Connect(h, keep_alive, max_packet) => {
             let props = v5::ConnectProperties {
                 session_expiry_interval: Some(h.expiry),
+                max_packet_size: Some(u32::try_from(max_packet).unwrap_or(u32::MAX)),
                 ..v5::ConnectProperties::new()
             };
             let c = v5::Connect {
