@@ -37,11 +37,11 @@ run() {
 import json, sys
 a = json.load(open(sys.argv[1]))
 sh = a["shards"][0]
-led = a.get("ledger") or {}
+c = a["metrics"]["counters"]
 print(f"{sys.argv[2]}: users {sh['users']}, generator CPU {sh['cpu_s']:.2f} s, "
-      f"peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB")
+      f"peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB, heartbeats {c['heartbeats']:,}, "
+      f"disconnects {c['disconnects']}")
 open(sys.argv[1] + ".rss", "w").write(str(sh["peak_rss_bytes"]))
-open(sys.argv[1] + ".cpu", "w").write(str(sh["cpu_s"]))
 PY
     grep -E '^\| (connect|heartbeats|errors|send → ack|end-to-end|sent |delivered intact|lost|duplicated)' "$WORK/$name.txt" || true
 }
@@ -81,11 +81,11 @@ receivers = 500
 rate = 40000
 duration = \"10s\"
 size = 100"
-python3 - "$WORK/direct-max" <<'PY'
+python3 - "$WORK/direct-max/result.json" <<'PY'
 import json, sys
-a = json.load(open(sys.argv[1] + "/result.json"))
-cpu = a["shards"][0]["cpu_s"]
-s = json.dumps(a)
+a = json.load(open(sys.argv[1]))
+c, cpu = a["metrics"]["counters"], a["shards"][0]["cpu_s"]
+print(f"== direct-max: {c['sent']:,} sent, {c['received']:,} received, generator CPU {cpu:.2f} s: "
+      f"{c['received'] / cpu:,.0f} received msgs per CPU-second")
 PY
-grep -E '^\| delivered intact' "$WORK/direct-max.txt" | head -1
 echo "== mosquitto peak RSS $(awk '/VmHWM/ {print $2" "$3}' /proc/$MOSQ_PID/status)"
