@@ -67,7 +67,7 @@ print(f"== generator memory per idle MQTT user: {(big - small) / 9000:.0f} bytes
 PY
 
 run "direct-max" "name = \"direct-max\"
-drain = \"5s\"
+drain = \"15s\"
 [target]
 driver = \"mqtt\"
 url = \"$URL\"

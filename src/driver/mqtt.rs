@@ -343,6 +343,12 @@ impl Session for MqttSession {
                 format!("`{topic}` is not a valid topic to publish to"),
             ));
         }
+        // Past `max_inflight` the send waits for an acknowledgement here, where the
+        // engine sees (and reports) the wait as lag.
+        while self.conn.full() {
+            let w = self.conn.next().await?;
+            self.pending.extend(Self::absorb(w));
+        }
         self.conn.publish(tag, topic, body).await
     }
 

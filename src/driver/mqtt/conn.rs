@@ -18,7 +18,6 @@
 //! Both directions are cancel-safe: a read appends to the read buffer and a packet leaves
 //! it only once complete; a write drops only the bytes the socket took.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -159,8 +158,6 @@ pub struct Conn {
     wbuf: BytesMut,
     /// Packet id and tag of every publish not yet acknowledged.
     inflight: Vec<(u16, u64)>,
-    /// Publishes waiting for a free in-flight slot: tag, topic, payload.
-    waiting: VecDeque<(u64, String, Bytes)>,
     last_pkid: u16,
     /// When the last bytes went out.
     last_write: Instant,
@@ -199,7 +196,6 @@ impl Conn {
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
             inflight: Vec::new(),
-            waiting: VecDeque::new(),
             last_pkid: 0,
             last_write: Instant::now(),
             ping_sent: None,
@@ -304,25 +300,17 @@ impl Conn {
             }
             In::Other => None,
         };
-        if matches!(w, Some(Wire::Outcome { .. })) {
-            self.release()?;
-        }
         Ok(w)
     }
 
-    /// Sends the publishes that waited for a free in-flight slot.
-    fn release(&mut self) -> Result<(), Failure> {
-        while self.inflight.len() < usize::from(self.max_inflight) {
-            let Some((tag, topic, payload)) = self.waiting.pop_front() else {
-                break;
-            };
-            self.start(tag, topic, payload)?;
-        }
-        Ok(())
+    /// Whether every in-flight slot is taken: a publish must wait for an outcome.
+    pub fn full(&self) -> bool {
+        self.qos > 0 && self.inflight.len() >= usize::from(self.max_inflight)
     }
 
     /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
-    /// with `tag` (none for QoS 0). Past `max_inflight` it waits in the client.
+    /// with `tag` (none for QoS 0). The caller waits while the connection is
+    /// [`Conn::full`].
     pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
         self.alive()?;
         let payload = Bytes::copy_from_slice(body.as_bytes());
@@ -333,10 +321,8 @@ impl Conn {
                 pkid: 0,
                 payload,
             })?;
-        } else if self.inflight.len() < usize::from(self.max_inflight) {
-            self.start(tag, topic, payload)?;
         } else {
-            self.waiting.push_back((tag, topic, payload));
+            self.start(tag, topic, payload)?;
         }
         if self.wbuf.len() >= WRITE_COALESCE {
             self.flush().await?;
