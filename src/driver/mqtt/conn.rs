@@ -313,33 +313,22 @@ impl Conn {
     /// [`Conn::full`].
     pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
         self.alive()?;
-        let payload = Bytes::copy_from_slice(body.as_bytes());
-        if self.qos == 0 {
-            self.put(Out::Publish {
-                topic,
-                qos: 0,
-                pkid: 0,
-                payload,
-            })?;
-        } else {
-            self.start(tag, topic, payload)?;
-        }
-        if self.wbuf.len() >= WRITE_COALESCE {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Writes a QoS ≥ 1 publish with a fresh packet id.
-    fn start(&mut self, tag: u64, topic: String, payload: Bytes) -> Result<(), Failure> {
-        let pkid = self.next_pkid();
+        let pkid = match self.qos {
+            0 => 0,
+            _ => self.next_pkid(),
+        };
         self.put(Out::Publish {
             topic,
             qos: self.qos,
             pkid,
-            payload,
+            payload: Bytes::copy_from_slice(body.as_bytes()),
         })?;
-        self.inflight.push((pkid, tag));
+        if self.qos > 0 {
+            self.inflight.push((pkid, tag));
+        }
+        if self.wbuf.len() >= WRITE_COALESCE {
+            self.flush().await?;
+        }
         Ok(())
     }
 
