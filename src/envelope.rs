@@ -192,17 +192,10 @@ pub fn decode(body: &str) -> Decoded {
         // A magic changed in one byte is ours if the rest checks out.
         return repair(body.as_bytes()).map_or(Decoded::Foreign, Decoded::Corrupt);
     };
-    match parse(rest) {
-        Some((env, sum, true)) => {
-            if crc32fast::hash(&rest[9..]) == sum {
-                Decoded::Intact(env)
-            } else {
-                Decoded::Corrupt(env)
-            }
-        }
-        Some((_, _, false)) | None => {
-            repair(body.as_bytes()).map_or(Decoded::Damaged, Decoded::Corrupt)
-        }
+    match verify(rest, &[]) {
+        Some((env, true)) => Decoded::Intact(env),
+        Some((env, false)) => Decoded::Corrupt(env),
+        None => repair(body.as_bytes()).map_or(Decoded::Damaged, Decoded::Corrupt),
     }
 }
 
@@ -247,17 +240,17 @@ fn repair(body: &[u8]) -> Option<Envelope> {
 /// The envelope of the body `head` + `tail` (`head` starting with the magic) when its
 /// header and body checksums both match.
 fn checked(head: &[u8], tail: &[u8]) -> Option<Envelope> {
-    let (env, sum, true) = parse(&head[MAGIC.len()..])? else {
-        return None;
-    };
-    let mut all = crc32fast::Hasher::new();
-    all.update(&head[SUM_COVERS_FROM..]);
-    all.update(tail);
-    (all.finalize() == sum).then_some(env)
+    match verify(&head[MAGIC.len()..], tail)? {
+        (env, true) => Some(env),
+        (_, false) => None,
+    }
 }
 
-/// Parses everything after the magic: `(envelope, <sum>, header checksum matches)`.
-fn parse(rest: &[u8]) -> Option<(Envelope, u32, bool)> {
+/// Reads the header of the body `rest` + `tail` (`rest` is what follows the magic):
+/// `None` when it does not parse or fails its own checksum, otherwise the envelope and
+/// whether the body's checksum matches. One CRC pass: `<hsum>` covers a prefix of what
+/// `<sum>` covers.
+fn verify(rest: &[u8], tail: &[u8]) -> Option<(Envelope, bool)> {
     let mut cur = Cursor {
         bytes: rest,
         pos: 0,
@@ -270,17 +263,20 @@ fn parse(rest: &[u8]) -> Option<(Envelope, u32, bool)> {
     let due_us = cur.field(1, 16)?;
     let header_end = cur.pos;
     let hsum = cur.field(8, 8)? as u32;
-    let header_ok = crc32fast::hash(&rest[fields..header_end]) == hsum;
-    Some((
-        Envelope {
-            run,
-            stream,
-            seq,
-            due_us,
-        },
-        sum,
-        header_ok,
-    ))
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&rest[fields..header_end]);
+    if crc.clone().finalize() != hsum {
+        return None;
+    }
+    crc.update(&rest[header_end..]);
+    crc.update(tail);
+    let env = Envelope {
+        run,
+        stream,
+        seq,
+        due_us,
+    };
+    Some((env, crc.finalize() == sum))
 }
 
 /// Reads `:`-terminated lowercase hex fields.
@@ -296,16 +292,11 @@ impl Cursor<'_> {
         let mut value: u64 = 0;
         let mut len = 0;
         loop {
-            let b = *self.bytes.get(self.pos + len)?;
-            if b == b':' {
+            let digit = HEX_VALUE[usize::from(*self.bytes.get(self.pos + len)?)];
+            if digit == COLON {
                 break;
             }
-            let digit = match b {
-                b'0'..=b'9' => b - b'0',
-                b'a'..=b'f' => b - b'a' + 10,
-                _ => return None,
-            };
-            if len == max {
+            if digit == NOT_HEX || len == max {
                 return None;
             }
             value = (value << 4) | u64::from(digit);
@@ -320,6 +311,27 @@ impl Cursor<'_> {
     }
 }
 
+/// [`HEX_VALUE`] of `:`.
+const COLON: u8 = 16;
+/// [`HEX_VALUE`] of anything but a lowercase hex digit or `:`.
+const NOT_HEX: u8 = 17;
+
+/// The value of every byte as a lowercase hex digit, or [`COLON`], or [`NOT_HEX`]: one
+/// lookup per header byte.
+const HEX_VALUE: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut i = 0;
+    while i < 16 {
+        table[HEX_DIGITS[i] as usize] = i as u8;
+        i += 1;
+    }
+    table[b':' as usize] = COLON;
+    table
+};
+
+/// The lowercase hex digits.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// Lowercase hex digits of `v`, 8 of them.
 fn hex8(v: u32) -> [u8; 8] {
     let mut digits = [0u8; 8];
@@ -330,7 +342,7 @@ fn hex8(v: u32) -> [u8; 8] {
 }
 
 fn hex_digit(nibble: u32) -> u8 {
-    b"0123456789abcdef"[nibble as usize]
+    HEX_DIGITS[nibble as usize]
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //!
 //! This module imports nothing else from the crate.
 
+mod scan;
+
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
@@ -144,14 +146,22 @@ impl<'a> Hot<'a> {
     /// first, no spaces); `None` for any other frame, which the caller reads as an owned
     /// [`ServerFrame`]. (Serde's internally tagged enums buffer every field of a frame
     /// into owned values before they pick the variant; this dispatches on the tag first
-    /// and then borrows.)
+    /// and then borrows.) The server's exact spelling is read without a JSON parser
+    /// (`scan`); anything else after the tag, with serde_json.
     pub fn parse(text: &'a str) -> Option<Result<Hot<'a>, serde_json::Error>> {
-        if text.starts_with(MSG_START) {
-            Some(serde_json::from_str(text).map(Hot::Msg))
-        } else if text.starts_with(ACK_START) {
-            Some(serde_json::from_str(text).map(Hot::Ack))
+        if let Some(rest) = text.strip_prefix(MSG_START) {
+            Some(
+                scan::msg(rest)
+                    .map_or_else(|| serde_json::from_str(text), Ok)
+                    .map(Hot::Msg),
+            )
         } else {
-            None
+            let rest = text.strip_prefix(ACK_START)?;
+            Some(
+                scan::ack(rest)
+                    .map_or_else(|| serde_json::from_str(text), Ok)
+                    .map(Hot::Ack),
+            )
         }
     }
 }
@@ -261,6 +271,30 @@ pub enum ClientFrame {
         /// The key to look up.
         key: String,
     },
+}
+
+/// [`ClientFrame::Send`] with its recipient and body borrowed: what a client writes per
+/// message, serialized exactly as the owned frame without copying the body into one first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename = "send")]
+pub struct SendRef<'a> {
+    /// Echoed in the ack.
+    #[serde(rename = "ref")]
+    pub r#ref: Ref,
+    /// Recipient user or group.
+    pub to: DestRef<'a>,
+    /// Opaque body.
+    pub body: &'a str,
+}
+
+/// [`Dest`] borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DestRef<'a> {
+    /// A direct (1:1) message to this user id.
+    User(&'a str),
+    /// A message to every member of this group.
+    Group(&'a str),
 }
 
 /// Frames the server sends.
@@ -460,6 +494,25 @@ mod tests {
         );
         let back: ClientFrame = serde_json::from_str(&s).unwrap();
         assert_eq!(back, f);
+        let borrowed = SendRef {
+            r#ref: 7,
+            to: DestRef::Group("g1"),
+            body: "hi",
+        };
+        assert_eq!(serde_json::to_string(&borrowed).unwrap(), s);
+        let direct = SendRef {
+            to: DestRef::User("u\"2"),
+            ..borrowed
+        };
+        let owned = ClientFrame::Send {
+            r#ref: 7,
+            to: Dest::User("u\"2".into()),
+            body: "hi".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&direct).unwrap(),
+            serde_json::to_string(&owned).unwrap()
+        );
     }
 
     #[test]

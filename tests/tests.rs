@@ -79,6 +79,8 @@ mod cli_signals;
 #[cfg(feature = "tls")]
 #[path = "cli/wss.rs"]
 mod cli_wss;
+#[path = "k8s/apply.rs"]
+mod k8s_apply;
 #[path = "k8s/clock.rs"]
 mod k8s_clock;
 #[path = "k8s/job.rs"]

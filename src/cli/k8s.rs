@@ -1,12 +1,17 @@
 //! `msgstorm k8s`: prints the Kubernetes objects of one sharded run
-//! ([`crate::launch::kube`]) for `kubectl apply -f -`.
+//! ([`crate::launch::kube`]) for `kubectl apply -f -`, or with `--apply` runs them through
+//! `kubectl` ([`crate::launch::kubectl`]) and reports the merged result as `run --shards`
+//! does.
+
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::say;
+use super::{note, say};
 use crate::error::{Error, Result, EXIT_OK};
 use crate::launch::kube::{Job, Resources, DEFAULT_PORT};
-use crate::scenario::Shard;
+use crate::launch::kubectl::KubeJob;
+use crate::scenario::{Plan, Shard};
 
 /// Options of `msgstorm k8s`.
 #[derive(Debug, Args)]
@@ -32,9 +37,32 @@ pub struct K8sArgs {
     #[arg(long, default_value_t = DEFAULT_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Yaml)]
+    #[arg(long, value_enum, default_value_t = Format::Yaml, conflicts_with = "apply")]
     pub output: Format,
+    /// Apply the objects with kubectl, wait for the Job (forwarding Ctrl-C to the pods),
+    /// collect every pod's result from its log and report the merged result.
+    #[arg(long)]
+    pub apply: bool,
+    /// The kubectl to run with `--apply` (its current context and kubeconfig apply).
+    #[arg(
+        long,
+        default_value = "kubectl",
+        value_name = "PATH",
+        requires = "apply"
+    )]
+    pub kubectl: std::path::PathBuf,
+    /// Results folder with `--apply` (default: a new timestamped folder under
+    /// ./msgstorm-results/).
+    #[arg(long, requires = "apply")]
+    pub out: Option<std::path::PathBuf>,
+    /// With `--apply`, give up when the Job has not ended this long after it was applied
+    /// (default: the plan's length plus 30 minutes for scheduling and image pulls).
+    #[arg(long, value_parser = humantime::parse_duration, requires = "apply")]
+    pub timeout: Option<std::time::Duration>,
 }
+
+/// Slack for scheduling the pods and pulling the image, on top of the plan's length.
+const SCHEDULING_SLACK: Duration = Duration::from_secs(30 * 60);
 
 /// How `msgstorm k8s` prints the objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -68,7 +96,30 @@ fn data_key(path: &std::path::Path) -> String {
 
 /// Runs `msgstorm k8s`.
 pub async fn run(args: K8sArgs) -> Result<u8> {
-    let plan = crate::scenario::load(&args.scenario, &args.set, Shard::WHOLE)?;
+    let mut plan = crate::scenario::load(&args.scenario, &args.set, Shard::WHOLE)?;
+    if let Some(out) = &args.out {
+        // `--out` wins over the scenario's `report.out`, as for `msgstorm run`.
+        plan.report.out = Some(out.clone());
+    }
+    let job = job(&args, &plan)?;
+    if args.apply {
+        return apply(job, &args, &plan).await;
+    }
+    let docs = job.manifests();
+    let text = match args.output {
+        Format::Yaml => crate::launch::yaml::render(&docs),
+        Format::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
+            serde_json::to_string_pretty(&list)
+                .map_err(|e| Error::Other(format!("cannot encode the manifests: {e}")))?
+        }
+    };
+    say(text.trim_end());
+    Ok(EXIT_OK)
+}
+
+/// The objects of the run `args` describe, after checking what the pods need.
+fn job(args: &K8sArgs, plan: &Plan) -> Result<Job> {
     if plan.target.endpoint.is_none() {
         return Err(Error::Usage(format!(
             "{}: target.url: the pods need one server they all reach; set it in the \
@@ -91,29 +142,59 @@ pub async fn run(args: K8sArgs) -> Result<u8> {
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
     let per_shard = u64::from(plan.population.users.div_ceil(args.shards));
     let sources = plan.target.source_addrs.len().max(1) as u64;
-    let job = Job {
+    Ok(Job {
         name: format!("msgstorm-{run_id:08x}"),
-        namespace: args.namespace,
-        image: args.image,
+        namespace: args.namespace.clone(),
+        image: args.image.clone(),
         scenario: (data_key(&args.scenario), text),
-        sets: args.set,
+        sets: args.set.clone(),
         shards: args.shards,
         run_id,
         port: args.port,
         resources: Resources::for_users(per_shard),
         ports_needed: per_shard.div_ceil(sources),
+    })
+}
+
+/// `--apply`: runs `job` on the cluster and reports the merged result.
+async fn apply(job: Job, args: &K8sArgs, plan: &Plan) -> Result<u8> {
+    let mut run = job.shard_run();
+    run.out = super::run::out_dir(plan)?;
+    note(&format!(
+        "run {:08x}: {} users in {} pods; shard logs in {}",
+        run.run_id,
+        plan.population.users,
+        run.count,
+        run.out.display()
+    ));
+    let limit = args
+        .timeout
+        .unwrap_or_else(|| plan_length(plan) + SCHEDULING_SLACK);
+    let launcher = KubeJob::new(job, args.kubectl.clone(), limit);
+    let target = plan
+        .target
+        .endpoint
+        .as_ref()
+        .map_or_else(String::new, |e| e.url.to_string());
+    let merged = super::shards::launch(&launcher, &run, &target).await?;
+    super::run::finish(&merged, &run.out)
+}
+
+/// How long the plan runs at most once every pod has started: logins (on time and late),
+/// the longest timed traffic pattern, and the drain.
+fn plan_length(plan: &Plan) -> Duration {
+    let pop = &plan.population;
+    let logins = |phases: &[crate::scenario::ArrivalPhase]| -> Duration {
+        phases.iter().map(|p| p.duration).sum()
     };
-    let docs = job.manifests();
-    let text = match args.output {
-        Format::Yaml => crate::launch::yaml::render(&docs),
-        Format::Json => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
-            serde_json::to_string_pretty(&list)
-                .map_err(|e| Error::Other(format!("cannot encode the manifests: {e}")))?
-        }
-    };
-    say(text.trim_end());
-    Ok(EXIT_OK)
+    let traffic = plan
+        .traffic
+        .iter()
+        .map(|t| t.start + t.duration.unwrap_or_default())
+        .max()
+        .unwrap_or_default();
+    let late = pop.late_at + logins(&pop.late_arrival);
+    logins(&pop.arrival) + traffic.max(late).max(pop.churn_back_at) + plan.drain
 }
 
 #[cfg(test)]

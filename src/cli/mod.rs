@@ -8,6 +8,7 @@ mod progress;
 mod run;
 mod shards;
 mod size;
+mod stop;
 
 use std::path::PathBuf;
 
@@ -88,6 +89,13 @@ pub enum Command {
     /// Compare two runs: every headline metric with its change and a verdict, and
     /// regression gates for CI (exit 1 when a gate fails).
     Compare(CompareArgs),
+    /// Ask a running msgstorm to stop as Ctrl-C does (the first stop drains and writes the
+    /// result, a second stops at once); in a container, `kubectl exec POD -- msgstorm stop`.
+    Stop {
+        /// The msgstorm process (default 1: a container's own).
+        #[arg(long, default_value_t = 1)]
+        pid: u32,
+    },
     /// Run the reference IM server.
     #[cfg(feature = "serve")]
     Serve(crate::serve::ServeArgs),
@@ -263,6 +271,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::K8s(args) => k8s::run(args).await,
         Command::Collect { logs, out, json } => collect::run(&logs, &out, json),
         Command::Compare(args) => compare(&args),
+        Command::Stop { pid } => stop::run(pid),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),
         Command::Token { user, secret, ttl } => {
@@ -371,7 +380,7 @@ fn say(text: &str) {
 }
 
 /// Prints a line of diagnostics or progress to stderr.
-fn note(text: &str) {
+pub(crate) fn note(text: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }

@@ -80,37 +80,14 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
         run.out.display()
     ));
 
-    let (signal_tx, signals) = watch::channel(0u32);
-    let listener = tokio::spawn(count_signals(signal_tx));
-    let outcomes = Local::current()?.run(&run, signals).await;
-    listener.abort();
+    let merged = launch(&Local::current()?, &run, &url).await;
     if let Some(server) = server {
         server
             .shutdown()
             .await
             .map_err(|e| Error::Server(format!("embedded server: {e}")))?;
     }
-
-    let mut results = Vec::new();
-    for (index, outcome) in outcomes?.into_iter().enumerate() {
-        match outcome {
-            ShardOutcome::Result(path) => results.push(path),
-            ShardOutcome::Failed { code, log_tail } => {
-                return Err(match code {
-                    Some(c) if c == i32::from(EXIT_USAGE) => Error::Usage(log_tail),
-                    Some(c) if c == i32::from(EXIT_UNREACHABLE) => Error::Unreachable {
-                        target: url,
-                        reason: log_tail,
-                    },
-                    _ => Error::Other(format!(
-                        "shard {index} wrote no result (exit {code:?}; see {}): {log_tail}",
-                        Local::log_of(&run, index as u32).display()
-                    )),
-                })
-            }
-        }
-    }
-    let mut merged = Artifact::read_merged(&results)?;
+    let mut merged = merged?;
     if embedded {
         merged.target = format!("embedded {url}");
         notes = vec![format!(
@@ -129,4 +106,39 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
         log_result(&merged)?;
     }
     Ok(code)
+}
+
+/// Runs the shards of `run` with `launcher`, forwarding Ctrl-C / SIGTERM to them (the first
+/// drains, the second stops at once), and merges their results exactly. A shard without a
+/// result fails the run with its exit code's meaning (`target` names the server for exit 3)
+/// and the end of its log.
+pub(super) async fn launch<L: Launcher>(
+    launcher: &L,
+    run: &ShardRun,
+    target: &str,
+) -> Result<Artifact> {
+    let (signal_tx, signals) = watch::channel(0u32);
+    let listener = tokio::spawn(count_signals(signal_tx));
+    let outcomes = launcher.run(run, signals).await;
+    listener.abort();
+    let mut results = Vec::new();
+    for (index, outcome) in outcomes?.into_iter().enumerate() {
+        match outcome {
+            ShardOutcome::Result(path) => results.push(path),
+            ShardOutcome::Failed { code, log_tail } => {
+                return Err(match code {
+                    Some(c) if c == i32::from(EXIT_USAGE) => Error::Usage(log_tail),
+                    Some(c) if c == i32::from(EXIT_UNREACHABLE) => Error::Unreachable {
+                        target: target.to_owned(),
+                        reason: log_tail,
+                    },
+                    _ => Error::Other(format!(
+                        "shard {index} wrote no result (exit {code:?}; see {}): {log_tail}",
+                        run.log_of(index as u32).display()
+                    )),
+                })
+            }
+        }
+    }
+    Artifact::read_merged(&results)
 }

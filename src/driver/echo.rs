@@ -70,9 +70,7 @@ pub struct EchoSession {
 /// What one read from the socket gives the engine, if anything.
 fn event_of(item: Option<Result<Message, tungstenite::Error>>) -> Option<Event> {
     match item {
-        Some(Ok(Message::Text(t))) => Some(Event::Delivered {
-            body: t.as_str().to_owned(),
-        }),
+        Some(Ok(Message::Text(t))) => Some(Event::Delivered { body: t.into() }),
         Some(Ok(Message::Close(_))) | None => Some(Event::Closed(Failure::new(
             ErrorKind::ClosedByPeer,
             "echo closed",

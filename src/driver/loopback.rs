@@ -563,7 +563,7 @@ impl LoopbackSession {
                     Mark::Copy => self.hub.count(Fault::Duplicated),
                     Mark::Reordered => self.hub.count(Fault::Reordered),
                 }
-                Event::Delivered { body }
+                Event::Delivered { body: body.into() }
             }
         }
     }

@@ -32,6 +32,7 @@
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
+mod body;
 pub mod echo;
 pub mod endpoint;
 pub mod loopback;
@@ -53,6 +54,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::metrics::ErrorKind;
+pub use body::Body;
 pub use endpoint::Endpoint;
 pub use registry::{check, for_each_spec, spec, specs, with_driver, WithDriver};
 
@@ -262,8 +264,8 @@ pub enum Event {
     },
     /// A message body was delivered to this user.
     Delivered {
-        /// The body as received.
-        body: String,
+        /// The body as received (shared with the frame it came in, where it can be).
+        body: Body,
     },
     /// A reply to the request with this tag.
     Reply {

@@ -21,12 +21,14 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
 use conn::{Conn, Hello, Setup, Wire};
 pub use options::{Options, Version};
 
 use super::{
-    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme, Session,
-    Spec, UserCtx,
+    Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme,
+    Session, Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
 
@@ -270,8 +272,11 @@ impl MqttSession {
         match w {
             Wire::Message { payload, ack } => Some((
                 Event::Delivered {
-                    body: String::from_utf8(payload.into())
-                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                    // Shares the read chunk (a reference count), no copy.
+                    body: match Utf8Bytes::try_from(payload.clone()) {
+                        Ok(text) => Body::from(text),
+                        Err(_) => Body::from(String::from_utf8_lossy(&payload).into_owned()),
+                    },
                 },
                 ack,
             )),
@@ -389,7 +394,7 @@ impl Session for MqttSession {
             match held {
                 (Event::Delivered { .. }, _) => {
                     if let Event::Delivered { body } = self.hand_out(held) {
-                        out.push(body);
+                        out.push(body.into());
                     }
                 }
                 other => rest.push_back(other),
@@ -405,7 +410,7 @@ impl Session for MqttSession {
                 Ok(Ok(w)) => match Self::absorb(w) {
                     Some(held @ (Event::Delivered { .. }, _)) => {
                         if let Event::Delivered { body } = self.hand_out(held) {
-                            out.push(body);
+                            out.push(body.into());
                         }
                     }
                     Some(held) => self.pending.push_back(held),

@@ -23,12 +23,12 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use super::ws::{read_text, Dialer, Ws};
 use super::{
-    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
-    UserCtx,
+    Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session,
+    Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
 use crate::wire::{self, ClientFrame, ConvId, ErrorCode, ServerFrame};
@@ -249,7 +249,7 @@ pub struct NativeSession {
 }
 
 impl NativeSession {
-    async fn write(&mut self, frame: &ClientFrame) -> Result<(), Failure> {
+    async fn write(&mut self, frame: &(impl serde::Serialize + Sync)) -> Result<(), Failure> {
         let text = serde_json::to_string(frame)
             .map_err(|e| Failure::new(ErrorKind::Other, format!("cannot encode frame: {e}")))?;
         self.ws.write(Message::text(text)).await
@@ -266,10 +266,17 @@ impl NativeSession {
     }
 
     /// The engine event of one frame's text, if it is one: pushes and acks are read in
-    /// place ([`wire::Hot`]), anything else as an owned frame.
-    fn event_of_text(&mut self, text: &str) -> Option<Event> {
+    /// place ([`wire::Hot`]), a push's body handed on as a part of the frame; anything
+    /// else is read as an owned frame.
+    fn event_of_text(&mut self, text: &Utf8Bytes) -> Option<Event> {
         match wire::Hot::parse(text) {
-            Some(Ok(wire::Hot::Msg(m))) => self.pushed(&m.conv, m.seq, &m.from, m.body),
+            Some(Ok(wire::Hot::Msg(m))) => {
+                let body = || match m.body {
+                    Cow::Borrowed(part) => Body::within(text, part),
+                    Cow::Owned(body) => Body::from(body),
+                };
+                self.pushed(&m.conv, m.seq, &m.from, body)
+            }
             Some(Ok(wire::Hot::Ack(a))) => Some(self.acked(a.r#ref, &a.conv, a.seq)),
             Some(Err(e)) => Some(Event::ProtocolError(unreadable(&e, text))),
             None => match parse(text) {
@@ -287,14 +294,18 @@ impl NativeSession {
 
     /// A push of `seq` in `conv` from `from`: a delivery unless a sync returned it already
     /// or it is the user's own message.
-    fn pushed(&mut self, conv: &str, seq: u64, from: &str, body: Cow<'_, str>) -> Option<Event> {
+    fn pushed(
+        &mut self,
+        conv: &str,
+        seq: u64,
+        from: &str,
+        body: impl FnOnce() -> Body,
+    ) -> Option<Event> {
         let push = self.cursors.with(conv, |s| s.push(seq));
         if push == Push::Synced || from == self.user {
             return None;
         }
-        Some(Event::Delivered {
-            body: body.into_owned(),
-        })
+        Some(Event::Delivered { body: body() })
     }
 
     /// Turns a frame into an engine event, or `None` when it is not one (control replies).
@@ -303,7 +314,7 @@ impl NativeSession {
             ServerFrame::Ack {
                 r#ref, conv, seq, ..
             } => Some(self.acked(r#ref, &conv, seq)),
-            ServerFrame::Msg(msg) => self.pushed(&msg.conv, msg.seq, &msg.from, msg.body.into()),
+            ServerFrame::Msg(msg) => self.pushed(&msg.conv, msg.seq, &msg.from, || msg.body.into()),
             ServerFrame::TimeReply { r#ref, .. } | ServerFrame::KvValue { r#ref, .. } => {
                 Some(Event::Reply { tag: r#ref })
             }
@@ -419,13 +430,13 @@ impl Session for NativeSession {
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
         let to = match dest {
-            Dest::User(u) => wire::Dest::User(u.to_owned()),
-            Dest::Group(g) => wire::Dest::Group(g.to_owned()),
+            Dest::User(u) => wire::DestRef::User(u),
+            Dest::Group(g) => wire::DestRef::Group(g),
         };
-        self.write(&ClientFrame::Send {
+        self.write(&wire::SendRef {
             r#ref: tag,
             to,
-            body: body.to_owned(),
+            body,
         })
         .await
     }
@@ -674,7 +685,7 @@ mod tests {
                 .await
                 .expect("events");
             match ev {
-                Event::Delivered { body } => pushed.push(body),
+                Event::Delivered { body } => pushed.push(String::from(body)),
                 other => panic!("unexpected {other:?}"),
             }
         }

@@ -318,9 +318,10 @@ impl State {
         }
         match sio.kind {
             Kind::Event => match self.message(opts, sio.data) {
-                Ok((body, offset)) => self
-                    .ready
-                    .push_back((body.map(|body| Event::Delivered { body }), offset)),
+                Ok((body, offset)) => self.ready.push_back((
+                    body.map(|body| Event::Delivered { body: body.into() }),
+                    offset,
+                )),
                 Err(e) => self.protocol(format!("{e}: {}", clip(text))),
             },
             Kind::Ack => {

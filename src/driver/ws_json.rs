@@ -315,7 +315,7 @@ impl State {
                 return;
             }
             let ev = match push.body.with(frame, |v| v.map(text_of)) {
-                Some(body) => Event::Delivered { body },
+                Some(body) => Event::Delivered { body: body.into() },
                 None => Event::ProtocolError(Failure::new(
                     ErrorKind::Protocol,
                     format!("push without a body at `{}`: {}", push.body, clip(doc)),

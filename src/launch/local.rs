@@ -2,7 +2,7 @@
 //! (so a terminal's Ctrl-C reaches only the coordinator, which forwards it once), logging to
 //! `shard-I.log` next to its result folder.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
 use tokio::process::{Child, Command};
@@ -10,9 +10,6 @@ use tokio::sync::watch;
 
 use super::{Launcher, ShardOutcome, ShardRun};
 use crate::error::{Error, Result};
-
-/// Log lines of a failed shard quoted in the error.
-const TAIL_LINES: usize = 3;
 
 /// Runs shards as local child processes of one `msgstorm` executable.
 #[derive(Debug, Clone)]
@@ -28,14 +25,9 @@ impl Local {
         Ok(Local { exe })
     }
 
-    /// The log file of shard `index` of `run`.
-    pub fn log_of(run: &ShardRun, index: u32) -> PathBuf {
-        run.shard_dir(index).with_extension("log")
-    }
-
     /// Starts shard `index` of `run`, its stderr going to its log.
     fn spawn(&self, run: &ShardRun, index: u32) -> Result<Child> {
-        let log = Self::log_of(run, index);
+        let log = run.log_of(index);
         let log_file = std::fs::File::create(&log).map_err(|source| Error::Write {
             path: log.clone(),
             source,
@@ -104,20 +96,10 @@ fn outcome(run: &ShardRun, index: u32, status: ExitStatus) -> ShardOutcome {
     } else {
         ShardOutcome::Failed {
             code: status.code(),
-            log_tail: tail(&Local::log_of(run, index)),
+            log_tail: {
+                let log = run.log_of(index);
+                super::log_tail(&std::fs::read_to_string(&log).unwrap_or_default(), &log)
+            },
         }
-    }
-}
-
-/// The last lines of a shard's log, for an error message.
-fn tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(TAIL_LINES);
-    let last = lines[start..].join(" | ");
-    if last.is_empty() {
-        format!("no output (see {})", log.display())
-    } else {
-        last
     }
 }

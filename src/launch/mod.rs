@@ -4,15 +4,17 @@
 //! A shard is `msgstorm run --shard I/N` with the run's scenario, `--set` overrides, run id,
 //! traffic start and rendezvous ([`ShardRun::args`]); it yields a `result.json`, and the
 //! results of all shards merge exactly into the run's result. One [`ShardRun`] describes the
-//! run to either launcher: [`local`] runs the shards as child processes on this host (the
-//! [`Launcher`] trait), [`kube`] writes them as a Kubernetes Indexed Job whose pod `I` runs
-//! `ShardRun::args` for index `$(JOB_COMPLETION_INDEX)`, meeting at shard 0 over the network
-//! ([`coord`]) and framing its result into its log ([`frame`]) for `msgstorm collect`.
+//! run to either [`Launcher`]: [`local`] runs the shards as child processes on this host;
+//! [`kubectl`] applies them as a Kubernetes Indexed Job ([`kube`] writes its objects) whose
+//! pod `I` runs `ShardRun::args` for index `$(JOB_COMPLETION_INDEX)`, meeting at shard 0
+//! over the network ([`coord`]) and framing its result into its log ([`frame`]), which the
+//! launcher (or `msgstorm collect`, from saved logs) reads back.
 
 pub mod barrier;
 pub mod coord;
 pub mod frame;
 pub mod kube;
+pub mod kubectl;
 pub mod local;
 pub mod yaml;
 
@@ -129,6 +131,11 @@ impl ShardRun {
     pub fn shard_dir(&self, index: u32) -> PathBuf {
         self.out.join(format!("shard-{index}"))
     }
+
+    /// Where a launcher keeps shard `index`'s log: `shard-I.log` beside its folder.
+    pub fn log_of(&self, index: u32) -> PathBuf {
+        self.shard_dir(index).with_extension("log")
+    }
 }
 
 /// What became of one shard.
@@ -143,6 +150,20 @@ pub enum ShardOutcome {
         /// The last lines of its log, or where to find the log.
         log_tail: String,
     },
+}
+
+/// Log lines of a failed shard quoted in its outcome.
+const TAIL_LINES: usize = 3;
+
+/// The last lines of a shard's log `text` (kept at `saved`), for an error message.
+fn log_tail(text: &str, saved: &Path) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ");
+    if last.is_empty() {
+        format!("no output (see {})", saved.display())
+    } else {
+        last
+    }
 }
 
 /// Runs every shard of one run somewhere and collects their results.

@@ -58,13 +58,33 @@ fn kill(pid: u32, signal: &str) {
     assert!(ok.success(), "kill -{signal} {pid} failed");
 }
 
-/// Starts `msgstorm run` on `text` (with `extra` arguments), sends `signals` (delays from
-/// the start) and returns the exit code, the time from the first signal to the exit,
+/// Stops process `pid` with `msgstorm stop --pid`, which checks it is msgstorm and sends
+/// it SIGTERM.
+fn msgstorm_stop(pid: u32) {
+    let out = std::process::Command::new(BIN)
+        .args(["stop", "--pid", &pid.to_string()])
+        .output()
+        .expect("run msgstorm stop");
+    assert!(
+        out.status.success(),
+        "msgstorm stop --pid {pid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// SIGTERM to `pid` with `kill`.
+fn sigterm(pid: u32) {
+    kill(pid, "TERM");
+}
+
+/// Starts `msgstorm run` on `text` (with `extra` arguments), stops it with `stop` at each of
+/// `signals` (delays from the start) and returns the exit code, the time from the first signal to the exit,
 /// stdout+stderr and the result file.
 async fn interrupt(
     text: &str,
     extra: &[&str],
     signals: &[Duration],
+    stop: fn(u32),
 ) -> (i32, Duration, String, Artifact) {
     let work = Work::new();
     let file = work.write("s.toml", text);
@@ -85,7 +105,7 @@ async fn interrupt(
     let mut first = None;
     for at in signals {
         tokio::time::sleep_until((start + *at).into()).await;
-        kill(pid, "TERM");
+        stop(pid);
         first.get_or_insert_with(Instant::now);
     }
     let first = first.expect("at least one signal");
@@ -111,6 +131,7 @@ async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_res
         &long_run(&server, "3s"),
         &[],
         &[Duration::from_millis(2500)],
+        sigterm,
     )
     .await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
@@ -135,6 +156,8 @@ async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_res
     server.shutdown().await.expect("server stops");
 }
 
+/// Here both stops come from `msgstorm stop --pid` (what the Kubernetes launcher runs in a
+/// pod with `kubectl exec`): the first drains, the second stops at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
     let server = lossy_server().await;
@@ -142,6 +165,7 @@ async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
         &long_run(&server, "30s"),
         &[],
         &[Duration::from_millis(2000), Duration::from_millis(2300)],
+        msgstorm_stop,
     )
     .await;
     assert_eq!(code, 1, "{out}");
@@ -164,6 +188,7 @@ async fn sigterm_to_a_sharded_run_reaches_every_shard() {
         &long_run(&server, "2s"),
         &["--shards", "2"],
         &[Duration::from_millis(4000)],
+        sigterm,
     )
     .await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
@@ -178,6 +203,33 @@ async fn sigterm_to_a_sharded_run_reaches_every_shard() {
     // 40 msgs/s from at most ~2 s of traffic; the full run sends 2,400.
     assert!(sent > 0 && sent < 400, "sent {sent}\n{out}");
     server.shutdown().await.expect("server stops");
+}
+
+/// `msgstorm stop` signals only a msgstorm: another process, or none, is a usage error
+/// naming it, and the process is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn msgstorm_stop_refuses_a_process_that_is_not_msgstorm() {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("start sleep");
+    let pid = sleeper.id().to_string();
+    let ran = msgstorm(&["stop", "--pid", &pid]).await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr
+            .contains(&format!("--pid {pid}: that process is `sleep`")),
+        "{ran}"
+    );
+    assert!(
+        sleeper.try_wait().expect("poll sleep").is_none(),
+        "sleep was signalled"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let ran = msgstorm(&["stop", "--pid", "4000000000"]).await;
+    ran.expect_code(2);
+    assert!(ran.stderr.contains("no such process"), "{ran}");
 }
 
 /// A target that stops answering mid-run (its process is stopped): the run still ends
@@ -279,7 +331,7 @@ rate = 40
 duration = "10s"
 "#
     );
-    let (code, took, out, a) = interrupt(&text, &[], &[Duration::from_millis(1500)]).await;
+    let (code, took, out, a) = interrupt(&text, &[], &[Duration::from_millis(1500)], sigterm).await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
     assert!(
         took < Duration::from_secs(1) + Duration::from_secs(2) + Duration::from_millis(1500),

@@ -2,10 +2,8 @@
 //! free loopback ports for them. A missing peer skips its test with a printed note outside
 //! CI and fails it under `CI=true` (`scripts/test` installs them).
 
-#[cfg(any(feature = "mqtt", feature = "tls"))]
 use std::path::PathBuf;
 
-#[cfg(any(feature = "mqtt", feature = "tls"))]
 /// Where a program is: `PATH`, then `/usr/sbin` and `/usr/bin`.
 fn find(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -15,8 +13,7 @@ fn find(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-#[cfg(any(feature = "mqtt", feature = "tls"))]
-/// `program` (a peer server or tool: mosquitto, openssl, nginx); `None` after a printed note when it is
+/// `program` (a peer server or tool: mosquitto, openssl, nginx, kubectl); `None` after a printed note when it is
 /// missing outside CI, a panic under `CI=true`.
 pub fn required(program: &str) -> Option<PathBuf> {
     let found = find(program);
@@ -30,7 +27,6 @@ pub fn required(program: &str) -> Option<PathBuf> {
     found
 }
 
-#[cfg(any(feature = "mqtt", feature = "tls"))]
 /// Tells the person running the tests why one was skipped.
 #[allow(clippy::print_stderr)]
 fn skip_note(program: &str) {

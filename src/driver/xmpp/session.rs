@@ -341,7 +341,7 @@ impl XmppSession {
             }
         }
         self.pending.push_back(Held {
-            event: Event::Delivered { body },
+            event: Event::Delivered { body: body.into() },
             stanza: count,
             archive,
         });
@@ -656,12 +656,12 @@ impl Session for XmppSession {
             let mut rest = VecDeque::with_capacity(s.pending.len());
             for held in std::mem::take(&mut s.pending) {
                 match held.event {
-                    Event::Delivered { body } if archived.contains(&body) => {}
+                    Event::Delivered { body } if archived.contains(body.as_str()) => {}
                     Event::Delivered { body } => {
                         if held.archive.is_some() {
                             s.resume.mam_after = held.archive;
                         }
-                        out.push(body);
+                        out.push(body.into());
                     }
                     event => rest.push_back(Held { event, ..held }),
                 }
