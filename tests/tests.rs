@@ -11,6 +11,9 @@ mod mqtt_delivery;
 #[path = "mqtt/failures.rs"]
 mod mqtt_failures;
 #[cfg(feature = "mqtt")]
+#[path = "mqtt/keepalive.rs"]
+mod mqtt_keepalive;
+#[cfg(feature = "mqtt")]
 #[path = "mqtt/offline.rs"]
 mod mqtt_offline;
 #[cfg(feature = "mqtt-tls")]

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# MQTT benchmark of msgstorm against a local mosquitto: connections/s, msgs/s and generator
-# memory per connection. Results go to bench/results/mqtt-<date>.md by hand from the
+# MQTT benchmark of msgstorm against a local mosquitto: connections/s, msgs/s, msgs per
+# generator CPU-second and generator memory per idle user (keep-alive running). Results go to bench/results/mqtt-<date>.md by hand from the
 # printed summary lines (the machine and the exact commands are printed too).
 #
 #   cargo build --release            # once
-#   bash bench/mqtt/run.sh           # ~2 minutes
+#   bash bench/mqtt/run.sh           # ~4 minutes; MSGSTORM=path/to/msgstorm for another build
 #
 # Needs mosquitto (apt-get install -y mosquitto) and python3.
 set -euo pipefail
@@ -21,6 +21,7 @@ cat > "$WORK/mosquitto.conf" <<CONF
 listener $PORT 127.0.0.1
 allow_anonymous true
 persistence false
+max_connections -1
 max_queued_messages 100000
 CONF
 ulimit -n "$(ulimit -Hn)"
@@ -46,33 +47,37 @@ import json, sys
 a = json.load(open(sys.argv[1]))
 sh = a["shards"][0]
 ts = a["traffic_started_s"] or 0
+c = a["metrics"]["counters"]
 print(f"   users {sh['users']}, all logged in after {ts:.2f} s ({sh['users']/max(ts, 1e-3):,.0f} connections/s), "
-      f"run {sh['duration_s']:.1f} s, generator CPU {sh['cpu_s']:.1f} s, peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB")
+      f"run {sh['duration_s']:.1f} s, generator CPU {sh['cpu_s']:.2f} s, peak RSS {sh['peak_rss_bytes']/2**20:.1f} MiB")
+print(f"   {c['sent']:,} sent, {c['received']:,} received ({c['received'] / max(sh['cpu_s'], 1e-3):,.0f} per generator "
+      f"CPU-second), {c['heartbeats']:,} heartbeats, {c['disconnects']} disconnects")
 open(sys.argv[1] + ".rss", "w").write(str(sh["peak_rss_bytes"]))
 PY
     grep -E '^\| (connect|login|send → ack|end-to-end|group fan-out|sent |received |delivered intact|lost|duplicated)' "$WORK/$name.txt" || true
 }
 
-# Connections: N idle users logging in at RATE/s; peak RSS at two sizes gives the
-# generator's bytes per connection.
-for spec in 2000:5000 12000:5000 12000:50000; do
+# Connections: N idle users logging in at RATE/s, online for 20 s with a 5 s heartbeat (the
+# MQTT keep-alive); peak RSS at two sizes gives the generator's bytes per idle user.
+for spec in 1000:4000 10000:4000 10000:50000; do
 n=${spec%:*} rate=${spec#*:}
 run "connect-$n-$rate" "name = \"connect-$n-$rate\"
 [target]
 driver = \"mqtt\"
 url = \"$URL\"
+heartbeat = \"5s\"
 [population]
 users = $n
 login_rate = $rate
 [[traffic]]
 kind = \"idle\"
-duration = \"3s\""
+duration = \"20s\""
 done
 python3 - "$WORK" <<'PY'
 import sys
-small, big = (int(open(f"{sys.argv[1]}/connect-{n}-5000/result.json.rss").read()) for n in (2000, 12000))
-print(f"== generator memory per MQTT connection: {(big - small) / 10000 / 1024:.1f} KiB "
-      f"(peak RSS 12,000 minus 2,000 idle connections, / 10,000)")
+small, big = (int(open(f"{sys.argv[1]}/connect-{n}-4000/result.json.rss").read()) for n in (1000, 10000))
+print(f"== generator memory per idle MQTT user: {(big - small) / 9000:,.0f} bytes = {(big - small) / 9000 / 1024:.1f} KiB "
+      f"(peak RSS 10,000 minus 1,000 idle users, / 9,000)")
 PY
 
 # Messages: 1:1 at rising rates, 1,000 users, QoS 1.

@@ -18,7 +18,7 @@
 //! | send group | `send` to `{group}` | PUBLISH to the group topic | – | `<message type="groupchat">` to the MUC room |
 //! | receive | `msg` push | PUBLISH on a subscribed topic | the frame echoed back | `<message>` with a body (own room reflections dropped) |
 //! | request | `time` / `kv_get` RPC, answered by `reply` | – | – | – |
-//! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive, by rumqttc) | – | `<r/>`, or whitespace without XEP-0198 |
+//! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive) | – | `<r/>`, or whitespace without XEP-0198 |
 //! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | – | MUC join presence, waiting for the subject |
 //! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |

@@ -1,4 +1,5 @@
-//! The `mqtt` driver: every virtual user is one MQTT 3.1.1 or 5 client (rumqttc).
+//! The `mqtt` driver: every virtual user is one MQTT 3.1.1 or 5 client ([`conn`]: a small
+//! client of our own over rumqttc's packet codec).
 //!
 //! The mapping, in full in `docs/drivers/mqtt.md`:
 //!
@@ -6,13 +7,12 @@
 //!   username/password, clean session off by default (persistent sessions); then SUBSCRIBE
 //!   to the user's inbox topic unless the broker resumed the session.
 //! - send: PUBLISH to the recipient's inbox topic or the group topic. PUBACK (QoS 1) or
-//!   PUBCOMP (QoS 2) is the acceptance; QoS 0 has none. rumqttc assigns packet ids inside
-//!   its event loop, in the order publishes were queued, so the driver pairs each
-//!   `Outgoing::Publish(pkid)` with the oldest queued tag.
+//!   PUBCOMP (QoS 2) is the acceptance; QoS 0 has none.
 //! - join: SUBSCRIBE to the group topic (MQTT 5: `no_local`), waiting for SUBACK.
 //! - fetch missed: after a reconnect that resumed a session, the broker replays what it
 //!   queued; everything that arrives until the replay goes quiet is the missed messages.
-//! - heartbeat: MQTT keep-alive, sent by rumqttc's event loop itself.
+//! - heartbeat: MQTT keep-alive: PINGREQ at every heartbeat, or from the connection itself
+//!   when heartbeats come less often than the keep-alive needs.
 
 mod conn;
 pub mod options;
@@ -21,12 +21,14 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conn::{Conn, Wire};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+use conn::{Conn, Hello, Setup, Wire};
 pub use options::{Options, Version};
 
 use super::{
-    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme, Session,
-    Spec, UserCtx,
+    Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme,
+    Session, Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
 
@@ -37,19 +39,18 @@ const REPLAY_LIMIT: Duration = Duration::from_secs(60);
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// MQTT framing and topic allowance on top of the largest body.
 const PACKET_OVERHEAD: usize = 64 * 1024;
+/// Read chunks hold the largest message and a topic when it fits in these bounds: a
+/// read takes a few small messages at once, and an idle connection holds no chunk.
+const READ_CHUNK: (usize, usize) = (1 << 10, 16 << 10);
 
 /// The MQTT driver, built once per run.
 #[derive(Debug)]
 pub struct MqttDriver {
     opts: Arc<Options>,
-    host: String,
-    port: u16,
+    setup: Setup,
     run_id: u32,
     auth: Auth,
     connect_timeout: Duration,
-    max_packet: usize,
-    #[cfg(feature = "mqtt-tls")]
-    tls: Option<rumqttc::TlsConfiguration>,
 }
 
 impl MqttDriver {
@@ -58,79 +59,32 @@ impl MqttDriver {
         &self.opts
     }
 
-    /// A new, unconnected client for `user`.
-    fn conn(&self, user: &str, fresh: bool) -> Conn {
-        self.client(user, fresh, self.opts.clean_session)
-    }
-
-    /// A new client for `user`; with `clean`, the broker keeps nothing after it disconnects.
-    fn client(&self, user: &str, fresh: bool, clean: bool) -> Conn {
-        let o = &self.opts;
-        let id = format!("ms-{:08x}-{user}", self.run_id);
-        let creds = match &self.auth {
-            Auth::Password { username, password } => Some((
-                username.replace("{user}", user),
-                password.replace("{user}", user),
-            )),
-            Auth::None | Auth::Secret(_) => None,
+    /// Connects `user`, bounded by the connect timeout; with `clean`, the broker keeps
+    /// nothing after it disconnects, with `fresh` (MQTT 5) it drops what it kept.
+    async fn open(&self, user: &str, fresh: bool, clean: bool) -> Result<(Conn, bool), Failure> {
+        let hello = Hello {
+            client_id: format!("ms-{:08x}-{user}", self.run_id),
+            login: match &self.auth {
+                Auth::Password { username, password } => Some((
+                    username.replace("{user}", user),
+                    password.replace("{user}", user),
+                )),
+                Auth::None | Auth::Secret(_) => None,
+            },
+            clean_start: clean || (fresh && self.opts.version == Version::V5),
+            expiry: match clean {
+                true => 0,
+                false => self.opts.session_expiry.as_secs() as u32,
+            },
         };
-        let timeout_s = self.connect_timeout.as_secs().max(1);
-        match o.version {
-            Version::V4 => {
-                let mut m = rumqttc::MqttOptions::new(id, self.host.clone(), self.port);
-                m.set_keep_alive(o.keep_alive)
-                    .set_clean_session(clean)
-                    .set_manual_acks(true)
-                    .set_inflight(o.max_inflight)
-                    .set_max_packet_size(self.max_packet, self.max_packet);
-                if let Some((u, p)) = creds {
-                    m.set_credentials(u, p);
-                }
-                #[cfg(feature = "mqtt-tls")]
-                if let Some(tls) = &self.tls {
-                    m.set_transport(rumqttc::Transport::tls_with_config(tls.clone()));
-                }
-                let mut net = rumqttc::NetworkOptions::new();
-                net.set_tcp_nodelay(true);
-                net.set_connection_timeout(timeout_s);
-                Conn::v4(m, net)
-            }
-            Version::V5 => {
-                let mut m = rumqttc::v5::MqttOptions::new(id, self.host.clone(), self.port);
-                let expiry = if clean {
-                    0
-                } else {
-                    o.session_expiry.as_secs() as u32
-                };
-                m.set_keep_alive(o.keep_alive)
-                    .set_clean_start(clean || fresh)
-                    .set_manual_acks(true)
-                    .set_session_expiry_interval(Some(expiry))
-                    .set_outgoing_inflight_upper_limit(o.max_inflight)
-                    .set_max_packet_size(Some(self.max_packet as u32))
-                    .set_connection_timeout(timeout_s);
-                if let Some((u, p)) = creds {
-                    m.set_credentials(u, p);
-                }
-                #[cfg(feature = "mqtt-tls")]
-                if let Some(tls) = &self.tls {
-                    m.set_transport(rumqttc::Transport::tls_with_config(tls.clone()));
-                }
-                let mut net = rumqttc::NetworkOptions::new();
-                net.set_tcp_nodelay(true);
-                m.set_network_options(net);
-                Conn::v5(m)
-            }
+        match tokio::time::timeout(self.connect_timeout, Conn::open(&self.setup, &hello)).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                ErrorKind::ConnectTimeout,
+                format!("no CONNACK within {:?}", self.connect_timeout),
+            )),
         }
     }
-}
-
-/// The rustls client configuration for `mqtts://`: the CA file's certificates, or the
-/// system's roots without one (see [`super::tls::client_config`]).
-#[cfg(feature = "mqtt-tls")]
-fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rumqttc::TlsConfiguration, OptionError> {
-    super::tls::client_config(ca_file, |msg| OptionError::option("mqtt", "ca_file", msg))
-        .map(rumqttc::TlsConfiguration::Rustls)
 }
 
 impl super::Driver for MqttDriver {
@@ -177,10 +131,7 @@ impl super::Driver for MqttDriver {
             ));
         }
         #[cfg(feature = "mqtt-tls")]
-        let tls = match tls {
-            true => Some(tls_config(opts.ca_file.as_deref())?),
-            false => None,
-        };
+        let tls = super::tls::Client::from_options(config)?;
         #[cfg(not(feature = "mqtt-tls"))]
         if tls {
             return Err(OptionError::url(
@@ -191,16 +142,31 @@ impl super::Driver for MqttDriver {
             .endpoint
             .as_ref()
             .map_or((String::new(), 0), |ep| (ep.host.clone(), ep.port));
-        Ok(MqttDriver {
-            opts: Arc::new(opts),
+        // PINGREQ goes out at every heartbeat; only when heartbeats are off or rarer than
+        // the keep-alive does the connection keep a timer of its own.
+        let self_ping = !opts.keep_alive.is_zero()
+            && config
+                .heartbeat
+                .is_none_or(|hb| hb.is_zero() || hb > opts.keep_alive);
+        let setup = Setup {
             host,
             port,
+            #[cfg(feature = "mqtt-tls")]
+            tls,
+            v5: opts.version == Version::V5,
+            qos: opts.qos,
+            keep_alive: opts.keep_alive,
+            self_ping,
+            max_packet: config.max_body + PACKET_OVERHEAD,
+            read_chunk: (config.max_body + 256).clamp(READ_CHUNK.0, READ_CHUNK.1),
+            max_inflight: opts.max_inflight,
+        };
+        Ok(MqttDriver {
+            opts: Arc::new(opts),
+            setup,
             run_id: config.run_id,
             auth: config.auth.clone(),
             connect_timeout: config.connect_timeout,
-            max_packet: config.max_body + PACKET_OVERHEAD,
-            #[cfg(feature = "mqtt-tls")]
-            tls,
         })
     }
 
@@ -221,19 +187,11 @@ impl super::Driver for MqttDriver {
             return;
         }
         // A clean-session connection replaces the stored session; its DISCONNECT ends it.
-        let mut conn = self.client(&user.id, true, true);
         let end = async {
-            loop {
-                match conn.next().await? {
-                    Wire::ConnAck { .. } => {
-                        conn.disconnect()?;
-                    }
-                    Wire::DisconnectSent => return Ok::<(), Failure>(()),
-                    _ => {}
-                }
-            }
+            let (mut conn, _) = self.open(&user.id, true, true).await?;
+            conn.disconnect().await
         };
-        let _ = tokio::time::timeout(CLOSE_WAIT, end).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT + self.connect_timeout, end).await;
     }
 
     async fn connect(
@@ -244,25 +202,12 @@ impl super::Driver for MqttDriver {
         let started = Instant::now();
         // MQTT 5: a user's first connection of the run starts a clean session, so nothing
         // of an older run with the same client id is replayed into this one.
-        let mut conn = self.conn(&user.id, !resume.established);
-        let session_present = match tokio::time::timeout(self.connect_timeout, conn.next()).await {
-            Ok(Ok(Wire::ConnAck { session_present })) => session_present,
-            Ok(Ok(other)) => {
-                let f = Failure::new(
-                    ErrorKind::Protocol,
-                    format!("expected CONNACK, got {other:?}"),
-                );
-                return Err((f, resume));
-            }
-            Ok(Err(f)) => return Err((f, resume)),
-            Err(_) => {
-                let f = Failure::new(
-                    ErrorKind::ConnectTimeout,
-                    format!("no CONNACK within {:?}", self.connect_timeout),
-                );
-                return Err((f, resume));
-            }
-        };
+        let fresh = !resume.established;
+        let (conn, session_present) =
+            match self.open(&user.id, fresh, self.opts.clean_session).await {
+                Ok(c) => c,
+                Err(f) => return Err((f, resume)),
+            };
         let handshake = started.elapsed();
         if !session_present {
             resume.groups.clear();
@@ -271,9 +216,6 @@ impl super::Driver for MqttDriver {
             conn,
             opts: self.opts.clone(),
             pending: VecDeque::new(),
-            tags: VecDeque::new(),
-            inflight: Vec::new(),
-            acks: VecDeque::new(),
             replaying: session_present,
             resume,
             subscribe_timeout: self.connect_timeout,
@@ -317,12 +259,6 @@ pub struct MqttSession {
     /// Events seen while waiting for something else, with the acknowledgement each one's
     /// message is owed once the engine has it.
     pending: VecDeque<(Event, Ack)>,
-    /// Tags of publishes queued in the client channel, oldest first.
-    tags: VecDeque<u64>,
-    /// Tag of the publish in flight with each packet id.
-    inflight: Vec<Option<u64>>,
-    /// Acknowledgements of received messages not yet queued in the client channel.
-    acks: VecDeque<(u8, u16)>,
     /// The broker resumed a session: what arrives first is its replay of queued messages.
     replaying: bool,
     resume: Subscriptions,
@@ -330,97 +266,53 @@ pub struct MqttSession {
 }
 
 impl MqttSession {
-    /// Turns what the connection did into an engine event, or `None` for bookkeeping.
-    fn absorb(&mut self, w: Wire) -> Option<(Event, Ack)> {
-        let accepted = |tag: u64, refused: Option<String>| match refused {
-            None => Event::Accepted { tag },
-            Some(why) => Event::Refused {
-                tag,
-                failure: Failure::new(ErrorKind::SendFailed, format!("broker refused: {why}")),
-            },
-        };
+    /// Turns what the connection reported into an engine event, or `None` for a SUBACK
+    /// nobody waits for.
+    fn absorb(w: Wire) -> Option<(Event, Ack)> {
         match w {
-            Wire::Publish { payload, ack } => Some((
+            Wire::Message { payload, ack } => Some((
                 Event::Delivered {
-                    body: String::from_utf8(payload)
-                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-                        .into(),
+                    // Shares the read chunk (a reference count), no copy.
+                    body: match Utf8Bytes::try_from(payload.clone()) {
+                        Ok(text) => Body::from(text),
+                        Err(_) => Body::from(String::from_utf8_lossy(&payload).into_owned()),
+                    },
                 },
                 ack,
             )),
-            Wire::Sent(pkid) => {
-                let tag = self.tags.pop_front()?;
-                if self.opts.qos > 0 {
-                    let i = usize::from(pkid);
-                    if i >= self.inflight.len() {
-                        self.inflight.resize(i + 1, None);
-                    }
-                    self.inflight[i] = Some(tag);
-                }
-                None
-            }
-            Wire::PubAck { pkid, refused } | Wire::PubComp { pkid, refused } => {
-                let tag = self.inflight.get_mut(usize::from(pkid))?.take()?;
-                Some((accepted(tag, refused), None))
-            }
-            Wire::PubRec {
-                pkid,
+            Wire::Outcome { tag, refused: None } => Some((Event::Accepted { tag }, None)),
+            Wire::Outcome {
+                tag,
                 refused: Some(why),
-            } => {
-                let tag = self.inflight.get_mut(usize::from(pkid))?.take()?;
-                Some((accepted(tag, Some(why)), None))
-            }
-            Wire::PubRec { refused: None, .. }
-            | Wire::ConnAck { .. }
-            | Wire::SubAck(_)
-            | Wire::DisconnectSent
-            | Wire::Other => None,
+            } => Some((
+                Event::Refused {
+                    tag,
+                    failure: Failure::new(ErrorKind::SendFailed, format!("broker refused: {why}")),
+                },
+                None,
+            )),
+            Wire::SubAck(_) => None,
         }
     }
 
-    /// The next thing the connection did, after queueing owed acknowledgements.
-    /// Cancel-safe.
-    async fn wire(&mut self) -> Result<Wire, Failure> {
-        while let Some(&(qos, pkid)) = self.acks.front() {
-            match self.conn.ack(qos, pkid) {
-                Ok(true) => {
-                    self.acks.pop_front();
-                }
-                Ok(false) => break,
-                Err(f) => return Err(f),
-            }
-        }
-        self.conn.next().await
-    }
-
-    /// The engine has the event: owe its message's acknowledgement.
+    /// The engine has the event: its message's acknowledgement goes out with the next
+    /// write.
     fn hand_out(&mut self, (ev, ack): (Event, Ack)) -> Event {
-        if let Some(a) = ack {
-            self.acks.push_back(a);
+        if let Some((qos, pkid)) = ack {
+            // A connection that failed reports it at the next read.
+            let _ = self.conn.ack(qos, pkid);
         }
         ev
-    }
-
-    /// Drives the connection once, keeping any event for later.
-    async fn step(&mut self) -> Result<(), Failure> {
-        let w = self.wire().await?;
-        if let Some(held) = self.absorb(w) {
-            self.pending.push_back(held);
-        }
-        Ok(())
     }
 
     /// Subscribes to `filter` and waits for the SUBACK (one subscription at a time, so the
     /// next SUBACK is its answer).
     async fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
-        let qos = self.opts.qos;
         let limit = self.subscribe_timeout;
         let wait = async {
-            while !self.conn.subscribe(filter, qos, no_local)? {
-                self.step().await?;
-            }
+            self.conn.subscribe(filter, no_local)?;
             loop {
-                match self.wire().await? {
+                match self.conn.next().await? {
                     Wire::SubAck(Ok(())) => return Ok(()),
                     Wire::SubAck(Err(why)) => {
                         return Err(Failure::new(
@@ -428,11 +320,7 @@ impl MqttSession {
                             format!("subscribing to {filter}: {why}"),
                         ))
                     }
-                    w => {
-                        if let Some(held) = self.absorb(w) {
-                            self.pending.push_back(held);
-                        }
-                    }
+                    w => self.pending.extend(Self::absorb(w)),
                 }
             }
         };
@@ -460,13 +348,13 @@ impl Session for MqttSession {
                 format!("`{topic}` is not a valid topic to publish to"),
             ));
         }
-        let qos = self.opts.qos;
-        while !self.conn.publish(&topic, qos, body)? {
-            // The request channel is full: let the event loop write some of it.
-            self.step().await?;
+        // Past `max_inflight` the send waits for an acknowledgement here, where the
+        // engine sees (and reports) the wait as lag.
+        while self.conn.full() {
+            let w = self.conn.next().await?;
+            self.pending.extend(Self::absorb(w));
         }
-        self.tags.push_back(tag);
-        Ok(())
+        self.conn.publish(tag, topic, body).await
     }
 
     async fn request(&mut self, _tag: u64, _name: &'static str) -> Result<(), Failure> {
@@ -477,16 +365,11 @@ impl Session for MqttSession {
     }
 
     async fn heartbeat(&mut self) -> Result<(), Failure> {
-        // rumqttc's event loop sends PINGREQ every keep-alive interval by itself.
-        match self.conn.failure() {
-            Some(f) => Err(f.clone()),
-            None => Ok(()),
-        }
+        self.conn.ping()
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
-        // Queued publishes are written by the event loop, which `next_event` drives.
-        Ok(())
+        self.conn.flush().await
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
@@ -521,10 +404,10 @@ impl Session for MqttSession {
         let quiet = self.opts.replay_quiet;
         let until = Instant::now() + REPLAY_LIMIT;
         while Instant::now() < until {
-            match tokio::time::timeout(quiet, self.wire()).await {
+            match tokio::time::timeout(quiet, self.conn.next()).await {
                 Err(_) => break,
                 Ok(Err(f)) => return Err(f),
-                Ok(Ok(w)) => match self.absorb(w) {
+                Ok(Ok(w)) => match Self::absorb(w) {
                     Some(held @ (Event::Delivered { .. }, _)) => {
                         if let Event::Delivered { body } = self.hand_out(held) {
                             out.push(body.into());
@@ -543,9 +426,9 @@ impl Session for MqttSession {
             return self.hand_out(held);
         }
         loop {
-            match self.wire().await {
+            match self.conn.next().await {
                 Ok(w) => {
-                    if let Some(held) = self.absorb(w) {
+                    if let Some(held) = Self::absorb(w) {
                         return self.hand_out(held);
                     }
                 }
@@ -557,14 +440,7 @@ impl Session for MqttSession {
     async fn close(mut self) -> Subscriptions {
         // Owed acknowledgements go out before the DISCONNECT; messages arriving meanwhile
         // stay unacknowledged, for the broker to deliver to the next connection.
-        let wait = async {
-            while !(self.acks.is_empty() && self.conn.disconnect()?) {
-                self.wire().await?;
-            }
-            while !matches!(self.conn.next().await?, Wire::DisconnectSent) {}
-            Ok::<(), Failure>(())
-        };
-        let _ = tokio::time::timeout(CLOSE_WAIT, wait).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, self.conn.disconnect()).await;
         self.resume
     }
 

@@ -1,342 +1,620 @@
-//! One rumqttc connection, MQTT 3.1.1 or 5, behind one small interface.
+//! One MQTT 3.1.1 or 5 connection: the client's state machine, written here over
+//! rumqttc's packet codec (`rumqttc::mqttbytes`, `rumqttc::v5::mqttbytes`) and the shared
+//! transport of the drivers ([`Stream`], plain TCP or rustls).
 //!
-//! rumqttc splits a connection into a client (a channel of requests) and an event loop
-//! that must be polled. `EventLoop::poll` is not cancel-safe (a request taken from the
-//! channel may be half written when its future is dropped), so [`Conn`] never drops a
-//! poll: it moves the event loop into a boxed future and keeps that future across calls
-//! until it completes. [`Conn::next`] is therefore cancel-safe without a task or a channel
-//! per connection. A failed poll ends the connection for good: rumqttc would reconnect on
-//! the next poll, but reconnecting is the engine's decision.
+//! Why by hand: rumqttc's event loop allocates fixed per-client state that no option
+//! sizes (an 8 KiB bitmap of incoming packet ids, queues for 100 events and 100 requests,
+//! 8 KiB framed read and write buffers): 35 KiB of generator memory per idle user against
+//! mosquitto (`bench/results/efficiency-2026-11-24-mqtt.md`). No other maintained tokio
+//! client is lighter (see `docs/drivers/mqtt.md`). The protocol a load generator needs is
+//! small; this client holds per connection only:
+//!
+//! - the socket;
+//! - a read buffer while a packet is partly read (released once every packet read is
+//!   parsed), read in chunks sized from the plan's largest message;
+//! - a write buffer while bytes wait for the socket (released once written);
+//! - the packet ids in flight, as many entries as publishes are unacknowledged.
+//!
+//! Both directions are cancel-safe: a read appends to the read buffer and a packet leaves
+//! it only once complete; a write drops only the bytes the socket took.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::time::{Duration, Instant};
 
-use rumqttc::v5;
+use bytes::{Buf, Bytes, BytesMut};
+use rumqttc::mqttbytes::{v4, QoS as QoS4};
+use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
+use super::super::ws::Stream;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
 
-/// What the event loop reported, in protocol-neutral terms.
+/// Write-buffer size past which a publish is written at once instead of at the next flush.
+const WRITE_COALESCE: usize = 64 << 10;
+
+/// How to open a connection: the same for every user of a run.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Broker host.
+    pub host: String,
+    /// Broker port.
+    pub port: u16,
+    /// TLS client for `mqtts://`.
+    #[cfg(feature = "mqtt-tls")]
+    pub tls: Option<super::super::tls::Client>,
+    /// MQTT 5 (else 3.1.1).
+    pub v5: bool,
+    /// QoS of every publish and subscription.
+    pub qos: u8,
+    /// Keep-alive announced in CONNECT (zero: off).
+    pub keep_alive: Duration,
+    /// The connection sends its own PINGREQs (the engine's heartbeat does not come as
+    /// often as the keep-alive needs).
+    pub self_ping: bool,
+    /// Largest packet read or written.
+    pub max_packet: usize,
+    /// Bytes asked of the socket per read.
+    pub read_chunk: usize,
+    /// Unacknowledged publishes at most (lowered by an MQTT 5 broker's receive maximum).
+    pub max_inflight: u16,
+}
+
+/// What one CONNECT carries besides the [`Setup`].
+#[derive(Debug)]
+pub struct Hello {
+    /// Client id.
+    pub client_id: String,
+    /// Username and password.
+    pub login: Option<(String, String)>,
+    /// 3.1.1 clean session / MQTT 5 clean start.
+    pub clean_start: bool,
+    /// MQTT 5 session expiry interval in seconds.
+    pub expiry: u32,
+}
+
+/// What the connection reports to the session.
 #[derive(Debug)]
 pub enum Wire {
-    /// The broker accepted the connection.
-    ConnAck {
-        /// The broker resumed a stored session.
-        session_present: bool,
-    },
     /// A message on a subscribed topic; acknowledge it with [`Conn::ack`] once the engine
     /// has it.
-    Publish {
+    Message {
         /// The body.
-        payload: Vec<u8>,
+        payload: Bytes,
         /// QoS and packet id to acknowledge (`None` for QoS 0).
         ack: Option<(u8, u16)>,
     },
-    /// A publish left with this packet id (0 for QoS 0), in the order sends were queued.
-    Sent(u16),
-    /// QoS 1 acknowledgement; `refused` holds an MQTT 5 failure reason.
-    PubAck {
-        /// Packet id.
-        pkid: u16,
-        /// Why the broker refused the message, if it did.
-        refused: Option<String>,
-    },
-    /// QoS 2 first acknowledgement; only a refusal matters.
-    PubRec {
-        /// Packet id.
-        pkid: u16,
-        /// Why the broker refused the message, if it did.
-        refused: Option<String>,
-    },
-    /// QoS 2 completion.
-    PubComp {
-        /// Packet id.
-        pkid: u16,
+    /// The outcome of the publish sent with `tag`: PUBACK (QoS 1), PUBCOMP (QoS 2), or an
+    /// MQTT 5 failure reason in PUBACK, PUBREC or PUBCOMP (`refused`).
+    Outcome {
+        /// The send's tag.
+        tag: u64,
         /// Why the broker refused the message, if it did.
         refused: Option<String>,
     },
     /// Answer to a subscription; `Err` names a refused filter.
     SubAck(Result<(), String>),
-    /// Our DISCONNECT was written.
-    DisconnectSent,
-    /// Anything the driver does not act on (pings, PUBREL…).
+}
+
+/// A decoded packet of either version, in the terms the state machine acts on.
+enum In {
+    ConnAck {
+        session_present: bool,
+        refused: Option<Failure>,
+        receive_max: Option<u16>,
+    },
+    Publish {
+        qos: u8,
+        pkid: u16,
+        payload: Bytes,
+    },
+    PubAck(u16, Option<String>),
+    PubRec(u16, Option<String>),
+    PubRel(u16),
+    PubComp(u16, Option<String>),
+    SubAck(Result<(), String>),
+    PingResp,
+    Disconnect(Failure),
     Other,
 }
 
-/// The two protocol versions' event loops.
-enum Loop {
-    V4(Box<rumqttc::EventLoop>),
-    V5(Box<v5::EventLoop>),
+/// A packet to write.
+enum Out<'a> {
+    /// CONNECT with the keep-alive in seconds and the largest packet accepted.
+    Connect(&'a Hello, u16, usize),
+    Publish {
+        topic: String,
+        qos: u8,
+        pkid: u16,
+        payload: Bytes,
+    },
+    PubAck(u16),
+    PubRec(u16),
+    PubRel(u16),
+    PubComp(u16),
+    Subscribe {
+        filter: &'a str,
+        qos: u8,
+        pkid: u16,
+        no_local: bool,
+    },
+    PingReq,
+    Disconnect,
 }
 
-/// The two protocol versions' request handles.
-enum Client {
-    V4(rumqttc::AsyncClient),
-    V5(v5::AsyncClient),
-}
-
-type Polling = Pin<Box<dyn Future<Output = (Loop, Result<Wire, Failure>)> + Send>>;
-
-enum State {
-    Idle(Loop),
-    Polling(Polling),
-    Gone(Failure),
-}
-
-/// One MQTT connection (connecting on the first [`Conn::next`]).
+/// One MQTT connection after CONNACK.
+#[derive(Debug)]
 pub struct Conn {
-    client: Client,
-    state: State,
+    io: Stream,
+    v5: bool,
+    qos: u8,
+    max_packet: usize,
+    read_chunk: usize,
+    max_inflight: u16,
+    /// Zero when the connection sends no PINGREQ of its own.
+    self_ping: Duration,
+    keep_alive: Duration,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// Packet id and tag of every publish not yet acknowledged.
+    inflight: Vec<(u16, u64)>,
+    last_pkid: u16,
+    /// When the last bytes went out.
+    last_write: Instant,
+    /// When the PINGREQ not answered yet went out.
+    ping_sent: Option<Instant>,
+    failed: Option<Failure>,
 }
-
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match &self.state {
-            State::Idle(_) => "idle",
-            State::Polling(_) => "polling",
-            State::Gone(_) => "gone",
-        };
-        f.debug_struct("Conn").field("state", &state).finish()
-    }
-}
-
-/// Requests queued in the client channel before a send has to drive the event loop.
-const REQUEST_CAPACITY: usize = 64;
 
 impl Conn {
-    /// An MQTT 3.1.1 connection with these options.
-    pub fn v4(options: rumqttc::MqttOptions, network: rumqttc::NetworkOptions) -> Self {
-        let (client, mut ev) = rumqttc::AsyncClient::new(options, REQUEST_CAPACITY);
-        ev.set_network_options(network);
-        Conn {
-            client: Client::V4(client),
-            state: State::Idle(Loop::V4(Box::new(ev))),
+    /// Connects (TCP, TLS, CONNECT/CONNACK); the caller bounds it in time. Returns the
+    /// connection and whether the broker resumed a stored session.
+    pub async fn open(setup: &Setup, hello: &Hello) -> Result<(Conn, bool), Failure> {
+        let tcp = TcpStream::connect((setup.host.as_str(), setup.port))
+            .await
+            .map_err(|e| io_failure(&e))?;
+        tcp.set_nodelay(true).map_err(|e| io_failure(&e))?;
+        #[cfg(feature = "mqtt-tls")]
+        let io = match &setup.tls {
+            Some(client) => Stream::Tls(Box::new(client.connect(tcp).await?)),
+            None => Stream::Plain(tcp),
+        };
+        #[cfg(not(feature = "mqtt-tls"))]
+        let io = Stream::Plain(tcp);
+        let mut conn = Conn {
+            io,
+            v5: setup.v5,
+            qos: setup.qos,
+            max_packet: setup.max_packet,
+            read_chunk: setup.read_chunk,
+            max_inflight: setup.max_inflight,
+            self_ping: match setup.self_ping {
+                true => setup.keep_alive,
+                false => Duration::ZERO,
+            },
+            keep_alive: setup.keep_alive,
+            rbuf: BytesMut::new(),
+            wbuf: BytesMut::new(),
+            inflight: Vec::new(),
+            last_pkid: 0,
+            last_write: Instant::now(),
+            ping_sent: None,
+            failed: None,
+        };
+        let keep_alive = setup.keep_alive.as_secs().min(u64::from(u16::MAX)) as u16;
+        conn.put(Out::Connect(hello, keep_alive, setup.max_packet))?;
+        conn.write_all().await?;
+        match conn.read().await? {
+            In::ConnAck {
+                refused: Some(f), ..
+            } => Err(f),
+            In::ConnAck {
+                session_present,
+                receive_max,
+                ..
+            } => {
+                if let Some(max) = receive_max.filter(|&m| m > 0) {
+                    conn.max_inflight = conn.max_inflight.min(max);
+                }
+                Ok((conn, session_present))
+            }
+            In::Disconnect(f) => Err(f),
+            _ => Err(Failure::new(
+                ErrorKind::Protocol,
+                "expected CONNACK as the broker's first packet",
+            )),
         }
     }
 
-    /// An MQTT 5 connection with these options.
-    pub fn v5(options: v5::MqttOptions) -> Self {
-        let (client, ev) = v5::AsyncClient::new(options, REQUEST_CAPACITY);
-        Conn {
-            client: Client::V5(client),
-            state: State::Idle(Loop::V5(Box::new(ev))),
-        }
-    }
-
-    /// The next thing the connection did. Cancel-safe: an interrupted poll resumes on the
-    /// next call. After a failure every call returns that failure.
+    /// The next thing the broker did that the session acts on; acknowledgements, pings
+    /// and the QoS 2 handshake are answered here. Cancel-safe. After a failure every call
+    /// returns that failure.
     pub async fn next(&mut self) -> Result<Wire, Failure> {
+        if let Some(f) = &self.failed {
+            return Err(f.clone());
+        }
+        let r = self.next_inner().await;
+        if let Err(f) = &r {
+            self.failed = Some(f.clone());
+        }
+        r
+    }
+
+    async fn next_inner(&mut self) -> Result<Wire, Failure> {
         loop {
-            match &mut self.state {
-                State::Gone(f) => return Err(f.clone()),
-                State::Polling(fut) => {
-                    let (lp, result) = fut.await;
-                    self.state = match &result {
-                        Ok(_) => State::Idle(lp),
-                        Err(f) => State::Gone(f.clone()),
-                    };
-                    return result;
+            if let Some(packet) = self.parse()? {
+                if let Some(w) = self.absorb(packet)? {
+                    return Ok(w);
                 }
-                State::Idle(_) => {
-                    let placeholder = State::Gone(Failure::new(ErrorKind::Other, "polling"));
-                    let State::Idle(lp) = std::mem::replace(&mut self.state, placeholder) else {
-                        unreachable!("matched Idle above")
-                    };
-                    self.state = State::Polling(Box::pin(poll_once(lp)));
-                }
+                continue;
             }
-        }
-    }
-
-    /// The failure that ended the connection, if it ended.
-    pub fn failure(&self) -> Option<&Failure> {
-        match &self.state {
-            State::Gone(f) => Some(f),
-            _ => None,
-        }
-    }
-
-    /// Queues a publish. `Ok(false)`: the request channel is full; drive [`Conn::next`]
-    /// and try again.
-    pub fn publish(&self, topic: &str, qos: u8, body: &str) -> Result<bool, Failure> {
-        let payload = body.as_bytes().to_vec();
-        let queued = match &self.client {
-            Client::V4(c) => c.try_publish(topic, qos4(qos), false, payload).is_ok(),
-            Client::V5(c) => c.try_publish(topic, qos5(qos), false, payload).is_ok(),
-        };
-        self.queued(queued)
-    }
-
-    /// Queues a subscription (`no_local` is honoured by MQTT 5 only). `Ok(false)` as for
-    /// [`Conn::publish`].
-    pub fn subscribe(&self, filter: &str, qos: u8, no_local: bool) -> Result<bool, Failure> {
-        let queued = match &self.client {
-            Client::V4(c) => c.try_subscribe(filter, qos4(qos)).is_ok(),
-            Client::V5(c) => {
-                let mut f = v5::mqttbytes::v5::Filter::new(filter, qos5(qos));
-                f.nolocal = no_local;
-                c.try_subscribe_many([f]).is_ok()
+            // Nothing left to parse: what the packets read so far owe goes out in one
+            // write before waiting for more.
+            self.write_all().await?;
+            if self.self_ping.is_zero() {
+                self.fill().await?;
+                continue;
             }
-        };
-        self.queued(queued)
-    }
-
-    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received publish.
-    /// `Ok(false)` as for [`Conn::publish`].
-    pub fn ack(&self, qos: u8, pkid: u16) -> Result<bool, Failure> {
-        let queued = match &self.client {
-            Client::V4(c) => {
-                let mut p = rumqttc::Publish::new("", qos4(qos), Vec::new());
-                p.pkid = pkid;
-                c.try_ack(&p).is_ok()
-            }
-            Client::V5(c) => {
-                let mut p = v5::mqttbytes::v5::Publish::new("", qos5(qos), Vec::new(), None);
-                p.pkid = pkid;
-                c.try_ack(&p).is_ok()
-            }
-        };
-        self.queued(queued)
-    }
-
-    /// Queues a DISCONNECT.
-    pub fn disconnect(&self) -> Result<bool, Failure> {
-        let queued = match &self.client {
-            Client::V4(c) => c.try_disconnect().is_ok(),
-            Client::V5(c) => c.try_disconnect().is_ok(),
-        };
-        self.queued(queued)
-    }
-
-    fn queued(&self, queued: bool) -> Result<bool, Failure> {
-        match (&self.state, queued) {
-            (State::Gone(f), _) => Err(f.clone()),
-            (_, q) => Ok(q),
-        }
-    }
-}
-
-fn qos4(q: u8) -> rumqttc::QoS {
-    match q {
-        0 => rumqttc::QoS::AtMostOnce,
-        1 => rumqttc::QoS::AtLeastOnce,
-        _ => rumqttc::QoS::ExactlyOnce,
-    }
-}
-
-fn qos5(q: u8) -> v5::mqttbytes::QoS {
-    match q {
-        0 => v5::mqttbytes::QoS::AtMostOnce,
-        1 => v5::mqttbytes::QoS::AtLeastOnce,
-        _ => v5::mqttbytes::QoS::ExactlyOnce,
-    }
-}
-
-/// Polls the event loop once and hands it back with what happened.
-async fn poll_once(mut lp: Loop) -> (Loop, Result<Wire, Failure>) {
-    let result = match &mut lp {
-        Loop::V4(ev) => ev.poll().await.map(wire4).map_err(|e| classify4(&e)),
-        Loop::V5(ev) => ev.poll().await.map(wire5).map_err(|e| classify5(&e)),
-    };
-    (lp, result)
-}
-
-fn wire4(ev: rumqttc::Event) -> Wire {
-    use rumqttc::{Event, Outgoing, Packet, SubscribeReasonCode};
-    match ev {
-        Event::Incoming(Packet::ConnAck(c)) => Wire::ConnAck {
-            session_present: c.session_present,
-        },
-        Event::Incoming(Packet::Publish(p)) => Wire::Publish {
-            ack: (p.qos != rumqttc::QoS::AtMostOnce).then_some((p.qos as u8, p.pkid)),
-            payload: p.payload.into(),
-        },
-        Event::Incoming(Packet::PubAck(a)) => Wire::PubAck {
-            pkid: a.pkid,
-            refused: None,
-        },
-        Event::Incoming(Packet::PubComp(c)) => Wire::PubComp {
-            pkid: c.pkid,
-            refused: None,
-        },
-        Event::Incoming(Packet::SubAck(s)) => Wire::SubAck(
-            match s.return_codes.contains(&SubscribeReasonCode::Failure) {
-                true => Err("SUBACK failure (0x80)".to_owned()),
-                false => Ok(()),
-            },
-        ),
-        Event::Outgoing(Outgoing::Publish(pkid)) => Wire::Sent(pkid),
-        Event::Outgoing(Outgoing::Disconnect) => Wire::DisconnectSent,
-        _ => Wire::Other,
-    }
-}
-
-fn wire5(ev: v5::Event) -> Wire {
-    use rumqttc::Outgoing;
-    use v5::mqttbytes::v5::SubscribeReasonCode;
-    use v5::mqttbytes::v5::{Packet, PubAckReason, PubCompReason, PubRecReason};
-    use v5::Event;
-    let refused = |ok: bool, why: &dyn std::fmt::Debug| (!ok).then(|| format!("{why:?}"));
-    match ev {
-        Event::Incoming(Packet::ConnAck(c)) => Wire::ConnAck {
-            session_present: c.session_present,
-        },
-        Event::Incoming(Packet::Publish(p)) => Wire::Publish {
-            ack: (p.qos != v5::mqttbytes::QoS::AtMostOnce).then_some((p.qos as u8, p.pkid)),
-            payload: p.payload.into(),
-        },
-        Event::Incoming(Packet::PubAck(a)) => Wire::PubAck {
-            pkid: a.pkid,
-            refused: refused(
-                matches!(
-                    a.reason,
-                    PubAckReason::Success | PubAckReason::NoMatchingSubscribers
-                ),
-                &a.reason,
-            ),
-        },
-        Event::Incoming(Packet::PubRec(r)) => Wire::PubRec {
-            pkid: r.pkid,
-            refused: refused(
-                matches!(
-                    r.reason,
-                    PubRecReason::Success | PubRecReason::NoMatchingSubscribers
-                ),
-                &r.reason,
-            ),
-        },
-        Event::Incoming(Packet::PubComp(c)) => Wire::PubComp {
-            pkid: c.pkid,
-            refused: refused(c.reason == PubCompReason::Success, &c.reason),
-        },
-        Event::Incoming(Packet::SubAck(s)) => Wire::SubAck(
-            match s
-                .return_codes
-                .iter()
-                .find(|c| !matches!(c, SubscribeReasonCode::Success(_)))
+            let due = self.ping_sent.unwrap_or(self.last_write) + self.self_ping;
+            // Boxed: the timer is only for connections that ping by themselves, and an
+            // idle connection's read future stays small without it.
+            if Box::pin(tokio::time::timeout_at(due.into(), self.fill()))
+                .await
+                .is_err()
             {
-                Some(c) => Err(format!("SUBACK {c:?}")),
-                None => Ok(()),
+                self.ping()?;
+            }
+        }
+    }
+
+    /// Acts on one packet; `Some` when the session must hear of it.
+    fn absorb(&mut self, packet: In) -> Result<Option<Wire>, Failure> {
+        let outcome = |conn: &mut Conn, pkid: u16, refused: Option<String>| {
+            let i = conn.inflight.iter().position(|&(id, _)| id == pkid)?;
+            let (_, tag) = conn.inflight.swap_remove(i);
+            Some(Wire::Outcome { tag, refused })
+        };
+        let w = match packet {
+            In::Publish { qos, pkid, payload } => Some(Wire::Message {
+                payload,
+                ack: (qos > 0).then_some((qos, pkid)),
+            }),
+            In::PubAck(pkid, refused) | In::PubComp(pkid, refused) => outcome(self, pkid, refused),
+            In::PubRec(pkid, Some(why)) => outcome(self, pkid, Some(why)),
+            In::PubRec(pkid, None) => {
+                self.put(Out::PubRel(pkid))?;
+                None
+            }
+            In::PubRel(pkid) => {
+                self.put(Out::PubComp(pkid))?;
+                None
+            }
+            In::SubAck(r) => Some(Wire::SubAck(r)),
+            In::PingResp => {
+                self.ping_sent = None;
+                None
+            }
+            In::Disconnect(f) => return Err(f),
+            In::ConnAck { .. } => {
+                return Err(Failure::new(ErrorKind::Protocol, "a second CONNACK"));
+            }
+            In::Other => None,
+        };
+        Ok(w)
+    }
+
+    /// Whether every in-flight slot is taken: a publish must wait for an outcome.
+    pub fn full(&self) -> bool {
+        self.qos > 0 && self.inflight.len() >= usize::from(self.max_inflight)
+    }
+
+    /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
+    /// with `tag` (none for QoS 0). The caller waits while the connection is
+    /// [`Conn::full`].
+    pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
+        self.alive()?;
+        let pkid = match self.qos {
+            0 => 0,
+            _ => self.next_pkid(),
+        };
+        self.put(Out::Publish {
+            topic,
+            qos: self.qos,
+            pkid,
+            payload: Bytes::copy_from_slice(body.as_bytes()),
+        })?;
+        if self.qos > 0 {
+            self.inflight.push((pkid, tag));
+        }
+        if self.wbuf.len() >= WRITE_COALESCE {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// A packet id no publish in flight holds.
+    fn next_pkid(&mut self) -> u16 {
+        loop {
+            self.last_pkid = self.last_pkid.checked_add(1).unwrap_or(1);
+            let id = self.last_pkid;
+            if !self.inflight.iter().any(|&(p, _)| p == id) {
+                return id;
+            }
+        }
+    }
+
+    /// Queues a SUBSCRIBE to `filter` (`no_local` is honoured by MQTT 5 only); the answer
+    /// comes as [`Wire::SubAck`].
+    pub fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
+        self.alive()?;
+        let pkid = self.next_pkid();
+        self.put(Out::Subscribe {
+            filter,
+            qos: self.qos,
+            pkid,
+            no_local,
+        })
+    }
+
+    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received message.
+    pub fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
+        self.alive()?;
+        match qos {
+            1 => self.put(Out::PubAck(pkid)),
+            _ => self.put(Out::PubRec(pkid)),
+        }
+    }
+
+    /// The keep-alive: queues a PINGREQ unless one is unanswered; one unanswered for the
+    /// whole keep-alive ends the connection (`timeout`).
+    pub fn ping(&mut self) -> Result<(), Failure> {
+        self.alive()?;
+        match self.ping_sent {
+            Some(at) if at.elapsed() >= self.keep_alive => {
+                let f = Failure::new(ErrorKind::Timeout, "no PINGRESP within the keep-alive");
+                self.failed = Some(f.clone());
+                Err(f)
+            }
+            Some(_) => Ok(()),
+            None => {
+                self.put(Out::PingReq)?;
+                self.ping_sent = Some(Instant::now());
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes a DISCONNECT after everything queued.
+    pub async fn disconnect(&mut self) -> Result<(), Failure> {
+        self.alive()?;
+        self.put(Out::Disconnect)?;
+        self.flush().await
+    }
+
+    /// Writes everything queued. Cancel-safe.
+    pub async fn flush(&mut self) -> Result<(), Failure> {
+        self.alive()?;
+        let r = self.write_all().await;
+        if let Err(f) = &r {
+            self.failed = Some(f.clone());
+        }
+        r
+    }
+
+    fn alive(&self) -> Result<(), Failure> {
+        match &self.failed {
+            Some(f) => Err(f.clone()),
+            None => Ok(()),
+        }
+    }
+
+    async fn write_all(&mut self) -> Result<(), Failure> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        while !self.wbuf.is_empty() {
+            let n = self
+                .io
+                .write(&self.wbuf)
+                .await
+                .map_err(|e| io_failure(&e))?;
+            if n == 0 {
+                return Err(closed());
+            }
+            self.wbuf.advance(n);
+        }
+        self.io.flush().await.map_err(|e| io_failure(&e))?;
+        self.wbuf = BytesMut::new();
+        self.last_write = Instant::now();
+        Ok(())
+    }
+
+    /// Reads from the socket into the read buffer. An idle plain connection waits for
+    /// readiness without a buffer and allocates one only to take what arrived.
+    async fn fill(&mut self) -> Result<(), Failure> {
+        let n = match &mut self.io {
+            Stream::Plain(tcp) => loop {
+                tcp.readable().await.map_err(|e| io_failure(&e))?;
+                self.rbuf.reserve(self.read_chunk);
+                match tcp.try_read_buf(&mut self.rbuf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if self.rbuf.is_empty() {
+                            self.rbuf = BytesMut::new();
+                        }
+                    }
+                    Err(e) => return Err(io_failure(&e)),
+                }
             },
-        ),
-        Event::Outgoing(Outgoing::Publish(pkid)) => Wire::Sent(pkid),
-        Event::Outgoing(Outgoing::Disconnect) => Wire::DisconnectSent,
-        _ => Wire::Other,
+            #[allow(unreachable_patterns)]
+            io => {
+                self.rbuf.reserve(self.read_chunk);
+                io.read_buf(&mut self.rbuf)
+                    .await
+                    .map_err(|e| io_failure(&e))?
+            }
+        };
+        match n {
+            0 => Err(closed()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads until a whole packet is in and returns it.
+    async fn read(&mut self) -> Result<In, Failure> {
+        loop {
+            if let Some(p) = self.parse()? {
+                return Ok(p);
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// The next whole packet in the read buffer, if one is.
+    fn parse(&mut self) -> Result<Option<In>, Failure> {
+        if self.rbuf.is_empty() {
+            return Ok(None);
+        }
+        let packet = if self.v5 {
+            match v5::Packet::read(
+                &mut self.rbuf,
+                Some(u32::try_from(self.max_packet).unwrap_or(u32::MAX)),
+            ) {
+                Ok(p) => decode5(p),
+                Err(rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
+                Err(e) => return Err(unreadable(&e)),
+            }
+        } else {
+            match v4::Packet::read(&mut self.rbuf, self.max_packet) {
+                Ok(p) => decode4(p),
+                Err(rumqttc::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
+                Err(e) => return Err(unreadable(&e)),
+            }
+        };
+        if self.rbuf.is_empty() {
+            // Every packet read is parsed: give the chunk back while the connection idles.
+            self.rbuf = BytesMut::new();
+        }
+        Ok(Some(packet))
+    }
+
+    /// Encodes `out` into the write buffer.
+    fn put(&mut self, out: Out<'_>) -> Result<(), Failure> {
+        let max = self.max_packet;
+        let r = if self.v5 {
+            encode5(out)
+                .write(&mut self.wbuf, Some(max as u32))
+                .map_err(|e| e.to_string())
+        } else {
+            encode4(out)
+                .write(&mut self.wbuf, max)
+                .map_err(|e| e.to_string())
+        };
+        r.map(drop)
+            .map_err(|e| Failure::new(ErrorKind::SendFailed, format!("MQTT packet: {e}")))
     }
 }
 
-/// Classifies an I/O failure for the error taxonomy.
-fn classify_io(e: &std::io::Error) -> Failure {
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            Failure::new(ErrorKind::ConnectRefused, e.to_string())
+fn qos4(q: u8) -> QoS4 {
+    match q {
+        0 => QoS4::AtMostOnce,
+        1 => QoS4::AtLeastOnce,
+        _ => QoS4::ExactlyOnce,
+    }
+}
+
+fn qos5(q: u8) -> QoS5 {
+    match q {
+        0 => QoS5::AtMostOnce,
+        1 => QoS5::AtLeastOnce,
+        _ => QoS5::ExactlyOnce,
+    }
+}
+
+fn encode4(out: Out<'_>) -> v4::Packet {
+    use v4::Packet as P;
+    match out {
+        Out::Connect(h, keep_alive, _) => {
+            let mut c = v4::Connect::new(h.client_id.as_str());
+            c.keep_alive = keep_alive;
+            c.clean_session = h.clean_start;
+            c.login = h.login.as_ref().map(|(u, p)| v4::Login::new(u, p));
+            P::Connect(c)
         }
-        std::io::ErrorKind::TimedOut => Failure::new(ErrorKind::ConnectTimeout, e.to_string()),
-        _ if e.raw_os_error() == Some(libc::EMFILE) => Failure::new(
-            ErrorKind::Other,
-            format!("file descriptor limit reached: {e}"),
-        ),
-        _ => Failure::new(ErrorKind::ClosedByPeer, e.to_string()),
+        Out::Publish {
+            topic,
+            qos,
+            pkid,
+            payload,
+        } => {
+            let mut p = v4::Publish::from_bytes(topic, qos4(qos), payload);
+            p.pkid = pkid;
+            P::Publish(p)
+        }
+        Out::PubAck(id) => P::PubAck(v4::PubAck::new(id)),
+        Out::PubRec(id) => P::PubRec(v4::PubRec::new(id)),
+        Out::PubRel(id) => P::PubRel(v4::PubRel::new(id)),
+        Out::PubComp(id) => P::PubComp(v4::PubComp::new(id)),
+        Out::Subscribe {
+            filter, qos, pkid, ..
+        } => {
+            let mut s = v4::Subscribe::new(filter, qos4(qos));
+            s.pkid = pkid;
+            P::Subscribe(s)
+        }
+        Out::PingReq => P::PingReq,
+        Out::Disconnect => P::Disconnect,
+    }
+}
+
+fn encode5(out: Out<'_>) -> v5::Packet {
+    use v5::Packet as P;
+    match out {
+        Out::Connect(h, keep_alive, max_packet) => {
+            let props = v5::ConnectProperties {
+                session_expiry_interval: Some(h.expiry),
+                max_packet_size: Some(u32::try_from(max_packet).unwrap_or(u32::MAX)),
+                ..v5::ConnectProperties::new()
+            };
+            let c = v5::Connect {
+                keep_alive,
+                client_id: h.client_id.clone(),
+                clean_start: h.clean_start,
+                properties: Some(props),
+            };
+            let login = h.login.as_ref().map(|(u, p)| v5::Login::new(u, p));
+            P::Connect(c, None, login)
+        }
+        Out::Publish {
+            topic,
+            qos,
+            pkid,
+            payload,
+        } => {
+            let mut p = v5::Publish::new(topic, qos5(qos), payload, None);
+            p.pkid = pkid;
+            P::Publish(p)
+        }
+        Out::PubAck(id) => P::PubAck(v5::PubAck::new(id, None)),
+        Out::PubRec(id) => P::PubRec(v5::PubRec::new(id, None)),
+        Out::PubRel(id) => P::PubRel(v5::PubRel::new(id, None)),
+        Out::PubComp(id) => P::PubComp(v5::PubComp::new(id, None)),
+        Out::Subscribe {
+            filter,
+            qos,
+            pkid,
+            no_local,
+        } => {
+            let mut f = v5::Filter::new(filter, qos5(qos));
+            f.nolocal = no_local;
+            let mut s = v5::Subscribe::new(f, None);
+            s.pkid = pkid;
+            P::Subscribe(s)
+        }
+        Out::PingReq => P::PingReq(v5::PingReq),
+        Out::Disconnect => P::Disconnect(v5::Disconnect::new(
+            v5::DisconnectReasonCode::NormalDisconnection,
+        )),
     }
 }
 
@@ -352,57 +630,134 @@ fn refusal(auth: bool, code: &dyn std::fmt::Debug) -> Failure {
     )
 }
 
-fn classify4(e: &rumqttc::ConnectionError) -> Failure {
-    use rumqttc::{ConnectReturnCode as C, ConnectionError as E, StateError as S};
-    match e {
-        E::ConnectionRefused(code) => refusal(
-            matches!(code, C::BadUserNamePassword | C::NotAuthorized),
-            code,
+fn decode4(p: v4::Packet) -> In {
+    use v4::{ConnectReturnCode as C, Packet as P};
+    match p {
+        P::ConnAck(c) => In::ConnAck {
+            session_present: c.session_present,
+            refused: (c.code != C::Success).then(|| {
+                refusal(
+                    matches!(c.code, C::BadUserNamePassword | C::NotAuthorized),
+                    &c.code,
+                )
+            }),
+            receive_max: None,
+        },
+        P::Publish(p) => In::Publish {
+            qos: p.qos as u8,
+            pkid: p.pkid,
+            payload: p.payload,
+        },
+        P::PubAck(a) => In::PubAck(a.pkid, None),
+        P::PubRec(r) => In::PubRec(r.pkid, None),
+        P::PubRel(r) => In::PubRel(r.pkid),
+        P::PubComp(c) => In::PubComp(c.pkid, None),
+        P::SubAck(s) => In::SubAck(
+            match s.return_codes.contains(&v4::SubscribeReasonCode::Failure) {
+                true => Err("SUBACK failure (0x80)".to_owned()),
+                false => Ok(()),
+            },
         ),
-        E::Io(io) | E::MqttState(S::Io(io)) => classify_io(io),
-        E::NetworkTimeout => Failure::new(ErrorKind::ConnectTimeout, "no CONNACK in time"),
-        E::FlushTimeout => Failure::new(ErrorKind::Timeout, "writing to the broker timed out"),
-        E::MqttState(S::ConnectionAborted) => {
-            Failure::new(ErrorKind::ClosedByPeer, "the broker closed the connection")
-        }
-        E::MqttState(S::AwaitPingResp) => {
-            Failure::new(ErrorKind::Timeout, "no PINGRESP within the keep-alive")
-        }
-        other => Failure::new(ErrorKind::Protocol, other.to_string()),
+        P::PingResp => In::PingResp,
+        _ => In::Other,
     }
 }
 
-fn classify5(e: &v5::ConnectionError) -> Failure {
-    use v5::mqttbytes::v5::ConnectReturnCode as C;
-    use v5::{ConnectionError as E, StateError as S};
-    let auth = |c: &C| {
-        matches!(
-            c,
-            C::BadUserNamePassword | C::NotAuthorized | C::BadAuthenticationMethod | C::Banned
-        )
-    };
-    match e {
-        E::ConnectionRefused(code) | E::MqttState(S::ConnFail { reason: code }) => {
-            refusal(auth(code), code)
-        }
-        E::Io(io) | E::MqttState(S::Io(io)) => classify_io(io),
-        E::Timeout(_) => Failure::new(ErrorKind::ConnectTimeout, "no CONNACK in time"),
-        E::MqttState(S::ConnectionAborted) => {
-            Failure::new(ErrorKind::ClosedByPeer, "the broker closed the connection")
-        }
-        E::MqttState(S::ServerDisconnect {
-            reason_code,
-            reason_string,
-        }) => Failure::new(
-            ErrorKind::ClosedByPeer,
-            format!(
-                "the broker sent DISCONNECT: {reason_code:?} {}",
-                reason_string.as_deref().unwrap_or_default()
+fn decode5(p: v5::Packet) -> In {
+    use v5::{ConnectReturnCode as C, Packet as P};
+    let refused = |ok: bool, why: &dyn std::fmt::Debug| (!ok).then(|| format!("{why:?}"));
+    match p {
+        P::ConnAck(c) => In::ConnAck {
+            session_present: c.session_present,
+            refused: (c.code != C::Success).then(|| {
+                refusal(
+                    matches!(
+                        c.code,
+                        C::BadUserNamePassword
+                            | C::NotAuthorized
+                            | C::BadAuthenticationMethod
+                            | C::Banned
+                    ),
+                    &c.code,
+                )
+            }),
+            receive_max: c.properties.and_then(|p| p.receive_max),
+        },
+        P::Publish(p) => In::Publish {
+            qos: p.qos as u8,
+            pkid: p.pkid,
+            payload: p.payload,
+        },
+        P::PubAck(a) => In::PubAck(
+            a.pkid,
+            refused(
+                matches!(
+                    a.reason,
+                    v5::PubAckReason::Success | v5::PubAckReason::NoMatchingSubscribers
+                ),
+                &a.reason,
             ),
         ),
-        E::MqttState(S::AwaitPingResp) => {
-            Failure::new(ErrorKind::Timeout, "no PINGRESP within the keep-alive")
+        P::PubRec(r) => In::PubRec(
+            r.pkid,
+            refused(
+                matches!(
+                    r.reason,
+                    v5::PubRecReason::Success | v5::PubRecReason::NoMatchingSubscribers
+                ),
+                &r.reason,
+            ),
+        ),
+        P::PubRel(r) => In::PubRel(r.pkid),
+        P::PubComp(c) => In::PubComp(
+            c.pkid,
+            refused(c.reason == v5::PubCompReason::Success, &c.reason),
+        ),
+        P::SubAck(s) => In::SubAck(
+            match s
+                .return_codes
+                .iter()
+                .find(|c| !matches!(c, v5::SubscribeReasonCode::Success(_)))
+            {
+                Some(c) => Err(format!("SUBACK {c:?}")),
+                None => Ok(()),
+            },
+        ),
+        P::PingResp(_) => In::PingResp,
+        P::Disconnect(d) => In::Disconnect(Failure::new(
+            ErrorKind::ClosedByPeer,
+            format!(
+                "the broker sent DISCONNECT: {:?} {}",
+                d.reason_code,
+                d.properties
+                    .and_then(|p| p.reason_string)
+                    .unwrap_or_default()
+            ),
+        )),
+        _ => In::Other,
+    }
+}
+
+/// A packet the codec cannot read.
+fn unreadable(e: &dyn std::fmt::Display) -> Failure {
+    Failure::new(ErrorKind::Protocol, format!("unreadable MQTT packet: {e}"))
+}
+
+fn closed() -> Failure {
+    Failure::new(ErrorKind::ClosedByPeer, "the broker closed the connection")
+}
+
+/// Classifies an I/O failure for the error taxonomy.
+fn io_failure(e: &std::io::Error) -> Failure {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            Failure::new(ErrorKind::ConnectRefused, e.to_string())
         }
-        other => Failure::new(ErrorKind::Protocol, other.to_string()),
+        std::io::ErrorKind::TimedOut => Failure::new(ErrorKind::ConnectTimeout, e.to_string()),
+        _ if e.raw_os_error() == Some(libc::EMFILE) => Failure::new(
+            ErrorKind::Other,
+            format!("file descriptor limit reached: {e}"),
+        ),
+        _ => Failure::new(ErrorKind::ClosedByPeer, e.to_string()),
     }
 }
