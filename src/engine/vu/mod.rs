@@ -27,7 +27,7 @@ use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
 use crate::metrics::{Counter, Hist};
 use crate::scenario::{StreamId, UserIx};
-use record::Tally;
+use record::Held;
 use send::Pending;
 
 /// Reconnect attempts after a lost connection before the user stays offline.
@@ -114,7 +114,10 @@ pub fn run<D: Driver>(
 ) -> impl Future<Output = ()> + Send {
     let (ix, slot) = (spec.ctx.ix, spec.slot);
     let failed = shared.clone();
-    AssertUnwindSafe(async move { Vu::new(driver, shared, cfg, spec).live().await })
+    // Built here rather than in the async block: the block would keep room for its
+    // arguments next to the user they were moved into.
+    let mut vu = Vu::new(driver, shared, cfg, spec);
+    AssertUnwindSafe(async move { vu.live().await })
         .catch_unwind()
         .map(move |outcome| {
             if let Err(panic) = outcome {
@@ -150,8 +153,10 @@ struct Vu<D: Driver> {
     body: String,
     /// The buffer every fetch of missed messages reuses.
     inbox: Vec<String>,
-    /// What this wake-up recorded, not yet applied (see `record`).
-    tally: Tally,
+    /// What this wake-up recorded, not yet applied (see `record`); taken from the worker
+    /// thread's spares when something is recorded and given back when applied, so an
+    /// idle user holds none.
+    tally: Held,
     /// Counted in `Shared::logins_pending`, not yet counted down.
     login_pending: bool,
     /// Counted in `Shared::busy`, not yet counted down.
@@ -195,7 +200,7 @@ impl<D: Driver> Vu<D> {
             next_tag: 0,
             body: String::new(),
             inbox: Vec::new(),
-            tally: Tally::default(),
+            tally: Held::default(),
             login_pending: spec.on_time || cfg.presence,
             busy: true,
             online: false,
@@ -241,22 +246,27 @@ impl<D: Driver> Vu<D> {
             _ = sleep_until(first) => true,
             _ = stopped => false,
         };
-        let session = if due {
-            let sync =
-                !self.spec.on_time || self.cfg.sync_first_login || self.traffic_start().is_some();
-            Box::pin(self.login(sync)).await
-        } else {
-            None
-        };
-        self.login_settled();
-        let mut link = Link {
-            offline: if session.is_some() {
-                Offline::No
+        // In a block: a named local moved into `link` would keep its room in the user's
+        // state machine for the rest of the loop.
+        let mut link = {
+            let session = if due {
+                let sync = !self.spec.on_time
+                    || self.cfg.sync_first_login
+                    || self.traffic_start().is_some();
+                Box::pin(self.login(sync)).await
             } else {
-                Offline::Gone
-            },
-            session,
-            last_heartbeat: Instant::now(),
+                None
+            };
+            self.login_settled();
+            Link {
+                offline: if session.is_some() {
+                    Offline::No
+                } else {
+                    Offline::Gone
+                },
+                session,
+                last_heartbeat: Instant::now(),
+            }
         };
         loop {
             let phase = *phase_rx.borrow_and_update();
@@ -581,10 +591,11 @@ impl<D: Driver> Vu<D> {
         if self.pending.is_empty() {
             return;
         }
-        self.tally(Instant::now());
-        let t = &mut self.tally;
-        let lost = self.pending.len() as u64;
-        for (_, p) in self.pending.drain() {
+        // Taken whole: the map's room goes with it.
+        let pending = std::mem::take(&mut self.pending);
+        let lost = pending.len() as u64;
+        let t = self.tally(Instant::now());
+        for (_, p) in pending {
             t.refused(p.stream, p.seq);
         }
         t.count(Counter::SendErrors, lost);
