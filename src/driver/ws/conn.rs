@@ -416,3 +416,125 @@ fn close_frame(payload: &[u8]) -> Result<Option<CloseFrame>, Error> {
         })),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+
+    use super::*;
+    use crate::driver::echo::EchoDriver;
+    use crate::driver::{Driver, Endpoint};
+
+    /// A tokio-tungstenite server on 127.0.0.1 that runs `script` on its one connection,
+    /// and a [`Ws`] connected to it.
+    async fn pair<F, Fut>(script: F) -> (Ws, tokio::task::JoinHandle<()>)
+    where
+        F: FnOnce(tokio_tungstenite::WebSocketStream<TcpStream>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            script(tokio_tungstenite::accept_async(tcp).await.expect("upgrade")).await;
+        });
+        let ep = Endpoint::parse(&format!("ws://{addr}/"), &EchoDriver::SPEC).expect("url");
+        let ws = super::super::open(&ep, None, &super::super::Security::Plain)
+            .await
+            .expect("open");
+        (ws, server)
+    }
+
+    #[tokio::test]
+    async fn fragments_pings_and_close_are_handled_as_tungstenite_does() {
+        let (mut ws, server) = pair(|mut s| async move {
+            let part =
+                |text: &str, op, fin| Message::Frame(Frame::message(text.to_owned(), op, fin));
+            s.send(part("hel", OpCode::Data(Data::Text), false))
+                .await
+                .expect("1");
+            s.send(Message::Ping(Bytes::from_static(b"p1")))
+                .await
+                .expect("ping");
+            s.send(part("lo", OpCode::Data(Data::Continue), true))
+                .await
+                .expect("2");
+            // The client answers the ping by itself, and echoes what it is sent.
+            assert_eq!(
+                s.next().await.expect("pong").expect("ok"),
+                Message::Pong(Bytes::from_static(b"p1"))
+            );
+            let big = s.next().await.expect("big").expect("ok");
+            s.send(big).await.expect("echo");
+            s.close(Some(CloseFrame {
+                code: CloseCode::Away,
+                reason: "bye".into(),
+            }))
+            .await
+            .expect("close");
+            // The client answers the close with its own.
+            while let Some(Ok(m)) = s.next().await {
+                if let Message::Close(f) = m {
+                    assert_eq!(f.expect("code").code, CloseCode::Away);
+                    return;
+                }
+            }
+            panic!("no close reply");
+        })
+        .await;
+        assert_eq!(
+            ws.next().await.expect("ping").expect("ok"),
+            Message::Ping(Bytes::from_static(b"p1"))
+        );
+        assert_eq!(
+            ws.next().await.expect("text").expect("ok"),
+            Message::text("hello")
+        );
+        assert_eq!(ws.rd.capacity(), 0, "no read buffer is kept between frames");
+        // Larger than the shared read buffer and the write coalescing: read in pieces.
+        let big = "x".repeat(3 * READ_CHUNK + 7);
+        ws.write(Message::text(big.clone())).await.expect("write");
+        ws.flush().await.expect("flush");
+        assert_eq!(
+            ws.wr.capacity(),
+            0,
+            "the write buffer is freed once drained"
+        );
+        assert_eq!(
+            ws.next().await.expect("big").expect("ok"),
+            Message::text(big)
+        );
+        match ws.next().await.expect("close").expect("ok") {
+            Message::Close(Some(f)) => assert_eq!(f.reason, "bye"),
+            other => panic!("expected the close, got {other:?}"),
+        }
+        assert!(ws.next().await.is_none());
+        assert!(ws.write(Message::text("late")).await.is_err());
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn bad_frames_and_a_reset_are_errors() {
+        let (mut ws, server) = pair(|mut s| async move {
+            let mut masked = Frame::message("m", OpCode::Data(Data::Text), true);
+            masked.header_mut().mask = Some([1, 2, 3, 4]);
+            s.send(Message::Frame(masked)).await.expect("send");
+        })
+        .await;
+        match ws.next().await {
+            Some(Err(Error::Protocol(ProtocolError::MaskedFrameFromServer))) => {}
+            other => panic!("expected a masked-frame error, got {other:?}"),
+        }
+        assert!(ws.next().await.is_none());
+        server.await.expect("server");
+
+        let (mut ws, server) = pair(|s| async move { drop(s) }).await;
+        server.await.expect("server");
+        match ws.next().await {
+            Some(Err(Error::Protocol(ProtocolError::ResetWithoutClosingHandshake))) => {}
+            other => panic!("expected a reset, got {other:?}"),
+        }
+    }
+}
