@@ -230,13 +230,9 @@ impl<D: Driver> Vu<D> {
         let mut phase_rx = self.shared.phase.subscribe();
         let mut traffic_rx = self.shared.traffic_start.subscribe();
         if self.cfg.presence && !self.spec.on_time {
-            // Establish the user's session (and group memberships) so the server queues
-            // what is sent while it is away, then leave until its login time.
-            if let Some(s) = Box::pin(self.login(false)).await {
-                self.resume = Some(Box::pin(s.close()).await);
-                self.went_offline();
-            }
-            self.login_settled();
+            // Boxed, as every rare step: the session it holds would otherwise keep its
+            // room in the user's state machine for the whole run.
+            Box::pin(self.visit()).await;
         }
         let first = self.shared.t0 + self.spec.first_login;
         let stopped = async {
@@ -274,23 +270,9 @@ impl<D: Driver> Vu<D> {
                 break;
             }
             if phase == Phase::Closing {
-                let session = match link.session.take() {
-                    Some(s) => Some(s),
-                    // A user without a session (its logins failed, or it gave up
-                    // reconnecting) logs in once more for the final verification, so what
-                    // the server kept for it is verified rather than presumed lost.
-                    None if self.cfg.verify_sync => Box::pin(self.login(false)).await,
-                    None => None,
-                };
-                match session {
-                    Some(s) => Box::pin(self.finish(s)).await,
-                    // Unverifiable: with a verification sync nothing it missed can be
-                    // checked; without one, only a user that never had a session is.
-                    None if self.cfg.verify_sync || !self.reached => {
-                        self.shared.user_unreached(self.spec.ctx.ix, self.spec.slot);
-                    }
-                    None => {}
-                }
+                // Boxed: the final sync holds a session of its own, and the waiting loop
+                // should not keep room for it.
+                Box::pin(self.close_out(link.session.take())).await;
                 break;
             }
             let now = Instant::now();
@@ -317,6 +299,38 @@ impl<D: Driver> Vu<D> {
         self.idle();
         if link.session.is_some() || !self.pending.is_empty() {
             self.went_offline();
+        }
+    }
+
+    /// Establishes a late user's session (and group memberships) so the server queues
+    /// what is sent while it is away, then leaves until its login time.
+    async fn visit(&mut self) {
+        if let Some(s) = self.login(false).await {
+            self.resume = Some(s.close().await);
+            self.went_offline();
+        }
+        self.login_settled();
+    }
+
+    /// The end of the run: the final verification sync, or the note that the user could
+    /// not be verified.
+    async fn close_out(&mut self, session: Option<D::Session>) {
+        let session = match session {
+            Some(s) => Some(s),
+            // A user without a session (its logins failed, or it gave up reconnecting)
+            // logs in once more for the final verification, so what the server kept for
+            // it is verified rather than presumed lost.
+            None if self.cfg.verify_sync => Box::pin(self.login(false)).await,
+            None => None,
+        };
+        match session {
+            Some(s) => self.finish(s).await,
+            // Unverifiable: with a verification sync nothing it missed can be checked;
+            // without one, only a user that never had a session is.
+            None if self.cfg.verify_sync || !self.reached => {
+                self.shared.user_unreached(self.spec.ctx.ix, self.spec.slot);
+            }
+            None => {}
         }
     }
 
