@@ -51,7 +51,7 @@ for build in "$@"; do
             srv=$!
             sleep 1
             scenario "$driver" "$n" >"$work/s.toml"
-            taskset -c 1 "$bin" run "$work/s.toml" -q --out "$work/out" >/dev/null || true
+            taskset -c 1 "$bin" run "$work/s.toml" -q --out "$work/out" >/dev/null 2>&1 || true
             kill "$srv"
             wait "$srv" 2>/dev/null || true
             at[$n]=$(rss "$work/out/result.json")

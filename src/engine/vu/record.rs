@@ -184,6 +184,8 @@ const SPARES: usize = 64;
 thread_local! {
     /// Empty tallies (with the room their vectors grew to) for the users polled on this
     /// thread: a user holds one only between recording something and applying it.
+    // Boxes, not tallies: a user holds its tally boxed, and one moves in and out whole.
+    #[allow(clippy::vec_box)]
     static SPARE: RefCell<Vec<Box<Tally>>> = const { RefCell::new(Vec::new()) };
 }
 
