@@ -141,8 +141,9 @@ struct Vu<D: Driver> {
     cfg: Arc<VuConfig>,
     /// Who this user is and what it does.
     spec: VuSpec,
-    /// What the driver remembers between two connections (taken while connected).
-    resume: Option<Resume<D>>,
+    /// What the driver remembers between two connections (taken while connected; boxed,
+    /// as a connected user, idle or not, holds none).
+    resume: Option<Box<Resume<D>>>,
     /// Sends waiting for their acceptance, by tag.
     pending: foldhash::HashMap<u64, Pending>,
     /// The request waiting for its reply: its tag and when it went out.
@@ -151,8 +152,6 @@ struct Vu<D: Driver> {
     next_tag: u64,
     /// The body buffer every send reuses.
     body: String,
-    /// The buffer every fetch of missed messages reuses.
-    inbox: Vec<String>,
     /// What this wake-up recorded, not yet applied (see `record`); taken from the worker
     /// thread's spares when something is recorded and given back when applied, so an
     /// idle user holds none.
@@ -168,7 +167,7 @@ struct Vu<D: Driver> {
     /// Has had a session at some point of the run.
     reached: bool,
     /// Group streams this user sends: an echo of them is not a delivery.
-    own_streams: Vec<StreamId>,
+    own_streams: Box<[StreamId]>,
 }
 
 /// Counts the user down wherever it ends. A normal end has done all of this already; a
@@ -194,12 +193,11 @@ async fn next_event<S: Session>(session: Option<&mut S>) -> Event {
 impl<D: Driver> Vu<D> {
     fn new(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) -> Self {
         Vu {
-            resume: Some(Resume::<D>::default()),
+            resume: None,
             pending: foldhash::HashMap::default(),
             outstanding: None,
             next_tag: 0,
             body: String::new(),
-            inbox: Vec::new(),
             tally: Held::default(),
             login_pending: spec.on_time || cfg.presence,
             busy: true,
@@ -207,7 +205,7 @@ impl<D: Driver> Vu<D> {
             churned: false,
             reached: false,
             own_streams: if cfg.filters_own_echoes {
-                Vec::new()
+                Box::default()
             } else {
                 spec.plan
                     .programs
@@ -306,7 +304,7 @@ impl<D: Driver> Vu<D> {
     /// what is sent while it is away, then leaves until its login time.
     async fn visit(&mut self) {
         if let Some(s) = self.login(false).await {
-            self.resume = Some(s.close().await);
+            self.resume = Some(Box::new(s.close().await));
             self.went_offline();
         }
         self.login_settled();
@@ -384,7 +382,7 @@ impl<D: Driver> Vu<D> {
                 let mut resends = false;
                 if let Some(s) = link.session.take() {
                     resends = s.resends_unacked();
-                    self.resume = Some(s.into_resume());
+                    self.resume = Some(Box::new(s.into_resume()));
                 }
                 if resends {
                     // The next connection sends the unacknowledged again and reports
@@ -429,7 +427,7 @@ impl<D: Driver> Vu<D> {
                     if now >= self.shared.t0 + out {
                         if let Some(mut s) = link.session.take() {
                             Box::pin(self.settle(&mut s)).await;
-                            self.resume = Some(Box::pin(s.close()).await);
+                            self.resume = Some(Box::new(Box::pin(s.close()).await));
                             self.went_offline();
                         }
                         self.churned = true;
@@ -548,7 +546,7 @@ impl<D: Driver> Vu<D> {
     /// Logs in (with retries left to the caller), joins groups, and optionally fetches what
     /// was missed.
     async fn login(&mut self, sync: bool) -> Option<D::Session> {
-        let resume = self.resume.take().unwrap_or_default();
+        let resume = self.resume.take().map_or_else(Resume::<D>::default, |r| *r);
         self.count(Counter::ConnectAttempts, 1);
         let mut session = match self.driver.connect(&self.spec.ctx, resume).await {
             Ok(c) => {
@@ -568,7 +566,7 @@ impl<D: Driver> Vu<D> {
                 c.session
             }
             Err((f, resume)) => {
-                self.resume = Some(resume);
+                self.resume = Some(Box::new(resume));
                 self.error(f.kind, f.detail);
                 return None;
             }
@@ -587,15 +585,14 @@ impl<D: Driver> Vu<D> {
 
     /// Fetches what the user missed and accounts for it as arriving `via`.
     async fn fetch(&mut self, session: &mut D::Session, via: Via) {
-        let mut inbox = std::mem::take(&mut self.inbox);
+        let mut inbox = Vec::new();
         match session.fetch_missed(&mut inbox).await {
             Ok(()) => self.count(Counter::Syncs, 1),
             Err(f) => self.error(f.kind, format!("fetching missed messages: {}", f.detail)),
         }
-        for body in inbox.drain(..) {
+        for body in inbox {
             self.deliver(&body, via);
         }
-        self.inbox = inbox;
     }
 
     /// The user is offline: out of the gauges, and its sends still waiting for acceptance
@@ -645,7 +642,7 @@ impl<D: Driver> Vu<D> {
                 }
             }
         }
-        self.resume = Some(session.close().await);
+        self.resume = Some(Box::new(session.close().await));
         self.went_offline();
         self.driver.forget(&self.spec.ctx).await;
     }
