@@ -73,8 +73,9 @@ pub struct Ws {
     /// Why reading ended, once it has (an I/O error is reported as such).
     rd_error: Option<io::Error>,
     state: ReadState,
-    /// Encoded frames not yet written; no allocation while none.
+    /// Encoded frames not yet written, from `wr_at`; no allocation while none.
     wr: Vec<u8>,
+    wr_at: usize,
     /// A pong or close reply is waiting in `wr`: pushed out when reading.
     reply: bool,
     /// A close frame was queued: nothing more may be sent.
@@ -94,6 +95,7 @@ impl Ws {
             rd_error: None,
             state: ReadState::Open,
             wr: Vec::new(),
+            wr_at: 0,
             reply: false,
             closing: false,
             frag: None,
@@ -238,11 +240,10 @@ impl Ws {
 
     /// Writes the queued frames, reading meanwhile; frees the queue once it drained.
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.wr.is_empty() {
-            match Pin::new(&mut self.io).poll_write(cx, &self.wr) {
+        while self.wr_at < self.wr.len() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.wr[self.wr_at..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                // A partial write (the socket's buffer is full) moves the rest forward.
-                Poll::Ready(Ok(n)) => drop(self.wr.drain(..n)),
+                Poll::Ready(Ok(n)) => self.wr_at += n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {
                     self.read_while_blocked(cx);
@@ -251,6 +252,7 @@ impl Ws {
             }
         }
         self.wr = Vec::new();
+        self.wr_at = 0;
         Poll::Ready(Ok(()))
     }
 
