@@ -271,8 +271,15 @@ impl Ws {
         let _ = header.format(payload.len() as u64, &mut self.wr);
         let start = self.wr.len();
         self.wr.extend_from_slice(payload);
-        for (i, b) in self.wr[start..].iter_mut().enumerate() {
-            *b ^= mask[i & 3];
+        // Four bytes at a time (the mask repeats every four bytes of the payload).
+        let key = u32::from_ne_bytes(mask);
+        let mut words = self.wr[start..].chunks_exact_mut(4);
+        for w in &mut words {
+            let masked = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) ^ key;
+            w.copy_from_slice(&masked.to_ne_bytes());
+        }
+        for (b, m) in words.into_remainder().iter_mut().zip(mask) {
+            *b ^= m;
         }
     }
 
