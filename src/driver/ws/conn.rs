@@ -33,6 +33,8 @@ const READ_CHUNK: usize = 64 << 10;
 /// Frames queue up to this many bytes before they are written without a flush, so the
 /// frames of one wake-up go out in one write.
 const WRITE_COALESCE: usize = 64 << 10;
+/// Room the write buffer starts with when frames are queued after it drained.
+const WRITE_START: usize = 4 << 10;
 /// The largest message accepted from a server.
 const MAX_MESSAGE: usize = 16 << 20;
 /// The largest control frame payload (RFC 6455 §5.5).
@@ -258,6 +260,11 @@ impl Ws {
 
     /// Appends one masked frame with `payload`.
     fn encode(&mut self, opcode: OpCode, payload: &[u8]) {
+        if self.wr.capacity() == 0 {
+            // The first frame after a drain: room for a burst of them at once, rather than
+            // growing the buffer frame by frame after every flush.
+            self.wr.reserve(WRITE_START.max(payload.len() + 14));
+        }
         let mask = fastrand::u32(..).to_ne_bytes();
         let header = FrameHeader {
             is_final: true,
