@@ -96,7 +96,7 @@ impl super::Driver for NativeDriver {
         let handshake = started.elapsed();
         let mut session = NativeSession {
             ws,
-            user: user.id.clone(),
+            user: user.id.as_str().into(),
             unread: VecDeque::new(),
             cursors: resume,
             next_ref: 0,
@@ -238,7 +238,8 @@ impl Cursors {
 #[derive(Debug)]
 pub struct NativeSession {
     ws: Ws,
-    user: String,
+    /// This user's id (a boxed str: a word less than a `String` in every idle user).
+    user: Box<str>,
     /// Frames that arrived while waiting for a reply (join, sync), not judged yet: a push
     /// among them is compared with what the sync returned only when the engine takes it.
     unread: VecDeque<ServerFrame>,
@@ -302,7 +303,7 @@ impl NativeSession {
         body: impl FnOnce() -> Body,
     ) -> Option<Event> {
         let push = self.cursors.with(conv, |s| s.push(seq));
-        if push == Push::Synced || from == self.user {
+        if push == Push::Synced || from == &*self.user {
             return None;
         }
         Some(Event::Delivered { body: body() })
@@ -515,7 +516,8 @@ impl Session for NativeSession {
                     break;
                 };
                 for msg in msgs {
-                    if self.cursors.with(&msg.conv, |s| s.mark(msg.seq)) && msg.from != self.user {
+                    if self.cursors.with(&msg.conv, |s| s.mark(msg.seq)) && *msg.from != *self.user
+                    {
                         out.push(msg.body);
                     }
                 }

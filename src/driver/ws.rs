@@ -1,54 +1,38 @@
-//! The WebSocket transport of the `native` and `echo` drivers, built to hold many
-//! connections cheaply and never to stall a load test.
+//! The WebSocket transport of the `native`, `echo`, `ws-json` and `socketio` drivers, built
+//! to hold many connections cheaply and never to stall a load test.
 //!
 //! - The HTTP upgrade is done here with a transient buffer: tungstenite's own client
 //!   handshake keeps a 4 KiB buffer for the connection's life, which at tens of thousands
 //!   of connections is most of a generator's memory.
-//! - The read buffer is small, and frames queued between two flushes go out in one write.
+//! - After the upgrade, [`Ws`] ([`conn`]) reads into one buffer per worker thread and
+//!   keeps no buffer of its own while idle; frames queued between two flushes go out in
+//!   one write.
 //! - `wss://` runs the same over rustls ([`super::tls`]); `[target.<driver>]` takes
 //!   `ca_file` and `server_name` for it.
 //! - A connection keeps reading while a write waits for room. A server stops reading when
 //!   it cannot write its replies, so a generator that only wrote would wait on a server
-//!   that waits on it; frames read meanwhile are handed out first by [`Ws::next`].
+//!   that waits on it.
 
-use std::collections::VecDeque;
-use std::future::poll_fn;
+mod conn;
+
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use futures_util::{Sink, StreamExt};
 use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::WebSocketStream;
+
+pub use conn::Ws;
 
 use super::{Config, Endpoint, Failure, OptionError, Scheme};
 use crate::metrics::ErrorKind;
 
-/// Bytes read from the socket at most per read. Small, because an idle connection keeps
-/// its read buffer; a busy one still gets about ten 100-byte frames per read.
-const READ_CHUNK: usize = 1024;
-/// Frames queue up to this many bytes before they are written without a flush, so the
-/// frames of one wake-up go out in one write.
-const WRITE_COALESCE: usize = 64 << 10;
 /// The longest upgrade response accepted.
 const MAX_RESPONSE: usize = 8 << 10;
-/// The largest message accepted from a server.
-const MAX_MESSAGE: usize = 16 << 20;
-
-/// Per-connection WebSocket settings.
-fn config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_CHUNK)
-        .write_buffer_size(WRITE_COALESCE)
-        .max_write_buffer_size(WRITE_COALESCE + (1 << 20))
-        .max_message_size(Some(MAX_MESSAGE))
-}
 
 /// The URL schemes of the WebSocket drivers.
 pub const SCHEMES: &[Scheme] = &[
@@ -158,7 +142,11 @@ impl Security {
         match self {
             Security::Plain => Ok(Stream::Plain(tcp)),
             #[cfg(feature = "tls")]
-            Security::Tls(client) => Ok(Stream::Tls(Box::new(client.connect(tcp).await?))),
+            // Boxed: the TLS handshake's future is most of a plain connection's login
+            // otherwise (1.2 KB of every user's login, TLS or not).
+            Security::Tls(client) => {
+                Ok(Stream::Tls(Box::new(Box::pin(client.connect(tcp)).await?)))
+            }
         }
     }
 }
@@ -217,120 +205,44 @@ fn classify_io(io: &std::io::Error) -> Failure {
     }
 }
 
-/// One WebSocket connection.
-#[derive(Debug)]
-pub struct Ws {
-    ws: WebSocketStream<Stream>,
-    /// Frames read while a write was waiting, oldest first (`None`: the stream ended).
-    early: VecDeque<Option<Result<Message, tungstenite::Error>>>,
-}
-
-impl Ws {
-    /// TCP connect (from `source` when given), TLS when `security` says so, and WebSocket
-    /// upgrade to `ep`.
-    async fn open(
-        ep: &Endpoint,
-        source: Option<IpAddr>,
-        security: &Security,
-    ) -> Result<Ws, Failure> {
-        let tcp = connect(&ep.addr(), source).await?;
-        // Frames are coalesced per flush already: send each write at once.
-        tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
-        let mut tcp = security.wrap(tcp).await?;
-        let key = generate_key();
-        let request = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n",
-            ep.path,
-            ep.host_header()
-        );
-        tcp.write_all(request.as_bytes())
-            .await
-            .map_err(|e| classify_io(&e))?;
-        let mut buf = Vec::with_capacity(512);
-        let head_end = loop {
-            if let Some(i) = find_head_end(&buf) {
-                break i;
-            }
-            if buf.len() >= MAX_RESPONSE {
-                return Err(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("upgrade response longer than {MAX_RESPONSE} bytes"),
-                ));
-            }
-            buf.reserve(512);
-            if tcp.read_buf(&mut buf).await.map_err(|e| classify_io(&e))? == 0 {
-                return Err(Failure::new(
-                    ErrorKind::ClosedByPeer,
-                    "connection closed during the WebSocket upgrade",
-                ));
-            }
-        };
-        check_upgrade(&buf[..head_end], &derive_accept_key(key.as_bytes()))?;
-        let rest = buf.split_off(head_end);
-        let ws = if rest.is_empty() {
-            WebSocketStream::from_raw_socket(tcp, Role::Client, Some(config())).await
-        } else {
-            WebSocketStream::from_partially_read(tcp, rest, Role::Client, Some(config())).await
-        };
-        Ok(Ws {
-            ws,
-            early: VecDeque::new(),
-        })
-    }
-
-    /// Reads every frame already received into `early`, so the server can write again.
-    /// Pending once nothing more is there (the task then wakes on new data as well).
-    fn read_while_blocked(&mut self, cx: &mut Context<'_>) {
-        if matches!(self.early.back(), Some(None | Some(Err(_)))) {
-            return;
-        }
-        while let Poll::Ready(item) = self.ws.poll_next_unpin(cx) {
-            let ended = matches!(item, None | Some(Err(_)));
-            self.early.push_back(item);
-            if ended {
-                return;
-            }
-        }
-    }
-
-    /// Queues `msg` once there is room, reading meanwhile.
-    pub async fn write(&mut self, msg: Message) -> Result<(), Failure> {
-        poll_fn(|cx| match Pin::new(&mut self.ws).poll_ready(cx) {
-            Poll::Ready(r) => Poll::Ready(r.map_err(send_failed)),
-            Poll::Pending => {
-                self.read_while_blocked(cx);
-                Poll::Pending
-            }
-        })
-        .await?;
-        Pin::new(&mut self.ws).start_send(msg).map_err(send_failed)
-    }
-
-    /// Writes everything queued, reading meanwhile.
-    pub async fn flush(&mut self) -> Result<(), Failure> {
-        poll_fn(|cx| match Pin::new(&mut self.ws).poll_flush(cx) {
-            Poll::Ready(r) => Poll::Ready(r.map_err(send_failed)),
-            Poll::Pending => {
-                self.read_while_blocked(cx);
-                Poll::Pending
-            }
-        })
+/// TCP connect (from `source` when given), TLS when `security` says so, and WebSocket
+/// upgrade to `ep`.
+async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Result<Ws, Failure> {
+    let tcp = connect(&ep.addr(), source).await?;
+    // Frames are coalesced per flush already: send each write at once.
+    tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
+    let mut tcp = security.wrap(tcp).await?;
+    let key = generate_key();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n",
+        ep.path,
+        ep.host_header()
+    );
+    tcp.write_all(request.as_bytes())
         .await
-    }
-
-    /// The next frame (`None` when the stream ended). Cancel-safe.
-    pub async fn next(&mut self) -> Option<Result<Message, tungstenite::Error>> {
-        match self.early.pop_front() {
-            Some(item) => item,
-            None => self.ws.next().await,
+        .map_err(|e| classify_io(&e))?;
+    let mut buf = Vec::with_capacity(512);
+    let head_end = loop {
+        if let Some(i) = find_head_end(&buf) {
+            break i;
         }
-    }
-
-    /// Closes the connection, waiting at most one second for the server.
-    pub async fn close(mut self) {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.ws.close(None)).await;
-    }
+        if buf.len() >= MAX_RESPONSE {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("upgrade response longer than {MAX_RESPONSE} bytes"),
+            ));
+        }
+        buf.reserve(512);
+        if tcp.read_buf(&mut buf).await.map_err(|e| classify_io(&e))? == 0 {
+            return Err(Failure::new(
+                ErrorKind::ClosedByPeer,
+                "connection closed during the WebSocket upgrade",
+            ));
+        }
+    };
+    check_upgrade(&buf[..head_end], &derive_accept_key(key.as_bytes()))?;
+    Ok(Ws::new(tcp, buf.split_off(head_end)))
 }
 
 /// How the WebSocket drivers reach their target: the endpoint (or why its URL is
@@ -369,7 +281,7 @@ impl Dialer {
             .ok_or_else(|| Failure::new(ErrorKind::Other, "no target URL to connect to"))?;
         let source =
             (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
-        tokio::time::timeout(self.timeout, Ws::open(ep, source, &self.security))
+        tokio::time::timeout(self.timeout, open(ep, source, &self.security))
             .await
             .unwrap_or_else(|_| {
                 Err(Failure::new(

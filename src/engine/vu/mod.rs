@@ -27,7 +27,7 @@ use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
 use crate::metrics::{Counter, Hist};
 use crate::scenario::{StreamId, UserIx};
-use record::Tally;
+use record::Held;
 use send::Pending;
 
 /// Reconnect attempts after a lost connection before the user stays offline.
@@ -116,7 +116,10 @@ pub fn run<D: Driver>(
 ) -> impl Future<Output = ()> + Send {
     let (ix, slot) = (spec.ctx.ix, spec.slot);
     let failed = shared.clone();
-    AssertUnwindSafe(async move { Vu::new(driver, shared, cfg, spec).live().await })
+    // Built here rather than in the async block: the block would keep room for its
+    // arguments next to the user they were moved into.
+    let mut vu = Vu::new(driver, shared, cfg, spec);
+    AssertUnwindSafe(async move { vu.live().await })
         .catch_unwind()
         .map(move |outcome| {
             if let Err(panic) = outcome {
@@ -140,8 +143,9 @@ struct Vu<D: Driver> {
     cfg: Arc<VuConfig>,
     /// Who this user is and what it does.
     spec: VuSpec,
-    /// What the driver remembers between two connections (taken while connected).
-    resume: Option<Resume<D>>,
+    /// What the driver remembers between two connections (taken while connected; boxed,
+    /// as a connected user, idle or not, holds none).
+    resume: Option<Box<Resume<D>>>,
     /// Sends waiting for their acceptance, by tag.
     pending: foldhash::HashMap<u64, Pending>,
     /// The request waiting for its reply: its tag and when it went out.
@@ -150,10 +154,10 @@ struct Vu<D: Driver> {
     next_tag: u64,
     /// The body buffer every send reuses.
     body: String,
-    /// The buffer every fetch of missed messages reuses.
-    inbox: Vec<String>,
-    /// What this wake-up recorded, not yet applied (see `record`).
-    tally: Tally,
+    /// What this wake-up recorded, not yet applied (see `record`); taken from the worker
+    /// thread's spares when something is recorded and given back when applied, so an
+    /// idle user holds none.
+    tally: Held,
     /// Counted in `Shared::logins_pending`, not yet counted down.
     login_pending: bool,
     /// Counted in `Shared::busy`, not yet counted down.
@@ -165,7 +169,7 @@ struct Vu<D: Driver> {
     /// Has had a session at some point of the run.
     reached: bool,
     /// Group streams this user sends: an echo of them is not a delivery.
-    own_streams: Vec<StreamId>,
+    own_streams: Box<[StreamId]>,
 }
 
 /// Counts the user down wherever it ends. A normal end has done all of this already; a
@@ -191,20 +195,19 @@ async fn next_event<S: Session>(session: Option<&mut S>) -> Event {
 impl<D: Driver> Vu<D> {
     fn new(driver: Arc<D>, shared: Arc<Shared>, cfg: Arc<VuConfig>, spec: VuSpec) -> Self {
         Vu {
-            resume: Some(Resume::<D>::default()),
+            resume: None,
             pending: foldhash::HashMap::default(),
             outstanding: None,
             next_tag: 0,
             body: String::new(),
-            inbox: Vec::new(),
-            tally: Tally::default(),
+            tally: Held::default(),
             login_pending: spec.on_time || cfg.presence,
             busy: true,
             online: false,
             churned: false,
             reached: false,
             own_streams: if cfg.filters_own_echoes {
-                Vec::new()
+                Box::default()
             } else {
                 spec.plan
                     .programs
@@ -227,13 +230,9 @@ impl<D: Driver> Vu<D> {
         let mut phase_rx = self.shared.phase.subscribe();
         let mut traffic_rx = self.shared.traffic_start.subscribe();
         if self.cfg.presence && !self.spec.on_time {
-            // Establish the user's session (and group memberships) so the server queues
-            // what is sent while it is away, then leave until its login time.
-            if let Some(s) = Box::pin(self.login(false)).await {
-                self.resume = Some(Box::pin(s.close()).await);
-                self.went_offline();
-            }
-            self.login_settled();
+            // Boxed, as every rare step: the session it holds would otherwise keep its
+            // room in the user's state machine for the whole run.
+            Box::pin(self.visit()).await;
         }
         let first = self.shared.t0 + self.spec.first_login;
         let stopped = async {
@@ -243,23 +242,28 @@ impl<D: Driver> Vu<D> {
             _ = sleep_until(first) => true,
             _ = stopped => false,
         };
-        let session = if due {
-            let sync =
-                !self.spec.on_time || self.cfg.sync_first_login || self.traffic_start().is_some();
-            Box::pin(self.login(sync)).await
-        } else {
-            None
-        };
-        self.login_settled();
-        let mut link = Link {
-            offline: if session.is_some() {
-                Offline::No
+        // In a block: a named local moved into `link` would keep its room in the user's
+        // state machine for the rest of the loop.
+        let mut link = {
+            let session = if due {
+                let sync = !self.spec.on_time
+                    || self.cfg.sync_first_login
+                    || self.traffic_start().is_some();
+                Box::pin(self.login(sync)).await
             } else {
-                Offline::Gone
-            },
-            session,
-            last_heartbeat: Instant::now(),
-            armed: None,
+                None
+            };
+            self.login_settled();
+            Link {
+                offline: if session.is_some() {
+                    Offline::No
+                } else {
+                    Offline::Gone
+                },
+                session,
+                last_heartbeat: Instant::now(),
+                armed: None,
+            }
         };
         loop {
             let phase = *phase_rx.borrow_and_update();
@@ -267,23 +271,9 @@ impl<D: Driver> Vu<D> {
                 break;
             }
             if phase == Phase::Closing {
-                let session = match link.session.take() {
-                    Some(s) => Some(s),
-                    // A user without a session (its logins failed, or it gave up
-                    // reconnecting) logs in once more for the final verification, so what
-                    // the server kept for it is verified rather than presumed lost.
-                    None if self.cfg.verify_sync => Box::pin(self.login(false)).await,
-                    None => None,
-                };
-                match session {
-                    Some(s) => Box::pin(self.finish(s)).await,
-                    // Unverifiable: with a verification sync nothing it missed can be
-                    // checked; without one, only a user that never had a session is.
-                    None if self.cfg.verify_sync || !self.reached => {
-                        self.shared.user_unreached(self.spec.ctx.ix, self.spec.slot);
-                    }
-                    None => {}
-                }
+                // Boxed: the final sync holds a session of its own, and the waiting loop
+                // should not keep room for it.
+                Box::pin(self.close_out(link.session.take())).await;
                 break;
             }
             let now = Instant::now();
@@ -313,6 +303,38 @@ impl<D: Driver> Vu<D> {
         self.idle();
         if link.session.is_some() || !self.pending.is_empty() {
             self.went_offline();
+        }
+    }
+
+    /// Establishes a late user's session (and group memberships) so the server queues
+    /// what is sent while it is away, then leaves until its login time.
+    async fn visit(&mut self) {
+        if let Some(s) = self.login(false).await {
+            self.resume = Some(Box::new(s.close().await));
+            self.went_offline();
+        }
+        self.login_settled();
+    }
+
+    /// The end of the run: the final verification sync, or the note that the user could
+    /// not be verified.
+    async fn close_out(&mut self, session: Option<D::Session>) {
+        let session = match session {
+            Some(s) => Some(s),
+            // A user without a session (its logins failed, or it gave up reconnecting)
+            // logs in once more for the final verification, so what the server kept for
+            // it is verified rather than presumed lost.
+            None if self.cfg.verify_sync => Box::pin(self.login(false)).await,
+            None => None,
+        };
+        match session {
+            Some(s) => self.finish(s).await,
+            // Unverifiable: with a verification sync nothing it missed can be checked;
+            // without one, only a user that never had a session is.
+            None if self.cfg.verify_sync || !self.reached => {
+                self.shared.user_unreached(self.spec.ctx.ix, self.spec.slot);
+            }
+            None => {}
         }
     }
 
@@ -366,7 +388,7 @@ impl<D: Driver> Vu<D> {
                 let mut resends = false;
                 if let Some(s) = link.session.take() {
                     resends = s.resends_unacked();
-                    self.resume = Some(s.into_resume());
+                    self.resume = Some(Box::new(s.into_resume()));
                 }
                 if resends {
                     // The next connection sends the unacknowledged again and reports
@@ -411,7 +433,7 @@ impl<D: Driver> Vu<D> {
                     if now >= self.shared.t0 + out {
                         if let Some(mut s) = link.session.take() {
                             Box::pin(self.settle(&mut s)).await;
-                            self.resume = Some(Box::pin(s.close()).await);
+                            self.resume = Some(Box::new(Box::pin(s.close()).await));
                             self.went_offline();
                         }
                         self.churned = true;
@@ -530,7 +552,7 @@ impl<D: Driver> Vu<D> {
     /// Logs in (with retries left to the caller), joins groups, and optionally fetches what
     /// was missed.
     async fn login(&mut self, sync: bool) -> Option<D::Session> {
-        let resume = self.resume.take().unwrap_or_default();
+        let resume = self.resume.take().map_or_else(Resume::<D>::default, |r| *r);
         self.count(Counter::ConnectAttempts, 1);
         let mut session = match self.driver.connect(&self.spec.ctx, resume).await {
             Ok(c) => {
@@ -550,7 +572,7 @@ impl<D: Driver> Vu<D> {
                 c.session
             }
             Err((f, resume)) => {
-                self.resume = Some(resume);
+                self.resume = Some(Box::new(resume));
                 self.error(f.kind, f.detail);
                 return None;
             }
@@ -569,15 +591,14 @@ impl<D: Driver> Vu<D> {
 
     /// Fetches what the user missed and accounts for it as arriving `via`.
     async fn fetch(&mut self, session: &mut D::Session, via: Via) {
-        let mut inbox = std::mem::take(&mut self.inbox);
+        let mut inbox = Vec::new();
         match session.fetch_missed(&mut inbox).await {
             Ok(()) => self.count(Counter::Syncs, 1),
             Err(f) => self.error(f.kind, format!("fetching missed messages: {}", f.detail)),
         }
-        for body in inbox.drain(..) {
+        for body in inbox {
             self.deliver(&body, via);
         }
-        self.inbox = inbox;
     }
 
     /// The user is offline: out of the gauges, and its sends still waiting for acceptance
@@ -587,10 +608,11 @@ impl<D: Driver> Vu<D> {
         if self.pending.is_empty() {
             return;
         }
-        self.tally(Instant::now());
-        let t = &mut self.tally;
-        let lost = self.pending.len() as u64;
-        for (_, p) in self.pending.drain() {
+        // Taken whole: the map's room goes with it.
+        let pending = std::mem::take(&mut self.pending);
+        let lost = pending.len() as u64;
+        let t = self.tally(Instant::now());
+        for (_, p) in pending {
             t.refused(p.stream, p.seq);
         }
         t.count(Counter::SendErrors, lost);
@@ -626,7 +648,7 @@ impl<D: Driver> Vu<D> {
                 }
             }
         }
-        self.resume = Some(session.close().await);
+        self.resume = Some(Box::new(session.close().await));
         self.went_offline();
         self.driver.forget(&self.spec.ctx).await;
     }

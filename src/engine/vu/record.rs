@@ -2,6 +2,7 @@
 //! reach its recorder. They gather in a [`Tally`] during a wake-up and are applied under
 //! one lock by [`Vu::flush_tally`]; there is no other lock of the recorder per event.
 
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
@@ -46,8 +47,6 @@ pub(super) struct LiveDelta {
 /// examples keep the smallest), and it only holds events of one second.
 #[derive(Debug, Default)]
 pub(super) struct Tally {
-    /// Something is waiting.
-    dirty: bool,
     /// The second of the run everything waiting belongs to.
     sec: u32,
     /// Indexed by `Counter as usize`.
@@ -167,17 +166,45 @@ impl Tally {
     }
 }
 
+/// The tally a user holds while it has something recorded and not yet applied.
+#[derive(Debug, Default)]
+pub(super) struct Held(Option<Box<Tally>>);
+
+impl Held {
+    /// True when it holds enough to be applied mid-burst.
+    pub(super) fn full(&self) -> bool {
+        self.0.as_ref().is_some_and(|t| t.full())
+    }
+}
+
+/// Spare tallies a worker thread keeps at most: enough for the users it runs between
+/// two flushes, without holding one per user.
+const SPARES: usize = 64;
+
+thread_local! {
+    /// Empty tallies (with the room their vectors grew to) for the users polled on this
+    /// thread: a user holds one only between recording something and applying it.
+    // Boxes, not tallies: a user holds its tally boxed, and one moves in and out whole.
+    #[allow(clippy::vec_box)]
+    static SPARE: RefCell<Vec<Box<Tally>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty tally: a spare of this thread's, or a new one.
+fn spare() -> Box<Tally> {
+    SPARE.with_borrow_mut(Vec::pop).unwrap_or_default()
+}
+
 impl<D: Driver> Vu<D> {
     /// The tally, readied for events at `now`: what it held of another second is applied
     /// first.
     pub(super) fn tally(&mut self, now: Instant) -> &mut Tally {
         let sec = self.shared.sec(now);
-        if self.tally.dirty && self.tally.sec != sec {
+        if self.tally.0.as_ref().is_some_and(|t| t.sec != sec) {
             self.flush_tally();
         }
-        self.tally.sec = sec;
-        self.tally.dirty = true;
-        &mut self.tally
+        let t = self.tally.0.get_or_insert_with(spare);
+        t.sec = sec;
+        t
     }
 
     /// Adds `n` to counter `c`, now.
@@ -190,13 +217,12 @@ impl<D: Driver> Vu<D> {
         self.tally(Instant::now()).error(kind, detail);
     }
 
-    /// Applies the tally to the user's recorder (one lock) and to the live counters.
+    /// Applies the tally to the user's recorder (one lock) and to the live counters, and
+    /// gives it back to the thread's spares.
     pub(super) fn flush_tally(&mut self) {
-        if !self.tally.dirty {
+        let Some(mut t) = self.tally.0.take() else {
             return;
-        }
-        let t = &mut self.tally;
-        t.dirty = false;
+        };
         t.apply(
             &mut self.shared.recorder(self.spec.slot),
             self.spec.ctx.ix,
@@ -217,5 +243,10 @@ impl<D: Driver> Vu<D> {
                 counter.fetch_add(std::mem::take(n), Ordering::Relaxed);
             }
         }
+        SPARE.with_borrow_mut(|spares| {
+            if spares.len() < SPARES {
+                spares.push(t);
+            }
+        });
     }
 }
