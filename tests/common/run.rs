@@ -58,9 +58,15 @@ impl std::fmt::Display for Ran {
 
 /// Runs `msgstorm ARGS` to completion (killed and a panic after [`RUN_LIMIT`]).
 pub async fn msgstorm(args: &[&str]) -> Ran {
+    msgstorm_with_env(args, &[]).await
+}
+
+/// [`msgstorm`] with these environment variables set as well.
+pub async fn msgstorm_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Ran {
     let start = Instant::now();
     let child = tokio::process::Command::new(BIN)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -5,10 +5,9 @@
 //! tests of what kubectl prints.)
 
 use std::path::PathBuf;
-use std::process::Stdio;
 
 use crate::common::peers::{free_port, required};
-use crate::common::run::{Ran, Work, BIN, RUN_LIMIT};
+use crate::common::run::{msgstorm_with_env, Ran, Work};
 
 /// A scenario with a target every pod would reach.
 const SCENARIO: &str = "name = \"apply\"\n\n[target]\nurl = \"ws://127.0.0.1:9/ws\"\n\n\
@@ -17,32 +16,28 @@ const SCENARIO: &str = "name = \"apply\"\n\n[target]\nurl = \"ws://127.0.0.1:9/w
 /// Runs `msgstorm k8s … --apply ARGS` on the scenario with `KUBECONFIG` set to `config`.
 async fn apply(work: &Work, config: &std::path::Path, args: &[&str]) -> Ran {
     let file = work.write("s.toml", SCENARIO);
-    let start = std::time::Instant::now();
-    let child = tokio::process::Command::new(BIN)
-        .arg("k8s")
-        .arg(&file)
-        .args(["--shards", "2", "--image", "msgstorm:test", "--apply"])
-        .arg("--out")
-        .arg(work.path("out"))
-        .args(args)
-        .env("KUBECONFIG", config)
-        .env("HOME", work.path("home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start msgstorm k8s");
-    let out = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
-        .await
-        .expect("msgstorm k8s --apply ends")
-        .expect("wait for msgstorm");
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        took: start.elapsed(),
-    }
+    let out = work.path("out");
+    let mut all = vec![
+        "k8s",
+        file.to_str().expect("utf-8"),
+        "--shards",
+        "2",
+        "--image",
+        "msgstorm:test",
+        "--apply",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(args);
+    let home = work.path("home");
+    msgstorm_with_env(
+        &all,
+        &[
+            ("KUBECONFIG", config.as_os_str()),
+            ("HOME", home.as_os_str()),
+        ],
+    )
+    .await
 }
 
 /// A kubeconfig whose only cluster is `server`.
