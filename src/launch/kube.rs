@@ -70,8 +70,8 @@ pub struct Resources {
 
 impl Resources {
     /// The requests of a shard of `users` connections: 64 MiB plus 16 KiB per connection
-    /// (an idle native user costs ~6.6 KB of generator RSS, `bench/results/engine-2026-11-23.md`;
-    /// traffic, ledgers and the kernel's socket buffers, which the pod's cgroup is charged
+    /// (an idle native user costs ~2 KB of generator RSS,
+    /// `bench/results/efficiency-2026-11-24-idle.md`; traffic, ledgers and the kernel's socket buffers, which the pod's cgroup is charged
     /// for, take more), and half a core plus a core per 25,000 connections.
     pub fn for_users(users: u64) -> Resources {
         Resources {
