@@ -279,3 +279,82 @@ async fn manifests_validate_against_the_kubernetes_schemas() {
         }
     }
 }
+
+/// The image the Dockerfile builds runs what the Job asks of it (no Docker engine runs
+/// here, so the image itself is not built): two stages, the build's `--locked` holds for
+/// the repository's Cargo.lock, the binary lands on the distroless image's `PATH` under the
+/// name the Job's container runs, and the image's user is the Job's `runAsUser`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dockerfile_builds_the_image_the_job_runs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("a Dockerfile");
+    let lines: Vec<&str> = dockerfile
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let froms: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("FROM "))
+        .copied()
+        .collect();
+    assert_eq!(froms.len(), 2, "a build stage and a final stage: {froms:?}");
+    assert!(froms[1].contains("distroless"), "{froms:?}");
+    let build = lines
+        .iter()
+        .find(|l| l.starts_with("RUN cargo build"))
+        .expect("the build step");
+    assert!(
+        build.contains("--release") && build.contains("--locked"),
+        "{build}"
+    );
+    // `--locked` fails the image build when Cargo.lock is not what Cargo.toml resolves to.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let locked = std::process::Command::new(cargo)
+        .args(["tree", "--locked", "--offline", "--prefix", "none"])
+        .current_dir(root)
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        locked.status.success(),
+        "Cargo.lock is stale: {}",
+        String::from_utf8_lossy(&locked.stderr)
+    );
+    let copy = lines
+        .iter()
+        .find(|l| l.starts_with("COPY --from="))
+        .expect("the binary's copy into the final stage");
+    let dest = copy.rsplit(' ').next().expect("a destination");
+    let work = Work::new();
+    let file = work.write(
+        "s.toml",
+        "[target]\nurl = \"ws://im.example/ws\"\n[population]\nusers = 10\n",
+    );
+    let list = manifests(&[
+        file.to_str().expect("utf-8"),
+        "--shards",
+        "2",
+        "--image",
+        "m:1",
+    ])
+    .await;
+    let job = &list["items"][2]["spec"]["template"]["spec"];
+    let command = job["containers"][0]["command"][0]
+        .as_str()
+        .expect("a command");
+    // distroless's PATH: /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin.
+    assert!(
+        ["/usr/local/bin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|dir| dest == format!("{dir}/{command}")),
+        "the Job runs `{command}`, the image has {dest}"
+    );
+    let user = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER");
+    let uid = job["securityContext"]["runAsUser"]
+        .as_u64()
+        .expect("runAsUser");
+    assert_eq!(user.split(':').next(), Some(uid.to_string().as_str()));
+}
