@@ -29,6 +29,8 @@ use crate::error::{Error, Result};
 
 /// How often the Job's status is read.
 const POLL: Duration = Duration::from_secs(2);
+/// How long one kubectl call may take (a whole pod's log included).
+const CALL_LIMIT: Duration = Duration::from_secs(120);
 /// The annotation carrying a pod's completion index.
 const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
 
@@ -117,9 +119,14 @@ impl KubeJob {
             // kubectl reports a short read itself, as its own error below.
             let _ = stdin.write_all(bytes).await;
         }
-        let out = child
-            .wait_with_output()
+        // kubectl waits for ever on an API server that accepts and never answers; the child
+        // is killed when the wait is dropped.
+        let out = tokio::time::timeout(CALL_LIMIT, child.wait_with_output())
             .await
+            .map_err(|_| Error::Unreachable {
+                target: format!("Kubernetes (`kubectl {}`)", args.join(" ")),
+                reason: format!("no answer within {} s", CALL_LIMIT.as_secs()),
+            })?
             .map_err(|e| Error::Other(format!("waiting for kubectl: {e}")))?;
         if out.status.success() {
             return Ok(out.stdout);

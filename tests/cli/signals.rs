@@ -14,7 +14,7 @@ use msgstorm::metrics::Counter;
 use msgstorm::serve::faults::FaultSpec;
 use msgstorm::serve::{ServeConfig, ServerHandle};
 
-use crate::common::run::{msgstorm, scenario, Work, BIN, RUN_LIMIT};
+use crate::common::run::{msgstorm, msgstorm_sync, scenario, Work, BIN, RUN_LIMIT};
 use crate::common::{config, start};
 
 /// 60 s of traffic, far longer than any test waits.
@@ -61,15 +61,7 @@ fn kill(pid: u32, signal: &str) {
 /// Stops process `pid` with `msgstorm stop --pid`, which checks it is msgstorm and sends
 /// it SIGTERM.
 fn msgstorm_stop(pid: u32) {
-    let out = std::process::Command::new(BIN)
-        .args(["stop", "--pid", &pid.to_string()])
-        .output()
-        .expect("run msgstorm stop");
-    assert!(
-        out.status.success(),
-        "msgstorm stop --pid {pid}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    msgstorm_sync(&["stop", "--pid", &pid.to_string()]).expect_code(0);
 }
 
 /// SIGTERM to `pid` with `kill`.

@@ -314,7 +314,7 @@ async fn the_dockerfile_builds_the_image_the_job_runs() {
         .args(["tree", "--locked", "--offline", "--prefix", "none"])
         .current_dir(root)
         .output()
-        .expect("run cargo metadata");
+        .expect("run cargo tree");
     assert!(
         locked.status.success(),
         "Cargo.lock is stale: {}",
