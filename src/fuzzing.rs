@@ -270,8 +270,8 @@ impl Model {
         let c = &mut self.counts;
         match (*expected, new, corrupt, via) {
             (false, true, _, _) => c.unexpected += 1,
-            (false, false, _, _) | (true, false, _, Via::Sync | Via::Repair) => {}
-            (true, false, _, Via::Push) => c.duplicated += 1,
+            (false, false, _, _) | (true, false, _, Via::Repair) => {}
+            (true, false, _, Via::Push | Via::Sync) => c.duplicated += 1,
             (true, true, true, _) => c.corrupted += 1,
             (true, true, false, Via::Sync) => c.via_sync += 1,
             (true, true, false, Via::Repair) => c.repaired += 1,

@@ -284,8 +284,10 @@ impl Ledger {
     /// The first copy of a seq counts: corrupt → corrupted (received, so not lost, but not
     /// delivered); otherwise delivered, by push, sync or repair. Only pushes are judged for
     /// order (a seq below the highest seen: reordered) and deadline (late). A pushed copy
-    /// of a seq already received is duplicated; a synced one is ignored, since a sync
-    /// returns what the server stored, pushed or not. Events for streams that are not
+    /// or synced copy of a seq already received is duplicated (a driver's catch-up never
+    /// returns what it handed out before: `Session::fetch_missed`, so a second copy there
+    /// is one the server stored twice); a repaired one is ignored, since the final
+    /// verification re-reads what the server stored, pushed or not. Events for streams that are not
     /// sampled are ignored. A seq of `u64::MAX` was never sent (a track cannot even hold
     /// it): the body is counted as damaged.
     pub fn received(
@@ -318,8 +320,8 @@ impl Ledger {
             return Arrival::Again;
         }
         if !new {
-            if via != Via::Push {
-                // A sync fetches what the server stored, whatever was pushed before.
+            if via == Via::Repair {
+                // The final verification re-reads what the server stored, pushed or not.
                 return Arrival::Again;
             }
             c.duplicated += 1;
