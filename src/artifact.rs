@@ -192,6 +192,18 @@ pub enum CheckMetric {
     /// Failed sends ÷ sends (ratio).
     #[serde(rename = "send_error_rate")]
     SendErrorRate,
+    /// Verified ÷ planned deliveries, replies ÷ requests counted alike (ratio).
+    #[serde(rename = "verified")]
+    Verified,
+    /// Frames the driver did not understand: `protocol` errors (count).
+    #[serde(rename = "protocol_errors")]
+    ProtocolErrors,
+    /// Deliveries found only by the final verification sync ÷ expected (ratio).
+    #[serde(rename = "repaired_rate")]
+    RepairedRate,
+    /// Bodies not from this run plus deliveries to unexpected recipients (count).
+    #[serde(rename = "foreign")]
+    Foreign,
 }
 
 /// The comparison of a check.
@@ -254,6 +266,10 @@ impl From<scenario::CheckMetric> for CheckMetric {
             M::RequestP99 => CheckMetric::RequestP99,
             M::LoginSuccess => CheckMetric::LoginSuccess,
             M::SendErrorRate => CheckMetric::SendErrorRate,
+            M::Verified => CheckMetric::Verified,
+            M::ProtocolErrors => CheckMetric::ProtocolErrors,
+            M::RepairedRate => CheckMetric::RepairedRate,
+            M::Foreign => CheckMetric::Foreign,
         }
     }
 }

@@ -299,6 +299,7 @@ impl Model {
             let want = (0..*sent).filter(|q| !refused.contains(q));
             let lost = want.clone().filter(|q| !got.contains(q)).count() as u64;
             d.tracks += 1;
+            d.planned += sent;
             d.expected += want.count() as u64;
             if self.unreached.contains(u) {
                 d.unverified += lost;

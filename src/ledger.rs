@@ -143,6 +143,10 @@ pub struct Delivery {
     pub sent: u64,
     /// Sequence numbers the server refused or that failed to send.
     pub refused: u64,
+    /// Σ over tracks of the messages sent on their stream, accepted or not: the deliveries
+    /// the traffic asked for.
+    #[serde(default)]
+    pub planned: u64,
     /// Σ over tracks of the messages that should arrive (sent − refused).
     pub expected: u64,
     /// Intact first copies received, by any path (`via_push + via_sync + repaired`).
@@ -448,6 +452,7 @@ impl Ledger {
             let expected = s.sent - s.refused.len() as u64;
             let missing = expected - t.received_of(s);
             d.tracks += 1;
+            d.planned += s.sent;
             d.expected += expected;
             let kind = if self.unreached.contains(&key.1) {
                 d.unverified += missing;

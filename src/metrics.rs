@@ -105,8 +105,11 @@ pub enum Counter {
     Accepted,
     /// Sends the server refused.
     Refused,
-    /// Sends that failed (no answer, broken connection).
+    /// Sends that could not be written (a broken connection); not counted in `sent`.
     SendErrors,
+    /// Sends written (counted in `sent`) whose acceptance had not come when their user's
+    /// connection ended: never confirmed.
+    Unconfirmed,
     /// Messages received (every copy).
     Received,
     /// Sends that were due while their sender was offline (not sent, expected nowhere).
@@ -131,7 +134,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 18] = [
+    pub const ALL: [Counter; 19] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -140,6 +143,7 @@ impl Counter {
         Counter::Accepted,
         Counter::Refused,
         Counter::SendErrors,
+        Counter::Unconfirmed,
         Counter::Received,
         Counter::Dropped,
         Counter::Requests,
@@ -163,6 +167,7 @@ impl Counter {
             Counter::Accepted => "accepted",
             Counter::Refused => "refused",
             Counter::SendErrors => "send_errors",
+            Counter::Unconfirmed => "unconfirmed",
             Counter::Received => "received",
             Counter::Dropped => "dropped",
             Counter::Requests => "requests",
@@ -175,6 +180,14 @@ impl Counter {
             Counter::AccountsExisting => "accounts_existing",
         }
     }
+}
+
+/// Failed sends and sends tried, from counter totals: refused, not written or never
+/// confirmed, of those sent plus those not written. One definition for the report, the
+/// send-error check and `find`.
+pub fn send_failures(count: impl Fn(Counter) -> u64) -> (u64, u64) {
+    let failed = count(Counter::Refused) + count(Counter::SendErrors) + count(Counter::Unconfirmed);
+    (failed, count(Counter::Sent) + count(Counter::SendErrors))
 }
 
 /// A kind of per-message or per-connection failure, counted as data.
@@ -210,13 +223,16 @@ pub enum ErrorKind {
     Timeout,
     /// Anything else.
     Other,
+    /// A body that is not a message of this run (another run's, or not msgstorm's): the run
+    /// measured something other than its own traffic.
+    Foreign,
     /// A user task of the engine failed (panicked); its messages are not server loss.
     Engine,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -231,6 +247,7 @@ impl ErrorKind {
         ErrorKind::RequestFailed,
         ErrorKind::Timeout,
         ErrorKind::Other,
+        ErrorKind::Foreign,
         ErrorKind::Engine,
     ];
 
@@ -251,6 +268,7 @@ impl ErrorKind {
             ErrorKind::RequestFailed => "request_failed",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Other => "other",
+            ErrorKind::Foreign => "foreign",
             ErrorKind::Engine => "engine",
         }
     }
@@ -276,6 +294,7 @@ impl ErrorKind {
             ErrorKind::RequestFailed => "a request failed or got an error reply",
             ErrorKind::Timeout => "an operation timed out",
             ErrorKind::Other => "another failure (see the examples)",
+            ErrorKind::Foreign => "a body that is not a message of this run",
             ErrorKind::Engine => {
                 "a user task of the generator failed (a msgstorm bug); its messages are not \
                  counted as server loss"

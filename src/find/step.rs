@@ -113,13 +113,14 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
     let mut offered = 0;
     let mut achieved = 0;
     let mut errors = 0;
-    let mut counted = [0u64; 5];
+    let mut counted = [0u64; 6];
     let counters = [
         Counter::ConnectAttempts,
         Counter::LoginOk,
         Counter::Sent,
         Counter::SendErrors,
         Counter::Refused,
+        Counter::Unconfirmed,
     ];
     for s in a.metrics.seconds() {
         let inside = span.whole_run || (span.from..hi).contains(&s.sec);
@@ -134,7 +135,7 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
             achieved += s.count(Counter::Received) + s.count(Counter::Replies);
         }
     }
-    let [attempts, logins_ok, sent, send_errors, refused] = counted;
+    let [attempts, logins_ok, sent, send_errors, refused, unconfirmed] = counted;
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let win = |h| a.metrics.window(h, lo..hi);
     let e2e = win(Hist::EndToEnd);
@@ -150,7 +151,14 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
                 ratio(logins_ok, attempts)
             }
             Measure::Check(CheckMetric::SendErrorRate) if !span.whole_run => {
-                ratio(refused + send_errors, sent + send_errors)
+                let (failed, tried) = crate::metrics::send_failures(|c| match c {
+                    Counter::Sent => sent,
+                    Counter::SendErrors => send_errors,
+                    Counter::Refused => refused,
+                    Counter::Unconfirmed => unconfirmed,
+                    _ => 0,
+                });
+                ratio(failed, tried)
             }
             // A delivery count (lost, duplicated, …) is the whole run's and cannot be dated to
             // a step: a run that lost nothing lost nothing in any of its steps, and when the run

@@ -1,12 +1,13 @@
-//! SLO checks: each scenario check evaluated against an artifact, with the measured value,
-//! plus the pseudo-checks every run must pass (`run.shards`, `run.logins`, `run.completed`,
-//! `run.engine`).
+//! SLO checks: each scenario check evaluated against an artifact, with the measured value;
+//! the built-in checks every run gets whether or not the scenario writes them (the run did
+//! the work: [`BUILT_IN`]); and the pseudo-checks every run must pass (`run.shards`,
+//! `run.logins`, `run.completed`, `run.engine`).
 
 use serde::Serialize;
 
 use crate::artifact::{Artifact, CheckMetric, CheckSpec, Op};
 use crate::ledger::Delivery;
-use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::metrics::{send_failures, Counter, ErrorKind, Hist};
 
 /// One evaluated check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,7 +28,80 @@ pub struct CheckOutcome {
     pub not_measured: Option<NotMeasured>,
     /// Whether it passed.
     pub passed: bool,
+    /// Where the check comes from.
+    pub origin: Origin,
+    /// The built-in bound, for a built-in check (set by the scenario or not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_bound: Option<f64>,
+    /// Why it failed, in one line with an example (`None` when it passed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
+
+/// Where a check comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Written in the scenario's `[checks]` (for a built-in check: at least as strict as
+    /// its default).
+    Scenario,
+    /// A built-in check the scenario did not write: applied with its default bound.
+    BuiltIn,
+    /// A built-in check the scenario relaxed: its bound is looser than the default.
+    Relaxed,
+    /// A pseudo-check of the run itself (`run.…`).
+    Run,
+}
+
+/// A check every run gets: PASS means the run did the work the scenario asked (verified
+/// deliveries, understood the server, got its sends accepted, measured only its own
+/// traffic), not only that the written checks held. The scenario relaxes one by writing
+/// its key in `[checks]` with a looser bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BuiltIn {
+    /// The `[checks]` key.
+    pub key: &'static str,
+    /// What it measures.
+    pub metric: CheckMetric,
+    /// How the measured value must compare with the bound.
+    pub op: Op,
+    /// The bound unless the scenario sets one.
+    pub default: f64,
+}
+
+/// The built-in checks, in report order.
+pub const BUILT_IN: [BuiltIn; 5] = [
+    BuiltIn {
+        key: "checks.min_verified",
+        metric: CheckMetric::Verified,
+        op: Op::AtLeast,
+        default: 0.9,
+    },
+    BuiltIn {
+        key: "checks.max_send_error_rate",
+        metric: CheckMetric::SendErrorRate,
+        op: Op::AtMost,
+        default: 0.01,
+    },
+    BuiltIn {
+        key: "checks.max_protocol_errors",
+        metric: CheckMetric::ProtocolErrors,
+        op: Op::AtMost,
+        default: 10.0,
+    },
+    BuiltIn {
+        key: "checks.max_repaired_rate",
+        metric: CheckMetric::RepairedRate,
+        op: Op::AtMost,
+        default: 0.001,
+    },
+    BuiltIn {
+        key: "checks.max_foreign",
+        metric: CheckMetric::Foreign,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+];
 
 /// The metric of a check: a scenario check's, or one of the run's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -77,9 +151,38 @@ pub enum NotMeasured {
     NoAcceptance,
 }
 
-/// Evaluates every check of `a`, then the pseudo-checks that failed.
+/// Evaluates every check of `a`, then the built-in checks it does not write (those that
+/// apply to what the run did), then the pseudo-checks that failed.
 pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
-    let mut out: Vec<CheckOutcome> = a.checks.iter().map(|c| one(a, delivery, c)).collect();
+    let mut out: Vec<CheckOutcome> = a
+        .checks
+        .iter()
+        .map(|c| {
+            let mut o = one(a, delivery, c);
+            if let Some(b) = BUILT_IN.iter().find(|b| b.metric == c.metric) {
+                o.default_bound = Some(b.default);
+                if !b.op.holds(c.value, b.default) {
+                    o.origin = Origin::Relaxed;
+                }
+            }
+            o
+        })
+        .collect();
+    for b in &BUILT_IN {
+        if a.checks.iter().any(|c| c.metric == b.metric) || !applies(a, delivery, b.metric) {
+            continue;
+        }
+        let spec = CheckSpec {
+            key: b.key.to_owned(),
+            metric: b.metric,
+            op: b.op,
+            value: b.default,
+        };
+        let mut o = one(a, delivery, &spec);
+        o.origin = Origin::BuiltIn;
+        o.default_bound = Some(b.default);
+        out.push(o);
+    }
     let m = &a.metrics;
     let failed = |metric, op, bound, value| CheckOutcome {
         key: match metric {
@@ -96,6 +199,9 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
         value: Some(value),
         not_measured: None,
         passed: false,
+        origin: Origin::Run,
+        default_bound: None,
+        reason: None,
     };
     let count = a.shard_count();
     let missing = a.missing_shards().len() as u32;
@@ -113,10 +219,7 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
     if a.interrupted {
         out.push(failed(RunMetric::Interrupted, Op::AtMost, 0.0, 1.0));
     }
-    let engine = m
-        .errors()
-        .find(|(k, _, _)| *k == ErrorKind::Engine)
-        .map_or(0, |(_, n, _)| n);
+    let engine = errors_of(a, ErrorKind::Engine);
     if engine > 0 {
         out.push(failed(
             RunMetric::EngineErrors,
@@ -126,6 +229,51 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
         ));
     }
     out
+}
+
+/// Whether a built-in check the scenario does not write says anything about this run: the
+/// delivery checks only when the run planned deliveries or requests (and, for the verified
+/// share, when no shard is missing), the send check only when something was sent.
+fn applies(a: &Artifact, d: &Delivery, metric: CheckMetric) -> bool {
+    let m = &a.metrics;
+    match metric {
+        // A shard alone holds the deliveries to its own users only, of senders anywhere.
+        CheckMetric::Verified => {
+            a.missing_shards().is_empty() && (d.planned > 0 || work_due(a) > 0)
+        }
+        CheckMetric::SendErrorRate => m.count(Counter::Sent) + m.count(Counter::SendErrors) > 0,
+        CheckMetric::RepairedRate => d.expected > 0,
+        _ => true,
+    }
+}
+
+/// Sends and requests that were due: sent, refused before the wire, or not sent because
+/// their sender was offline.
+fn work_due(a: &Artifact) -> u64 {
+    let m = &a.metrics;
+    m.count(Counter::Sent) + m.count(Counter::Dropped) + m.count(Counter::Requests)
+}
+
+/// The count of errors of `kind`.
+fn errors_of(a: &Artifact, kind: ErrorKind) -> u64 {
+    a.metrics
+        .errors()
+        .find(|(k, _, _)| *k == kind)
+        .map_or(0, |(_, n, _)| n)
+}
+
+/// Verified ÷ planned work: deliveries shown delivered or lost (not those refused, never
+/// confirmed, or to recipients never reached), and replies to requests. 0 when work was
+/// due but none was planned on a tracked stream; `None` when no work was due at all.
+pub fn verified_share(a: &Artifact, d: &Delivery) -> Option<f64> {
+    let m = &a.metrics;
+    let planned = d.planned + m.count(Counter::Requests);
+    let verified = d.expected.saturating_sub(d.unverified) + m.count(Counter::Replies);
+    if planned > 0 {
+        Some(verified.min(planned) as f64 / planned as f64)
+    } else {
+        (work_due(a) > 0).then_some(0.0)
+    }
 }
 
 fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
@@ -151,10 +299,16 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
             Unit::Ratio,
         ),
         CheckMetric::SendErrorRate => {
-            let failed = m.count(Counter::Refused) + m.count(Counter::SendErrors);
-            let tried = m.count(Counter::Sent) + m.count(Counter::SendErrors);
+            let (failed, tried) = send_failures(|c| m.count(c));
             (ratio(failed, tried), Unit::Ratio)
         }
+        CheckMetric::Verified => (verified_share(a, d), Unit::Ratio),
+        CheckMetric::ProtocolErrors => (count(errors_of(a, ErrorKind::Protocol)), Unit::Count),
+        CheckMetric::RepairedRate => (ratio(d.repaired, d.expected), Unit::Ratio),
+        CheckMetric::Foreign => (
+            count(errors_of(a, ErrorKind::Foreign) + d.unexpected),
+            Unit::Count,
+        ),
     };
     let not_measured = match value {
         Some(_) => None,
@@ -173,5 +327,8 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         // bound can't pass while any are unverified.
         passed: value.is_some_and(|v| c.op.holds(v, c.value))
             && !(c.metric == CheckMetric::Lost && d.unverified > 0),
+        origin: Origin::Scenario,
+        default_bound: None,
+        reason: None,
     }
 }

@@ -12,7 +12,10 @@ pub mod render;
 
 use serde::Serialize;
 
+use super::checks::Unit;
 use super::model::Report;
+use super::text::show;
+use crate::artifact::Op;
 use crate::metrics::{Counter, Hist};
 
 /// Latency changes below this many µs are within noise whatever their relative size.
@@ -274,6 +277,36 @@ impl Comparison {
             add(s(key), format!("delivery: {key}"), kind, better, &|r| {
                 Some(pick(&r.delivery) as f64)
             });
+        }
+        // Every check of either run, built-in or written, by its key (`checks.min_verified`).
+        let mut keys: Vec<&str> = base
+            .checks
+            .iter()
+            .chain(&new.checks)
+            .map(|c| c.key.as_str())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            let Some(c) = base.checks.iter().chain(&new.checks).find(|c| c.key == key) else {
+                continue;
+            };
+            let kind = match c.unit {
+                Unit::Count => Kind::Problem,
+                Unit::Ratio => Kind::Ratio,
+                Unit::Micros => Kind::Tail,
+            };
+            let better = match c.op {
+                Op::AtMost => Lower,
+                Op::AtLeast => Higher,
+            };
+            add(
+                key.to_owned(),
+                format!("check {key} ({} {})", c.op.symbol(), show(c.unit, c.bound)),
+                kind,
+                better,
+                &|r| r.checks.iter().find(|c| c.key == key).and_then(|c| c.value),
+            );
         }
         add(
             s("errors"),

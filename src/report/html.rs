@@ -105,23 +105,32 @@ fn checks(out: &mut String, r: &Report) {
     let mut rows = Vec::new();
     for c in &r.checks {
         let (bound, measured) = text::check(r, c);
+        let result = match &c.reason {
+            Some(why) => format!("FAIL: {why}"),
+            None => "pass".to_owned(),
+        };
         rows.push(vec![
             c.key.clone(),
+            text::origin(c),
             bound,
             measured,
-            if c.passed { "pass" } else { "FAIL" }.to_owned(),
+            result,
         ]);
     }
     let body = if rows.is_empty() {
-        "<p>The scenario has no checks: the run passes when it completes.</p>".to_owned()
+        "<p>No checks applied: the run did nothing a check could judge, and passes when it \
+         completes.</p>"
+            .to_owned()
     } else {
-        table(&["check", "bound", "measured", "result"], &rows)
+        table(&["check", "from", "bound", "measured", "result"], &rows)
     };
     section(
         out,
         "checks",
         "Checks",
-        "The scenario's service-level checks; the run passes when every one does.",
+        "The scenario's service-level checks and the built-in ones every run gets (the run \
+         verified its deliveries, understood the server, got its sends accepted and saw only \
+         its own traffic); the run passes when every one does.",
         &body,
     );
 }
@@ -345,7 +354,7 @@ fn traffic(out: &mut String, r: &Report) {
     let mut body = table(&["connections", "value"], &rows);
     let n = |k: Counter| r.count(k);
     let rate = |per_s: f64| format!("{per_s:.1}/s");
-    let failed = n(Counter::Refused) + n(Counter::SendErrors);
+    let (failed, _) = crate::metrics::send_failures(n);
     body.push_str(&table(
         &["messages", "count", "rate"],
         &[

@@ -14,6 +14,7 @@ pub mod html;
 pub mod json;
 pub mod model;
 pub mod phases;
+mod reason;
 pub mod series;
 pub mod sweep;
 pub mod text;

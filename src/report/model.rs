@@ -34,7 +34,8 @@ pub struct Report {
     pub duration_s: f64,
     /// Whether sends had a server acceptance (false: send → ack is not measured).
     pub acceptance: bool,
-    /// The scenario's checks, then the pseudo-checks that failed.
+    /// The scenario's checks, then the built-in checks it did not write, then the
+    /// pseudo-checks that failed.
     pub checks: Vec<CheckOutcome>,
     /// Delivery accounting, with examples.
     pub delivery: Delivery,
@@ -205,7 +206,7 @@ impl Report {
         let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
         let window_s = active_seconds(&series);
         let rate = |c: Counter| count(c) as f64 / window_s.max(1.0);
-        Report {
+        let mut report = Report {
             verdict,
             scenario: a.scenario.clone(),
             run_id: a.run_id.clone(),
@@ -231,10 +232,10 @@ impl Report {
                 accepted_per_s: rate(Counter::Accepted),
                 received_per_s: rate(Counter::Received),
                 replies_per_s: rate(Counter::Replies),
-                send_failure: ratio(
-                    count(Counter::Refused) + count(Counter::SendErrors),
-                    count(Counter::Sent),
-                ),
+                send_failure: {
+                    let (failed, tried) = crate::metrics::send_failures(count);
+                    ratio(failed, tried)
+                },
             },
             latency_us: Hist::ALL
                 .iter()
@@ -278,7 +279,16 @@ impl Report {
                 .collect(),
             scenario_source: a.scenario_source.clone(),
             server_metrics: a.server_metrics.clone(),
+        };
+        let reasons: Vec<Option<String>> = report
+            .checks
+            .iter()
+            .map(|c| (!c.passed).then(|| super::reason::of(&report, c)))
+            .collect();
+        for (c, why) in report.checks.iter_mut().zip(reasons) {
+            c.reason = why;
         }
+        report
     }
 
     /// True when every check passed, the run was not interrupted and no shard is missing.

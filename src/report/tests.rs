@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::checks::{Measure, NotMeasured, RunMetric, Unit};
+use super::checks::{Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::findings::{self, Finding};
 use super::model::{Accounts, Report, Verdict};
 use super::{html, json, text};
@@ -260,7 +260,10 @@ fn pseudo_checks_fail_a_run_without_logins_an_interrupted_run_and_engine_errors(
     a.checks.clear();
     let report = Report::new(&a);
     assert_eq!(report.verdict, Verdict::Pass);
-    assert!(report.checks.is_empty());
+    assert!(report
+        .checks
+        .iter()
+        .all(|c| c.origin == Origin::BuiltIn && c.passed));
 
     let mut m = Metrics::new();
     m.add(0, Counter::ConnectAttempts, 3);
@@ -272,6 +275,7 @@ fn pseudo_checks_fail_a_run_without_logins_an_interrupted_run_and_engine_errors(
     let run: Vec<(&str, Measure, f64, bool)> = report
         .checks
         .iter()
+        .filter(|c| c.origin == Origin::Run)
         .map(|c| {
             (
                 c.key.as_str(),
@@ -324,7 +328,14 @@ fn pseudo_checks_fail_a_run_without_logins_an_interrupted_run_and_engine_errors(
     a.interrupted = false;
     let report = Report::new(&a);
     assert_eq!(report.verdict, Verdict::Fail);
-    assert!(text::render(&report).starts_with("FAIL: run.logins, run.engine — "));
+    let text = text::render(&report);
+    assert!(
+        text.starts_with(
+            "FAIL: run.logins: none of 3 attempts: connect_refused (refused); \
+             run.engine: 1 failed: user 7 panicked: boom — "
+        ),
+        "{text}"
+    );
 }
 
 /// The fixture as shard `index` of `count`.
@@ -354,7 +365,11 @@ fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
         report.findings
     );
     assert!(!little(&Report::new(&fixture())).is_empty());
-    let c = &report.checks[0];
+    let c = report
+        .checks
+        .iter()
+        .find(|c| c.origin == Origin::Run)
+        .expect("a pseudo-check");
     assert_eq!(
         (c.key.as_str(), c.metric, c.bound, c.value, c.passed),
         (
@@ -392,8 +407,9 @@ fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
     let text = text::render(&report);
     assert!(
         text.starts_with(
-            "INCOMPLETE: 2 of 3 shards: missing shard 1; FAIL: checks.max_duplicated, \
-             checks.ack_p99, run.shards — "
+            "INCOMPLETE: 2 of 3 shards: missing shard 1; FAIL: checks.max_duplicated: 2 \
+             duplicated, e.g. stream 0 → user 0, seq 0: another copy via push (bound <= 0); \
+             checks.ack_p99: p99 6.92 ms (bound <= 0.00 ms); run.shards — "
         ),
         "{text}"
     );
@@ -648,4 +664,221 @@ fn issue_15_the_target_by_phase_has_its_bandwidth_cpu_and_memory() {
     assert!(text.contains("0.01 Mbit/s"), "{text}");
     // Without a watched target there is no such table.
     assert!(super::phases::of(&Report::new(&fixture())).is_empty());
+}
+
+/// The fixture with a fresh ledger of one stream (stream 7, user 1 → user 2) on which `sent`
+/// messages went out and the first `refused` were refused, every accepted one pushed; and
+/// metrics counting those sends.
+fn built_in_fixture(sent: u64, refused: u64) -> Artifact {
+    let mut a = fixture();
+    a.checks.clear();
+    let mut l = crate::ledger::Ledger::new(&crate::scenario::LedgerOpts {
+        sample: 1.0,
+        late_after: std::time::Duration::from_secs(5),
+        examples: 3,
+        verify_sync: true,
+    });
+    l.expect(7, 2);
+    for seq in 0..sent {
+        if seq < refused {
+            l.refused(7, seq);
+        } else {
+            l.sent(7, seq);
+            l.received(2, 7, seq, 1_000, crate::ledger::Via::Push, false);
+        }
+    }
+    a.ledger = l;
+    let mut m = Metrics::new();
+    m.add(0, Counter::ConnectAttempts, 2);
+    m.add(0, Counter::LoginOk, 2);
+    m.add(0, Counter::Sent, sent);
+    m.add(0, Counter::Accepted, sent - refused);
+    m.add(0, Counter::Refused, refused);
+    for _ in 0..refused {
+        m.error(0, ErrorKind::SendFailed, || {
+            "unknown type `bogus`".to_owned()
+        });
+    }
+    a.metrics = m;
+    a
+}
+
+fn outcome<'a>(r: &'a Report, key: &str) -> &'a super::checks::CheckOutcome {
+    r.checks
+        .iter()
+        .find(|c| c.key == key)
+        .unwrap_or_else(|| panic!("no check {key}: {:?}", r.checks))
+}
+
+#[test]
+fn issue_24_built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did_the_work() {
+    let r = Report::new(&built_in_fixture(100, 0));
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.checks);
+    let keys: Vec<(&str, Origin)> = r
+        .checks
+        .iter()
+        .map(|c| (c.key.as_str(), c.origin))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("checks.min_verified", Origin::BuiltIn),
+            ("checks.max_send_error_rate", Origin::BuiltIn),
+            ("checks.max_protocol_errors", Origin::BuiltIn),
+            ("checks.max_repaired_rate", Origin::BuiltIn),
+            ("checks.max_foreign", Origin::BuiltIn),
+        ]
+    );
+    assert_eq!(outcome(&r, "checks.min_verified").value, Some(1.0));
+    let text = text::render(&r);
+    assert!(text.starts_with("PASS (5 checks) — "), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| checks.min_verified "))
+        .unwrap_or_default();
+    for cell in ["built-in", ">= 90.000%", "100.000%", "pass"] {
+        assert!(row.contains(cell), "{row}");
+    }
+}
+
+#[test]
+fn issue_24_refused_sends_fail_the_run_with_the_reason_in_the_first_line() {
+    let r = Report::new(&built_in_fixture(100, 80));
+    assert_eq!(r.verdict, Verdict::Fail);
+    let first = text::render(&r)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        first.starts_with(
+            "FAIL: checks.min_verified: 20 of 100 planned deliveries verified (20.00%): 80 to \
+             sends refused or never confirmed, e.g. send_failed: \"unknown type `bogus`\" \
+             (bound >= 90.000%); checks.max_send_error_rate: 80.000% of sends refused or \
+             failed, e.g. send_failed: \"unknown type `bogus`\" (bound <= 1.000%) — "
+        ),
+        "{first}"
+    );
+    // Every format carries the reason and where the check came from.
+    let json = json::render(&r).expect("encode");
+    assert!(json.contains(r#""origin": "built_in""#), "{json}");
+    assert!(
+        json.contains(r#""reason": "80.000% of sends refused or failed"#),
+        "{json}"
+    );
+    let html = html::render(&r);
+    assert!(
+        html.contains("FAIL: 80.000% of sends refused or failed"),
+        "{html}"
+    );
+}
+
+#[test]
+fn issue_24_a_relaxed_built_in_check_says_so_and_holds_its_new_bound() {
+    let mut a = built_in_fixture(100, 80);
+    for (key, metric, op, value) in [
+        (
+            "checks.max_send_error_rate",
+            CheckMetric::SendErrorRate,
+            Op::AtMost,
+            0.9,
+        ),
+        (
+            "checks.min_verified",
+            CheckMetric::Verified,
+            Op::AtLeast,
+            0.1,
+        ),
+    ] {
+        a.checks.push(crate::artifact::CheckSpec {
+            key: key.to_owned(),
+            metric,
+            op,
+            value,
+        });
+    }
+    let r = Report::new(&a);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.checks);
+    let c = outcome(&r, "checks.max_send_error_rate");
+    assert_eq!((c.origin, c.default_bound), (Origin::Relaxed, Some(0.01)));
+    assert_eq!(r.checks.len(), 5, "a written built-in is not applied twice");
+    let text = text::render(&r);
+    assert!(text.contains(" relaxed (built-in <= 1.000%) |"), "{text}");
+    assert!(text.contains(" relaxed (built-in >= 90.000%) |"), "{text}");
+}
+
+#[test]
+fn issue_24_frames_not_understood_and_foreign_bodies_fail_past_their_budget() {
+    let mut a = built_in_fixture(10, 0);
+    for _ in 0..10 {
+        a.metrics
+            .error(0, ErrorKind::Protocol, || "unmatched frame: {}".to_owned());
+    }
+    assert_eq!(
+        Report::new(&a).verdict,
+        Verdict::Pass,
+        "10 frames are within budget"
+    );
+    a.metrics
+        .error(0, ErrorKind::Protocol, || "unmatched frame: {}".to_owned());
+    a.metrics.error(0, ErrorKind::Foreign, || {
+        "body not from this run: hi".to_owned()
+    });
+    let r = Report::new(&a);
+    let failed: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.key.as_str())
+        .collect();
+    assert_eq!(failed, ["checks.max_protocol_errors", "checks.max_foreign"]);
+    let reason = outcome(&r, "checks.max_foreign")
+        .reason
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("1 bodies not from this run and 0 deliveries to recipients"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn issue_24_pushes_found_only_by_the_final_sync_fail_the_run() {
+    let mut a = built_in_fixture(0, 0);
+    for seq in 0..100 {
+        a.ledger.sent(7, seq);
+        let via = if seq < 98 {
+            crate::ledger::Via::Repair
+        } else {
+            crate::ledger::Via::Push
+        };
+        a.ledger.received(2, 7, seq, 1_000, via, false);
+    }
+    a.metrics.add(0, Counter::Sent, 100);
+    let r = Report::new(&a);
+    let c = outcome(&r, "checks.max_repaired_rate");
+    assert!(!c.passed && c.value == Some(0.98), "{c:?}");
+    assert!(
+        c.reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("98 of 100 deliveries arrived only through the final verification sync"),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn issue_24_sends_due_while_nothing_went_out_are_nothing_verified() {
+    let mut a = built_in_fixture(0, 0);
+    a.metrics.add(0, Counter::Dropped, 50);
+    let r = Report::new(&a);
+    let c = outcome(&r, "checks.min_verified");
+    assert_eq!((c.value, c.passed), (Some(0.0), false));
+    assert!(
+        c.reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("nothing verified: 50 sends were due"),
+        "{c:?}"
+    );
 }

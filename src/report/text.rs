@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use comfy_table::{presets, CellAlignment, Table};
 
-use super::checks::{CheckOutcome, Measure, NotMeasured, RunMetric, Unit};
+use super::checks::{CheckOutcome, Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::clocks::Clocks;
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
 use super::model::{Accounts, Report, Verdict};
@@ -86,11 +86,12 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "note: {}", finding(f));
     }
     if !r.checks.is_empty() {
-        let mut t = table(&["check", "bound", "measured", "result"]);
+        let mut t = table(&["check", "from", "bound", "measured", "result"]);
         for c in &r.checks {
             let (bound, measured) = check(r, c);
             t.add_row(vec![
                 c.key.clone(),
+                origin(c),
                 bound,
                 measured,
                 if c.passed { "pass" } else { "FAIL" }.to_owned(),
@@ -99,6 +100,19 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "\n{t}");
     }
     out
+}
+
+/// Where a check comes from: `scenario`, `built-in`, `relaxed (built-in <= 1.000%)`, `run`.
+pub(super) fn origin(c: &CheckOutcome) -> String {
+    match c.origin {
+        Origin::Scenario => "scenario".to_owned(),
+        Origin::BuiltIn => "built-in".to_owned(),
+        Origin::Relaxed => match c.default_bound {
+            Some(d) => format!("relaxed (built-in {} {})", c.op.symbol(), show(c.unit, d)),
+            None => "relaxed".to_owned(),
+        },
+        Origin::Run => "run".to_owned(),
+    }
 }
 
 fn summary(out: &mut String, r: &Report) {
@@ -175,11 +189,11 @@ fn messages(out: &mut String, r: &Report) {
         rate(rates.sent_per_s),
     ]);
     t.add_row(vec!["accepted".to_owned(), acc, rate(rates.accepted_per_s)]);
-    let failed = c(Counter::Refused) + c(Counter::SendErrors);
+    let (failed, tried) = crate::metrics::send_failures(c);
     t.add_row(vec![
         "refused / failed".to_owned(),
         thousands(failed),
-        pct(failed, c(Counter::Sent)),
+        pct(failed, tried),
     ]);
     t.add_row(vec![
         "not sent (user offline when due)".to_owned(),
@@ -609,16 +623,23 @@ pub(super) fn shards_present(r: &Report) -> String {
     )
 }
 
-/// The verdict as the report's first words: `PASS (3 checks)`, `FAIL: checks.max_lost`, ….
+/// The verdict as the report's first words, with why each failed check failed:
+/// `PASS (3 checks)`, `FAIL: checks.max_lost: 3 lost (bound <= 0)`, ….
 pub(super) fn verdict(r: &Report) -> String {
     let failed = || {
-        let names: Vec<&str> = r
+        let names: Vec<String> = r
             .checks
             .iter()
             .filter(|c| !c.passed)
-            .map(|c| c.key.as_str())
+            .map(|c| match &c.reason {
+                // `INCOMPLETE: 1 of 2 shards…` says it already.
+                Some(why) if c.metric != Measure::Run(RunMetric::Shards) => {
+                    format!("{}: {why}", c.key)
+                }
+                _ => c.key.clone(),
+            })
             .collect();
-        format!("FAIL: {}", names.join(", "))
+        format!("FAIL: {}", names.join("; "))
     };
     match r.verdict {
         Verdict::Interrupted => "INTERRUPTED".to_owned(),

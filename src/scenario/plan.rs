@@ -321,6 +321,14 @@ pub enum CheckMetric {
     LoginSuccess,
     /// Failed sends ÷ sends.
     SendErrorRate,
+    /// Verified ÷ planned deliveries (and replies ÷ requests).
+    Verified,
+    /// Frames the driver did not understand (`protocol` errors).
+    ProtocolErrors,
+    /// Deliveries found only by the final verification sync ÷ expected.
+    RepairedRate,
+    /// Bodies not from this run plus deliveries to unexpected recipients.
+    Foreign,
 }
 
 /// A bound on a metric.

@@ -267,8 +267,18 @@ pub struct ChecksSpec {
     pub request_p99: Opt<Dur>,
     /// Lower bound on login success ratio.
     pub min_login_success: Opt<f64>,
-    /// Bound on failed sends ÷ sends.
+    /// Bound on failed sends ÷ sends (a built-in check: 1% when not set).
     pub max_send_error_rate: Opt<f64>,
+    /// Lower bound on verified ÷ planned deliveries (a built-in check: 90% when not set).
+    pub min_verified: Opt<f64>,
+    /// Bound on frames the driver did not understand (a built-in check: 10 when not set).
+    pub max_protocol_errors: Opt<i64>,
+    /// Bound on deliveries found only by the final verification sync ÷ expected (a
+    /// built-in check: 0.1% when not set).
+    pub max_repaired_rate: Opt<f64>,
+    /// Bound on bodies not from this run plus deliveries to unexpected recipients (a
+    /// built-in check: 0 when not set).
+    pub max_foreign: Opt<i64>,
 }
 
 /// `[report]`.

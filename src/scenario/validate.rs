@@ -636,6 +636,12 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
         ("max_reordered", &c.max_reordered, CheckMetric::Reordered),
         ("max_corrupted", &c.max_corrupted, CheckMetric::Corrupted),
         ("max_late", &c.max_late, CheckMetric::Late),
+        (
+            "max_protocol_errors",
+            &c.max_protocol_errors,
+            CheckMetric::ProtocolErrors,
+        ),
+        ("max_foreign", &c.max_foreign, CheckMetric::Foreign),
     ];
     for (key, v, metric) in counts {
         if let Some(v) = v {
@@ -667,11 +673,32 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
             Bound::AtLeast(unit(src, v, "checks.min_login_success")?),
         );
     }
-    if let Some(v) = &c.max_send_error_rate {
-        push(
+    let fractions = [
+        (
             "max_send_error_rate",
+            &c.max_send_error_rate,
             CheckMetric::SendErrorRate,
-            Bound::AtMost(unit(src, v, "checks.max_send_error_rate")?),
+        ),
+        (
+            "max_repaired_rate",
+            &c.max_repaired_rate,
+            CheckMetric::RepairedRate,
+        ),
+    ];
+    for (key, v, metric) in fractions {
+        if let Some(v) = v {
+            push(
+                key,
+                metric,
+                Bound::AtMost(unit(src, v, &format!("checks.{key}"))?),
+            );
+        }
+    }
+    if let Some(v) = &c.min_verified {
+        push(
+            "min_verified",
+            CheckMetric::Verified,
+            Bound::AtLeast(unit(src, v, "checks.min_verified")?),
         );
     }
     Ok(out)

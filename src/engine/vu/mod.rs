@@ -615,7 +615,7 @@ impl<D: Driver> Vu<D> {
         for (_, p) in pending {
             t.refused(p.stream, p.seq);
         }
-        t.count(Counter::SendErrors, lost);
+        t.count(Counter::Unconfirmed, lost);
         t.live.refused += lost;
     }
 

@@ -94,7 +94,7 @@ impl<D: Driver> Vu<D> {
             Decoded::Damaged => t.damaged(),
             Decoded::Intact(_) | Decoded::Corrupt(_) | Decoded::Foreign => {
                 t.error(
-                    ErrorKind::Other,
+                    ErrorKind::Foreign,
                     format!("body not from this run: {}", clip(body)),
                 );
             }

@@ -1,0 +1,156 @@
+//! Why a check failed, in one line with an example: what the report's first line, the JSON
+//! and the HTML say of each failed check, so a user sees the cause without reading tables.
+
+use super::checks::{CheckOutcome, Measure};
+use super::model::Report;
+use super::text::{check, pct, show, thousands};
+use crate::artifact::CheckMetric;
+use crate::ledger::Problem;
+use crate::metrics::{Counter, ErrorKind};
+
+/// The one-line reason `c` failed.
+pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
+    let bound = format!("bound {} {}", c.op.symbol(), show(c.unit, c.bound));
+    // A pseudo-check's measured column says it all.
+    let Measure::Check(metric) = c.metric else {
+        return check(r, c).1;
+    };
+    let Some(value) = c.value else {
+        return format!("{}, {bound}", check(r, c).1);
+    };
+    let d = &r.delivery;
+    let what = match metric {
+        CheckMetric::Verified => verified(r),
+        CheckMetric::SendErrorRate => format!(
+            "{} of sends refused or failed{}",
+            show(c.unit, value),
+            example(r, &[ErrorKind::SendFailed, ErrorKind::Timeout])
+        ),
+        CheckMetric::ProtocolErrors => format!(
+            "{} frames the driver did not understand{}",
+            thousands(value as u64),
+            example(r, &[ErrorKind::Protocol])
+        ),
+        CheckMetric::RepairedRate => format!(
+            "{} of {} deliveries arrived only through the final verification sync: the server \
+             stored them but did not push them live, or the driver did not recognise its \
+             pushes{}",
+            thousands(d.repaired),
+            thousands(d.expected),
+            example(r, &[ErrorKind::Protocol])
+        ),
+        CheckMetric::Foreign => format!(
+            "{} bodies not from this run and {} deliveries to recipients that were not \
+             addressed: the run measured other traffic than its own{}",
+            thousands(r.errors.get(&ErrorKind::Foreign).map_or(0, |e| e.count)),
+            thousands(d.unexpected),
+            example(r, &[ErrorKind::Foreign])
+        ),
+        CheckMetric::Lost if d.unverified > 0 => format!(
+            "{} lost + {} unverified (recipients never logged in again)",
+            thousands(value as u64),
+            thousands(d.unverified)
+        ),
+        CheckMetric::Lost => problem(r, "lost", value, Problem::Lost),
+        CheckMetric::Duplicated => problem(r, "duplicated", value, Problem::Duplicated),
+        CheckMetric::Reordered => problem(r, "reordered", value, Problem::Reordered),
+        CheckMetric::Corrupted => problem(r, "corrupted", value, Problem::Corrupted),
+        CheckMetric::Late => problem(r, "late", value, Problem::Late),
+        CheckMetric::E2eP99 | CheckMetric::AckP99 | CheckMetric::RequestP99 => {
+            format!("p99 {}", show(c.unit, value))
+        }
+        CheckMetric::LoginSuccess => format!(
+            "{} of logins succeeded{}",
+            show(c.unit, value),
+            example(r, &first_error(r))
+        ),
+    };
+    format!("{what} ({bound})")
+}
+
+/// Verified against planned work, with what kept the rest unverified.
+fn verified(r: &Report) -> String {
+    let d = &r.delivery;
+    let requests = r.count(Counter::Requests);
+    let planned = d.planned + requests;
+    let verified = d.expected.saturating_sub(d.unverified) + r.count(Counter::Replies);
+    if planned == 0 {
+        return format!(
+            "nothing verified: {} sends were due but none went out on a tracked stream \
+             ({} not sent: their sender was offline){}",
+            thousands(r.count(Counter::Sent) + r.count(Counter::Dropped) + requests),
+            thousands(r.count(Counter::Dropped)),
+            example(r, &[ErrorKind::SendFailed, ErrorKind::Timeout])
+        );
+    }
+    let refused = d.planned - d.expected;
+    let mut why = Vec::new();
+    if refused > 0 {
+        why.push(format!(
+            "{} to sends refused or never confirmed",
+            thousands(refused)
+        ));
+    }
+    if d.unverified > 0 {
+        why.push(format!(
+            "{} to recipients never reached",
+            thousands(d.unverified)
+        ));
+    }
+    let unanswered = requests.saturating_sub(r.count(Counter::Replies));
+    if unanswered > 0 {
+        why.push(format!("{} requests unanswered", thousands(unanswered)));
+    }
+    format!(
+        "{} of {} planned deliveries verified ({}): {}{}",
+        thousands(verified),
+        thousands(planned),
+        pct(verified, planned),
+        why.join(", "),
+        example(
+            r,
+            &[
+                ErrorKind::SendFailed,
+                ErrorKind::Timeout,
+                ErrorKind::RequestFailed
+            ]
+        )
+    )
+}
+
+/// `3 duplicated, e.g. stream 5 → user 2, seq 7: another copy via push`.
+fn problem(r: &Report, name: &str, value: f64, kind: Problem) -> String {
+    let example = r
+        .delivery
+        .examples
+        .iter()
+        .find(|e| e.kind == kind)
+        .map_or_else(String::new, |e| {
+            format!(
+                ", e.g. stream {} → user {}, seq {}: {}",
+                e.stream, e.recipient, e.seq, e.detail
+            )
+        });
+    format!("{} {name}{example}", thousands(value as u64))
+}
+
+/// The most frequent error kind, if any.
+fn first_error(r: &Report) -> Vec<ErrorKind> {
+    r.errors
+        .iter()
+        .max_by_key(|(_, e)| e.count)
+        .map(|(k, _)| vec![*k])
+        .unwrap_or_default()
+}
+
+/// `, e.g. kind: "first example"` of the first of `kinds` that occurred.
+fn example(r: &Report, kinds: &[ErrorKind]) -> String {
+    kinds
+        .iter()
+        .find_map(|k| {
+            let e = r.errors.get(k)?;
+            let ex = e.examples.first()?;
+            Some(format!(", e.g. {}: \"{ex}\"", k.name()))
+        })
+        .unwrap_or_default()
+}
