@@ -76,6 +76,8 @@ mod cli_report;
 mod cli_shards;
 #[path = "cli/signals.rs"]
 mod cli_signals;
+#[path = "cli/verdict.rs"]
+mod cli_verdict;
 #[cfg(feature = "tls")]
 #[path = "cli/wss.rs"]
 mod cli_wss;

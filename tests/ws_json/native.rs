@@ -161,7 +161,8 @@ async fn ws_json_counts_injected_faults_exactly_as_native_does() {
 }
 
 /// Frames no rule matches are counted as protocol errors with the frame as the example,
-/// and the run goes on: here the server's `pong`s once the `ignore` rule is taken out.
+/// and the run goes on: here the server's `pong`s once the `ignore` rule is taken out. Past
+/// the built-in budget of 10 they fail the run, naming the frame (issue 24).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmatched_frames_are_counted_with_examples() {
     let work = Work::new();
@@ -175,7 +176,7 @@ async fn unmatched_frames_are_counted_with_examples() {
     assert!(!text.contains("ignore"), "{text}");
     let (ran, artifact) = run_text(&work, &text).await;
     server.shutdown().await.expect("server stops");
-    ran.expect_code(0);
+    ran.expect_code(1);
     let d = artifact.ledger.summary();
     assert_eq!((d.delivered, d.lost), (d.expected, 0), "{d:?}");
     let (kind, count, examples) = artifact
@@ -192,4 +193,12 @@ async fn unmatched_frames_are_counted_with_examples() {
         "{examples:?}"
     );
     assert!(ran.stdout.contains("unmatched frame"), "{ran}");
+    assert!(count > 10, "{ran}");
+    assert!(
+        ran.verdict().starts_with(&format!(
+            "FAIL: checks.max_protocol_errors: {count} frames the driver did not understand, \
+             e.g. protocol: \"unmatched frame: {{\"type\":\"pong\""
+        )),
+        "{ran}"
+    );
 }
