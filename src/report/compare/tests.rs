@@ -121,3 +121,32 @@ fn the_noise_sentence_states_the_bands_in_force() {
     }
     assert!(render::NOISE.contains(&format!("{:.2} ms", LATENCY_FLOOR_US / 1000.0)));
 }
+
+#[test]
+fn issue_24_every_check_built_in_or_written_is_a_row_and_a_gate() {
+    let base = fixture();
+    let mut new = fixture();
+    let verified = new
+        .checks
+        .iter_mut()
+        .find(|c| c.key == "checks.min_verified")
+        .expect("the built-in check applies to the fixture");
+    verified.value = Some(0.5);
+    let c = Comparison::new(base, new);
+    for key in [
+        "checks.max_lost",
+        "checks.max_send_error_rate",
+        "checks.min_verified",
+        "checks.max_protocol_errors",
+        "checks.max_repaired_rate",
+        "checks.max_foreign",
+    ] {
+        assert!(c.row(key).is_some(), "no row {key}");
+    }
+    let row = c.row("checks.min_verified").expect("row");
+    assert_eq!(
+        (row.base, row.new, row.change),
+        (Some(1.0), Some(0.5), Change::Worse)
+    );
+    assert!(gate(&c, "checks.min_verified<-10%").failed);
+}
