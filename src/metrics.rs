@@ -212,11 +212,15 @@ pub enum ErrorKind {
     Other,
     /// A user task of the engine failed (panicked); its messages are not server loss.
     Engine,
+    /// The generator's own side failed: it ran out of local ports, file descriptors,
+    /// socket buffers or memory, or could not resolve the target's name. Not the server's
+    /// doing.
+    Generator,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -232,6 +236,7 @@ impl ErrorKind {
         ErrorKind::Timeout,
         ErrorKind::Other,
         ErrorKind::Engine,
+        ErrorKind::Generator,
     ];
 
     /// The name used in reports and result files.
@@ -252,6 +257,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Other => "other",
             ErrorKind::Engine => "engine",
+            ErrorKind::Generator => "generator",
         }
     }
 
@@ -279,6 +285,10 @@ impl ErrorKind {
             ErrorKind::Engine => {
                 "a user task of the generator failed (a msgstorm bug); its messages are not \
                  counted as server loss"
+            }
+            ErrorKind::Generator => {
+                "the generator ran out of local ports, file descriptors, socket buffers or \
+                 memory, or could not resolve the target's name: not the server's doing"
             }
         }
     }
