@@ -77,7 +77,8 @@ mod tests {
         }
         let f = classify(&io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
         assert!(
-            f.detail.starts_with("the generator ran out of local addresses")
+            f.detail
+                .starts_with("the generator ran out of local addresses")
                 && f.detail.contains("os error 99"),
             "{}",
             f.detail

@@ -65,10 +65,13 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let source = Some("192.0.2.1".parse().expect("TEST-NET-1"));
-        let f = connect("127.0.0.1", port, source).await.expect_err("no such source");
+        let f = connect("127.0.0.1", port, source)
+            .await
+            .expect_err("no such source");
         assert_eq!(f.kind, ErrorKind::Generator, "{}", f.detail);
         assert!(
-            f.detail.starts_with("binding source address 192.0.2.1: the generator ran out of"),
+            f.detail
+                .starts_with("binding source address 192.0.2.1: the generator ran out of"),
             "{}",
             f.detail
         );
@@ -82,7 +85,9 @@ mod tests {
     #[tokio::test]
     async fn an_unresolvable_name_is_the_generators() {
         let host = format!("{}.invalid", "a".repeat(64));
-        let f = connect(&host, 80, None).await.expect_err("does not resolve");
+        let f = connect(&host, 80, None)
+            .await
+            .expect_err("does not resolve");
         assert_eq!(f.kind, ErrorKind::Generator, "{}", f.detail);
         assert!(f.detail.contains("could not resolve"), "{}", f.detail);
     }
@@ -93,7 +98,9 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             l.local_addr().expect("addr").port()
         };
-        let f = connect("127.0.0.1", port, None).await.expect_err("nothing listens");
+        let f = connect("127.0.0.1", port, None)
+            .await
+            .expect_err("nothing listens");
         assert_eq!(f.kind, ErrorKind::ConnectRefused, "{}", f.detail);
     }
 }

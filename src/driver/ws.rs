@@ -22,9 +22,9 @@ use std::net::IpAddr;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 pub use conn::Ws;
@@ -261,7 +261,12 @@ async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Res
             ));
         }
         buf.reserve(512);
-        if tcp.read_buf(&mut buf).await.map_err(|e| io_error::classify(&e))? == 0 {
+        if tcp
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| io_error::classify(&e))?
+            == 0
+        {
             return Err(Failure::new(
                 ErrorKind::ClosedByPeer,
                 "connection closed during the WebSocket upgrade",

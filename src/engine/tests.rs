@@ -482,7 +482,15 @@ async fn a_connection_lost_while_writing_is_one_error() {
     let errors: Vec<_> = out.metrics.errors().map(|(k, n, _)| (k, n)).collect();
     assert_eq!(errors, [(ErrorKind::ClosedByPeer, 1)]);
     assert_eq!(out.metrics.count(Counter::Disconnects), 1);
-    assert_eq!(out.metrics.count(Counter::LoginOk), 10 + 1, "it reconnected");
-    assert_eq!(out.metrics.count(Counter::SendErrors), 1, "the send cut off");
+    assert_eq!(
+        out.metrics.count(Counter::LoginOk),
+        10 + 1,
+        "it reconnected"
+    );
+    assert_eq!(
+        out.metrics.count(Counter::SendErrors),
+        1,
+        "the send cut off"
+    );
     assert_eq!((d.expected, d.delivered, d.lost), (79, 79, 0), "{d:?}");
 }

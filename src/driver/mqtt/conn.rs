@@ -20,15 +20,15 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
-use rumqttc::mqttbytes::{v4, QoS as QoS4};
-use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::super::io_error::classify;
 use super::super::tcp;
 use super::super::ws::Stream;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
+use bytes::{Buf, Bytes, BytesMut};
+use rumqttc::mqttbytes::{v4, QoS as QoS4};
+use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Write-buffer size past which a publish is written at once instead of at the next flush.
 const WRITE_COALESCE: usize = 64 << 10;
@@ -411,11 +411,7 @@ impl Conn {
             return Ok(());
         }
         while !self.wbuf.is_empty() {
-            let n = self
-                .io
-                .write(&self.wbuf)
-                .await
-                .map_err(|e| classify(&e))?;
+            let n = self.io.write(&self.wbuf).await.map_err(|e| classify(&e))?;
             if n == 0 {
                 return Err(closed());
             }
