@@ -20,15 +20,16 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::{Buf, Bytes, BytesMut};
+use rumqttc::mqttbytes::{v4, QoS as QoS4};
+use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use super::super::io_error::classify;
 use super::super::tcp;
 use super::super::ws::Stream;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
-use bytes::{Buf, Bytes, BytesMut};
-use rumqttc::mqttbytes::{v4, QoS as QoS4};
-use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Write-buffer size past which a publish is written at once instead of at the next flush.
 const WRITE_COALESCE: usize = 64 << 10;
