@@ -15,7 +15,8 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit code: the target could not be reached at all.
 pub const EXIT_UNREACHABLE: u8 = 3;
 /// Exit code: msgstorm itself failed (an internal error, a result it could not write, a
-/// shard that wrote no result, a runtime that would not start) — says nothing of the target.
+/// shard that wrote no result, a runtime that would not start, every connection failing on
+/// the generator's own side) — says nothing of the target.
 pub const EXIT_TOOL_FAILED: u8 = 4;
 
 /// A failure that ends the command, with the exit code it maps to.
@@ -70,6 +71,14 @@ pub enum Error {
         /// What is wrong with it.
         msg: String,
     },
+    /// Every connection of the run failed on the generator's own side (out of local
+    /// ports, file descriptors or memory, or a name it could not resolve): nothing of the
+    /// target was measured. The result is still written.
+    #[error(
+        "the generator failed every connection on its own side, so nothing of the target \
+         was measured: {0}"
+    )]
+    Generator(String),
     /// The reference server could not start or failed while serving.
     #[error("server: {0}")]
     Server(String),
@@ -85,7 +94,9 @@ impl Error {
             Error::Scenario { .. } | Error::Usage(_) => EXIT_USAGE,
             Error::Unreachable { .. } => EXIT_UNREACHABLE,
             Error::Io { .. } | Error::Artifact { .. } => EXIT_USAGE,
-            Error::Write { .. } | Error::Server(_) | Error::Other(_) => EXIT_TOOL_FAILED,
+            Error::Write { .. } | Error::Generator(_) | Error::Server(_) | Error::Other(_) => {
+                EXIT_TOOL_FAILED
+            }
         }
     }
 

@@ -228,11 +228,15 @@ pub enum ErrorKind {
     Foreign,
     /// A user task of the engine failed (panicked); its messages are not server loss.
     Engine,
+    /// The generator's own side failed: it ran out of local ports, file descriptors,
+    /// socket buffers or memory, or could not resolve the target's name. Not the server's
+    /// doing.
+    Generator,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 16] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -249,6 +253,7 @@ impl ErrorKind {
         ErrorKind::Other,
         ErrorKind::Foreign,
         ErrorKind::Engine,
+        ErrorKind::Generator,
     ];
 
     /// The name used in reports and result files.
@@ -270,6 +275,7 @@ impl ErrorKind {
             ErrorKind::Other => "other",
             ErrorKind::Foreign => "foreign",
             ErrorKind::Engine => "engine",
+            ErrorKind::Generator => "generator",
         }
     }
 
@@ -298,6 +304,10 @@ impl ErrorKind {
             ErrorKind::Engine => {
                 "a user task of the generator failed (a msgstorm bug); its messages are not \
                  counted as server loss"
+            }
+            ErrorKind::Generator => {
+                "the generator ran out of local ports, file descriptors, socket buffers or \
+                 memory, or could not resolve the target's name: not the server's doing"
             }
         }
     }

@@ -62,6 +62,8 @@ mod compare_cli;
 #[path = "html/browser.rs"]
 mod html_browser;
 
+#[path = "cli/blame.rs"]
+mod cli_blame;
 #[path = "cli/delivery.rs"]
 mod cli_delivery;
 #[path = "cli/drivers.rs"]

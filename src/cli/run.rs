@@ -11,6 +11,7 @@ use crate::artifact::{default_out_dir, Artifact, RunFacts, ShardResult};
 use crate::driver::{Driver, WithDriver};
 use crate::engine::{Outcome, Progress as EngineProgress, RunOptions};
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::metrics::{Counter, ErrorKind};
 use crate::scenario::{self, Plan, Shard};
 
 /// Sockets the generator needs besides one per user (stdio, the probe, a metrics scrape…).
@@ -103,11 +104,25 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
         );
         return Ok(EXIT_OK);
     }
+    if let Some(why) = generator_only(artifact) {
+        return Err(Error::Generator(why));
+    }
     Ok(if rendered.passed {
         EXIT_OK
     } else {
         EXIT_CHECK_FAILED
     })
+}
+
+/// The first of the generator's own failures, when they are why no user ever logged in:
+/// every connection attempt failed on the generator's side (errors of kind `generator`),
+/// so the target was never tried — msgstorm's failure (exit 4), not the target's.
+fn generator_only(a: &Artifact) -> Option<String> {
+    let m = &a.metrics;
+    let attempts = m.count(Counter::ConnectAttempts);
+    let (_, failed, examples) = m.errors().find(|e| e.0 == ErrorKind::Generator)?;
+    (attempts > 0 && m.count(Counter::LoginOk) == 0 && failed >= attempts)
+        .then(|| examples.first().cloned().unwrap_or_default())
 }
 
 /// Runs `msgstorm run` and returns the exit code.

@@ -74,6 +74,11 @@ pub struct LoopbackOptions {
     /// Refuses this many of this user's first logins (`auth_failed`): a test hook for users
     /// the run can't reach.
     pub refuse_logins: Option<(UserIx, u32)>,
+    /// Breaks this user's first connection at its first send, as a reset under a write
+    /// does: the send is taken but never arrives, and the flush, every later send and the
+    /// next event fail with `closed_by_peer` — a test hook for a connection lost while
+    /// writing.
+    pub cut_user: Option<UserIx>,
 }
 
 /// The keys [`LoopbackOptions::parse`] accepts.
@@ -514,12 +519,14 @@ impl super::Driver for LoopbackDriver {
             }
             state.online = true;
         }
+        let cut = self.hub.opts.cut_user == Some(user.ix) && lock(&mailbox.state).logins == 1;
         Ok(Connected {
             session: LoopbackSession {
                 hub: self.hub.clone(),
                 mailbox,
                 ix: user.ix,
                 panics: self.hub.opts.panic_user == Some(user.ix),
+                cut: if cut { Cut::AtSend } else { Cut::No },
             },
             handshake: Duration::ZERO,
             login: Duration::ZERO,
@@ -536,6 +543,27 @@ pub struct LoopbackSession {
     ix: UserIx,
     /// `send` panics (the `panic_user` hook).
     panics: bool,
+    /// Where the `cut_user` hook stands for this connection.
+    cut: Cut,
+}
+
+/// The `cut_user` hook on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Not cut.
+    No,
+    /// The next send breaks the connection.
+    AtSend,
+    /// Broken: every call fails.
+    Broken,
+}
+
+/// What every call of a connection broken by the `cut_user` hook fails with.
+fn reset() -> Failure {
+    Failure::new(
+        ErrorKind::ClosedByPeer,
+        "connection reset by peer (test hook)",
+    )
 }
 
 impl LoopbackSession {
@@ -601,6 +629,14 @@ impl Session for LoopbackSession {
             "loopback: injected panic in the send of user {}",
             self.ix
         );
+        match self.cut {
+            Cut::No => {}
+            Cut::AtSend => {
+                self.cut = Cut::Broken;
+                return Ok(());
+            }
+            Cut::Broken => return Err(reset()),
+        }
         let now = self.now();
         match dest {
             Dest::User(id) => {
@@ -648,7 +684,10 @@ impl Session for LoopbackSession {
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
-        Ok(())
+        match self.cut {
+            Cut::Broken => Err(reset()),
+            Cut::No | Cut::AtSend => Ok(()),
+        }
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
@@ -680,6 +719,9 @@ impl Session for LoopbackSession {
     }
 
     async fn next_event(&mut self) -> Event {
+        if self.cut == Cut::Broken {
+            return Event::Closed(reset());
+        }
         loop {
             let wait = {
                 let mut st = lock(&self.mailbox.state);

@@ -35,6 +35,7 @@
 mod body;
 pub mod echo;
 pub mod endpoint;
+pub mod io_error;
 pub mod loopback;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
@@ -42,6 +43,7 @@ pub mod native;
 mod registry;
 #[cfg(feature = "socketio")]
 pub mod socketio;
+pub mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;

@@ -543,8 +543,7 @@ impl Session for NativeSession {
                         return ev;
                     }
                 }
-                Err(f) if f.kind == ErrorKind::Protocol => return Event::ProtocolError(f),
-                Err(f) => return Event::Closed(f),
+                Err(e) => return e.event(),
             }
         }
     }

@@ -586,8 +586,7 @@ impl Session for SocketIoSession {
             }
             match read_text(&mut self.ws).await {
                 Ok(text) => self.st.judge(&self.opts, &text),
-                Err(f) if f.kind == ErrorKind::Protocol => return Event::ProtocolError(f),
-                Err(f) => return Event::Closed(f),
+                Err(e) => return e.event(),
             }
         }
     }

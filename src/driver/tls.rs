@@ -12,7 +12,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use super::{Config, Failure, OptionError};
+use super::{io_error, Config, Failure, OptionError};
 use crate::metrics::ErrorKind;
 
 /// The rustls client configuration: trusts the certificates of the PEM file `ca_file`, or
@@ -123,7 +123,8 @@ impl Client {
 }
 
 /// Classifies a failed TLS handshake: rustls' own errors (certificates, alerts, protocol)
-/// are `tls`; the connection dropping underneath is the server closing it.
+/// are `tls`; the connection dropping underneath is the server closing it, and any other
+/// socket failure is classified as every driver's are ([`io_error::classify`]).
 pub fn classify(e: &std::io::Error) -> Failure {
     let rustls = e
         .get_ref()
@@ -134,6 +135,9 @@ pub fn classify(e: &std::io::Error) -> Failure {
             ErrorKind::ClosedByPeer,
             "connection closed during the TLS handshake",
         ),
-        None => Failure::new(ErrorKind::Tls, format!("TLS handshake: {e}")),
+        None => {
+            let f = io_error::classify(e);
+            Failure::new(f.kind, format!("TLS handshake: {}", f.detail))
+        }
     }
 }

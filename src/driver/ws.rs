@@ -18,17 +18,18 @@ mod conn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use std::net::{IpAddr, SocketAddr};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use std::net::IpAddr;
 
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 pub use conn::Ws;
 
-use super::{Config, Endpoint, Failure, OptionError, Scheme};
+use super::{io_error, tcp, Config, Endpoint, Event, Failure, OptionError, Scheme};
 use crate::metrics::ErrorKind;
 
 /// The longest upgrade response accepted.
@@ -151,66 +152,92 @@ impl Security {
     }
 }
 
-/// Classifies a WebSocket failure for the error taxonomy.
+/// Classifies a WebSocket failure for the error taxonomy: socket failures by
+/// [`io_error::classify`], a stream that ends without a WebSocket close as the server
+/// closing the connection (a killed server's connections end so), a frame the protocol
+/// does not allow as `protocol`.
 pub fn classify(e: &tungstenite::Error) -> Failure {
     match e {
-        tungstenite::Error::Io(io) => classify_io(io),
+        tungstenite::Error::Io(io) => io_error::classify(io),
         tungstenite::Error::Http(resp) => Failure::new(
             ErrorKind::HttpStatus,
             format!("HTTP {} on upgrade", resp.status()),
         ),
-        tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
+        tungstenite::Error::ConnectionClosed
+        | tungstenite::Error::AlreadyClosed
+        | tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => {
             Failure::new(ErrorKind::ClosedByPeer, e.to_string())
         }
         other => Failure::new(ErrorKind::Protocol, other.to_string()),
     }
 }
 
+/// Why [`read_text`] returned no text.
+#[derive(Debug)]
+pub enum NotText {
+    /// A frame the JSON drivers do not take (binary): a protocol error; the connection
+    /// stays.
+    Frame(Failure),
+    /// The connection ended — closed, reset, or broken by a frame the protocol does not
+    /// allow — and nothing more comes: one failure for the whole end.
+    Ended(Failure),
+}
+
+impl NotText {
+    /// The engine's event for it: a protocol error, or the connection's end.
+    pub fn event(self) -> Event {
+        match self {
+            NotText::Frame(f) => Event::ProtocolError(f),
+            NotText::Ended(f) => Event::Closed(f),
+        }
+    }
+}
+
+impl From<NotText> for Failure {
+    fn from(n: NotText) -> Failure {
+        match n {
+            NotText::Frame(f) | NotText::Ended(f) => f,
+        }
+    }
+}
+
 /// The next text frame on `ws`, skipping WebSocket control frames (tungstenite answers
-/// pings itself); a close or the end of the stream is `closed_by_peer`, a binary frame a
-/// protocol error. Shared by the drivers that speak JSON text frames.
-pub async fn read_text(ws: &mut Ws) -> Result<tungstenite::Utf8Bytes, Failure> {
+/// pings itself). Shared by the drivers that speak JSON text frames.
+pub async fn read_text(ws: &mut Ws) -> Result<tungstenite::Utf8Bytes, NotText> {
     loop {
         match ws.next().await {
-            None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
-            Some(Err(e)) => return Err(classify(&e)),
+            None => {
+                return Err(NotText::Ended(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "connection closed",
+                )))
+            }
+            Some(Err(e)) => return Err(NotText::Ended(classify(&e))),
             Some(Ok(Message::Text(text))) => return Ok(text),
             Some(Ok(Message::Close(frame))) => {
                 let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                return Err(Failure::new(
+                return Err(NotText::Ended(Failure::new(
                     ErrorKind::ClosedByPeer,
                     format!("closed by server: {why}"),
-                ));
+                )));
             }
             Some(Ok(Message::Binary(_))) => {
-                return Err(Failure::new(ErrorKind::Protocol, "unexpected binary frame"))
+                return Err(NotText::Frame(Failure::new(
+                    ErrorKind::Protocol,
+                    "unexpected binary frame",
+                )))
             }
             Some(Ok(_)) => continue,
         }
     }
 }
 
-/// Classifies a socket failure for the error taxonomy.
-fn classify_io(io: &std::io::Error) -> Failure {
-    match io.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            Failure::new(ErrorKind::ConnectRefused, io.to_string())
-        }
-        std::io::ErrorKind::TimedOut => Failure::new(ErrorKind::ConnectTimeout, io.to_string()),
-        _ if io.raw_os_error() == Some(libc::EMFILE) => Failure::new(
-            ErrorKind::Other,
-            format!("file descriptor limit reached: {io}"),
-        ),
-        _ => Failure::new(ErrorKind::ClosedByPeer, io.to_string()),
-    }
-}
-
 /// TCP connect (from `source` when given), TLS when `security` says so, and WebSocket
 /// upgrade to `ep`.
 async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Result<Ws, Failure> {
-    let tcp = connect(&ep.addr(), source).await?;
+    let tcp = tcp::connect(&ep.host, ep.port, source).await?;
     // Frames are coalesced per flush already: send each write at once.
-    tcp.set_nodelay(true).map_err(|e| classify_io(&e))?;
+    tcp.set_nodelay(true).map_err(|e| io_error::classify(&e))?;
     let mut tcp = security.wrap(tcp).await?;
     let key = generate_key();
     let request = format!(
@@ -221,7 +248,7 @@ async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Res
     );
     tcp.write_all(request.as_bytes())
         .await
-        .map_err(|e| classify_io(&e))?;
+        .map_err(|e| io_error::classify(&e))?;
     let mut buf = Vec::with_capacity(512);
     let head_end = loop {
         if let Some(i) = find_head_end(&buf) {
@@ -234,7 +261,12 @@ async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Res
             ));
         }
         buf.reserve(512);
-        if tcp.read_buf(&mut buf).await.map_err(|e| classify_io(&e))? == 0 {
+        if tcp
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| io_error::classify(&e))?
+            == 0
+        {
             return Err(Failure::new(
                 ErrorKind::ClosedByPeer,
                 "connection closed during the WebSocket upgrade",
@@ -318,41 +350,6 @@ fn security(config: &Config) -> Result<Security, OptionError> {
         )),
         None => Ok(Security::Plain),
     }
-}
-
-/// Connects to `addr`, binding the local end to `source` (any free port) when given.
-async fn connect(addr: &str, source: Option<IpAddr>) -> Result<TcpStream, Failure> {
-    let Some(source) = source else {
-        return TcpStream::connect(addr).await.map_err(|e| classify_io(&e));
-    };
-    let io = |e: std::io::Error| classify_io(&e);
-    let target = tokio::net::lookup_host(addr)
-        .await
-        .map_err(io)?
-        .find(|a| a.is_ipv4() == source.is_ipv4())
-        .ok_or_else(|| {
-            Failure::new(
-                ErrorKind::ConnectRefused,
-                format!("{addr} has no address of the family of source {source}"),
-            )
-        })?;
-    let socket = if source.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .map_err(io)?;
-    socket.bind(SocketAddr::new(source, 0)).map_err(|e| {
-        Failure::new(
-            ErrorKind::Other,
-            format!("cannot bind source address {source}: {e}"),
-        )
-    })?;
-    socket.connect(target).await.map_err(io)
-}
-
-fn send_failed(e: impl std::fmt::Display) -> Failure {
-    Failure::new(ErrorKind::SendFailed, e.to_string())
 }
 
 /// The end of the response head (after its blank line), if it is all there.

@@ -716,8 +716,7 @@ impl Session for WsJsonSession {
                         self.st.judge(&self.opts, doc);
                     }
                 }
-                Err(f) if f.kind == ErrorKind::Protocol => return Event::ProtocolError(f),
-                Err(f) => return Event::Closed(f),
+                Err(e) => return e.event(),
             }
         }
     }

@@ -464,3 +464,36 @@ async fn a_recipient_whose_first_login_failed_is_verified_at_the_end() {
         "{d:?}"
     );
 }
+
+/// Issue 24: a connection lost while writing is one error of kind `closed_by_peer`, however
+/// many calls (send, flush, the next read) find it gone; the user reconnects, and the send
+/// that never arrived is a failed send, not a loss.
+#[tokio::test(start_paused = true)]
+async fn a_connection_lost_while_writing_is_one_error() {
+    let plan = plan(DIRECT);
+    let TrafficKind::Direct(d) = &plan.traffic[0].kind else {
+        unreachable!("a direct pattern");
+    };
+    let opts = LoopbackOptions {
+        cut_user: Some(d.senders[0]),
+        ..LoopbackOptions::default()
+    };
+    let (out, d, _) = run_loopback(&plan, opts).await;
+    let errors: Vec<_> = out.metrics.errors().map(|(k, n, _)| (k, n)).collect();
+    assert_eq!(errors, [(ErrorKind::ClosedByPeer, 1)]);
+    assert_eq!(out.metrics.count(Counter::Disconnects), 1);
+    assert_eq!(
+        out.metrics.count(Counter::LoginOk),
+        10 + 1,
+        "it reconnected"
+    );
+    assert_eq!(
+        (
+            out.metrics.count(Counter::SendErrors),
+            out.metrics.count(Counter::Unconfirmed)
+        ),
+        (0, 1),
+        "the send cut off: written (buffered), never confirmed"
+    );
+    assert_eq!((d.expected, d.delivered, d.lost), (79, 79, 0), "{d:?}");
+}

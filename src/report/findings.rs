@@ -1,6 +1,7 @@
-//! What bounded a run, found in its artifact: the generator falling behind its schedule,
-//! a watched process (generator or target) that used all cores, and sweep steps in which
-//! Little's law did not hold (their TPS and RT are not those of their concurrency).
+//! What bounded a run, found in its artifact: the generator running out of its own
+//! resources, the generator falling behind its schedule, a watched process (generator or
+//! target) that used all cores, and sweep steps in which Little's law did not hold (their
+//! TPS and RT are not those of their concurrency).
 //!
 //! Computed at report time, so a merge of shards gets the findings of the whole run. Result
 //! files written before this module existed carry the same findings as sentences in their
@@ -10,7 +11,7 @@ use serde::Serialize;
 
 use super::sweep::Sweep;
 use crate::artifact::Artifact;
-use crate::metrics::Hist;
+use crate::metrics::{ErrorKind, Hist};
 
 /// Send lag p99 above which the generator is said to have fallen behind, µs.
 pub const SEND_LAG_P99_US: u64 = 10_000;
@@ -31,6 +32,15 @@ pub const EMBEDDED_IN_GENERATOR: &str =
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Finding {
+    /// The generator ran out of its own resources (local ports, file descriptors, socket
+    /// buffers, memory) or could not resolve the target's name: errors of kind
+    /// [`ErrorKind::Generator`], which are not the server's.
+    Generator {
+        /// How many there were.
+        errors: u64,
+        /// The first example kept (it names what ran out).
+        example: String,
+    },
     /// The generator sent late: its send lag p99 exceeded [`SEND_LAG_P99_US`]. Latencies
     /// still count from the due time.
     SendLag {
@@ -80,11 +90,21 @@ pub struct LittleGap {
     pub in_flight: f64,
 }
 
-/// The findings of `a` and its `sweeps`: send lag first, then saturated processes in the
-/// artifact's order, then the sweep steps where Little's law did not hold (not looked for
-/// when shards are missing).
+/// The findings of `a` and its `sweeps`: the generator's own failures first, then send
+/// lag, then saturated processes in the artifact's order, then the sweep steps where
+/// Little's law did not hold (not looked for when shards are missing).
 pub fn find(a: &Artifact, sweeps: &[Sweep]) -> Vec<Finding> {
     let mut out = Vec::new();
+    if let Some((_, errors, examples)) = a
+        .metrics
+        .errors()
+        .find(|(k, _, _)| *k == ErrorKind::Generator)
+    {
+        out.push(Finding::Generator {
+            errors,
+            example: examples.first().cloned().unwrap_or_default(),
+        });
+    }
     let lag_p99 = a.metrics.hist(Hist::SendLag).value_at_quantile(0.99);
     if lag_p99 > SEND_LAG_P99_US {
         out.push(Finding::SendLag { p99_us: lag_p99 });

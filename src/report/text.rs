@@ -533,6 +533,14 @@ fn target_phases(out: &mut String, r: &Report) {
 /// A finding as the sentence of a note.
 pub(super) fn finding(f: &Finding) -> String {
     match f {
+        Finding::Generator { errors, example } => format!(
+            "the generator ran out of its own resources {errors} time{} (local ports or \
+             addresses, file descriptors, socket buffers or memory, or a name it could not \
+             resolve): not the server's failures, and the users they hit measured nothing of \
+             it. Give it more (`ulimit -n`, `[target] source_addresses`, shards) and run \
+             again. First: {example}",
+            if *errors == 1 { "" } else { "s" }
+        ),
         Finding::SendLag { p99_us } => format!(
             "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still \
              count from the due time)",

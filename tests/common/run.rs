@@ -1,7 +1,8 @@
 //! Running the `msgstorm` binary in tests.
 //!
 //! - [`msgstorm`] runs it as a child process with a hard time limit and returns its exit
-//!   code, stdout and stderr ([`Ran`]); [`msgstorm_sync`] is the same for plain `#[test]`s.
+//!   code, stdout and stderr ([`Ran`]); [`msgstorm_sync`] is the same for plain `#[test]`s;
+//!   [`Running`] runs it in the background, for tests that act while it runs.
 //! - [`Work`] is a temporary folder for scenario files and results.
 //! - [`scenario`] writes a scenario whose `[target]` is a test server.
 //! - [`run_file`] / [`run_text`] run a scenario with `--out` and read its `result.json`.
@@ -82,6 +83,54 @@ pub async fn msgstorm_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) 
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         took: start.elapsed(),
+    }
+}
+
+/// `msgstorm ARGS` running in the background (killed on drop), for tests that act while
+/// a run goes: start it with [`Running::start`], end with [`Running::finish`].
+pub struct Running {
+    child: tokio::process::Child,
+    args: Vec<String>,
+    start: Instant,
+}
+
+impl Running {
+    /// Starts `msgstorm ARGS`.
+    pub fn start(args: &[&str]) -> Running {
+        let child = tokio::process::Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start msgstorm");
+        Running {
+            child,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Whether it has exited already.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
+    }
+
+    /// Waits for it to finish (killed and a panic after [`RUN_LIMIT`] from its start).
+    pub async fn finish(self) -> Ran {
+        let limit = RUN_LIMIT.saturating_sub(self.start.elapsed());
+        let args = self.args;
+        let out = tokio::time::timeout(limit, self.child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("msgstorm {args:?} still running after {RUN_LIMIT:?}"))
+            .expect("wait for msgstorm");
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            took: self.start.elapsed(),
+        }
     }
 }
 

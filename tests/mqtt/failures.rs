@@ -1,10 +1,14 @@
-//! MQTT failures: no broker, bad credentials, bad `[target.mqtt]` keys.
+//! MQTT failures: no broker, bad credentials, bad `[target.mqtt]` keys, a broker killed
+//! mid-run.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
+use msgstorm::artifact::Artifact;
 use msgstorm::metrics::ErrorKind;
 
 use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
+use crate::common::run::{Running, Work};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -99,4 +103,63 @@ fn bad_credentials_are_classified_auth_failed() {
         "{examples:?}"
     );
     assert_eq!(a.metrics.count(msgstorm::metrics::Counter::LoginOk), 0);
+}
+
+/// Issue 24: mosquitto killed (SIGKILL) mid-run costs each connection one error,
+/// `closed_by_peer`; reconnecting to the dead port is refused, and nothing else is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_24_a_killed_broker_costs_each_connection_one_closed_by_peer() {
+    let Some(broker) = Mosquitto::start("") else {
+        return;
+    };
+    let users = 6;
+    let text = format!(
+        r#"name = "mqtt-killed"
+drain = "1s"
+
+[target]
+driver = "mqtt"
+url = "{}"
+
+[population]
+users = {users}
+login_rate = 400
+
+[[traffic]]
+kind = "direct"
+senders = 3
+receivers = 3
+interval = "20ms"
+duration = "5s"
+"#,
+        broker.url()
+    );
+    let work = Work::new();
+    let file = work.write("killed.toml", &text);
+    let out = work.path("out");
+    let (file, out_arg) = (file.display().to_string(), out.display().to_string());
+    let mut run = Running::start(&["run", &file, "--out", &out_arg, "-q"]);
+    // Every user is connected once the broker logged as many clients.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while broker.log().matches("New client connected").count() < users {
+        assert!(!run.exited(), "the run ended before the broker was killed");
+        assert!(Instant::now() < deadline, "{}", broker.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(broker);
+    let ran = run.finish().await;
+    let a = Artifact::read(&out.join("result.json"))
+        .unwrap_or_else(|e| panic!("no result.json: {e}\n{ran}"));
+    let errors: BTreeMap<&str, u64> = a.metrics.errors().map(|(k, n, _)| (k.name(), n)).collect();
+    assert_eq!(
+        errors.get("closed_by_peer"),
+        Some(&(users as u64)),
+        "{errors:?}\n{ran}"
+    );
+    assert!(
+        errors
+            .keys()
+            .all(|k| ["closed_by_peer", "connect_refused"].contains(k)),
+        "{errors:?}\n{ran}"
+    );
 }

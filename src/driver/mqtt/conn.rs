@@ -24,8 +24,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use rumqttc::mqttbytes::{v4, QoS as QoS4};
 use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::super::io_error::classify;
+use super::super::tcp;
 use super::super::ws::Stream;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
@@ -170,10 +171,8 @@ impl Conn {
     /// Connects (TCP, TLS, CONNECT/CONNACK); the caller bounds it in time. Returns the
     /// connection and whether the broker resumed a stored session.
     pub async fn open(setup: &Setup, hello: &Hello) -> Result<(Conn, bool), Failure> {
-        let tcp = TcpStream::connect((setup.host.as_str(), setup.port))
-            .await
-            .map_err(|e| io_failure(&e))?;
-        tcp.set_nodelay(true).map_err(|e| io_failure(&e))?;
+        let tcp = tcp::connect(&setup.host, setup.port, None).await?;
+        tcp.set_nodelay(true).map_err(|e| classify(&e))?;
         #[cfg(feature = "mqtt-tls")]
         let io = match &setup.tls {
             Some(client) => Stream::Tls(Box::new(client.connect(tcp).await?)),
@@ -413,17 +412,13 @@ impl Conn {
             return Ok(());
         }
         while !self.wbuf.is_empty() {
-            let n = self
-                .io
-                .write(&self.wbuf)
-                .await
-                .map_err(|e| io_failure(&e))?;
+            let n = self.io.write(&self.wbuf).await.map_err(|e| classify(&e))?;
             if n == 0 {
                 return Err(closed());
             }
             self.wbuf.advance(n);
         }
-        self.io.flush().await.map_err(|e| io_failure(&e))?;
+        self.io.flush().await.map_err(|e| classify(&e))?;
         self.wbuf = BytesMut::new();
         self.last_write = Instant::now();
         Ok(())
@@ -434,7 +429,7 @@ impl Conn {
     async fn fill(&mut self) -> Result<(), Failure> {
         let n = match &mut self.io {
             Stream::Plain(tcp) => loop {
-                tcp.readable().await.map_err(|e| io_failure(&e))?;
+                tcp.readable().await.map_err(|e| classify(&e))?;
                 self.rbuf.reserve(self.read_chunk);
                 match tcp.try_read_buf(&mut self.rbuf) {
                     Ok(n) => break n,
@@ -443,7 +438,7 @@ impl Conn {
                             self.rbuf = BytesMut::new();
                         }
                     }
-                    Err(e) => return Err(io_failure(&e)),
+                    Err(e) => return Err(classify(&e)),
                 }
             },
             #[allow(unreachable_patterns)]
@@ -451,7 +446,7 @@ impl Conn {
                 self.rbuf.reserve(self.read_chunk);
                 io.read_buf(&mut self.rbuf)
                     .await
-                    .map_err(|e| io_failure(&e))?
+                    .map_err(|e| classify(&e))?
             }
         };
         match n {
@@ -745,19 +740,4 @@ fn unreadable(e: &dyn std::fmt::Display) -> Failure {
 
 fn closed() -> Failure {
     Failure::new(ErrorKind::ClosedByPeer, "the broker closed the connection")
-}
-
-/// Classifies an I/O failure for the error taxonomy.
-fn io_failure(e: &std::io::Error) -> Failure {
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            Failure::new(ErrorKind::ConnectRefused, e.to_string())
-        }
-        std::io::ErrorKind::TimedOut => Failure::new(ErrorKind::ConnectTimeout, e.to_string()),
-        _ if e.raw_os_error() == Some(libc::EMFILE) => Failure::new(
-            ErrorKind::Other,
-            format!("file descriptor limit reached: {e}"),
-        ),
-        _ => Failure::new(ErrorKind::ClosedByPeer, e.to_string()),
-    }
 }

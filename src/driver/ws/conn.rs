@@ -27,6 +27,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, FrameHeader, U
 use tokio_tungstenite::tungstenite::{Bytes, Error, Message};
 
 use super::Stream;
+use crate::driver::io_error;
+use crate::metrics::ErrorKind;
 
 /// Bytes read from the socket at most per read, into the worker's shared buffer.
 const READ_CHUNK: usize = 64 << 10;
@@ -108,14 +110,15 @@ impl Ws {
     /// reading meanwhile.
     pub async fn write(&mut self, msg: Message) -> Result<(), super::Failure> {
         if self.closing {
-            return Err(super::send_failed(Error::Protocol(
-                ProtocolError::SendAfterClosing,
-            )));
+            return Err(super::Failure::new(
+                ErrorKind::SendFailed,
+                Error::Protocol(ProtocolError::SendAfterClosing).to_string(),
+            ));
         }
         if self.wr.len() >= WRITE_COALESCE {
             poll_fn(|cx| self.poll_write_out(cx))
                 .await
-                .map_err(super::send_failed)?;
+                .map_err(|e| io_error::classify(&e))?;
         }
         match msg {
             Message::Text(t) => self.encode(OpCode::Data(Data::Text), t.as_bytes()),
@@ -144,7 +147,7 @@ impl Ws {
             }
         })
         .await
-        .map_err(super::send_failed)
+        .map_err(|e| io_error::classify(&e))
     }
 
     /// The next message (`None` when the stream ended). Cancel-safe: everything read is

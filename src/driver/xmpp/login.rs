@@ -57,9 +57,7 @@ impl XmppDriver {
         resume: &mut XmppResume,
         started: Instant,
     ) -> Result<Login, Failure> {
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| stream::io_failure(&e))?;
+        let tcp = crate::driver::tcp::connect(&self.host, self.port, None).await?;
         let _ = tcp.set_nodelay(true);
         let mut stream = Stream::new(tcp, self.max_body);
         if self.direct_tls {

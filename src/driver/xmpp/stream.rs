@@ -15,7 +15,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
 
 use super::xml::{Element, Framer, Item};
-use crate::driver::Failure;
+use crate::driver::{io_error, Failure};
 use crate::metrics::ErrorKind;
 
 /// The socket under the stream.
@@ -91,7 +91,7 @@ impl Stream {
                 Io::Tcp(s) => s.write(&self.out).await,
                 Io::Tls(s) => s.write(&self.out).await,
             }
-            .map_err(|e| io_failure(&e))?;
+            .map_err(|e| io_error::classify(&e))?;
             if n == 0 {
                 return Err(Failure::new(
                     ErrorKind::ClosedByPeer,
@@ -102,7 +102,7 @@ impl Stream {
         }
         match &mut self.io {
             Io::Tcp(_) => Ok(()),
-            Io::Tls(s) => s.flush().await.map_err(|e| io_failure(&e)),
+            Io::Tls(s) => s.flush().await.map_err(|e| io_error::classify(&e)),
         }
     }
 
@@ -122,7 +122,7 @@ impl Stream {
                 Io::Tcp(s) => s.read_buf(buf).await,
                 Io::Tls(s) => s.read_buf(buf).await,
             }
-            .map_err(|e| io_failure(&e))?;
+            .map_err(|e| io_error::classify(&e))?;
             if n == 0 {
                 return Err(Failure::new(
                     ErrorKind::ClosedByPeer,
@@ -147,18 +147,6 @@ impl Stream {
             )),
         }
     }
-}
-
-/// The kind of an I/O failure.
-pub fn io_failure(e: &std::io::Error) -> Failure {
-    use std::io::ErrorKind as K;
-    let kind = match e.kind() {
-        K::ConnectionRefused => ErrorKind::ConnectRefused,
-        K::TimedOut => ErrorKind::ConnectTimeout,
-        _ if e.raw_os_error() == Some(libc::EMFILE) => ErrorKind::Other,
-        _ => ErrorKind::ClosedByPeer,
-    };
-    Failure::new(kind, e.to_string())
 }
 
 /// A `<stream:error>` classified: the server closing the stream on a policy or load

@@ -467,7 +467,9 @@ impl<D: Driver> Vu<D> {
             _ => {}
         }
         if let (Some(ts), Phase::Running) = (traffic, phase) {
-            self.send_due(link.session.as_mut(), ts, now).await;
+            if let Some(gone) = self.send_due(link.session.as_mut(), ts, now).await {
+                self.take_events(Event::Closed(gone), link);
+            }
         }
         if let (Some(hb), Some(s)) = (self.cfg.heartbeat, link.session.as_mut()) {
             if now >= link.last_heartbeat + hb {
@@ -479,7 +481,9 @@ impl<D: Driver> Vu<D> {
         }
         if let Some(s) = link.session.as_mut() {
             if let Err(f) = s.flush().await {
-                self.error(f.kind, f.detail);
+                // A connection whose write failed is unusable: this is its end, counted
+                // once here rather than again when the read side finds it closed.
+                self.take_events(Event::Closed(f), link);
             }
         }
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::Vu;
-use crate::driver::{Dest, Driver, Session};
+use crate::driver::{Dest, Driver, Failure, Session};
 use crate::engine::schedule::{NextSend, Sends};
 use crate::envelope::{self, Envelope};
 use crate::metrics::{Counter, ErrorKind, Hist};
@@ -27,13 +27,15 @@ pub(super) struct Pending {
 }
 
 impl<D: Driver> Vu<D> {
-    /// Sends everything that is due by `now`, then the next request if one is due.
+    /// Sends everything that is due by `now`, then the next request if one is due. Stops
+    /// at a send that found the connection gone and returns its failure: the connection's
+    /// end, for the caller to count once.
     pub(super) async fn send_due(
         &mut self,
         mut session: Option<&mut D::Session>,
         ts: Instant,
         now: Instant,
-    ) {
+    ) -> Option<Failure> {
         let mut burst = 0;
         for i in 0..self.spec.plan.programs.len() {
             while let Some(due) = self.spec.plan.programs[i].due() {
@@ -44,7 +46,12 @@ impl<D: Driver> Vu<D> {
                 burst += 1;
                 let next = self.spec.plan.programs[i].advance();
                 match session.as_deref_mut() {
-                    Some(s) => self.send_one(s, i, next, due, now).await,
+                    Some(s) => {
+                        if let Err(gone) = self.send_one(s, i, next, due, now).await {
+                            self.flush_tally();
+                            return Some(gone);
+                        }
+                    }
                     None => {
                         // Offline when due: not sent, so expected nowhere.
                         let t = self.tally(now);
@@ -64,9 +71,12 @@ impl<D: Driver> Vu<D> {
                 self.request(s, ts, now).await;
             }
         }
+        None
     }
 
-    /// Sends `next` of program `i`, due at `due`.
+    /// Sends `next` of program `i`, due at `due`. A failed send is counted; one that found
+    /// the connection closed (`closed_by_peer`) comes back as `Err`, its error left to the
+    /// connection's end so that one lost connection is one error.
     async fn send_one(
         &mut self,
         s: &mut D::Session,
@@ -74,7 +84,7 @@ impl<D: Driver> Vu<D> {
         next: NextSend,
         due: Instant,
         now: Instant,
-    ) {
+    ) -> Result<(), Failure> {
         let program = &self.spec.plan.programs[i];
         let due_us = self.shared.wall_of(due);
         self.body.clear();
@@ -129,8 +139,11 @@ impl<D: Driver> Vu<D> {
             Err(f) => {
                 t.refused(next.stream, next.seq);
                 t.count(Counter::SendErrors, 1);
+                if f.kind == ErrorKind::ClosedByPeer {
+                    return Err(f);
+                }
                 t.error(f.kind, f.detail);
-                return;
+                return Ok(());
             }
         }
         if acceptance {
@@ -142,6 +155,7 @@ impl<D: Driver> Vu<D> {
             };
             self.pending.insert(tag, pending);
         }
+        Ok(())
     }
 
     /// Sends the request of the step this user works in at `now`, if any.
