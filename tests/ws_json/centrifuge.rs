@@ -1,5 +1,5 @@
 //! `ws-json` against a real third-party server: a chat built on the Centrifuge library
-//! (`peers/centrifuge`, built by `scripts/test` into `target/peers/centrifuge-chat`),
+//! (`peers/centrifuge`, built by `scripts/test` into `peers/centrifuge/centrifuge-chat`),
 //! described by `scenarios/ws-json-centrifuge.toml` alone. Per-user inbox channels carry
 //! direct messages, group channels group messages; late users page through the channels'
 //! history — and a history smaller than what an offline user missed is loss, counted
@@ -14,7 +14,7 @@ use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
 /// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
 /// not built (see [`installed`]).
 fn start(history: u32) -> Option<Peer> {
-    let bin = repo("target/peers/centrifuge-chat");
+    let bin = repo("peers/centrifuge/centrifuge-chat");
     installed("Centrifuge", &bin).then(|| {
         Peer::start(
             &bin,
