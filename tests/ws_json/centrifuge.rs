@@ -31,6 +31,10 @@ async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_centrifuge),
+    ignore = "the Centrifuge test server is not built (scripts/test builds it)"
+)]
 async fn centrifuge_chat_with_late_users_loses_nothing() {
     let Some(server) = start(1000) else {
         return;
@@ -89,6 +93,10 @@ max_reordered = 0
 /// One sender, three receivers that log in late: each misses 20 messages, of which the
 /// server's history keeps the last 5, so exactly 15 per receiver are lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_centrifuge),
+    ignore = "the Centrifuge test server is not built (scripts/test builds it)"
+)]
 async fn centrifuge_history_limit_is_loss_counted_exactly() {
     let Some(server) = start(5) else {
         return;
