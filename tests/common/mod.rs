@@ -7,6 +7,8 @@
 //! - [`ChildServer`] runs the real `msgstorm serve` binary as a child process (for
 //!   SIGKILL/SIGTERM tests and memory measurement) and kills it on drop.
 //! - [`http_get`] fetches a plain HTTP page such as `/metrics`.
+//! - [`peers`] finds the real peers ([`detect`]: the same lookups as `build.rs`, which marks
+//!   the tests of a missing peer ignored).
 //! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests, and the `msgstorm`
 //!   binary on a scenario.
 //! - [`xmpp`] runs real ejabberd and Prosody servers for the XMPP tests.
@@ -14,6 +16,9 @@
 
 #[cfg(feature = "tls")]
 pub mod certs;
+// Shared with build.rs, which uses all of it; each fixture uses its part.
+#[allow(dead_code)]
+pub mod detect;
 #[cfg(feature = "mqtt")]
 pub mod mosquitto;
 #[cfg(feature = "tls")]

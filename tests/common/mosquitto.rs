@@ -2,8 +2,8 @@
 //!
 //! [`Mosquitto::start`] writes a config file into a temp dir, starts the broker on a free
 //! loopback port and waits until it accepts connections; dropping it kills the broker.
-//! When mosquitto is not installed the tests skip with a printed note, except under
-//! `CI=true`, where a missing broker is a failure.
+//! Its tests are ignored when mosquitto is not installed (`cfg(peer_mosquitto)`, see
+//! [`peers`](super::peers)).
 
 use std::net::TcpStream;
 use std::path::Path;
@@ -29,7 +29,8 @@ pub struct Mosquitto {
 
 impl Mosquitto {
     /// Starts mosquitto with `extra` appended to a config of one loopback listener with
-    /// anonymous access (override with `allow_anonymous false`). `None`: not installed.
+    /// anonymous access (override with `allow_anonymous false`); always `Some` (a missing
+    /// mosquitto fails the test).
     pub fn start(extra: &str) -> Option<Mosquitto> {
         Mosquitto::start_with(|_| extra.to_owned())
     }

@@ -24,7 +24,7 @@ pub struct Nginx {
 impl Nginx {
     /// nginx terminating TLS on a free port and proxying WebSocket upgrades to
     /// `127.0.0.1:upstream`, with a certificate for 127.0.0.1 from a fresh test CA.
-    /// `None` (after a note) when nginx or openssl is missing outside CI.
+    /// Always `Some` (a missing nginx or openssl fails the test).
     pub fn wss_proxy(upstream: u16) -> Option<Nginx> {
         let openssl = required("openssl")?;
         let bin = required("nginx")?;

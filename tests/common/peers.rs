@@ -1,36 +1,21 @@
-//! Finding the real peers the tests run (servers and tools from Debian's packages) and
-//! free loopback ports for them. A missing peer skips its test with a printed note outside
-//! CI and fails it under `CI=true` (`scripts/test` installs them).
+//! Finding the real peers the tests run (servers and tools from Debian's packages, the npm
+//! and Go servers of `peers/`) and free loopback ports for them.
+//!
+//! `build.rs` looks for every peer the same way ([`detect`](super::detect)) and each test
+//! that needs one carries `#[cfg_attr(not(peer_<name>), ignore = "<why>")]`, so a test whose
+//! peer is missing is reported ignored, with the reason, instead of passing; under
+//! `CI=true` every peer is required. A fixture that still finds its peer missing (a run
+//! with `--include-ignored`, a peer removed since the build) fails its test: no test passes
+//! without its peer. `scripts/test` installs them all.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Where a program is: `PATH`, then `/usr/sbin` and `/usr/bin`.
-fn find(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-}
+use super::detect;
 
-/// `program` (a peer server or tool: mosquitto, openssl, nginx, kubectl); `None` after a printed note when it is
-/// missing outside CI, a panic under `CI=true`.
+/// `program` (a peer server or tool: mosquitto, openssl, nginx, kubectl); always `Some`,
+/// since a missing one fails the test.
 pub fn required(program: &str) -> Option<PathBuf> {
-    let found = find(program);
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{program} is not installed (CI=true requires it; scripts/test installs it)"
-        );
-        skip_note(program);
-    }
-    found
-}
-
-/// Tells the person running the tests why one was skipped.
-#[allow(clippy::print_stderr)]
-fn skip_note(program: &str) {
-    eprintln!("note: skipping a test: {program} is not installed");
+    Some(detect::program(program).unwrap_or_else(|| missing(program)))
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; the peer binds it right after).
@@ -39,34 +24,24 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// Whether `needed` (a server's binary or installed modules) is there; a printed note and
-/// `false` when it is not (a panic under `CI=true`).
-pub fn installed(what: &str, needed: &std::path::Path) -> bool {
-    if needed.exists() {
-        return true;
+/// Whether `needed` (a server's binary or installed modules) is there: always `true`,
+/// since a missing one fails the test.
+pub fn installed(what: &str, needed: &Path) -> bool {
+    if !needed.exists() {
+        missing(&format!("{what} ({})", needed.display()));
     }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what}: {} is missing (CI=true requires it; scripts/test installs it)",
-        needed.display()
-    );
-    missing_note(what, needed);
-    false
+    true
 }
 
-#[allow(clippy::print_stderr)]
-fn missing_note(what: &str, needed: &std::path::Path) {
-    eprintln!(
-        "note: skipping a {what} test: {} is missing (scripts/test installs it)",
-        needed.display()
-    );
+/// Fails the test that needs `what`, which is not installed.
+pub fn missing(what: &str) -> ! {
+    panic!(
+        "{what} is not installed (scripts/test installs it): CI=true requires it, and \
+         elsewhere the tests that need it are ignored unless run with --include-ignored"
+    )
 }
 
 /// node (Debian's `/usr/bin/node`, else `/usr/local/bin/node`), for the npm peers.
-pub fn node() -> std::path::PathBuf {
-    ["/usr/bin/node", "/usr/local/bin/node"]
-        .iter()
-        .map(std::path::PathBuf::from)
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| "/usr/bin/node".into())
+pub fn node() -> PathBuf {
+    detect::node().unwrap_or_else(|| "/usr/bin/node".into())
 }

@@ -7,8 +7,8 @@
 //! state recovery — and tests keep apart on it by their user prefixes. [`Cluster::start`]
 //! starts a private one with other options (killed on drop). Every process is tied to the
 //! test process's lifetime through its standard input, so a shared cluster never outlives
-//! the tests. When node, the app's modules or redis-server are missing, the tests skip with
-//! a printed note, except under `CI=true`, where that is a failure.
+//! the tests. The tests are ignored when node and the app's modules (`cfg(peer_socketio)`)
+//! or redis-server (`cfg(peer_redis)`) are missing (see [`peers`]).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -16,6 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::common::detect;
 use crate::common::peers::{self, free_port, installed};
 
 /// The longest a process may take to start.
@@ -67,12 +68,11 @@ fn app_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/socketio")
 }
 
-/// node, when it and the app's modules are installed.
+/// node, once it and the app's modules are found installed.
 fn node() -> Option<PathBuf> {
     let node = peers::node();
-    (installed("Socket.IO", &node)
-        && installed("Socket.IO", &app_dir().join("node_modules/socket.io")))
-    .then_some(node)
+    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(detect::SOCKETIO_MODULES);
+    (installed("Socket.IO", &node) && installed("Socket.IO", &modules)).then_some(node)
 }
 
 /// A redis-server on 127.0.0.1, no persistence.
@@ -83,9 +83,9 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Starts one on a free port (`None` when redis-server is missing).
+    /// Starts one on a free port; always `Some` (a missing redis-server fails the test).
     pub fn start() -> Option<Redis> {
-        let bin = PathBuf::from("/usr/bin/redis-server");
+        let bin = PathBuf::from(detect::REDIS_SERVER);
         if !installed("redis-server", &bin) {
             return None;
         }

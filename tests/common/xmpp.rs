@@ -5,14 +5,17 @@
 //! [`Server::start`] starts a private one with extra configuration (a small offline limit),
 //! stopped on drop. Each server runs under a small shell watchdog that stops it and removes
 //! its temp dir once the test process is gone, so a shared server never outlives the tests.
-//! When a server is not installed the tests skip with a printed note, except under
-//! `CI=true`, where a missing server is a failure.
+//! Their tests are ignored when a server is not installed (`cfg(peer_ejabberd)`,
+//! `cfg(peer_prosody)`, see [`peers`](super::peers)).
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use super::detect::{self, ejabberd_libs};
+use super::peers::missing;
 
 /// The longest a server may take to start (ejabberd boots an Erlang VM and Mnesia).
 const START_WAIT: Duration = Duration::from_secs(30);
@@ -48,46 +51,15 @@ pub struct Server {
     _temp: Option<tempfile::TempDir>,
 }
 
-/// The ejabberd code directory's parent (`ERL_LIBS`), when ejabberd is installed.
-fn ejabberd_libs() -> Option<PathBuf> {
-    [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib/erlang/lib",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .find(|d| {
-        std::fs::read_dir(d).is_ok_and(|mut it| {
-            it.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("ejabberd-")))
-        })
-    })
-    .filter(|_| Path::new("/usr/bin/erl").is_file())
-}
-
-/// Whether `kind` is installed; a printed note when not (a panic under `CI=true`).
-fn installed(kind: Kind) -> bool {
+/// Fails the test unless `kind` is installed.
+fn require(kind: Kind) {
     let found = match kind {
         Kind::Ejabberd => ejabberd_libs().is_some(),
-        Kind::Prosody => Path::new("/usr/bin/prosody").is_file(),
+        Kind::Prosody => Path::new(detect::PROSODY).is_file(),
     };
     if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{} is not installed (CI=true requires it; scripts/test installs it)",
-            kind.name()
-        );
-        skip_note(kind);
+        missing(kind.name());
     }
-    found
-}
-
-#[allow(clippy::print_stderr)]
-fn skip_note(kind: Kind) {
-    eprintln!(
-        "note: skipping an XMPP test: {} is not installed",
-        kind.name()
-    );
 }
 
 /// A free TCP port on 127.0.0.1.
@@ -96,7 +68,8 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// The shared server of `kind` for this test binary (`None`: not installed).
+/// The shared server of `kind` for this test binary; always `Some` (a missing server fails
+/// the test).
 pub fn shared(kind: Kind) -> Option<&'static Server> {
     static EJABBERD: OnceLock<Option<Server>> = OnceLock::new();
     static PROSODY: OnceLock<Option<Server>> = OnceLock::new();
@@ -136,9 +109,7 @@ impl Server {
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
     ) -> Option<Server> {
-        if !installed(kind) {
-            return None;
-        }
+        require(kind);
         let port = free_port();
         let command = match kind {
             Kind::Ejabberd => ejabberd(&dir, port, extra, mam)?,

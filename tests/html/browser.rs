@@ -4,37 +4,24 @@
 //! again from the result file (beside it when no file is named).
 //!
 //! Chromium is Debian's `chromium` package (`scripts/test` installs it); when it is missing
-//! the test skips with a note, except under `CI=true`, where it fails.
+//! the test is ignored (`cfg(peer_chromium)`), except under `CI=true`, where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::detect;
+use crate::common::peers::missing;
 use crate::common::run::{msgstorm, Work};
 
 /// The longest Chromium may take to load and render the page.
 const BROWSER_LIMIT: Duration = Duration::from_secs(60);
 
-/// Chromium, or `None` after a note when it is missing outside CI (a panic under CI=true).
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin")])
-        .flat_map(|d| [d.join("chromium"), d.join("chromium-browser")])
-        .find(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "chromium is not installed (CI=true requires it; scripts/test installs it)"
-        );
-        skip_note();
-    }
-    found
-}
-
-#[allow(clippy::print_stderr)]
-fn skip_note() {
-    eprintln!("note: skipping the browser test: chromium is not installed");
+/// Chromium (`chromium` or `chromium-browser`); a missing one fails the test.
+fn chromium() -> PathBuf {
+    detect::program("chromium")
+        .or_else(|| detect::program("chromium-browser"))
+        .unwrap_or_else(|| missing("chromium"))
 }
 
 /// What Chromium printed: (stdout, stderr).
@@ -98,6 +85,10 @@ fn ink(png_file: &Path) -> (f64, u32, u32) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_chromium),
+    ignore = "chromium is not installed (scripts/test installs it)"
+)]
 async fn a_real_runs_report_renders_in_chromium() {
     let work = Work::new();
     let file = work.write(
@@ -159,9 +150,7 @@ max_lost = 0
         html
     );
 
-    let Some(bin) = chromium() else {
-        return;
-    };
+    let bin = chromium();
 
     // The DOM after load: every chart, with lines, and the script ran to its end.
     let (dom, log) = run_chromium(

@@ -56,6 +56,10 @@ fn kubeconfig(work: &Work, server: &str) -> PathBuf {
 /// The API server's address refuses connections: exit 3, one line naming Kubernetes, the
 /// kubectl call and kubectl's own reason, and no shard result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_kubectl),
+    ignore = "kubectl is not installed (scripts/test installs it)"
+)]
 async fn apply_to_an_unreachable_cluster_is_exit_3_naming_it() {
     if required("kubectl").is_none() {
         return;

@@ -68,6 +68,10 @@ fn unknown_option_is_a_scenario_error_before_connecting() {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 fn bad_credentials_are_classified_auth_failed() {
     let Some(passwd) = required("mosquitto_passwd") else {
         return;

@@ -47,6 +47,10 @@ duration = "10s"
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 fn the_heartbeat_sends_the_pings() {
     let Some((disconnects, heartbeats, log)) = idle("1s", 4) else {
         return;
@@ -60,6 +64,10 @@ fn the_heartbeat_sends_the_pings() {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 fn without_heartbeats_the_connection_pings_by_itself() {
     let Some((disconnects, heartbeats, log)) = idle("0s", 5) else {
         return;

@@ -9,6 +9,10 @@ use crate::common::mosquitto::{run_msgstorm, Mosquitto};
 const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 fn late_and_churning_users_receive_what_was_queued() {
     let Some(broker) = Mosquitto::start("") else {
         return;
@@ -56,6 +60,10 @@ max_duplicated = 0
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 fn messages_mosquitto_drops_past_its_queue_limit_are_lost_exactly() {
     const KEPT: u64 = 10;
     let Some(broker) = Mosquitto::start(&format!("max_queued_messages {KEPT}")) else {
@@ -105,6 +113,10 @@ max_lost = 0
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 fn a_run_leaves_no_persistent_sessions_on_the_broker() {
     let Some(broker) = Mosquitto::start("") else {
         return;

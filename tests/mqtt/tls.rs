@@ -6,6 +6,10 @@ use crate::common::certs::make_certs;
 use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
 
 #[test]
+#[cfg_attr(
+    not(all(peer_mosquitto, peer_openssl)),
+    ignore = "mosquitto or openssl is not installed (scripts/test installs them)"
+)]
 fn mqtts_with_a_ca_file_delivers_everything() {
     let Some(openssl) = required("openssl") else {
         return;

@@ -32,6 +32,10 @@ fn rooms(prefix: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_socketio, peer_redis)),
+    ignore = "redis-server, node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_two_nodes_direct_and_rooms_lose_nothing() {
     let Some(cluster) = shared() else {
         return;
@@ -131,6 +135,10 @@ max_duplicated = 0
 /// On one node (the in-memory session store), what [`OFFLINE_USERS`] missed comes back by
 /// connection state recovery and the ledger verifies it: nothing lost, something repaired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_recovery_returns_what_offline_users_missed() {
     let Some(cluster) = Cluster::start(1, "none", &[]) else {
         return;
@@ -147,6 +155,10 @@ async fn socketio_recovery_returns_what_offline_users_missed() {
 /// the two (lost) or be both replayed and pushed (duplicated) — now and then, under load.
 /// The ledger counts whatever happens; the test pins the accounting, not the race.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_socketio, peer_redis)),
+    ignore = "redis-server, node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_recovery_across_two_nodes_is_accounted() {
     let Some(cluster) = shared() else {
         return;
@@ -168,6 +180,10 @@ async fn socketio_recovery_across_two_nodes_is_accounted() {
 /// The app drops every 7th message it routes (and counts it): the ledger's lost count is
 /// exactly the app's, and `max_lost = 0` fails the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_dropped_messages_are_lost_exactly() {
     let Some(cluster) = Cluster::start(1, "none", &["--drop-every=7"]) else {
         return;
@@ -206,6 +222,10 @@ max_lost = 0
 /// just leaving (in flight at the cut; about one per churning user at this rate, and the
 /// app cannot count them: to it they went to a connected socket).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_outage_longer_than_the_recovery_window_is_lost_exactly() {
     let Some(cluster) = Cluster::start(1, "none", &["--recovery=500"]) else {
         return;

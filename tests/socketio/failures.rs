@@ -25,6 +25,10 @@ fn errors(artifact: &msgstorm::artifact::Artifact, kind: ErrorKind) -> u64 {
 /// (`closed_by_peer`), they reconnect to node A, and the ledger accounts for every message:
 /// delivered, repaired by recovery, or lost (a killed node keeps no session to recover).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_socketio, peer_redis)),
+    ignore = "redis-server, node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_killed_node_is_classified_and_users_reconnect() {
     let Some(mut cluster) = Cluster::start(2, "streams", &[]) else {
         return;
@@ -87,6 +91,10 @@ async fn socketio_server_down_exits_3() {
 /// The app's auth middleware wants a token; every connect with a wrong one is refused with
 /// `CONNECT_ERROR`, counted as `auth_failed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_refused_auth_is_auth_failed() {
     let Some(cluster) = Cluster::start(1, "none", &["--secret=right"]) else {
         return;
@@ -122,6 +130,10 @@ duration = "1s"
 /// A user the app sends three malformed packets gets three protocol errors counted; its
 /// connection stays and its messages still arrive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_garbage_packets_are_protocol_errors() {
     let Some(cluster) = Cluster::start(1, "none", &["--garbage=u1"]) else {
         return;
@@ -154,6 +166,10 @@ max_lost = 0
 /// Without recovery the driver cannot fetch what a user missed: churn is refused up
 /// front (exit 2) instead of being reported as loss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_socketio, peer_redis)),
+    ignore = "redis-server, node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_churn_without_recovery_is_refused() {
     let Some(cluster) = shared() else {
         return;

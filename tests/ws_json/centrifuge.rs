@@ -1,5 +1,5 @@
 //! `ws-json` against a real third-party server: a chat built on the Centrifuge library
-//! (`peers/centrifuge`, built by `scripts/test` into `target/peers/centrifuge-chat`),
+//! (`peers/centrifuge`, built by `scripts/test` into `peers/centrifuge/centrifuge-chat`),
 //! described by `scenarios/ws-json-centrifuge.toml` alone. Per-user inbox channels carry
 //! direct messages, group channels group messages; late users page through the channels'
 //! history — and a history smaller than what an offline user missed is loss, counted
@@ -14,7 +14,7 @@ use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
 /// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
 /// not built (see [`installed`]).
 fn start(history: u32) -> Option<Peer> {
-    let bin = repo("target/peers/centrifuge-chat");
+    let bin = repo("peers/centrifuge/centrifuge-chat");
     installed("Centrifuge", &bin).then(|| {
         Peer::start(
             &bin,
@@ -31,6 +31,10 @@ async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_centrifuge),
+    ignore = "the Centrifuge test server is not built (scripts/test builds it)"
+)]
 async fn centrifuge_chat_with_late_users_loses_nothing() {
     let Some(server) = start(1000) else {
         return;
@@ -89,6 +93,10 @@ max_reordered = 0
 /// One sender, three receivers that log in late: each misses 20 messages, of which the
 /// server's history keeps the last 5, so exactly 15 per receiver are lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_centrifuge),
+    ignore = "the Centrifuge test server is not built (scripts/test builds it)"
+)]
 async fn centrifuge_history_limit_is_loss_counted_exactly() {
     let Some(server) = start(5) else {
         return;

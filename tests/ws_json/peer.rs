@@ -1,7 +1,8 @@
 //! Third-party servers of the ws-json tests, run as child processes on a free loopback
-//! port: each prints `listening on HOST:PORT` first, and is killed on drop. A server that is
-//! not installed makes its tests skip with a printed note, except under `CI=true`, where it
-//! is a failure (`scripts/test` installs them).
+//! port: each prints `listening on HOST:PORT` first, and is killed on drop. The tests of a
+//! server that is not installed are ignored (`cfg(peer_centrifuge)`,
+//! `cfg(peer_socketcluster)`), except under `CI=true`, where they fail (`scripts/test`
+//! installs them; see [`installed`]).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -47,6 +47,10 @@ async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketcluster),
+    ignore = "node or the SocketCluster server's modules are not installed (scripts/test installs them)"
+)]
 async fn socketcluster_direct_and_group_chat_loses_nothing() {
     let Some(server) = start(1000) else {
         return;
@@ -99,6 +103,10 @@ max_reordered = 0
 /// (2 senders × 5 messages) is lost to its 3 other members: exactly 30, and the refused
 /// joins are reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketcluster),
+    ignore = "node or the SocketCluster server's modules are not installed (scripts/test installs them)"
+)]
 async fn socketcluster_channel_limit_is_loss_counted_exactly() {
     let Some(server) = start(2) else {
         return;
@@ -141,6 +149,10 @@ max_lost = 0
 /// The server pings with empty frames every 100 ms and closes a socket that answers none
 /// for 500 ms: idle users answering them (`[target.ws-json.ping]`) stay connected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketcluster),
+    ignore = "node or the SocketCluster server's modules are not installed (scripts/test installs them)"
+)]
 async fn socketcluster_pings_are_answered() {
     let Some(server) = start_with(1000, 100) else {
         return;

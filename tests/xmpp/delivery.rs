@@ -61,26 +61,46 @@ fn chat_exactly_once(kind: Kind, prefix: &str, xmpp: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_chat_and_rooms_arrive_exactly_once_over_scram() {
     chat_exactly_once(Kind::Ejabberd, "d-scram", "sasl = \"scram-sha-1\"");
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_chat_and_rooms_arrive_exactly_once_over_plain() {
     chat_exactly_once(Kind::Ejabberd, "d-plain", "sasl = \"plain\"");
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_chat_and_rooms_arrive_exactly_once_over_scram() {
     chat_exactly_once(Kind::Prosody, "d-scram", "sasl = \"scram-sha-1\"");
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_chat_and_rooms_arrive_exactly_once_over_plain() {
     chat_exactly_once(Kind::Prosody, "d-plain", "sasl = \"plain\"");
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn without_stream_management_the_report_says_no_acceptance() {
     let Some(server) = shared(Kind::Prosody) else {
         return;

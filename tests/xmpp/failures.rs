@@ -100,16 +100,28 @@ fn wrong_password_is_auth_failed(kind: Kind) {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_wrong_password_is_auth_failed() {
     wrong_password_is_auth_failed(Kind::Ejabberd);
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_wrong_password_is_auth_failed() {
     wrong_password_is_auth_failed(Kind::Prosody);
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn a_missing_account_without_registration_is_auth_failed() {
     let Some(server) = shared(Kind::Prosody) else {
         return;
@@ -124,6 +136,10 @@ fn a_missing_account_without_registration_is_auth_failed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(peer_ejabberd, peer_prosody)),
+    ignore = "ejabberd or prosody is not installed (scripts/test installs them)"
+)]
 fn a_stream_error_is_classified_not_a_panic() {
     for kind in Kind::ALL {
         let Some(server) = shared(kind) else {
@@ -185,11 +201,19 @@ fn registration_counts_created_existing_and_refused(kind: Kind) {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_registration_counts_created_existing_and_refused() {
     registration_counts_created_existing_and_refused(Kind::Ejabberd);
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_registration_counts_created_existing_and_refused() {
     registration_counts_created_existing_and_refused(Kind::Prosody);
 }

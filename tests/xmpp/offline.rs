@@ -54,6 +54,10 @@ fn late_and_churning_users_receive_what_was_stored(kind: Kind, away: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_late_and_churning_users_receive_what_was_stored() {
     // ejabberd 23.01 can strand a message that races a user's login in its offline storage
     // (it decides "offline" before the login's presence and stores the message after that
@@ -75,6 +79,10 @@ fn ejabberd_late_and_churning_users_receive_what_was_stored() {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_late_and_churning_users_receive_what_was_stored() {
     late_and_churning_users_receive_what_was_stored(Kind::Prosody, AWAY);
 }
@@ -97,16 +105,28 @@ fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_users_fetch_what_they_missed_from_mam() {
     late_and_churning_users_fetch_from_the_archive(Kind::Ejabberd);
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_users_fetch_what_they_missed_from_mam() {
     late_and_churning_users_fetch_from_the_archive(Kind::Prosody);
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn messages_ejabberd_drops_past_its_offline_limit_are_lost_exactly() {
     const KEPT: u64 = 10;
     let limit = format!("max_user_offline_messages: {KEPT}");

@@ -89,11 +89,19 @@ max_reordered = 0
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn ejabberd_sessions_cut_mid_run_resume_without_loss() {
     connections_cut_mid_run_resume_without_loss(Kind::Ejabberd, "r-cut");
 }
 
 #[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
 fn prosody_sessions_cut_mid_run_resume_without_loss() {
     connections_cut_mid_run_resume_without_loss(Kind::Prosody, "r-cut");
 }

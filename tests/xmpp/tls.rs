@@ -35,6 +35,10 @@ max_duplicated = 0
 "#;
 
 #[test]
+#[cfg_attr(
+    not(all(peer_prosody, peer_openssl)),
+    ignore = "prosody or openssl is not installed (scripts/test installs them)"
+)]
 fn starttls_and_direct_tls_deliver_everything() {
     let Some(openssl) = required("openssl") else {
         return;
