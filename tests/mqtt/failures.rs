@@ -112,6 +112,10 @@ fn bad_credentials_are_classified_auth_failed() {
 /// Issue 24: mosquitto killed (SIGKILL) mid-run costs each connection one error,
 /// `closed_by_peer`; reconnecting to the dead port is refused, and nothing else is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_mosquitto),
+    ignore = "mosquitto is not installed (scripts/test installs it)"
+)]
 async fn issue_24_a_killed_broker_costs_each_connection_one_closed_by_peer() {
     let Some(broker) = Mosquitto::start("") else {
         return;
