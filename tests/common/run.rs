@@ -64,26 +64,7 @@ pub async fn msgstorm(args: &[&str]) -> Ran {
 
 /// [`msgstorm`] with these environment variables set as well.
 pub async fn msgstorm_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Ran {
-    let start = Instant::now();
-    let child = tokio::process::Command::new(BIN)
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start msgstorm");
-    let out = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("msgstorm {args:?} still running after {RUN_LIMIT:?}"))
-        .expect("wait for msgstorm");
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        took: start.elapsed(),
-    }
+    Running::start_with_env(args, env).finish().await
 }
 
 /// `msgstorm ARGS` running in the background (killed on drop), for tests that act while
@@ -97,8 +78,14 @@ pub struct Running {
 impl Running {
     /// Starts `msgstorm ARGS`.
     pub fn start(args: &[&str]) -> Running {
+        Running::start_with_env(args, &[])
+    }
+
+    /// Starts `msgstorm ARGS` with these environment variables set as well.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Running {
         let child = tokio::process::Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
