@@ -127,11 +127,14 @@ pub enum Counter {
     AccountsCreated,
     /// Accounts the driver was asked to create that existed already.
     AccountsExisting,
+    /// Reconnects that carried nothing to resume the user's session from (Socket.IO: no
+    /// offset, because the user had received nothing): what it missed cannot be fetched.
+    ResumesWithoutOffset,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 18] = [
+    pub const ALL: [Counter; 19] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -150,6 +153,7 @@ impl Counter {
         Counter::Syncs,
         Counter::AccountsCreated,
         Counter::AccountsExisting,
+        Counter::ResumesWithoutOffset,
     ];
 
     /// The name used in reports and result files.
@@ -173,6 +177,7 @@ impl Counter {
             Counter::Syncs => "syncs",
             Counter::AccountsCreated => "accounts_created",
             Counter::AccountsExisting => "accounts_existing",
+            Counter::ResumesWithoutOffset => "resumes_without_offset",
         }
     }
 }

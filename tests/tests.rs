@@ -105,6 +105,9 @@ mod socketio_chat;
 #[cfg(feature = "socketio")]
 #[path = "socketio/failures.rs"]
 mod socketio_failures;
+#[cfg(feature = "socketio")]
+#[path = "socketio/recovery.rs"]
+mod socketio_recovery;
 
 #[path = "find/capacity.rs"]
 mod find_capacity;

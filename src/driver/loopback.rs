@@ -524,6 +524,7 @@ impl super::Driver for LoopbackDriver {
             handshake: Duration::ZERO,
             login: Duration::ZERO,
             account: None,
+            no_resume_point: false,
         })
     }
 }

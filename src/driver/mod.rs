@@ -387,6 +387,10 @@ pub struct Connected<S> {
     /// What creating the user's account found, when this login (or a failed attempt
     /// before it) tried to create it.
     pub account: Option<Account>,
+    /// This reconnect had no point to resume the user's session from (see
+    /// [`Caps::fetch_needs_receipt`]): what the user missed cannot be fetched. Counted as
+    /// `resumes_without_offset`.
+    pub no_resume_point: bool,
 }
 
 /// The outcome of creating a user's account before its login, counted in the report.

@@ -232,6 +232,7 @@ impl super::Driver for MqttDriver {
             handshake,
             login: started.elapsed() - handshake,
             account: None,
+            no_resume_point: false,
         })
     }
 }

@@ -113,6 +113,7 @@ impl super::Driver for NativeDriver {
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
+                no_resume_point: false,
             }),
             Err(f) => Err((f, session.cursors)),
         }

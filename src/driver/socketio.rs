@@ -117,6 +117,10 @@ impl super::Driver for SocketIoDriver {
         resume: Recovery,
     ) -> Result<Connected<SocketIoSession>, (Failure, Recovery)> {
         let started = Instant::now();
+        // A user that connected before but never received a packet has no offset: the
+        // server cannot restore its session, and what it missed is gone.
+        let no_resume_point =
+            self.opts.recovery && resume.pid.is_some() && resume.offset.is_none();
         let (dialer, ws) = match self.dial(user.ix).await {
             Ok(found) => found,
             Err(f) => return Err((f, resume)),
@@ -146,6 +150,7 @@ impl super::Driver for SocketIoDriver {
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
+                no_resume_point,
             }),
             Ok(Err(f)) => Err((f, session.st.recovery)),
             Err(_) => Err((

@@ -121,6 +121,7 @@ impl super::Driver for WsJsonDriver {
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
+                no_resume_point: false,
             }),
             Err(f) => Err((f, session.st.cursors)),
         }

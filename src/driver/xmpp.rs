@@ -224,6 +224,7 @@ impl super::Driver for XmppDriver {
                         handshake,
                         login: started.elapsed().saturating_sub(handshake),
                         account,
+                        no_resume_point: false,
                     }),
                     Err(failed) => {
                         let (f, mut resume) = *failed;

@@ -568,6 +568,9 @@ impl<D: Driver> Vu<D> {
                     Some(Account::Existing) => t.count(Counter::AccountsExisting, 1),
                     None => {}
                 }
+                if c.no_resume_point {
+                    t.count(Counter::ResumesWithoutOffset, 1);
+                }
                 self.reached = true;
                 c.session
             }
