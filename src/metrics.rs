@@ -217,11 +217,14 @@ pub enum ErrorKind {
     Other,
     /// A user task of the engine failed (panicked); its messages are not server loss.
     Engine,
+    /// Joining a group failed (refused or unanswered): a setup failure, and a user that
+    /// never joined a group is not expected to receive its messages.
+    JoinFailed,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -237,6 +240,7 @@ impl ErrorKind {
         ErrorKind::Timeout,
         ErrorKind::Other,
         ErrorKind::Engine,
+        ErrorKind::JoinFailed,
     ];
 
     /// The name used in reports and result files.
@@ -257,6 +261,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Other => "other",
             ErrorKind::Engine => "engine",
+            ErrorKind::JoinFailed => "join_failed",
         }
     }
 
@@ -284,6 +289,10 @@ impl ErrorKind {
             ErrorKind::Engine => {
                 "a user task of the generator failed (a msgstorm bug); its messages are not \
                  counted as server loss"
+            }
+            ErrorKind::JoinFailed => {
+                "joining a group or room failed (a setup failure): a user that never joined \
+                 is not expected to receive the group's messages"
             }
         }
     }

@@ -54,6 +54,9 @@ mod xmpp_offline;
 #[path = "xmpp/resume.rs"]
 mod xmpp_resume;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/rooms.rs"]
+mod xmpp_rooms;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
 #[path = "xmpp/tls.rs"]
 mod xmpp_tls;
 

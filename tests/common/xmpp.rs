@@ -106,7 +106,7 @@ pub fn shared(kind: Kind) -> Option<&'static Server> {
     };
     cell.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep();
-        Server::launch(kind, "", false, dir, None)
+        Server::launch(kind, Setup::default(), dir, None)
     })
     .as_ref()
 }
@@ -117,7 +117,11 @@ impl Server {
     pub fn start(kind: Kind, extra: &str) -> Option<Server> {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
-        Server::launch(kind, extra, false, dir, Some(temp))
+        let setup = Setup {
+            extra,
+            ..Setup::default()
+        };
+        Server::launch(kind, setup, dir, Some(temp))
     }
 
     /// A private server of `kind` that archives every user's messages (MAM, XEP-0313).
@@ -126,13 +130,28 @@ impl Server {
     pub fn with_mam(kind: Kind) -> Option<Server> {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
-        Server::launch(kind, "", true, dir, Some(temp))
+        let setup = Setup {
+            mam: true,
+            ..Setup::default()
+        };
+        Server::launch(kind, setup, dir, Some(temp))
+    }
+
+    /// A private server of `kind` whose MUC service is `service` (e.g. `rooms.localhost`)
+    /// instead of `conference.localhost`.
+    pub fn with_muc_service(kind: Kind, service: &str) -> Option<Server> {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        let setup = Setup {
+            muc: service,
+            ..Setup::default()
+        };
+        Server::launch(kind, setup, dir, Some(temp))
     }
 
     fn launch(
         kind: Kind,
-        extra: &str,
-        mam: bool,
+        setup: Setup<'_>,
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
     ) -> Option<Server> {
@@ -141,8 +160,8 @@ impl Server {
         }
         let port = free_port();
         let command = match kind {
-            Kind::Ejabberd => ejabberd(&dir, port, extra, mam)?,
-            Kind::Prosody => prosody(&dir, port, extra, mam),
+            Kind::Ejabberd => ejabberd(&dir, port, &setup)?,
+            Kind::Prosody => prosody(&dir, port, &setup),
         };
         // The watchdog: runs the server, stops it when this test process is gone, and
         // removes a shared server's directory (a private one is removed by its TempDir).
@@ -209,12 +228,35 @@ impl Drop for Server {
     }
 }
 
+/// How a server is configured besides the defaults every test shares.
+struct Setup<'a> {
+    /// ejabberd: the YAML line of its offline limit; Prosody: Lua lines in the global
+    /// section.
+    extra: &'a str,
+    /// Archive every user's messages (MAM).
+    mam: bool,
+    /// The MUC service's domain.
+    muc: &'a str,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup {
+            extra: "",
+            mam: false,
+            muc: "conference.localhost",
+        }
+    }
+}
+
 /// The shell command running ejabberd in `dir`: the Erlang VM directly (no `ejabberdctl`,
 /// whose `su` to the ejabberd user and distributed node name do not suit a test), with
-/// enough ports and file descriptors for a few thousand connections.
-fn ejabberd(dir: &Path, port: u16, offline: &str, mam: bool) -> Option<String> {
+/// enough ports and file descriptors for a few thousand connections. Message carbons
+/// (XEP-0280) are on, for tests whose own client watches what a user sends.
+fn ejabberd(dir: &Path, port: u16, setup: &Setup<'_>) -> Option<String> {
     let libs = ejabberd_libs()?;
-    let mam = if mam {
+    let (offline, muc) = (setup.extra, setup.muc);
+    let mam = if setup.mam {
         "  mod_mam:\n    default: always\n"
     } else {
         ""
@@ -242,6 +284,7 @@ shaper_rules:
   max_user_sessions: 10
 modules:
   mod_disco: {{}}
+  mod_carboncopy: {{}}
   mod_ping: {{}}
   mod_register:
     access: register
@@ -253,7 +296,7 @@ modules:
   mod_stream_mgmt:
     resend_on_timeout: if_offline
   mod_muc:
-    host: "conference.@HOST@"
+    host: "{muc}"
     access_create: all
     history_size: 20
     max_users: 10000
@@ -272,10 +315,11 @@ modules:
 
 /// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
 /// tests (root included). It logs at debug level: that is where it says it resumed a
-/// session.
-fn prosody(dir: &Path, port: u16, extra: &str, mam: bool) -> String {
+/// session. Message carbons (XEP-0280) are on, as for ejabberd.
+fn prosody(dir: &Path, port: u16, setup: &Setup<'_>) -> String {
     let d = dir.display();
-    let mam = if mam { " \"mam\";" } else { "" };
+    let (extra, muc) = (setup.extra, setup.muc);
+    let mam = if setup.mam { " \"mam\";" } else { "" };
     let config = format!(
         r#"run_as_root = true
 pidfile = "{d}/prosody.pid"
@@ -294,10 +338,10 @@ min_seconds_between_registrations = 0
 authentication = "internal_hashed"
 storage = "internal"
 limits = {{ c2s = {{ rate = "100mb/s"; }}; }}
-modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix";{mam} }}
+modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "carbons"; "posix";{mam} }}
 {extra}
 VirtualHost "localhost"
-Component "conference.localhost" "muc"
+Component "{muc}" "muc"
   muc_room_locking = false
   max_history_messages = 20
 "#
