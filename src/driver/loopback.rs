@@ -488,6 +488,8 @@ impl super::Driver for LoopbackDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            group_history: None,
         },
     };
 

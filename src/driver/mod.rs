@@ -116,6 +116,16 @@ pub struct Caps {
     /// It never hands a user its own group messages back; otherwise the engine drops
     /// them (they are not deliveries).
     pub filters_own_echoes: bool,
+    /// Fetching what a user missed resumes from a point the user received on its earlier
+    /// connection (Socket.IO's offset): a user that received nothing before it went
+    /// offline has none, and fetches nothing, unless the server sends every user a first
+    /// message when it connects. `msgstorm validate` warns about late and churning users.
+    pub fetch_needs_receipt: bool,
+    /// How many of a group's messages a member that was away gets back when it returns:
+    /// `None`, every one (the server keeps them for it); `Some(n)`, the last `n` of the
+    /// group at most (XMPP room history; 0: none). `msgstorm validate` warns when more are
+    /// sent to a group while a late or churning member is away.
+    pub group_history: Option<u32>,
 }
 
 impl Caps {
@@ -125,6 +135,8 @@ impl Caps {
         presence: false,
         fetch_missed: false,
         filters_own_echoes: false,
+        fetch_needs_receipt: false,
+        group_history: None,
     };
 }
 

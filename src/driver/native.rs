@@ -66,6 +66,8 @@ impl super::Driver for NativeDriver {
             presence: false,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            group_history: None,
         },
     };
 

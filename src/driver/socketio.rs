@@ -73,6 +73,8 @@ impl super::Driver for SocketIoDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: true,
+            group_history: None,
         },
     };
 
@@ -108,6 +110,9 @@ impl super::Driver for SocketIoDriver {
             presence: self.opts.recovery,
             fetch_missed: self.opts.recovery,
             filters_own_echoes: self.opts.from.is_some(),
+            // A session is only restored from the offset of a packet the user received.
+            fetch_needs_receipt: self.opts.recovery,
+            group_history: None,
         }
     }
 

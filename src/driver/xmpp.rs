@@ -142,6 +142,9 @@ impl super::Driver for XmppDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            // A room replays the last `muc_history` messages to a member that rejoins.
+            group_history: Some(options::DEFAULT_HISTORY),
         },
     };
 
@@ -206,10 +209,12 @@ impl super::Driver for XmppDriver {
         })
     }
 
-    /// Without stream management there are no acks: no acceptance.
+    /// Without stream management there are no acks: no acceptance. A rejoined room
+    /// replays `muc_history` messages at most.
     fn caps(&self) -> Caps {
         Caps {
             acceptance: self.opts.stream_management,
+            group_history: Some(self.opts.muc_history),
             ..Self::SPEC.caps
         }
     }

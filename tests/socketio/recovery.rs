@@ -5,6 +5,7 @@
 
 use msgstorm::metrics::Counter;
 
+use crate::common::run::Work;
 use crate::common::socketio::Cluster;
 use crate::socketio_chat::run;
 
@@ -100,4 +101,30 @@ max_lost = 0
         ran.stdout.contains("3 reconnect(s) had no offset") && ran.stdout.contains("first message"),
         "the notes say why and what to do\n{ran}"
     );
+}
+
+/// `msgstorm validate` warns (on stderr, exit 0) that late users of a Socket.IO scenario
+/// need the app to send them a first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_24() {
+    let text = format!(
+        "[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n{AWAY}"
+    );
+    let work = Work::new();
+    let file = work.write("late.toml", &text);
+    let path = file.display().to_string();
+    let ran = crate::common::run::msgstorm(&["validate", &path]).await;
+    ran.expect_code(0);
+    assert!(
+        ran.stderr
+            .contains(&format!("warning: {path}:8: population.late:"))
+            && ran.stderr.contains("first message"),
+        "{ran}"
+    );
+    // Without recovery there is nothing to warn about: late users are refused (exit 2).
+    let off = text.replace("[population]", "[target.socketio]\nrecovery = false\n\n[population]");
+    let file = work.write("off.toml", &off);
+    let ran = crate::common::run::msgstorm(&["validate", &file.display().to_string()]).await;
+    ran.expect_code(2);
+    assert!(!ran.stderr.contains("warning:"), "{ran}");
 }
