@@ -124,8 +124,7 @@ impl super::Driver for SocketIoDriver {
         let started = Instant::now();
         // A user that connected before but never received a packet has no offset: the
         // server cannot restore its session, and what it missed is gone.
-        let no_resume_point =
-            self.opts.recovery && resume.pid.is_some() && resume.offset.is_none();
+        let no_resume_point = self.opts.recovery && resume.pid.is_some() && resume.offset.is_none();
         let (dialer, ws) = match self.dial(user.ix).await {
             Ok(found) => found,
             Err(f) => return Err((f, resume)),

@@ -235,9 +235,9 @@ impl super::Driver for XmppDriver {
                     Ok(mut session) => {
                         self.find_muc(&mut session).await;
                         Ok(Connected {
-                        session,
-                        handshake,
-                        login: started.elapsed().saturating_sub(handshake),
+                            session,
+                            handshake,
+                            login: started.elapsed().saturating_sub(handshake),
                             account,
                             no_resume_point: false,
                         })

@@ -80,7 +80,11 @@ fn resumes_without_offset_show_in_connections_and_notes() {
     a.metrics.add(2, Counter::ResumesWithoutOffset, 3);
     let r = Report::new(&a);
     assert_eq!(r.connections.resumes_without_offset, Some(3));
-    let note = r.notes.iter().find(|n| n.contains("no offset")).expect("a note");
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("no offset"))
+        .expect("a note");
     assert!(note.starts_with("3 reconnect(s)") && note.contains("first message"));
     let text = text::render(&r);
     assert!(text.contains(text::RESUMES_WITHOUT_OFFSET), "{text}");

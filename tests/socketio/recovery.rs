@@ -107,9 +107,7 @@ max_lost = 0
 /// need the app to send them a first message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_24() {
-    let text = format!(
-        "[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n{AWAY}"
-    );
+    let text = format!("[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n{AWAY}");
     let work = Work::new();
     let file = work.write("late.toml", &text);
     let path = file.display().to_string();
@@ -122,7 +120,10 @@ async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_
         "{ran}"
     );
     // Without recovery there is nothing to warn about: late users are refused (exit 2).
-    let off = text.replace("[population]", "[target.socketio]\nrecovery = false\n\n[population]");
+    let off = text.replace(
+        "[population]",
+        "[target.socketio]\nrecovery = false\n\n[population]",
+    );
     let file = work.write("off.toml", &off);
     let ran = crate::common::run::msgstorm(&["validate", &file.display().to_string()]).await;
     ran.expect_code(2);

@@ -64,7 +64,11 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
     let a = run.artifact.expect("result.json");
     let d = a.ledger.summary();
     let (failed, examples) = errors(&a, ErrorKind::JoinFailed);
-    assert!(failed >= 12, "every member's join failed: {failed}\n{}", run.stdout);
+    assert!(
+        failed >= 12,
+        "every member's join failed: {failed}\n{}",
+        run.stdout
+    );
     assert!(
         examples.iter().all(|e| e.contains("conference.localhost")),
         "{examples:?}"

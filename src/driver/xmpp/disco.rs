@@ -80,7 +80,10 @@ mod tests {
              </query></iq>"
         );
         let got = items(&element(&items_xml));
-        assert_eq!(got, ["upload.example", "rooms.example", "lobby@rooms.example"]);
+        assert_eq!(
+            got,
+            ["upload.example", "rooms.example", "lobby@rooms.example"]
+        );
         let services: Vec<_> = got.iter().filter(|j| is_service(j)).collect();
         assert_eq!(services, ["upload.example", "rooms.example"]);
         let muc = format!(

@@ -37,7 +37,13 @@ fn socketio_late_and_churning_users_need_a_first_message() {
     // Nothing to warn about without late or churning users, nor when recovery is off
     // (late users are refused then).
     assert!(warnings(&scenario("socketio", "ws://127.0.0.1:1", "", "", ROOMS)).is_empty());
-    let off = scenario("socketio", "ws://127.0.0.1:1", "recovery = false", late, ROOMS);
+    let off = scenario(
+        "socketio",
+        "ws://127.0.0.1:1",
+        "recovery = false",
+        late,
+        ROOMS,
+    );
     assert!(plan(&off, &[]).is_err());
 }
 
@@ -60,7 +66,13 @@ fn xmpp_rooms_sending_more_than_their_history_while_members_are_away() {
         .expect("a number");
     assert!((28..=32).contains(&n), "{n}: {w:?}");
     // Enough history: no warning; no history at all: any room message while away warns.
-    let more = scenario("xmpp", "xmpp://127.0.0.1:1", "muc_history = 100", churn, ROOMS);
+    let more = scenario(
+        "xmpp",
+        "xmpp://127.0.0.1:1",
+        "muc_history = 100",
+        churn,
+        ROOMS,
+    );
     assert!(warnings(&more).is_empty());
     // Late users in at 200 ms miss about 4 messages a room: within a history of 20, not 0.
     let late = "late = { count = 3, at = \"200ms\" }";
