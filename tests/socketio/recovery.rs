@@ -86,6 +86,10 @@ max_lost = 0
     )
     .await;
     ran.expect_code(1);
+    assert!(
+        ran.stderr.contains(": population.late: driver `socketio`"),
+        "`run` warns as `validate` does\n{ran}"
+    );
     assert_eq!(
         artifact.metrics.count(Counter::ResumesWithoutOffset),
         3,

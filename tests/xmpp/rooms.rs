@@ -86,3 +86,36 @@ fn ejabberd_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_
 fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_24() {
     rooms_on_a_muc_service_of_another_name(Kind::Prosody);
 }
+
+/// `msgstorm validate` warns (stderr, exit 0) when rooms get more messages while churning
+/// members are away than a rejoin's history brings back — about 30 a room here, history
+/// 20 — and says nothing once `muc_history` covers them.
+#[test]
+fn validate_warns_when_rooms_outrun_their_history_issue_24() {
+    let rest = r#"[population]
+users = 20
+login_rate = 500
+churn = { count = 3, offline_at = "1s", back_at = "2500ms" }
+
+[[traffic]]
+name = "rooms"
+kind = "group"
+groups = 2
+group_size = 6
+senders_per_group = 2
+duration = "3s"
+interval = "100ms"
+"#;
+    let work = crate::common::run::Work::new();
+    let head = "[target]\ndriver = \"xmpp\"\nurl = \"xmpp://127.0.0.1:1\"\n\n\
+                [target.auth]\nusername = \"{user}\"\npassword = \"pw\"\n\n";
+    for (xmpp, warned) in [("", true), ("[target.xmpp]\nmuc_history = 50\n\n", false)] {
+        let file = work.write("rooms.toml", &format!("{head}{xmpp}{rest}"));
+        let path = file.display().to_string();
+        let ran = crate::common::run::msgstorm_sync(&["validate", &path]);
+        ran.expect_code(0);
+        let warning = format!("warning: {path}:12: population.churn: traffic `rooms` sends");
+        assert_eq!(ran.stderr.contains(&warning), warned, "{ran}");
+        assert_eq!(ran.stderr.contains("only the last 20"), warned, "{ran}");
+    }
+}
