@@ -366,6 +366,17 @@ impl Ledger {
         }
     }
 
+    /// `recipient` could not join the group `streams` go to (a setup failure, counted as
+    /// an error): like [`Ledger::abandon`] for those tracks alone, its messages are no
+    /// longer expected of it.
+    pub fn unjoined(&mut self, recipient: UserIx, streams: &[StreamId]) {
+        for &stream in streams {
+            if let Some(t) = self.tracks.get_mut(&(stream, recipient)) {
+                t.expected = false;
+            }
+        }
+    }
+
     /// The run ends without a session for `recipient`: its logins failed up to the final
     /// verification. What it has not received counts as unverified instead of lost.
     pub fn unreached(&mut self, recipient: UserIx) {

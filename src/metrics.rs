@@ -130,11 +130,14 @@ pub enum Counter {
     AccountsCreated,
     /// Accounts the driver was asked to create that existed already.
     AccountsExisting,
+    /// Reconnects that carried nothing to resume the user's session from (Socket.IO: no
+    /// offset, because the user had received nothing): what it missed cannot be fetched.
+    ResumesWithoutOffset,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 19] = [
+    pub const ALL: [Counter; 20] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -154,6 +157,7 @@ impl Counter {
         Counter::Syncs,
         Counter::AccountsCreated,
         Counter::AccountsExisting,
+        Counter::ResumesWithoutOffset,
     ];
 
     /// The name used in reports and result files.
@@ -178,6 +182,7 @@ impl Counter {
             Counter::Syncs => "syncs",
             Counter::AccountsCreated => "accounts_created",
             Counter::AccountsExisting => "accounts_existing",
+            Counter::ResumesWithoutOffset => "resumes_without_offset",
         }
     }
 }
@@ -232,11 +237,14 @@ pub enum ErrorKind {
     /// socket buffers or memory, or could not resolve the target's name. Not the server's
     /// doing.
     Generator,
+    /// Joining a group failed (refused or unanswered): a setup failure, and a user that
+    /// never joined a group is not expected to receive its messages.
+    JoinFailed,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 17] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -254,6 +262,7 @@ impl ErrorKind {
         ErrorKind::Foreign,
         ErrorKind::Engine,
         ErrorKind::Generator,
+        ErrorKind::JoinFailed,
     ];
 
     /// The name used in reports and result files.
@@ -276,6 +285,7 @@ impl ErrorKind {
             ErrorKind::Foreign => "foreign",
             ErrorKind::Engine => "engine",
             ErrorKind::Generator => "generator",
+            ErrorKind::JoinFailed => "join_failed",
         }
     }
 
@@ -308,6 +318,10 @@ impl ErrorKind {
             ErrorKind::Generator => {
                 "the generator ran out of local ports, file descriptors, socket buffers or \
                  memory, or could not resolve the target's name: not the server's doing"
+            }
+            ErrorKind::JoinFailed => {
+                "joining a group or room failed (a setup failure): a user that never joined \
+                 is not expected to receive the group's messages"
             }
         }
     }

@@ -54,6 +54,9 @@ mod xmpp_offline;
 #[path = "xmpp/resume.rs"]
 mod xmpp_resume;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[path = "xmpp/rooms.rs"]
+mod xmpp_rooms;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
 #[path = "xmpp/tls.rs"]
 mod xmpp_tls;
 
@@ -109,6 +112,9 @@ mod socketio_chat;
 #[cfg(feature = "socketio")]
 #[path = "socketio/failures.rs"]
 mod socketio_failures;
+#[cfg(feature = "socketio")]
+#[path = "socketio/recovery.rs"]
+mod socketio_recovery;
 
 #[path = "find/capacity.rs"]
 mod find_capacity;

@@ -2,20 +2,23 @@
 // socketio tests, scenarios and benchmarks: auth middleware, per-user rooms, chat rooms,
 // acks, connection state recovery, and two or more nodes behind Redis.
 //   node server.js [HOST:PORT] [--adapter=none|redis|streams] [--redis=URL] [--recovery=MS]
-//                  [--secret=TOKEN] [--drop-every=N] [--garbage=USER] [--deflate=0|1]
-//                  [--exit-with-stdin]
+//                  [--secret=TOKEN] [--drop-every=N] [--twice] [--welcome=0|1]
+//                  [--garbage=USER] [--deflate=0|1] [--exit-with-stdin]
 // HOST:PORT defaults to 127.0.0.1:0 (any free port). --adapter: `redis` is
 // @socket.io/redis-adapter (pub/sub; no connection state recovery), `streams` is
 // @socket.io/redis-streams-adapter (recovery works across nodes); `none` is one node alone.
 // --recovery: connectionStateRecovery's maxDisconnectionDuration in ms (0: off; default
 // 120000). --secret: the `token` of the connect auth must equal it (default: any token).
 // --drop-every: every Nth chat message this node routes is dropped (a known loss; counted).
+// --twice: every direct message is emitted twice (a known duplicate; the second emits are
+// counted as `twice`). --welcome=0: no `welcome` broadcast on a new connection, so a user
+// that is sent nothing has no offset to recover its session from (default 1).
 // --garbage: a user of this id gets three malformed packets after connecting.
 // --deflate: perMessageDeflate (default 0). --exit-with-stdin: exit when standard input
 // closes (tests: the app never outlives the test process that started it).
 // Events: `join` (room, ack), `dm` ({to, body}, ack), `group` ({room, body}, ack); each
 // message arrives as `message` {from, to|room, body}. GET /stats answers
-// {"routed":N,"dropped":N,"offline":N,"connections":N}; `offline` counts direct messages to a
+// {"routed":N,"dropped":N,"twice":N,"offline":N,"connections":N}; `offline` counts direct messages to a
 // user with no connection on this node (one node alone: a user that was offline, whose
 // message only connection state recovery can bring). Prints "listening on HOST:PORT" once it accepts
 // connections.
@@ -36,8 +39,10 @@ const recovery = Number(opt('recovery', '120000'));
 const secret = opt('secret', '');
 const dropEvery = Number(opt('drop-every', '0'));
 const garbage = opt('garbage', '');
+const twice = args.includes('--twice');
+const welcome = opt('welcome', '1') === '1';
 
-const stats = { routed: 0, dropped: 0, offline: 0, connections: 0 };
+const stats = { routed: 0, dropped: 0, twice: 0, offline: 0, connections: 0 };
 const httpServer = http.createServer((req, res) => {
   if (req.url === '/stats') {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -109,7 +114,7 @@ async function main() {
       socket.join(`user:${user}`);
       // A broadcast carries an offset: with it even a user that received nothing yet can
       // have its connection recovered.
-      if (recovery > 0) io.to(socket.id).emit('welcome');
+      if (recovery > 0 && welcome) io.to(socket.id).emit('welcome');
     }
     socket.on('join', (room, ack) => {
       socket.join(`room:${room}`);
@@ -117,7 +122,12 @@ async function main() {
     });
     socket.on('dm', (m, ack) => {
       if (!io.sockets.adapter.rooms.has(`user:${m && m.to}`)) stats.offline += 1;
-      route(io.to(`user:${m && m.to}`), { from: user, to: m && m.to, body: m && m.body });
+      const msg = { from: user, to: m && m.to, body: m && m.body };
+      route(io.to(`user:${m && m.to}`), msg);
+      if (twice) {
+        stats.twice += 1;
+        io.to(`user:${m && m.to}`).emit('message', msg);
+      }
       if (typeof ack === 'function') ack({ ok: true });
     });
     socket.on('group', (m, ack) => {

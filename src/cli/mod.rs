@@ -225,6 +225,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Size(args) => size::run(args),
         Command::Validate { scenario, set } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
+            plan.warnings.iter().for_each(|w| note(w));
             say(&format!(
                 "{}: ok — {} users, {} traffic pattern(s), {} check(s)",
                 scenario.display(),

@@ -131,6 +131,10 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         return super::shards::run(args, shards).await;
     }
     let plan = load_plan(&args, args.shard.unwrap_or(Shard::WHOLE))?;
+    // Of several shards, shard 0 says them (the local coordinator has said them already).
+    if args.shard.is_none_or(|s| s.index == 0) {
+        plan.warnings.iter().for_each(|w| note(w));
+    }
     let dir = out_dir(&plan)?;
     let artifact = execute(plan, &args).await?;
     let finished = finish(&artifact, &dir);

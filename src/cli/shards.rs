@@ -26,6 +26,7 @@ const START_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     // Validate once, here, so a bad scenario fails before any child starts.
     let mut plan = load_plan(&args, Shard::WHOLE)?;
+    plan.warnings.iter().for_each(|w| note(w));
     let mut notes = Vec::new();
     if plan.target.endpoint.is_none() && plan.target.driver.embedded_path.is_some() {
         // The embedded server lives here and holds every user's socket.

@@ -55,6 +55,7 @@ impl super::Driver for EchoDriver {
                 handshake: started.elapsed(),
                 login: Duration::ZERO,
                 account: None,
+                no_resume_point: false,
             }),
             Err(f) => Err((f, resume)),
         }

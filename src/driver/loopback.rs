@@ -493,6 +493,8 @@ impl super::Driver for LoopbackDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            group_history: None,
         },
     };
 
@@ -531,6 +533,7 @@ impl super::Driver for LoopbackDriver {
             handshake: Duration::ZERO,
             login: Duration::ZERO,
             account: None,
+            no_resume_point: false,
         })
     }
 }

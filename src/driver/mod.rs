@@ -118,6 +118,16 @@ pub struct Caps {
     /// It never hands a user its own group messages back; otherwise the engine drops
     /// them (they are not deliveries).
     pub filters_own_echoes: bool,
+    /// Fetching what a user missed resumes from a point the user received on its earlier
+    /// connection (Socket.IO's offset): a user that received nothing before it went
+    /// offline has none, and fetches nothing, unless the server sends every user a first
+    /// message when it connects. `msgstorm validate` warns about late and churning users.
+    pub fetch_needs_receipt: bool,
+    /// How many of a group's messages a member that was away gets back when it returns:
+    /// `None`, every one (the server keeps them for it); `Some(n)`, the last `n` of the
+    /// group at most (XMPP room history; 0: none). `msgstorm validate` warns when more are
+    /// sent to a group while a late or churning member is away.
+    pub group_history: Option<u32>,
 }
 
 impl Caps {
@@ -127,6 +137,8 @@ impl Caps {
         presence: false,
         fetch_missed: false,
         filters_own_echoes: false,
+        fetch_needs_receipt: false,
+        group_history: None,
     };
 }
 
@@ -389,6 +401,10 @@ pub struct Connected<S> {
     /// What creating the user's account found, when this login (or a failed attempt
     /// before it) tried to create it.
     pub account: Option<Account>,
+    /// This reconnect had no point to resume the user's session from (see
+    /// [`Caps::fetch_needs_receipt`]): what the user missed cannot be fetched. Counted as
+    /// `resumes_without_offset`.
+    pub no_resume_point: bool,
 }
 
 /// The outcome of creating a user's account before its login, counted in the report.

@@ -114,6 +114,8 @@ impl super::Driver for MqttDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: false,
+            fetch_needs_receipt: false,
+            group_history: None,
         },
     };
 
@@ -179,6 +181,8 @@ impl super::Driver for MqttDriver {
             presence: persistent,
             fetch_missed: persistent && self.opts.qos > 0,
             filters_own_echoes: false,
+            fetch_needs_receipt: false,
+            group_history: None,
         }
     }
 
@@ -232,6 +236,7 @@ impl super::Driver for MqttDriver {
             handshake,
             login: started.elapsed() - handshake,
             account: None,
+            no_resume_point: false,
         })
     }
 }

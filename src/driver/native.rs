@@ -66,6 +66,8 @@ impl super::Driver for NativeDriver {
             presence: false,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            group_history: None,
         },
     };
 
@@ -113,6 +115,7 @@ impl super::Driver for NativeDriver {
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
+                no_resume_point: false,
             }),
             Err(f) => Err((f, session.cursors)),
         }

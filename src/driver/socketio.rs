@@ -73,6 +73,8 @@ impl super::Driver for SocketIoDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: true,
+            group_history: None,
         },
     };
 
@@ -108,6 +110,9 @@ impl super::Driver for SocketIoDriver {
             presence: self.opts.recovery,
             fetch_missed: self.opts.recovery,
             filters_own_echoes: self.opts.from.is_some(),
+            // A session is only restored from the offset of a packet the user received.
+            fetch_needs_receipt: self.opts.recovery,
+            group_history: None,
         }
     }
 
@@ -117,6 +122,9 @@ impl super::Driver for SocketIoDriver {
         resume: Recovery,
     ) -> Result<Connected<SocketIoSession>, (Failure, Recovery)> {
         let started = Instant::now();
+        // A user that connected before but never received a packet has no offset: the
+        // server cannot restore its session, and what it missed is gone.
+        let no_resume_point = self.opts.recovery && resume.pid.is_some() && resume.offset.is_none();
         let (dialer, ws) = match self.dial(user.ix).await {
             Ok(found) => found,
             Err(f) => return Err((f, resume)),
@@ -146,6 +154,7 @@ impl super::Driver for SocketIoDriver {
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
+                no_resume_point,
             }),
             Ok(Err(f)) => Err((f, session.st.recovery)),
             Err(_) => Err((

@@ -59,6 +59,8 @@ impl super::Driver for WsJsonDriver {
             presence: false,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            group_history: None,
         },
     };
 
@@ -78,6 +80,8 @@ impl super::Driver for WsJsonDriver {
             presence: false,
             fetch_missed: self.opts.sync.is_some(),
             filters_own_echoes: self.opts.push.as_ref().is_some_and(|p| p.from.is_some()),
+            fetch_needs_receipt: false,
+            group_history: None,
         }
     }
 
@@ -121,6 +125,7 @@ impl super::Driver for WsJsonDriver {
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
+                no_resume_point: false,
             }),
             Err(f) => Err((f, session.st.cursors)),
         }

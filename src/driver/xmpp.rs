@@ -15,7 +15,9 @@
 //! - join: MUC presence to `group@muc_domain/nick`; a room this user created (status 201)
 //!   is configured as an instant room. The room's reflection of one's own message is
 //!   dropped. Joining a room again asks for its history, and history messages this user
-//!   already had are dropped (the overlap of a rejoin, not a duplicate).
+//!   already had are dropped (the overlap of a rejoin, not a duplicate). Without
+//!   `muc_domain`, the first login of a run with group traffic finds the MUC service by
+//!   service discovery ([`disco`]); a join that fails is a `join_failed` error.
 //! - fetch missed: the offline messages the server delivers after the initial presence,
 //!   with `fetch = "mam"` merged with the user's MAM archive (XEP-0313, [`mam`]) so each
 //!   message comes once, and the room history of a rejoin, collected until the stream goes
@@ -36,6 +38,7 @@
 //! would add minidom, rxml, xso and their macros to parse the handful of stanzas a load
 //! test exchanges.
 
+mod disco;
 mod login;
 mod mam;
 mod options;
@@ -90,7 +93,11 @@ pub struct XmppDriver {
     host: String,
     port: u16,
     domain: String,
-    muc_domain: String,
+    /// The MUC service: `muc_domain`, or what discovery found on the first login of a run
+    /// with group traffic (`None`: the server lists none).
+    muc_domain: tokio::sync::OnceCell<Option<String>>,
+    /// The run has group traffic: the MUC service must be known.
+    needs_muc: bool,
     direct_tls: bool,
     tls: Option<Arc<ClientConfig>>,
     username: String,
@@ -135,6 +142,9 @@ impl super::Driver for XmppDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            fetch_needs_receipt: false,
+            // A room replays the last `muc_history` messages to a member that rejoins.
+            group_history: Some(options::DEFAULT_HISTORY),
         },
     };
 
@@ -178,16 +188,17 @@ impl super::Driver for XmppDriver {
             .as_ref()
             .map_or((String::new(), 0), |ep| (ep.host.clone(), ep.port));
         let domain = opts.domain.clone().unwrap_or_else(|| host.clone());
-        let muc_domain = opts
-            .muc_domain
-            .clone()
-            .unwrap_or_else(|| format!("conference.{domain}"));
+        let muc_domain = match &opts.muc_domain {
+            Some(set) => tokio::sync::OnceCell::new_with(Some(Some(set.clone()))),
+            None => tokio::sync::OnceCell::new(),
+        };
         Ok(XmppDriver {
             opts: Arc::new(opts),
             host,
             port,
             domain,
             muc_domain,
+            needs_muc: config.kinds.contains(&"group"),
             direct_tls,
             tls,
             username,
@@ -198,10 +209,12 @@ impl super::Driver for XmppDriver {
         })
     }
 
-    /// Without stream management there are no acks: no acceptance.
+    /// Without stream management there are no acks: no acceptance. A rejoined room
+    /// replays `muc_history` messages at most.
     fn caps(&self) -> Caps {
         Caps {
             acceptance: self.opts.stream_management,
+            group_history: Some(self.opts.muc_history),
             ..Self::SPEC.caps
         }
     }
@@ -219,12 +232,16 @@ impl super::Driver for XmppDriver {
                 let handshake = done.handshake;
                 let account = resume.account.take();
                 match XmppSession::new(self, user, done, resume) {
-                    Ok(session) => Ok(Connected {
-                        session,
-                        handshake,
-                        login: started.elapsed().saturating_sub(handshake),
-                        account,
-                    }),
+                    Ok(mut session) => {
+                        self.find_muc(&mut session).await;
+                        Ok(Connected {
+                            session,
+                            handshake,
+                            login: started.elapsed().saturating_sub(handshake),
+                            account,
+                            no_resume_point: false,
+                        })
+                    }
                     Err(failed) => {
                         let (f, mut resume) = *failed;
                         resume.account = account;
@@ -241,6 +258,23 @@ impl super::Driver for XmppDriver {
                 resume,
             )),
         }
+    }
+}
+
+impl XmppDriver {
+    /// Tells `session` the MUC service, discovering it first when no login of the run has
+    /// yet. A discovery that found no service is kept; one that failed (no answer) is
+    /// tried again by the next login, and this session's joins fail meanwhile.
+    async fn find_muc(&self, session: &mut XmppSession) {
+        if !self.needs_muc {
+            return;
+        }
+        let found = self
+            .muc_domain
+            .get_or_try_init(|| session.discover_muc())
+            .await
+            .cloned();
+        session.set_muc(found);
     }
 }
 

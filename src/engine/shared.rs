@@ -227,6 +227,19 @@ impl Shared {
         self.recorder(slot).ledger.unreached(ix);
     }
 
+    /// User `ix` (recorder `slot`) could not join `groups` (indices into the run's groups):
+    /// their messages are not expected for it (see [`Ledger::unjoined`]), so a setup
+    /// failure counted as `join_failed` is not reported as the server's loss.
+    pub fn user_unjoined(&self, ix: UserIx, slot: usize, groups: &[usize]) {
+        let streams: Vec<StreamId> = self
+            .group_of_stream
+            .iter()
+            .filter(|(_, g)| groups.contains(&g.index))
+            .map(|(s, _)| *s)
+            .collect();
+        self.recorder(slot).ledger.unjoined(ix, &streams);
+    }
+
     /// Deliveries a group stream's message makes in this process, not counting the sender.
     pub fn local_recipients(&self, group: &GroupInfo, sender_is_member: bool) -> u32 {
         self.group_local[group.index].saturating_sub(u32::from(sender_is_member))

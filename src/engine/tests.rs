@@ -167,6 +167,7 @@ impl Driver for Stall {
             handshake: c.handshake,
             login: c.login,
             account: c.account,
+            no_resume_point: c.no_resume_point,
         })
     }
 }

@@ -400,3 +400,21 @@ fn an_unreached_recipient_is_unverified_in_the_merge_and_after_a_round_trip() {
     let back: Ledger = serde_json::from_str(&old).unwrap();
     assert_eq!(back.summary().unverified, 0);
 }
+
+/// Issue 24: a recipient that could not join a group expects nothing of the group's
+/// streams (a setup failure, not loss); its other streams are judged as before.
+#[test]
+fn an_unjoined_recipient_expects_nothing_of_those_streams() {
+    let mut l = Ledger::new(&opts(1.0));
+    for stream in [1, 2] {
+        l.expect(stream, 7);
+        for seq in 0..3 {
+            l.sent(stream, seq);
+        }
+    }
+    l.received(7, 2, 0, 5, Via::Push, false);
+    l.unjoined(7, &[1, 9]);
+    let d = l.summary();
+    assert_eq!((d.tracks, d.expected, d.lost), (1, 3, 2), "{d:?}");
+    assert!(d.examples.iter().all(|e| e.stream == 2), "{d:?}");
+}

@@ -351,6 +351,9 @@ fn traffic(out: &mut String, r: &Report) {
             text::accounts(a),
         ]);
     }
+    if let Some(n) = c.resumes_without_offset {
+        rows.push(vec![text::RESUMES_WITHOUT_OFFSET.to_owned(), thousands(n)]);
+    }
     let mut body = table(&["connections", "value"], &rows);
     let n = |k: Counter| r.count(k);
     let rate = |per_s: f64| format!("{per_s:.1}/s");

@@ -108,6 +108,10 @@ pub struct Connections {
     /// Accounts the driver created before logging in, when it tried to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accounts: Option<Accounts>,
+    /// Reconnects that had no point to resume the session from (Socket.IO: no offset), so
+    /// what the user missed could not be fetched; absent when there were none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumes_without_offset: Option<u64>,
 }
 
 /// What creating accounts before the logins found (XMPP `register = true`).
@@ -225,6 +229,8 @@ impl Report {
                 disconnects: count(Counter::Disconnects),
                 syncs: count(Counter::Syncs),
                 accounts: accounts(m),
+                resumes_without_offset: Some(count(Counter::ResumesWithoutOffset))
+                    .filter(|&n| n > 0),
             },
             rates: Rates {
                 window_s,
@@ -276,6 +282,7 @@ impl Report {
                 .iter()
                 .filter(|n| !findings::is_finding_note(n))
                 .cloned()
+                .chain(unresumable(count(Counter::ResumesWithoutOffset)))
                 .collect(),
             scenario_source: a.scenario_source.clone(),
             server_metrics: a.server_metrics.clone(),
@@ -342,6 +349,19 @@ fn active_seconds(series: &[SecondPoint]) -> f64 {
         (Some(first), Some(last)) => f64::from(last.sec - first.sec + 1),
         _ => 1.0,
     }
+}
+
+/// The note on `n` reconnects without a point to resume from, when there were any.
+fn unresumable(n: u64) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "{} reconnect(s) had no offset to recover the session from (the user had received \
+             nothing before it went offline): what those users missed could not be fetched \
+             and counts as lost. The app should send each user a first message when it \
+             connects (docs/drivers/socketio.md)",
+            super::text::thousands(n)
+        )
+    })
 }
 
 /// The account outcomes, when the driver created (or tried to create) any.

@@ -69,6 +69,30 @@ fn accounts_created_before_login_show_in_text_and_html() {
     assert!(html::render(&r).contains(line));
 }
 
+/// Issue 24: reconnects that could not resume (Socket.IO without an offset) are in the
+/// connections table and in a note saying what to do, in text and HTML.
+#[test]
+fn resumes_without_offset_show_in_connections_and_notes() {
+    let r = Report::new(&fixture());
+    assert_eq!(r.connections.resumes_without_offset, None);
+    assert!(!r.notes.iter().any(|n| n.contains("offset")));
+    let mut a = fixture();
+    a.metrics.add(2, Counter::ResumesWithoutOffset, 3);
+    let r = Report::new(&a);
+    assert_eq!(r.connections.resumes_without_offset, Some(3));
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("no offset"))
+        .expect("a note");
+    assert!(note.starts_with("3 reconnect(s)") && note.contains("first message"));
+    let text = text::render(&r);
+    assert!(text.contains(text::RESUMES_WITHOUT_OFFSET), "{text}");
+    assert!(text.contains(note.as_str()), "{text}");
+    let page = html::render(&r);
+    assert!(page.contains(text::RESUMES_WITHOUT_OFFSET));
+}
+
 #[test]
 fn findings_are_computed_not_read_from_notes() {
     let old = fixture();

@@ -25,6 +25,9 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
+/// The connections row of reconnects that could not resume their session.
+pub const RESUMES_WITHOUT_OFFSET: &str = "reconnects without an offset (missed not fetchable)";
+
 /// Account outcomes in one line, e.g. `12 created, 3 existed, 0 refused`.
 pub fn accounts(a: &Accounts) -> String {
     format!(
@@ -169,6 +172,9 @@ fn connections(out: &mut String, r: &Report) {
             "accounts (created before login)".to_owned(),
             accounts(a),
         ]);
+    }
+    if let Some(n) = c.resumes_without_offset {
+        t.add_row(vec![RESUMES_WITHOUT_OFFSET.to_owned(), thousands(n)]);
     }
     let _ = writeln!(out, "\n{t}");
 }

@@ -175,6 +175,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
         drain: c.drain,
         shard,
         find: c.find,
+        warnings: c.warnings,
     }
 }
 

@@ -8,7 +8,8 @@
 //! 3. `schema`: the tree is read into serde types that deny unknown keys.
 //! 4. `validate` (with `target`, `traffic`, `arrival`): every value and combination is
 //!    checked and resolved to numbers, before anything connects.
-//!    `find` checks the `[find]` table of `msgstorm find`.
+//!    `find` checks the `[find]` table of `msgstorm find`; `warnings` lists what a valid
+//!    scenario cannot verify with its driver (printed, never an error).
 //! 5. `lower`: users, groups and stream ids are chosen from the seed into a [`Plan`].
 //!
 //! `docs/scenario.md` documents every key.
@@ -23,6 +24,7 @@ mod source;
 mod target;
 mod traffic;
 mod validate;
+mod warnings;
 
 use std::path::Path;
 

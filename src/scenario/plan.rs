@@ -44,6 +44,9 @@ pub struct Plan {
     pub shard: Shard,
     /// The scenario's `[find]` table: how `msgstorm find` searches when no flags say.
     pub find: Option<FindOpts>,
+    /// What the run cannot verify as the scenario asks, one `warning: FILE:LINE: KEY: …`
+    /// line each: printed by `validate` and `run`, never an error.
+    pub warnings: Vec<String>,
 }
 
 /// A number of `[find]` and whether it is written whole (then every step is whole).

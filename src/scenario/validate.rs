@@ -75,6 +75,8 @@ pub struct Checked {
     pub monitor: MonitorOpts,
     /// The `[find]` table.
     pub find: Option<super::plan::FindOpts>,
+    /// What the run cannot verify (see `warnings.rs`).
+    pub warnings: Vec<String>,
 }
 
 /// The population with counts instead of user lists.
@@ -140,6 +142,7 @@ pub fn validate(
     target.kinds = kinds(&traffic);
     check_driver(src, root, &mut target, max_body(&traffic))?;
     missed_messages(src, &s.population, &population, &target)?;
+    let warnings = super::warnings::warnings(src, &s.population, &population, &traffic, &target);
     let ledger = ledger(src, s.ledger.as_ref())?;
     sampled_streams(src, s.ledger.as_ref(), &ledger, &traffic)?;
     Ok(Checked {
@@ -162,6 +165,7 @@ pub fn validate(
         },
         monitor: monitor(src, s.monitor.as_ref())?,
         find: super::find::find(src, s.find.as_ref())?,
+        warnings,
     })
 }
 

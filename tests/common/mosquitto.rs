@@ -128,3 +128,86 @@ pub fn run_msgstorm(scenario: &str, args: &[&str], limit: Duration) -> RunResult
             .then(|| Artifact::read(&result).expect("a readable result.json")),
     }
 }
+
+/// A second publisher on a broker: it subscribes to `filter` and publishes every message
+/// it sees there once more, to the same topic (a bridge, or a client retrying a publish
+/// that had gone through). Subscribers get both copies; for a persistent session that is
+/// offline, the broker queues both.
+pub struct Republisher {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Republisher {
+    /// Subscribes to `filter` on the broker at 127.0.0.1:`port`; returns once the broker
+    /// has confirmed the subscription, so nothing published after is missed.
+    pub fn start(port: u16, filter: &str) -> Republisher {
+        use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let filter = filter.to_owned();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let mut o = MqttOptions::new("republisher", "127.0.0.1", port);
+                o.set_keep_alive(Duration::from_secs(30));
+                let (client, mut events) = AsyncClient::new(o, 10_000);
+                client
+                    .try_subscribe(filter, QoS::AtLeastOnce)
+                    .expect("subscribe");
+                let mut seen = std::collections::HashSet::new();
+                let (mut again, mut acked, mut stopping) = (0u64, 0u64, false);
+                let work = async {
+                    while !(stopping && acked == again) {
+                        let ev = tokio::select! {
+                            _ = &mut stopped, if !stopping => {
+                                stopping = true;
+                                continue;
+                            }
+                            ev = events.poll() => ev.expect("the republisher's connection"),
+                        };
+                        match ev {
+                            Event::Incoming(Packet::SubAck(_)) => {
+                                let _ = ready_tx.send(());
+                            }
+                            // Its own copies come back too: each body once.
+                            Event::Incoming(Packet::Publish(p))
+                                if seen.insert(p.payload.clone()) =>
+                            {
+                                let body = p.payload.to_vec();
+                                client
+                                    .try_publish(p.topic, QoS::AtLeastOnce, false, body)
+                                    .expect("publish again");
+                                again += 1;
+                            }
+                            Event::Incoming(Packet::PubAck(_)) => acked += 1,
+                            _ => {}
+                        }
+                    }
+                };
+                tokio::time::timeout(Duration::from_secs(120), work)
+                    .await
+                    .expect("the republisher ended within 2 min");
+                again
+            })
+        });
+        ready_rx
+            .recv_timeout(START_WAIT)
+            .expect("the broker confirmed the republisher's subscription");
+        Republisher {
+            stop: Some(stop),
+            thread,
+        }
+    }
+
+    /// Stops once the broker has acknowledged every copy; returns how many it published.
+    pub fn stop(mut self) -> u64 {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.thread.join().expect("the republisher's thread")
+    }
+}

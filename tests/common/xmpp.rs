@@ -79,7 +79,7 @@ pub fn shared(kind: Kind) -> Option<&'static Server> {
     };
     cell.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep();
-        Server::launch(kind, "", false, dir, None)
+        Server::launch(kind, Setup::default(), dir, None)
     })
     .as_ref()
 }
@@ -90,7 +90,11 @@ impl Server {
     pub fn start(kind: Kind, extra: &str) -> Option<Server> {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
-        Server::launch(kind, extra, false, dir, Some(temp))
+        let setup = Setup {
+            extra,
+            ..Setup::default()
+        };
+        Server::launch(kind, setup, dir, Some(temp))
     }
 
     /// A private server of `kind` that archives every user's messages (MAM, XEP-0313).
@@ -99,21 +103,36 @@ impl Server {
     pub fn with_mam(kind: Kind) -> Option<Server> {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
-        Server::launch(kind, "", true, dir, Some(temp))
+        let setup = Setup {
+            mam: true,
+            ..Setup::default()
+        };
+        Server::launch(kind, setup, dir, Some(temp))
+    }
+
+    /// A private server of `kind` whose MUC service is `service` (e.g. `rooms.localhost`)
+    /// instead of `conference.localhost`.
+    pub fn with_muc_service(kind: Kind, service: &str) -> Option<Server> {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        let setup = Setup {
+            muc: service,
+            ..Setup::default()
+        };
+        Server::launch(kind, setup, dir, Some(temp))
     }
 
     fn launch(
         kind: Kind,
-        extra: &str,
-        mam: bool,
+        setup: Setup<'_>,
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
     ) -> Option<Server> {
         require(kind);
         let port = free_port();
         let command = match kind {
-            Kind::Ejabberd => ejabberd(&dir, port, extra, mam)?,
-            Kind::Prosody => prosody(&dir, port, extra, mam),
+            Kind::Ejabberd => ejabberd(&dir, port, &setup)?,
+            Kind::Prosody => prosody(&dir, port, &setup),
         };
         // The watchdog: runs the server, stops it when this test process is gone, and
         // removes a shared server's directory (a private one is removed by its TempDir).
@@ -180,12 +199,35 @@ impl Drop for Server {
     }
 }
 
+/// How a server is configured besides the defaults every test shares.
+struct Setup<'a> {
+    /// ejabberd: the YAML line of its offline limit; Prosody: Lua lines in the global
+    /// section.
+    extra: &'a str,
+    /// Archive every user's messages (MAM).
+    mam: bool,
+    /// The MUC service's domain.
+    muc: &'a str,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup {
+            extra: "",
+            mam: false,
+            muc: "conference.localhost",
+        }
+    }
+}
+
 /// The shell command running ejabberd in `dir`: the Erlang VM directly (no `ejabberdctl`,
 /// whose `su` to the ejabberd user and distributed node name do not suit a test), with
-/// enough ports and file descriptors for a few thousand connections.
-fn ejabberd(dir: &Path, port: u16, offline: &str, mam: bool) -> Option<String> {
+/// enough ports and file descriptors for a few thousand connections. Message carbons
+/// (XEP-0280) are on, for tests whose own client watches what a user sends.
+fn ejabberd(dir: &Path, port: u16, setup: &Setup<'_>) -> Option<String> {
     let libs = ejabberd_libs()?;
-    let mam = if mam {
+    let (offline, muc) = (setup.extra, setup.muc);
+    let mam = if setup.mam {
         "  mod_mam:\n    default: always\n"
     } else {
         ""
@@ -213,6 +255,7 @@ shaper_rules:
   max_user_sessions: 10
 modules:
   mod_disco: {{}}
+  mod_carboncopy: {{}}
   mod_ping: {{}}
   mod_register:
     access: register
@@ -224,7 +267,7 @@ modules:
   mod_stream_mgmt:
     resend_on_timeout: if_offline
   mod_muc:
-    host: "conference.@HOST@"
+    host: "{muc}"
     access_create: all
     history_size: 20
     max_users: 10000
@@ -243,10 +286,11 @@ modules:
 
 /// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
 /// tests (root included). It logs at debug level: that is where it says it resumed a
-/// session.
-fn prosody(dir: &Path, port: u16, extra: &str, mam: bool) -> String {
+/// session. Message carbons (XEP-0280) are on, as for ejabberd.
+fn prosody(dir: &Path, port: u16, setup: &Setup<'_>) -> String {
     let d = dir.display();
-    let mam = if mam { " \"mam\";" } else { "" };
+    let (extra, muc) = (setup.extra, setup.muc);
+    let mam = if setup.mam { " \"mam\";" } else { "" };
     let config = format!(
         r#"run_as_root = true
 pidfile = "{d}/prosody.pid"
@@ -265,10 +309,10 @@ min_seconds_between_registrations = 0
 authentication = "internal_hashed"
 storage = "internal"
 limits = {{ c2s = {{ rate = "100mb/s"; }}; }}
-modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "posix";{mam} }}
+modules_enabled = {{ "disco"; "roster"; "saslauth"; "tls"; "register"; "ping"; "offline"; "smacks"; "carbons"; "posix";{mam} }}
 {extra}
 VirtualHost "localhost"
-Component "conference.localhost" "muc"
+Component "{muc}" "muc"
   muc_room_locking = false
   max_history_messages = 20
 "#
@@ -425,4 +469,203 @@ fn pipe(
         held.clear();
     }
     let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// A second client of one user that sends again every chat message the user sends from
+/// its other connection — a multi-device client with a retry bug: it logs in as the user
+/// with a resource of its own (PLAIN over a plain stream, registering the account first),
+/// enables message carbons (XEP-0280), and for every carbon of a chat message the user sent
+/// sends the same body to the same recipient. For an offline recipient the server stores
+/// both copies: a real duplicate, counted here.
+pub struct Resender {
+    /// The socket, shut down to stop the reader.
+    socket: TcpStream,
+    /// The reader: returns how many messages it sent again.
+    reader: std::thread::JoinHandle<u64>,
+}
+
+impl Resender {
+    /// Logs in to `server` as `user` (password `password`) and enables carbons; returns
+    /// once the server has confirmed both, so nothing the user sends after is missed.
+    pub fn start(server: &Server, user: &str, password: &str) -> Resender {
+        use std::io::Write;
+        let socket = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        socket
+            .set_read_timeout(Some(START_WAIT))
+            .expect("read timeout");
+        let mut out = socket.try_clone().expect("clone");
+        let mut xml = XmlIn::new(socket.try_clone().expect("clone"));
+        let header = "<?xml version='1.0'?><stream:stream to='localhost' \
+                      xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams' \
+                      version='1.0'>";
+        let mut say = |s: &str| out.write_all(s.as_bytes()).expect("write");
+        say(header);
+        xml.until(|e| e.name == "features");
+        say(&format!(
+            "<iq type='set' id='reg'><query xmlns='jabber:iq:register'><username>{user}\
+             </username><password>{password}</password></query></iq>"
+        ));
+        // A result, or `conflict`: the account exists. Either way it is there.
+        xml.until(|e| e.name == "iq" && e.attr("id") == Some("reg"));
+        use base64::Engine as _;
+        let plain =
+            base64::engine::general_purpose::STANDARD.encode(format!("\0{user}\0{password}"));
+        say(&format!(
+            "<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>{plain}</auth>"
+        ));
+        let answer = xml.until(|e| e.name == "success" || e.name == "failure");
+        assert_eq!(
+            answer.name, "success",
+            "{user} could not log in: {answer:?}"
+        );
+        say(header);
+        xml.until(|e| e.name == "features");
+        say(
+            "<iq type='set' id='bind'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>\
+             <resource>resender</resource></bind></iq>",
+        );
+        xml.until(|e| e.name == "iq" && e.attr("id") == Some("bind"));
+        say("<iq type='set' id='cc'><enable xmlns='urn:xmpp:carbons:2'/></iq>");
+        let enabled = xml.until(|e| e.name == "iq" && e.attr("id") == Some("cc"));
+        assert_eq!(enabled.attr("type"), Some("result"), "carbons: {enabled:?}");
+        // A negative priority: messages to the bare JID never come here.
+        say("<presence><priority>-1</priority></presence>");
+        socket.set_read_timeout(None).expect("read timeout");
+        let reader = std::thread::spawn(move || {
+            let mut again = 0;
+            while let Some(e) = xml.next() {
+                let sent = e
+                    .child("sent")
+                    .filter(|s| s.attr("xmlns") == Some("urn:xmpp:carbons:2"))
+                    .and_then(|s| s.child("forwarded"))
+                    .and_then(|f| f.child("message"));
+                let Some(m) = sent.filter(|m| m.attr("type") == Some("chat")) else {
+                    continue;
+                };
+                let (Some(to), Some(body)) = (m.attr("to"), m.child("body")) else {
+                    continue;
+                };
+                let to = to.split('/').next().unwrap_or(to);
+                let copy = format!(
+                    "<message type='chat' to='{to}' id='again{again}'><body>{}</body></message>",
+                    quick_xml::escape::escape(&body.text)
+                );
+                if out.write_all(copy.as_bytes()).is_err() {
+                    break;
+                }
+                again += 1;
+            }
+            again
+        });
+        Resender { socket, reader }
+    }
+
+    /// Ends the stream (the server has had every copy before it reads the end) and returns
+    /// how many messages were sent again.
+    pub fn stop(self) -> u64 {
+        use std::io::Write;
+        let mut s = &self.socket;
+        let _ = s.write_all(b"</stream:stream>");
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+        self.reader.join().expect("the resender's reader")
+    }
+}
+
+/// An element of the resender's stream: local name, attributes, children, text.
+#[derive(Debug, Default)]
+struct El {
+    name: String,
+    attrs: Vec<(String, String)>,
+    children: Vec<El>,
+    text: String,
+}
+
+impl El {
+    fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn child(&self, name: &str) -> Option<&El> {
+        self.children.iter().find(|c| c.name == name)
+    }
+}
+
+/// The server's side of a stream, cut into top-level elements (quick-xml).
+struct XmlIn {
+    reader: quick_xml::Reader<std::io::BufReader<TcpStream>>,
+    buf: Vec<u8>,
+}
+
+impl XmlIn {
+    fn new(socket: TcpStream) -> XmlIn {
+        let mut reader = quick_xml::Reader::from_reader(std::io::BufReader::new(socket));
+        let config = reader.config_mut();
+        config.check_end_names = false;
+        config.allow_unmatched_ends = true;
+        XmlIn {
+            reader,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The next element under the stream's root; `None` when the stream or socket ends.
+    fn next(&mut self) -> Option<El> {
+        use quick_xml::events::{BytesStart, Event};
+        let el = |s: &BytesStart<'_>| El {
+            name: String::from_utf8_lossy(s.local_name().as_ref()).into_owned(),
+            attrs: s
+                .attributes()
+                .flatten()
+                .map(|a| {
+                    let key = String::from_utf8_lossy(a.key.as_ref()).into_owned();
+                    let value = a
+                        .unescape_value()
+                        .map(|v| v.into_owned())
+                        .unwrap_or_default();
+                    (key, value)
+                })
+                .collect(),
+            ..El::default()
+        };
+        let mut stack: Vec<El> = Vec::new();
+        loop {
+            self.buf.clear();
+            let done = match self.reader.read_event_into(&mut self.buf).ok()? {
+                Event::Start(s) if s.name().as_ref() == b"stream:stream" => None,
+                Event::Start(s) => {
+                    stack.push(el(&s));
+                    None
+                }
+                Event::Empty(s) => Some(el(&s)),
+                Event::End(_) => stack.pop(),
+                Event::Text(t) => {
+                    if let Some(top) = stack.last_mut() {
+                        top.text.push_str(&t.unescape().ok()?);
+                    }
+                    None
+                }
+                Event::Eof => return None,
+                _ => None,
+            };
+            if let Some(done) = done {
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(done),
+                    None => return Some(done),
+                }
+            }
+        }
+    }
+
+    /// Skips to the first element that `wanted` says is the one, and returns it.
+    fn until(&mut self, wanted: impl Fn(&El) -> bool) -> El {
+        loop {
+            let e = self.next().expect("the server ended the stream");
+            if wanted(&e) {
+                return e;
+            }
+        }
+    }
 }

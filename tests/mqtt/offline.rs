@@ -1,9 +1,10 @@
 //! Offline users and persistent sessions: what mosquitto queued arrives after the
-//! reconnect, and what it dropped is counted as lost, exactly.
+//! reconnect, what it dropped is counted as lost, and what it queued twice as duplicated,
+//! exactly.
 
 use std::time::Duration;
 
-use crate::common::mosquitto::{run_msgstorm, Mosquitto};
+use crate::common::mosquitto::{run_msgstorm, Mosquitto, Republisher};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -165,4 +166,54 @@ interval = "50ms"
         });
         assert!(!present, "{user}'s session was left on the broker");
     }
+}
+
+/// Issue 24: a second publisher sends every direct message again; mosquitto queues both
+/// copies for the late receivers' persistent sessions and replays both after their login.
+/// Every second copy is duplicated — before issue 24 a second copy in a catch-up was not
+/// counted.
+#[test]
+fn copies_queued_twice_for_offline_users_are_duplicated_issue_24() {
+    let Some(broker) = Mosquitto::start("") else {
+        return;
+    };
+    let republisher = Republisher::start(broker.port, "msgstorm/u/+");
+    // One sender online; every other user is late and receives its messages while away.
+    let (late, messages) = (4u64, 10u64);
+    let scenario = format!(
+        r#"name = "mqtt-twice"
+drain = "1s"
+
+[target]
+driver = "mqtt"
+url = "{}"
+
+[population]
+users = {}
+late = {{ count = {late}, at = "2500ms" }}
+
+[[traffic]]
+kind = "direct"
+senders = 1
+receivers = {late}
+messages = {messages}
+interval = "10ms"
+
+[checks]
+max_lost = 0
+"#,
+        broker.url(),
+        late + 1
+    );
+    let run = run_msgstorm(&scenario, &[], LIMIT);
+    let again = republisher.stop();
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let d = run.artifact.expect("result.json").ledger.summary();
+    assert_eq!(again, late * messages, "the republisher saw every message");
+    assert_eq!((d.expected, d.delivered, d.lost), (40, 40, 0), "{d:?}");
+    assert_eq!(
+        d.via_sync, d.expected,
+        "all of it replayed after the login: {d:?}"
+    );
+    assert_eq!(d.duplicated, again, "{d:?}");
 }

@@ -1,13 +1,15 @@
 //! Offline users on real ejabberd and Prosody: what the server stored (offline messages,
-//! room history, the MAM archive) arrives after the login, and what ejabberd drops past
-//! its offline limit is counted as lost, exactly.
+//! room history, the MAM archive) arrives after the login, what ejabberd drops past its
+//! offline limit is counted as lost, and what Prosody stored twice as duplicated, exactly.
 
+use std::path::Path;
 use std::time::Duration;
 
 use msgstorm::metrics::Counter;
+use msgstorm::scenario::Shard;
 
 use crate::common::mosquitto::run_msgstorm;
-use crate::common::xmpp::{passed, scenario, shared, Kind, Server};
+use crate::common::xmpp::{passed, scenario, shared, Kind, Resender, Server};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -168,4 +170,70 @@ max_lost = 0
     assert_eq!(d.lost, late * (messages - KEPT), "{d:?}");
     assert_eq!(d.via_sync, late * KEPT, "{d:?}");
     assert_eq!(d.duplicated, 0, "{d:?}");
+}
+
+/// Issue 24: a second client of the sender sends every message again (message carbons
+/// show it what the sender sent); the server stores both copies for the late receivers,
+/// who fetch both after their login. Every second copy is duplicated — before issue 24
+/// a second copy in a catch-up was not counted.
+fn copies_stored_twice_are_duplicated(server: &Server, prefix: &str, xmpp: &str) {
+    let (late, messages) = (3u64, 5u64);
+    // The late login comes long after the sending is over (see the offline-limit test).
+    let rest = format!(
+        r#"[population]
+users = {}
+late = {{ count = {late}, at = "6s" }}
+
+[[traffic]]
+kind = "direct"
+senders = 1
+receivers = {late}
+messages = {messages}
+interval = "20ms"
+
+[checks]
+max_lost = 0
+"#,
+        late + 1
+    );
+    let text = scenario(server, prefix, xmpp, &rest);
+    // The plan the run will make (same text, same seed): who the one sender is.
+    let plan = msgstorm::scenario::parse(&text, Path::new("dup.toml"), &[], Shard::WHOLE)
+        .expect("a valid scenario");
+    let pop = &plan.population;
+    let sender = (0..pop.users)
+        .find(|u| !pop.late.contains(u))
+        .expect("one user on time");
+    let id = pop.user_id(sender);
+    let resender = Resender::start(server, &format!("{prefix}-{id}"), &format!("pw-{id}"));
+    let run = run_msgstorm(&text, &[], LIMIT);
+    let again = resender.stop();
+    let d = passed(run, server).ledger.summary();
+    assert_eq!(
+        again,
+        late * messages,
+        "the resender saw every message sent"
+    );
+    assert_eq!((d.expected, d.delivered, d.lost), (15, 15, 0), "{d:?}");
+    assert_eq!(
+        d.via_sync, d.expected,
+        "all of it fetched after the login: {d:?}"
+    );
+    assert_eq!(d.duplicated, again, "{d:?}");
+}
+
+#[test]
+fn prosody_copies_stored_twice_offline_are_duplicated_issue_24() {
+    let Some(server) = shared(Kind::Prosody) else {
+        return;
+    };
+    copies_stored_twice_are_duplicated(server, "o-dup", "");
+}
+
+#[test]
+fn prosody_copies_archived_twice_are_duplicated_issue_24() {
+    let Some(server) = Server::with_mam(Kind::Prosody) else {
+        return;
+    };
+    copies_stored_twice_are_duplicated(&server, "o-dupmam", "fetch = \"mam\"");
 }

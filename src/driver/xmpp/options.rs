@@ -17,7 +17,7 @@ const DEFAULT_QUIET: Duration = Duration::from_millis(300);
 /// The longest `offline_quiet`.
 const QUIET_MAX: Duration = Duration::from_secs(60);
 /// Default for `muc_history`: ejabberd's and Prosody's default room history length.
-const DEFAULT_HISTORY: u32 = 20;
+pub(super) const DEFAULT_HISTORY: u32 = 20;
 
 /// The keys `[target.xmpp]` accepts, for error messages.
 const KEYS: [&str; 13] = [

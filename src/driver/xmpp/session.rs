@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::disco;
 use super::login::Login;
 use super::mam::{self, Since};
 use super::sasl::Salted;
@@ -145,7 +146,8 @@ pub struct XmppSession {
     stream: Stream,
     opts: Arc<Options>,
     domain: String,
-    muc_domain: String,
+    /// The MUC service's domain, or why it is unknown (for the join failures).
+    muc: Result<String, String>,
     nick: String,
     /// This connection resumed the previous one: its rooms are still joined.
     resumed: bool,
@@ -178,7 +180,10 @@ impl XmppSession {
             stream: login.stream,
             opts: d.opts.clone(),
             domain: d.domain.clone(),
-            muc_domain: d.muc_domain.clone(),
+            muc: match d.muc_domain.get() {
+                Some(Some(m)) => Ok(m.clone()),
+                _ => Err("the MUC service is not known yet".to_owned()),
+            },
             nick: d.opts.nick.replace("{user}", &user.id),
             username: d.username.as_str().into(),
             me: format!("{}@{}", d.username.replace("{user}", &user.id), d.domain),
@@ -415,7 +420,7 @@ impl XmppSession {
                         // Locked while its creator configures it, or gone meanwhile.
                         Some("item-not-found" | "not-allowed" | "conflict") => Ok(false),
                         _ => Err(Failure::new(
-                            ErrorKind::Protocol,
+                            ErrorKind::JoinFailed,
                             format!("joining {room} refused: {}", stanza_error(&e)),
                         )),
                     };
@@ -448,7 +453,7 @@ impl XmppSession {
                 self.count_stanza_in();
                 if e.attr("type") != Some("result") {
                     return Err(Failure::new(
-                        ErrorKind::Protocol,
+                        ErrorKind::JoinFailed,
                         format!("configuring new room {room}: {}", stanza_error(&e)),
                     ));
                 }
@@ -475,13 +480,15 @@ impl XmppSession {
         }
     }
 
-    /// The JID of `group`'s room.
-    fn room(&self, group: &str) -> String {
-        format!(
-            "{}@{}",
-            self.opts.room.replace("{group}", group),
-            self.muc_domain
-        )
+    /// The JID of `group`'s room, or why the MUC service is unknown.
+    fn room(&self, group: &str) -> Result<String, &str> {
+        match &self.muc {
+            Ok(service) => Ok(format!(
+                "{}@{service}",
+                self.opts.room.replace("{group}", group)
+            )),
+            Err(why) => Err(why),
+        }
     }
 
     /// Absorbs what arrives until the answer to our request `id` (counted, and returned),
@@ -546,6 +553,37 @@ impl XmppSession {
         }
     }
 
+    /// Asks the server for its MUC service (see [`disco`]): the first item of the domain
+    /// that is one, `None` when none is.
+    pub(super) async fn discover_muc(&mut self) -> Result<Option<String>, Failure> {
+        let id = self.id("disco");
+        let domain = self.domain.clone();
+        self.stanza(&disco::query(&id, &domain, disco::ITEMS));
+        let items = disco::items(&self.until_reply(&id, "a disco#items query").await?);
+        for jid in items.into_iter().filter(|j| disco::is_service(j)) {
+            let id = self.id("disco");
+            self.stanza(&disco::query(&id, &jid, disco::INFO));
+            if disco::is_muc(&self.until_reply(&id, "a disco#info query").await?) {
+                return Ok(Some(jid));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sets the MUC service to what [`XmppSession::discover_muc`] found.
+    pub(super) fn set_muc(&mut self, found: Result<Option<String>, Failure>) {
+        self.muc = match found {
+            Ok(Some(service)) => Ok(service),
+            Ok(None) => Err(format!(
+                "{} lists no MUC service (disco#items, then disco#info for {}): set \
+                 `target.xmpp.muc_domain`",
+                self.domain,
+                ns::MUC
+            )),
+            Err(f) => Err(format!("finding the MUC service failed: {}", f.detail)),
+        };
+    }
+
     /// Counts a received stanza the driver consumed itself.
     fn count_stanza_in(&mut self) {
         if let Some(sm) = &mut self.sm {
@@ -563,7 +601,10 @@ impl Session for XmppSession {
                 format!("{}@{}", self.username.replace("{user}", u), self.domain),
                 "chat",
             ),
-            Dest::Group(g) => (self.room(g), "groupchat"),
+            Dest::Group(g) => match self.room(g) {
+                Ok(room) => (room, "groupchat"),
+                Err(why) => return Err(Failure::new(ErrorKind::SendFailed, why)),
+            },
         };
         let xml = format!(
             "<message type='{kind}' to='{}' id='m{tag}'><body>{}</body></message>",
@@ -606,7 +647,9 @@ impl Session for XmppSession {
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
-        let room = self.room(group);
+        let room = self
+            .room(group)
+            .map_err(|why| Failure::new(ErrorKind::JoinFailed, why))?;
         if self.resumed && self.resume.rooms.contains_key(&room) {
             return Ok(());
         }
@@ -625,14 +668,14 @@ impl Session for XmppSession {
                 tokio::time::sleep(JOIN_RETRY).await;
             }
             Err(Failure::new(
-                ErrorKind::Protocol,
+                ErrorKind::JoinFailed,
                 format!("could not join {room} in {JOIN_ATTEMPTS} attempts"),
             ))
         };
         match tokio::time::timeout(limit, attempts).await {
             Ok(r) => r,
             Err(_) => Err(Failure::new(
-                ErrorKind::Timeout,
+                ErrorKind::JoinFailed,
                 format!("joining {room}: no answer within {limit:?}"),
             )),
         }

@@ -170,6 +170,9 @@ struct Vu<D: Driver> {
     reached: bool,
     /// Group streams this user sends: an echo of them is not a delivery.
     own_streams: Box<[StreamId]>,
+    /// Groups (by their index in the run) whose last join failed: at the end of the run
+    /// their messages are no longer expected of this user.
+    unjoined: Vec<usize>,
 }
 
 /// Counts the user down wherever it ends. A normal end has done all of this already; a
@@ -218,6 +221,7 @@ impl<D: Driver> Vu<D> {
                     })
                     .collect()
             },
+            unjoined: Vec::new(),
             driver,
             shared,
             cfg,
@@ -319,6 +323,10 @@ impl<D: Driver> Vu<D> {
     /// The end of the run: the final verification sync, or the note that the user could
     /// not be verified.
     async fn close_out(&mut self, session: Option<D::Session>) {
+        if !self.unjoined.is_empty() {
+            let (ix, slot) = (self.spec.ctx.ix, self.spec.slot);
+            self.shared.user_unjoined(ix, slot, &self.unjoined);
+        }
         let session = match session {
             Some(s) => Some(s),
             // A user without a session (its logins failed, or it gave up reconnecting)
@@ -572,6 +580,9 @@ impl<D: Driver> Vu<D> {
                     Some(Account::Existing) => t.count(Counter::AccountsExisting, 1),
                     None => {}
                 }
+                if c.no_resume_point {
+                    t.count(Counter::ResumesWithoutOffset, 1);
+                }
                 self.reached = true;
                 c.session
             }
@@ -582,8 +593,14 @@ impl<D: Driver> Vu<D> {
             }
         };
         for g in self.spec.plan.groups.clone() {
-            if let Err(f) = session.join(&g.name).await {
-                self.error(f.kind, format!("joining {}: {}", g.name, f.detail));
+            match session.join(&g.name).await {
+                Ok(()) => self.unjoined.retain(|&i| i != g.index),
+                Err(f) => {
+                    if !self.unjoined.contains(&g.index) {
+                        self.unjoined.push(g.index);
+                    }
+                    self.error(f.kind, format!("joining {}: {}", g.name, f.detail));
+                }
             }
         }
         self.online_gauges();

@@ -5,6 +5,7 @@ mod combinations;
 mod errors;
 mod limits;
 mod lowering;
+mod warnings;
 
 use std::path::Path;
 
