@@ -204,6 +204,9 @@ pub enum CheckMetric {
     /// Bodies not from this run plus deliveries to unexpected recipients (count).
     #[serde(rename = "foreign")]
     Foreign,
+    /// Group joins that failed: `join_failed` errors (count).
+    #[serde(rename = "join_failures")]
+    JoinFailures,
 }
 
 /// The comparison of a check.
@@ -270,6 +273,7 @@ impl From<scenario::CheckMetric> for CheckMetric {
             M::ProtocolErrors => CheckMetric::ProtocolErrors,
             M::RepairedRate => CheckMetric::RepairedRate,
             M::Foreign => CheckMetric::Foreign,
+            M::JoinFailures => CheckMetric::JoinFailures,
         }
     }
 }

@@ -70,7 +70,7 @@ pub struct BuiltIn {
 }
 
 /// The built-in checks, in report order.
-pub const BUILT_IN: [BuiltIn; 5] = [
+pub const BUILT_IN: [BuiltIn; 6] = [
     BuiltIn {
         key: "checks.min_verified",
         metric: CheckMetric::Verified,
@@ -98,6 +98,12 @@ pub const BUILT_IN: [BuiltIn; 5] = [
     BuiltIn {
         key: "checks.max_foreign",
         metric: CheckMetric::Foreign,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_join_failures",
+        metric: CheckMetric::JoinFailures,
         op: Op::AtMost,
         default: 0.0,
     },
@@ -309,6 +315,7 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
             count(errors_of(a, ErrorKind::Foreign) + d.unexpected),
             Unit::Count,
         ),
+        CheckMetric::JoinFailures => (count(errors_of(a, ErrorKind::JoinFailed)), Unit::Count),
     };
     let not_measured = match value {
         Some(_) => None,

@@ -46,6 +46,12 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(d.unexpected),
             example(r, &[ErrorKind::Foreign])
         ),
+        CheckMetric::JoinFailures => format!(
+            "{} group joins failed: a setup failure, and the group's messages are not expected \
+             of a user that never joined{}",
+            thousands(value as u64),
+            example(r, &[ErrorKind::JoinFailed])
+        ),
         CheckMetric::Lost if d.unverified > 0 => format!(
             "{} lost + {} unverified (recipients never logged in again)",
             thousands(value as u64),

@@ -751,11 +751,12 @@ fn issue_24_built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did
             ("checks.max_protocol_errors", Origin::BuiltIn),
             ("checks.max_repaired_rate", Origin::BuiltIn),
             ("checks.max_foreign", Origin::BuiltIn),
+            ("checks.max_join_failures", Origin::BuiltIn),
         ]
     );
     assert_eq!(outcome(&r, "checks.min_verified").value, Some(1.0));
     let text = text::render(&r);
-    assert!(text.starts_with("PASS (5 checks) — "), "{text}");
+    assert!(text.starts_with("PASS (6 checks) — "), "{text}");
     let row = text
         .lines()
         .find(|l| l.starts_with("| checks.min_verified "))
@@ -825,7 +826,7 @@ fn issue_24_a_relaxed_built_in_check_says_so_and_holds_its_new_bound() {
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.checks);
     let c = outcome(&r, "checks.max_send_error_rate");
     assert_eq!((c.origin, c.default_bound), (Origin::Relaxed, Some(0.01)));
-    assert_eq!(r.checks.len(), 5, "a written built-in is not applied twice");
+    assert_eq!(r.checks.len(), 6, "a written built-in is not applied twice");
     let text = text::render(&r);
     assert!(text.contains(" relaxed (built-in <= 1.000%) |"), "{text}");
     assert!(text.contains(" relaxed (built-in >= 90.000%) |"), "{text}");

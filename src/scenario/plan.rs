@@ -332,6 +332,8 @@ pub enum CheckMetric {
     RepairedRate,
     /// Bodies not from this run plus deliveries to unexpected recipients.
     Foreign,
+    /// Group joins that failed (`join_failed` errors).
+    JoinFailures,
 }
 
 /// A bound on a metric.

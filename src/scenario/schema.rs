@@ -279,6 +279,8 @@ pub struct ChecksSpec {
     /// Bound on bodies not from this run plus deliveries to unexpected recipients (a
     /// built-in check: 0 when not set).
     pub max_foreign: Opt<i64>,
+    /// Bound on failed group joins (a built-in check: 0 when not set).
+    pub max_join_failures: Opt<i64>,
 }
 
 /// `[report]`.

@@ -646,6 +646,11 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
             CheckMetric::ProtocolErrors,
         ),
         ("max_foreign", &c.max_foreign, CheckMetric::Foreign),
+        (
+            "max_join_failures",
+            &c.max_join_failures,
+            CheckMetric::JoinFailures,
+        ),
     ];
     for (key, v, metric) in counts {
         if let Some(v) = v {

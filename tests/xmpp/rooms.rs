@@ -75,6 +75,15 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
     );
     assert_eq!((d.expected, d.delivered, d.lost), (60, 60, 0), "{d:?}");
     assert!(run.stdout.contains("join_failed"), "{}", run.stdout);
+    // A setup failure, named first: the built-in check fails the run (issue 24).
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.starts_with(&format!(
+            "FAIL: checks.max_join_failures: {failed} group joins failed"
+        )),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
