@@ -488,6 +488,7 @@ impl super::Driver for LoopbackDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            skips_history: false,
         },
     };
 

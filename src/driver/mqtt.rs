@@ -114,6 +114,7 @@ impl super::Driver for MqttDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: false,
+            skips_history: false,
         },
     };
 
@@ -179,6 +180,7 @@ impl super::Driver for MqttDriver {
             presence: persistent,
             fetch_missed: persistent && self.opts.qos > 0,
             filters_own_echoes: false,
+            skips_history: false,
         }
     }
 

@@ -73,6 +73,7 @@ impl super::Driver for SocketIoDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            skips_history: false,
         },
     };
 
@@ -108,6 +109,7 @@ impl super::Driver for SocketIoDriver {
             presence: self.opts.recovery,
             fetch_missed: self.opts.recovery,
             filters_own_echoes: self.opts.from.is_some(),
+            skips_history: false,
         }
     }
 

@@ -13,7 +13,9 @@
 //! Requests the driver waits on (login, `after_login`, join, sync) are tied to their reply
 //! by `{req_id}` and the `reply_id` path; frames arriving meanwhile are kept unread and
 //! judged after, and pushes merge with fetched pages by conversation and sequence number
-//! exactly as in the native driver ([`Cursors`]).
+//! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
+//! up to which the user has everything, following `page_more` (a flag or a cursor); a login
+//! before traffic notes where each conversation stands ([`Session::skip_history`]).
 
 pub mod options;
 pub mod path;
@@ -59,6 +61,7 @@ impl super::Driver for WsJsonDriver {
             presence: false,
             fetch_missed: true,
             filters_own_echoes: true,
+            skips_history: true,
         },
     };
 
@@ -78,6 +81,7 @@ impl super::Driver for WsJsonDriver {
             presence: false,
             fetch_missed: self.opts.sync.is_some(),
             filters_own_echoes: self.opts.push.as_ref().is_some_and(|p| p.from.is_some()),
+            skips_history: self.opts.sync.is_some(),
         }
     }
 
@@ -488,10 +492,57 @@ impl WsJsonSession {
             )),
         })
     }
+    /// Pages through `conv` after the sequence number up to which the user has everything
+    /// ([`Cursors`]), up to `last` when the listing gave it, handing what was not seen yet
+    /// to `out` — or, without `out`, only noting how far the conversation goes.
+    async fn read_conv(
+        &mut self,
+        conv: &str,
+        last: Option<u64>,
+        mut out: Option<&mut Vec<String>>,
+    ) -> Result<(), Failure> {
+        let opts = Arc::clone(&self.opts);
+        let Some(sync) = &opts.sync else {
+            return Ok(());
+        };
+        let user = self.st.user.clone();
+        let mut after = self.st.cursors.upto(conv);
+        let mut next = String::new();
+        while last.is_none_or(|l| after < l) {
+            let vals = Values {
+                user: &user,
+                conv,
+                after,
+                next: &next,
+                ..Values::default()
+            };
+            let reply = self.call(&sync.page, vals).await?;
+            if let Some(reason) = opts.error_of(&reply) {
+                return Err(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("sync of {conv}: {reason}"),
+                ));
+            }
+            let root = path::parse(&reply).map_err(|e| unreadable(&e, &reply))?;
+            let cursors = &mut self.st.cursors;
+            let top = items_of(sync, root, &reply, |items| {
+                page(sync, items, conv, &user, after, cursors, out.as_deref_mut())
+            })?;
+            // A page holds every message between its ends, whatever their numbers.
+            cursors.with(conv, |s| s.cover(top));
+            let more;
+            (more, next) = more_of(sync, root);
+            if top <= after || !more {
+                break;
+            }
+            after = top;
+        }
+        Ok(())
+    }
 }
 
-/// Takes the messages of one sync page of `conv` (what was not seen yet into `out`) and
-/// returns the highest sequence number in it (`after` when it is empty).
+/// Takes the messages of one sync page of `conv` (what was not seen yet into `out`, when
+/// given) and returns the highest sequence number in it (`after` when it is empty).
 fn page(
     sync: &options::SyncRule,
     items: &[&RawValue],
@@ -499,7 +550,7 @@ fn page(
     user: &str,
     after: u64,
     cursors: &mut Cursors,
-    out: &mut Vec<String>,
+    mut out: Option<&mut Vec<String>>,
 ) -> Result<u64, Failure> {
     let mut top = after;
     for item in items {
@@ -514,6 +565,9 @@ fn page(
             ));
         };
         top = top.max(seq);
+        let Some(out) = out.as_deref_mut() else {
+            continue;
+        };
         let own = sync
             .item_from
             .as_ref()
@@ -531,6 +585,53 @@ fn page(
         }
     }
     Ok(top)
+}
+
+/// The messages of a page reply: the array at `page_items`; none when the value that
+/// would hold it is there without it (protobuf-style JSON leaves empty arrays out, as
+/// Centrifuge's `history` does). A path that matches nothing else is a protocol error: a
+/// wrong path would otherwise read every page as empty.
+fn items_of<R>(
+    sync: &options::SyncRule,
+    root: &RawValue,
+    reply: &str,
+    f: impl FnOnce(&[&RawValue]) -> Result<R, Failure>,
+) -> Result<R, Failure> {
+    let holder = || {
+        sync.page_items_holder
+            .as_ref()
+            .is_some_and(|h| h.exists(root))
+    };
+    sync.page_items.with_items(root, |items| match items {
+        Some(Some(items)) => f(items),
+        None if holder() => f(&[]),
+        Some(None) => Err(Failure::new(
+            ErrorKind::Protocol,
+            format!("no array at `{}` in {}", sync.page_items, clip(reply)),
+        )),
+        None => Err(Failure::new(
+            ErrorKind::Protocol,
+            format!(
+                "`page_items` = `{}` matches nothing in the page reply {}",
+                sync.page_items,
+                clip(reply)
+            ),
+        )),
+    })
+}
+
+/// What `page_more` says of a page reply: whether more pages follow, and the cursor that
+/// asks for the next one (`{next}`; empty for a boolean).
+fn more_of(sync: &options::SyncRule, root: &RawValue) -> (bool, String) {
+    let Some(path) = &sync.page_more else {
+        // Without `page_more` pages are asked for until one is empty.
+        return (true, String::new());
+    };
+    path.with(root, |v| match v.map(|v| v.get().trim()) {
+        None | Some("false" | "null" | "\"\"") => (false, String::new()),
+        Some("true") => (true, String::new()),
+        Some(_) => (true, v.map(text_of).unwrap_or_default()),
+    })
 }
 
 fn unreadable(e: &serde_json::Error, doc: &str) -> Failure {
@@ -629,53 +730,20 @@ impl Session for WsJsonSession {
         Ok(())
     }
 
-    async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
-        let opts = Arc::clone(&self.opts);
-        let Some(sync) = &opts.sync else {
-            return Ok(());
-        };
-        let user = self.st.user.clone();
+    async fn skip_history(&mut self) -> Result<(), Failure> {
         for (conv, last) in self.conversations().await? {
-            let mut after = self.st.cursors.upto(&conv);
-            while last.is_none_or(|l| after < l) {
-                let vals = Values {
-                    user: &user,
-                    conv: &conv,
-                    after,
-                    ..Values::default()
-                };
-                let reply = self.call(&sync.page, vals).await?;
-                if let Some(reason) = opts.error_of(&reply) {
-                    return Err(Failure::new(
-                        ErrorKind::Protocol,
-                        format!("sync of {conv}: {reason}"),
-                    ));
-                }
-                let root = path::parse(&reply).map_err(|e| unreadable(&e, &reply))?;
-                let cursors = &mut self.st.cursors;
-                let top = sync.page_items.with_items(root, |items| {
-                    let items = match items {
-                        Some(Some(items)) => items,
-                        // A page without messages may leave the array out (protobuf JSON does).
-                        None => &[],
-                        Some(None) => {
-                            return Err(Failure::new(
-                                ErrorKind::Protocol,
-                                format!("no array at `{}` in {}", sync.page_items, clip(&reply)),
-                            ))
-                        }
-                    };
-                    page(sync, items, &conv, &user, after, cursors, out)
-                })?;
-                let more = sync
-                    .page_more
-                    .as_ref()
-                    .is_none_or(|p| p.with(root, |v| v.is_some_and(|v| v.get() == "true")));
-                if top <= after || !more {
-                    break;
-                }
-                after = top;
+            match last {
+                Some(last) => self.st.cursors.with(&conv, |s| s.cover(last)),
+                // Without the latest number from a listing, read to the end once.
+                None => self.read_conv(&conv, None, None).await?,
             }
+        }
+        Ok(())
+    }
+
+    async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
+        for (conv, last) in self.conversations().await? {
+            self.read_conv(&conv, last, Some(out)).await?;
         }
         Ok(())
     }
@@ -773,6 +841,122 @@ mod tests {
     fn judged(st: &mut State, opts: &Options, doc: &str) -> Option<String> {
         st.judge(opts, doc);
         st.ready.pop_front().map(|ev| format!("{ev:?}"))
+    }
+
+    /// Issue 24: a sync page's `page_more` may be a cursor, fed to the next page as
+    /// `{next}`; a later fetch starts after the last seq a page covered; a reply whose
+    /// array's holder is there without it is an empty page, and one where `page_items`
+    /// matches nothing is an error naming the path and the reply. A scripted server pages
+    /// by cursor.
+    #[tokio::test]
+    async fn sync_pages_follow_a_cursor_and_an_unmatched_page_is_an_error() {
+        use futures_util::{SinkExt, StreamExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("upgrade");
+            let mut pages = 0;
+            while let Some(Ok(Message::Text(text))) = ws.next().await {
+                let req: serde_json::Value = serde_json::from_str(&text).expect("json");
+                let reply = match req["type"].as_str() {
+                    Some("login") => r#"{"type":"welcome"}"#.to_owned(),
+                    _ => {
+                        let (r, after) = (&req["ref"], req["after"].as_u64().unwrap_or(0));
+                        let cursor = req["cursor"].as_str().unwrap_or_default().to_owned();
+                        asked_tx.send((after, cursor.clone())).expect("asked");
+                        pages += 1;
+                        let msg = |seq: u64| format!(r#"{{"seq":{seq},"body":"m{seq}"}}"#);
+                        match (cursor.as_str(), pages) {
+                            ("", 1) => format!(
+                                r#"{{"ref":{r},"page":{{"msgs":[{},{}],"next":"p2"}}}}"#,
+                                msg(1),
+                                msg(2)
+                            ),
+                            ("p2", _) => {
+                                format!(
+                                    r#"{{"ref":{r},"page":{{"msgs":[{}],"next":null}}}}"#,
+                                    msg(3)
+                                )
+                            }
+                            (_, 3) => format!(r#"{{"ref":{r},"page":{{"next":null}}}}"#),
+                            _ => format!(r#"{{"ref":{r},"other":1}}"#),
+                        }
+                    }
+                };
+                ws.send(Message::text(reply)).await.expect("send");
+            }
+        });
+        let options: toml::Table = toml::from_str(
+            r#"
+reply_id = "ref"
+login = '{"type":"login","user":"{user}"}'
+login_ok = { when = { type = "welcome" } }
+push = { when = { type = "msg" }, body = "body", conv = "conv", seq = "seq" }
+[sync]
+convs = ["inbox.{user}"]
+page = '{"type":"page","ref":{req_id},"conv":"{conv}","after":{after},"cursor":"{next}"}'
+page_items = "page.msgs"
+page_more = "page.next"
+item_body = "body"
+item_seq = "seq"
+"#,
+        )
+        .expect("options");
+        let spec = &<WsJsonDriver as super::super::Driver>::SPEC;
+        let config = Config {
+            spec,
+            endpoint: Some(
+                super::super::Endpoint::parse(&format!("ws://{addr}/"), spec).expect("url"),
+            ),
+            auth: Auth::None,
+            connect_timeout: Duration::from_secs(5),
+            heartbeat: None,
+            source_addrs: Vec::new(),
+            max_body: 100,
+            run_id: 1,
+            kinds: Vec::new(),
+            options,
+        };
+        let driver = <WsJsonDriver as super::super::Driver>::new(&config).expect("driver");
+        let user = UserCtx {
+            ix: 0,
+            id: "u".to_owned(),
+        };
+        let connect = super::super::Driver::connect(&driver, &user, Cursors::default());
+        let Ok(connected) = connect.await else {
+            panic!("login failed");
+        };
+        let mut session = connected.session;
+        let mut out = Vec::new();
+        session.fetch_missed(&mut out).await.expect("first fetch");
+        assert_eq!(out, ["m1", "m2", "m3"]);
+        let mut seen = Vec::new();
+        while let Ok(a) = asked.try_recv() {
+            seen.push(a);
+        }
+        assert_eq!(seen, [(0, String::new()), (2, "p2".to_owned())]);
+        out.clear();
+        session.fetch_missed(&mut out).await.expect("an empty page");
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(
+            asked.try_recv().ok(),
+            Some((3, String::new())),
+            "after the last page"
+        );
+        let err = session.fetch_missed(&mut out).await.expect_err("no array");
+        assert_eq!(err.kind, ErrorKind::Protocol);
+        assert!(
+            err.detail
+                .contains("`page_items` = `page.msgs` matches nothing in the page reply {"),
+            "{}",
+            err.detail
+        );
+        server.abort();
     }
 
     #[test]

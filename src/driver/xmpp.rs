@@ -135,6 +135,7 @@ impl super::Driver for XmppDriver {
             presence: true,
             fetch_missed: true,
             filters_own_echoes: true,
+            skips_history: false,
         },
     };
 

@@ -135,7 +135,7 @@ pub async fn run<D: Driver>(
     signals: watch::Receiver<u32>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
-    let users = Users::launch(plan, driver, opts.run_id, opts.clock);
+    let users = Users::launch(plan, driver, &opts);
     let mut conductor = Conductor {
         shared: users.shared.clone(),
         signals,
@@ -198,7 +198,8 @@ struct Users {
 impl Users {
     /// Builds the schedule of this process's users, registers what they should receive,
     /// and starts one task per user; they log in on the arrival schedule.
-    fn launch<D: Driver>(plan: &Plan, driver: D, run_id: u32, clock: Clock) -> Users {
+    fn launch<D: Driver>(plan: &Plan, driver: D, opts: &RunOptions) -> Users {
+        let (run_id, clock) = (opts.run_id, opts.clock);
         let range = plan.shard.range(plan.population.users);
         let sched = schedule::build(plan, range.clone());
         let mut group_local = vec![0u32; sched.groups.len()];
@@ -233,6 +234,8 @@ impl Users {
             presence: driver.caps().presence,
             filters_own_echoes: driver.caps().filters_own_echoes,
             sync_first_login: sharded,
+            // Behind a start barrier no shard sends before every shard's users are in.
+            skip_history: driver.caps().skips_history && (!sharded || opts.barrier.is_some()),
             range: range.clone(),
         });
         let driver = Arc::new(driver);
@@ -243,7 +246,7 @@ impl Users {
             .count();
         // Set before any user task runs: each one counts these down. Late users count too
         // when they must establish a session before traffic.
-        let waiting = if cfg.presence {
+        let waiting = if cfg.presence || cfg.skip_history {
             range.len()
         } else {
             range.len() - late_here
