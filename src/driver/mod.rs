@@ -117,9 +117,9 @@ pub struct Caps {
     /// them (they are not deliveries).
     pub filters_own_echoes: bool,
     /// Fetching missed messages skips what the server held before the run, noted at a
-    /// login before traffic ([`Session::skip_history`]): late users connect once before
-    /// traffic starts to note it (and disconnect), so a reused server's earlier messages
-    /// are never taken for this run's.
+    /// login before traffic ([`Session::skip_history`]): late users with messages to fetch
+    /// connect once before traffic starts to note it (and disconnect), so a reused server's
+    /// earlier messages are never taken for this run's.
     pub skips_history: bool,
 }
 

@@ -57,9 +57,10 @@ pub struct VuConfig {
     /// before it was online.
     pub sync_first_login: bool,
     /// Logins before traffic note what the server already holds as history
-    /// ([`Session::skip_history`]), and late users connect once before traffic to note
-    /// theirs: the driver skips history, and no message of the run is sent before this
-    /// process's traffic starts (one process, or shards meeting at a start barrier).
+    /// ([`Session::skip_history`]), and late users with messages to fetch connect once
+    /// before traffic to note theirs: the driver skips history, and no message of the run
+    /// is sent before this process's traffic starts (one process, or shards meeting at a
+    /// start barrier).
     pub skip_history: bool,
     /// The users of this process.
     pub range: Range<UserIx>,
@@ -76,6 +77,9 @@ pub struct VuSpec {
     pub first_login: Duration,
     /// False for late users (they sync after their first login).
     pub on_time: bool,
+    /// A late user that connects once before traffic starts, and leaves until its login
+    /// time (see [`VuConfig::presence`] and [`VuConfig::skip_history`]).
+    pub visits: bool,
     /// Disconnect and reconnect times for churning users, from the start of the run.
     pub churn: Option<(Duration, Duration)>,
     /// Recorder slot.
@@ -206,7 +210,7 @@ impl<D: Driver> Vu<D> {
             next_tag: 0,
             body: String::new(),
             tally: Held::default(),
-            login_pending: spec.on_time || cfg.presence || cfg.skip_history,
+            login_pending: spec.on_time || spec.visits,
             busy: true,
             online: false,
             churned: false,
@@ -234,7 +238,7 @@ impl<D: Driver> Vu<D> {
     async fn live(&mut self) {
         let mut phase_rx = self.shared.phase.subscribe();
         let mut traffic_rx = self.shared.traffic_start.subscribe();
-        if (self.cfg.presence || self.cfg.skip_history) && !self.spec.on_time {
+        if self.spec.visits {
             // Boxed, as every rare step: the session it holds would otherwise keep its
             // room in the user's state machine for the whole run.
             Box::pin(self.visit()).await;
