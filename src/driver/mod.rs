@@ -361,8 +361,8 @@ pub trait Session: Send + 'static {
         std::future::ready(Ok(()))
     }
 
-    /// Fetches the messages this user missed since its last connection (or ever) and
-    /// appends their bodies to `out`. Pushes arriving meanwhile are kept for
+    /// Fetches the messages this user missed since its last connection (or since what
+    /// [`Session::skip_history`] noted, or ever) and appends their bodies to `out`. Pushes arriving meanwhile are kept for
     /// [`Session::next_event`] and merged with the fetch as a real client merges them: a
     /// message is never returned both ways, and the pushes kept come out after the fetched
     /// messages below them, so the engine sees each conversation in order. A message the
