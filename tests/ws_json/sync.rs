@@ -127,7 +127,7 @@ name = "chat"
 kind = "direct"
 senders = 8
 receivers = 16
-messages = 4
+messages = 2
 interval = "100ms"
 
 [[traffic]]
@@ -199,12 +199,13 @@ async fn a_second_run_against_a_reused_server_reads_only_its_own_messages() {
 
 /// Churning receivers: what is sent while they are away comes by the catch-up sync when
 /// they are back, the rest by push. 4 senders × 16 receivers × 2 messages, one send per
-/// sender every 50 ms: 1.6 s of traffic.
+/// sender every 50 ms: 1.6 s of traffic, most of it while they are away (even when the
+/// logins before it are slow).
 const CHURN: &str = r#"
 [population]
 users = 20
 login_rate = 400
-churn = { count = 8, offline_at = "400ms", back_at = "1500ms" }
+churn = { count = 8, offline_at = "300ms", back_at = "2s" }
 
 [[traffic]]
 name = "chat"
