@@ -362,12 +362,12 @@ pub trait Session: Send + 'static {
     }
 
     /// Fetches the messages this user missed since its last connection (or since what
-    /// [`Session::skip_history`] noted, or ever) and appends their bodies to `out`. Pushes arriving meanwhile are kept for
-    /// [`Session::next_event`] and merged with the fetch as a real client merges them: a
-    /// message is never returned both ways, and the pushes kept come out after the fetched
-    /// messages below them, so the engine sees each conversation in order. A message the
-    /// server itself sends twice (outside such an overlap) is still handed out twice, for
-    /// the ledger to count as duplicated.
+    /// [`Session::skip_history`] noted, or ever) and appends their bodies to `out`. Pushes
+    /// arriving meanwhile are kept for [`Session::next_event`] and merged with the fetch
+    /// as a real client merges them: a message is never returned both ways, and the
+    /// pushes kept come out after the fetched messages below them, so the engine sees
+    /// each conversation in order. A message the server itself sends twice (outside such
+    /// an overlap) is still handed out twice, for the ledger to count as duplicated.
     fn fetch_missed(
         &mut self,
         out: &mut Vec<String>,
