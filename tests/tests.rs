@@ -105,6 +105,8 @@ mod ws_json_options;
 mod ws_json_peer;
 #[path = "ws_json/socketcluster.rs"]
 mod ws_json_socketcluster;
+#[path = "ws_json/sync.rs"]
+mod ws_json_sync;
 
 #[cfg(feature = "socketio")]
 #[path = "socketio/chat.rs"]

@@ -30,6 +30,7 @@ impl super::Driver for EchoDriver {
         source_addresses: true,
         caps: Caps {
             filters_own_echoes: true,
+            skips_history: false,
             ..Caps::NONE
         },
     };

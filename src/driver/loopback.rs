@@ -495,6 +495,7 @@ impl super::Driver for LoopbackDriver {
             filters_own_echoes: true,
             fetch_needs_receipt: false,
             group_history: None,
+            skips_history: false,
         },
     };
 

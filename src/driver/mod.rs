@@ -20,7 +20,7 @@
 //! | request | `time` / `kv_get` RPC, answered by `reply` | – | – | – |
 //! | heartbeat | `ping`/`pong` | PINGREQ (keep-alive) | – | `<r/>`, or whitespace without XEP-0198 |
 //! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | – | MUC join presence, waiting for the subject |
-//! | fetch missed | `convs`, then `sync` pages after the last seen seq | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
+//! | fetch missed | `convs`, then `sync` pages after the seq up to which the user has everything (what the server held before the run skipped) | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
 //!
 //! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`; XMPP's:
@@ -128,6 +128,11 @@ pub struct Caps {
     /// group at most (XMPP room history; 0: none). `msgstorm validate` warns when more are
     /// sent to a group while a late or churning member is away.
     pub group_history: Option<u32>,
+    /// Fetching missed messages skips what the server held before the run, noted at a
+    /// login before traffic ([`Session::skip_history`]): late users with messages to fetch
+    /// connect once before traffic starts to note it (and disconnect), so a reused server's
+    /// earlier messages are never taken for this run's.
+    pub skips_history: bool,
 }
 
 impl Caps {
@@ -139,6 +144,7 @@ impl Caps {
         filters_own_echoes: false,
         fetch_needs_receipt: false,
         group_history: None,
+        skips_history: false,
     };
 }
 
@@ -359,13 +365,23 @@ pub trait Session: Send + 'static {
     /// server's answer; pushes arriving meanwhile are kept for [`Session::next_event`].
     fn join(&mut self, group: &str) -> impl Future<Output = Result<(), Failure>> + Send;
 
-    /// Fetches the messages this user missed since its last connection (or ever) and
-    /// appends their bodies to `out`. Pushes arriving meanwhile are kept for
-    /// [`Session::next_event`] and merged with the fetch as a real client merges them: a
-    /// message is never returned both ways, and the pushes kept come out after the fetched
-    /// messages below them, so the engine sees each conversation in order. A message the
-    /// server itself sends twice (outside such an overlap) is still handed out twice, for
-    /// the ledger to count as duplicated.
+    /// Notes where each of this user's conversations stands now, so that fetching missed
+    /// messages never returns what the server held before: on a server reused from earlier
+    /// runs (a staging server), that history is not this run's traffic. The engine calls
+    /// it right after a login that comes before any message of the run can have been sent
+    /// (see [`Caps::skips_history`]); without it a fetch reads each conversation from its
+    /// start. The default does nothing.
+    fn skip_history(&mut self) -> impl Future<Output = Result<(), Failure>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    /// Fetches the messages this user missed since its last connection (or since what
+    /// [`Session::skip_history`] noted, or ever) and appends their bodies to `out`. Pushes
+    /// arriving meanwhile are kept for [`Session::next_event`] and merged with the fetch
+    /// as a real client merges them: a message is never returned both ways, and the
+    /// pushes kept come out after the fetched messages below them, so the engine sees
+    /// each conversation in order. A message the server itself sends twice (outside such
+    /// an overlap) is still handed out twice, for the ledger to count as duplicated.
     fn fetch_missed(
         &mut self,
         out: &mut Vec<String>,

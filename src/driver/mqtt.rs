@@ -116,6 +116,7 @@ impl super::Driver for MqttDriver {
             filters_own_echoes: false,
             fetch_needs_receipt: false,
             group_history: None,
+            skips_history: false,
         },
     };
 
@@ -183,6 +184,7 @@ impl super::Driver for MqttDriver {
             filters_own_echoes: false,
             fetch_needs_receipt: false,
             group_history: None,
+            skips_history: false,
         }
     }
 

@@ -1,8 +1,10 @@
 //! The `native` driver: the reference server's JSON-over-WebSocket protocol ([`crate::wire`]).
 //!
 //! Fetching missed messages lists the user's conversations and pages through each one after
-//! the last sequence number this user saw. The transport (cheap upgrade, coalesced writes,
-//! reading while a write waits) is [`super::ws`].
+//! the sequence number up to which this user has everything ([`Cursors`]); a login before
+//! traffic notes where each conversation stands, so a reused server's earlier messages are
+//! never fetched ([`Session::skip_history`]). The transport (cheap upgrade, coalesced
+//! writes, reading while a write waits) is [`super::ws`].
 //!
 //! Sync and pushes merge as a real client merges them, per conversation by sequence number
 //! ([`Cursors`]):
@@ -68,6 +70,7 @@ impl super::Driver for NativeDriver {
             filters_own_echoes: true,
             fetch_needs_receipt: false,
             group_history: None,
+            skips_history: true,
         },
     };
 
@@ -165,13 +168,19 @@ impl NativeDriver {
 
 /// What a native user remembers between connections: per conversation, the sequence
 /// numbers seen and the highest one pushed. (`ws-json` merges sync and pushes with it too.)
+///
+/// A fetch of missed messages pages each conversation after `upto`, the sequence number up
+/// to which everything is accounted for: seen in this run, covered by an earlier sync page
+/// (a page holds every message between its ends, whether the server's numbers skip or
+/// not), or held by the server before the run ([`Session::skip_history`]).
 #[derive(Debug, Default)]
 pub struct Cursors {
     convs: foldhash::HashMap<ConvId, Seen>,
 }
 
-/// Sequence numbers seen in one conversation: everything up to `upto`, plus a few above it;
-/// and `pushed`, the highest sequence number the server pushed to this user.
+/// Sequence numbers seen in one conversation: everything up to `upto` (seen, or covered by
+/// a sync or the run's start), plus a few above it; and `pushed`, the highest sequence
+/// number the server pushed to this user.
 #[derive(Debug, Default)]
 pub(super) struct Seen {
     pub(super) upto: u64,
@@ -205,6 +214,19 @@ impl Seen {
             self.upto += 1;
         }
         true
+    }
+
+    /// Marks everything up to `seq` accounted for: a sync page covered it, or the server
+    /// held it before the run. Sequence numbers above it seen before are kept.
+    pub(super) fn cover(&mut self, seq: u64) {
+        if seq <= self.upto {
+            return;
+        }
+        self.upto = seq;
+        self.above = self.above.split_off(&(seq + 1));
+        while self.above.remove(&(self.upto + 1)) {
+            self.upto += 1;
+        }
     }
 
     /// Marks a push of `seq` seen and says what it is.
@@ -359,6 +381,15 @@ impl NativeSession {
         }
     }
 
+    /// The user's conversations and their latest sequence numbers (`convs`).
+    async fn conversations(&mut self) -> Result<Vec<wire::ConvInfo>, Failure> {
+        let r = self.internal_ref();
+        match self.call(ClientFrame::Convs { r#ref: r }, r).await? {
+            ServerFrame::ConvList { convs, .. } => Ok(convs),
+            other => Err(unexpected("convs", &other)),
+        }
+    }
+
     fn internal_ref(&mut self) -> u64 {
         self.next_ref += 1;
         INTERNAL_REF | self.next_ref
@@ -495,14 +526,16 @@ impl Session for NativeSession {
         }
     }
 
+    async fn skip_history(&mut self) -> Result<(), Failure> {
+        for info in self.conversations().await? {
+            self.cursors.with(&info.conv, |s| s.cover(info.last_seq));
+        }
+        Ok(())
+    }
+
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
-        let r = self.internal_ref();
-        let convs = match self.call(ClientFrame::Convs { r#ref: r }, r).await? {
-            ServerFrame::ConvList { convs, .. } => convs,
-            other => return Err(unexpected("convs", &other)),
-        };
-        for info in convs {
-            let mut after = self.cursors.convs.get(&info.conv).map_or(0, |s| s.upto);
+        for info in self.conversations().await? {
+            let mut after = self.cursors.upto(&info.conv);
             while after < info.last_seq {
                 let r = self.internal_ref();
                 let req = ClientFrame::Sync {
@@ -524,6 +557,7 @@ impl Session for NativeSession {
                         out.push(msg.body);
                     }
                 }
+                self.cursors.with(&info.conv, |s| s.cover(last));
                 after = last;
                 if !more {
                     break;
@@ -581,6 +615,25 @@ mod tests {
         assert_eq!(s.upto, 3);
         assert!(s.above.is_empty());
         assert!(!s.mark(1));
+    }
+
+    /// Issue 24: a sync page (or the run's start) covers everything up to its last seq,
+    /// whether the numbers skip or not; what was seen above it stays seen.
+    #[test]
+    fn covering_accounts_for_everything_below_whatever_the_numbers() {
+        let mut s = Seen::default();
+        assert!(s.mark(3) && s.mark(9) && s.mark(12));
+        assert_eq!(s.upto, 0, "skipping numbers never join up by themselves");
+        s.cover(9);
+        assert_eq!(s.upto, 9);
+        assert!(!s.mark(5), "covered by the page");
+        assert!(!s.mark(12), "seen above the page");
+        assert!(s.mark(10));
+        s.cover(11);
+        assert_eq!(s.upto, 12, "joined up with what was seen above");
+        assert!(s.above.is_empty());
+        s.cover(4);
+        assert_eq!(s.upto, 12, "never goes back");
     }
 
     /// A push above the pushed mark is new unless synced; at or below it, it is passed on.

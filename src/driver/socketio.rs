@@ -75,6 +75,7 @@ impl super::Driver for SocketIoDriver {
             filters_own_echoes: true,
             fetch_needs_receipt: true,
             group_history: None,
+            skips_history: false,
         },
     };
 
@@ -113,6 +114,7 @@ impl super::Driver for SocketIoDriver {
             // A session is only restored from the offset of a packet the user received.
             fetch_needs_receipt: self.opts.recovery,
             group_history: None,
+            skips_history: false,
         }
     }
 

@@ -13,10 +13,13 @@
 //! Requests the driver waits on (login, `after_login`, join, sync) are tied to their reply
 //! by `{req_id}` and the `reply_id` path; frames arriving meanwhile are kept unread and
 //! judged after, and pushes merge with fetched pages by conversation and sequence number
-//! exactly as in the native driver ([`Cursors`]).
+//! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
+//! up to which the user has everything, following `page_more` (a flag or a cursor); a login
+//! before traffic notes where each conversation stands ([`Session::skip_history`]).
 
 pub mod options;
 pub mod path;
+mod sync;
 pub mod template;
 
 use std::collections::VecDeque;
@@ -61,6 +64,7 @@ impl super::Driver for WsJsonDriver {
             filters_own_echoes: true,
             fetch_needs_receipt: false,
             group_history: None,
+            skips_history: true,
         },
     };
 
@@ -82,6 +86,7 @@ impl super::Driver for WsJsonDriver {
             filters_own_echoes: self.opts.push.as_ref().is_some_and(|p| p.from.is_some()),
             fetch_needs_receipt: false,
             group_history: None,
+            skips_history: self.opts.sync.is_some(),
         }
     }
 
@@ -445,104 +450,6 @@ impl WsJsonSession {
             )),
         }
     }
-
-    /// The conversations to sync and their latest sequence numbers (when known).
-    async fn conversations(&mut self) -> Result<Vec<(String, Option<u64>)>, Failure> {
-        let opts = Arc::clone(&self.opts);
-        let Some(sync) = &opts.sync else {
-            return Ok(Vec::new());
-        };
-        let user = self.st.user.clone();
-        let vals = Values {
-            user: &user,
-            ..Values::default()
-        };
-        let Some(list) = &sync.list else {
-            let mut convs: Vec<(String, Option<u64>)> = sync
-                .convs
-                .iter()
-                .map(|t| (t.fill(&vals, 0), None))
-                .collect();
-            if let Some(g) = &sync.group_conv {
-                for group in &self.st.groups {
-                    let v = Values { group, ..vals };
-                    convs.push((g.fill(&v, 0), None));
-                }
-            }
-            return Ok(convs);
-        };
-        let reply = self.call(&list.request, vals).await?;
-        if let Some(reason) = opts.error_of(&reply) {
-            return Err(Failure::new(ErrorKind::Protocol, reason));
-        }
-        let root = path::parse(&reply).map_err(|e| unreadable(&e, &reply))?;
-        list.items.with_items(root, |items| match items {
-            Some(Some(items)) => items
-                .iter()
-                .map(|item| match list.conv.string(item) {
-                    Some(c) => Ok((c, list.last.as_ref().and_then(|p| p.u64(item)))),
-                    None => Err(Failure::new(
-                        ErrorKind::Protocol,
-                        format!("no conversation at `{}` in {}", list.conv, clip(item.get())),
-                    )),
-                })
-                .collect(),
-            _ => Err(Failure::new(
-                ErrorKind::Protocol,
-                format!("no array at `{}` in {}", list.items, clip(&reply)),
-            )),
-        })
-    }
-}
-
-/// Takes the messages of one sync page of `conv` (what was not seen yet into `out`) and
-/// returns the highest sequence number in it (`after` when it is empty).
-fn page(
-    sync: &options::SyncRule,
-    items: &[&RawValue],
-    conv: &str,
-    user: &str,
-    after: u64,
-    cursors: &mut Cursors,
-    out: &mut Vec<String>,
-) -> Result<u64, Failure> {
-    let mut top = after;
-    for item in items {
-        let Some(seq) = sync.item_seq.u64(item) else {
-            return Err(Failure::new(
-                ErrorKind::Protocol,
-                format!(
-                    "no sequence number at `{}` in {}",
-                    sync.item_seq,
-                    clip(item.get())
-                ),
-            ));
-        };
-        top = top.max(seq);
-        let own = sync
-            .item_from
-            .as_ref()
-            .is_some_and(|p| p.string(item).is_some_and(|f| f == user));
-        if cursors.with(conv, |s| s.mark(seq)) && !own {
-            match sync.item_body.with(item, |v| v.map(text_of)) {
-                Some(body) => out.push(body),
-                None => {
-                    return Err(Failure::new(
-                        ErrorKind::Protocol,
-                        format!("no body at `{}` in {}", sync.item_body, clip(item.get())),
-                    ))
-                }
-            }
-        }
-    }
-    Ok(top)
-}
-
-fn unreadable(e: &serde_json::Error, doc: &str) -> Failure {
-    Failure::new(
-        ErrorKind::Protocol,
-        format!("unreadable reply ({e}): {}", clip(doc)),
-    )
 }
 
 impl Session for WsJsonSession {
@@ -634,55 +541,12 @@ impl Session for WsJsonSession {
         Ok(())
     }
 
+    async fn skip_history(&mut self) -> Result<(), Failure> {
+        self.note_history().await
+    }
+
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
-        let opts = Arc::clone(&self.opts);
-        let Some(sync) = &opts.sync else {
-            return Ok(());
-        };
-        let user = self.st.user.clone();
-        for (conv, last) in self.conversations().await? {
-            let mut after = self.st.cursors.upto(&conv);
-            while last.is_none_or(|l| after < l) {
-                let vals = Values {
-                    user: &user,
-                    conv: &conv,
-                    after,
-                    ..Values::default()
-                };
-                let reply = self.call(&sync.page, vals).await?;
-                if let Some(reason) = opts.error_of(&reply) {
-                    return Err(Failure::new(
-                        ErrorKind::Protocol,
-                        format!("sync of {conv}: {reason}"),
-                    ));
-                }
-                let root = path::parse(&reply).map_err(|e| unreadable(&e, &reply))?;
-                let cursors = &mut self.st.cursors;
-                let top = sync.page_items.with_items(root, |items| {
-                    let items = match items {
-                        Some(Some(items)) => items,
-                        // A page without messages may leave the array out (protobuf JSON does).
-                        None => &[],
-                        Some(None) => {
-                            return Err(Failure::new(
-                                ErrorKind::Protocol,
-                                format!("no array at `{}` in {}", sync.page_items, clip(&reply)),
-                            ))
-                        }
-                    };
-                    page(sync, items, &conv, &user, after, cursors, out)
-                })?;
-                let more = sync
-                    .page_more
-                    .as_ref()
-                    .is_none_or(|p| p.with(root, |v| v.is_some_and(|v| v.get() == "true")));
-                if top <= after || !more {
-                    break;
-                }
-                after = top;
-            }
-        }
-        Ok(())
+        self.fetch(out).await
     }
 
     async fn next_event(&mut self) -> Event {

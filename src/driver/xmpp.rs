@@ -145,6 +145,7 @@ impl super::Driver for XmppDriver {
             fetch_needs_receipt: false,
             // A room replays the last `muc_history` messages to a member that rejoins.
             group_history: Some(options::DEFAULT_HISTORY),
+            skips_history: false,
         },
     };
 

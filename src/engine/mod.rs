@@ -135,7 +135,7 @@ pub async fn run<D: Driver>(
     signals: watch::Receiver<u32>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
-    let users = Users::launch(plan, driver, opts.run_id, opts.clock);
+    let users = Users::launch(plan, driver, &opts);
     let mut conductor = Conductor {
         shared: users.shared.clone(),
         signals,
@@ -198,7 +198,8 @@ struct Users {
 impl Users {
     /// Builds the schedule of this process's users, registers what they should receive,
     /// and starts one task per user; they log in on the arrival schedule.
-    fn launch<D: Driver>(plan: &Plan, driver: D, run_id: u32, clock: Clock) -> Users {
+    fn launch<D: Driver>(plan: &Plan, driver: D, opts: &RunOptions) -> Users {
+        let (run_id, clock) = (opts.run_id, opts.clock);
         let range = plan.shard.range(plan.population.users);
         let sched = schedule::build(plan, range.clone());
         let mut group_local = vec![0u32; sched.groups.len()];
@@ -222,9 +223,14 @@ impl Users {
         let shared = Arc::new(shared);
         // Each recipient's expectations go into the recorder its deliveries go to: the
         // ledger merges exactly only when a track lives in one ledger.
+        let mut receives = vec![false; range.len()];
         for &(stream, recipient) in &sched.expect.tracks {
-            let slot = (recipient - range.start) as usize % slots;
-            shared.recorder(slot).ledger.expect(stream, recipient);
+            let offset = (recipient - range.start) as usize;
+            receives[offset] = true;
+            shared
+                .recorder(offset % slots)
+                .ledger
+                .expect(stream, recipient);
         }
         let cfg = Arc::new(VuConfig {
             heartbeat: plan.target.heartbeat,
@@ -233,21 +239,32 @@ impl Users {
             presence: driver.caps().presence,
             filters_own_echoes: driver.caps().filters_own_echoes,
             sync_first_login: sharded,
+            // Behind a start barrier no shard sends before every shard's users are in.
+            skip_history: driver.caps().skips_history && (!sharded || opts.barrier.is_some()),
             range: range.clone(),
         });
         let driver = Arc::new(driver);
         let pop = &plan.population;
+        // Late users that connect once before traffic: with a driver that needs a session
+        // before the server keeps anything for them, or that notes what the server held
+        // before the run for those with messages to fetch (not the users a `find` ladder
+        // adds, which receive nothing).
+        let visits: Vec<bool> = range
+            .clone()
+            .zip(&sched.vus)
+            .map(|(ix, vu)| {
+                let late = pop.late.binary_search(&ix).is_ok();
+                let fetches = receives[(ix - range.start) as usize] || !vu.groups.is_empty();
+                late && (cfg.presence || (cfg.skip_history && fetches))
+            })
+            .collect();
         let late_here = range
             .clone()
             .filter(|ix| pop.late.binary_search(ix).is_ok())
             .count();
         // Set before any user task runs: each one counts these down. Late users count too
         // when they must establish a session before traffic.
-        let waiting = if cfg.presence {
-            range.len()
-        } else {
-            range.len() - late_here
-        };
+        let waiting = range.len() - late_here + visits.iter().filter(|v| **v).count();
         shared.logins_pending.store(waiting, Ordering::Release);
         shared.busy.store(range.len(), Ordering::Release);
         let mut tasks = JoinSet::new();
@@ -274,6 +291,7 @@ impl Users {
                 plan: vu_plan,
                 first_login,
                 on_time: !late,
+                visits: visits[offset],
                 churn,
                 slot: offset % slots,
             };

@@ -26,6 +26,17 @@ pub enum GroupPolicy {
     Invite,
 }
 
+/// How sequence numbers are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SeqScope {
+    /// Each conversation numbers its messages 1, 2, 3, …: gapless.
+    #[default]
+    Conversation,
+    /// One counter for the whole server, so the numbers of one conversation skip (as on
+    /// servers that number every message from one sequence).
+    Server,
+}
+
 /// Command-line options of `msgstorm serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -79,6 +90,10 @@ pub struct ServeArgs {
     /// `open`: anyone joins any group; `invite`: only the creator adds members.
     #[arg(long, value_enum, default_value = "open")]
     pub groups: GroupPolicy,
+    /// `conversation`: each conversation's seqs are 1, 2, 3, …; `server`: one counter for
+    /// the whole server, so a conversation's seqs skip.
+    #[arg(long, value_enum, default_value = "conversation")]
+    pub seqs: SeqScope,
     /// Worker pool size serving `kv_get` requests.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -138,6 +153,8 @@ pub struct ServeConfig {
     pub max_unauthenticated: Option<usize>,
     /// Who may become a member of a group.
     pub groups: GroupPolicy,
+    /// How seqs are counted.
+    pub seqs: SeqScope,
     /// `kv_get` worker pool size.
     pub workers: usize,
     /// `kv_get` requests that may wait for a worker.
@@ -174,6 +191,7 @@ impl Default for ServeConfig {
             login_timeout: Duration::from_secs(10),
             max_unauthenticated: None,
             groups: GroupPolicy::Open,
+            seqs: SeqScope::Conversation,
             workers: 4,
             kv_queue: 4096,
             backend_latency: Duration::from_millis(1),
@@ -204,6 +222,7 @@ impl From<ServeArgs> for ServeConfig {
             login_timeout: a.login_timeout,
             max_unauthenticated: a.max_unauthenticated,
             groups: a.groups,
+            seqs: a.seqs,
             workers: a.workers,
             kv_queue: a.kv_queue,
             backend_latency: a.backend_latency,

@@ -1,10 +1,11 @@
-//! Fault injection into pushes (never into storage, so sync repairs every drop): the
-//! `--faults` spec, the seeded decision per push, reorder holds, and the JSONL fault log.
+//! Fault injection: into pushes (the store keeps the message, so sync repairs every drop),
+//! and one into storage (`dup_store`: a message stored twice); the `--faults` spec, the
+//! seeded decision per push or message, reorder holds, and the JSONL fault log.
 //!
 //! The decision for a push is a pure function of (seed, conversation, seq, recipient) —
 //! a hash, not a shared RNG stream consumed in arrival order — so two runs with the same
 //! `--fault-seed` and the same traffic fault the same pushes, however their pushes
-//! interleave.
+//! interleave; the decision to store a message twice, of (seed, conversation, seq).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -19,7 +20,8 @@ use super::metrics::Metrics;
 use crate::error::{Error, Result};
 
 /// Probabilities of each fault per push; at most one fault hits a push, tried in the
-/// order drop, dup, reorder, corrupt, delay.
+/// order drop, dup, reorder, corrupt, delay. And the probability that a message is stored
+/// twice.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultSpec {
     /// Push not sent.
@@ -32,10 +34,14 @@ pub struct FaultSpec {
     pub corrupt: f64,
     /// Push sent after this delay, with this probability.
     pub delay: Option<(Duration, f64)>,
+    /// Message stored twice: a second copy with the next seq, pushed and synced as any
+    /// message (a server that stores a retried send again).
+    pub dup_store: f64,
 }
 
 impl FaultSpec {
-    /// Parses `drop=P,dup=P,reorder=P,corrupt=P,delay=DUR@P` (any subset; empty = none).
+    /// Parses `drop=P,dup=P,reorder=P,corrupt=P,delay=DUR@P,dup_store=P` (any subset;
+    /// empty = none).
     pub fn parse(s: &str) -> Result<FaultSpec, String> {
         let mut spec = FaultSpec::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -53,6 +59,7 @@ impl FaultSpec {
                 "dup" => spec.dup = prob(value)?,
                 "reorder" => spec.reorder = prob(value)?,
                 "corrupt" => spec.corrupt = prob(value)?,
+                "dup_store" => spec.dup_store = prob(value)?,
                 "delay" => {
                     let (dur, p) = value.split_once('@').ok_or_else(|| {
                         format!("`{part}`: write delay=DURATION@P, e.g. 200ms@0.01")
@@ -63,7 +70,8 @@ impl FaultSpec {
                 }
                 _ => {
                     return Err(format!(
-                        "`{key}`: unknown fault; use drop, dup, reorder, corrupt or delay"
+                        "`{key}`: unknown fault; use drop, dup, reorder, corrupt, delay or \
+                         dup_store"
                     ))
                 }
             }
@@ -73,6 +81,11 @@ impl FaultSpec {
 
     /// True when some fault has a non-zero probability.
     pub fn any(&self) -> bool {
+        self.pushes() || self.dup_store > 0.0
+    }
+
+    /// True when some fault of pushes has a non-zero probability.
+    fn pushes(&self) -> bool {
         self.drop + self.dup + self.reorder + self.corrupt + self.delay.map_or(0.0, |d| d.1) > 0.0
     }
 }
@@ -124,7 +137,7 @@ impl Held {
 /// One line of the fault log.
 #[derive(Debug, serde::Serialize)]
 pub struct FaultRecord<'a> {
-    /// `drop`, `dup`, `reorder`, `reorder_timeout`, `corrupt` or `delay`.
+    /// `drop`, `dup`, `reorder`, `reorder_timeout`, `corrupt`, `delay` or `dup_store`.
     pub kind: &'static str,
     /// Conversation of the affected message.
     pub conv: &'a str,
@@ -143,6 +156,9 @@ pub struct FaultRecord<'a> {
     /// For `delay`: milliseconds of delay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// For `dup_store`: the seq of the second copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_seq: Option<u64>,
 }
 
 /// The fault injector of one server.
@@ -202,7 +218,14 @@ impl Faults {
 
     /// True when pushes to `recipient` may get faults.
     pub fn targets(&self, recipient: &str) -> bool {
-        self.spec.any() && (self.users.is_empty() || self.users.contains(recipient))
+        self.spec.pushes() && (self.users.is_empty() || self.users.contains(recipient))
+    }
+
+    /// Whether message `conv`/`seq` is stored twice: the same for the same seed, whenever
+    /// it is asked (`--fault-users` does not limit it: it happens before any push).
+    pub fn stores_twice(&self, conv: &str, seq: u64) -> bool {
+        // No user id is empty, so this never collides with a push's decision.
+        self.spec.dup_store > 0.0 && unit(self.seed, conv, seq, "") < self.spec.dup_store
     }
 
     /// True when reorder holds are possible (a release timer is needed).
@@ -335,6 +358,35 @@ mod tests {
         assert!(FaultSpec::parse("drop=2").is_err());
         assert!(FaultSpec::parse("lose=0.1").is_err());
         assert!(FaultSpec::parse("delay=0.1").is_err());
+        let s = FaultSpec::parse("dup_store=0.25").expect("storage fault");
+        assert_eq!(s.dup_store, 0.25);
+        assert!(s.any());
+    }
+
+    /// A message stored twice is decided per message by the seed, apart from the faults of
+    /// its pushes: with only `dup_store`, no push is faulted.
+    #[test]
+    fn storing_twice_is_decided_per_message() {
+        let faults = |seed| {
+            Faults::new(
+                FaultSpec::parse("dup_store=0.5").expect("spec"),
+                &[],
+                Some(seed),
+                None,
+            )
+            .expect("no log")
+        };
+        let twice = |f: &Faults| {
+            (0..64)
+                .map(|s| f.stores_twice("d:a:b", s))
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (faults(3), faults(3));
+        let n = twice(&a).iter().filter(|t| **t).count();
+        assert!((16..=48).contains(&n), "about half: {n}");
+        assert_eq!(twice(&a), twice(&b), "the same seed, the same messages");
+        assert_ne!(twice(&a), twice(&faults(4)), "another seed, other messages");
+        assert!(!a.targets("b"), "no push faults");
     }
 
     #[test]

@@ -184,8 +184,30 @@ impl Hub {
             after_seq: Some(msg.seq),
             after_conv: Some(&msg.conv),
             delay_ms: None,
+            copy_seq: None,
         };
         self.faults.record(&self.metrics, &rec);
+    }
+
+    /// Whether message `conv`/`seq` is stored twice (`dup_store`).
+    pub fn stores_twice(&self, conv: &str, seq: u64) -> bool {
+        self.faults.stores_twice(conv, seq)
+    }
+
+    /// Logs that `msg` was stored a second time as `copy_seq`, once per `recipient` it goes to.
+    pub fn stored_twice<'a>(
+        &self,
+        msg: &Msg,
+        copy_seq: u64,
+        recipients: impl Iterator<Item = &'a str>,
+    ) {
+        for recipient in recipients {
+            let rec = FaultRecord {
+                copy_seq: Some(copy_seq),
+                ..record("dup_store", msg, recipient)
+            };
+            self.faults.record(&self.metrics, &rec);
+        }
     }
 
     /// Sends a held push that nothing overtook, logged as `reorder_timeout`.
@@ -200,6 +222,7 @@ impl Hub {
             after_seq: None,
             after_conv: None,
             delay_ms: None,
+            copy_seq: None,
         };
         self.faults.record(&self.metrics, &rec);
     }
@@ -229,5 +252,6 @@ fn record<'a>(kind: &'static str, msg: &'a Msg, recipient: &'a str) -> FaultReco
         after_seq: None,
         after_conv: None,
         delay_ms: None,
+        copy_seq: None,
     }
 }

@@ -43,7 +43,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-pub use config::{Durability, GroupPolicy, ServeArgs, ServeConfig};
+pub use config::{Durability, GroupPolicy, SeqScope, ServeArgs, ServeConfig};
 
 use crate::error::{Error, Result};
 use faults::Faults;
@@ -105,6 +105,7 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         metrics.clone(),
         config.batch_max,
         config.groups,
+        config.seqs,
     )?;
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
     let writer = std::thread::Builder::new()

@@ -54,6 +54,8 @@ pub fn open_writer(path: &Path, durability: Durability) -> Result<Connection> {
 pub struct State {
     /// Highest committed seq per conversation.
     pub seqs: HashMap<String, u64>,
+    /// Highest committed seq of any conversation.
+    pub top: u64,
     /// Members of each existing group.
     pub groups: HashMap<String, HashSet<String>>,
     /// The creator of each existing group.
@@ -71,6 +73,7 @@ pub fn load_state(conn: &Connection) -> Result<State> {
         .map_err(|e| db_err("load seqs", e))?;
     for row in rows {
         let (conv, seq) = row.map_err(|e| db_err("load seqs", e))?;
+        st.top = st.top.max(seq);
         st.seqs.insert(conv, seq);
     }
     let mut q = conn

@@ -1,6 +1,8 @@
 //! The single writer: one thread owns the write connection, takes every queued command,
 //! commits them in one transaction (group commit), and only then acks the senders and
-//! pushes to online members. It assigns seqs from in-memory counters, so they are gapless.
+//! pushes to online members. It assigns seqs from in-memory counters: per conversation, so
+//! they are gapless, or one for the whole server (`--seqs server`), so a conversation's
+//! skip. A `dup_store` fault stores a message a second time, with the next seq.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -9,7 +11,7 @@ use axum::extract::ws::Utf8Bytes;
 use rusqlite::{params, Connection, Transaction};
 use tokio::sync::mpsc;
 
-use super::config::GroupPolicy;
+use super::config::{GroupPolicy, SeqScope};
 use super::hub::{encode, Hub};
 use super::metrics::Metrics;
 use super::outbox::Outbox;
@@ -70,6 +72,8 @@ enum Outcome {
         reply: Arc<Outbox>,
         group: Option<String>,
         to: Option<String>,
+        /// A second copy of `msg` (`dup_store`).
+        copy: Option<Msg>,
     },
     Done(Ref, Arc<Outbox>),
     Refused(Ref, Arc<Outbox>, ErrorCode, String),
@@ -90,16 +94,19 @@ pub struct Writer {
     metrics: Arc<Metrics>,
     batch_max: usize,
     policy: GroupPolicy,
+    seqs: SeqScope,
 }
 
 impl Writer {
-    /// A writer on `conn`, loading its state from it, admitting group members by `policy`.
+    /// A writer on `conn`, loading its state from it, admitting group members by `policy`
+    /// and counting seqs by `seqs`.
     pub fn new(
         conn: Connection,
         hub: Arc<Hub>,
         metrics: Arc<Metrics>,
         batch_max: usize,
         policy: GroupPolicy,
+        seqs: SeqScope,
     ) -> crate::Result<Self> {
         let state = load_state(&conn)?;
         Ok(Writer {
@@ -109,6 +116,7 @@ impl Writer {
             metrics,
             batch_max: batch_max.max(1),
             policy,
+            seqs,
         })
     }
 
@@ -143,8 +151,13 @@ impl Writer {
         let n = batch.len();
         let ts = now_ms();
         let mut outcomes = Vec::with_capacity(n);
+        let rules = Rules {
+            policy: self.policy,
+            seqs: self.seqs,
+            hub: &self.hub,
+        };
         let applied = match self.conn.transaction() {
-            Ok(tx) => apply_all(&tx, &mut self.state, self.policy, batch, ts, &mut outcomes)
+            Ok(tx) => apply_all(&tx, &mut self.state, &rules, batch, ts, &mut outcomes)
                 .and_then(|()| tx.commit().map_err(|e| e.to_string())),
             Err(e) => Err(e.to_string()),
         };
@@ -177,6 +190,7 @@ impl Writer {
                     reply,
                     group,
                     to,
+                    copy,
                 } => {
                     self.metrics.accepted.inc();
                     reply.push(encode(&ServerFrame::Ack {
@@ -185,15 +199,19 @@ impl Writer {
                         seq: msg.seq,
                         ts: msg.ts,
                     }));
-                    let frame: Utf8Bytes = encode(&ServerFrame::Msg(msg.clone()));
-                    if let Some(to) = to.filter(|t| *t != msg.from) {
-                        self.hub.push_msg(&to, &msg, &frame);
-                    }
                     let members = group.as_ref().and_then(|g| self.state.groups.get(g));
-                    for m in members.into_iter().flatten() {
-                        if *m != msg.from {
-                            self.hub.push_msg(m, &msg, &frame);
-                        }
+                    let recipients = || {
+                        to.iter()
+                            .chain(members.into_iter().flatten())
+                            .filter(|r| **r != msg.from)
+                    };
+                    let frame: Utf8Bytes = encode(&ServerFrame::Msg(msg.clone()));
+                    recipients().for_each(|r| self.hub.push_msg(r, &msg, &frame));
+                    if let Some(copy) = copy {
+                        let frame: Utf8Bytes = encode(&ServerFrame::Msg(copy.clone()));
+                        recipients().for_each(|r| self.hub.push_msg(r, &copy, &frame));
+                        let names = recipients().map(String::as_str);
+                        self.hub.stored_twice(&msg, copy.seq, names);
                     }
                 }
                 Outcome::Done(r#ref, reply) => {
@@ -226,10 +244,18 @@ fn refuse(cmd: Cmd, code: ErrorCode, message: &str) {
     }));
 }
 
+/// How the writer applies commands.
+struct Rules<'a> {
+    policy: GroupPolicy,
+    seqs: SeqScope,
+    /// Asked whether a message is stored twice (`dup_store`).
+    hub: &'a Hub,
+}
+
 fn apply_all(
     tx: &Transaction<'_>,
     st: &mut State,
-    policy: GroupPolicy,
+    rules: &Rules<'_>,
     batch: &mut [Cmd],
     ts: u64,
     out: &mut Vec<Outcome>,
@@ -242,7 +268,7 @@ fn apply_all(
                 to,
                 body,
                 reply,
-            } => out.push(store_msg(tx, st, user, *r#ref, to, body, ts, reply)?),
+            } => out.push(store_msg(tx, st, rules, user, *r#ref, to, body, ts, reply)?),
             Cmd::Group {
                 op,
                 user,
@@ -257,7 +283,7 @@ fn apply_all(
                     group,
                     reply,
                 };
-                out.push(change_group(tx, st, policy, &r)?);
+                out.push(change_group(tx, st, rules.policy, &r)?);
             }
             Cmd::Stop => {}
         }
@@ -269,6 +295,7 @@ fn apply_all(
 fn store_msg(
     tx: &Transaction<'_>,
     st: &mut State,
+    rules: &Rules<'_>,
     user: &str,
     r#ref: Ref,
     to: &Dest,
@@ -287,13 +314,14 @@ fn store_msg(
             Some(_) => (group_conv(g), Some(g.clone()), None),
         },
     };
-    let seq = st.seqs.entry(conv.clone()).or_insert(0);
-    *seq += 1;
-    let seq = *seq;
-    tx.prepare_cached("INSERT INTO msgs (conv, seq, sender, body, ts) VALUES (?1, ?2, ?3, ?4, ?5)")
-        .and_then(|mut q| q.execute(params![conv, seq, user, body, ts]))
-        .map_err(|e| e.to_string())?;
-    if let (Some(other), 1) = (&direct, seq) {
+    let first = !st.seqs.contains_key(&conv);
+    let seq = insert(tx, st, rules.seqs, &conv, user, body, ts)?;
+    let copy = if rules.hub.stores_twice(&conv, seq) {
+        Some(insert(tx, st, rules.seqs, &conv, user, body, ts)?)
+    } else {
+        None
+    };
+    if let (Some(other), true) = (&direct, first) {
         let mut q = tx
             .prepare_cached("INSERT OR IGNORE INTO user_convs (user, conv) VALUES (?1, ?2)")
             .map_err(|e| e.to_string())?;
@@ -301,19 +329,44 @@ fn store_msg(
             q.execute(params![u, conv]).map_err(|e| e.to_string())?;
         }
     }
+    let msg = Msg {
+        conv,
+        seq,
+        from: user.to_owned(),
+        body: body.to_owned(),
+        ts,
+    };
     Ok(Outcome::Stored {
-        msg: Msg {
-            conv,
-            seq,
-            from: user.to_owned(),
-            body: body.to_owned(),
-            ts,
-        },
+        copy: copy.map(|seq| Msg { seq, ..msg.clone() }),
+        msg,
         r#ref,
         reply: reply.clone(),
         group,
         to: direct,
     })
+}
+
+/// Stores one message in `conv` with the next seq, and returns that seq.
+fn insert(
+    tx: &Transaction<'_>,
+    st: &mut State,
+    scope: SeqScope,
+    conv: &str,
+    user: &str,
+    body: &str,
+    ts: u64,
+) -> Result<u64, String> {
+    let last = st.seqs.entry(conv.to_owned()).or_insert(0);
+    let seq = match scope {
+        SeqScope::Conversation => *last + 1,
+        SeqScope::Server => st.top + 1,
+    };
+    *last = seq;
+    st.top = st.top.max(seq);
+    tx.prepare_cached("INSERT INTO msgs (conv, seq, sender, body, ts) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .and_then(|mut q| q.execute(params![conv, seq, user, body, ts]))
+        .map_err(|e| e.to_string())?;
+    Ok(seq)
 }
 
 /// One group request, as the writer applies it.

@@ -66,7 +66,11 @@ max_send_error_rate = 0
     assert_eq!(d.via_push + d.via_sync, d.expected, "{d:?}");
     assert!(!artifact.interrupted);
     let m = &artifact.metrics;
-    assert_eq!(m.count(Counter::LoginOk), 60);
+    // Every user is in; the late ones with messages to fetch twice: once before traffic,
+    // to note what the server held before the run (issue 24), and at their time.
+    let logins = m.count(Counter::LoginOk);
+    assert!((60..=65).contains(&logins), "{logins} logins");
+    assert_eq!(logins, m.count(Counter::ConnectAttempts));
     assert_eq!(m.count(Counter::Sent), d.sent, "every send is tracked");
     assert_eq!(m.count(Counter::Accepted), d.sent);
     server.shutdown().await.expect("server stops");

@@ -1,5 +1,6 @@
 //! Fault injection into pushes: each kind has its effect on the targeted recipient only,
-//! storage stays complete, and the fault log names every injected fault.
+//! storage stays complete, and the fault log names every injected fault. And the one fault
+//! of storage, `dup_store`: a second copy of a message, pushed and synced.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -69,6 +70,39 @@ async fn drop_for_one_recipient_pushes_nothing_to_it_and_sync_returns_all() {
     assert!(lines
         .iter()
         .any(|l| l["conv"] == "d:u3:u7" && l["seq"] == 5));
+}
+
+/// Issue 24: `dup_store` stores a message a second time with the next seq, as a server that
+/// stores a retried send again: pushed and synced like any message, acked once, logged once
+/// per recipient with the copy's seq.
+#[tokio::test]
+async fn dup_store_stores_a_second_copy_that_is_pushed_and_synced() {
+    let (server, _dir, log) = faulty("dup_store=1.0", &[]).await;
+    let url = server.ws_url();
+    let mut a = Client::login(&url, "a", SECRET).await;
+    let mut b = Client::login(&url, "b", SECRET).await;
+    let (conv, seq) = a.send_to("b", "once").await;
+    assert_eq!(seq, 1, "the ack names the first copy");
+    let pushed = [b.next_msg().await, b.next_msg().await];
+    assert_eq!(
+        pushed.map(|m| (m.seq, m.body)),
+        [(1, "once".to_owned()), (2, "once".to_owned())]
+    );
+    let synced = b.sync_all(&conv, 0).await;
+    assert_eq!(
+        synced
+            .iter()
+            .map(|m| (m.seq, m.from.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "a"), (2, "a")]
+    );
+    let lines = fault_log(&log);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let l = &lines[0];
+    assert_eq!(
+        (&l["kind"], &l["recipient"], &l["seq"], &l["copy_seq"]),
+        (&"dup_store".into(), &"b".into(), &1.into(), &2.into())
+    );
 }
 
 #[tokio::test]

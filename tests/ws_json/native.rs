@@ -12,7 +12,7 @@ use crate::common::run::{run_text, target, Ran, Work};
 use crate::common::{config, fault_log, start};
 
 /// The `[target.ws-json…]` tables of the shipped scenario.
-fn ws_json_tables() -> String {
+pub(crate) fn ws_json_tables() -> String {
     let text = include_str!("../../scenarios/ws-json-native.toml");
     let from = text.find("[target.ws-json]").expect("ws-json tables");
     let to = text.find("[population]").expect("population");
@@ -20,7 +20,7 @@ fn ws_json_tables() -> String {
 }
 
 /// The scenario text for `driver` against `server`: `head` keys, the target, then `body`.
-fn scenario(driver: &str, server: &ServerHandle, body: &str) -> String {
+pub(crate) fn scenario(driver: &str, server: &ServerHandle, body: &str) -> String {
     let tables = if driver == "ws-json" {
         ws_json_tables()
     } else {

@@ -30,7 +30,14 @@ const JOIN_VARS: &[Var] = &[Var::User, Var::ReqId, Var::Group, Var::NowMs];
 /// Placeholders of a heartbeat, a logout and a ping's reply.
 const PLAIN_VARS: &[Var] = &[Var::User, Var::ReqId, Var::NowMs];
 /// Placeholders of a sync page request.
-const PAGE_VARS: &[Var] = &[Var::User, Var::ReqId, Var::Conv, Var::After, Var::NowMs];
+const PAGE_VARS: &[Var] = &[
+    Var::User,
+    Var::ReqId,
+    Var::Conv,
+    Var::After,
+    Var::Next,
+    Var::NowMs,
+];
 
 /// A frame the server sends that is an error.
 #[derive(Debug, Clone)]
@@ -102,7 +109,11 @@ pub struct SyncRule {
     pub page: Template,
     /// Where the array of messages is in the reply.
     pub page_items: Path,
-    /// Where "more pages follow" (a boolean) is in the reply.
+    /// What holds `page_items` when it has more than one step: a reply with that but
+    /// without the array is an empty page (protobuf-style JSON leaves empty arrays out).
+    pub page_items_holder: Option<Path>,
+    /// Where "more pages follow" is in the reply: a boolean, or a cursor (any other value:
+    /// more follow, and the next page's `{next}` is it).
     pub page_more: Option<Path>,
     /// Where a message's body is.
     pub item_body: Path,
@@ -653,6 +664,7 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
             "`convs` and `group_conv` name conversations when there is no `list`; give one way",
         ));
     }
+    let page_items = t.need_path("page_items")?;
     Ok(SyncRule {
         list,
         convs: t.templates("convs", &[Var::User], false)?,
@@ -660,7 +672,8 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
         page: t
             .template("page", PAGE_VARS)?
             .ok_or_else(|| t.bad("page", "is required: the request of one page"))?,
-        page_items: t.need_path("page_items")?,
+        page_items_holder: page_items.parent(),
+        page_items,
         page_more: t.path("page_more")?,
         item_body: t.need_path("item_body")?,
         item_seq: t.need_path("item_seq")?,

@@ -72,6 +72,21 @@ impl Path {
         })
     }
 
+    /// The path without its last step: the value that holds this one (`None` for a path
+    /// of one step, held by the whole document).
+    pub fn parent(&self) -> Option<Path> {
+        let (_, init) = self.segs.split_last()?;
+        if init.is_empty() {
+            return None;
+        }
+        let cut = self.text.rfind('.').unwrap_or(0);
+        Some(Path {
+            text: self.text[..cut].to_owned(),
+            segs: init.to_vec(),
+            slot: None,
+        })
+    }
+
     /// Calls `f` with the value at this path in `doc` (`None` when it is not there).
     pub fn with<D: Doc + ?Sized, R>(&self, doc: &D, f: impl FnOnce(Option<&RawValue>) -> R) -> R {
         doc.walk(self, f)
@@ -490,6 +505,14 @@ mod tests {
         let c = Path::parse("a.b.1.c").expect("path");
         assert_eq!(c.string(root).as_deref(), Some("x\"y"));
         assert_eq!(Path::parse("s.@json.k.v").expect("p").u64(root), Some(7));
+    }
+
+    #[test]
+    fn a_path_knows_the_value_holding_it() {
+        let p = |s: &str| Path::parse(s).expect("path");
+        assert_eq!(p("history.publications").parent(), Some(p("history")));
+        assert_eq!(p("a.@json.b.0").parent(), Some(p("a.@json.b")));
+        assert_eq!(p("msgs").parent(), None);
     }
 
     #[test]

@@ -33,10 +33,12 @@ pub enum Var {
     Conv,
     /// The last sequence number seen in that conversation (0: none).
     After,
+    /// The cursor the previous sync page gave at `page_more` (empty on the first page).
+    Next,
 }
 
 /// Every placeholder, for error messages and lookup.
-const ALL: [(Var, &str); 11] = [
+const ALL: [(Var, &str); 12] = [
     (Var::User, "user"),
     (Var::Token, "token"),
     (Var::Username, "username"),
@@ -48,6 +50,7 @@ const ALL: [(Var, &str); 11] = [
     (Var::NowMs, "now_ms"),
     (Var::Conv, "conv"),
     (Var::After, "after"),
+    (Var::Next, "next"),
 ];
 
 impl Var {
@@ -80,6 +83,8 @@ pub struct Values<'a> {
     pub conv: &'a str,
     /// `{after}`.
     pub after: u64,
+    /// `{next}`.
+    pub next: &'a str,
 }
 
 /// Values that fill a template for its JSON check.
@@ -94,6 +99,7 @@ const SAMPLE: Values<'static> = Values {
     body: "b",
     conv: "c",
     after: 0,
+    next: "",
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +214,7 @@ impl Template {
                     Var::Group => escape(v.group, out),
                     Var::Body => escape(v.body, out),
                     Var::Conv => escape(v.conv, out),
+                    Var::Next => escape(v.next, out),
                     Var::ReqId => {
                         let _ = write!(out, "{}", v.req_id);
                     }

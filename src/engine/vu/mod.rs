@@ -56,6 +56,12 @@ pub struct VuConfig {
     /// Every user fetches missed messages at its first login: other shards may have sent
     /// before it was online.
     pub sync_first_login: bool,
+    /// Logins before traffic note what the server already holds as history
+    /// ([`Session::skip_history`]), and late users with messages to fetch connect once
+    /// before traffic to note theirs: the driver skips history, and no message of the run
+    /// is sent before this process's traffic starts (one process, or shards meeting at a
+    /// start barrier).
+    pub skip_history: bool,
     /// The users of this process.
     pub range: Range<UserIx>,
 }
@@ -71,6 +77,9 @@ pub struct VuSpec {
     pub first_login: Duration,
     /// False for late users (they sync after their first login).
     pub on_time: bool,
+    /// A late user that connects once before traffic starts, and leaves until its login
+    /// time (see [`VuConfig::presence`] and [`VuConfig::skip_history`]).
+    pub visits: bool,
     /// Disconnect and reconnect times for churning users, from the start of the run.
     pub churn: Option<(Duration, Duration)>,
     /// Recorder slot.
@@ -204,7 +213,7 @@ impl<D: Driver> Vu<D> {
             next_tag: 0,
             body: String::new(),
             tally: Held::default(),
-            login_pending: spec.on_time || cfg.presence,
+            login_pending: spec.on_time || spec.visits,
             busy: true,
             online: false,
             churned: false,
@@ -233,7 +242,7 @@ impl<D: Driver> Vu<D> {
     async fn live(&mut self) {
         let mut phase_rx = self.shared.phase.subscribe();
         let mut traffic_rx = self.shared.traffic_start.subscribe();
-        if self.cfg.presence && !self.spec.on_time {
+        if self.spec.visits {
             // Boxed, as every rare step: the session it holds would otherwise keep its
             // room in the user's state machine for the whole run.
             Box::pin(self.visit()).await;
@@ -311,7 +320,8 @@ impl<D: Driver> Vu<D> {
     }
 
     /// Establishes a late user's session (and group memberships) so the server queues
-    /// what is sent while it is away, then leaves until its login time.
+    /// what is sent while it is away, and notes what the server held before the run; then
+    /// leaves until its login time.
     async fn visit(&mut self) {
         if let Some(s) = self.login(false).await {
             self.resume = Some(Box::new(s.close().await));
@@ -604,6 +614,16 @@ impl<D: Driver> Vu<D> {
             }
         }
         self.online_gauges();
+        // Before traffic nothing of this run can have been sent yet: whatever the server
+        // holds now is from before the run. (Traffic waits for this login to settle.)
+        if self.cfg.skip_history && self.traffic_start().is_none() {
+            if let Err(f) = session.skip_history().await {
+                self.error(
+                    f.kind,
+                    format!("noting what the server held before the run: {}", f.detail),
+                );
+            }
+        }
         if sync {
             self.fetch(&mut session, Via::Sync).await;
         }
