@@ -559,7 +559,7 @@ impl Session for SocketIoSession {
         match tokio::time::timeout(limit, wait).await {
             Ok(r) => r,
             Err(_) => Err(Failure::new(
-                ErrorKind::Timeout,
+                ErrorKind::JoinFailed,
                 format!("no ack of joining {group} within {limit:?}"),
             )),
         }

@@ -234,11 +234,13 @@ impl super::Driver for XmppDriver {
                 let account = resume.account.take();
                 match XmppSession::new(self, user, done, resume) {
                     Ok(mut session) => {
+                        let login = started.elapsed().saturating_sub(handshake);
+                        // Once per run, not part of any user's login time.
                         self.find_muc(&mut session).await;
                         Ok(Connected {
                             session,
                             handshake,
-                            login: started.elapsed().saturating_sub(handshake),
+                            login,
                             account,
                             no_resume_point: false,
                         })
