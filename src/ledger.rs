@@ -270,6 +270,15 @@ impl Ledger {
         }
     }
 
+    /// `seq` was due while its sender was offline and was not sent: expected nowhere, as
+    /// if refused, and not a delivery the traffic planned (`Delivery::planned`).
+    pub fn dropped(&mut self, stream: StreamId, seq: u64) {
+        self.refused(stream, seq);
+        if let Some(s) = self.streams.get_mut(&stream) {
+            insert_sorted(&mut s.dropped, seq);
+        }
+    }
+
     /// The server refused `seq` or sending it failed: it is expected nowhere. Implies
     /// [`Ledger::sent`].
     pub fn refused(&mut self, stream: StreamId, seq: u64) {
@@ -395,9 +404,10 @@ impl Ledger {
             let s = self.streams.entry(*id).or_default();
             s.sent = s.sent.max(o.sent);
             for &seq in &o.refused {
-                if let Err(i) = s.refused.binary_search(&seq) {
-                    s.refused.insert(i, seq);
-                }
+                insert_sorted(&mut s.refused, seq);
+            }
+            for &seq in &o.dropped {
+                insert_sorted(&mut s.dropped, seq);
             }
         }
         for (key, o) in &other.tracks {
@@ -463,7 +473,7 @@ impl Ledger {
             let expected = s.sent - s.refused.len() as u64;
             let missing = expected - t.received_of(s);
             d.tracks += 1;
-            d.planned += s.sent;
+            d.planned += s.sent - s.dropped.len() as u64;
             d.expected += expected;
             let kind = if self.unreached.contains(&key.1) {
                 d.unverified += missing;
@@ -536,6 +546,13 @@ fn detail(kind: Problem, aux: u64) -> String {
     }
 }
 
+/// Adds `seq` to a sorted list of distinct seqs.
+fn insert_sorted(list: &mut Vec<u64>, seq: u64) {
+    if let Err(i) = list.binary_search(&seq) {
+        list.insert(i, seq);
+    }
+}
+
 /// A fixed 64-bit mix (splitmix64's finalizer), identical on every platform and process.
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -563,10 +580,20 @@ struct Repr {
     /// Recipients without a session at the end, ascending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     unreached: Vec<UserIx>,
+    /// (stream, seqs not sent because their sender was offline: a subset of its refused)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dropped: Vec<(StreamId, Vec<u64>)>,
 }
 
 impl From<Ledger> for Repr {
     fn from(l: Ledger) -> Self {
+        let mut dropped: Vec<_> = l
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.dropped.is_empty())
+            .map(|(id, s)| (*id, s.dropped.clone()))
+            .collect();
+        dropped.sort_unstable_by_key(|d| d.0);
         let mut streams: Vec<_> = l
             .streams
             .into_iter()
@@ -596,6 +623,7 @@ impl From<Ledger> for Repr {
             counts: l.counts,
             noted,
             unreached: l.unreached.into_iter().collect(),
+            dropped,
         }
     }
 }
@@ -611,8 +639,27 @@ impl TryFrom<Repr> for Ledger {
             if !ok {
                 return Err(format!("ledger: stream {id}: refused seqs out of order"));
             }
-            if streams.insert(id, Stream { sent, refused }).is_some() {
+            let s = Stream {
+                sent,
+                refused,
+                dropped: Vec::new(),
+            };
+            if streams.insert(id, s).is_some() {
                 return Err(format!("ledger: stream {id} listed twice"));
+            }
+        }
+        for (id, dropped) in r.dropped {
+            let s = streams.get_mut(&id);
+            let ok = dropped.windows(2).all(|w| w[0] < w[1])
+                && s.as_ref()
+                    .is_some_and(|s| dropped.iter().all(|q| s.refused.binary_search(q).is_ok()));
+            match s {
+                Some(s) if ok => s.dropped = dropped,
+                _ => {
+                    return Err(format!(
+                        "ledger: stream {id}: dropped seqs not among its refused"
+                    ))
+                }
             }
         }
         let mut tracks = HashMap::with_capacity(r.tracks.len());

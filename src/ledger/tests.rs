@@ -141,6 +141,26 @@ fn sync_catch_up_is_normal_delivery() {
 }
 
 #[test]
+fn sends_not_made_while_the_sender_was_offline_are_not_planned() {
+    // Issue 24: `planned` is what the traffic asked to deliver; a send due while its
+    // sender was offline was never made, so it is neither expected nor planned, while a
+    // refused one was planned and not verified.
+    let mut l = one_track(0);
+    l.sent(1, 0);
+    l.refused(1, 1);
+    l.dropped(1, 2);
+    l.sent(1, 3);
+    let d = l.summary();
+    assert_eq!((d.planned, d.expected, d.refused), (3, 2, 2), "{d:?}");
+    let json = serde_json::to_string(&l).expect("encode");
+    let back: Ledger = serde_json::from_str(&json).expect("decode");
+    assert_eq!(back, l);
+    let mut merged = one_track(0);
+    merged.merge(&l);
+    assert_eq!(merged.summary().planned, 3);
+}
+
+#[test]
 fn a_second_copy_in_a_catch_up_is_duplicated() {
     // Issue 24: a server that stored a message twice replays both copies to a user that
     // was offline; the catch-up hands out each stored copy once, so the second counts.

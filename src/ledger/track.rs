@@ -7,6 +7,9 @@ pub(super) struct Stream {
     pub(super) sent: u64,
     /// Refused sequence numbers, sorted, distinct, all below `sent`.
     pub(super) refused: Vec<u64>,
+    /// The refused ones that were never sent because their sender was offline when they
+    /// were due: sorted, distinct, a subset of `refused`. Not planned deliveries.
+    pub(super) dropped: Vec<u64>,
 }
 
 /// Receiver side of a stream × recipient.
@@ -151,7 +154,11 @@ mod tests {
                 let got: BTreeSet<u64> = t.ranges().flat_map(|(a, b)| a..b).collect();
                 prop_assert_eq!(&got, &model);
             }
-            let stream = Stream { sent: 40, refused: vec![3, 17] };
+            let stream = Stream {
+                sent: 40,
+                refused: vec![3, 17],
+                dropped: Vec::new(),
+            };
             let missing: Vec<u64> = t.missing(&stream).collect();
             let want: Vec<u64> =
                 (0..40).filter(|s| !model.contains(s) && *s != 3 && *s != 17).collect();

@@ -89,7 +89,7 @@ fn verified(r: &Report) -> String {
             example(r, &[ErrorKind::SendFailed, ErrorKind::Timeout])
         );
     }
-    let refused = d.planned - d.expected;
+    let refused = d.planned.saturating_sub(d.expected);
     let mut why = Vec::new();
     if refused > 0 {
         why.push(format!(

@@ -34,6 +34,10 @@ max_lost = 0
 /// recovery. Every second copy is counted as duplicated — as many as the app emitted,
 /// the replayed ones included (before issue 24 a replayed second copy was not counted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_second_copies_replayed_by_recovery_are_duplicated_issue_24() {
     let Some(cluster) = Cluster::start(1, "none", &["--twice"]) else {
         return;
@@ -60,6 +64,10 @@ async fn socketio_second_copies_replayed_by_recovery_are_duplicated_issue_24() {
 /// while away is lost. The run counts those reconnects, the connections table shows them,
 /// a note says what to do, and the loss is exactly what was sent to them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(peer_socketio),
+    ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
+)]
 async fn socketio_late_users_without_an_offset_are_counted_and_explained_issue_24() {
     let Some(cluster) = Cluster::start(1, "none", &["--welcome=0"]) else {
         return;

@@ -55,8 +55,10 @@ pub(super) struct Tally {
     /// Highest seq sent per stream; consecutive sends of one stream share an entry (the
     /// ledger keeps only the highest).
     sent: Vec<(StreamId, u64)>,
-    /// Sends refused, failed or never made: expected nowhere.
+    /// Sends refused or failed: expected nowhere.
     refused: Vec<(StreamId, u64)>,
+    /// Sends never made (the sender was offline when due): expected nowhere, not planned.
+    dropped: Vec<(StreamId, u64)>,
     received: Vec<Receipt>,
     /// Errors with their example text.
     errors: Vec<(ErrorKind, String)>,
@@ -85,9 +87,14 @@ impl Tally {
         }
     }
 
-    /// `seq` of `stream` is expected nowhere (refused, failed, or never sent).
+    /// `seq` of `stream` is expected nowhere (refused or failed).
     pub(super) fn refused(&mut self, stream: StreamId, seq: u64) {
         self.refused.push((stream, seq));
+    }
+
+    /// `seq` of `stream` was never sent: its sender was offline when it was due.
+    pub(super) fn dropped(&mut self, stream: StreamId, seq: u64) {
+        self.dropped.push((stream, seq));
     }
 
     /// A delivery to verify against the ledger.
@@ -136,6 +143,9 @@ impl Tally {
         }
         for (stream, seq) in self.refused.drain(..) {
             r.ledger.refused(stream, seq);
+        }
+        for (stream, seq) in self.dropped.drain(..) {
+            r.ledger.dropped(stream, seq);
         }
         for _ in 0..std::mem::take(&mut self.damaged) {
             r.ledger.damaged();

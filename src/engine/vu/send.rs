@@ -55,7 +55,7 @@ impl<D: Driver> Vu<D> {
                     None => {
                         // Offline when due: not sent, so expected nowhere.
                         let t = self.tally(now);
-                        t.refused(next.stream, next.seq);
+                        t.dropped(next.stream, next.seq);
                         t.count(Counter::Dropped, 1);
                     }
                 }
