@@ -443,10 +443,12 @@ pub struct CutProxy {
 struct ProxyState {
     /// Both sockets of every live connection.
     live: std::sync::Mutex<Vec<(std::net::TcpStream, std::net::TcpStream)>>,
-    accepted: std::sync::atomic::AtomicUsize,
     /// Holding back what flows to the server / to the clients (kept in the proxy, and
     /// lost if the connection is cut meanwhile).
     hold: [std::sync::atomic::AtomicBool; 2],
+    /// `<message` stanzas that reached the proxy on their way to the server / to the
+    /// clients (held ones included).
+    messages: [std::sync::atomic::AtomicUsize; 2],
 }
 
 /// A direction of the proxy's traffic.
@@ -461,7 +463,6 @@ pub enum Toward {
 impl CutProxy {
     /// A proxy to `127.0.0.1:upstream`; it runs until the test process ends.
     pub fn start(upstream: u16) -> CutProxy {
-        use std::sync::atomic::Ordering;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("proxy addr").port();
         let state = std::sync::Arc::new(ProxyState::default());
@@ -477,20 +478,30 @@ impl CutProxy {
                     continue;
                 };
                 shared.live.lock().expect("proxy lock").push((c3, s3));
-                shared.accepted.fetch_add(1, Ordering::SeqCst);
                 let (up, down) = (shared.clone(), shared.clone());
-                std::thread::spawn(move || pipe(client, s2, &up.hold[Toward::Server as usize]));
-                std::thread::spawn(move || pipe(server, c2, &down.hold[Toward::Clients as usize]));
+                std::thread::spawn(move || pipe(client, s2, &up, Toward::Server));
+                std::thread::spawn(move || pipe(server, c2, &down, Toward::Clients));
             }
         });
         CutProxy { port, state }
     }
 
-    /// Connections accepted so far.
-    pub fn accepted(&self) -> usize {
-        self.state
-            .accepted
-            .load(std::sync::atomic::Ordering::SeqCst)
+    /// `<message` stanzas that have reached the proxy flowing `toward` one side.
+    pub fn messages(&self, toward: Toward) -> usize {
+        self.state.messages[toward as usize].load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until `n` more `<message` stanzas flowed `toward` one side (false when
+    /// `deadline` came first).
+    pub fn wait_messages(&self, toward: Toward, n: usize, deadline: Instant) -> bool {
+        let target = self.messages(toward) + n;
+        while self.messages(toward) < target {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// Stops passing on what flows `toward` one side: it stays in the proxy until the
@@ -513,18 +524,31 @@ impl CutProxy {
     }
 }
 
-/// Copies `from` to `to` until either side ends; while `hold` is set, what it read stays
-/// here (dropped when the connection is cut meanwhile).
+/// Copies `from` to `to` (flowing `toward` one side) until either side ends, counting the
+/// `<message` stanzas; while that direction is held, what it read stays here (dropped
+/// when the connection is cut meanwhile).
 fn pipe(
     mut from: std::net::TcpStream,
     mut to: std::net::TcpStream,
-    hold: &std::sync::atomic::AtomicBool,
+    state: &ProxyState,
+    toward: Toward,
 ) {
     use std::io::{Read, Write};
     use std::sync::atomic::Ordering;
+    const TAG: &[u8] = b"<message";
+    let (hold, messages) = (
+        &state.hold[toward as usize],
+        &state.messages[toward as usize],
+    );
     let mut buf = vec![0u8; 64 * 1024];
     let mut held = Vec::new();
+    // The end of the previous read, for a tag split between two reads.
+    let mut tail = Vec::new();
     while let Ok(n @ 1..) = from.read(&mut buf) {
+        tail.extend_from_slice(&buf[..n]);
+        let found = tail.windows(TAG.len()).filter(|w| *w == TAG).count();
+        messages.fetch_add(found, Ordering::SeqCst);
+        tail.drain(..tail.len().saturating_sub(TAG.len() - 1));
         held.extend_from_slice(&buf[..n]);
         if hold.load(Ordering::SeqCst) {
             continue;
