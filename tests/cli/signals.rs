@@ -15,7 +15,7 @@ use msgstorm::serve::faults::FaultSpec;
 use msgstorm::serve::{ServeConfig, ServerHandle};
 
 use crate::common::run::{msgstorm, msgstorm_sync, scenario, Work, BIN, RUN_LIMIT};
-use crate::common::{config, start};
+use crate::common::{config, http_get, metric, start};
 
 /// 60 s of traffic, far longer than any test waits.
 fn long_run(server: &ServerHandle, drain: &str) -> String {
@@ -69,19 +69,41 @@ fn sigterm(pid: u32) {
     kill(pid, "TERM");
 }
 
-/// Starts `msgstorm run` on `text` (with `extra` arguments), stops it with `stop` at each of
-/// `signals` (delays from the start) and returns the exit code, the time from the first signal to the exit,
-/// stdout+stderr and the result file.
+/// How much slower than its bound a stopped run may end. A bound against a hang, not a
+/// speed: far below the 30 s a stopped run would take without the bound under test (a
+/// close grace, a connect timeout, a 30 s drain).
+const SLACK: Duration = Duration::from_secs(10);
+
+/// Waits until `server` has accepted `n` messages: the traffic is flowing.
+async fn accepted(server: std::net::SocketAddr, n: f64) {
+    let deadline = Instant::now() + RUN_LIMIT;
+    loop {
+        let text = http_get(server, "/metrics").await;
+        if metric(&text, "serve_messages_accepted_total").is_some_and(|a| a >= n) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no traffic: {text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts `msgstorm run` on `text` (with `extra` arguments), stops it with `stop` once
+/// `ready` resolves, and, when `twice`, again once it said it is draining (issue 24: at
+/// fixed times from the start, a busy machine could signal before the traffic, or twice
+/// before the first signal was handled). Returns the exit code, the time from the first
+/// signal to the exit, stdout+stderr and the result file.
 async fn interrupt(
     text: &str,
     extra: &[&str],
-    signals: &[Duration],
+    ready: impl std::future::Future<Output = ()>,
+    twice: bool,
     stop: fn(u32),
 ) -> (i32, Duration, String, Artifact) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
     let work = Work::new();
     let file = work.write("s.toml", text);
     let out = work.path("out");
-    let child = tokio::process::Command::new(BIN)
+    let mut child = tokio::process::Command::new(BIN)
         .args(["run", "-q", "--out"])
         .arg(&out)
         .arg(&file)
@@ -93,36 +115,61 @@ async fn interrupt(
         .spawn()
         .expect("start msgstorm run");
     let pid = child.id().expect("a running child has a pid");
-    let start = Instant::now();
-    let mut first = None;
-    for at in signals {
-        tokio::time::sleep_until((start + *at).into()).await;
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let stdout = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text).await;
+        text
+    });
+    let (draining_tx, mut draining) = tokio::sync::watch::channel(false);
+    let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+    let stderr = tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.starts_with("stopping: draining") {
+                draining_tx.send_replace(true);
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    tokio::time::timeout(RUN_LIMIT, ready)
+        .await
+        .expect("the moment to stop the run came");
+    stop(pid);
+    let first = Instant::now();
+    if twice {
+        tokio::time::timeout(RUN_LIMIT, draining.wait_for(|d| *d))
+            .await
+            .expect("msgstorm says it is draining")
+            .expect("stderr is read");
         stop(pid);
-        first.get_or_insert_with(Instant::now);
     }
-    let first = first.expect("at least one signal");
-    let output = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
+    let status = tokio::time::timeout(RUN_LIMIT, child.wait())
         .await
         .expect("msgstorm exits after SIGTERM")
         .expect("wait for msgstorm");
     let took = first.elapsed();
     let text = format!(
         "--- stdout\n{}\n--- stderr\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        stdout.await.expect("stdout task"),
+        stderr.await.expect("stderr task")
     );
     let artifact = Artifact::read(&out.join("result.json"))
         .unwrap_or_else(|e| panic!("no result after SIGTERM: {e}\n{text}"));
-    (output.status.code().unwrap_or(-1), took, text, artifact)
+    (status.code().unwrap_or(-1), took, text, artifact)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_result() {
     let server = lossy_server().await;
+    // A second of traffic, then SIGTERM.
     let (code, took, out, a) = interrupt(
         &long_run(&server, "3s"),
         &[],
-        &[Duration::from_millis(2500)],
+        accepted(server.addr(), 40.0),
+        false,
         sigterm,
     )
     .await;
@@ -132,7 +179,7 @@ async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_res
         "the report names run.completed\n{out}"
     );
     assert!(
-        took < Duration::from_secs(3) + Duration::from_secs(4),
+        took < Duration::from_secs(3) + SLACK,
         "exit {took:?} after SIGTERM, drain is 3 s\n{out}"
     );
     // Missing deliveries kept the drain waiting for (most of) its bound.
@@ -142,8 +189,8 @@ async fn sigterm_stops_sending_drains_within_bound_and_writes_an_interrupted_res
     );
     assert!(a.interrupted, "{out}");
     let sent = a.metrics.count(Counter::Sent);
-    // 40 msgs/s for ~2 s of traffic; nothing after the signal (the full run sends 2,400).
-    assert!(sent > 0 && sent < 400, "sent {sent}\n{out}");
+    // 40 msgs/s for ~1 s of traffic; nothing after the signal (the full run sends 2,400).
+    assert!(sent >= 40 && sent < 400, "sent {sent}\n{out}");
     assert_eq!(a.ledger.summary().sent, sent);
     server.shutdown().await.expect("server stops");
 }
@@ -156,13 +203,14 @@ async fn second_sigterm_exits_at_once_and_still_writes_the_result() {
     let (code, took, out, a) = interrupt(
         &long_run(&server, "30s"),
         &[],
-        &[Duration::from_millis(2000), Duration::from_millis(2300)],
+        accepted(server.addr(), 40.0),
+        true,
         msgstorm_stop,
     )
     .await;
     assert_eq!(code, 1, "{out}");
     assert!(
-        took < Duration::from_secs(3),
+        took < SLACK,
         "exit {took:?} after the first signal, the drain was 30 s\n{out}"
     );
     assert!(a.interrupted, "{out}");
@@ -179,21 +227,22 @@ async fn sigterm_to_a_sharded_run_reaches_every_shard() {
     let (code, took, out, a) = interrupt(
         &long_run(&server, "2s"),
         &["--shards", "2"],
-        &[Duration::from_millis(4000)],
+        accepted(server.addr(), 40.0),
+        false,
         sigterm,
     )
     .await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
     assert!(out.contains("run.completed"), "{out}");
     assert!(
-        took < Duration::from_secs(2) + Duration::from_secs(5),
+        took < Duration::from_secs(2) + SLACK,
         "exit {took:?} after SIGTERM, drain is 2 s\n{out}"
     );
     assert!(a.interrupted, "{out}");
     assert_eq!(a.shards.len(), 2, "both shards wrote a result\n{out}");
     let sent = a.metrics.count(Counter::Sent);
-    // 40 msgs/s from at most ~2 s of traffic; the full run sends 2,400.
-    assert!(sent > 0 && sent < 400, "sent {sent}\n{out}");
+    // 40 msgs/s for ~1 s of traffic; the full run sends 2,400.
+    assert!(sent >= 40 && sent < 400, "sent {sent}\n{out}");
     server.shutdown().await.expect("server stops");
 }
 
@@ -269,14 +318,16 @@ duration = "3s"
             .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Stopped once the traffic flows (a second of it), not at a fixed time.
+    accepted(server.addr, 40.0).await;
     server.signal("STOP");
+    let stopped = Instant::now();
     let ran = run.await.expect("the run task");
+    let took = stopped.elapsed();
     server.signal("CONT");
     assert!(
-        ran.took < Duration::from_secs(20),
-        "the run took {:?}:\n{ran}",
-        ran.took
+        took < Duration::from_secs(20),
+        "the run ended {took:?} after the target stopped:\n{ran}"
     );
     let a = Artifact::read(&out.join("result.json")).expect("result.json is written");
     let d = a.ledger.summary();
@@ -296,10 +347,12 @@ async fn regression_10_sigterm_against_a_silent_target_ends_within_drain() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     // Accepts and holds every connection, reading nothing and answering nothing.
+    let (count, mut connections) = tokio::sync::watch::channel(0usize);
     let silent = tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((tcp, _)) = listener.accept().await {
             held.push(tcp);
+            count.send_replace(held.len());
         }
     });
     let text = format!(
@@ -323,10 +376,15 @@ rate = 40
 duration = "10s"
 "#
     );
-    let (code, took, out, a) = interrupt(&text, &[], &[Duration::from_millis(1500)], sigterm).await;
+    // SIGTERM once every user is held in its login (20 users, after the reachability
+    // probe's connection).
+    let held = async move {
+        let _ = connections.wait_for(|n| *n > 20).await;
+    };
+    let (code, took, out, a) = interrupt(&text, &[], held, false, sigterm).await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
     assert!(
-        took < Duration::from_secs(1) + Duration::from_secs(2) + Duration::from_millis(1500),
+        took < Duration::from_secs(1) + Duration::from_secs(2) + SLACK,
         "exit {took:?} after SIGTERM, drain is 1 s\n{out}"
     );
     assert!(a.interrupted, "{out}");

@@ -17,8 +17,12 @@ use std::time::{Duration, Instant};
 use super::detect::{self, ejabberd_libs};
 use super::peers::missing;
 
-/// The longest a server may take to start (ejabberd boots an Erlang VM and Mnesia).
-const START_WAIT: Duration = Duration::from_secs(30);
+/// The longest a server may take to start: a bound against a hang, not an estimate.
+/// ejabberd boots an Erlang VM and Mnesia in about 2 s on a quiet machine and about 8 s
+/// with two busy loops on its two cores (issue 24).
+const START_WAIT: Duration = Duration::from_secs(120);
+/// Free ports tried before giving up on starting a server.
+const PORT_ATTEMPTS: usize = 3;
 
 /// Which server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,21 +133,55 @@ impl Server {
         temp: Option<tempfile::TempDir>,
     ) -> Option<Server> {
         require(kind);
+        let mut temp = temp;
+        for _ in 0..PORT_ATTEMPTS {
+            // Another process may take the free port before the server binds it: that
+            // server exits at once, and the next attempt takes another port.
+            match Server::spawn(kind, &setup, &dir, temp.take()) {
+                Ok(server) => return Some(server),
+                Err(t) => temp = t,
+            }
+        }
+        panic!(
+            "{} found its port taken {PORT_ATTEMPTS} times in a row",
+            kind.name()
+        );
+    }
+
+    /// Starts `kind` on a free port and waits until it listens; `Err` (giving back the
+    /// temp dir) when it exited because another process had taken the port.
+    fn spawn(
+        kind: Kind,
+        setup: &Setup<'_>,
+        dir: &Path,
+        temp: Option<tempfile::TempDir>,
+    ) -> Result<Server, Option<tempfile::TempDir>> {
+        // What an earlier attempt left: its logs, data and exit mark.
+        for file in ["server.out", "server.log", "server.exited"] {
+            let _ = std::fs::remove_file(dir.join(file));
+        }
+        for data in ["spool", "data"] {
+            let _ = std::fs::remove_dir_all(dir.join(data));
+        }
         let port = free_port();
         let command = match kind {
-            Kind::Ejabberd => ejabberd(&dir, port, &setup)?,
-            Kind::Prosody => prosody(&dir, port, &setup),
+            Kind::Ejabberd => ejabberd(dir, port, setup),
+            Kind::Prosody => prosody(dir, port, setup),
         };
-        // The watchdog: runs the server, stops it when this test process is gone, and
-        // removes a shared server's directory (a private one is removed by its TempDir).
-        let cleanup = if temp.is_none() { "rm -rf \"$D\"" } else { "" };
+        // The watchdog: runs the server, stops it when this test process is gone, marks
+        // its end in `server.exited`, and removes a shared server's directory once the
+        // test process is gone (a private one is removed by its TempDir).
+        let parent = std::process::id();
+        let cleanup = match temp {
+            None => format!("while kill -0 {parent} 2>/dev/null; do sleep 1; done; rm -rf \"$D\""),
+            Some(_) => String::new(),
+        };
         let script = format!(
             "D='{}'; cd \"$D\" || exit 1; {command} > server.out 2>&1 & s=$!; \
              echo $s > server.pid; \
              while kill -0 {parent} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 0.5; done; \
-             kill $s 2>/dev/null; wait $s; {cleanup}",
+             kill $s 2>/dev/null; wait $s; echo $? > server.exited; {cleanup}",
             dir.display(),
-            parent = std::process::id(),
         );
         let watchdog = Command::new("sh")
             .arg("-c")
@@ -155,24 +193,32 @@ impl Server {
             .expect("start the server's watchdog shell");
         let mut server = Server {
             port,
-            dir,
+            dir: dir.to_path_buf(),
             watchdog,
             _temp: temp,
         };
+        // Answering a client's stream is the event waited for; the bound only guards
+        // against a hang.
         let deadline = Instant::now() + START_WAIT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = server.watchdog.try_wait() {
-                panic!("{} exited ({status}): {}", kind.name(), server.log());
+        while !answers_xmpp(port) {
+            if let Ok(status) = std::fs::read_to_string(dir.join("server.exited")) {
+                let log = server.log();
+                let _ = server.watchdog.kill();
+                let _ = server.watchdog.wait();
+                if log.contains("eaddrinuse") || log.contains("Address already in use") {
+                    return Err(server._temp.take());
+                }
+                panic!("{} exited (status {}): {log}", kind.name(), status.trim());
             }
             assert!(
                 Instant::now() < deadline,
-                "{} did not listen within {START_WAIT:?}: {}",
+                "{} did not answer a stream within {START_WAIT:?}: {}",
                 kind.name(),
                 server.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(server)
+        Ok(server)
     }
 
     /// `xmpp://127.0.0.1:PORT`.
@@ -220,12 +266,46 @@ impl Default for Setup<'_> {
     }
 }
 
+/// Whether an XMPP server on `port` answers a client's stream header with its stream
+/// features: listening is not enough, as ejabberd accepts connections before its first
+/// stream is served (and another process may hold a port the server failed to bind).
+fn answers_xmpp(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut tcp) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let header = "<?xml version='1.0'?><stream:stream to='localhost' version='1.0' \
+                  xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams'>";
+    if tcp.write_all(header.as_bytes()).is_err() {
+        return false;
+    }
+    // A read that blocks longer ends this try; the caller tries again until its deadline.
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = tcp.read(&mut buf) {
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if text.contains("</stream:features>") || text.contains("<stream:features/>") {
+            let _ = tcp.write_all(b"</stream:stream>");
+            return true;
+        }
+    }
+    false
+}
+
 /// The shell command running ejabberd in `dir`: the Erlang VM directly (no `ejabberdctl`,
 /// whose `su` to the ejabberd user and distributed node name do not suit a test), with
 /// enough ports and file descriptors for a few thousand connections. Message carbons
 /// (XEP-0280) are on, for tests whose own client watches what a user sends.
-fn ejabberd(dir: &Path, port: u16, setup: &Setup<'_>) -> Option<String> {
-    let libs = ejabberd_libs()?;
+///
+/// Its schedulers sleep when idle instead of spinning (`+sbwt none` for the normal, dirty
+/// CPU and dirty I/O ones). Spinning schedulers fight the other processes of a busy
+/// machine for its two cores: with two busy loops running, ejabberd took 30–60 s to
+/// listen with any of the three spinning and about 8 s with none (issue 24), and it
+/// answered its clients as slowly once started.
+fn ejabberd(dir: &Path, port: u16, setup: &Setup<'_>) -> String {
+    let libs = ejabberd_libs().expect("ejabberd is installed");
     let (offline, muc) = (setup.extra, setup.muc);
     let mam = if setup.mam {
         "  mod_mam:\n    default: always\n"
@@ -276,12 +356,12 @@ modules:
     );
     std::fs::write(dir.join("ejabberd.yml"), config).expect("write ejabberd.yml");
     std::fs::create_dir_all(dir.join("spool")).expect("spool dir");
-    Some(format!(
+    format!(
         "ulimit -n $(ulimit -Hn); ERL_LIBS='{}' EJABBERD_CONFIG_PATH=\"$D/ejabberd.yml\" \
          EJABBERD_LOG_PATH=\"$D/server.log\" ERL_MAX_PORTS=65536 \
-         erl -noinput -noshell +P 1000000 -mnesia dir '\"'\"$D/spool\"'\"' -s ejabberd",
+         erl -noinput -noshell +P 1000000 +sbwt none +sbwtdcpu none +sbwtdio none -mnesia dir '\"'\"$D/spool\"'\"' -s ejabberd",
         libs.display()
-    ))
+    )
 }
 
 /// The shell command running Prosody in `dir`, in the foreground, as whoever runs the
@@ -377,10 +457,12 @@ pub struct CutProxy {
 struct ProxyState {
     /// Both sockets of every live connection.
     live: std::sync::Mutex<Vec<(std::net::TcpStream, std::net::TcpStream)>>,
-    accepted: std::sync::atomic::AtomicUsize,
     /// Holding back what flows to the server / to the clients (kept in the proxy, and
     /// lost if the connection is cut meanwhile).
     hold: [std::sync::atomic::AtomicBool; 2],
+    /// `<message` stanzas that reached the proxy on their way to the server / to the
+    /// clients (held ones included).
+    messages: [std::sync::atomic::AtomicUsize; 2],
 }
 
 /// A direction of the proxy's traffic.
@@ -395,7 +477,6 @@ pub enum Toward {
 impl CutProxy {
     /// A proxy to `127.0.0.1:upstream`; it runs until the test process ends.
     pub fn start(upstream: u16) -> CutProxy {
-        use std::sync::atomic::Ordering;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("proxy addr").port();
         let state = std::sync::Arc::new(ProxyState::default());
@@ -411,20 +492,30 @@ impl CutProxy {
                     continue;
                 };
                 shared.live.lock().expect("proxy lock").push((c3, s3));
-                shared.accepted.fetch_add(1, Ordering::SeqCst);
                 let (up, down) = (shared.clone(), shared.clone());
-                std::thread::spawn(move || pipe(client, s2, &up.hold[Toward::Server as usize]));
-                std::thread::spawn(move || pipe(server, c2, &down.hold[Toward::Clients as usize]));
+                std::thread::spawn(move || pipe(client, s2, &up, Toward::Server));
+                std::thread::spawn(move || pipe(server, c2, &down, Toward::Clients));
             }
         });
         CutProxy { port, state }
     }
 
-    /// Connections accepted so far.
-    pub fn accepted(&self) -> usize {
-        self.state
-            .accepted
-            .load(std::sync::atomic::Ordering::SeqCst)
+    /// `<message` stanzas that have reached the proxy flowing `toward` one side.
+    pub fn messages(&self, toward: Toward) -> usize {
+        self.state.messages[toward as usize].load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until `n` more `<message` stanzas flowed `toward` one side (false when
+    /// `deadline` came first).
+    pub fn wait_messages(&self, toward: Toward, n: usize, deadline: Instant) -> bool {
+        let target = self.messages(toward) + n;
+        while self.messages(toward) < target {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// Stops passing on what flows `toward` one side: it stays in the proxy until the
@@ -447,18 +538,31 @@ impl CutProxy {
     }
 }
 
-/// Copies `from` to `to` until either side ends; while `hold` is set, what it read stays
-/// here (dropped when the connection is cut meanwhile).
+/// Copies `from` to `to` (flowing `toward` one side) until either side ends, counting the
+/// `<message` stanzas; while that direction is held, what it read stays here (dropped
+/// when the connection is cut meanwhile).
 fn pipe(
     mut from: std::net::TcpStream,
     mut to: std::net::TcpStream,
-    hold: &std::sync::atomic::AtomicBool,
+    state: &ProxyState,
+    toward: Toward,
 ) {
     use std::io::{Read, Write};
     use std::sync::atomic::Ordering;
+    const TAG: &[u8] = b"<message";
+    let (hold, messages) = (
+        &state.hold[toward as usize],
+        &state.messages[toward as usize],
+    );
     let mut buf = vec![0u8; 64 * 1024];
     let mut held = Vec::new();
+    // The end of the previous read, for a tag split between two reads.
+    let mut tail = Vec::new();
     while let Ok(n @ 1..) = from.read(&mut buf) {
+        tail.extend_from_slice(&buf[..n]);
+        let found = tail.windows(TAG.len()).filter(|w| *w == TAG).count();
+        messages.fetch_add(found, Ordering::SeqCst);
+        tail.drain(..tail.len().saturating_sub(TAG.len() - 1));
         held.extend_from_slice(&buf[..n]);
         if hold.load(Ordering::SeqCst) {
             continue;

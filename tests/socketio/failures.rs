@@ -2,12 +2,12 @@
 //! target down, the auth middleware refusing, garbage packets from the server, and late or
 //! churning users refused when the app cannot recover connections.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use msgstorm::metrics::{Counter, ErrorKind};
 
 use crate::common::peers::free_port;
-use crate::common::run::{run_text, Work};
+use crate::common::run::{run_text, Work, RUN_LIMIT};
 use crate::common::socketio::{shared, Cluster};
 use crate::socketio_chat::run;
 
@@ -21,7 +21,7 @@ fn errors(artifact: &msgstorm::artifact::Artifact, kind: ErrorKind) -> u64 {
         .sum()
 }
 
-/// Node B is killed (SIGKILL) two seconds into the traffic: its users' connections close
+/// Node B is killed (SIGKILL) in the middle of the traffic: its users' connections close
 /// (`closed_by_peer`), they reconnect to node A, and the ledger accounts for every message:
 /// delivered, repaired by recovery, or lost (a killed node keeps no session to recover).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,13 +52,24 @@ interval = "50ms"
     );
     let mut b = cluster.nodes.pop().expect("node B");
     let killer = std::thread::spawn(move || {
-        // Logins take well under a second; traffic runs 5 s.
-        std::thread::sleep(Duration::from_millis(2500));
+        // Once node B has routed a hundred of the 1,000 messages (its users logged in and
+        // sending, about a second into the 5 s of traffic), however slowly the users log
+        // in (issue 24: a kill at a fixed time could come before the traffic).
+        let deadline = Instant::now() + RUN_LIMIT;
+        while b.stat("routed") < 100 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let routed = b.stat("routed");
         b.proc.kill();
+        routed
     });
     let work = Work::new();
     let (ran, artifact) = run_text(&work, &text).await;
-    killer.join().expect("killer");
+    let routed = killer.join().expect("killer");
+    assert!(
+        routed >= 100,
+        "node B was killed during the traffic, after routing {routed}\n{ran}"
+    );
     let d = artifact.ledger.summary();
     let closed = errors(&artifact, ErrorKind::ClosedByPeer);
     assert!(closed >= 10, "node B's 10 users were cut: {closed}\n{ran}");

@@ -95,7 +95,17 @@ fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
     let Some(server) = Server::with_mam(kind) else {
         return;
     };
-    let text = scenario(&server, "o-mam", "fetch = \"mam\"", AWAY);
+    // ejabberd 23.01 can store a message that races a login in its offline storage after
+    // the login emptied it (docs/drivers/xmpp.md). Its archive usually has the message by
+    // the time the login queries it; on a busy machine the sender's process may archive
+    // it only after that query, and the final verification finds it: `repaired`, the
+    // server's defect, counted as such. Relaxed here, where logins race the traffic on
+    // purpose (issue 24: it failed `max_repaired_rate` with 1 of 260 under load).
+    let away = match kind {
+        Kind::Ejabberd => AWAY.replace("[checks]\n", "[checks]\nmax_repaired_rate = 0.05\n"),
+        Kind::Prosody => AWAY.to_owned(),
+    };
+    let text = scenario(&server, "o-mam", "fetch = \"mam\"", &away);
     let a = passed(run_msgstorm(&text, &[], LIMIT), &server);
     let d = a.ledger.summary();
     assert_eq!(d.delivered, d.expected, "{d:?}");
@@ -122,6 +132,37 @@ fn ejabberd_users_fetch_what_they_missed_from_mam() {
 )]
 fn prosody_users_fetch_what_they_missed_from_mam() {
     late_and_churning_users_fetch_from_the_archive(Kind::Prosody);
+}
+
+/// Issue 24: on a slow server, offline storage may hand over its copy of a message after
+/// the archive returned it and after `offline_quiet` ended the fetch; that copy is not
+/// handed to the engine a second time (it was counted `duplicated`). The shortest quiet
+/// time makes every copy late. Users come back only after the traffic, so no login races a
+/// message (see `ejabberd_late_and_churning_users_receive_what_was_stored`).
+#[test]
+fn regression_24_ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
+    let Some(server) = Server::with_mam(Kind::Ejabberd) else {
+        return;
+    };
+    let away = AWAY
+        .replace(
+            "late = { count = 4, at = \"2500ms\" }",
+            "late = { count = 4, at = \"6s\" }",
+        )
+        .replace(
+            "churn = { count = 4, offline_at = \"500ms\", back_at = \"1500ms\" }",
+            "churn = { count = 4, offline_at = \"1s\", back_at = \"6s\" }",
+        );
+    assert_ne!(away, AWAY);
+    let xmpp = "fetch = \"mam\"\noffline_quiet = \"1ms\"";
+    let a = passed(
+        run_msgstorm(&scenario(&server, "o-late", xmpp, &away), &[], LIMIT),
+        &server,
+    );
+    let d = a.ledger.summary();
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
+    assert!(d.via_sync > 0, "missed messages arrive after login: {d:?}");
+    assert_eq!(a.metrics.count(Counter::Received), d.delivered, "{d:?}");
 }
 
 #[test]

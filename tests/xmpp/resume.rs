@@ -39,27 +39,30 @@ max_reordered = 0
     );
     let text = scenario(server, prefix, "", &rest)
         .replace(&server.url(), &format!("xmpp://127.0.0.1:{}", proxy.port));
-    // Once every user has connected (after msgstorm's reachability probe), logins finish
-    // and traffic flows for 6 s: cut everything in the middle of it. Before the cut the
-    // network first swallows the server's acks (sends it processed stay unacknowledged),
-    // then the sends themselves (sends it never had): both kinds are unacknowledged at
-    // the cut, and only the second must be sent again.
+    // Cut everything in the middle of the traffic (720 sends): once a hundred sends have
+    // gone through, the network first swallows the server's acks (sends it processes
+    // stay unacknowledged), then, thirty sends later, the sends themselves (sends it never
+    // has): both kinds are unacknowledged at the cut, thirty sends later, and only the
+    // second must be sent again. Each step waits for the traffic itself, however slowly
+    // the users log in (issue 24: a cut at fixed times came before the traffic on a busy
+    // machine, while users were still logging in).
     let cutter = std::thread::spawn(move || {
         let deadline = Instant::now() + LIMIT;
-        while proxy.accepted() < USERS + 1 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(2900));
+        let flowing = proxy.wait_messages(Toward::Server, 100, deadline);
         proxy.hold(Toward::Clients);
-        std::thread::sleep(Duration::from_millis(400));
+        let processed = proxy.wait_messages(Toward::Server, 30, deadline);
         proxy.hold(Toward::Server);
-        std::thread::sleep(Duration::from_millis(400));
-        proxy.cut_all()
+        let swallowed = proxy.wait_messages(Toward::Server, 30, deadline);
+        (proxy.cut_all(), flowing && processed && swallowed)
     });
     let run = run_msgstorm(&text, &[], LIMIT);
-    let cut = cutter.join().expect("the cutter thread");
-    assert!(cut >= USERS, "every user's connection was cut: {cut}");
+    let (cut, in_traffic) = cutter.join().expect("the cutter thread");
     let report = run.stdout.clone();
+    assert!(
+        in_traffic,
+        "the cut came in the middle of the traffic: {report}"
+    );
+    assert!(cut >= USERS, "every user's connection was cut: {cut}");
     let a = passed(run, server);
     let d = a.ledger.summary();
     assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");

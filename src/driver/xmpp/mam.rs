@@ -2,6 +2,7 @@
 //! the query for what a user's archive holds after the last message it had, and what one
 //! archived message means for the ledger.
 
+use std::hash::BuildHasher;
 use std::time::SystemTime;
 
 use super::xml::{escape, Element};
@@ -93,6 +94,62 @@ pub fn stanza_id<'a>(e: &'a Element, me: &str) -> Option<&'a str> {
         .and_then(|c| c.attr("id"))
 }
 
+/// The messages a user's archive returned that no push has repeated yet, by a hash of
+/// their bodies (unique, with the envelope in them). The offline storage pushes its own
+/// copy of each of them, sometimes much later: after `offline_quiet` ended the fetch on a
+/// slow server, or at the next initial presence when ejabberd stored the message after
+/// the login had emptied the storage. Such a copy is the same message, not a second
+/// delivery; a second push of one message still is one. Kept until the end of the next
+/// fetch, whose presence brings the last copies: two fetches' results at most.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// How many copies of each body the fetch under way (or the last one) returned that
+    /// no push has repeated yet.
+    current: foldhash::HashMap<u64, u32>,
+    /// The same for the fetch before.
+    previous: foldhash::HashMap<u64, u32>,
+}
+
+impl Fetched {
+    /// Remembers a body the archive returned.
+    pub fn add(&mut self, body: &str) {
+        *self.current.entry(hash(body)).or_default() += 1;
+    }
+
+    /// Whether a pushed `body` repeats a fetched message that no push repeated before (it
+    /// has been from now on).
+    pub fn repeats(&mut self, body: &str) -> bool {
+        if self.current.is_empty() && self.previous.is_empty() {
+            return false;
+        }
+        let h = hash(body);
+        take_one(&mut self.current, h) || take_one(&mut self.previous, h)
+    }
+
+    /// A fetch is over: the copies of what the one before it returned came with its
+    /// presence, at the latest.
+    pub fn fetch_done(&mut self) {
+        self.previous = std::mem::take(&mut self.current);
+    }
+}
+
+/// Takes one copy of hash `h` off `left`; false when there was none.
+fn take_one(left: &mut foldhash::HashMap<u64, u32>, h: u64) -> bool {
+    match left.get_mut(&h) {
+        Some(n) if *n > 1 => *n -= 1,
+        Some(_) => {
+            left.remove(&h);
+        }
+        None => return false,
+    }
+    true
+}
+
+/// The hash `Fetched` keeps of a body.
+fn hash(body: &str) -> u64 {
+    foldhash::fast::FixedState::default().hash_one(body)
+}
+
 /// `user@domain` of `user@domain/resource`.
 fn bare(jid: &str) -> &str {
     jid.split_once('/').map_or(jid, |(b, _)| b)
@@ -101,6 +158,34 @@ fn bare(jid: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fetched_body_is_repeated_once_by_pushes() {
+        let mut f = Fetched::default();
+        assert!(!f.repeats("a"), "nothing fetched yet");
+        f.add("a");
+        f.add("b");
+        assert!(!f.repeats("c"));
+        assert!(f.repeats("a"), "the offline copy of a fetched message");
+        assert!(!f.repeats("a"), "a second push is a second delivery");
+        assert!(f.repeats("b"));
+    }
+
+    #[test]
+    fn fetched_bodies_are_kept_until_the_next_fetch_is_done() {
+        let mut f = Fetched::default();
+        f.add("a");
+        f.add("b");
+        f.fetch_done();
+        assert!(f.repeats("a"), "a copy after the fetch");
+        f.add("c");
+        f.fetch_done();
+        assert!(
+            !f.repeats("b"),
+            "the next fetch's presence brought its last copy"
+        );
+        assert!(f.repeats("c"));
+    }
 
     fn el(name: &str, attrs: &[(&str, &str)], children: Vec<Element>, text: &str) -> Element {
         Element {

@@ -58,6 +58,9 @@ pub struct XmppResume {
     /// The archive id of the last message this user had (`fetch = "mam"`): its next MAM
     /// fetch starts after it.
     mam_after: Option<String>,
+    /// What its archive returned, to drop the offline storage's copies of it, which may
+    /// come after the fetch or with the next connection's presence.
+    fetched: mam::Fetched,
 }
 
 /// What resuming an XEP-0198 session takes.
@@ -328,6 +331,10 @@ impl XmppSession {
             true => mam::stanza_id(&e, &self.me).map(str::to_owned),
             false => None,
         };
+        // The offline storage's copy of a message the archive returned (issue 24).
+        if self.resume.fetched.repeats(&body) {
+            return Ok(());
+        }
         if kind == "groupchat" {
             let from = e.attr("from").unwrap_or_default();
             let (room, nick) = from.split_once('/').unwrap_or((from, ""));
@@ -590,6 +597,25 @@ impl XmppSession {
             sm.received = sm.received.wrapping_add(1);
         }
     }
+
+    /// Moves the messages waiting in `pending` to `out` (other events stay), dropping
+    /// copies of what the archive returned while they waited.
+    fn take_delivered(&mut self, out: &mut Vec<String>) {
+        let mut rest = VecDeque::with_capacity(self.pending.len());
+        for held in std::mem::take(&mut self.pending) {
+            match held.event {
+                Event::Delivered { body } if self.resume.fetched.repeats(&body) => {}
+                Event::Delivered { body } => {
+                    if held.archive.is_some() {
+                        self.resume.mam_after = held.archive;
+                    }
+                    out.push(body.into());
+                }
+                event => rest.push_back(Held { event, ..held }),
+            }
+        }
+        self.pending = rest;
+    }
 }
 
 impl Session for XmppSession {
@@ -692,25 +718,6 @@ impl Session for XmppSession {
             self.stanza("<presence type='unavailable'/>");
             self.stanza("<presence/>");
         }
-        // Messages come once: what the archive returned is dropped from the pushes of the
-        // offline storage around it.
-        let mut archived = HashSet::new();
-        let take = |s: &mut Self, out: &mut Vec<String>, archived: &HashSet<String>| {
-            let mut rest = VecDeque::with_capacity(s.pending.len());
-            for held in std::mem::take(&mut s.pending) {
-                match held.event {
-                    Event::Delivered { body } if archived.contains(body.as_str()) => {}
-                    Event::Delivered { body } => {
-                        if held.archive.is_some() {
-                            s.resume.mam_after = held.archive;
-                        }
-                        out.push(body.into());
-                    }
-                    event => rest.push_back(Held { event, ..held }),
-                }
-            }
-            s.pending = rest;
-        };
         // A ping round trip: the server has had our presence (and sent the offline
         // messages it triggers) before it answers.
         let id = self.id("ping");
@@ -721,16 +728,24 @@ impl Session for XmppSession {
         ));
         self.until_reply(&id, "a ping").await?;
         let start = out.len();
-        take(self, out, &archived);
+        self.take_delivered(out);
         if self.opts.fetch == Fetch::Mam {
             let bodies = self.fetch_archive().await?;
             // From here on, what arrives is newer than the archive's answer.
             self.replaying = false;
-            archived.extend(bodies.iter().cloned());
+            // Messages come once: what the archive returned is dropped from the pushes of
+            // the offline storage around it (here, and in `message` from now on).
+            for b in &bodies {
+                self.resume.fetched.add(b);
+            }
             let pushed = out.split_off(start);
             out.extend(bodies);
-            out.extend(pushed.into_iter().filter(|b| !archived.contains(b)));
-            take(self, out, &archived);
+            for b in pushed {
+                if !self.resume.fetched.repeats(&b) {
+                    out.push(b);
+                }
+            }
+            self.take_delivered(out);
         }
         let quiet = self.opts.offline_quiet;
         let until = Instant::now() + OFFLINE_LIMIT;
@@ -739,8 +754,9 @@ impl Session for XmppSession {
                 Err(_) => break,
                 Ok(r) => r?,
             }
-            take(self, out, &archived);
+            self.take_delivered(out);
         }
+        self.resume.fetched.fetch_done();
         self.write().await
     }
 
