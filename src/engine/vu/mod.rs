@@ -482,6 +482,7 @@ impl<D: Driver> Vu<D> {
                 self.error(f.kind, f.detail);
             }
         }
+        self.sends_written();
     }
 
     fn traffic_start(&self) -> Option<Instant> {
