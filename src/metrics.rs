@@ -1,8 +1,11 @@
 //! Measurements of a run: HDR histograms of latencies, counters, a per-second series and
 //! the taxonomy of per-message failures.
 //!
-//! The engine keeps one [`Metrics`] per recorder slot and merges them once, at the end of
-//! the run; live progress only reads them (each second, for the last second's p99).
+//! The engine keeps one [`Metrics`] per recorder slot and merges them at the end of the
+//! run. Each second, the seconds of the series that are over move out of every slot into
+//! one series merged across slots ([`Metrics::move_series_before`]), their latency sketches
+//! packed, so a slot holds only the last second or two and memory grows with the run by
+//! the merged series alone (about 1–2 KB a second under load), not by the events recorded.
 //! Every part merges exactly, in any order: a merge of shards' metrics equals the metrics
 //! of one process fed every event. All durations are microseconds.
 //!
@@ -435,6 +438,21 @@ impl Second {
             lat: Default::default(),
         }
     }
+
+    /// Adds everything `o` recorded in the same second.
+    fn merge(&mut self, o: &Second) {
+        self.online = self.online.saturating_add(o.online);
+        self.errors += o.errors;
+        for (k, n) in self.error_kinds.iter_mut().zip(&o.error_kinds) {
+            *k += n;
+        }
+        for (c, n) in self.counters.iter_mut().zip(&o.counters) {
+            *c = c.saturating_add(*n);
+        }
+        for (l, n) in self.lat.iter_mut().zip(&o.lat) {
+            l.merge(n);
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -546,17 +564,10 @@ impl Metrics {
             }
         }
         for o in &other.seconds {
-            let s = self.second(o.sec);
-            s.online = s.online.saturating_add(o.online);
-            s.errors += o.errors;
-            for (k, n) in s.error_kinds.iter_mut().zip(&o.error_kinds) {
-                *k += n;
-            }
-            for (c, n) in s.counters.iter_mut().zip(&o.counters) {
-                *c = c.saturating_add(*n);
-            }
-            for (l, n) in s.lat.iter_mut().zip(&o.lat) {
-                l.merge(n);
+            match self.seconds.binary_search_by_key(&o.sec, |s| s.sec) {
+                Ok(i) => self.seconds[i].merge(o),
+                // As it is: packed sketches stay packed.
+                Err(i) => self.seconds.insert(i, o.clone()),
             }
         }
         for (k, h) in &other.cross {
@@ -565,6 +576,27 @@ impl Metrics {
                 .or_insert_with(new_hist)
                 .add(h)
                 .expect("all histograms have the same bounds");
+        }
+    }
+
+    /// Moves the seconds of the series before `sec` into `into`'s series, merged with what
+    /// it holds of them and packed: the engine's recorders hand over each second that is
+    /// over, so that they do not keep the series of the whole run. Totals, counters and
+    /// errors stay; merging `self` and `into` afterwards gives exactly what it did before.
+    pub fn move_series_before(&mut self, sec: u32, into: &mut Metrics) {
+        let over = self.seconds.partition_point(|s| s.sec < sec);
+        for mut s in self.seconds.drain(..over) {
+            match into.seconds.binary_search_by_key(&s.sec, |t| t.sec) {
+                Ok(i) => {
+                    let t = &mut into.seconds[i];
+                    t.merge(&s);
+                    t.lat.iter_mut().for_each(Sketch::pack);
+                }
+                Err(i) => {
+                    s.lat.iter_mut().for_each(Sketch::pack);
+                    into.seconds.insert(i, s);
+                }
+            }
         }
     }
 

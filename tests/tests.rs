@@ -4,6 +4,8 @@ mod common;
 
 #[path = "echo/smoke.rs"]
 mod echo_smoke;
+#[path = "engine/send_lag.rs"]
+mod engine_send_lag;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::clock::Clock;
 use crate::driver::{Driver, UserCtx};
 use crate::ledger::Ledger;
-use crate::metrics::{ErrorKind, Hist, Metrics};
+use crate::metrics::{ErrorKind, Metrics};
 use crate::scenario::{Plan, Population, UserIx};
 use shared::{Phase, Shared};
 use vu::{VuConfig, VuSpec};
@@ -64,7 +64,7 @@ pub struct Progress {
     pub replies: u64,
     /// Errors so far.
     pub errors: u64,
-    /// End-to-end p99 of the last second, µs (an upper bound: the highest over recorders).
+    /// End-to-end p99 of the last second, µs (of what was recorded by the end of it).
     pub e2e_p99_us: u64,
 }
 
@@ -528,17 +528,13 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
         let now = Instant::now();
         let sec = s.sec(now);
         let online = s.live.online.load(Ordering::Relaxed);
-        let mut p99 = 0;
-        for i in 0..s.slots() {
-            let mut r = s.recorder(i);
-            if i == 0 {
-                r.metrics.gauge_online(sec, online);
-            }
-            // The last complete second; the max over slots bounds the true p99 from above.
-            if let Some(w) = r.metrics.window(Hist::EndToEnd, sec.saturating_sub(1)..sec) {
-                p99 = p99.max(w.p99);
-            }
-        }
+        s.recorder(0).metrics.gauge_online(sec, online);
+        // The seconds that are over leave the recorders (their memory does not grow with
+        // the run); the last of them gives the live p99, across all users.
+        s.settle(sec);
+        let p99 = s
+            .settled_e2e(sec.saturating_sub(1)..sec)
+            .map_or(0, |w| w.p99);
         let phase = match s.phase() {
             Phase::Running if s.traffic_start.borrow().is_none() => "login",
             Phase::Running => "traffic",

@@ -12,7 +12,7 @@ use super::pacer::Pacer;
 use super::schedule::GroupInfo;
 use crate::clock::Clock;
 use crate::ledger::Ledger;
-use crate::metrics::{ErrorKind, Metrics};
+use crate::metrics::{ErrorKind, Hist, Metrics, Window};
 use crate::scenario::{LedgerOpts, SenderShards, StreamId, UserIx};
 
 /// Where a run is.
@@ -28,7 +28,8 @@ pub enum Phase {
     Abort,
 }
 
-/// What virtual users aggregate into; one per slot, merged at the end.
+/// What virtual users aggregate into; one per slot, merged at the end (the per-second
+/// series each second: see [`Shared::settle`]).
 #[derive(Debug)]
 pub struct Recorder {
     /// Histograms, counters, series, errors.
@@ -86,6 +87,9 @@ pub struct Shared {
     pub run_id: u32,
     /// Recorders, one per slot.
     recorders: Vec<Mutex<Recorder>>,
+    /// The per-second series of the seconds that are over, merged across the recorders
+    /// (only its series is used).
+    series: Mutex<Metrics>,
     /// Live counters.
     pub live: Live,
     /// The run phase.
@@ -135,6 +139,7 @@ impl Shared {
                     })
                 })
                 .collect(),
+            series: Mutex::new(Metrics::new()),
             live: Live::default(),
             phase: watch::channel(Phase::Running).0,
             traffic_start: watch::channel(None).0,
@@ -159,9 +164,23 @@ impl Shared {
         slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Number of recorder slots.
-    pub fn slots(&self) -> usize {
-        self.recorders.len()
+    /// Moves the per-second series before second `sec` out of every recorder into the
+    /// merged series (exactly: what a user records late for one of those seconds is moved
+    /// at the next call), so recorders hold only the seconds not yet over.
+    pub fn settle(&self, sec: u32) {
+        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        for i in 0..self.recorders.len() {
+            self.recorder(i)
+                .metrics
+                .move_series_before(sec, &mut series);
+        }
+    }
+
+    /// End-to-end latency over the seconds in `secs` of the merged series (see
+    /// [`Shared::settle`]).
+    pub fn settled_e2e(&self, secs: std::ops::Range<u32>) -> Option<Window> {
+        let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        series.window(Hist::EndToEnd, secs)
     }
 
     /// Seconds since the start of the run, for per-second series.
@@ -292,10 +311,12 @@ impl Shared {
         }
     }
 
-    /// Merges every recorder into one.
+    /// Merges every recorder and the merged series into one (taking the series: call once,
+    /// at the end).
     pub fn collect(&self, ledger: &LedgerOpts) -> Recorder {
+        let series = std::mem::take(&mut *self.series.lock().unwrap_or_else(|p| p.into_inner()));
         let mut all = Recorder {
-            metrics: Metrics::new(),
+            metrics: series,
             ledger: Ledger::new(ledger),
         };
         for i in 0..self.recorders.len() {

@@ -260,6 +260,39 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Issue 24: recorders hand the seconds that are over to one merged series (packed) at
+    /// any point, events still arrive for those seconds afterwards, and the merge of
+    /// everything is the same metrics.
+    #[test]
+    fn moving_seconds_out_keeps_the_merge_exact(
+        events in prop::collection::vec(event(), 0..300),
+        split in prop::collection::vec(any::<bool>(), 300),
+        moves in prop::collection::vec(prop::option::weighted(0.1, 0u32..9), 300),
+    ) {
+        let (mut one, mut a, mut b, mut series) =
+            (Metrics::new(), Metrics::new(), Metrics::new(), Metrics::new());
+        for ((e, left), at) in events.iter().zip(&split).zip(&moves) {
+            e.apply(&mut one);
+            e.apply(if *left { &mut a } else { &mut b });
+            if let Some(sec) = *at {
+                a.move_series_before(sec, &mut series);
+                b.move_series_before(sec, &mut series);
+            }
+        }
+        series.merge(&a);
+        series.merge(&b);
+        prop_assert_eq!(&series, &one);
+        prop_assert_eq!(series.seconds().collect::<Vec<_>>(), one.seconds().collect::<Vec<_>>());
+        prop_assert_eq!(
+            serde_json::to_string(&series).expect("serializes"),
+            serde_json::to_string(&one).expect("serializes")
+        );
+    }
+}
+
 /// A forged histogram whose header asks for a huge payload, plain and deflated.
 fn forged_histograms(payload_len: u32) -> [Vec<u8>; 2] {
     let mut plain = Vec::new();

@@ -504,6 +504,7 @@ impl<D: Driver> Vu<D> {
                 self.take_events(Event::Closed(f), link);
             }
         }
+        self.sends_written();
     }
 
     fn traffic_start(&self) -> Option<Instant> {

@@ -64,6 +64,10 @@ pub(super) struct Tally {
     errors: Vec<(ErrorKind, String)>,
     /// Bodies with our marker that could not be attributed.
     damaged: u64,
+    /// Due times of sends handed to the session and not yet written out: their send lag
+    /// is taken once the wake-up's writes are done ([`Vu::sends_written`]). Not applied
+    /// with the rest: a tally holding some stays with its user.
+    unwritten: Vec<Instant>,
     /// Live-counter changes, applied with the rest.
     pub(super) live: LiveDelta,
 }
@@ -85,6 +89,12 @@ impl Tally {
             Some(last) if last.0 == stream => last.1 = last.1.max(seq),
             _ => self.sent.push((stream, seq)),
         }
+    }
+
+    /// A send due at `due` was handed to the session; its bytes may still wait in the
+    /// session's write buffer.
+    pub(super) fn handed(&mut self, due: Instant) {
+        self.unwritten.push(due);
     }
 
     /// `seq` of `stream` is expected nowhere (refused or failed).
@@ -227,8 +237,23 @@ impl<D: Driver> Vu<D> {
         self.tally(Instant::now()).error(kind, detail);
     }
 
+    /// The sends handed to the session so far are written out (or failed) now: their send
+    /// lag, due → now, includes any time the writes waited on a full socket.
+    pub(super) fn sends_written(&mut self) {
+        let now = Instant::now();
+        if self.tally.0.as_ref().is_none_or(|t| t.unwritten.is_empty()) {
+            return;
+        }
+        let t = self.tally(now);
+        let lags = t.unwritten.drain(..).map(|due| {
+            let lag = now.saturating_duration_since(due).as_micros() as u64;
+            (Hist::SendLag, lag)
+        });
+        t.lat.extend(lags);
+    }
+
     /// Applies the tally to the user's recorder (one lock) and to the live counters, and
-    /// gives it back to the thread's spares.
+    /// gives it back to the thread's spares (unless it holds sends not yet written out).
     pub(super) fn flush_tally(&mut self) {
         let Some(mut t) = self.tally.0.take() else {
             return;
@@ -252,6 +277,10 @@ impl<D: Driver> Vu<D> {
             if *n > 0 {
                 counter.fetch_add(std::mem::take(n), Ordering::Relaxed);
             }
+        }
+        if !t.unwritten.is_empty() {
+            self.tally.0 = Some(t);
+            return;
         }
         SPARE.with_borrow_mut(|spares| {
             if spares.len() < SPARES {

@@ -9,7 +9,7 @@ use super::Vu;
 use crate::driver::{Dest, Driver, Failure, Session};
 use crate::engine::schedule::{NextSend, Sends};
 use crate::envelope::{self, Envelope};
-use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::metrics::{Counter, ErrorKind};
 use crate::scenario::StreamId;
 
 /// Sends written per wake-up at most. A user far behind its schedule reads its socket
@@ -121,11 +121,11 @@ impl<D: Driver> Vu<D> {
             Sends::Echo { .. } => Dest::User(&self.spec.ctx.id),
         };
         let sent = s.send(tag, dest, &self.body).await;
-        let lag = now.saturating_duration_since(due).as_micros() as u64;
         let bytes = self.body.len() as u64;
         let acceptance = self.cfg.acceptance;
         let t = self.tally(now);
-        t.latency(Hist::SendLag, lag);
+        // Its lag is taken once the wake-up's writes are done (see `Vu::sends_written`).
+        t.handed(due);
         t.sent(next.stream, next.seq);
         match sent {
             Ok(()) => {
