@@ -38,10 +38,8 @@ use super::{
 use crate::metrics::ErrorKind;
 
 /// The longest a user closing without an offset waits for one (see
-/// [`SocketIoSession::await_offset`]). The wait ends as soon as one arrives; 1 s was too
-/// short for an app's first message on a loaded machine (the user then went offline
-/// without an offset and its missed messages were lost: issue 24).
-const OFFSET_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+/// [`SocketIoSession::await_offset`]).
+const OFFSET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The Socket.IO driver.
 #[derive(Debug, Clone)]
