@@ -158,8 +158,8 @@ impl Server {
         );
     }
 
-    /// Starts `kind` on a free port and waits until it listens; `Err` (giving back the
-    /// temp dir) when it exited because another process had taken the port.
+    /// Starts `kind` on a free port and waits until it answers a stream; `Err` (giving
+    /// back the temp dir) when it exited because another process had taken the port.
     fn spawn(
         kind: Kind,
         extra: &str,
@@ -179,12 +179,15 @@ impl Server {
             Kind::Ejabberd => ejabberd(dir, port, extra, mam),
             Kind::Prosody => prosody(dir, port, extra, mam),
         };
-        // The watchdog: runs the server, stops it when this test process is gone, marks
-        // its end in `server.exited`, and removes a shared server's directory once the
-        // test process is gone (a private one is removed by its TempDir).
+        // The watchdog: runs the server, stops it when this test process is gone, and
+        // marks its end in `server.exited`. A shared server's directory is removed once
+        // the test process is gone, by a shell of its own so that the log stays readable
+        // meanwhile (a private one is removed by its TempDir).
         let parent = std::process::id();
         let cleanup = match temp {
-            None => format!("while kill -0 {parent} 2>/dev/null; do sleep 1; done; rm -rf \"$D\""),
+            None => {
+                format!("(while kill -0 {parent} 2>/dev/null; do sleep 1; done; rm -rf \"$D\") &")
+            }
             Some(_) => String::new(),
         };
         let script = format!(
@@ -212,20 +215,25 @@ impl Server {
         // against a hang.
         let deadline = Instant::now() + START_WAIT;
         while !answers_xmpp(port) {
-            if let Ok(status) = std::fs::read_to_string(dir.join("server.exited")) {
-                let log = server.log();
-                let _ = server.watchdog.kill();
-                let _ = server.watchdog.wait();
-                if log.contains("eaddrinuse") || log.contains("Address already in use") {
-                    return Err(server._temp.take());
-                }
+            let exited = std::fs::read_to_string(dir.join("server.exited"));
+            if exited.is_ok() {
+                // Gone: its pid may be another process's by now.
+                let _ = std::fs::remove_file(dir.join("server.pid"));
+            }
+            let log = server.log();
+            // ejabberd exits when its port is taken; Prosody logs it and runs on. Either
+            // is stopped (on drop) and the next attempt uses the same directory.
+            let taken = ["eaddrinuse", &format!("Failed to open server port {port}")];
+            if taken.iter().any(|t| log.contains(t)) {
+                return Err(server._temp.take());
+            }
+            if let Ok(status) = exited {
                 panic!("{} exited (status {}): {log}", kind.name(), status.trim());
             }
             assert!(
                 Instant::now() < deadline,
-                "{} did not answer a stream within {START_WAIT:?}: {}",
+                "{} did not answer a stream within {START_WAIT:?}: {log}",
                 kind.name(),
-                server.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -257,8 +265,8 @@ impl Drop for Server {
 }
 
 /// Whether an XMPP server on `port` answers a client's stream header with its stream
-/// features: listening is not enough, as ejabberd accepts connections before its first
-/// stream is served (and another process may hold a port the server failed to bind).
+/// features: the server is ready for clients, not just listening (and not another process
+/// holding a port the server failed to bind).
 fn answers_xmpp(port: u16) -> bool {
     use std::io::{Read, Write};
     let Ok(mut tcp) = TcpStream::connect(("127.0.0.1", port)) else {
