@@ -94,41 +94,81 @@ pub fn stanza_id<'a>(e: &'a Element, me: &str) -> Option<&'a str> {
         .and_then(|c| c.attr("id"))
 }
 
-/// The messages a user's archive returned that no push has repeated yet, by a hash of
-/// their bodies (unique, with the envelope in them). The offline storage pushes its own
-/// copy of each of them, sometimes much later: after `offline_quiet` ended the fetch on a
-/// slow server, or at the next initial presence when ejabberd stored the message after
-/// the login had emptied the storage. Such a copy is the same message, not a second
-/// delivery; a second push of one message still is one. Kept until the end of the next
-/// fetch, whose presence brings the last copies: two fetches' results at most.
+/// The two ways a message a user missed can reach it with `fetch = "mam"`: the archive's
+/// answer, and a push (offline storage replaying, or live routing) — a message may come
+/// both ways, in either order, and reaches the engine once. The first copy is handed out;
+/// the second is dropped when it comes:
+/// - the offline storage's copy of an archive result, sometimes much later than the fetch
+///   (after `offline_quiet` on a slow server, or with the next presence when ejabberd
+///   stored the message after the login had emptied the storage);
+/// - the archive's copy of a message pushed while the user was fetching, which the next
+///   query returns again (such a push does not move the archive position: it may be older
+///   than what the query has to return).
+///
+/// A second push of one message is still a second delivery. Bodies are unique (the
+/// envelope is in them) and kept by hash until the end of the next fetch, whose presence
+/// and query bring the last copies: two fetches' worth at most.
 #[derive(Debug, Default)]
-pub struct Fetched {
-    /// How many copies of each body the fetch under way (or the last one) returned that
-    /// no push has repeated yet.
+pub struct Copies {
+    /// Archive results no push has repeated yet.
+    archived: Awaited,
+    /// Pushes handed out while fetching that no archive result has repeated yet.
+    pushed: Awaited,
+}
+
+impl Copies {
+    /// An archive result: true when it is the first copy (hand it out), false when it
+    /// repeats a push handed out while fetching.
+    pub fn archived(&mut self, body: &str) -> bool {
+        let h = hash(body);
+        if self.pushed.take(h) {
+            return false;
+        }
+        self.archived.add(h);
+        true
+    }
+
+    /// Whether a push repeats an archive result no push repeated before (it has been from
+    /// now on).
+    pub fn repeats(&mut self, body: &str) -> bool {
+        !self.archived.is_empty() && self.archived.take(hash(body))
+    }
+
+    /// A push handed out while fetching: the archive may return it later.
+    pub fn pushed_while_fetching(&mut self, body: &str) {
+        self.pushed.add(hash(body));
+    }
+
+    /// A fetch is over: the copies of what came before the fetch before it have come.
+    pub fn fetch_done(&mut self) {
+        self.archived.rotate();
+        self.pushed.rotate();
+    }
+}
+
+/// Copies of messages still awaited from the other way, by body hash: those of the fetch
+/// under way (or the last one), and of the fetch before.
+#[derive(Debug, Default)]
+struct Awaited {
     current: foldhash::HashMap<u64, u32>,
-    /// The same for the fetch before.
     previous: foldhash::HashMap<u64, u32>,
 }
 
-impl Fetched {
-    /// Remembers a body the archive returned.
-    pub fn add(&mut self, body: &str) {
-        *self.current.entry(hash(body)).or_default() += 1;
+impl Awaited {
+    fn add(&mut self, h: u64) {
+        *self.current.entry(h).or_default() += 1;
     }
 
-    /// Whether a pushed `body` repeats a fetched message that no push repeated before (it
-    /// has been from now on).
-    pub fn repeats(&mut self, body: &str) -> bool {
-        if self.current.is_empty() && self.previous.is_empty() {
-            return false;
-        }
-        let h = hash(body);
+    fn is_empty(&self) -> bool {
+        self.current.is_empty() && self.previous.is_empty()
+    }
+
+    /// Takes one awaited copy of `h` off; false when there was none.
+    fn take(&mut self, h: u64) -> bool {
         take_one(&mut self.current, h) || take_one(&mut self.previous, h)
     }
 
-    /// A fetch is over: the copies of what the one before it returned came with its
-    /// presence, at the latest.
-    pub fn fetch_done(&mut self) {
+    fn rotate(&mut self) {
         self.previous = std::mem::take(&mut self.current);
     }
 }
@@ -145,7 +185,7 @@ fn take_one(left: &mut foldhash::HashMap<u64, u32>, h: u64) -> bool {
     true
 }
 
-/// The hash `Fetched` keeps of a body.
+/// The hash `Copies` keeps of a body.
 fn hash(body: &str) -> u64 {
     foldhash::fast::FixedState::default().hash_one(body)
 }
@@ -160,31 +200,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fetched_body_is_repeated_once_by_pushes() {
-        let mut f = Fetched::default();
-        assert!(!f.repeats("a"), "nothing fetched yet");
-        f.add("a");
-        f.add("b");
-        assert!(!f.repeats("c"));
-        assert!(f.repeats("a"), "the offline copy of a fetched message");
-        assert!(!f.repeats("a"), "a second push is a second delivery");
-        assert!(f.repeats("b"));
+    fn an_archive_result_is_dropped_once_from_the_pushes() {
+        let mut c = Copies::default();
+        assert!(!c.repeats("a"), "nothing fetched yet");
+        assert!(c.archived("a"));
+        assert!(c.archived("b"));
+        assert!(!c.repeats("x"));
+        assert!(c.repeats("a"), "the offline copy of a fetched message");
+        assert!(!c.repeats("a"), "a second push is a second delivery");
+        assert!(c.repeats("b"));
     }
 
     #[test]
-    fn fetched_bodies_are_kept_until_the_next_fetch_is_done() {
-        let mut f = Fetched::default();
-        f.add("a");
-        f.add("b");
-        f.fetch_done();
-        assert!(f.repeats("a"), "a copy after the fetch");
-        f.add("c");
-        f.fetch_done();
-        assert!(
-            !f.repeats("b"),
-            "the next fetch's presence brought its last copy"
-        );
-        assert!(f.repeats("c"));
+    fn a_push_while_fetching_is_dropped_once_from_the_archive() {
+        let mut c = Copies::default();
+        c.pushed_while_fetching("a");
+        c.pushed_while_fetching("a");
+        assert!(!c.archived("a"), "the archive's copy of a push");
+        assert!(!c.archived("a"));
+        assert!(c.archived("a"), "a third copy");
+        assert!(c.archived("b"));
+    }
+
+    #[test]
+    fn copies_are_awaited_until_the_next_fetch_is_done() {
+        let mut c = Copies::default();
+        assert!(c.archived("a"));
+        assert!(c.archived("b"));
+        c.pushed_while_fetching("p");
+        c.pushed_while_fetching("q");
+        c.fetch_done();
+        assert!(c.repeats("a"), "a copy after the fetch");
+        assert!(!c.archived("p"), "returned by the next query");
+        assert!(c.archived("c"));
+        c.fetch_done();
+        assert!(!c.repeats("b"), "the next fetch brought its last copy");
+        assert!(c.archived("q"));
+        assert!(c.repeats("c"));
     }
 
     fn el(name: &str, attrs: &[(&str, &str)], children: Vec<Element>, text: &str) -> Element {

@@ -58,9 +58,9 @@ pub struct XmppResume {
     /// The archive id of the last message this user had (`fetch = "mam"`): its next MAM
     /// fetch starts after it.
     mam_after: Option<String>,
-    /// What its archive returned, to drop the offline storage's copies of it, which may
-    /// come after the fetch or with the next connection's presence.
-    fetched: mam::Fetched,
+    /// Messages that came one way (archive, push) and may come the other way later, to
+    /// hand each out once (`fetch = "mam"`).
+    copies: mam::Copies,
 }
 
 /// What resuming an XEP-0198 session takes.
@@ -113,6 +113,9 @@ struct Held {
     /// The archive id of a pushed message (`fetch = "mam"`): once the engine has it, the
     /// next MAM fetch starts after it.
     archive: Option<String>,
+    /// A 1:1 message pushed while the user fetched (`fetch = "mam"`): it moves no archive
+    /// position, so the next query may return it again.
+    fetching: bool,
 }
 
 impl Held {
@@ -122,6 +125,7 @@ impl Held {
             event,
             stanza: None,
             archive: None,
+            fetching: false,
         }
     }
 }
@@ -332,7 +336,7 @@ impl XmppSession {
             false => None,
         };
         // The offline storage's copy of a message the archive returned (issue 24).
-        if self.resume.fetched.repeats(&body) {
+        if self.resume.copies.repeats(&body) {
             return Ok(());
         }
         if kind == "groupchat" {
@@ -352,10 +356,12 @@ impl XmppSession {
                 }
             }
         }
+        let mam = self.opts.fetch == Fetch::Mam;
         self.pending.push_back(Held {
             event: Event::Delivered { body: body.into() },
             stanza: count,
             archive,
+            fetching: mam && self.replaying && kind != "groupchat",
         });
         Ok(())
     }
@@ -604,17 +610,26 @@ impl XmppSession {
         let mut rest = VecDeque::with_capacity(self.pending.len());
         for held in std::mem::take(&mut self.pending) {
             match held.event {
-                Event::Delivered { body } if self.resume.fetched.repeats(&body) => {}
+                Event::Delivered { body } if self.resume.copies.repeats(&body) => {}
                 Event::Delivered { body } => {
-                    if held.archive.is_some() {
-                        self.resume.mam_after = held.archive;
-                    }
+                    self.handing(held.archive, held.fetching, &body);
                     out.push(body.into());
                 }
                 event => rest.push_back(Held { event, ..held }),
             }
         }
         self.pending = rest;
+    }
+
+    /// A pushed message goes to the engine: the archive position moves past it, or the
+    /// archive may return it again.
+    fn handing(&mut self, archive: Option<String>, fetching: bool, body: &str) {
+        if archive.is_some() {
+            self.resume.mam_after = archive;
+        }
+        if fetching {
+            self.resume.copies.pushed_while_fetching(body);
+        }
     }
 }
 
@@ -727,25 +742,19 @@ impl Session for XmppSession {
             ns::PING
         ));
         self.until_reply(&id, "a ping").await?;
-        let start = out.len();
         self.take_delivered(out);
         if self.opts.fetch == Fetch::Mam {
             let bodies = self.fetch_archive().await?;
             // From here on, what arrives is newer than the archive's answer.
             self.replaying = false;
-            // Messages come once: what the archive returned is dropped from the pushes of
-            // the offline storage around it (here, and in `message` from now on).
-            for b in &bodies {
-                self.resume.fetched.add(b);
-            }
-            let pushed = out.split_off(start);
-            out.extend(bodies);
-            for b in pushed {
-                if !self.resume.fetched.repeats(&b) {
+            // Pushes arriving during the query first, then what the archive returned that
+            // no push brought (each message comes once: `mam::Copies`).
+            self.take_delivered(out);
+            for b in bodies {
+                if self.resume.copies.archived(&b) {
                     out.push(b);
                 }
             }
-            self.take_delivered(out);
         }
         let quiet = self.opts.offline_quiet;
         let until = Instant::now() + OFFLINE_LIMIT;
@@ -756,7 +765,7 @@ impl Session for XmppSession {
             }
             self.take_delivered(out);
         }
-        self.resume.fetched.fetch_done();
+        self.resume.copies.fetch_done();
         self.write().await
     }
 
@@ -766,8 +775,8 @@ impl Session for XmppSession {
         loop {
             // Taken out of `pending`, a message counts as handed to the engine (`handed`).
             if let Some(held) = self.pending.pop_front() {
-                if held.archive.is_some() {
-                    self.resume.mam_after = held.archive;
+                if let Event::Delivered { body } = &held.event {
+                    self.handing(held.archive, held.fetching, body);
                 }
                 return held.event;
             }
