@@ -157,7 +157,14 @@ async fn ws_json_counts_injected_faults_exactly_as_native_does() {
     assert_eq!(w.corrupted, bad, "{w:?}");
     assert_eq!(w.lost, 0, "{w:?}");
     assert!(w.reordered > 0, "{w:?}");
-    assert_eq!(counts(&n), counts(&w), "native {n:?}\nws-json {w:?}");
+    // Whether a held push is overtaken depends on timing in each run, so the two runs'
+    // reordered counts may differ on a loaded box (22 vs 21 seen); everything else is the
+    // server's fault log and must match exactly.
+    let (mut cn, mut cw) = (counts(&n), counts(&w));
+    cn[5] = 0;
+    cw[5] = 0;
+    assert_eq!(cn, cw, "native {n:?}\nws-json {w:?}");
+    assert!(n.reordered > 0, "{n:?}");
 }
 
 /// Frames no rule matches are counted as protocol errors with the frame as the example,
