@@ -101,9 +101,9 @@ pub fn stanza_id<'a>(e: &'a Element, me: &str) -> Option<&'a str> {
 /// - the offline storage's copy of an archive result, sometimes much later than the fetch
 ///   (after `offline_quiet` on a slow server, or with the next presence when ejabberd
 ///   stored the message after the login had emptied the storage);
-/// - the archive's copy of a message pushed while the user was fetching, which the next
-///   query returns again (such a push does not move the archive position: it may be older
-///   than what the query has to return).
+/// - the archive's copy of a message pushed while the user was fetching, or of an offline
+///   copy, which the next query returns again (such a push does not move the archive
+///   position: it may be older than what the query has to return).
 ///
 /// A second push of one message is still a second delivery. Bodies are unique (the
 /// envelope is in them) and kept by hash until the end of the next fetch, whose presence
@@ -112,13 +112,14 @@ pub fn stanza_id<'a>(e: &'a Element, me: &str) -> Option<&'a str> {
 pub struct Copies {
     /// Archive results no push has repeated yet.
     archived: Awaited,
-    /// Pushes handed out while fetching that no archive result has repeated yet.
+    /// Pushes handed out that moved no archive position and that no archive result has
+    /// repeated yet.
     pushed: Awaited,
 }
 
 impl Copies {
     /// An archive result: true when it is the first copy (hand it out), false when it
-    /// repeats a push handed out while fetching.
+    /// repeats a push that moved no archive position.
     pub fn archived(&mut self, body: &str) -> bool {
         let h = hash(body);
         if self.pushed.take(h) {
@@ -134,8 +135,9 @@ impl Copies {
         !self.archived.is_empty() && self.archived.take(hash(body))
     }
 
-    /// A push handed out while fetching: the archive may return it later.
-    pub fn pushed_while_fetching(&mut self, body: &str) {
+    /// A push handed out that moved no archive position (while fetching, or an offline
+    /// copy): the archive may return it later.
+    pub fn pushed_unplaced(&mut self, body: &str) {
         self.pushed.add(hash(body));
     }
 
@@ -214,8 +216,8 @@ mod tests {
     #[test]
     fn a_push_while_fetching_is_dropped_once_from_the_archive() {
         let mut c = Copies::default();
-        c.pushed_while_fetching("a");
-        c.pushed_while_fetching("a");
+        c.pushed_unplaced("a");
+        c.pushed_unplaced("a");
         assert!(!c.archived("a"), "the archive's copy of a push");
         assert!(!c.archived("a"));
         assert!(c.archived("a"), "a third copy");
@@ -227,8 +229,8 @@ mod tests {
         let mut c = Copies::default();
         assert!(c.archived("a"));
         assert!(c.archived("b"));
-        c.pushed_while_fetching("p");
-        c.pushed_while_fetching("q");
+        c.pushed_unplaced("p");
+        c.pushed_unplaced("q");
         c.fetch_done();
         assert!(c.repeats("a"), "a copy after the fetch");
         assert!(!c.archived("p"), "returned by the next query");

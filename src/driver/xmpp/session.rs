@@ -113,9 +113,10 @@ struct Held {
     /// The archive id of a pushed message (`fetch = "mam"`): once the engine has it, the
     /// next MAM fetch starts after it.
     archive: Option<String>,
-    /// A 1:1 message pushed while the user fetched (`fetch = "mam"`): it moves no archive
-    /// position, so the next query may return it again.
-    fetching: bool,
+    /// A 1:1 message that moves no archive position (`fetch = "mam"`): pushed while the
+    /// user fetched, or an offline copy (older than what the user may have had since). The
+    /// next query may return it again.
+    unplaced: bool,
 }
 
 impl Held {
@@ -125,7 +126,7 @@ impl Held {
             event,
             stanza: None,
             archive: None,
-            fetching: false,
+            unplaced: false,
         }
     }
 }
@@ -329,9 +330,13 @@ impl XmppSession {
         let Some(body) = e.child("body").map(|b| b.text.clone()) else {
             return Ok(());
         };
-        // Only pushes move the archive position: what arrives while fetching (offline
-        // storage) may be older than what the archive query has to return.
-        let archive = match self.opts.fetch == Fetch::Mam && !self.replaying {
+        // Only live pushes move the archive position: what arrives while fetching, and an
+        // offline copy (`<delay>`) whenever it comes, may be older than what the archive
+        // query has to return (issue 24: a late offline copy moved it back, and the final
+        // verification's query returned messages the user had had).
+        let mam = self.opts.fetch == Fetch::Mam;
+        let unplaced = self.replaying || e.child_ns("delay", ns::DELAY).is_some();
+        let archive = match mam && !unplaced {
             true => mam::stanza_id(&e, &self.me).map(str::to_owned),
             false => None,
         };
@@ -356,12 +361,11 @@ impl XmppSession {
                 }
             }
         }
-        let mam = self.opts.fetch == Fetch::Mam;
         self.pending.push_back(Held {
             event: Event::Delivered { body: body.into() },
             stanza: count,
             archive,
-            fetching: mam && self.replaying && kind != "groupchat",
+            unplaced: mam && unplaced && kind != "groupchat",
         });
         Ok(())
     }
@@ -612,7 +616,7 @@ impl XmppSession {
             match held.event {
                 Event::Delivered { body } if self.resume.copies.repeats(&body) => {}
                 Event::Delivered { body } => {
-                    self.handing(held.archive, held.fetching, &body);
+                    self.handing(held.archive, held.unplaced, &body);
                     out.push(body.into());
                 }
                 event => rest.push_back(Held { event, ..held }),
@@ -623,12 +627,12 @@ impl XmppSession {
 
     /// A pushed message goes to the engine: the archive position moves past it, or the
     /// archive may return it again.
-    fn handing(&mut self, archive: Option<String>, fetching: bool, body: &str) {
+    fn handing(&mut self, archive: Option<String>, unplaced: bool, body: &str) {
         if archive.is_some() {
             self.resume.mam_after = archive;
         }
-        if fetching {
-            self.resume.copies.pushed_while_fetching(body);
+        if unplaced {
+            self.resume.copies.pushed_unplaced(body);
         }
     }
 }
@@ -776,7 +780,7 @@ impl Session for XmppSession {
             // Taken out of `pending`, a message counts as handed to the engine (`handed`).
             if let Some(held) = self.pending.pop_front() {
                 if let Event::Delivered { body } = &held.event {
-                    self.handing(held.archive, held.fetching, body);
+                    self.handing(held.archive, held.unplaced, body);
                 }
                 return held.event;
             }
