@@ -143,6 +143,10 @@ fn prosody_users_fetch_what_they_missed_from_mam() {
 /// Users come back only after the traffic, so no login races a message (see
 /// `ejabberd_late_and_churning_users_receive_what_was_stored`).
 #[test]
+#[cfg_attr(
+    not(peer_ejabberd),
+    ignore = "ejabberd is not installed (scripts/test installs it)"
+)]
 fn regression_24_ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
     let Some(server) = Server::with_mam(Kind::Ejabberd) else {
         return;
