@@ -268,13 +268,22 @@ fn errors_of(a: &Artifact, kind: ErrorKind) -> u64 {
         .map_or(0, |(_, n, _)| n)
 }
 
+/// (verified, planned) work: deliveries shown delivered or lost plus replies, of the
+/// deliveries planned plus requests. One definition for the check and its reason.
+pub fn verified_work(d: &Delivery, requests: u64, replies: u64) -> (u64, u64) {
+    (
+        d.expected.saturating_sub(d.unverified) + replies,
+        d.planned + requests,
+    )
+}
+
 /// Verified ÷ planned work: deliveries shown delivered or lost (not those refused, never
 /// confirmed, or to recipients never reached), and replies to requests. 0 when work was
 /// due but none was planned on a tracked stream; `None` when no work was due at all.
 pub fn verified_share(a: &Artifact, d: &Delivery) -> Option<f64> {
     let m = &a.metrics;
-    let planned = d.planned + m.count(Counter::Requests);
-    let verified = d.expected.saturating_sub(d.unverified) + m.count(Counter::Replies);
+    let (verified, planned) =
+        verified_work(d, m.count(Counter::Requests), m.count(Counter::Replies));
     if planned > 0 {
         Some(verified.min(planned) as f64 / planned as f64)
     } else {

@@ -78,8 +78,7 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
 fn verified(r: &Report) -> String {
     let d = &r.delivery;
     let requests = r.count(Counter::Requests);
-    let planned = d.planned + requests;
-    let verified = d.expected.saturating_sub(d.unverified) + r.count(Counter::Replies);
+    let (verified, planned) = super::checks::verified_work(d, requests, r.count(Counter::Replies));
     if planned == 0 {
         return format!(
             "nothing verified: {} sends were due but none went out on a tracked stream \
