@@ -37,8 +37,8 @@ use super::{
 };
 use crate::metrics::ErrorKind;
 
-/// The longest a user closing without an offset waits for one (see
-/// [`SocketIoSession::await_offset`]).
+/// The longest a user closing without an offset waits for one when the scenario names no
+/// `welcome_event` (see [`SocketIoSession::await_offset`]).
 const OFFSET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The Socket.IO driver.
@@ -111,8 +111,9 @@ impl super::Driver for SocketIoDriver {
             presence: self.opts.recovery,
             fetch_missed: self.opts.recovery,
             filters_own_echoes: self.opts.from.is_some(),
-            // A session is only restored from the offset of a packet the user received.
-            fetch_needs_receipt: self.opts.recovery,
+            // A session is only restored from the offset of a packet the user received;
+            // an app that welcomes every new connection gives each user one.
+            fetch_needs_receipt: self.opts.recovery && self.opts.welcome_event.is_none(),
             group_history: None,
             skips_history: false,
         }
@@ -450,12 +451,19 @@ impl SocketIoSession {
         Ok(())
     }
 
-    /// Waits (at most [`OFFSET_WAIT`]) for a first offset, so that a user closing right
-    /// after its first connect (a late user's presence) can be recovered: a session is
-    /// only restored from an offset. Stops at a message event, whose offset would skip it.
+    /// Waits for a first offset, so that a user closing right after its first connect (a
+    /// late user's presence) can be recovered: a session is only restored from an offset.
+    /// With a `welcome_event` it waits for that event (up to the reply timeout), recording
+    /// the offsets of other events on the way; without one, at most [`OFFSET_WAIT`] for any
+    /// event with an offset. Stops at a message event, whose offset would skip it.
     async fn await_offset(&mut self) {
+        let welcome = self.opts.welcome_event.clone();
+        let limit = match welcome {
+            Some(_) => self.reply_timeout,
+            None => OFFSET_WAIT,
+        };
         let wait = async {
-            while self.st.recovery.offset.is_none() {
+            loop {
                 let Ok(text) = read_text(&mut self.ws).await else {
                     return;
                 };
@@ -468,13 +476,23 @@ impl SocketIoSession {
                 let Ok((args, offset)) = event_args(s.data, true) else {
                     continue;
                 };
-                if as_str(args[0]).as_deref() == Some(self.opts.message_event.as_str()) {
+                let name = as_str(args[0]);
+                if name.as_deref() == Some(self.opts.message_event.as_str()) {
                     return;
                 }
-                self.st.recovery.offset = offset;
+                if offset.is_some() {
+                    self.st.recovery.offset = offset;
+                }
+                let done = match &welcome {
+                    Some(w) => name.as_deref() == Some(w.as_str()),
+                    None => self.st.recovery.offset.is_some(),
+                };
+                if done {
+                    return;
+                }
             }
         };
-        let _ = tokio::time::timeout(OFFSET_WAIT, wait).await;
+        let _ = tokio::time::timeout(limit, wait).await;
     }
 
     /// Queues the event `emit` with `vals`, asking for an ack when acks are on; returns

@@ -358,7 +358,8 @@ fn unresumable(n: u64) -> Option<String> {
             "{} reconnect(s) had no offset to recover the session from (the user had received \
              nothing before it went offline): what those users missed could not be fetched \
              and counts as lost. The app should send each user a first message when it \
-             connects (docs/drivers/socketio.md)",
+             connects, named in `target.socketio.welcome_event` so that a user going \
+             offline waits for it (docs/drivers/socketio.md)",
             super::text::thousands(n)
         )
     })

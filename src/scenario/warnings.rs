@@ -62,7 +62,9 @@ pub fn warnings(
                  or churning user the server has sent nothing by then reconnects without one, \
                  and everything it missed is reported as lost (counted as \
                  `resumes_without_offset`). Make the server send each user a first message \
-                 when it connects (docs/drivers/{driver}.md)"
+                 when it connects, and name it in the driver's options (Socket.IO: \
+                 `target.socketio.welcome_event`) so a user going offline waits for it \
+                 (docs/drivers/{driver}.md)"
             ),
         ));
     }

@@ -174,6 +174,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     /// Redis (kept running while the cluster lives).
     _redis: Option<Redis>,
+    /// The app emits `welcome` to every new connection (not `--welcome=0`).
+    welcomes: bool,
 }
 
 impl Cluster {
@@ -194,19 +196,25 @@ impl Cluster {
         Some(Cluster {
             nodes,
             _redis: redis,
+            welcomes: !args.contains(&"--welcome=0"),
         })
     }
 
     /// The `[target]` of a scenario spreading users over every node, with `options` added
-    /// to `[target.socketio]`.
+    /// to `[target.socketio]` (and the app's `welcome` event named when it sends one).
     pub fn target(&self, options: &str) -> String {
         let urls: Vec<String> = self.nodes[1..]
             .iter()
             .map(|n| format!("\"{}\"", n.url()))
             .collect();
+        let welcome = if self.welcomes {
+            "welcome_event = \"welcome\"\n"
+        } else {
+            ""
+        };
         format!(
             "[target]\ndriver = \"socketio\"\nurl = \"{}\"\nconnect_timeout = \"3s\"\n\n\
-             [target.socketio]\nurls = [{}]\n{options}\n",
+             [target.socketio]\nurls = [{}]\n{welcome}{options}\n",
             self.nodes[0].url(),
             urls.join(", ")
         )

@@ -116,7 +116,7 @@ max_lost = 0
 }
 
 /// `msgstorm validate` warns (on stderr, exit 0) that late users of a Socket.IO scenario
-/// need the app to send them a first message.
+/// need the app to send them a first message, until the scenario names that event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_24() {
     let text = format!("[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n{AWAY}");
@@ -131,6 +131,15 @@ async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_
             && ran.stderr.contains("first message"),
         "{ran}"
     );
+    // Naming the app's welcome event says every user gets an offset: no warning.
+    let welcomed = text.replace(
+        "[population]",
+        "[target.socketio]\nwelcome_event = \"welcome\"\n\n[population]",
+    );
+    let file = work.write("welcomed.toml", &welcomed);
+    let ran = crate::common::run::msgstorm(&["validate", &file.display().to_string()]).await;
+    ran.expect_code(0);
+    assert!(!ran.stderr.contains("warning:"), "{ran}");
     // Without recovery there is nothing to warn about: late users are refused (exit 2).
     let off = text.replace(
         "[population]",

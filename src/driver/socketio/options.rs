@@ -41,6 +41,7 @@ const KEYS: &[&str] = &[
     "join_event",
     "join",
     "message_event",
+    "welcome_event",
     "body",
     "from",
     // For wss://, read by the shared WebSocket transport (`ws::TLS_KEYS`).
@@ -82,6 +83,9 @@ pub struct Options {
     pub join: Emit,
     /// The event that delivers a message.
     pub message_event: String,
+    /// The event the app emits to every new connection through its adapter (so it
+    /// carries an offset): a user going offline before it has an offset waits for it.
+    pub welcome_event: Option<String>,
     /// Where the body is in its first argument (`None`: the argument is the body).
     pub body: Option<Path>,
     /// Where the sender is (own messages are not deliveries).
@@ -175,6 +179,17 @@ impl Options {
         if message_event.is_empty() {
             return Err(top.bad("message_event", "an empty event name"));
         }
+        let welcome_event = match top.str("welcome_event")? {
+            None => None,
+            Some("") => return Err(top.bad("welcome_event", "an empty event name")),
+            Some(name) if name == message_event => return Err(top.bad(
+                "welcome_event",
+                format!(
+                    "`{name}` is the message event; name the event the app sends a new connection"
+                ),
+            )),
+            Some(name) => Some(name.to_owned()),
+        };
         Ok(Options {
             path,
             namespace,
@@ -198,6 +213,7 @@ impl Options {
             )?,
             join: emit("join_event", "join", "join", r#""{group}""#, JOIN_VARS)?,
             message_event,
+            welcome_event,
             body: path_or_whole("body", "body")?,
             from: path_or_whole("from", "from")?,
         })
@@ -237,6 +253,9 @@ mod tests {
         assert_eq!(o.request_path(&ep), "/io/?x=1&EIO=4&transport=websocket");
         let o = parse("body = ''\nfrom = ''\nack = false").expect("whole");
         assert!(o.body.is_none() && o.from.is_none() && !o.ack);
+        assert_eq!(o.welcome_event, None);
+        let o = parse("welcome_event = 'hello'").expect("welcome");
+        assert_eq!(o.welcome_event.as_deref(), Some("hello"));
     }
 
     #[test]
@@ -252,6 +271,8 @@ mod tests {
             ("body = 'a..b'", "target.socketio.body"),
             ("ack = 'yes'", "target.socketio.ack"),
             ("message_event = ''", "target.socketio.message_event"),
+            ("welcome_event = ''", "target.socketio.welcome_event"),
+            ("welcome_event = 'message'", "target.socketio.welcome_event"),
         ] {
             let e = parse(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");

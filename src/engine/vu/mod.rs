@@ -25,7 +25,7 @@ use super::schedule::{Sends, VuPlan};
 use super::shared::{Phase, Shared};
 use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
-use crate::metrics::{Counter, Hist};
+use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::{StreamId, UserIx};
 use record::Held;
 use send::Pending;
@@ -610,7 +610,14 @@ impl<D: Driver> Vu<D> {
                     if !self.unjoined.contains(&g.index) {
                         self.unjoined.push(g.index);
                     }
-                    self.error(f.kind, format!("joining {}: {}", g.name, f.detail));
+                    // A refusal or a join never answered is the setup failure the
+                    // `max_join_failures` check names, whichever driver saw it; a dropped
+                    // connection stays what it is.
+                    let kind = match f.kind {
+                        ErrorKind::Protocol | ErrorKind::Timeout => ErrorKind::JoinFailed,
+                        other => other,
+                    };
+                    self.error(kind, format!("joining {}: {}", g.name, f.detail));
                 }
             }
         }
