@@ -182,12 +182,10 @@ impl Options {
         let welcome_event = match top.str("welcome_event")? {
             None => None,
             Some("") => return Err(top.bad("welcome_event", "an empty event name")),
-            Some(name) if name == message_event => return Err(top.bad(
-                "welcome_event",
-                format!(
-                    "`{name}` is the message event; name the event the app sends a new connection"
-                ),
-            )),
+            Some(name) if name == message_event => {
+                let why = format!("`{name}` is the message event, not a welcome");
+                return Err(top.bad("welcome_event", why));
+            }
             Some(name) => Some(name.to_owned()),
         };
         Ok(Options {
