@@ -1,6 +1,8 @@
 //! The integration tests: one binary, one module per area. `common` is the shared fixture.
 
 mod common;
+// One set of cases run for every driver against its real peer.
+mod conformance;
 
 #[path = "echo/smoke.rs"]
 mod echo_smoke;

@@ -13,6 +13,8 @@
 //!   binary on a scenario.
 //! - [`xmpp`] runs real ejabberd and Prosody servers for the XMPP tests.
 //! - [`socketio`] runs the Socket.IO chat app (two nodes + Redis) for the socketio tests.
+//! - [`proxy`] stands between msgstorm and a real peer, to close every connection or send
+//!   garbage on cue (the conformance suite).
 
 #[cfg(feature = "tls")]
 pub mod certs;
@@ -24,6 +26,7 @@ pub mod mosquitto;
 #[cfg(feature = "tls")]
 pub mod nginx;
 pub mod peers;
+pub mod proxy;
 #[cfg(feature = "socketio")]
 pub mod socketio;
 #[cfg(all(feature = "xmpp", feature = "mqtt"))]

@@ -1,0 +1,10 @@
+//! Each driver's real peer, one file per peer.
+
+pub mod loopback;
+#[cfg(feature = "mqtt")]
+pub mod mqtt;
+pub mod reference;
+#[cfg(feature = "socketio")]
+pub mod socketio;
+#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+pub mod xmpp;
