@@ -110,13 +110,21 @@ impl Lack {
             Lack::NoGroups => {
                 let ran = validate(name, GROUP).await;
                 ran.expect_code(2);
-                assert!(ran.stderr.contains("group"), "{ran}");
+                assert!(
+                    ran.stderr.contains("traffic[0].kind: kind `group`")
+                        && ran.stderr.contains(&format!("driver `{name}`")),
+                    "{ran}"
+                );
             }
             Lack::NoFetch => {
                 assert!(!spec.caps.fetch_missed, "{name} fetches missed messages");
                 let ran = validate(name, &late(style, "1s")).await;
                 ran.expect_code(2);
-                assert!(ran.stderr.contains("population.late"), "{ran}");
+                assert!(
+                    ran.stderr.contains("population.late")
+                        && ran.stderr.contains(&format!("driver `{name}`")),
+                    "{ran}"
+                );
             }
             Lack::InProcess => {
                 assert!(spec.schemes.is_empty(), "{name} connects to URLs");
