@@ -20,6 +20,9 @@
 //! case needs, or `(ignore "why")` for a case the driver has but its peer cannot be made
 //! to show. A missing column does not compile. A server close and garbage come from a
 //! [`WireProxy`] in front of the peer unless the peer makes them itself.
+//!
+//! Adding a driver: its [`Peer`] in `peers/` (reusing the fixture of `tests/common/` that
+//! starts its peer) and its line in the table.
 
 mod peers;
 
@@ -166,7 +169,7 @@ kind = "idle"
 duration = "300ms"
 "#;
 
-/// Two senders, two receivers, five messages each way: 20 deliveries.
+/// Two senders, two receivers, five messages from each sender to each: 20 deliveries.
 const DIRECT: &str = r#"
 [population]
 users = 4
@@ -203,8 +206,9 @@ fn echo(duration: &str) -> String {
     )
 }
 
-/// Late receivers of a late run, and messages to each.
+/// Late receivers of a late run.
 const LATE_USERS: u64 = 3;
+/// Messages to each late receiver.
 const LATE_MESSAGES: u64 = 5;
 
 /// One sender on time; the other users log in at `at`, after everything was sent to them.
@@ -225,14 +229,24 @@ fn late(style: Style, at: &str) -> String {
 
 /// Traffic to every connection for two seconds: one group of all users, each sending
 /// (what a client sends is masked or encrypted on some wires; what it receives is not).
+const BUSY: &str = r#"
+[population]
+users = 4
+login_rate = 400
+
+[[traffic]]
+kind = "group"
+groups = 1
+group_size = 4
+senders_per_group = 4
+duration = "2s"
+interval = "50ms"
+"#;
+
+/// [`BUSY`] in `style`.
 fn busy(style: Style) -> String {
     match style {
-        Style::Chat => {
-            "[population]\nusers = 4\nlogin_rate = 400\n\n[[traffic]]\nkind = \"group\"\n\
-                        groups = 1\ngroup_size = 4\nsenders_per_group = 4\nduration = \"2s\"\n\
-                        interval = \"50ms\"\n"
-                .to_owned()
-        }
+        Style::Chat => BUSY.to_owned(),
         Style::Echo => echo("2s"),
     }
 }
@@ -319,6 +333,7 @@ pub async fn direct<P: Peer>() {
     };
     assert!(expected > 0, "{ran}");
     clean(&d, expected, &ran);
+    assert_eq!(d.via_push, expected, "all of it live: {d:?}");
     assert_eq!(errors(&a), BTreeMap::new(), "{ran}");
 }
 
@@ -327,6 +342,7 @@ pub async fn group<P: Peer>() {
     let (ran, a, d, _) = run::<P>("group", Setup::Plain, GROUP).await;
     ran.expect_code(0);
     clean(&d, 20, &ran);
+    assert_eq!(d.via_push, 20, "all of it live: {d:?}");
     assert_eq!(errors(&a), BTreeMap::new(), "{ran}");
 }
 
