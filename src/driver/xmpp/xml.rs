@@ -154,11 +154,20 @@ impl Framer {
                 },
                 // Raw until the element ends: text cut by the end of the input may end in
                 // half an entity.
-                Event::Text(t) => {
-                    if let Some(el) = stack.last_mut() {
-                        el.text.push_str(&String::from_utf8_lossy(&t));
+                Event::Text(t) => match stack.last_mut() {
+                    Some(el) => el.text.push_str(&String::from_utf8_lossy(&t)),
+                    // Between stanzas only whitespace may come (keep-alives).
+                    None if t.iter().all(u8::is_ascii_whitespace) => {}
+                    None => {
+                        return Err(format!(
+                            "the stream is not well-formed XML: text between stanzas: {}",
+                            String::from_utf8_lossy(&t)
+                                .chars()
+                                .take(40)
+                                .collect::<String>()
+                        ))
                     }
-                }
+                },
                 Event::CData(t) => {
                     if let Some(el) = stack.last_mut() {
                         el.text
@@ -175,6 +184,12 @@ impl Framer {
 
 /// An element from its start tag.
 fn element(s: &BytesStart<'_>) -> Result<Element, String> {
+    if !is_name(s.name().as_ref()) {
+        return Err(format!(
+            "the stream is not well-formed XML: bad element name `{}`",
+            String::from_utf8_lossy(s.name().as_ref())
+        ));
+    }
     let name = String::from_utf8_lossy(s.local_name().as_ref()).into_owned();
     let mut attrs = Vec::new();
     for a in s.attributes() {
@@ -193,6 +208,22 @@ fn element(s: &BytesStart<'_>) -> Result<Element, String> {
         children: Vec::new(),
         text: String::new(),
     })
+}
+
+/// Whether `name` is an XML name (quick-xml takes whatever stands between `<` and a space,
+/// `/` or `>`): a letter, `_`, `:` or a non-ASCII character first, then those, digits,
+/// `-` and `.`.
+fn is_name(name: &[u8]) -> bool {
+    let start = |b: &u8| b.is_ascii_alphabetic() || matches!(b, b'_' | b':') || !b.is_ascii();
+    match name.split_first() {
+        Some((first, rest)) => {
+            start(first)
+                && rest
+                    .iter()
+                    .all(|b| start(b) || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+        }
+        None => false,
+    }
 }
 
 fn unescape(raw: &str) -> Result<String, String> {
@@ -251,5 +282,32 @@ mod tests {
         };
         f.buffer().extend_from_slice(b"<a>&bogus;</a>");
         assert!(f.next(1024).is_err());
+    }
+
+    /// Garbage a server sends is an error, not an element with a strange name or text
+    /// dropped between stanzas (issue 25: `<<garbage` before an `<iq>` made an element
+    /// `<garbage<iq` that passed for the answer to the registration).
+    #[test]
+    fn garbage_between_stanzas_is_an_error() {
+        for garbage in ["<<garbage<iq type='result'/>", "garbage<iq type='result'/>"] {
+            let mut f = Framer {
+                open: true,
+                ..Framer::default()
+            };
+            f.buffer().extend_from_slice(garbage.as_bytes());
+            let err = f.next(1024).expect_err(garbage);
+            assert!(
+                err.starts_with("the stream is not well-formed XML"),
+                "{err}"
+            );
+        }
+        let mut f = Framer {
+            open: true,
+            ..Framer::default()
+        };
+        assert_eq!(
+            feed(&mut f, " \n\t<stream:error><x-y.z_1/></stream:error>").len(),
+            1
+        );
     }
 }
