@@ -177,10 +177,9 @@ impl WireProxy {
 /// Relays one connection on two threads, the garbage going to the client if its turn.
 fn relay(state: &Arc<State>, client: TcpStream, server: TcpStream) {
     let garbage = state.garbage.lock().expect("proxy lock").map(|(g, _)| g);
-    let clones = (
-        client.try_clone().expect("clone"),
-        server.try_clone().expect("clone"),
-    );
+    let clone = |s: &TcpStream| s.try_clone().expect("clone a socket");
+    let up = (clone(&client), clone(&server));
+    let down = (clone(&server), clone(&client));
     let conn = Arc::new(Conn {
         client,
         server,
@@ -193,14 +192,10 @@ fn relay(state: &Arc<State>, client: TcpStream, server: TcpStream) {
         .expect("proxy lock")
         .push(Arc::clone(&conn));
     state.notify();
-    let up = (
-        clones.0.try_clone().expect("clone"),
-        clones.1.try_clone().expect("clone"),
-    );
     let (s, c) = (Arc::clone(state), Arc::clone(&conn));
     std::thread::spawn(move || pipe(up.0, up.1, &s, &c, None));
-    let (s, c) = (Arc::clone(state), conn);
-    std::thread::spawn(move || pipe(clones.1, clones.0, &s, &c, garbage));
+    let s = Arc::clone(state);
+    std::thread::spawn(move || pipe(down.0, down.1, &s, &conn, garbage));
 }
 
 /// Copies `from` to `to` until either side ends, noting the first message body; with
