@@ -1,5 +1,5 @@
 //! Where the shards of one run execute: the boundary between splitting a run over N
-//! generators (`cli`) and starting, signalling and waiting for those generators.
+//! generators ([`crate::run::shards`]) and starting, signalling and waiting for those generators.
 //!
 //! A shard is `msgstorm run --shard I/N` with the run's scenario, `--set` overrides, run id,
 //! traffic start and rendezvous ([`ShardRun::args`]); it yields a `result.json`, and the
@@ -166,16 +166,22 @@ fn log_tail(text: &str, saved: &Path) -> String {
     }
 }
 
+/// Where a launcher says what it is doing for the person running msgstorm (e.g. that a
+/// Job was applied and where its objects stay), one line at a time.
+pub type Notes<'a> = &'a mut (dyn FnMut(String) + Send);
+
 /// Runs every shard of one run somewhere and collects their results.
 pub trait Launcher {
     /// Starts shards `0..run.count` of `run`, forwards each stop request (every increment of
     /// `stops`: the first asks the shards to drain, the second to stop at once), waits for
-    /// all of them, and returns their outcomes in index order. An error means the launcher
-    /// itself failed (a shard could not be started or waited for).
+    /// all of them, and returns their outcomes in index order, telling `notes` what it
+    /// does. An error means the launcher itself failed (a shard could not be started or
+    /// waited for).
     fn run(
         &self,
         run: &ShardRun,
         stops: watch::Receiver<u32>,
+        notes: Notes<'_>,
     ) -> impl Future<Output = Result<Vec<ShardOutcome>>> + Send;
 }
 
