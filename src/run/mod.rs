@@ -2,7 +2,7 @@
 //!
 //! [`run`] is one process's run, as a sequence of named steps: check the host's limits
 //! ([`host`]), start the embedded reference server or probe the target ([`target`]), start
-//! the process monitor and scraper ([`watchers`]), meet the run's other shards ([`meet`]),
+//! the process monitor and scraper (`watchers`), meet the run's other shards (`meet`),
 //! run the engine with the driver the plan names, and gather what everything recorded into
 //! the artifact, written nowhere. [`shards`] runs one plan as several shards through a
 //! [`crate::launch::Launcher`] and merges their results exactly.
