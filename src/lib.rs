@@ -21,6 +21,9 @@
 //!   corrupted, late, repaired by sync.
 //! - [`metrics`] holds HDR histograms, counters, per-second series and the error taxonomy.
 //! - [`engine`] runs the virtual users open-loop through a [`driver`] and feeds ledger and metrics.
+//! - [`run`] runs one plan to one artifact: the embedded server or a probe of the target,
+//!   the monitor, the rendezvous of shards, the engine; or a plan's shards through a
+//!   launcher. It reports phases, progress and notes as events to a sink the caller gives.
 //! - [`driver`] speaks one wire protocol per file behind the `Driver`/`Session` traits; each
 //!   driver declares what it is (`Spec`) and checks its own options, and a registry line
 //!   makes it choosable by name (`loopback` is an in-process hub for engine tests).
@@ -48,6 +51,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod monitor;
 pub mod report;
+pub mod run;
 pub mod scenario;
 pub mod scrape;
 #[cfg(feature = "serve")]

@@ -98,6 +98,8 @@ mod k8s_clock;
 mod k8s_job;
 #[path = "k8s/kubelet.rs"]
 mod k8s_kubelet;
+#[path = "run/library.rs"]
+mod run_library;
 
 #[path = "ws_json/centrifuge.rs"]
 mod ws_json_centrifuge;

@@ -24,50 +24,7 @@ pub fn run(logs: &[PathBuf], out: &Path, json: bool) -> Result<u8> {
     let logs = if logs.is_empty() { &stdin[..] } else { logs };
     let mut shards: BTreeMap<u32, Found> = BTreeMap::new();
     for log in logs {
-        let (text, name) = if log.as_os_str() == "-" {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|e| Error::io("<stdin>", e))?;
-            (text, PathBuf::from("<stdin>"))
-        } else {
-            let bytes = std::fs::read(log).map_err(|e| Error::io(log, e))?;
-            (String::from_utf8_lossy(&bytes).into_owned(), log.clone())
-        };
-        for frame in frame::decode(&text) {
-            let frame = frame.map_err(|msg| Error::Artifact {
-                path: name.clone(),
-                msg,
-            })?;
-            let at = format!("{}:{}", name.display(), frame.line);
-            let index = frame
-                .shard
-                .split_once('/')
-                .and_then(|(i, _)| i.parse::<u32>().ok())
-                .ok_or_else(|| Error::Artifact {
-                    path: name.clone(),
-                    msg: format!("line {}: `{}` is not a shard I/N", frame.line, frame.shard),
-                })?;
-            match shards.get(&index) {
-                Some(seen) if seen.bytes != frame.bytes => {
-                    return Err(Error::Usage(format!(
-                        "{at}: shard {} has another result at {}: a retried pod? collect \
-                         the logs of one run once",
-                        frame.shard, seen.at
-                    )))
-                }
-                Some(_) => {}
-                None => {
-                    shards.insert(
-                        index,
-                        Found {
-                            bytes: frame.bytes,
-                            at,
-                        },
-                    );
-                }
-            }
-        }
+        read_frames(log, &mut shards)?;
     }
     if shards.is_empty() {
         return Err(Error::Usage(
@@ -112,4 +69,54 @@ pub fn run(logs: &[PathBuf], out: &Path, json: bool) -> Result<u8> {
     } else {
         EXIT_CHECK_FAILED
     })
+}
+
+/// Adds the framed results in `log` (`-`: standard input) to `shards`, refusing a shard
+/// with two different results.
+fn read_frames(log: &Path, shards: &mut BTreeMap<u32, Found>) -> Result<()> {
+    let (text, name) = if log.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        (text, PathBuf::from("<stdin>"))
+    } else {
+        let bytes = std::fs::read(log).map_err(|e| Error::io(log, e))?;
+        (String::from_utf8_lossy(&bytes).into_owned(), log.to_owned())
+    };
+    for frame in frame::decode(&text) {
+        let frame = frame.map_err(|msg| Error::Artifact {
+            path: name.clone(),
+            msg,
+        })?;
+        let at = format!("{}:{}", name.display(), frame.line);
+        let index = frame
+            .shard
+            .split_once('/')
+            .and_then(|(i, _)| i.parse::<u32>().ok())
+            .ok_or_else(|| Error::Artifact {
+                path: name.clone(),
+                msg: format!("line {}: `{}` is not a shard I/N", frame.line, frame.shard),
+            })?;
+        match shards.get(&index) {
+            Some(seen) if seen.bytes != frame.bytes => {
+                return Err(Error::Usage(format!(
+                    "{at}: shard {} has another result at {}: a retried pod? collect \
+                     the logs of one run once",
+                    frame.shard, seen.at
+                )))
+            }
+            Some(_) => {}
+            None => {
+                shards.insert(
+                    index,
+                    Found {
+                        bytes: frame.bytes,
+                        at,
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
 }

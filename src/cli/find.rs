@@ -180,46 +180,87 @@ pub async fn run(args: FindArgs) -> Result<u8> {
             "--set {key}=…: that is the key --vary varies; leave it to the search"
         )));
     }
-    let mut sets = args.set.clone();
-    let mut notes = Vec::new();
     let stepped = key == USERS && !settings.storm;
     let users_in_one_run = stepped && one_run_refusal(&probe).is_none();
+    let mut notes = Vec::new();
     if let Some(why) = stepped.then(|| one_run_refusal(&probe)).flatten() {
         notes.push(format!(
             "each step logged everyone in again (a run of its own): {why}"
         ));
     }
-    if let (Some(d), false) = (settings.step_duration, users_in_one_run) {
-        let d = humantime::format_duration(d).to_string().replace(' ', "");
-        for (i, t) in traffic(&doc).iter().enumerate() {
-            if t.get("sweep").is_some() {
-                notes.push(format!(
-                    "--step-duration left traffic[{i}] alone: a sweep lasts its steps × step_duration"
-                ));
-            } else {
-                sets.push(format!("traffic[{i}].duration={d}"));
-            }
-        }
+    let mut sets = args.set.clone();
+    if !users_in_one_run {
+        step_durations(&settings, &doc, &mut sets, &mut notes);
     }
     if settings.storm {
-        if doc
-            .get("population")
-            .and_then(|p| p.get("arrival"))
-            .is_some()
-        {
-            return Err(Error::Usage(format!(
-                "--storm: {} sets population.arrival; a storm logs everyone in at once through \
-                 population.login_rate, so write login_rate instead",
-                args.scenario.display()
-            )));
-        }
-        notes.push(
-            "connection storm: every step is a fresh run whose users all try to connect \
-             within about 1 ms (population.login_rate = 1,000 × users)"
-                .to_owned(),
-        );
+        notes.push(storm_note(&args, &doc)?);
     }
-    let shared_target = probe.target.endpoint.is_some();
+    let dir = results_dir(&args)?;
+    note(&format!(
+        "find: varying {key} from {} to at most {}, at most {} steps",
+        num(settings.from),
+        num(settings.to),
+        settings.max_steps
+    ));
+    let mut s = Searching::new(&args, settings, sets, dir, notes);
+    if users_in_one_run {
+        s.users_in_one_run(&probe).await?;
+    } else {
+        let fixed = |k: &str| args.set.iter().any(|x| x.trim_start().starts_with(k));
+        let shared_target = probe.target.endpoint.is_some();
+        let fresh = shared_target && !fixed("seed") && !fixed("population.first_id");
+        s.step_by_step(fresh.then_some((probe.seed, probe.population.first_id)))
+            .await?;
+    }
+    s.finish()
+}
+
+/// With `--step-duration`, every traffic pattern of `doc` but a sweep lasts that long in
+/// each step (a `--set` in `sets`); a sweep keeps its length (a note says so).
+fn step_durations(
+    settings: &Settings,
+    doc: &toml::Table,
+    sets: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
+    let Some(d) = settings.step_duration else {
+        return;
+    };
+    let d = humantime::format_duration(d).to_string().replace(' ', "");
+    for (i, t) in traffic(doc).iter().enumerate() {
+        if t.get("sweep").is_some() {
+            notes.push(format!(
+                "--step-duration left traffic[{i}] alone: a sweep lasts its steps × step_duration"
+            ));
+        } else {
+            sets.push(format!("traffic[{i}].duration={d}"));
+        }
+    }
+}
+
+/// The note of a connection storm, or the error of a scenario whose own arrival schedule
+/// a storm cannot replace.
+fn storm_note(args: &FindArgs, doc: &toml::Table) -> Result<String> {
+    if doc
+        .get("population")
+        .and_then(|p| p.get("arrival"))
+        .is_some()
+    {
+        return Err(Error::Usage(format!(
+            "--storm: {} sets population.arrival; a storm logs everyone in at once through \
+             population.login_rate, so write login_rate instead",
+            args.scenario.display()
+        )));
+    }
+    Ok(
+        "connection storm: every step is a fresh run whose users all try to connect \
+         within about 1 ms (population.login_rate = 1,000 × users)"
+            .to_owned(),
+    )
+}
+
+/// The search's results folder (`--out`, else a new one named after the scenario), created.
+fn results_dir(args: &FindArgs) -> Result<PathBuf> {
     let dir = args.out.clone().unwrap_or_else(|| {
         let name = args
             .scenario
@@ -228,39 +269,7 @@ pub async fn run(args: FindArgs) -> Result<u8> {
         default_out_dir(&format!("{name}-find"))
     });
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    note(&format!(
-        "find: varying {key} from {} to at most {}, at most {} steps",
-        num(settings.from),
-        num(settings.to),
-        settings.max_steps
-    ));
-    let search = Search::new(
-        settings.from,
-        settings.to,
-        settings.whole,
-        settings.precision,
-    );
-    let mut s = Searching {
-        args: &args,
-        settings,
-        sets,
-        dir,
-        steps: Vec::new(),
-        notes,
-        target: String::new(),
-        scenario: String::new(),
-        interrupted: false,
-        search,
-    };
-    if users_in_one_run {
-        s.users_in_one_run(&probe).await?;
-    } else {
-        let fixed = |k: &str| args.set.iter().any(|x| x.trim_start().starts_with(k));
-        let fresh = shared_target && !fixed("seed") && !fixed("population.first_id");
-        s.step_by_step(fresh.then_some((probe.seed, probe.population.first_id)))
-            .await?;
-    }
-    s.finish()
+    Ok(dir)
 }
 
 /// Why users cannot be added step by step in one run of `plan` (then each step is a run).
@@ -289,6 +298,37 @@ fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs 
         traffic_at: None,
         start_barrier: None,
         log_result: false,
+    }
+}
+
+impl<'a> Searching<'a> {
+    /// A search of `args` with `settings`, every step run with `sets` into a folder under
+    /// `dir`, starting with `notes`.
+    fn new(
+        args: &'a FindArgs,
+        settings: Settings,
+        sets: Vec<String>,
+        dir: PathBuf,
+        notes: Vec<String>,
+    ) -> Self {
+        let search = Search::new(
+            settings.from,
+            settings.to,
+            settings.whole,
+            settings.precision,
+        );
+        Searching {
+            args,
+            settings,
+            sets,
+            dir,
+            steps: Vec::new(),
+            notes,
+            target: String::new(),
+            scenario: String::new(),
+            interrupted: false,
+            search,
+        }
     }
 }
 
@@ -430,14 +470,26 @@ impl Searching<'_> {
             })
             .await?;
         let spans = ladder.spans(&artifact, late_at, warmup.as_secs_f64());
+        let steps = spans.iter().zip(rungs).map(|(span, &value)| {
+            find::step::measure(value, &artifact, span, format!("{folder}/result.json"))
+        });
+        self.take_ladder(steps.collect(), counted_from, artifact.interrupted);
+        if artifact.interrupted {
+            self.interrupted = true;
+            self.notes.push(format!(
+                "a signal stopped {folder}: the search ended there, its answer is incomplete"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records the `steps` of one ladder run; the first `counted_from` are rows but not
+    /// recorded by the search, nor are those past its first failure or of a run a signal
+    /// `interrupted`.
+    fn take_ladder(&mut self, steps: Vec<find::Step>, counted_from: usize, interrupted: bool) {
         let mut failed = false;
-        for (i, (span, &value)) in spans.iter().zip(rungs).enumerate() {
-            let step = find::step::measure(value, &artifact, span, format!("{folder}/result.json"));
-            if i < counted_from {
-                self.steps.push(step);
-                continue;
-            }
-            if failed || artifact.interrupted {
+        for (i, step) in steps.into_iter().enumerate() {
+            if i < counted_from || failed || interrupted {
                 // Past the first failure a ladder's steps are rows only: the search has
                 // its answer's upper end.
                 self.steps.push(step);
@@ -448,13 +500,6 @@ impl Searching<'_> {
                 break;
             }
         }
-        if artifact.interrupted {
-            self.interrupted = true;
-            self.notes.push(format!(
-                "a signal stopped {folder}: the search ended there, its answer is incomplete"
-            ));
-        }
-        Ok(())
     }
 
     /// True (and a note) when the search has used its steps.

@@ -1,7 +1,7 @@
 //! `msgstorm k8s`: prints the Kubernetes objects of one sharded run
 //! ([`crate::launch::kube`]) for `kubectl apply -f -`, or with `--apply` runs them through
-//! `kubectl` ([`crate::launch::kubectl`]) and reports the merged result as `run --shards`
-//! does.
+//! `kubectl` ([`crate::launch::kubectl`], through [`crate::run::shards::launch`]) and
+//! reports the merged result as `run --shards` does.
 
 use std::time::Duration;
 
@@ -176,7 +176,8 @@ async fn apply(job: Job, args: &K8sArgs, plan: &Plan) -> Result<u8> {
         .endpoint
         .as_ref()
         .map_or_else(String::new, |e| e.url.to_string());
-    let merged = super::shards::launch(&launcher, &run, &target).await?;
+    let (mut watch, stops) = super::watch::Watch::shards();
+    let merged = crate::run::shards::launch(&launcher, &run, &target, stops, &mut watch).await?;
     super::run::finish(&merged, &run.out)
 }
 

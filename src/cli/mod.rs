@@ -3,12 +3,12 @@
 mod collect;
 mod find;
 mod k8s;
-mod meet;
 mod progress;
 mod run;
 mod shards;
 mod size;
 mod stop;
+mod watch;
 
 use std::path::PathBuf;
 

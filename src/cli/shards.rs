@@ -1,145 +1,95 @@
-//! `msgstorm run --shards N`: one run split over N generator processes on this host.
-//!
-//! The coordinator validates the scenario, starts the embedded server when there is no
-//! target (so every shard talks to the same one), has a [`Launcher`] run the shards with one
-//! run id, one traffic start and one start barrier (traffic starts once every shard's users
-//! are in: [`crate::launch::barrier`]) as local child processes, forwarding Ctrl-C /
-//! SIGTERM to them, and merges their `result.json` files exactly into one report.
+//! `msgstorm run --shards N`: one run split over N generator processes on this host
+//! ([`crate::run::shards::local`]), as local child processes that Ctrl-C / SIGTERM reach
+//! through the coordinator, their results merged exactly into one report.
 
-use tokio::sync::watch;
-
-use super::run::{
-    count_signals, finish, load_plan, log_result, out_dir, prepare_target, FD_MARGIN,
-};
+use super::run::{finish, load_plan, log_result, out_dir};
+use super::watch::Watch;
 use super::{note, RunArgs};
-use crate::artifact::Artifact;
-use crate::driver::AuthForm;
-use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
+use crate::error::Result;
 use crate::launch::local::Local;
-use crate::launch::{Launcher, Rendezvous, ShardOutcome, ShardRun};
+use crate::run::shards::Split;
 use crate::scenario::Shard;
-
-/// Slack after the end of the login schedule before traffic starts in every shard.
-const START_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Runs `args` as `shards` child processes and reports their merged result.
 pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     // Validate once, here, so a bad scenario fails before any child starts.
-    let mut plan = load_plan(&args, Shard::WHOLE)?;
+    let plan = load_plan(&args, Shard::WHOLE)?;
     plan.warnings.iter().for_each(|w| note(w));
-    let mut notes = Vec::new();
-    if plan.target.endpoint.is_none() && plan.target.driver.embedded_path.is_some() {
-        // The embedded server lives here and holds every user's socket.
-        let limit = crate::sys::raise_fd_limit()
-            .map_err(|e| Error::Other(format!("cannot read the open-file limit: {e}")))?;
-        let needed = u64::from(plan.population.users) + FD_MARGIN;
-        if needed > limit.now {
-            return Err(Error::Usage(format!(
-                "the embedded server would hold {needed} sockets in one process, the open-file \
-                 limit is {}: run the server separately (`msgstorm serve`) and point \
-                 `target.url` at it",
-                limit.now
-            )));
-        }
-    }
-    let (server, url) = prepare_target(&mut plan, &mut notes).await?;
-    let embedded = server.is_some();
-    let mut sets = args.set.clone();
-    if let (Some(server), Some(ep)) = (&server, &plan.target.endpoint) {
-        sets.push(format!("target.url=\"{}\"", ep.url));
-        if plan.target.driver.auth.contains(&AuthForm::Secret) {
-            sets.push(format!("target.auth.secret=\"{}\"", server.secret()));
-        }
-    }
-    // Everyone on time should be in by the end of the arrival schedule; a little after it,
-    // all shards start traffic together.
-    let on_time = plan.population.users - plan.population.late.len() as u32;
-    let arrival_end = crate::engine::arrival::arrival_offset(
-        &plan.population.arrival,
-        u64::from(on_time.max(1) - 1),
-    );
     let out = out_dir(&plan)?;
-    let barrier = out.join("start");
-    let run = ShardRun {
+    let split = Split {
         scenario: args.scenario.clone(),
-        sets,
+        sets: args.set.clone(),
         count: shards,
-        run_id: args.run_id.unwrap_or_else(|| fastrand::u32(..)),
-        traffic_at: Some(std::time::SystemTime::now() + arrival_end + START_MARGIN),
-        rendezvous: Rendezvous::Dir(barrier.clone()),
-        log_result: false,
-        out,
+        run_id: args.run_id,
+        out: out.clone(),
     };
-    crate::launch::barrier::FileBarrier::reset(&barrier).map_err(|source| Error::Write {
-        path: barrier.clone(),
-        source,
-    })?;
-    note(&format!(
-        "run {:08x}: {} users in {shards} generator processes; shard logs in {}",
-        run.run_id,
-        plan.population.users,
-        run.out.display()
-    ));
-
-    let merged = launch(&Local::current()?, &run, &url).await;
-    if let Some(server) = server {
-        server
-            .shutdown()
-            .await
-            .map_err(|e| Error::Server(format!("embedded server: {e}")))?;
-    }
-    let mut merged = merged?;
-    if embedded {
-        merged.target = format!("embedded {url}");
-        notes = vec![format!(
-            "the reference server ran embedded in the coordinating process (pid {}), apart \
-             from the generators",
-            std::process::id()
-        )];
-    }
-    for n in notes {
-        if !merged.notes.contains(&n) {
-            merged.notes.push(n);
-        }
-    }
-    let code = finish(&merged, &run.out)?;
+    let (mut watch, stops) = Watch::shards();
+    let merged =
+        crate::run::shards::local(plan, split, &Local::current()?, stops, &mut watch).await?;
+    let code = finish(&merged, &out)?;
     if args.log_result {
         log_result(&merged)?;
     }
     Ok(code)
 }
 
-/// Runs the shards of `run` with `launcher`, forwarding Ctrl-C / SIGTERM to them (the first
-/// drains, the second stops at once), and merges their results exactly. A shard without a
-/// result fails the run with its exit code's meaning (`target` names the server for exit 3)
-/// and the end of its log.
-pub(super) async fn launch<L: Launcher>(
-    launcher: &L,
-    run: &ShardRun,
-    target: &str,
-) -> Result<Artifact> {
-    let (signal_tx, signals) = watch::channel(0u32);
-    let listener = tokio::spawn(count_signals(signal_tx));
-    let outcomes = launcher.run(run, signals).await;
-    listener.abort();
-    let mut results = Vec::new();
-    for (index, outcome) in outcomes?.into_iter().enumerate() {
-        match outcome {
-            ShardOutcome::Result(path) => results.push(path),
-            ShardOutcome::Failed { code, log_tail } => {
-                return Err(match code {
-                    Some(c) if c == i32::from(EXIT_USAGE) => Error::Usage(log_tail),
-                    Some(c) if c == i32::from(EXIT_UNREACHABLE) => Error::Unreachable {
-                        target: target.to_owned(),
-                        reason: log_tail,
-                    },
-                    _ => Error::Other(format!(
-                        "shard {index} wrote no result (exit {code:?}; see {}): {log_tail}",
-                        run.log_of(index as u32).display()
-                    )),
-                })
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+    use crate::launch::{Rendezvous, ShardRun};
+
+    /// A shard's arguments are what `msgstorm run` parses back into the same shard, run id,
+    /// traffic start, folder and overrides.
+    #[test]
+    fn shard_args_parse_back_into_the_same_run() {
+        let run = ShardRun {
+            scenario: Some("s.toml".into()),
+            sets: vec![
+                "population.users=10".into(),
+                "target.url=\"ws://h/ws\"".into(),
+            ],
+            count: 3,
+            run_id: 0xab,
+            traffic_at: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
+            rendezvous: Rendezvous::Dir("out/start".into()),
+            log_result: true,
+            out: "out".into(),
+        };
+        let mut argv = vec![OsString::from("msgstorm")];
+        argv.extend(run.args(2, &run.shard_dir(2)));
+        let Command::Run(args) = Cli::try_parse_from(argv).expect("parses").command else {
+            panic!("not `run`");
+        };
+        let shard = args.shard.expect("--shard");
+        assert_eq!((shard.index, shard.count), (2, 3));
+        assert_eq!(args.run_id, Some(0xab));
+        assert_eq!(args.traffic_at, Some(1_700_000_000_123));
+        assert_eq!(args.start_barrier, Some(run.rendezvous.clone()));
+        assert!(args.log_result);
+        assert_eq!(args.out, Some(PathBuf::from("out/shard-2")));
+        assert_eq!(args.scenario, Some(PathBuf::from("s.toml")));
+        assert_eq!(args.set, run.sets);
+        assert!(args.quiet);
     }
-    Artifact::read_merged(&results)
+
+    /// `--start-traffic-at` takes Unix milliseconds or an RFC 3339 UTC time.
+    #[test]
+    fn start_traffic_at_takes_unix_ms_or_rfc3339() {
+        let parse =
+            |at: &str| match Cli::try_parse_from(["msgstorm", "run", "--start-traffic-at", at]) {
+                Ok(Cli {
+                    command: Command::Run(args),
+                }) => args.traffic_at,
+                _ => None,
+            };
+        assert_eq!(parse("1700000000123"), Some(1_700_000_000_123));
+        assert_eq!(parse("2023-11-14T22:13:20Z"), Some(1_700_000_000_000));
+        assert_eq!(parse("soon"), None);
+    }
 }

@@ -57,27 +57,32 @@ fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
         })
 }
 
+/// The result file `msgstorm size` measures: `--result` itself, or for a `find.json` the
+/// result of its highest passing step.
+fn result_path(args: &SizeArgs) -> Result<std::path::PathBuf> {
+    let Some(found) = FindResult::read_if_find(&args.result)? else {
+        return Ok(args.result.clone());
+    };
+    let best = found
+        .answer
+        .highest_pass
+        .and_then(|v| found.steps.iter().find(|s| s.value == v));
+    let best = best.ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: no step of this search passed",
+            args.result.display()
+        ))
+    })?;
+    Ok(args
+        .result
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(&best.result))
+}
+
 /// Runs `msgstorm size` and returns the exit code.
 pub fn run(args: SizeArgs) -> Result<u8> {
-    let path = match FindResult::read_if_find(&args.result)? {
-        None => args.result.clone(),
-        Some(found) => {
-            let best = found
-                .answer
-                .highest_pass
-                .and_then(|v| found.steps.iter().find(|s| s.value == v));
-            let best = best.ok_or_else(|| {
-                Error::Usage(format!(
-                    "{}: no step of this search passed",
-                    args.result.display()
-                ))
-            })?;
-            args.result
-                .parent()
-                .unwrap_or(std::path::Path::new("."))
-                .join(&best.result)
-        }
-    };
+    let path = result_path(&args)?;
     let a = Artifact::read(&path)?;
     let b = sizing::basis(&a).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
     let load = Load {

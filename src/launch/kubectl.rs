@@ -23,7 +23,7 @@ use tokio::process::Command;
 use tokio::sync::watch;
 
 use super::kube::Job;
-use super::{frame, Launcher, ShardOutcome, ShardRun};
+use super::{frame, Launcher, Notes, ShardOutcome, ShardRun};
 use crate::artifact::Artifact;
 use crate::error::{Error, Result};
 
@@ -170,21 +170,22 @@ impl KubeJob {
         ))
     }
 
-    /// Asks every running pod's shard to stop, as Ctrl-C does.
-    async fn forward_stop(&self) -> Result<()> {
+    /// Asks every running pod's shard to stop, as Ctrl-C does; a pod that cannot be asked
+    /// is a note.
+    async fn forward_stop(&self, notes: Notes<'_>) -> Result<()> {
         for pod in self.pods().await?.iter().filter(|p| p.phase == "Running") {
             let exec = [
                 "exec", &pod.name, "-c", "msgstorm", "--", "msgstorm", "stop",
             ];
             if let Err(e) = self.kubectl(&exec, None).await {
-                crate::cli::note(&format!("could not stop pod {}: {e}", pod.name));
+                notes(format!("could not stop pod {}: {e}", pod.name));
             }
         }
         Ok(())
     }
 
     /// Waits for the Job to end, forwarding stops; errors when it outlives the limit.
-    async fn wait(&self, stops: &mut watch::Receiver<u32>) -> Result<Progress> {
+    async fn wait(&self, stops: &mut watch::Receiver<u32>, notes: Notes<'_>) -> Result<Progress> {
         let deadline = tokio::time::Instant::now() + self.limit;
         let mut forwarding = true;
         loop {
@@ -207,7 +208,7 @@ impl KubeJob {
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
                 changed = stops.changed(), if forwarding => match changed {
-                    Ok(()) => self.forward_stop().await?,
+                    Ok(()) => self.forward_stop(&mut *notes).await?,
                     Err(_) => forwarding = false,
                 },
             }
@@ -262,6 +263,7 @@ impl Launcher for KubeJob {
         &self,
         run: &ShardRun,
         mut stops: watch::Receiver<u32>,
+        notes: Notes<'_>,
     ) -> Result<Vec<ShardOutcome>> {
         if (run.count, run.run_id) != (self.job.shards, self.job.run_id) {
             return Err(Error::Other(format!(
@@ -275,13 +277,13 @@ impl Launcher for KubeJob {
         let bytes = serde_json::to_vec(&list)
             .map_err(|e| Error::Other(format!("cannot encode the manifests: {e}")))?;
         self.kubectl(&["apply", "-f", "-"], Some(&bytes)).await?;
-        crate::cli::note(&format!(
+        notes(format!(
             "applied job/{}{}; waiting for its {} pods",
             self.job.name,
             self.namespace_flag(),
             self.job.shards
         ));
-        self.wait(&mut stops).await?;
+        self.wait(&mut stops, &mut *notes).await?;
         let pods = self.pods().await?;
         let mut outcomes = Vec::with_capacity(run.count as usize);
         for index in 0..run.count {
@@ -295,7 +297,7 @@ impl Launcher for KubeJob {
                 },
             });
         }
-        crate::cli::note(&format!(
+        notes(format!(
             "the Job's objects and logs stay; delete them with `{}`",
             self.delete_command()
         ));

@@ -8,7 +8,7 @@ use std::process::{ExitStatus, Stdio};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use super::{Launcher, ShardOutcome, ShardRun};
+use super::{Launcher, Notes, ShardOutcome, ShardRun};
 use crate::error::{Error, Result};
 
 /// Runs shards as local child processes of one `msgstorm` executable.
@@ -22,7 +22,12 @@ impl Local {
     pub fn current() -> Result<Self> {
         let exe = std::env::current_exe()
             .map_err(|e| Error::Other(format!("cannot find the msgstorm executable: {e}")))?;
-        Ok(Local { exe })
+        Ok(Local::of(exe))
+    }
+
+    /// A launcher of the `msgstorm` executable at `exe`.
+    pub fn of(exe: impl Into<PathBuf>) -> Self {
+        Local { exe: exe.into() }
     }
 
     /// Starts shard `index` of `run`, its stderr going to its log.
@@ -49,6 +54,7 @@ impl Launcher for Local {
         &self,
         run: &ShardRun,
         mut stops: watch::Receiver<u32>,
+        _: Notes<'_>,
     ) -> Result<Vec<ShardOutcome>> {
         let mut children = (0..run.count)
             .map(|index| self.spawn(run, index))

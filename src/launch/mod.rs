@@ -1,5 +1,5 @@
 //! Where the shards of one run execute: the boundary between splitting a run over N
-//! generators (`cli`) and starting, signalling and waiting for those generators.
+//! generators ([`crate::run::shards`]) and starting, signalling and waiting for those generators.
 //!
 //! A shard is `msgstorm run --shard I/N` with the run's scenario, `--set` overrides, run id,
 //! traffic start and rendezvous ([`ShardRun::args`]); it yields a `result.json`, and the
@@ -166,61 +166,28 @@ fn log_tail(text: &str, saved: &Path) -> String {
     }
 }
 
+/// Where a launcher says what it is doing for the person running msgstorm (e.g. that a
+/// Job was applied and where its objects stay), one line at a time.
+pub type Notes<'a> = &'a mut (dyn FnMut(String) + Send);
+
 /// Runs every shard of one run somewhere and collects their results.
 pub trait Launcher {
     /// Starts shards `0..run.count` of `run`, forwards each stop request (every increment of
     /// `stops`: the first asks the shards to drain, the second to stop at once), waits for
-    /// all of them, and returns their outcomes in index order. An error means the launcher
-    /// itself failed (a shard could not be started or waited for).
+    /// all of them, and returns their outcomes in index order, telling `notes` what it
+    /// does. An error means the launcher itself failed (a shard could not be started or
+    /// waited for).
     fn run(
         &self,
         run: &ShardRun,
         stops: watch::Receiver<u32>,
+        notes: Notes<'_>,
     ) -> impl Future<Output = Result<Vec<ShardOutcome>>> + Send;
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use clap::Parser;
-
     use super::*;
-    use crate::cli::{Cli, Command};
-
-    /// A shard's arguments are what `msgstorm run` parses back into the same shard, run id,
-    /// traffic start, folder and overrides.
-    #[test]
-    fn shard_args_parse_back_into_the_same_run() {
-        let run = ShardRun {
-            scenario: Some("s.toml".into()),
-            sets: vec![
-                "population.users=10".into(),
-                "target.url=\"ws://h/ws\"".into(),
-            ],
-            count: 3,
-            run_id: 0xab,
-            traffic_at: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
-            rendezvous: Rendezvous::Dir("out/start".into()),
-            log_result: true,
-            out: "out".into(),
-        };
-        let mut argv = vec![OsString::from("msgstorm")];
-        argv.extend(run.args(2, &run.shard_dir(2)));
-        let Command::Run(args) = Cli::try_parse_from(argv).expect("parses").command else {
-            panic!("not `run`");
-        };
-        let shard = args.shard.expect("--shard");
-        assert_eq!((shard.index, shard.count), (2, 3));
-        assert_eq!(args.run_id, Some(0xab));
-        assert_eq!(args.traffic_at, Some(1_700_000_000_123));
-        assert_eq!(args.start_barrier, Some(run.rendezvous.clone()));
-        assert!(args.log_result);
-        assert_eq!(args.out, Some(PathBuf::from("out/shard-2")));
-        assert_eq!(args.scenario, Some(PathBuf::from("s.toml")));
-        assert_eq!(args.set, run.sets);
-        assert!(args.quiet);
-    }
 
     #[test]
     fn a_rendezvous_is_a_folder_or_tcp_host_port() {
@@ -240,20 +207,5 @@ mod tests {
         assert!(Rendezvous::parse("tcp://host").is_err());
         assert!(Rendezvous::parse("tcp://host:http").is_err());
         assert!(Rendezvous::parse("tcp://host:0").is_err());
-    }
-
-    /// `--start-traffic-at` takes Unix milliseconds or an RFC 3339 UTC time.
-    #[test]
-    fn start_traffic_at_takes_unix_ms_or_rfc3339() {
-        let parse =
-            |at: &str| match Cli::try_parse_from(["msgstorm", "run", "--start-traffic-at", at]) {
-                Ok(Cli {
-                    command: Command::Run(args),
-                }) => args.traffic_at,
-                _ => None,
-            };
-        assert_eq!(parse("1700000000123"), Some(1_700_000_000_123));
-        assert_eq!(parse("2023-11-14T22:13:20Z"), Some(1_700_000_000_000));
-        assert_eq!(parse("soon"), None);
     }
 }

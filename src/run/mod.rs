@@ -1,0 +1,170 @@
+//! Running a scenario: one [`Plan`] to one [`Artifact`].
+//!
+//! [`run`] is one process's run, as a sequence of named steps: check the host's limits
+//! ([`host`]), start the embedded reference server or probe the target ([`target`]), start
+//! the process monitor and scraper (`watchers`), meet the run's other shards (`meet`),
+//! run the engine with the driver the plan names, and gather what everything recorded into
+//! the artifact, written nowhere. [`shards`] runs one plan as several shards through a
+//! [`crate::launch::Launcher`] and merges their results exactly.
+//!
+//! Nothing here prints or parses flags: phases, progress and notes go to an [`event::Sink`]
+//! that the CLI renders (the terminal bar, plain lines in CI logs) and tests collect; stop
+//! requests come in through a counter the caller increments (the CLI on Ctrl-C / SIGTERM).
+
+pub mod event;
+pub mod host;
+mod meet;
+pub mod shards;
+pub mod target;
+mod watchers;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+
+pub use event::{Event, Phase, Sink};
+
+use crate::artifact::{Artifact, RunFacts, ScenarioSource, ShardResult};
+use crate::driver::{Driver, WithDriver};
+use crate::engine::{Outcome, RunOptions};
+use crate::error::{Error, Result};
+use crate::launch::Rendezvous;
+use crate::scenario::Plan;
+
+/// How one process takes part in a run, besides its plan.
+#[derive(Debug)]
+pub struct Options {
+    /// The run id every envelope carries (the same in every shard); `None`: a random one.
+    pub run_id: Option<u32>,
+    /// Traffic starts no earlier than this wall-clock time (so that shards start
+    /// together), and not before this process's users have logged in.
+    pub traffic_at: Option<SystemTime>,
+    /// Where this shard meets the run's other shards before traffic.
+    pub rendezvous: Option<Rendezvous>,
+    /// The scenario as run, kept in the result for the report to show.
+    pub source: Option<ScenarioSource>,
+    /// Stop requests, counted: the first drains the load, the second stops it at once;
+    /// both still give the result. Looked at from [`Phase::Load`] to [`Phase::Collect`].
+    pub stops: watch::Receiver<u32>,
+}
+
+/// Runs `plan` once in this process — the embedded server when it names no target, the
+/// monitor, the engine — and returns its artifact, written nowhere. Phases, progress and
+/// notes go to `sink` as they happen.
+pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Result<Artifact> {
+    let mut notes = Vec::new();
+    let fd_limit = host::check_fd_limit(&plan, &mut notes)?;
+    let (server, shown) = target::prepare(&mut plan, &mut notes).await?;
+    let watchers = watchers::Watchers::start(&plan, Instant::now(), &mut notes);
+    let run_id = options.run_id.unwrap_or_else(|| fastrand::u32(..));
+    let meeting = meet::meet(options.rendezvous.as_ref(), plan.shard).await?;
+    let engine = RunOptions {
+        run_id,
+        traffic_at: options.traffic_at,
+        barrier: meeting.barrier.clone(),
+        clock: meeting.clock,
+    };
+    let load = load(&plan, engine, options.stops, sink).await?;
+    let watched = watchers.stop(&mut notes).await;
+    let target = target::named(shown, server.is_some());
+    target::stop(server).await?;
+    notes.extend(load.outcome.notes.iter().cloned());
+    let clock = meeting.part(&mut notes).await;
+    let shard = ShardResult {
+        index: plan.shard.index,
+        count: plan.shard.count,
+        users: load.outcome.users,
+        duration_s: load.outcome.duration.as_secs_f64(),
+        cpu_s: load.cpu.as_secs_f64(),
+        cores: crate::sys::cores() as u32,
+        peak_rss_bytes: load.peak_rss,
+        fd_limit,
+        clock,
+    };
+    let facts = RunFacts {
+        run_id,
+        target,
+        acceptance: load.acceptance,
+        started_unix_us: load.outcome.started_wall_us,
+        duration: load.outcome.duration,
+        traffic_started: load.outcome.traffic_started,
+        interrupted: load.outcome.interrupted,
+        shard,
+        notes,
+        processes: watched.processes,
+        scenario_source: options.source,
+        server_metrics: watched.server_metrics,
+    };
+    Ok(Artifact::new(
+        &plan,
+        facts,
+        load.outcome.metrics,
+        load.outcome.ledger,
+    ))
+}
+
+/// What the load phase gave: the engine's outcome and what it cost this process.
+struct Load {
+    /// What the engine recorded.
+    outcome: Outcome,
+    /// Whether sends had an acceptance (the driver's capability).
+    acceptance: bool,
+    /// CPU time this process spent in the load.
+    cpu: Duration,
+    /// This process's peak resident memory, bytes.
+    peak_rss: u64,
+}
+
+/// Runs the engine over `plan` with the driver it names, between [`Phase::Load`] and
+/// [`Phase::Collect`], its progress going to `sink`.
+async fn load(
+    plan: &Plan,
+    opts: RunOptions,
+    stops: watch::Receiver<u32>,
+    sink: &mut dyn Sink,
+) -> Result<Load> {
+    sink.event(Event::Phase(Phase::Load));
+    let cpu_start = crate::sys::cpu_time();
+    let job = EngineJob {
+        plan,
+        opts,
+        stops,
+        sink: &mut *sink,
+    };
+    let (outcome, acceptance) =
+        crate::driver::with_driver(&plan.driver_config(job.opts.run_id), job)
+            .await
+            .map_err(|e| Error::Usage(e.to_string()))?;
+    let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
+    let peak_rss = crate::sys::peak_rss_bytes();
+    sink.event(Event::Phase(Phase::Collect));
+    Ok(Load {
+        outcome,
+        acceptance,
+        cpu,
+        peak_rss,
+    })
+}
+
+/// The engine's run, as a job for whichever driver the scenario names.
+struct EngineJob<'a> {
+    plan: &'a Plan,
+    opts: RunOptions,
+    stops: watch::Receiver<u32>,
+    sink: &'a mut dyn Sink,
+}
+
+impl WithDriver for EngineJob<'_> {
+    /// What the engine recorded, and whether sends had an acceptance.
+    type Output = (Outcome, bool);
+
+    async fn run<D: Driver>(self, driver: D) -> (Outcome, bool) {
+        let acceptance = driver.caps().acceptance;
+        let sink = self.sink;
+        let outcome = crate::engine::run(self.plan, driver, self.opts, self.stops, |p| {
+            sink.event(Event::Progress(*p));
+        })
+        .await;
+        (outcome, acceptance)
+    }
+}
