@@ -33,9 +33,11 @@
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
 mod body;
+pub mod cursors;
 pub mod echo;
 pub mod endpoint;
 pub mod io_error;
+pub mod json_map;
 pub mod loopback;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;

@@ -27,10 +27,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Emit, Options, NAME};
 use self::packet::{Kind, Packet, Sio};
+use super::json_map::path::as_str;
+use super::json_map::template::Values;
+use super::json_map::{clip, credentials, now_ms, text_of};
 use super::ws::{read_text, Dialer, Ws};
-use super::ws_json::path::as_str;
-use super::ws_json::template::Values;
-use super::ws_json::{clip, credentials, now_ms, text_of};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
