@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
+use super::connect::within;
 use super::cursors::{Cursors, Push};
 use super::json_map::clip;
 use super::ws::{read_text, Dialer, Ws};
@@ -110,11 +111,7 @@ impl super::Driver for NativeDriver {
             reply_timeout: self.dialer.timeout(),
         };
         let login = self.login(&mut session, user);
-        let outcome = match tokio::time::timeout(self.dialer.timeout(), login).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(timed_out("login reply", self.dialer.timeout())),
-        };
-        match outcome {
+        match within(self.dialer.timeout(), "login reply", login).await {
             Ok(()) => Ok(Connected {
                 session,
                 handshake,
@@ -125,13 +122,6 @@ impl super::Driver for NativeDriver {
             Err(f) => Err((f, session.cursors)),
         }
     }
-}
-
-fn timed_out(what: &str, limit: Duration) -> Failure {
-    Failure::new(
-        ErrorKind::ConnectTimeout,
-        format!("no {what} within {limit:?}"),
-    )
 }
 
 impl NativeDriver {

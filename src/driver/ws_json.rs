@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Options, NAME};
+use super::connect::within;
 use super::cursors::{Cursors, Push};
 use super::json_map::path::{self, as_str, Doc, Frame};
 use super::json_map::template::{Template, Values};
@@ -114,15 +115,8 @@ impl super::Driver for WsJsonDriver {
             },
             reply_timeout: self.dialer.timeout(),
         };
-        let limit = self.dialer.timeout();
-        let outcome = match tokio::time::timeout(limit, self.login(&mut session, user)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Failure::new(
-                ErrorKind::ConnectTimeout,
-                format!("no login reply within {limit:?}"),
-            )),
-        };
-        match outcome {
+        let login = self.login(&mut session, user);
+        match within(self.dialer.timeout(), "login reply", login).await {
             Ok(()) => Ok(Connected {
                 session,
                 handshake,
