@@ -5,9 +5,8 @@
 //! follows, the whole bounded by the connect timeout ([`within`]).
 //!
 //! Every failure is classified by [`io_error`](super::io_error) (and the TLS handshake's by
-//! [`tls::classify`](super::tls::classify)), so a name the generator cannot resolve or a
-//! source address it cannot bind is never taken for the server refusing or closing
-//! anything.
+//! `tls::classify`), so a name the generator cannot resolve or a source address it cannot
+//! bind is never taken for the server refusing or closing anything.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
