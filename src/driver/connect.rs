@@ -4,7 +4,7 @@
 //! connect, and run TLS over the socket when the URL says so; the driver's own handshake
 //! follows, the whole bounded by the connect timeout ([`within`]).
 //!
-//! Every failure is classified by [`io_error`](super::io_error) (and the TLS handshake's by
+//! Every failure is classified by [`io_error`] (and the TLS handshake's by
 //! `tls::classify`), so a name the generator cannot resolve or a source address it cannot
 //! bind is never taken for the server refusing or closing anything.
 

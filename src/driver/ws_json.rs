@@ -2,8 +2,9 @@
 //! frame templates and JSON paths (`[target.ws-json]`, [`options`]; the guide with worked
 //! examples is `docs/drivers/ws-json.md`).
 //!
-//! Everything is compiled once in [`Driver::new`]: templates into literal and placeholder
-//! segments ([`template`]), paths into steps ([`path`]). A frame sent is one buffer filled
+//! Everything is compiled once in [`Driver::new`](super::Driver::new): templates into
+//! literal and placeholder segments ([`template`](super::json_map::template)), paths into
+//! steps ([`path`]). A frame sent is one buffer filled
 //! from its template; a frame received is checked once as JSON, its top-level keys that the
 //! rules need are found in one more pass, and it is matched rule by rule (error, ack, push,
 //! ping, ignore) by walking paths on from them over the borrowed text, so a frame costs no
