@@ -26,7 +26,8 @@
 //!   launcher. It reports phases, progress and notes as events to a sink the caller gives.
 //! - [`driver`] speaks one wire protocol per file behind the `Driver`/`Session` traits; each
 //!   driver declares what it is (`Spec`) and checks its own options, and a registry line
-//!   makes it choosable by name (`loopback` is an in-process hub for engine tests).
+//!   makes it choosable by name (`loopback` is an in-process hub for engine tests); the
+//!   drivers share a toolkit (connect skeleton, I/O-error classifier, JSON mapping, cursors).
 //! - [`monitor`] samples CPU and memory of the generator and of target processes.
 //! - [`artifact`] is the versioned, mergeable result file; [`report`] computes one model from
 //!   artifacts (checks, findings, series) and renders it as text or JSON.

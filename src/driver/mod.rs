@@ -23,6 +23,18 @@
 //! | fetch missed | `convs`, then `sync` pages after the seq up to which the user has everything (what the server held before the run skipped) | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
 //!
+//! What every driver is built from, the toolkit (a new driver, like the future `script`,
+//! takes these rather than writing its own):
+//!
+//! | module | for |
+//! |---|---|
+//! | [`connect`] | the connect skeleton: TCP from the user's source address, TLS (`tls`), the connect time limit ([`connect::within`]) |
+//! | [`io_error`] | the one classifier of socket failures (the generator's own exhaustion, refused, timed out, closed by the server) |
+//! | [`ws`] | the WebSocket transport over it (`native`, `echo`, `ws-json`, `socketio`) |
+//! | [`json_map`] | a JSON protocol described in the scenario: templates, paths, matchers, the options table (`ws-json`, `socketio`) |
+//! | [`cursors`] | per-conversation sync positions, merging pushes with fetched pages (`native`, `ws-json`) |
+//! | [`Endpoint`], [`Body`] | the target URL parsed once; a delivered body without a copy |
+//!
 //! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`; XMPP's:
 //! `docs/drivers/xmpp.md`. `ws-json` maps each operation onto a frame template and
 //! matching rules given in the scenario: `docs/drivers/ws-json.md`.
@@ -33,9 +45,12 @@
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
 mod body;
+pub mod connect;
+pub mod cursors;
 pub mod echo;
 pub mod endpoint;
 pub mod io_error;
+pub mod json_map;
 pub mod loopback;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
@@ -43,7 +58,6 @@ pub mod native;
 mod registry;
 #[cfg(feature = "socketio")]
 pub mod socketio;
-pub mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;

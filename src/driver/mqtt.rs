@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 use conn::{Conn, Hello, Setup, Wire};
 pub use options::{Options, Version};
 
+use super::connect::Connector;
 use super::{
     Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme,
     Session, Spec, UserCtx,
@@ -50,7 +51,8 @@ pub struct MqttDriver {
     setup: Setup,
     run_id: u32,
     auth: Auth,
-    connect_timeout: Duration,
+    /// TCP (and TLS for `mqtts://`) to the broker, and the connect time limit.
+    connector: Connector,
 }
 
 impl MqttDriver {
@@ -61,13 +63,18 @@ impl MqttDriver {
 
     /// Connects `user`, bounded by the connect timeout; with `clean`, the broker keeps
     /// nothing after it disconnects, with `fresh` (MQTT 5) it drops what it kept.
-    async fn open(&self, user: &str, fresh: bool, clean: bool) -> Result<(Conn, bool), Failure> {
+    async fn open(
+        &self,
+        user: &UserCtx,
+        fresh: bool,
+        clean: bool,
+    ) -> Result<(Conn, bool), Failure> {
         let hello = Hello {
-            client_id: format!("ms-{:08x}-{user}", self.run_id),
+            client_id: format!("ms-{:08x}-{}", self.run_id, user.id),
             login: match &self.auth {
                 Auth::Password { username, password } => Some((
-                    username.replace("{user}", user),
-                    password.replace("{user}", user),
+                    username.replace("{user}", &user.id),
+                    password.replace("{user}", &user.id),
                 )),
                 Auth::None | Auth::Secret(_) => None,
             },
@@ -77,13 +84,11 @@ impl MqttDriver {
                 false => self.opts.session_expiry.as_secs() as u32,
             },
         };
-        match tokio::time::timeout(self.connect_timeout, Conn::open(&self.setup, &hello)).await {
-            Ok(r) => r,
-            Err(_) => Err(Failure::new(
-                ErrorKind::ConnectTimeout,
-                format!("no CONNACK within {:?}", self.connect_timeout),
-            )),
-        }
+        let open = async {
+            let io = self.connector.connect(user.ix).await?;
+            Conn::open(io, &self.setup, &hello).await
+        };
+        self.connector.within("CONNACK", open).await
     }
 }
 
@@ -134,17 +139,15 @@ impl super::Driver for MqttDriver {
             ));
         }
         #[cfg(feature = "mqtt-tls")]
-        let tls = super::tls::Client::from_options(config)?;
+        let connector = Connector::new(config)?;
         #[cfg(not(feature = "mqtt-tls"))]
         if tls {
             return Err(OptionError::url(
                 "this msgstorm was built without TLS for MQTT (feature `mqtt-tls`)",
             ));
         }
-        let (host, port) = config
-            .endpoint
-            .as_ref()
-            .map_or((String::new(), 0), |ep| (ep.host.clone(), ep.port));
+        #[cfg(not(feature = "mqtt-tls"))]
+        let connector = Connector::plain(config);
         // PINGREQ goes out at every heartbeat; only when heartbeats are off or rarer than
         // the keep-alive does the connection keep a timer of its own.
         let self_ping = !opts.keep_alive.is_zero()
@@ -152,10 +155,6 @@ impl super::Driver for MqttDriver {
                 .heartbeat
                 .is_none_or(|hb| hb.is_zero() || hb > opts.keep_alive);
         let setup = Setup {
-            host,
-            port,
-            #[cfg(feature = "mqtt-tls")]
-            tls,
             v5: opts.version == Version::V5,
             qos: opts.qos,
             keep_alive: opts.keep_alive,
@@ -169,7 +168,7 @@ impl super::Driver for MqttDriver {
             setup,
             run_id: config.run_id,
             auth: config.auth.clone(),
-            connect_timeout: config.connect_timeout,
+            connector,
         })
     }
 
@@ -194,10 +193,10 @@ impl super::Driver for MqttDriver {
         }
         // A clean-session connection replaces the stored session; its DISCONNECT ends it.
         let end = async {
-            let (mut conn, _) = self.open(&user.id, true, true).await?;
+            let (mut conn, _) = self.open(user, true, true).await?;
             conn.disconnect().await
         };
-        let _ = tokio::time::timeout(CLOSE_WAIT + self.connect_timeout, end).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT + self.connector.timeout(), end).await;
     }
 
     async fn connect(
@@ -209,11 +208,10 @@ impl super::Driver for MqttDriver {
         // MQTT 5: a user's first connection of the run starts a clean session, so nothing
         // of an older run with the same client id is replayed into this one.
         let fresh = !resume.established;
-        let (conn, session_present) =
-            match self.open(&user.id, fresh, self.opts.clean_session).await {
-                Ok(c) => c,
-                Err(f) => return Err((f, resume)),
-            };
+        let (conn, session_present) = match self.open(user, fresh, self.opts.clean_session).await {
+            Ok(c) => c,
+            Err(f) => return Err((f, resume)),
+        };
         let handshake = started.elapsed();
         if !session_present {
             resume.groups.clear();
@@ -224,7 +222,7 @@ impl super::Driver for MqttDriver {
             pending: VecDeque::new(),
             replaying: session_present,
             resume,
-            subscribe_timeout: self.connect_timeout,
+            subscribe_timeout: self.connector.timeout(),
         };
         if !session_present {
             let inbox = self.opts.inbox(&user.id);

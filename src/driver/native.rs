@@ -22,18 +22,21 @@
 //!   returned, counts as duplicated.)
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
+use super::connect::within;
+use super::cursors::{Cursors, Push};
+use super::json_map::clip;
 use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session,
     Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
-use crate::wire::{self, ClientFrame, ConvId, ErrorCode, ServerFrame};
+use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
 
 /// Requests the driver makes for itself (join, sync) use refs with this bit set, so they
 /// never collide with the engine's tags.
@@ -108,11 +111,7 @@ impl super::Driver for NativeDriver {
             reply_timeout: self.dialer.timeout(),
         };
         let login = self.login(&mut session, user);
-        let outcome = match tokio::time::timeout(self.dialer.timeout(), login).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(timed_out("login reply", self.dialer.timeout())),
-        };
-        match outcome {
+        match within(self.dialer.timeout(), "login reply", login).await {
             Ok(()) => Ok(Connected {
                 session,
                 handshake,
@@ -123,13 +122,6 @@ impl super::Driver for NativeDriver {
             Err(f) => Err((f, session.cursors)),
         }
     }
-}
-
-fn timed_out(what: &str, limit: Duration) -> Failure {
-    Failure::new(
-        ErrorKind::ConnectTimeout,
-        format!("no {what} within {limit:?}"),
-    )
 }
 
 impl NativeDriver {
@@ -162,99 +154,6 @@ impl NativeDriver {
                     format!("expected welcome, got {}", clip(&format!("{other:?}"))),
                 )),
             }
-        }
-    }
-}
-
-/// What a native user remembers between connections: per conversation, the sequence
-/// numbers seen and the highest one pushed. (`ws-json` merges sync and pushes with it too.)
-///
-/// A fetch of missed messages pages each conversation after `upto`, the sequence number up
-/// to which everything is accounted for: seen in this run, covered by an earlier sync page
-/// (a page holds every message between its ends, whether the server's numbers skip or
-/// not), or held by the server before the run ([`Session::skip_history`]).
-#[derive(Debug, Default)]
-pub struct Cursors {
-    convs: foldhash::HashMap<ConvId, Seen>,
-}
-
-/// Sequence numbers seen in one conversation: everything up to `upto` (seen, or covered by
-/// a sync or the run's start), plus a few above it; and `pushed`, the highest sequence
-/// number the server pushed to this user.
-#[derive(Debug, Default)]
-pub(super) struct Seen {
-    pub(super) upto: u64,
-    above: BTreeSet<u64>,
-    pushed: u64,
-}
-
-/// What a push is to the user who receives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Push {
-    /// Not seen before: a delivery.
-    New,
-    /// A sync already returned it: the same message both ways, not handed out again.
-    Synced,
-    /// At or below the highest sequence number pushed before: the server sent it again or
-    /// out of order; handed out as it is for the ledger to judge.
-    Again,
-}
-
-impl Seen {
-    /// Marks `seq` seen; returns false when it already was.
-    pub(super) fn mark(&mut self, seq: u64) -> bool {
-        if seq <= self.upto {
-            return false;
-        }
-        if seq != self.upto + 1 {
-            return self.above.insert(seq);
-        }
-        self.upto = seq;
-        while self.above.remove(&(self.upto + 1)) {
-            self.upto += 1;
-        }
-        true
-    }
-
-    /// Marks everything up to `seq` accounted for: a sync page covered it, or the server
-    /// held it before the run. Sequence numbers above it seen before are kept.
-    pub(super) fn cover(&mut self, seq: u64) {
-        if seq <= self.upto {
-            return;
-        }
-        self.upto = seq;
-        self.above = self.above.split_off(&(seq + 1));
-        while self.above.remove(&(self.upto + 1)) {
-            self.upto += 1;
-        }
-    }
-
-    /// Marks a push of `seq` seen and says what it is.
-    pub(super) fn push(&mut self, seq: u64) -> Push {
-        if seq <= self.pushed {
-            self.mark(seq);
-            return Push::Again;
-        }
-        self.pushed = seq;
-        if self.mark(seq) {
-            Push::New
-        } else {
-            Push::Synced
-        }
-    }
-}
-
-impl Cursors {
-    /// The sequence number up to which everything in `conv` was seen (0: nothing).
-    pub(super) fn upto(&self, conv: &str) -> u64 {
-        self.convs.get(conv).map_or(0, |s| s.upto)
-    }
-
-    /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
-    pub(super) fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
-        match self.convs.get_mut(conv) {
-            Some(seen) => f(seen),
-            None => f(self.convs.entry(conv.to_owned()).or_default()),
         }
     }
 }
@@ -445,14 +344,6 @@ fn unreadable(e: &serde_json::Error, text: &str) -> Failure {
     )
 }
 
-/// The first 120 characters of a frame, for error examples.
-fn clip(text: &str) -> &str {
-    match text.char_indices().nth(120) {
-        Some((i, _)) => &text[..i],
-        None => text,
-    }
-}
-
 fn unexpected(what: &str, frame: &ServerFrame) -> Failure {
     Failure::new(
         ErrorKind::Protocol,
@@ -603,51 +494,6 @@ mod tests {
     use super::*;
     use crate::driver::{Driver, Endpoint};
     use crate::wire::{ConvInfo, Msg};
-
-    #[test]
-    fn seen_tracks_holes_and_compacts() {
-        let mut s = Seen::default();
-        assert!(s.mark(1));
-        assert!(s.mark(3));
-        assert!(!s.mark(3));
-        assert!(s.upto < 2 && !s.above.contains(&2));
-        assert!(s.mark(2));
-        assert_eq!(s.upto, 3);
-        assert!(s.above.is_empty());
-        assert!(!s.mark(1));
-    }
-
-    /// Issue 24: a sync page (or the run's start) covers everything up to its last seq,
-    /// whether the numbers skip or not; what was seen above it stays seen.
-    #[test]
-    fn covering_accounts_for_everything_below_whatever_the_numbers() {
-        let mut s = Seen::default();
-        assert!(s.mark(3) && s.mark(9) && s.mark(12));
-        assert_eq!(s.upto, 0, "skipping numbers never join up by themselves");
-        s.cover(9);
-        assert_eq!(s.upto, 9);
-        assert!(!s.mark(5), "covered by the page");
-        assert!(!s.mark(12), "seen above the page");
-        assert!(s.mark(10));
-        s.cover(11);
-        assert_eq!(s.upto, 12, "joined up with what was seen above");
-        assert!(s.above.is_empty());
-        s.cover(4);
-        assert_eq!(s.upto, 12, "never goes back");
-    }
-
-    /// A push above the pushed mark is new unless synced; at or below it, it is passed on.
-    #[test]
-    fn pushes_are_judged_against_the_pushed_mark() {
-        let mut s = Seen::default();
-        assert!(s.mark(1) && s.mark(2)); // returned by a sync
-        assert_eq!(s.push(1), Push::Synced);
-        assert_eq!(s.push(2), Push::Synced);
-        assert_eq!(s.push(2), Push::Again); // the server sent it twice
-        assert_eq!(s.push(4), Push::New);
-        assert_eq!(s.push(3), Push::Again); // overtaken by 4: new to the ledger, reordered
-        assert_eq!((s.upto, s.pushed), (4, 4));
-    }
 
     fn msg(seq: u64) -> ServerFrame {
         ServerFrame::Msg(Msg {

@@ -27,10 +27,11 @@ use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Emit, Options, NAME};
 use self::packet::{Kind, Packet, Sio};
+use super::connect::within;
+use super::json_map::path::as_str;
+use super::json_map::template::Values;
+use super::json_map::{clip, credentials, now_ms, text_of};
 use super::ws::{read_text, Dialer, Ws};
-use super::ws_json::path::as_str;
-use super::ws_json::template::Values;
-use super::ws_json::{clip, credentials, now_ms, text_of};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
@@ -149,24 +150,16 @@ impl super::Driver for SocketIoDriver {
             },
             reply_timeout: dialer.timeout(),
         };
-        let limit = dialer.timeout();
         let auth = self.auth_object(user, &session.st.recovery);
-        match tokio::time::timeout(limit, session.login(&auth)).await {
-            Ok(Ok(())) => Ok(Connected {
+        match within(dialer.timeout(), "Socket.IO CONNECT", session.login(&auth)).await {
+            Ok(()) => Ok(Connected {
                 session,
                 handshake,
                 login: started.elapsed() - handshake,
                 account: None,
                 no_resume_point,
             }),
-            Ok(Err(f)) => Err((f, session.st.recovery)),
-            Err(_) => Err((
-                Failure::new(
-                    ErrorKind::ConnectTimeout,
-                    format!("no Socket.IO CONNECT within {limit:?}"),
-                ),
-                session.st.recovery,
-            )),
+            Err(f) => Err((f, session.st.recovery)),
         }
     }
 }

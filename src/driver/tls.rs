@@ -107,10 +107,23 @@ impl Client {
         let config = client_config(ca_file.map(Path::new), |msg| {
             OptionError::option(driver, "ca_file", msg)
         })?;
-        Ok(Some(Client {
+        Ok(Some(Client::with_name(config, server_name)))
+    }
+
+    /// The TLS client of `config` for a server whose certificate carries `name` (a
+    /// protocol that names its server itself, as XMPP's domain); `Err` says why `name`
+    /// is no server name.
+    pub fn new(config: Arc<ClientConfig>, name: &str) -> Result<Client, String> {
+        let server_name = ServerName::try_from(name.to_owned())
+            .map_err(|e| format!("`{name}` as a TLS name: {e}"))?;
+        Ok(Client::with_name(config, server_name))
+    }
+
+    fn with_name(config: Arc<ClientConfig>, server_name: ServerName<'static>) -> Client {
+        Client {
             connector: TlsConnector::from(config),
             server_name,
-        }))
+        }
     }
 
     /// The TLS handshake over `tcp`.

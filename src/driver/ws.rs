@@ -7,21 +7,16 @@
 //! - After the upgrade, [`Ws`] ([`conn`]) reads into one buffer per worker thread and
 //!   keeps no buffer of its own while idle; frames queued between two flushes go out in
 //!   one write.
-//! - `wss://` runs the same over rustls ([`super::tls`]); `[target.<driver>]` takes
-//!   `ca_file` and `server_name` for it.
+//! - The connection itself (source address, `wss://` over rustls, the time limit) is the
+//!   drivers' connect skeleton ([`super::connect`]); `[target.<driver>]` takes `ca_file`
+//!   and `server_name` for `wss://`.
 //! - A connection keeps reading while a write waits for room. A server stops reading when
 //!   it cannot write its replies, so a generator that only wrote would wait on a server
 //!   that waits on it.
 
 mod conn;
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use std::net::IpAddr;
-
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -29,7 +24,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 pub use conn::Ws;
 
-use super::{io_error, tcp, Config, Endpoint, Event, Failure, OptionError, Scheme};
+use super::connect::{Connector, Stream};
+use super::{io_error, Config, Endpoint, Event, Failure, OptionError, Scheme};
 use crate::metrics::ErrorKind;
 
 /// The longest upgrade response accepted.
@@ -72,83 +68,6 @@ pub fn only_tls_options(config: &Config) -> Result<(), OptionError> {
             ),
         )),
         None => Ok(()),
-    }
-}
-
-/// The byte stream under a WebSocket: plain TCP, or TLS over it.
-#[derive(Debug)]
-pub enum Stream {
-    /// `ws://`.
-    Plain(TcpStream),
-    /// `wss://` (boxed: the TLS state is large and only some runs use it).
-    #[cfg(feature = "tls")]
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            #[cfg(feature = "tls")]
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            #[cfg(feature = "tls")]
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            #[cfg(feature = "tls")]
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            #[cfg(feature = "tls")]
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
-
-/// How a connection is secured: not at all, or with this TLS client.
-#[derive(Debug, Clone)]
-enum Security {
-    Plain,
-    #[cfg(feature = "tls")]
-    Tls(super::tls::Client),
-}
-
-impl Security {
-    /// TLS over `tcp` when configured.
-    async fn wrap(&self, tcp: TcpStream) -> Result<Stream, Failure> {
-        match self {
-            Security::Plain => Ok(Stream::Plain(tcp)),
-            #[cfg(feature = "tls")]
-            // Boxed: the TLS handshake's future is most of a plain connection's login
-            // otherwise (1.2 KB of every user's login, TLS or not).
-            Security::Tls(client) => {
-                Ok(Stream::Tls(Box::new(Box::pin(client.connect(tcp)).await?)))
-            }
-        }
     }
 }
 
@@ -232,13 +151,8 @@ pub async fn read_text(ws: &mut Ws) -> Result<tungstenite::Utf8Bytes, NotText> {
     }
 }
 
-/// TCP connect (from `source` when given), TLS when `security` says so, and WebSocket
-/// upgrade to `ep`.
-async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Result<Ws, Failure> {
-    let tcp = tcp::connect(&ep.host, ep.port, source).await?;
-    // Frames are coalesced per flush already: send each write at once.
-    tcp.set_nodelay(true).map_err(|e| io_error::classify(&e))?;
-    let mut tcp = security.wrap(tcp).await?;
+/// The WebSocket upgrade to `ep` over a connected `tcp`.
+async fn upgrade(mut tcp: Stream, ep: &Endpoint) -> Result<Ws, Failure> {
     let key = generate_key();
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
@@ -277,14 +191,12 @@ async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Res
     Ok(Ws::new(tcp, buf.split_off(head_end)))
 }
 
-/// How the WebSocket drivers reach their target: the endpoint (or why its URL is
-/// unusable), the source addresses users bind to round-robin, and the connect time limit.
+/// How the WebSocket drivers reach their target: the endpoint (its path and host for the
+/// upgrade) and the [`Connector`] (source addresses, TLS, connect time limit).
 #[derive(Debug, Clone)]
 pub struct Dialer {
     endpoint: Option<Endpoint>,
-    sources: Vec<IpAddr>,
-    timeout: std::time::Duration,
-    security: Security,
+    connector: Connector,
 }
 
 impl Dialer {
@@ -294,15 +206,13 @@ impl Dialer {
     pub fn new(config: &Config) -> Result<Self, OptionError> {
         Ok(Dialer {
             endpoint: config.endpoint.clone(),
-            sources: config.source_addrs.clone(),
-            timeout: config.connect_timeout,
-            security: security(config)?,
+            connector: connector(config)?,
         })
     }
 
     /// The connect time limit (drivers bound their login exchange by it too).
     pub fn timeout(&self) -> std::time::Duration {
-        self.timeout
+        self.connector.timeout()
     }
 
     /// TCP connect and WebSocket upgrade for user `ix`, within the connect timeout.
@@ -311,31 +221,20 @@ impl Dialer {
             .endpoint
             .as_ref()
             .ok_or_else(|| Failure::new(ErrorKind::Other, "no target URL to connect to"))?;
-        let source =
-            (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
-        tokio::time::timeout(self.timeout, open(ep, source, &self.security))
-            .await
-            .unwrap_or_else(|_| {
-                Err(Failure::new(
-                    ErrorKind::ConnectTimeout,
-                    format!("no WebSocket upgrade within {:?}", self.timeout),
-                ))
-            })
+        let open = async { upgrade(self.connector.connect(ix).await?, ep).await };
+        self.connector.within("WebSocket upgrade", open).await
     }
 }
 
-/// TLS for a `wss://` endpoint, plain otherwise.
+/// The connector: TLS for a `wss://` endpoint, plain otherwise.
 #[cfg(feature = "tls")]
-fn security(config: &Config) -> Result<Security, OptionError> {
-    Ok(match super::tls::Client::from_options(config)? {
-        Some(client) => Security::Tls(client),
-        None => Security::Plain,
-    })
+fn connector(config: &Config) -> Result<Connector, OptionError> {
+    Connector::new(config)
 }
 
 /// Plain only: `wss://` (and its options) need the `tls` feature.
 #[cfg(not(feature = "tls"))]
-fn security(config: &Config) -> Result<Security, OptionError> {
+fn connector(config: &Config) -> Result<Connector, OptionError> {
     if let Some(ep) = config.endpoint.as_ref().filter(|ep| ep.tls()) {
         return Err(OptionError::url(format!(
             "`{}`: this msgstorm was built without TLS (feature `tls`); use ws://",
@@ -348,7 +247,7 @@ fn security(config: &Config) -> Result<Security, OptionError> {
             key,
             "only for wss://, which this msgstorm was built without (feature `tls`)",
         )),
-        None => Ok(Security::Plain),
+        None => Ok(Connector::plain(config)),
     }
 }
 

@@ -2,8 +2,9 @@
 //! frame templates and JSON paths (`[target.ws-json]`, [`options`]; the guide with worked
 //! examples is `docs/drivers/ws-json.md`).
 //!
-//! Everything is compiled once in [`Driver::new`]: templates into literal and placeholder
-//! segments ([`template`]), paths into steps ([`path`]). A frame sent is one buffer filled
+//! Everything is compiled once in [`Driver::new`](super::Driver::new): templates into
+//! literal and placeholder segments ([`template`](super::json_map::template)), paths into
+//! steps ([`path`]). A frame sent is one buffer filled
 //! from its template; a frame received is checked once as JSON, its top-level keys that the
 //! rules need are found in one more pass, and it is matched rule by rule (error, ack, push,
 //! ping, ignore) by walking paths on from them over the borrowed text, so a frame costs no
@@ -18,21 +19,20 @@
 //! before traffic notes where each conversation stands ([`Session::skip_history`]).
 
 pub mod options;
-pub mod path;
 mod sync;
-pub mod template;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Options, NAME};
-use self::path::{as_str, Doc, Frame};
-use self::template::{Template, Values};
-use super::native::{Cursors, Push};
+use super::connect::within;
+use super::cursors::{Cursors, Push};
+use super::json_map::path::{self, as_str, Doc, Frame};
+use super::json_map::template::{Template, Values};
+use super::json_map::{clip, credentials, now_ms, text_of};
 use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
@@ -116,15 +116,8 @@ impl super::Driver for WsJsonDriver {
             },
             reply_timeout: self.dialer.timeout(),
         };
-        let limit = self.dialer.timeout();
-        let outcome = match tokio::time::timeout(limit, self.login(&mut session, user)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Failure::new(
-                ErrorKind::ConnectTimeout,
-                format!("no login reply within {limit:?}"),
-            )),
-        };
-        match outcome {
+        let login = self.login(&mut session, user);
+        match within(self.dialer.timeout(), "login reply", login).await {
             Ok(()) => Ok(Connected {
                 session,
                 handshake,
@@ -351,26 +344,6 @@ impl State {
     }
 }
 
-/// The username and password (or token) `user` logs in with.
-pub(crate) fn credentials(auth: &Auth, user: &str) -> (String, String) {
-    match auth {
-        Auth::Password { username, password } => (
-            username.replace("{user}", user),
-            password.replace("{user}", user),
-        ),
-        Auth::Secret(secret) => (user.to_owned(), crate::wire::token(user, secret)),
-        Auth::None => (user.to_owned(), String::new()),
-    }
-}
-
-/// A string value unescaped, or any other value as its JSON text.
-pub(crate) fn text_of(v: &RawValue) -> String {
-    match as_str(v) {
-        Some(s) => s.into_owned(),
-        None => v.get().to_owned(),
-    }
-}
-
 /// The documents of a text frame: the frame (even empty: a ping of some protocols), or its
 /// non-empty lines.
 fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
@@ -379,21 +352,6 @@ fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
     // splitting on it yields the frame whole.
     text.split(sep)
         .filter(move |d| !lines || !d.trim().is_empty())
-}
-
-/// The first 120 characters of a frame, for error examples.
-pub(crate) fn clip(text: &str) -> &str {
-    match text.char_indices().nth(120) {
-        Some((i, _)) => &text[..i],
-        None => text,
-    }
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// One user's connection.

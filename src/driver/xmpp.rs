@@ -50,14 +50,14 @@ mod xml;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio_rustls::rustls::ClientConfig;
-
 pub use options::{Fetch, Options, Sasl, Tls};
 pub use session::{XmppResume, XmppSession};
 use xml::Element;
 
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
-use crate::metrics::ErrorKind;
+use super::connect::Connector;
+use super::{
+    tls, Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx,
+};
 
 /// Namespaces of the stream features and elements the driver speaks.
 mod ns {
@@ -90,29 +90,29 @@ const JOIN_RETRY: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub struct XmppDriver {
     opts: Arc<Options>,
-    host: String,
-    port: u16,
+    /// TCP to the server (TLS from the start for `xmpps://`), and the connect time limit.
+    connector: Connector,
+    /// TLS after `<starttls/>` (`tls = "starttls"`).
+    starttls: Option<tls::Client>,
     domain: String,
     /// The MUC service: `muc_domain`, or what discovery found on the first login of a run
     /// with group traffic (`None`: the server lists none).
     muc_domain: tokio::sync::OnceCell<Option<String>>,
     /// The run has group traffic: the MUC service must be known.
     needs_muc: bool,
-    direct_tls: bool,
-    tls: Option<Arc<ClientConfig>>,
     username: String,
     password: String,
-    connect_timeout: Duration,
     max_body: usize,
     /// When the run began: a MAM fetch of a user that never had an archived message
     /// starts here.
     started: SystemTime,
 }
 
-/// The rustls client configuration: the CA file's certificates, or the system's roots
-/// (see [`super::tls::client_config`]).
-fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<ClientConfig>, OptionError> {
-    super::tls::client_config(ca_file, |msg| OptionError::option("xmpp", "ca_file", msg))
+/// The TLS client for the server of `domain`: the CA file's certificates, or the system's
+/// roots (see [`tls::client_config`]).
+fn tls_client(ca_file: Option<&std::path::Path>, domain: &str) -> Result<tls::Client, OptionError> {
+    let config = tls::client_config(ca_file, |msg| OptionError::option("xmpp", "ca_file", msg))?;
+    tls::Client::new(config, domain).map_err(|e| OptionError::option("xmpp", "domain", e))
 }
 
 impl super::Driver for XmppDriver {
@@ -173,8 +173,10 @@ impl super::Driver for XmppDriver {
                 "STARTTLS is for xmpp:// URLs; an xmpps:// URL is TLS from the start",
             ));
         }
+        let host = config.endpoint.as_ref().map(|ep| ep.host.clone());
+        let domain = opts.domain.clone().or(host).unwrap_or_default();
         let tls = match direct_tls || opts.tls == Tls::StartTls {
-            true => Some(tls_config(opts.ca_file.as_deref())?),
+            true => Some(tls_client(opts.ca_file.as_deref(), &domain)?),
             false if opts.ca_file.is_some() => {
                 return Err(OptionError::option(
                     "xmpp",
@@ -184,27 +186,23 @@ impl super::Driver for XmppDriver {
             }
             false => None,
         };
-        let (host, port) = config
-            .endpoint
-            .as_ref()
-            .map_or((String::new(), 0), |ep| (ep.host.clone(), ep.port));
-        let domain = opts.domain.clone().unwrap_or_else(|| host.clone());
+        let (connector, starttls) = match direct_tls {
+            true => (Connector::plain(config).with_tls(tls), None),
+            false => (Connector::plain(config), tls),
+        };
         let muc_domain = match &opts.muc_domain {
             Some(set) => tokio::sync::OnceCell::new_with(Some(Some(set.clone()))),
             None => tokio::sync::OnceCell::new(),
         };
         Ok(XmppDriver {
             opts: Arc::new(opts),
-            host,
-            port,
+            connector,
+            starttls,
             domain,
             muc_domain,
             needs_muc: config.kinds.contains(&"group"),
-            direct_tls,
-            tls,
             username,
             password,
-            connect_timeout: config.connect_timeout,
             max_body: config.max_body,
             started: SystemTime::now(),
         })
@@ -226,10 +224,9 @@ impl super::Driver for XmppDriver {
         mut resume: XmppResume,
     ) -> Result<Connected<XmppSession>, (Failure, XmppResume)> {
         let started = Instant::now();
-        let limit = self.connect_timeout;
         let login = self.login(user, &mut resume, started);
-        match tokio::time::timeout(limit, login).await {
-            Ok(Ok(done)) => {
+        match self.connector.within("login", login).await {
+            Ok(done) => {
                 let handshake = done.handshake;
                 let account = resume.account.take();
                 match XmppSession::new(self, user, done, resume) {
@@ -252,14 +249,7 @@ impl super::Driver for XmppDriver {
                     }
                 }
             }
-            Ok(Err(f)) => Err((f, resume)),
-            Err(_) => Err((
-                Failure::new(
-                    ErrorKind::ConnectTimeout,
-                    format!("no login within {limit:?}"),
-                ),
-                resume,
-            )),
+            Err(f) => Err((f, resume)),
         }
     }
 }

@@ -25,25 +25,17 @@ use rumqttc::mqttbytes::{v4, QoS as QoS4};
 use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::super::connect::Stream;
 use super::super::io_error::classify;
-use super::super::tcp;
-use super::super::ws::Stream;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
 
 /// Write-buffer size past which a publish is written at once instead of at the next flush.
 const WRITE_COALESCE: usize = 64 << 10;
 
-/// How to open a connection: the same for every user of a run.
+/// How to open a connection over a connected socket: the same for every user of a run.
 #[derive(Debug, Clone)]
 pub struct Setup {
-    /// Broker host.
-    pub host: String,
-    /// Broker port.
-    pub port: u16,
-    /// TLS client for `mqtts://`.
-    #[cfg(feature = "mqtt-tls")]
-    pub tls: Option<super::super::tls::Client>,
     /// MQTT 5 (else 3.1.1).
     pub v5: bool,
     /// QoS of every publish and subscription.
@@ -168,18 +160,9 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Connects (TCP, TLS, CONNECT/CONNACK); the caller bounds it in time. Returns the
-    /// connection and whether the broker resumed a stored session.
-    pub async fn open(setup: &Setup, hello: &Hello) -> Result<(Conn, bool), Failure> {
-        let tcp = tcp::connect(&setup.host, setup.port, None).await?;
-        tcp.set_nodelay(true).map_err(|e| classify(&e))?;
-        #[cfg(feature = "mqtt-tls")]
-        let io = match &setup.tls {
-            Some(client) => Stream::Tls(Box::new(client.connect(tcp).await?)),
-            None => Stream::Plain(tcp),
-        };
-        #[cfg(not(feature = "mqtt-tls"))]
-        let io = Stream::Plain(tcp);
+    /// CONNECT/CONNACK over `io` (connected, TLS done); the caller bounds it in time.
+    /// Returns the connection and whether the broker resumed a stored session.
+    pub async fn open(io: Stream, setup: &Setup, hello: &Hello) -> Result<(Conn, bool), Failure> {
         let mut conn = Conn {
             io,
             v5: setup.v5,

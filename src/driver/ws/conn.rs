@@ -458,7 +458,8 @@ mod tests {
             script(tokio_tungstenite::accept_async(tcp).await.expect("upgrade")).await;
         });
         let ep = Endpoint::parse(&format!("ws://{addr}/"), &EchoDriver::SPEC).expect("url");
-        let ws = super::super::open(&ep, None, &super::super::Security::Plain)
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let ws = super::super::upgrade(super::Stream::Plain(tcp), &ep)
             .await
             .expect("open");
         (ws, server)

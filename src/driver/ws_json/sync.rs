@@ -10,10 +10,10 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::options;
-use super::path;
-use super::template::Values;
-use super::{clip, text_of, WsJsonSession};
-use crate::driver::native::Cursors;
+use super::WsJsonSession;
+use crate::driver::cursors::Cursors;
+use crate::driver::json_map::template::Values;
+use crate::driver::json_map::{clip, path, text_of};
 use crate::driver::Failure;
 use crate::metrics::ErrorKind;
 
@@ -246,7 +246,7 @@ mod tests {
     use tokio_tungstenite::tungstenite::Message;
 
     use super::super::WsJsonDriver;
-    use crate::driver::native::Cursors;
+    use crate::driver::cursors::Cursors;
     use crate::driver::{Auth, Config, Driver, Endpoint, Session, UserCtx};
     use crate::metrics::ErrorKind;
 

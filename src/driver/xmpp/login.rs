@@ -2,10 +2,7 @@
 //! either resuming the user's XEP-0198 session or binding a resource, enabling stream
 //! management and sending the initial presence.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use tokio_rustls::rustls::ClientConfig;
 
 use super::sasl::{self, Mechanism, Scram};
 use super::session::{acked, Sm, SmResume, Unacked, XmppResume};
@@ -57,12 +54,8 @@ impl XmppDriver {
         resume: &mut XmppResume,
         started: Instant,
     ) -> Result<Login, Failure> {
-        let tcp = crate::driver::tcp::connect(&self.host, self.port, None).await?;
-        let _ = tcp.set_nodelay(true);
-        let mut stream = Stream::new(tcp, self.max_body);
-        if self.direct_tls {
-            stream = stream.tls(self.tls_or_err()?, &self.domain).await?;
-        }
+        let io = self.connector.connect(user.ix).await?;
+        let mut stream = Stream::new(io, self.max_body);
         let mut features = self.open(&mut stream).await?;
         if self.opts.tls == Tls::StartTls {
             if features.child_ns("starttls", ns::TLS).is_none() {
@@ -80,7 +73,11 @@ impl XmppDriver {
                     format!("STARTTLS refused: <{}>", answer.name),
                 ));
             }
-            stream = stream.tls(self.tls_or_err()?, &self.domain).await?;
+            let client = self
+                .starttls
+                .as_ref()
+                .ok_or_else(|| Failure::new(ErrorKind::Other, "TLS was not configured"))?;
+            stream = stream.tls(client).await?;
             features = self.open(&mut stream).await?;
         }
         let handshake = started.elapsed();
@@ -197,12 +194,6 @@ impl XmppDriver {
             early,
             settled,
         })
-    }
-
-    fn tls_or_err(&self) -> Result<Arc<ClientConfig>, Failure> {
-        self.tls
-            .clone()
-            .ok_or_else(|| Failure::new(ErrorKind::Other, "TLS was not configured"))
     }
 
     /// SASL with the mechanism the options ask for, among those offered.

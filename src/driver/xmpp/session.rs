@@ -202,7 +202,7 @@ impl XmppSession {
             replaying: true,
             archive_page: None,
             resume,
-            reply_timeout: d.connect_timeout,
+            reply_timeout: d.connector.timeout(),
             next_id: 0,
         };
         s.pending.extend(login.settled.into_iter().map(Held::event));

@@ -1,29 +1,16 @@
-//! One XMPP connection's transport: TCP or TLS, a write buffer, and the [`Framer`] that
-//! turns what is read into elements.
+//! One XMPP connection's transport: the socket ([`connect::Stream`], TCP or TLS), a write
+//! buffer, and the [`Framer`] that turns what is read into elements.
 //!
 //! Both directions are cancel-safe: a read appends to the framer's buffer and an element
 //! leaves it only once complete; a write hands the socket a slice of the buffer and drops
 //! only the bytes the socket took. So [`Stream::next`] and [`Stream::flush`] can be raced
 //! against timers without losing or repeating a byte.
 
-use std::sync::Arc;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::rustls::ClientConfig;
 
 use super::xml::{Element, Framer, Item};
-use crate::driver::{io_error, Failure};
+use crate::driver::{connect, io_error, tls, Failure};
 use crate::metrics::ErrorKind;
-
-/// The socket under the stream.
-#[derive(Debug)]
-enum Io {
-    Tcp(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 8 * 1024;
@@ -31,38 +18,28 @@ const READ_CHUNK: usize = 8 * 1024;
 /// One XMPP connection.
 #[derive(Debug)]
 pub struct Stream {
-    io: Io,
+    io: connect::Stream,
     framer: Framer,
     out: Vec<u8>,
     max_body: usize,
 }
 
 impl Stream {
-    /// A stream over a connected TCP socket.
-    pub fn new(tcp: TcpStream, max_body: usize) -> Stream {
+    /// A stream over a connected socket.
+    pub fn new(io: connect::Stream, max_body: usize) -> Stream {
         Stream {
-            io: Io::Tcp(tcp),
+            io,
             framer: Framer::default(),
             out: Vec::new(),
             max_body,
         }
     }
 
-    /// Runs TLS over the socket (direct TLS, or STARTTLS after `<proceed/>`); the next
-    /// element read is a new stream header.
-    pub async fn tls(self, config: Arc<ClientConfig>, domain: &str) -> Result<Stream, Failure> {
-        let Io::Tcp(tcp) = self.io else {
-            return Err(Failure::new(ErrorKind::Protocol, "TLS negotiated twice"));
-        };
-        let name = ServerName::try_from(domain.to_owned()).map_err(|e| {
-            Failure::new(ErrorKind::Other, format!("`{domain}` as a TLS name: {e}"))
-        })?;
-        let tls = tokio_rustls::TlsConnector::from(config)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| crate::driver::tls::classify(&e))?;
+    /// Runs TLS over the socket (STARTTLS after `<proceed/>`); the next element read is a
+    /// new stream header.
+    pub async fn tls(self, client: &tls::Client) -> Result<Stream, Failure> {
         Ok(Stream {
-            io: Io::Tls(Box::new(tls)),
+            io: self.io.start_tls(client).await?,
             framer: Framer::default(),
             out: Vec::new(),
             max_body: self.max_body,
@@ -87,11 +64,11 @@ impl Stream {
     /// Writes everything queued. Cancel-safe.
     pub async fn flush(&mut self) -> Result<(), Failure> {
         while !self.out.is_empty() {
-            let n = match &mut self.io {
-                Io::Tcp(s) => s.write(&self.out).await,
-                Io::Tls(s) => s.write(&self.out).await,
-            }
-            .map_err(|e| io_error::classify(&e))?;
+            let n = self
+                .io
+                .write(&self.out)
+                .await
+                .map_err(|e| io_error::classify(&e))?;
             if n == 0 {
                 return Err(Failure::new(
                     ErrorKind::ClosedByPeer,
@@ -100,10 +77,7 @@ impl Stream {
             }
             self.out.drain(..n);
         }
-        match &mut self.io {
-            Io::Tcp(_) => Ok(()),
-            Io::Tls(s) => s.flush().await.map_err(|e| io_error::classify(&e)),
-        }
+        self.io.flush().await.map_err(|e| io_error::classify(&e))
     }
 
     /// The next item the server sent. Cancel-safe.
@@ -118,11 +92,11 @@ impl Stream {
             }
             let buf = self.framer.buffer();
             buf.reserve(READ_CHUNK);
-            let n = match &mut self.io {
-                Io::Tcp(s) => s.read_buf(buf).await,
-                Io::Tls(s) => s.read_buf(buf).await,
-            }
-            .map_err(|e| io_error::classify(&e))?;
+            let n = self
+                .io
+                .read_buf(buf)
+                .await
+                .map_err(|e| io_error::classify(&e))?;
             if n == 0 {
                 return Err(Failure::new(
                     ErrorKind::ClosedByPeer,

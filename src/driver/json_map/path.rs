@@ -1,5 +1,6 @@
-//! JSON paths of `[target.ws-json]` (`push.pub.data`, `msgs.0.body`, `data.@json.body`) and
-//! the conditions built on them, walked over a borrowed parse of a frame.
+//! JSON paths of the scenario-described protocols (`push.pub.data`, `msgs.0.body`,
+//! `data.@json.body`; `[target.ws-json]`, `[target.socketio]`) and the conditions built on
+//! them, walked over a borrowed parse of a frame.
 //!
 //! A frame is checked once as JSON ([`parse`]); each path then scans only the values on its
 //! way, borrowing keys and values from the frame: matching a frame allocates nothing unless

@@ -1,5 +1,6 @@
-//! Frame templates of `[target.ws-json]`: JSON text with `{placeholders}`, compiled once
-//! into literal and placeholder segments and filled per frame into one buffer.
+//! Frame templates of the scenario-described protocols (`[target.ws-json]`,
+//! `[target.socketio]`): JSON text with `{placeholders}`, compiled once into literal and
+//! placeholder segments and filled per frame into one buffer.
 //!
 //! A placeholder is `{name}` with a lowercase name; every other `{` is JSON. Strings are
 //! written JSON-escaped without quotes (write `"user":"{user}"`), numbers as digits

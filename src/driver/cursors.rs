@@ -1,0 +1,155 @@
+//! Per-conversation sync positions, for the drivers whose server numbers each
+//! conversation's messages (`native`, `ws-json`): the state a user keeps between
+//! connections so that pushes and fetched pages merge as a real client merges them.
+//!
+//! - A fetch of missed messages pages each conversation after the sequence number up to
+//!   which the user has everything.
+//! - A push is judged against what was seen and pushed before (`Seen::push`): new, the
+//!   copy of a message a sync already returned (dropped), or a message pushed again or out
+//!   of order (passed on for the ledger to count as duplicated or reordered).
+
+use std::collections::BTreeSet;
+
+/// What a user remembers between connections: per conversation, the sequence numbers
+/// seen and the highest one pushed.
+///
+/// A fetch of missed messages pages each conversation after `upto`, the sequence number up
+/// to which everything is accounted for: seen in this run, covered by an earlier sync page
+/// (a page holds every message between its ends, whether the server's numbers skip or
+/// not), or held by the server before the run
+/// ([`Session::skip_history`](super::Session::skip_history)).
+#[derive(Debug, Default)]
+pub struct Cursors {
+    convs: foldhash::HashMap<String, Seen>,
+}
+
+/// Sequence numbers seen in one conversation: everything up to `upto` (seen, or covered by
+/// a sync or the run's start), plus a few above it; and `pushed`, the highest sequence
+/// number the server pushed to this user.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    pub(super) upto: u64,
+    above: BTreeSet<u64>,
+    pushed: u64,
+}
+
+/// What a push is to the user who receives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Push {
+    /// Not seen before: a delivery.
+    New,
+    /// A sync already returned it: the same message both ways, not handed out again.
+    Synced,
+    /// At or below the highest sequence number pushed before: the server sent it again or
+    /// out of order; handed out as it is for the ledger to judge.
+    Again,
+}
+
+impl Seen {
+    /// Marks `seq` seen; returns false when it already was.
+    pub(super) fn mark(&mut self, seq: u64) -> bool {
+        if seq <= self.upto {
+            return false;
+        }
+        if seq != self.upto + 1 {
+            return self.above.insert(seq);
+        }
+        self.upto = seq;
+        while self.above.remove(&(self.upto + 1)) {
+            self.upto += 1;
+        }
+        true
+    }
+
+    /// Marks everything up to `seq` accounted for: a sync page covered it, or the server
+    /// held it before the run. Sequence numbers above it seen before are kept.
+    pub(super) fn cover(&mut self, seq: u64) {
+        if seq <= self.upto {
+            return;
+        }
+        self.upto = seq;
+        self.above = self.above.split_off(&(seq + 1));
+        while self.above.remove(&(self.upto + 1)) {
+            self.upto += 1;
+        }
+    }
+
+    /// Marks a push of `seq` seen and says what it is.
+    pub(super) fn push(&mut self, seq: u64) -> Push {
+        if seq <= self.pushed {
+            self.mark(seq);
+            return Push::Again;
+        }
+        self.pushed = seq;
+        if self.mark(seq) {
+            Push::New
+        } else {
+            Push::Synced
+        }
+    }
+}
+
+impl Cursors {
+    /// The sequence number up to which everything in `conv` was seen (0: nothing).
+    pub(super) fn upto(&self, conv: &str) -> u64 {
+        self.convs.get(conv).map_or(0, |s| s.upto)
+    }
+
+    /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
+    pub(super) fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
+        match self.convs.get_mut(conv) {
+            Some(seen) => f(seen),
+            None => f(self.convs.entry(conv.to_owned()).or_default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_tracks_holes_and_compacts() {
+        let mut s = Seen::default();
+        assert!(s.mark(1));
+        assert!(s.mark(3));
+        assert!(!s.mark(3));
+        assert!(s.upto < 2 && !s.above.contains(&2));
+        assert!(s.mark(2));
+        assert_eq!(s.upto, 3);
+        assert!(s.above.is_empty());
+        assert!(!s.mark(1));
+    }
+
+    /// Issue 24: a sync page (or the run's start) covers everything up to its last seq,
+    /// whether the numbers skip or not; what was seen above it stays seen.
+    #[test]
+    fn covering_accounts_for_everything_below_whatever_the_numbers() {
+        let mut s = Seen::default();
+        assert!(s.mark(3) && s.mark(9) && s.mark(12));
+        assert_eq!(s.upto, 0, "skipping numbers never join up by themselves");
+        s.cover(9);
+        assert_eq!(s.upto, 9);
+        assert!(!s.mark(5), "covered by the page");
+        assert!(!s.mark(12), "seen above the page");
+        assert!(s.mark(10));
+        s.cover(11);
+        assert_eq!(s.upto, 12, "joined up with what was seen above");
+        assert!(s.above.is_empty());
+        s.cover(4);
+        assert_eq!(s.upto, 12, "never goes back");
+    }
+
+    /// A push above the pushed mark is new unless synced; at or below it, it is passed on.
+    #[test]
+    fn pushes_are_judged_against_the_pushed_mark() {
+        let mut s = Seen::default();
+        assert!(s.mark(1) && s.mark(2)); // returned by a sync
+        assert_eq!(s.push(1), Push::Synced);
+        assert_eq!(s.push(2), Push::Synced);
+        assert_eq!(s.push(2), Push::Again); // the server sent it twice
+        assert_eq!(s.push(4), Push::New);
+        assert_eq!(s.push(3), Push::Again); // overtaken by 4: new to the ledger, reordered
+        assert_eq!((s.upto, s.pushed), (4, 4));
+    }
+}
