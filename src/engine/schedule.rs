@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenario::{Plan, StreamId, TrafficKind, UserIx};
+use crate::scenario::{Plan, StreamId, TrafficShape, UserIx};
 
 /// A group as the engine needs it.
 #[derive(Debug)]
@@ -230,7 +230,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
     for t in &plan.traffic {
         let end = t.duration.map(|d| t.start + d);
         match &t.kind {
-            TrafficKind::Direct(d) => {
+            TrafficShape::Direct(d) => {
                 let receivers: Arc<[(UserIx, String)]> = d
                     .receivers
                     .iter()
@@ -271,7 +271,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                     }
                 }
             }
-            TrafficKind::Group(g) => {
+            TrafficShape::Group(g) => {
                 let n_senders = g.groups.len() * g.senders_per_group as usize;
                 for (g_ix, spec) in g.groups.iter().enumerate() {
                     let info = Arc::new(GroupInfo {
@@ -310,14 +310,14 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                     }
                 }
             }
-            TrafficKind::Idle { users } => {
+            TrafficShape::Idle { users } => {
                 let until = end.unwrap_or(t.start);
                 for u in range.clone().filter(|&u| users.contains(u)) {
                     let vu = &mut vus[slot(u)];
                     vu.stay_until = vu.stay_until.max(until);
                 }
             }
-            TrafficKind::Request(r) => {
+            TrafficShape::Request(r) => {
                 for u in range.clone() {
                     let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
                     if active.iter().any(|&a| a) {
@@ -330,7 +330,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
                     }
                 }
             }
-            TrafficKind::Echo(e) => {
+            TrafficShape::Echo(e) => {
                 for (k, &u) in e.users.iter().enumerate() {
                     let stream = e.stream_base + k as StreamId;
                     if local(u) {

@@ -2,40 +2,17 @@
 //! on the command line (flags given there win). Checked here like every other table, so a
 //! mistake names its `FILE:LINE: KEY`.
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::plan::{FindOpts, FindValue};
-use super::schema::{Dur, Opt};
+use super::schema::FindSpec;
 use super::source::Source;
-use super::validate::{duration, positive_dur};
+use super::values::{duration, positive};
 use crate::find::Precision;
 use crate::Result;
 
 /// The most steps one search may run.
 pub const MAX_STEPS: u32 = 64;
-
-/// `[find]` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FindSpec {
-    /// The key to vary.
-    pub vary: Spanned<String>,
-    /// First value.
-    pub from: Opt<toml::Value>,
-    /// Highest value.
-    pub to: Opt<toml::Value>,
-    /// `25` or `"5%"`.
-    pub precision: Opt<toml::Value>,
-    /// Every pattern's duration in a step.
-    pub step_duration: Opt<Dur>,
-    /// Traffic left out at the start of each step.
-    pub warmup: Opt<Dur>,
-    /// Most steps.
-    pub max_steps: Opt<i64>,
-    /// Everyone connects at once in each step (with `vary = "population.users"`).
-    pub storm: Opt<bool>,
-}
 
 /// Checks `[find]`.
 pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option<FindOpts>> {
@@ -119,12 +96,12 @@ pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option
         step_duration: f
             .step_duration
             .as_ref()
-            .map(|d| positive_dur(src, d, "find.step_duration"))
+            .map(|d| src.value(d, "find.step_duration", positive))
             .transpose()?,
         warmup: f
             .warmup
             .as_ref()
-            .map(|d| duration(src, d, "find.warmup"))
+            .map(|d| src.value(d, "find.warmup", duration))
             .transpose()?,
         max_steps,
         storm,

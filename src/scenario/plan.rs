@@ -174,7 +174,7 @@ pub struct Traffic {
     /// Stop sending after this long (`None`: when the counts are done).
     pub duration: Option<Duration>,
     /// What it does.
-    pub kind: TrafficKind,
+    pub kind: TrafficShape,
 }
 
 /// The users of an `idle` pattern. The whole population is never listed: it may be
@@ -199,7 +199,7 @@ impl IdleUsers {
 
 /// The resolved shape of a traffic pattern.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TrafficKind {
+pub enum TrafficShape {
     /// Fixed senders × receivers, each sender cycling over the receivers round-robin.
     Direct(DirectTraffic),
     /// Group chat.
@@ -424,10 +424,10 @@ impl Plan {
         self.traffic
             .iter()
             .map(|t| match &t.kind {
-                TrafficKind::Direct(d) => d.size,
-                TrafficKind::Group(g) => g.size,
-                TrafficKind::Echo(e) => e.size,
-                TrafficKind::Idle { .. } | TrafficKind::Request(_) => 0,
+                TrafficShape::Direct(d) => d.size,
+                TrafficShape::Group(g) => g.size,
+                TrafficShape::Echo(e) => e.size,
+                TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
             })
             .max()
             .unwrap_or(0)
@@ -470,17 +470,17 @@ impl SenderShards {
         };
         for t in &plan.traffic {
             match &t.kind {
-                TrafficKind::Direct(d) => {
+                TrafficShape::Direct(d) => {
                     out.direct
                         .push((d.stream_base, d.receivers.len() as u32, d.senders.clone()))
                 }
-                TrafficKind::Group(g) => out.group.push((
+                TrafficShape::Group(g) => out.group.push((
                     g.stream_base,
                     g.senders_per_group,
                     g.groups.iter().map(|x| x.senders.clone()).collect(),
                 )),
                 // Echo streams come back to their sender; the others carry no envelopes.
-                TrafficKind::Echo(_) | TrafficKind::Idle { .. } | TrafficKind::Request(_) => {}
+                TrafficShape::Echo(_) | TrafficShape::Idle { .. } | TrafficShape::Request(_) => {}
             }
         }
         out

@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::plan::{Auth, Target};
 use super::schema::{AuthSpec, TargetSpec, TARGET_KEYS};
 use super::source::Source;
-use super::validate::{heartbeat, positive_dur};
+use super::values::{heartbeat, positive};
 use crate::driver::{self, AuthForm, Endpoint, Spec};
 use crate::Result;
 
@@ -108,12 +108,12 @@ pub fn target(
         None => None,
     };
     let connect_timeout = match t.and_then(|t| t.connect_timeout.as_ref()) {
-        Some(d) => positive_dur(src, d, "target.connect_timeout")?,
+        Some(d) => src.value(d, "target.connect_timeout", positive)?,
         None => CONNECT_TIMEOUT,
     };
     // Users keep their connection alive like real clients unless told not to ("0s").
     let heartbeat = match t.and_then(|t| t.heartbeat.as_ref()) {
-        Some(h) => heartbeat(src, h)?,
+        Some(h) => src.value(h, "target.heartbeat", heartbeat)?,
         None => Some(DEFAULT_HEARTBEAT),
     };
     let mut auth = match t.and_then(|t| t.auth.as_ref()) {

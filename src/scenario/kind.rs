@@ -1,0 +1,51 @@
+//! The table of traffic kinds: one line each (`Variant "name" file`), the only place a
+//! kind is listed. [`TrafficKind`] is generated from it here, and the dispatch to each
+//! kind's file (`kinds/<file>.rs`: its keys, checks and lowering) in `kinds/mod.rs`.
+//!
+//! A leaf: it imports nothing else from `scenario/`, so the schema, the drivers' `Spec`
+//! and every kind file can name a kind without a cycle.
+
+use serde::Deserialize;
+
+/// Calls macro `$then` with the table of traffic kinds.
+macro_rules! each_kind {
+    ($then:ident) => {
+        $then! {
+            /// 1:1 messages.
+            Direct "direct" direct,
+            /// Group messages.
+            Group "group" group,
+            /// Heartbeats only.
+            Idle "idle" idle,
+            /// Closed-loop request/response.
+            Request "request" request,
+            /// Echo round trips.
+            Echo "echo" echo,
+        }
+    };
+}
+pub(crate) use each_kind;
+
+/// Generates [`TrafficKind`] from the table.
+macro_rules! define {
+    ($($(#[$doc:meta])* $variant:ident $name:literal $file:ident,)*) => {
+        /// `traffic.kind`: what a traffic pattern does.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        pub enum TrafficKind {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)*
+        }
+
+        impl TrafficKind {
+            /// Every kind, in the table's order.
+            pub const ALL: &'static [TrafficKind] = &[$(TrafficKind::$variant),*];
+
+            /// The name used in scenario files.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(TrafficKind::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+each_kind!(define);
