@@ -5,7 +5,10 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenario::{Plan, StreamId, TrafficShape, UserIx};
+use crate::scenario::{
+    DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Plan, RequestTraffic, StreamId,
+    TrafficShape, UserIx,
+};
 
 /// A group as the engine needs it.
 #[derive(Debug)]
@@ -221,138 +224,37 @@ fn planned_sends(
 
 /// Cuts `plan` into per-user programs for the users in `range`.
 pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
-    let local = |u: UserIx| range.contains(&u);
-    let mut vus = vec![VuPlan::default(); range.len()];
-    let slot = |u: UserIx| (u - range.start) as usize;
-    let mut groups = Vec::new();
-    let mut expect = Expectations::default();
-    let mut planned = 0u64;
+    let mut b = Builder {
+        plan,
+        vus: vec![VuPlan::default(); range.len()],
+        range,
+        groups: Vec::new(),
+        expect: Expectations::default(),
+        planned: 0,
+    };
     for t in &plan.traffic {
         let end = t.duration.map(|d| t.start + d);
         match &t.kind {
-            TrafficShape::Direct(d) => {
-                let receivers: Arc<[(UserIx, String)]> = d
-                    .receivers
-                    .iter()
-                    .map(|&r| (r, plan.population.user_id(r)))
-                    .collect();
-                let n_recv = d.receivers.len() as StreamId;
-                for (s_pos, &s) in d.senders.iter().enumerate() {
-                    let first_stream = d.stream_base + s_pos as StreamId * n_recv;
-                    let start = t.start + stagger(d.interval, s_pos, d.senders.len());
-                    let count = d.messages.map(|m| m * u64::from(n_recv));
-                    let sends = planned_sends(start, d.interval, count, end);
-                    for (r_pos, &r) in d.receivers.iter().enumerate() {
-                        if local(r) && r != s && n_recv > 0 {
-                            // Send k goes to receiver k % R.
-                            let r_pos = r_pos as u64;
-                            let n = u64::from(n_recv);
-                            planned += sends / n + u64::from(sends % n > r_pos);
-                        }
-                    }
-                    for (r_pos, &r) in d.receivers.iter().enumerate() {
-                        if local(r) && r != s {
-                            expect.tracks.push((first_stream + r_pos as StreamId, r));
-                        }
-                    }
-                    if local(s) {
-                        vus[slot(s)].programs.push(Program {
-                            start,
-                            interval: d.interval,
-                            count,
-                            end,
-                            size: d.size,
-                            sends: Sends::Direct {
-                                receivers: receivers.clone(),
-                                first_stream,
-                            },
-                            sent: 0,
-                        });
-                    }
-                }
-            }
-            TrafficShape::Group(g) => {
-                let n_senders = g.groups.len() * g.senders_per_group as usize;
-                for (g_ix, spec) in g.groups.iter().enumerate() {
-                    let info = Arc::new(GroupInfo {
-                        index: groups.len(),
-                        name: spec.name.clone(),
-                    });
-                    groups.push(info.clone());
-                    for &m in spec.members.iter().filter(|&&m| local(m)) {
-                        vus[slot(m)].groups.push(info.clone());
-                    }
-                    for (k, &s) in spec.senders.iter().enumerate() {
-                        let stream =
-                            g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
-                        expect.group_of_stream.insert(stream, info.clone());
-                        let position = g_ix * g.senders_per_group as usize + k;
-                        let start = t.start + stagger(g.interval, position, n_senders);
-                        let sends = planned_sends(start, g.interval, g.messages, end);
-                        for &m in spec.members.iter().filter(|&&m| local(m) && m != s) {
-                            expect.tracks.push((stream, m));
-                            planned += sends;
-                        }
-                        if local(s) {
-                            vus[slot(s)].programs.push(Program {
-                                start,
-                                interval: g.interval,
-                                count: g.messages,
-                                end,
-                                size: g.size,
-                                sends: Sends::Group {
-                                    group: info.clone(),
-                                    stream,
-                                },
-                                sent: 0,
-                            });
-                        }
-                    }
-                }
-            }
-            TrafficShape::Idle { users } => {
-                let until = end.unwrap_or(t.start);
-                for u in range.clone().filter(|&u| users.contains(u)) {
-                    let vu = &mut vus[slot(u)];
-                    vu.stay_until = vu.stay_until.max(until);
-                }
-            }
-            TrafficShape::Request(r) => {
-                for u in range.clone() {
-                    let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
-                    if active.iter().any(|&a| a) {
-                        vus[slot(u)].requests.push(RequestRole {
-                            kind: r.request,
-                            start: t.start,
-                            step_duration: r.step_duration,
-                            active,
-                        });
-                    }
-                }
-            }
-            TrafficShape::Echo(e) => {
-                for (k, &u) in e.users.iter().enumerate() {
-                    let stream = e.stream_base + k as StreamId;
-                    if local(u) {
-                        let start = t.start + stagger(e.interval, k, e.users.len());
-                        planned += planned_sends(start, e.interval, None, end);
-                        expect.tracks.push((stream, u));
-                        vus[slot(u)].programs.push(Program {
-                            start,
-                            interval: e.interval,
-                            count: None,
-                            end,
-                            size: e.size,
-                            sends: Sends::Echo { stream },
-                            sent: 0,
-                        });
-                    }
-                }
-            }
+            TrafficShape::Direct(d) => b.direct(d, t.start, end),
+            TrafficShape::Group(g) => b.group(g, t.start, end),
+            TrafficShape::Idle { users } => b.idle(users, end.unwrap_or(t.start)),
+            TrafficShape::Request(r) => b.request(r, t.start),
+            TrafficShape::Echo(e) => b.echo(e, t.start, end),
         }
     }
-    let end = vus
-        .iter()
+    let end = last_end(&b.vus);
+    Schedule {
+        vus: b.vus,
+        groups: b.groups,
+        expect: b.expect,
+        planned: b.planned,
+        end,
+    }
+}
+
+/// When the last of `vus` has nothing scheduled any more, from the traffic start.
+fn last_end(vus: &[VuPlan]) -> Duration {
+    vus.iter()
         .flat_map(|v| {
             let sends = v.programs.iter().map(|p| {
                 let n = planned_sends(p.start, p.interval, p.count, p.end);
@@ -361,13 +263,167 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
             sends.chain(std::iter::once(v.hold_until()))
         })
         .max()
-        .unwrap_or_default();
-    Schedule {
-        vus,
-        groups,
-        expect,
-        planned,
-        end,
+        .unwrap_or_default()
+}
+
+/// A schedule being built, one pattern after the other.
+struct Builder<'a> {
+    /// The plan.
+    plan: &'a Plan,
+    /// The shard's users.
+    range: Range<UserIx>,
+    /// Per user of `range`.
+    vus: Vec<VuPlan>,
+    /// All groups so far.
+    groups: Vec<Arc<GroupInfo>>,
+    /// Deliveries the shard's users should see.
+    expect: Expectations,
+    /// Deliveries planned to the shard's users.
+    planned: u64,
+}
+
+impl Builder<'_> {
+    /// Whether user `u` is in this shard.
+    fn local(&self, u: UserIx) -> bool {
+        self.range.contains(&u)
+    }
+
+    /// The schedule of user `u` (in this shard).
+    fn vu(&mut self, u: UserIx) -> &mut VuPlan {
+        &mut self.vus[(u - self.range.start) as usize]
+    }
+
+    /// A direct pattern starting at `start`, ending at `end` if set.
+    fn direct(&mut self, d: &DirectTraffic, start: Duration, end: Option<Duration>) {
+        let receivers: Arc<[(UserIx, String)]> = d
+            .receivers
+            .iter()
+            .map(|&r| (r, self.plan.population.user_id(r)))
+            .collect();
+        let n_recv = d.receivers.len() as StreamId;
+        for (s_pos, &s) in d.senders.iter().enumerate() {
+            let first_stream = d.stream_base + s_pos as StreamId * n_recv;
+            let start = start + stagger(d.interval, s_pos, d.senders.len());
+            let count = d.messages.map(|m| m * u64::from(n_recv));
+            let sends = planned_sends(start, d.interval, count, end);
+            for (r_pos, &r) in d.receivers.iter().enumerate() {
+                if self.local(r) && r != s && n_recv > 0 {
+                    // Send k goes to receiver k % R.
+                    let r_pos = r_pos as u64;
+                    let n = u64::from(n_recv);
+                    self.planned += sends / n + u64::from(sends % n > r_pos);
+                }
+            }
+            for (r_pos, &r) in d.receivers.iter().enumerate() {
+                if self.local(r) && r != s {
+                    self.expect
+                        .tracks
+                        .push((first_stream + r_pos as StreamId, r));
+                }
+            }
+            if self.local(s) {
+                self.vu(s).programs.push(Program {
+                    start,
+                    interval: d.interval,
+                    count,
+                    end,
+                    size: d.size,
+                    sends: Sends::Direct {
+                        receivers: receivers.clone(),
+                        first_stream,
+                    },
+                    sent: 0,
+                });
+            }
+        }
+    }
+
+    /// A group pattern starting at `start`, ending at `end` if set.
+    fn group(&mut self, g: &GroupTraffic, start: Duration, end: Option<Duration>) {
+        let n_senders = g.groups.len() * g.senders_per_group as usize;
+        for (g_ix, spec) in g.groups.iter().enumerate() {
+            let info = Arc::new(GroupInfo {
+                index: self.groups.len(),
+                name: spec.name.clone(),
+            });
+            self.groups.push(info.clone());
+            for &m in &spec.members {
+                if self.local(m) {
+                    self.vu(m).groups.push(info.clone());
+                }
+            }
+            for (k, &s) in spec.senders.iter().enumerate() {
+                let stream = g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
+                self.expect.group_of_stream.insert(stream, info.clone());
+                let position = g_ix * g.senders_per_group as usize + k;
+                let start = start + stagger(g.interval, position, n_senders);
+                let sends = planned_sends(start, g.interval, g.messages, end);
+                for &m in &spec.members {
+                    if self.local(m) && m != s {
+                        self.expect.tracks.push((stream, m));
+                        self.planned += sends;
+                    }
+                }
+                if self.local(s) {
+                    self.vu(s).programs.push(Program {
+                        start,
+                        interval: g.interval,
+                        count: g.messages,
+                        end,
+                        size: g.size,
+                        sends: Sends::Group {
+                            group: info.clone(),
+                            stream,
+                        },
+                        sent: 0,
+                    });
+                }
+            }
+        }
+    }
+
+    /// An idle pattern: its users stay connected until `until`.
+    fn idle(&mut self, users: &IdleUsers, until: Duration) {
+        for u in self.range.clone().filter(|&u| users.contains(u)) {
+            let vu = self.vu(u);
+            vu.stay_until = vu.stay_until.max(until);
+        }
+    }
+
+    /// A request pattern starting at `start`.
+    fn request(&mut self, r: &RequestTraffic, start: Duration) {
+        for u in self.range.clone() {
+            let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
+            if active.iter().any(|&a| a) {
+                self.vu(u).requests.push(RequestRole {
+                    kind: r.request,
+                    start,
+                    step_duration: r.step_duration,
+                    active,
+                });
+            }
+        }
+    }
+
+    /// An echo pattern starting at `start`, ending at `end`.
+    fn echo(&mut self, e: &EchoTraffic, start: Duration, end: Option<Duration>) {
+        for (k, &u) in e.users.iter().enumerate() {
+            let stream = e.stream_base + k as StreamId;
+            if self.local(u) {
+                let start = start + stagger(e.interval, k, e.users.len());
+                self.planned += planned_sends(start, e.interval, None, end);
+                self.expect.tracks.push((stream, u));
+                self.vu(u).programs.push(Program {
+                    start,
+                    interval: e.interval,
+                    count: None,
+                    end,
+                    size: e.size,
+                    sends: Sends::Echo { stream },
+                    sent: 0,
+                });
+            }
+        }
     }
 }
 
