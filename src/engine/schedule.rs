@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenario::{
-    DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Plan, RequestTraffic, StreamId,
+    DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
     TrafficShape, UserIx,
 };
 
@@ -301,11 +301,12 @@ impl Builder<'_> {
             .map(|&r| (r, self.plan.population.user_id(r)))
             .collect();
         let n_recv = d.receivers.len() as StreamId;
+        let Pace::Every(interval) = d.pace;
         for (s_pos, &s) in d.senders.iter().enumerate() {
             let first_stream = d.stream_base + s_pos as StreamId * n_recv;
-            let start = start + stagger(d.interval, s_pos, d.senders.len());
+            let start = start + stagger(interval, s_pos, d.senders.len());
             let count = d.messages.map(|m| m * u64::from(n_recv));
-            let sends = planned_sends(start, d.interval, count, end);
+            let sends = planned_sends(start, interval, count, end);
             for (r_pos, &r) in d.receivers.iter().enumerate() {
                 if self.local(r) && r != s && n_recv > 0 {
                     // Send k goes to receiver k % R.
@@ -324,7 +325,7 @@ impl Builder<'_> {
             if self.local(s) {
                 self.vu(s).programs.push(Program {
                     start,
-                    interval: d.interval,
+                    interval,
                     count,
                     end,
                     size: d.size,
@@ -341,6 +342,7 @@ impl Builder<'_> {
     /// A group pattern starting at `start`, ending at `end` if set.
     fn group(&mut self, g: &GroupTraffic, start: Duration, end: Option<Duration>) {
         let n_senders = g.groups.len() * g.senders_per_group as usize;
+        let Pace::Every(interval) = g.pace;
         for (g_ix, spec) in g.groups.iter().enumerate() {
             let info = Arc::new(GroupInfo {
                 index: self.groups.len(),
@@ -356,8 +358,8 @@ impl Builder<'_> {
                 let stream = g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
                 self.expect.group_of_stream.insert(stream, info.clone());
                 let position = g_ix * g.senders_per_group as usize + k;
-                let start = start + stagger(g.interval, position, n_senders);
-                let sends = planned_sends(start, g.interval, g.messages, end);
+                let start = start + stagger(interval, position, n_senders);
+                let sends = planned_sends(start, interval, g.messages, end);
                 for &m in &spec.members {
                     if self.local(m) && m != s {
                         self.expect.tracks.push((stream, m));
@@ -367,7 +369,7 @@ impl Builder<'_> {
                 if self.local(s) {
                     self.vu(s).programs.push(Program {
                         start,
-                        interval: g.interval,
+                        interval,
                         count: g.messages,
                         end,
                         size: g.size,

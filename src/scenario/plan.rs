@@ -224,8 +224,8 @@ pub struct DirectTraffic {
     pub receivers: Vec<UserIx>,
     /// Messages per sender × receiver pair (`None`: until `duration`).
     pub messages: Option<u64>,
-    /// Time between two sends of one sender.
-    pub interval: Duration,
+    /// When each sender's sends are due.
+    pub pace: Pace,
     /// Body size in bytes (the envelope is padded to it).
     pub size: usize,
     /// Stream id of pair (sender `s`, receiver `r`) is
@@ -240,8 +240,8 @@ pub struct GroupTraffic {
     pub groups: Vec<GroupSpec>,
     /// Messages per sender (`None`: until `duration`).
     pub messages: Option<u64>,
-    /// Time between two sends of one sender.
-    pub interval: Duration,
+    /// When each sender's sends are due.
+    pub pace: Pace,
     /// Body size in bytes.
     pub size: usize,
     /// Stream id of (group `g`, sender position `k`) is
@@ -249,6 +249,23 @@ pub struct GroupTraffic {
     pub stream_base: StreamId,
     /// Senders in each group.
     pub senders_per_group: u32,
+}
+
+/// When one sender's sends are due, counted from its pattern's start. Senders' first
+/// sends are staggered evenly over one interval ([`Pace::spacing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pace {
+    /// One send every this long.
+    Every(Duration),
+}
+
+impl Pace {
+    /// The mean time between two sends of one sender.
+    pub fn spacing(&self) -> Duration {
+        match self {
+            Pace::Every(interval) => *interval,
+        }
+    }
 }
 
 /// One group of a plan.

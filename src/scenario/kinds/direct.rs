@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::pattern::{sends, Ctx, Load, Lowering, PatternKind};
 use crate::scenario::draw::{choose, Pool};
-use crate::scenario::plan::{DirectTraffic, StreamId, TrafficShape};
+use crate::scenario::plan::{Pace, DirectTraffic, StreamId, TrafficShape};
 use crate::scenario::schema::Pick;
 use crate::Result;
 
@@ -95,7 +95,7 @@ impl PatternKind for Direct {
             senders,
             receivers,
             messages: self.messages,
-            interval: self.interval,
+            pace: Pace::Every(self.interval),
             size: self.size,
             stream_base,
         })

@@ -6,7 +6,7 @@ use fastrand::Rng;
 
 use super::pattern::{sends, Ctx, GroupSends, Load, Lowering, PatternKind};
 use crate::scenario::draw::{choose, floyd, Pool};
-use crate::scenario::plan::{GroupSpec, GroupTraffic, TrafficShape};
+use crate::scenario::plan::{Pace, GroupSpec, GroupTraffic, TrafficShape};
 use crate::scenario::schema::Pick;
 use crate::Result;
 
@@ -109,7 +109,7 @@ impl PatternKind for Group {
         TrafficShape::Group(GroupTraffic {
             groups,
             messages: self.messages,
-            interval: self.interval,
+            pace: Pace::Every(self.interval),
             size: self.size,
             stream_base: cx.take_streams(self.groups * self.senders_per_group),
             senders_per_group: self.senders_per_group,

@@ -101,8 +101,8 @@ fn senders_are_online_throughout_receivers_are_anyone_else() {
     assert!(d.senders.iter().all(|s| !away.contains(s)));
     assert!(d.receivers.iter().all(|r| !d.senders.contains(r)));
     assert_eq!(
-        d.interval,
-        Duration::from_millis(100),
+        d.pace,
+        Pace::Every(Duration::from_millis(100)),
         "20 senders / 200 msgs/s"
     );
     assert_eq!(d.messages, Some(5));
@@ -146,7 +146,7 @@ fn groups_are_unique_sorted_and_senders_are_steady_members() {
             .iter()
             .all(|s| spec.members.contains(s) && !away.contains(s)));
     }
-    assert_eq!(g.interval, Duration::from_millis(100));
+    assert_eq!(g.pace, Pace::Every(Duration::from_millis(100)));
     assert_eq!(g.senders_per_group, 3);
 }
 
