@@ -5,6 +5,8 @@
 //! `f64` so that `-5` reaches validation and gets "must be > 0, got -5" rather than a
 //! type error. `docs/scenario.md` documents each key.
 
+use std::ops::Range;
+
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -190,6 +192,36 @@ pub struct TrafficSpec {
     pub step_duration: Opt<Dur>,
     /// Echo: connections that send.
     pub connections: Opt<i64>,
+}
+
+impl TrafficSpec {
+    /// The optional keys present besides `name`, `kind`, `start` and `duration`, with
+    /// their spans (each kind takes some of them).
+    pub fn present(&self) -> Vec<(&'static str, Range<usize>)> {
+        fn add<T>(v: &mut Vec<(&'static str, Range<usize>)>, name: &'static str, o: &Opt<T>) {
+            if let Some(x) = o {
+                v.push((name, x.span()));
+            }
+        }
+        let mut v = Vec::new();
+        add(&mut v, "pick", &self.pick);
+        add(&mut v, "senders", &self.senders);
+        add(&mut v, "receivers", &self.receivers);
+        add(&mut v, "messages", &self.messages);
+        add(&mut v, "interval", &self.interval);
+        add(&mut v, "rate", &self.rate);
+        add(&mut v, "size", &self.size);
+        add(&mut v, "groups", &self.groups);
+        add(&mut v, "group_size", &self.group_size);
+        add(&mut v, "senders_per_group", &self.senders_per_group);
+        add(&mut v, "users", &self.users);
+        add(&mut v, "request", &self.request);
+        add(&mut v, "concurrency", &self.concurrency);
+        add(&mut v, "sweep", &self.sweep);
+        add(&mut v, "step_duration", &self.step_duration);
+        add(&mut v, "connections", &self.connections);
+        v
+    }
 }
 
 /// `traffic.pick`: how users are chosen from a pool.

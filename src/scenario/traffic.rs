@@ -4,7 +4,6 @@
 //! stay within.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
@@ -13,7 +12,7 @@ use toml::Spanned;
 use super::kind::TrafficKind;
 use super::kinds::{self, Ctx, Load, PatternKind};
 use super::population::Pop;
-use super::schema::{Opt, TrafficSpec};
+use super::schema::TrafficSpec;
 use super::source::Source;
 use super::values::{duration as dur, MAX_DELIVERIES, MAX_LISTED, MAX_PAIRS};
 use crate::driver::Spec;
@@ -61,33 +60,6 @@ fn with_common(kind: TrafficKind) -> Vec<&'static str> {
     let mut keys = COMMON.to_vec();
     keys.extend(kinds::keys(kind));
     keys
-}
-
-/// The optional keys present in `t`, with their spans.
-fn present(t: &TrafficSpec) -> Vec<(&'static str, Range<usize>)> {
-    fn add<T>(v: &mut Vec<(&'static str, Range<usize>)>, name: &'static str, o: &Opt<T>) {
-        if let Some(x) = o {
-            v.push((name, x.span()));
-        }
-    }
-    let mut v = Vec::new();
-    add(&mut v, "pick", &t.pick);
-    add(&mut v, "senders", &t.senders);
-    add(&mut v, "receivers", &t.receivers);
-    add(&mut v, "messages", &t.messages);
-    add(&mut v, "interval", &t.interval);
-    add(&mut v, "rate", &t.rate);
-    add(&mut v, "size", &t.size);
-    add(&mut v, "groups", &t.groups);
-    add(&mut v, "group_size", &t.group_size);
-    add(&mut v, "senders_per_group", &t.senders_per_group);
-    add(&mut v, "users", &t.users);
-    add(&mut v, "request", &t.request);
-    add(&mut v, "concurrency", &t.concurrency);
-    add(&mut v, "sweep", &t.sweep);
-    add(&mut v, "step_duration", &t.step_duration);
-    add(&mut v, "connections", &t.connections);
-    v
 }
 
 /// Validates every pattern against the population and the driver.
@@ -179,7 +151,7 @@ fn runs(cx: &Ctx<'_>, kind: TrafficKind) -> Result<()> {
 
 /// Refuses a key of another kind.
 fn applies(cx: &Ctx<'_>, kind: TrafficKind) -> Result<()> {
-    for (k, span) in present(cx.t) {
+    for (k, span) in cx.t.present() {
         if !kinds::keys(kind).contains(&k) {
             return Err(cx.src.error(
                 span,
