@@ -1,5 +1,5 @@
-//! The table of traffic kinds: one line each (`Variant "name" file`), the only place a
-//! kind is listed. [`TrafficKind`] is generated from it here, and the dispatch to each
+//! The table of traffic kinds: one line each (`Variant "name" file`, and `as Other` for a
+//! kind that runs on the drivers that run kind `Other`), the only place a kind is listed. [`TrafficKind`] is generated from it here, and the dispatch to each
 //! kind's file (`kinds/<file>.rs`: its keys, checks and lowering) in `kinds/mod.rs`.
 //!
 //! A leaf: it imports nothing else from `scenario/`, so the schema, the drivers' `Spec`
@@ -28,7 +28,7 @@ pub(crate) use each_kind;
 
 /// Generates [`TrafficKind`] from the table.
 macro_rules! define {
-    ($($(#[$doc:meta])* $variant:ident $name:literal $file:ident,)*) => {
+    ($($(#[$doc:meta])* $variant:ident $name:literal $file:ident $(as $base:ident)?,)*) => {
         /// `traffic.kind`: what a traffic pattern does.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
         pub enum TrafficKind {
@@ -45,7 +45,23 @@ macro_rules! define {
                     $(TrafficKind::$variant => $name,)*
                 }
             }
+
+            /// The kind a driver must run (in its `Spec::kinds`) to run this one.
+            pub fn runs_as(self) -> TrafficKind {
+                match self {
+                    $(TrafficKind::$variant => base!($variant $($base)?),)*
+                }
+            }
         }
+    };
+}
+/// A kind's `as` kind, or itself.
+macro_rules! base {
+    ($variant:ident) => {
+        TrafficKind::$variant
+    };
+    ($variant:ident $base:ident) => {
+        TrafficKind::$base
     };
 }
 each_kind!(define);

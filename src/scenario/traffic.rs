@@ -133,7 +133,7 @@ fn pattern(cx: &Ctx<'_>, names: &mut HashMap<String, usize>) -> Result<Pattern> 
 /// Refuses a kind the driver does not run.
 fn runs(cx: &Ctx<'_>, kind: TrafficKind) -> Result<()> {
     let driver = cx.driver;
-    if driver.kinds.contains(&kind) {
+    if driver.kinds.contains(&kind.runs_as()) {
         return Ok(());
     }
     let names: Vec<&str> = driver.kinds.iter().map(|k| k.as_str()).collect();

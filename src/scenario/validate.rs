@@ -8,7 +8,6 @@ use std::time::Duration;
 use toml::de::DeTable;
 use toml::Spanned;
 
-use super::kind::TrafficKind;
 use super::plan::{Bound, Check, CheckMetric, LedgerOpts, MonitorOpts, ReportOpts, Target};
 use super::population::{population, Pop};
 use super::schema::{ChecksSpec, LedgerSpec, MonitorSpec, PopulationSpec, Scenario};
@@ -114,7 +113,7 @@ pub fn validate(
 fn kinds(traffic: &[Pattern]) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     for p in traffic {
-        let kind = TrafficKind::as_str(p.kind);
+        let kind = p.numbers.sends_as().unwrap_or(p.kind).as_str();
         if !kinds.contains(&kind) {
             kinds.push(kind);
         }

@@ -14,7 +14,7 @@ use crate::Result;
 
 /// Generates the kinds' modules and the dispatch to them from the table.
 macro_rules! dispatch {
-    ($($(#[$doc:meta])* $variant:ident $name:literal $file:ident,)*) => {
+    ($($(#[$doc:meta])* $variant:ident $name:literal $file:ident $(as $base:ident)?,)*) => {
         $(mod $file;)*
 
         /// The keys kind `kind` takes besides the common ones.

@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use crate::driver::Spec;
 use crate::scenario::draw::Pool;
+use crate::scenario::kind::TrafficKind;
 use crate::scenario::plan::{StreamId, TrafficShape};
 use crate::scenario::population::Pop;
 use crate::scenario::schema::{Opt, Pick, TrafficSpec};
@@ -31,6 +32,12 @@ pub trait PatternKind: std::fmt::Debug {
     /// The largest body it sends, bytes.
     fn max_body(&self) -> usize {
         0
+    }
+
+    /// The kind whose traffic it sends when that is not its own (drivers configured per
+    /// kind are configured for that one).
+    fn sends_as(&self) -> Option<TrafficKind> {
+        None
     }
 
     /// How it sends into groups, if it does (for the warnings about room history).
