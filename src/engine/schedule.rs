@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::scenario::{
     DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
-    TrafficShape, UserIx,
+    ThinkTimes, TrafficShape, UserIx,
 };
 
 /// A group as the engine needs it.
@@ -44,13 +44,53 @@ pub enum Sends {
     },
 }
 
+/// When a program's sends are due, counted from its start.
+#[derive(Debug, Clone)]
+pub enum Clock {
+    /// Send k at `k·interval`.
+    Every(Duration),
+    /// Loops of `per_loop` sends, all due at `next`; a think time is drawn after each
+    /// loop (the first before the first loop).
+    Think {
+        /// How long the user thinks.
+        times: ThinkTimes,
+        /// This sender's own seeded random source.
+        rng: fastrand::Rng,
+        /// Sends per loop.
+        per_loop: u64,
+        /// When the current loop's sends are due.
+        next: Duration,
+    },
+}
+
+impl Clock {
+    /// The clock of the sender at `position` of a pattern paced by `pace`, making
+    /// `per_loop` sends per loop.
+    pub fn new(pace: &Pace, position: usize, per_loop: u64) -> Clock {
+        match pace {
+            Pace::Every(interval) => Clock::Every(*interval),
+            Pace::Think(think) => {
+                let mut rng = think.rng(position);
+                let next = think.times.draw(&mut rng);
+                Clock::Think {
+                    times: think.times,
+                    rng,
+                    per_loop: per_loop.max(1),
+                    next,
+                }
+            }
+        }
+    }
+}
+
 /// One user's share of one sending traffic pattern.
 #[derive(Debug, Clone)]
 pub struct Program {
-    /// First send, counted from the traffic start barrier (includes this sender's stagger).
+    /// Counted from the traffic start barrier (includes this sender's stagger): the first
+    /// send with [`Clock::Every`], the first think with [`Clock::Think`].
     pub start: Duration,
-    /// Time between two sends.
-    pub interval: Duration,
+    /// When each send is due.
+    pub clock: Clock,
     /// Sends in all, if bounded by count.
     pub count: Option<u64>,
     /// No send is due at or after this offset, if bounded by time.
@@ -80,10 +120,12 @@ impl Program {
         if self.count.is_some_and(|c| self.sent >= c) {
             return None;
         }
-        let at = self.start
-            + self
-                .interval
-                .saturating_mul(self.sent.min(u32::MAX.into()) as u32);
+        let at = match &self.clock {
+            Clock::Every(interval) => {
+                self.start + interval.saturating_mul(self.sent.min(u32::MAX.into()) as u32)
+            }
+            Clock::Think { next, .. } => self.start.saturating_add(*next),
+        };
         match self.end {
             Some(end) if at >= end => None,
             _ => Some(at),
@@ -94,6 +136,17 @@ impl Program {
     pub fn advance(&mut self) -> NextSend {
         let k = self.sent;
         self.sent += 1;
+        if let Clock::Think {
+            times,
+            rng,
+            per_loop,
+            next,
+        } = &mut self.clock
+        {
+            if self.sent % *per_loop == 0 {
+                *next = next.saturating_add(times.draw(rng));
+            }
+        }
         match &self.sends {
             Sends::Direct {
                 receivers,
@@ -113,6 +166,41 @@ impl Program {
                 receiver: None,
             },
         }
+    }
+}
+
+impl Program {
+    /// How many sends it makes.
+    pub fn planned(&self) -> u64 {
+        match (&self.clock, self.end) {
+            (Clock::Every(interval), _) => {
+                planned_sends(self.start, *interval, self.count, self.end)
+            }
+            (Clock::Think { .. }, None) => self.count.unwrap_or(0),
+            (Clock::Think { .. }, Some(_)) => self.replay().0,
+        }
+    }
+
+    /// When it has nothing scheduled any more, from the traffic start.
+    fn done_at(&self) -> Duration {
+        match &self.clock {
+            Clock::Every(interval) => {
+                let n = self.planned();
+                self.start + interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
+            }
+            Clock::Think { .. } => self.replay().1,
+        }
+    }
+
+    /// Its sends and the due time of the last, by running a copy (think times are drawn).
+    fn replay(&self) -> (u64, Duration) {
+        let mut p = self.clone();
+        let mut last = p.start;
+        while let Some(due) = p.due() {
+            last = due;
+            p.advance();
+        }
+        (p.sent, last)
     }
 }
 
@@ -256,10 +344,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
 fn last_end(vus: &[VuPlan]) -> Duration {
     vus.iter()
         .flat_map(|v| {
-            let sends = v.programs.iter().map(|p| {
-                let n = planned_sends(p.start, p.interval, p.count, p.end);
-                p.start + p.interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
-            });
+            let sends = v.programs.iter().map(Program::done_at);
             sends.chain(std::iter::once(v.hold_until()))
         })
         .max()
@@ -301,12 +386,22 @@ impl Builder<'_> {
             .map(|&r| (r, self.plan.population.user_id(r)))
             .collect();
         let n_recv = d.receivers.len() as StreamId;
-        let Pace::Every(interval) = d.pace;
+        let spacing = d.pace.spacing();
         for (s_pos, &s) in d.senders.iter().enumerate() {
             let first_stream = d.stream_base + s_pos as StreamId * n_recv;
-            let start = start + stagger(interval, s_pos, d.senders.len());
-            let count = d.messages.map(|m| m * u64::from(n_recv));
-            let sends = planned_sends(start, interval, count, end);
+            let program = Program {
+                start: start + stagger(spacing, s_pos, d.senders.len()),
+                clock: Clock::new(&d.pace, s_pos, u64::from(n_recv)),
+                count: d.messages.map(|m| m * u64::from(n_recv)),
+                end,
+                size: d.size,
+                sends: Sends::Direct {
+                    receivers: receivers.clone(),
+                    first_stream,
+                },
+                sent: 0,
+            };
+            let sends = program.planned();
             for (r_pos, &r) in d.receivers.iter().enumerate() {
                 if self.local(r) && r != s && n_recv > 0 {
                     // Send k goes to receiver k % R.
@@ -323,18 +418,7 @@ impl Builder<'_> {
                 }
             }
             if self.local(s) {
-                self.vu(s).programs.push(Program {
-                    start,
-                    interval,
-                    count,
-                    end,
-                    size: d.size,
-                    sends: Sends::Direct {
-                        receivers: receivers.clone(),
-                        first_stream,
-                    },
-                    sent: 0,
-                });
+                self.vu(s).programs.push(program);
             }
         }
     }
@@ -342,7 +426,7 @@ impl Builder<'_> {
     /// A group pattern starting at `start`, ending at `end` if set.
     fn group(&mut self, g: &GroupTraffic, start: Duration, end: Option<Duration>) {
         let n_senders = g.groups.len() * g.senders_per_group as usize;
-        let Pace::Every(interval) = g.pace;
+        let spacing = g.pace.spacing();
         for (g_ix, spec) in g.groups.iter().enumerate() {
             let info = Arc::new(GroupInfo {
                 index: self.groups.len(),
@@ -358,8 +442,19 @@ impl Builder<'_> {
                 let stream = g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
                 self.expect.group_of_stream.insert(stream, info.clone());
                 let position = g_ix * g.senders_per_group as usize + k;
-                let start = start + stagger(interval, position, n_senders);
-                let sends = planned_sends(start, interval, g.messages, end);
+                let program = Program {
+                    start: start + stagger(spacing, position, n_senders),
+                    clock: Clock::new(&g.pace, position, 1),
+                    count: g.messages,
+                    end,
+                    size: g.size,
+                    sends: Sends::Group {
+                        group: info.clone(),
+                        stream,
+                    },
+                    sent: 0,
+                };
+                let sends = program.planned();
                 for &m in &spec.members {
                     if self.local(m) && m != s {
                         self.expect.tracks.push((stream, m));
@@ -367,18 +462,7 @@ impl Builder<'_> {
                     }
                 }
                 if self.local(s) {
-                    self.vu(s).programs.push(Program {
-                        start,
-                        interval,
-                        count: g.messages,
-                        end,
-                        size: g.size,
-                        sends: Sends::Group {
-                            group: info.clone(),
-                            stream,
-                        },
-                        sent: 0,
-                    });
+                    self.vu(s).programs.push(program);
                 }
             }
         }
@@ -417,7 +501,7 @@ impl Builder<'_> {
                 self.expect.tracks.push((stream, u));
                 self.vu(u).programs.push(Program {
                     start,
-                    interval: e.interval,
+                    clock: Clock::Every(e.interval),
                     count: None,
                     end,
                     size: e.size,
@@ -445,7 +529,7 @@ mod tests {
     fn program(count: Option<u64>, end: Option<Duration>) -> Program {
         Program {
             start: Duration::from_millis(5),
-            interval: Duration::from_millis(10),
+            clock: Clock::Every(Duration::from_millis(10)),
             count,
             end,
             size: 10,
@@ -496,11 +580,7 @@ mod tests {
                 p.advance();
                 n += 1;
             }
-            assert_eq!(
-                planned_sends(p.start, p.interval, count, p.end),
-                n,
-                "{count:?} {end_ms:?}"
-            );
+            assert_eq!(p.planned(), n, "{count:?} {end_ms:?}");
         }
     }
 
@@ -517,5 +597,72 @@ mod tests {
         assert!(r.active_at(Duration::from_millis(3500)));
         assert!(!r.active_at(Duration::from_secs(6)));
         assert_eq!(r.end(), Duration::from_secs(5));
+    }
+
+    /// A flow program: `loops` loops of `per_loop` sends, thinking `times`.
+    fn flow(times: ThinkTimes, seed: u64, position: usize, per_loop: u64, loops: u64) -> Program {
+        let pace = Pace::Think(crate::scenario::Think { times, seed });
+        Program {
+            clock: Clock::new(&pace, position, per_loop),
+            count: Some(loops * per_loop),
+            end: None,
+            ..program(None, None)
+        }
+    }
+
+    /// Every due time of `p`, run to its end.
+    fn dues(mut p: Program) -> Vec<Duration> {
+        let mut out = Vec::new();
+        while let Some(due) = p.due() {
+            out.push(due);
+            p.advance();
+        }
+        out
+    }
+
+    #[test]
+    fn due_times_follow_think_times() {
+        let ms = Duration::from_millis;
+        // Start 5 ms, think 2 s, then each loop's two sends together, then think again.
+        let p = flow(ThinkTimes::Fixed(ms(2000)), 1, 0, 2, 3);
+        assert_eq!(p.planned(), 6);
+        assert_eq!(
+            dues(p.clone()),
+            [2005, 2005, 4005, 4005, 6005, 6005].map(ms).to_vec()
+        );
+        assert_eq!(p.done_at(), ms(6005));
+        // Uniform think times stay in their bounds, each gap drawn afresh.
+        let p = flow(ThinkTimes::Uniform(ms(1000), ms(3000)), 9, 3, 1, 200);
+        let d = dues(p);
+        let gaps: Vec<Duration> = d.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(d[0] >= ms(1005) && d[0] <= ms(3005), "{:?}", d[0]);
+        assert!(gaps.iter().all(|g| (ms(1000)..=ms(3000)).contains(g)));
+        assert!(gaps.windows(2).any(|w| w[0] != w[1]), "not drawn afresh");
+    }
+
+    #[test]
+    fn think_times_are_reproducible_from_the_seed() {
+        let times = ThinkTimes::Exponential(Duration::from_secs(2));
+        let a = dues(flow(times, 42, 7, 1, 50));
+        assert_eq!(a, dues(flow(times, 42, 7, 1, 50)), "same seed and sender");
+        assert_ne!(a, dues(flow(times, 42, 8, 1, 50)), "another sender");
+        assert_ne!(a, dues(flow(times, 43, 7, 1, 50)), "another seed");
+    }
+
+    #[test]
+    fn exponential_think_times_have_the_stated_mean() {
+        let mean = Duration::from_secs(2);
+        let think = crate::scenario::Think {
+            times: ThinkTimes::Exponential(mean),
+            seed: 5,
+        };
+        let mut rng = think.rng(0);
+        let n = 20_000;
+        let sum: f64 = (0..n)
+            .map(|_| think.times.draw(&mut rng).as_secs_f64())
+            .sum();
+        // The standard error of the mean of 20,000 draws is 2 s / √20,000 ≈ 0.014 s.
+        let got = sum / f64::from(n);
+        assert!((got - 2.0).abs() < 0.06, "mean {got}");
     }
 }

@@ -21,6 +21,8 @@ macro_rules! each_kind {
             Request "request" request,
             /// Echo round trips.
             Echo "echo" echo,
+            /// Artillery's flow: each user thinks, then loops {send, think}.
+            Flow "flow" flow as Direct,
         }
     };
 }

@@ -257,13 +257,72 @@ pub struct GroupTraffic {
 pub enum Pace {
     /// One send every this long.
     Every(Duration),
+    /// Artillery's flow: each sender thinks, then loops {send one message to each of its
+    /// receivers (or into its group), think}; due times still come from the schedule.
+    Think(Think),
 }
 
 impl Pace {
-    /// The mean time between two sends of one sender.
+    /// The mean time between two sends (or loops) of one sender.
     pub fn spacing(&self) -> Duration {
         match self {
             Pace::Every(interval) => *interval,
+            Pace::Think(t) => t.times.mean(),
+        }
+    }
+}
+
+/// Think times drawn per sender from a seed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Think {
+    /// How long a user thinks.
+    pub times: ThinkTimes,
+    /// The pattern's seed (drawn from the scenario seed); sender `k` draws from
+    /// [`Think::rng`]`(k)`.
+    pub seed: u64,
+}
+
+impl Think {
+    /// The random source of the sender at `position` in its pattern.
+    pub fn rng(&self, position: usize) -> fastrand::Rng {
+        let k = (position as u64).wrapping_add(1);
+        fastrand::Rng::with_seed(self.seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+}
+
+/// How long a user thinks between two loops.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ThinkTimes {
+    /// Always this long.
+    Fixed(Duration),
+    /// Uniform in `low..=high`.
+    Uniform(Duration, Duration),
+    /// Exponential with this mean (a Poisson process per user).
+    Exponential(Duration),
+}
+
+impl ThinkTimes {
+    /// The mean think time.
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ThinkTimes::Fixed(d) | ThinkTimes::Exponential(d) => d,
+            ThinkTimes::Uniform(low, high) => (low + high) / 2,
+        }
+    }
+
+    /// One think time drawn from `rng`.
+    pub fn draw(&self, rng: &mut fastrand::Rng) -> Duration {
+        match *self {
+            ThinkTimes::Fixed(d) => d,
+            ThinkTimes::Uniform(low, high) => {
+                let span = (high - low).as_nanos().min(u128::from(u64::MAX)) as u64;
+                low + Duration::from_nanos(rng.u64(..=span))
+            }
+            ThinkTimes::Exponential(mean) => {
+                // 1 − u is in (0, 1]: the logarithm is finite.
+                let x = -(1.0 - rng.f64()).ln() * mean.as_secs_f64();
+                Duration::try_from_secs_f64(x).unwrap_or(Duration::MAX)
+            }
         }
     }
 }

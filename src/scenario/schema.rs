@@ -192,6 +192,12 @@ pub struct TrafficSpec {
     pub step_duration: Opt<Dur>,
     /// Echo: connections that send.
     pub connections: Opt<i64>,
+    /// Flow: where each user's messages go, `"direct"` or `"group"`.
+    pub to: Opt<String>,
+    /// Flow: iterations of {send, think} per user.
+    pub loops: Opt<i64>,
+    /// Flow: think time, `"2s"`, `{ uniform = ["1s", "3s"] }` or `{ exponential = "2s" }`.
+    pub think: Opt<toml::Value>,
 }
 
 impl TrafficSpec {
@@ -220,6 +226,9 @@ impl TrafficSpec {
         add(&mut v, "sweep", &self.sweep);
         add(&mut v, "step_duration", &self.step_duration);
         add(&mut v, "connections", &self.connections);
+        add(&mut v, "to", &self.to);
+        add(&mut v, "loops", &self.loops);
+        add(&mut v, "think", &self.think);
         v
     }
 }
