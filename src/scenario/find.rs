@@ -46,40 +46,16 @@ pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option
             ));
         }
     }
-    let precision = match &f.precision {
-        None => None,
-        Some(v) => {
-            let text = match v.get_ref() {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(x) => x.to_string(),
-                other => {
-                    return Err(src.at(
-                        v,
-                        "find.precision",
-                        format!(
-                            "must be a number or a percentage string such as \"5%\", got a {}",
-                            other.type_str()
-                        ),
-                    ))
-                }
-            };
-            Some(Precision::parse(&text).map_err(|e| src.at(v, "find.precision", e))?)
-        }
-    };
-    let max_steps = match &f.max_steps {
-        None => None,
-        Some(v) => match u32::try_from(*v.get_ref()) {
-            Ok(n) if (1..=MAX_STEPS).contains(&n) => Some(n),
-            _ => {
-                return Err(src.at(
-                    v,
-                    "find.max_steps",
-                    format!("must be in 1..={MAX_STEPS}, got {}", v.get_ref()),
-                ))
-            }
-        },
-    };
+    let precision = f
+        .precision
+        .as_ref()
+        .map(|v| precision(src, v))
+        .transpose()?;
+    let max_steps = f
+        .max_steps
+        .as_ref()
+        .map(|v| max_steps(src, v))
+        .transpose()?;
     let storm = f.storm.as_ref().is_some_and(|s| *s.get_ref());
     if let (true, Some(s)) = (storm && vary != "population.users", &f.storm) {
         return Err(src.at(
@@ -106,6 +82,38 @@ pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option
         max_steps,
         storm,
     }))
+}
+
+/// `find.precision`: a number or a percentage.
+fn precision(src: &Source<'_>, v: &Spanned<toml::Value>) -> Result<Precision> {
+    let text = match v.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(x) => x.to_string(),
+        other => {
+            return Err(src.at(
+                v,
+                "find.precision",
+                format!(
+                    "must be a number or a percentage string such as \"5%\", got a {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    Precision::parse(&text).map_err(|e| src.at(v, "find.precision", e))
+}
+
+/// `find.max_steps`.
+fn max_steps(src: &Source<'_>, v: &Spanned<i64>) -> Result<u32> {
+    match u32::try_from(*v.get_ref()) {
+        Ok(n) if (1..=MAX_STEPS).contains(&n) => Ok(n),
+        _ => Err(src.at(
+            v,
+            "find.max_steps",
+            format!("must be in 1..={MAX_STEPS}, got {}", v.get_ref()),
+        )),
+    }
 }
 
 /// A positive, finite number and whether it is written whole.
