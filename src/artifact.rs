@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::monitor::ProcUsage;
-use crate::scenario::{self, Bound, Check, Plan, TrafficKind};
+use crate::scenario::{self, Bound, Check, Plan, TrafficShape};
 use crate::scrape::ScrapedSeries;
 
 /// Version of the result file format; bumped on any incompatible change.
@@ -329,7 +329,7 @@ impl Artifact {
             .traffic
             .iter()
             .filter_map(|t| match &t.kind {
-                TrafficKind::Request(r) => Some(RequestSweep {
+                TrafficShape::Request(r) => Some(RequestSweep {
                     name: t.name.clone(),
                     kind: r.request.to_owned(),
                     steps: r.steps.clone(),

@@ -79,6 +79,8 @@ mod cli_drivers;
 mod cli_exit_codes;
 #[path = "cli/faults.rs"]
 mod cli_faults;
+#[path = "cli/flow.rs"]
+mod cli_flow;
 #[path = "cli/report.rs"]
 mod cli_report;
 #[path = "cli/shards.rs"]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine;
-use crate::scenario::{Plan, TrafficKind};
+use crate::scenario::{Plan, TrafficShape};
 
 /// Interval of plain progress lines when stderr is not a terminal.
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
@@ -41,7 +41,7 @@ impl Timeline {
             .map(|t| {
                 let len = match (&t.kind, t.duration) {
                     (_, Some(d)) => d,
-                    (TrafficKind::Request(r), None) => r.step_duration * r.steps.len() as u32,
+                    (TrafficShape::Request(r), None) => r.step_duration * r.steps.len() as u32,
                     (_, None) => Duration::ZERO,
                 };
                 t.start + len

@@ -12,6 +12,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use super::ws::{classify, Dialer, Ws};
 use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 
 /// The echo driver.
 #[derive(Debug, Clone)]
@@ -24,7 +25,7 @@ impl super::Driver for EchoDriver {
         name: "echo",
         schemes: super::ws::SCHEMES,
         embedded_path: Some("/echo"),
-        kinds: &["echo"],
+        kinds: &[TrafficKind::Echo],
         requests: &[],
         auth: &[],
         source_addresses: true,

@@ -48,6 +48,7 @@ use tokio::time::Instant;
 
 use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 use crate::scenario::UserIx;
 
 /// The faults and timing of a loopback hub.
@@ -484,7 +485,12 @@ impl super::Driver for LoopbackDriver {
         name: "loopback",
         schemes: &[],
         embedded_path: None,
-        kinds: &["direct", "group", "idle", "request"],
+        kinds: &[
+            TrafficKind::Direct,
+            TrafficKind::Group,
+            TrafficKind::Idle,
+            TrafficKind::Request,
+        ],
         requests: &[REQUEST_TIME],
         auth: &[],
         source_addresses: false,

@@ -70,6 +70,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 pub use body::Body;
 pub use endpoint::Endpoint;
 pub use registry::{check, for_each_spec, spec, specs, with_driver, WithDriver};
@@ -86,7 +87,7 @@ pub struct Spec {
     /// URL (`None`: a URL is required).
     pub embedded_path: Option<&'static str>,
     /// Traffic kinds (`kind = "…"` of `[[traffic]]`) it runs.
-    pub kinds: &'static [&'static str],
+    pub kinds: &'static [TrafficKind],
     /// Requests (`request = "…"` of a `request` pattern) it can send.
     pub requests: &'static [&'static str],
     /// The `[target.auth]` forms it takes (empty: none).

@@ -32,6 +32,7 @@ use super::{
     Session, Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 
 /// The longest a replay after a reconnect is collected as missed messages; what comes
 /// later is an ordinary push.
@@ -110,7 +111,7 @@ impl super::Driver for MqttDriver {
             },
         ],
         embedded_path: None,
-        kinds: &["direct", "group", "idle"],
+        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
         requests: &[],
         auth: &[AuthForm::Password],
         source_addresses: false,

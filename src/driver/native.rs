@@ -36,6 +36,7 @@ use super::{
     Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
 
 /// Requests the driver makes for itself (join, sync) use refs with this bit set, so they
@@ -62,7 +63,12 @@ impl super::Driver for NativeDriver {
         name: "native",
         schemes: super::ws::SCHEMES,
         embedded_path: Some("/ws"),
-        kinds: &["direct", "group", "idle", "request"],
+        kinds: &[
+            TrafficKind::Direct,
+            TrafficKind::Group,
+            TrafficKind::Idle,
+            TrafficKind::Request,
+        ],
         requests: &[REQUEST_TIME, REQUEST_KV_GET],
         auth: &[AuthForm::Secret],
         source_addresses: true,

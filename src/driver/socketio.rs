@@ -37,6 +37,7 @@ use super::{
     UserCtx,
 };
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 
 /// The longest a user closing without an offset waits for one when the scenario names no
 /// `welcome_event` (see [`SocketIoSession::await_offset`]).
@@ -65,7 +66,7 @@ impl super::Driver for SocketIoDriver {
         name: NAME,
         schemes: super::ws::SCHEMES,
         embedded_path: None,
-        kinds: &["direct", "group", "idle"],
+        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
         requests: &[],
         auth: &[AuthForm::Password],
         source_addresses: true,

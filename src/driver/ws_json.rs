@@ -39,6 +39,7 @@ use super::{
     UserCtx,
 };
 use crate::metrics::ErrorKind;
+use crate::scenario::TrafficKind;
 
 /// The declarative JSON-over-WebSocket driver.
 #[derive(Debug, Clone)]
@@ -53,7 +54,7 @@ impl super::Driver for WsJsonDriver {
         name: NAME,
         schemes: super::ws::SCHEMES,
         embedded_path: Some("/ws"),
-        kinds: &["direct", "group", "idle"],
+        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
         requests: &[],
         auth: &[AuthForm::Secret, AuthForm::Password],
         source_addresses: true,

@@ -58,6 +58,7 @@ use super::connect::Connector;
 use super::{
     tls, Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx,
 };
+use crate::scenario::TrafficKind;
 
 /// Namespaces of the stream features and elements the driver speaks.
 mod ns {
@@ -133,7 +134,7 @@ impl super::Driver for XmppDriver {
             },
         ],
         embedded_path: None,
-        kinds: &["direct", "group", "idle"],
+        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
         requests: &[],
         auth: &[AuthForm::Password],
         source_addresses: false,

@@ -199,39 +199,11 @@ impl Users {
     /// Builds the schedule of this process's users, registers what they should receive,
     /// and starts one task per user; they log in on the arrival schedule.
     fn launch<D: Driver>(plan: &Plan, driver: D, opts: &RunOptions) -> Users {
-        let (run_id, clock) = (opts.run_id, opts.clock);
         let range = plan.shard.range(plan.population.users);
-        let sched = schedule::build(plan, range.clone());
-        let mut group_local = vec![0u32; sched.groups.len()];
-        for vu in &sched.vus {
-            for g in &vu.groups {
-                group_local[g.index] += 1;
-            }
-        }
+        let mut sched = schedule::build(plan, range.clone());
         let slots = 4 * crate::sys::cores();
         let sharded = plan.shard.count > 1;
-        let mut shared = Shared::new(
-            run_id,
-            clock,
-            slots,
-            &plan.ledger,
-            &sched.groups,
-            group_local,
-            sched.expect.group_of_stream,
-        );
-        shared.senders = crate::scenario::Shard::senders(plan);
-        let shared = Arc::new(shared);
-        // Each recipient's expectations go into the recorder its deliveries go to: the
-        // ledger merges exactly only when a track lives in one ledger.
-        let mut receives = vec![false; range.len()];
-        for &(stream, recipient) in &sched.expect.tracks {
-            let offset = (recipient - range.start) as usize;
-            receives[offset] = true;
-            shared
-                .recorder(offset % slots)
-                .ledger
-                .expect(stream, recipient);
-        }
+        let (shared, receives) = shared_state(plan, &mut sched, opts, slots);
         let cfg = Arc::new(VuConfig {
             heartbeat: plan.target.heartbeat,
             verify_sync: plan.ledger.verify_sync,
@@ -243,21 +215,8 @@ impl Users {
             skip_history: driver.caps().skips_history && (!sharded || opts.barrier.is_some()),
             range: range.clone(),
         });
-        let driver = Arc::new(driver);
+        let visits = visits(plan, &sched, &cfg, &receives);
         let pop = &plan.population;
-        // Late users that connect once before traffic: with a driver that needs a session
-        // before the server keeps anything for them, or that notes what the server held
-        // before the run for those with messages to fetch (not the users a `find` ladder
-        // adds, which receive nothing).
-        let visits: Vec<bool> = range
-            .clone()
-            .zip(&sched.vus)
-            .map(|(ix, vu)| {
-                let late = pop.late.binary_search(&ix).is_ok();
-                let fetches = receives[(ix - range.start) as usize] || !vu.groups.is_empty();
-                late && (cfg.presence || (cfg.skip_history && fetches))
-            })
-            .collect();
         let late_here = range
             .clone()
             .filter(|ix| pop.late.binary_search(ix).is_ok())
@@ -267,47 +226,128 @@ impl Users {
         let waiting = range.len() - late_here + visits.iter().filter(|v| **v).count();
         shared.logins_pending.store(waiting, Ordering::Release);
         shared.busy.store(range.len(), Ordering::Release);
-        let mut tasks = JoinSet::new();
-        for (offset, vu_plan) in sched.vus.into_iter().enumerate() {
-            let ix = range.start + offset as u32;
-            let late_position = pop.late.binary_search(&ix);
-            let late = late_position.is_ok();
-            let first_login = if let Ok(position) = late_position {
-                arrival::late_login(pop, position)
-            } else {
-                let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
-                arrival::arrival_offset(&pop.arrival, u64::from(position))
-            };
-            let churn = pop
-                .churn
-                .binary_search(&ix)
-                .is_ok()
-                .then_some((pop.churn_offline_at, pop.churn_back_at));
-            let spec = VuSpec {
-                ctx: UserCtx {
-                    ix,
-                    id: pop.user_id(ix),
-                },
-                plan: vu_plan,
-                first_login,
-                on_time: !late,
-                visits: visits[offset],
-                churn,
-                slot: offset % slots,
-            };
-            tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
-        }
+        let (sched_end, planned) = (sched.end, sched.planned);
+        let tasks = spawn_users(
+            plan,
+            sched.vus,
+            Arc::new(driver),
+            &shared,
+            &cfg,
+            &visits,
+            slots,
+        );
         let pacer = tokio::spawn(shared.pacer.clone().run());
         Users {
             shared,
             tasks,
             pacer,
             range,
-            sched_end: sched.end,
+            sched_end,
             acceptance: cfg.acceptance,
-            planned: if sharded { sched.planned } else { 0 },
+            planned: if sharded { planned } else { 0 },
         }
     }
+}
+
+/// The run-wide state of this process's users, with what each should receive registered
+/// in its recorder's ledger; and which of them receive anything.
+fn shared_state(
+    plan: &Plan,
+    sched: &mut schedule::Schedule,
+    opts: &RunOptions,
+    slots: usize,
+) -> (Arc<Shared>, Vec<bool>) {
+    let range = plan.shard.range(plan.population.users);
+    let mut group_local = vec![0u32; sched.groups.len()];
+    for vu in &sched.vus {
+        for g in &vu.groups {
+            group_local[g.index] += 1;
+        }
+    }
+    let mut shared = Shared::new(
+        opts.run_id,
+        opts.clock,
+        slots,
+        &plan.ledger,
+        &sched.groups,
+        group_local,
+        std::mem::take(&mut sched.expect.group_of_stream),
+    );
+    shared.senders = crate::scenario::Shard::senders(plan);
+    let shared = Arc::new(shared);
+    // Each recipient's expectations go into the recorder its deliveries go to: the
+    // ledger merges exactly only when a track lives in one ledger.
+    let mut receives = vec![false; range.len()];
+    for &(stream, recipient) in &sched.expect.tracks {
+        let offset = (recipient - range.start) as usize;
+        receives[offset] = true;
+        shared
+            .recorder(offset % slots)
+            .ledger
+            .expect(stream, recipient);
+    }
+    (shared, receives)
+}
+
+/// Late users that connect once before traffic: with a driver that needs a session
+/// before the server keeps anything for them, or that notes what the server held
+/// before the run for those with messages to fetch (not the users a `find` ladder
+/// adds, which receive nothing).
+fn visits(plan: &Plan, sched: &schedule::Schedule, cfg: &VuConfig, receives: &[bool]) -> Vec<bool> {
+    let range = &cfg.range;
+    range
+        .clone()
+        .zip(&sched.vus)
+        .map(|(ix, vu)| {
+            let late = plan.population.late.binary_search(&ix).is_ok();
+            let fetches = receives[(ix - range.start) as usize] || !vu.groups.is_empty();
+            late && (cfg.presence || (cfg.skip_history && fetches))
+        })
+        .collect()
+}
+
+/// Starts one task per user of `vus`, logging in on the arrival schedule.
+fn spawn_users<D: Driver>(
+    plan: &Plan,
+    vus: Vec<schedule::VuPlan>,
+    driver: Arc<D>,
+    shared: &Arc<Shared>,
+    cfg: &Arc<VuConfig>,
+    visits: &[bool],
+    slots: usize,
+) -> JoinSet<()> {
+    let pop = &plan.population;
+    let start = cfg.range.start;
+    let mut tasks = JoinSet::new();
+    for (offset, vu_plan) in vus.into_iter().enumerate() {
+        let ix = start + offset as u32;
+        let late_position = pop.late.binary_search(&ix);
+        let first_login = if let Ok(position) = late_position {
+            arrival::late_login(pop, position)
+        } else {
+            let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
+            arrival::arrival_offset(&pop.arrival, u64::from(position))
+        };
+        let churn = pop
+            .churn
+            .binary_search(&ix)
+            .is_ok()
+            .then_some((pop.churn_offline_at, pop.churn_back_at));
+        let spec = VuSpec {
+            ctx: UserCtx {
+                ix,
+                id: pop.user_id(ix),
+            },
+            plan: vu_plan,
+            first_login,
+            on_time: late_position.is_err(),
+            visits: visits[offset],
+            churn,
+            slot: offset % slots,
+        };
+        tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
+    }
+    tasks
 }
 
 /// The login phase: waits until every on-time user has tried to log in, then for the other

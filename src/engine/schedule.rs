@@ -5,7 +5,10 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenario::{Plan, StreamId, TrafficKind, UserIx};
+use crate::scenario::{
+    DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
+    ThinkTimes, TrafficShape, UserIx,
+};
 
 /// A group as the engine needs it.
 #[derive(Debug)]
@@ -41,13 +44,53 @@ pub enum Sends {
     },
 }
 
+/// When a program's sends are due, counted from its start.
+#[derive(Debug, Clone)]
+pub enum Clock {
+    /// Send k at `k·interval`.
+    Every(Duration),
+    /// Loops of `per_loop` sends, all due at `next`; a think time is drawn after each
+    /// loop (the first before the first loop).
+    Think {
+        /// How long the user thinks.
+        times: ThinkTimes,
+        /// This sender's own seeded random source.
+        rng: fastrand::Rng,
+        /// Sends per loop.
+        per_loop: u64,
+        /// When the current loop's sends are due.
+        next: Duration,
+    },
+}
+
+impl Clock {
+    /// The clock of the sender at `position` of a pattern paced by `pace`, making
+    /// `per_loop` sends per loop.
+    pub fn new(pace: &Pace, position: usize, per_loop: u64) -> Clock {
+        match pace {
+            Pace::Every(interval) => Clock::Every(*interval),
+            Pace::Think(think) => {
+                let mut rng = think.rng(position);
+                let next = think.times.draw(&mut rng);
+                Clock::Think {
+                    times: think.times,
+                    rng,
+                    per_loop: per_loop.max(1),
+                    next,
+                }
+            }
+        }
+    }
+}
+
 /// One user's share of one sending traffic pattern.
 #[derive(Debug, Clone)]
 pub struct Program {
-    /// First send, counted from the traffic start barrier (includes this sender's stagger).
+    /// Counted from the traffic start barrier (includes this sender's stagger): the first
+    /// send with [`Clock::Every`], the first think with [`Clock::Think`].
     pub start: Duration,
-    /// Time between two sends.
-    pub interval: Duration,
+    /// When each send is due.
+    pub clock: Clock,
     /// Sends in all, if bounded by count.
     pub count: Option<u64>,
     /// No send is due at or after this offset, if bounded by time.
@@ -77,10 +120,12 @@ impl Program {
         if self.count.is_some_and(|c| self.sent >= c) {
             return None;
         }
-        let at = self.start
-            + self
-                .interval
-                .saturating_mul(self.sent.min(u32::MAX.into()) as u32);
+        let at = match &self.clock {
+            Clock::Every(interval) => {
+                self.start + interval.saturating_mul(self.sent.min(u32::MAX.into()) as u32)
+            }
+            Clock::Think { next, .. } => self.start.saturating_add(*next),
+        };
         match self.end {
             Some(end) if at >= end => None,
             _ => Some(at),
@@ -91,6 +136,17 @@ impl Program {
     pub fn advance(&mut self) -> NextSend {
         let k = self.sent;
         self.sent += 1;
+        if let Clock::Think {
+            times,
+            rng,
+            per_loop,
+            next,
+        } = &mut self.clock
+        {
+            if self.sent % *per_loop == 0 {
+                *next = next.saturating_add(times.draw(rng));
+            }
+        }
         match &self.sends {
             Sends::Direct {
                 receivers,
@@ -110,6 +166,41 @@ impl Program {
                 receiver: None,
             },
         }
+    }
+}
+
+impl Program {
+    /// How many sends it makes.
+    pub fn planned(&self) -> u64 {
+        match (&self.clock, self.end) {
+            (Clock::Every(interval), _) => {
+                planned_sends(self.start, *interval, self.count, self.end)
+            }
+            (Clock::Think { .. }, None) => self.count.unwrap_or(0),
+            (Clock::Think { .. }, Some(_)) => self.replay().0,
+        }
+    }
+
+    /// When it has nothing scheduled any more, from the traffic start.
+    fn done_at(&self) -> Duration {
+        match &self.clock {
+            Clock::Every(interval) => {
+                let n = self.planned();
+                self.start + interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
+            }
+            Clock::Think { .. } => self.replay().1,
+        }
+    }
+
+    /// Its sends and the due time of the last, by running a copy (think times are drawn).
+    fn replay(&self) -> (u64, Duration) {
+        let mut p = self.clone();
+        let mut last = p.start;
+        while let Some(due) = p.due() {
+            last = due;
+            p.advance();
+        }
+        (p.sent, last)
     }
 }
 
@@ -221,153 +312,204 @@ fn planned_sends(
 
 /// Cuts `plan` into per-user programs for the users in `range`.
 pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
-    let local = |u: UserIx| range.contains(&u);
-    let mut vus = vec![VuPlan::default(); range.len()];
-    let slot = |u: UserIx| (u - range.start) as usize;
-    let mut groups = Vec::new();
-    let mut expect = Expectations::default();
-    let mut planned = 0u64;
+    let mut b = Builder {
+        plan,
+        vus: vec![VuPlan::default(); range.len()],
+        range,
+        groups: Vec::new(),
+        expect: Expectations::default(),
+        planned: 0,
+    };
     for t in &plan.traffic {
         let end = t.duration.map(|d| t.start + d);
         match &t.kind {
-            TrafficKind::Direct(d) => {
-                let receivers: Arc<[(UserIx, String)]> = d
-                    .receivers
-                    .iter()
-                    .map(|&r| (r, plan.population.user_id(r)))
-                    .collect();
-                let n_recv = d.receivers.len() as StreamId;
-                for (s_pos, &s) in d.senders.iter().enumerate() {
-                    let first_stream = d.stream_base + s_pos as StreamId * n_recv;
-                    let start = t.start + stagger(d.interval, s_pos, d.senders.len());
-                    let count = d.messages.map(|m| m * u64::from(n_recv));
-                    let sends = planned_sends(start, d.interval, count, end);
-                    for (r_pos, &r) in d.receivers.iter().enumerate() {
-                        if local(r) && r != s && n_recv > 0 {
-                            // Send k goes to receiver k % R.
-                            let r_pos = r_pos as u64;
-                            let n = u64::from(n_recv);
-                            planned += sends / n + u64::from(sends % n > r_pos);
-                        }
-                    }
-                    for (r_pos, &r) in d.receivers.iter().enumerate() {
-                        if local(r) && r != s {
-                            expect.tracks.push((first_stream + r_pos as StreamId, r));
-                        }
-                    }
-                    if local(s) {
-                        vus[slot(s)].programs.push(Program {
-                            start,
-                            interval: d.interval,
-                            count,
-                            end,
-                            size: d.size,
-                            sends: Sends::Direct {
-                                receivers: receivers.clone(),
-                                first_stream,
-                            },
-                            sent: 0,
-                        });
-                    }
+            TrafficShape::Direct(d) => b.direct(d, t.start, end),
+            TrafficShape::Group(g) => b.group(g, t.start, end),
+            TrafficShape::Idle { users } => b.idle(users, end.unwrap_or(t.start)),
+            TrafficShape::Request(r) => b.request(r, t.start),
+            TrafficShape::Echo(e) => b.echo(e, t.start, end),
+        }
+    }
+    let end = last_end(&b.vus);
+    Schedule {
+        vus: b.vus,
+        groups: b.groups,
+        expect: b.expect,
+        planned: b.planned,
+        end,
+    }
+}
+
+/// When the last of `vus` has nothing scheduled any more, from the traffic start.
+fn last_end(vus: &[VuPlan]) -> Duration {
+    vus.iter()
+        .flat_map(|v| {
+            let sends = v.programs.iter().map(Program::done_at);
+            sends.chain(std::iter::once(v.hold_until()))
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+/// A schedule being built, one pattern after the other.
+struct Builder<'a> {
+    /// The plan.
+    plan: &'a Plan,
+    /// The shard's users.
+    range: Range<UserIx>,
+    /// Per user of `range`.
+    vus: Vec<VuPlan>,
+    /// All groups so far.
+    groups: Vec<Arc<GroupInfo>>,
+    /// Deliveries the shard's users should see.
+    expect: Expectations,
+    /// Deliveries planned to the shard's users.
+    planned: u64,
+}
+
+impl Builder<'_> {
+    /// Whether user `u` is in this shard.
+    fn local(&self, u: UserIx) -> bool {
+        self.range.contains(&u)
+    }
+
+    /// The schedule of user `u` (in this shard).
+    fn vu(&mut self, u: UserIx) -> &mut VuPlan {
+        &mut self.vus[(u - self.range.start) as usize]
+    }
+
+    /// A direct pattern starting at `start`, ending at `end` if set.
+    fn direct(&mut self, d: &DirectTraffic, start: Duration, end: Option<Duration>) {
+        let receivers: Arc<[(UserIx, String)]> = d
+            .receivers
+            .iter()
+            .map(|&r| (r, self.plan.population.user_id(r)))
+            .collect();
+        let n_recv = d.receivers.len() as StreamId;
+        let spacing = d.pace.spacing();
+        for (s_pos, &s) in d.senders.iter().enumerate() {
+            let first_stream = d.stream_base + s_pos as StreamId * n_recv;
+            let program = Program {
+                start: start + stagger(spacing, s_pos, d.senders.len()),
+                clock: Clock::new(&d.pace, s_pos, u64::from(n_recv)),
+                count: d.messages.map(|m| m * u64::from(n_recv)),
+                end,
+                size: d.size,
+                sends: Sends::Direct {
+                    receivers: receivers.clone(),
+                    first_stream,
+                },
+                sent: 0,
+            };
+            let sends = program.planned();
+            for (r_pos, &r) in d.receivers.iter().enumerate() {
+                if self.local(r) && r != s && n_recv > 0 {
+                    // Send k goes to receiver k % R.
+                    let r_pos = r_pos as u64;
+                    let n = u64::from(n_recv);
+                    self.planned += sends / n + u64::from(sends % n > r_pos);
                 }
             }
-            TrafficKind::Group(g) => {
-                let n_senders = g.groups.len() * g.senders_per_group as usize;
-                for (g_ix, spec) in g.groups.iter().enumerate() {
-                    let info = Arc::new(GroupInfo {
-                        index: groups.len(),
-                        name: spec.name.clone(),
-                    });
-                    groups.push(info.clone());
-                    for &m in spec.members.iter().filter(|&&m| local(m)) {
-                        vus[slot(m)].groups.push(info.clone());
-                    }
-                    for (k, &s) in spec.senders.iter().enumerate() {
-                        let stream =
-                            g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
-                        expect.group_of_stream.insert(stream, info.clone());
-                        let position = g_ix * g.senders_per_group as usize + k;
-                        let start = t.start + stagger(g.interval, position, n_senders);
-                        let sends = planned_sends(start, g.interval, g.messages, end);
-                        for &m in spec.members.iter().filter(|&&m| local(m) && m != s) {
-                            expect.tracks.push((stream, m));
-                            planned += sends;
-                        }
-                        if local(s) {
-                            vus[slot(s)].programs.push(Program {
-                                start,
-                                interval: g.interval,
-                                count: g.messages,
-                                end,
-                                size: g.size,
-                                sends: Sends::Group {
-                                    group: info.clone(),
-                                    stream,
-                                },
-                                sent: 0,
-                            });
-                        }
-                    }
+            for (r_pos, &r) in d.receivers.iter().enumerate() {
+                if self.local(r) && r != s {
+                    self.expect
+                        .tracks
+                        .push((first_stream + r_pos as StreamId, r));
                 }
             }
-            TrafficKind::Idle { users } => {
-                let until = end.unwrap_or(t.start);
-                for u in range.clone().filter(|&u| users.contains(u)) {
-                    let vu = &mut vus[slot(u)];
-                    vu.stay_until = vu.stay_until.max(until);
+            if self.local(s) {
+                self.vu(s).programs.push(program);
+            }
+        }
+    }
+
+    /// A group pattern starting at `start`, ending at `end` if set.
+    fn group(&mut self, g: &GroupTraffic, start: Duration, end: Option<Duration>) {
+        let n_senders = g.groups.len() * g.senders_per_group as usize;
+        let spacing = g.pace.spacing();
+        for (g_ix, spec) in g.groups.iter().enumerate() {
+            let info = Arc::new(GroupInfo {
+                index: self.groups.len(),
+                name: spec.name.clone(),
+            });
+            self.groups.push(info.clone());
+            for &m in &spec.members {
+                if self.local(m) {
+                    self.vu(m).groups.push(info.clone());
                 }
             }
-            TrafficKind::Request(r) => {
-                for u in range.clone() {
-                    let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
-                    if active.iter().any(|&a| a) {
-                        vus[slot(u)].requests.push(RequestRole {
-                            kind: r.request,
-                            start: t.start,
-                            step_duration: r.step_duration,
-                            active,
-                        });
+            for (k, &s) in spec.senders.iter().enumerate() {
+                let stream = g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
+                self.expect.group_of_stream.insert(stream, info.clone());
+                let position = g_ix * g.senders_per_group as usize + k;
+                let program = Program {
+                    start: start + stagger(spacing, position, n_senders),
+                    clock: Clock::new(&g.pace, position, 1),
+                    count: g.messages,
+                    end,
+                    size: g.size,
+                    sends: Sends::Group {
+                        group: info.clone(),
+                        stream,
+                    },
+                    sent: 0,
+                };
+                let sends = program.planned();
+                for &m in &spec.members {
+                    if self.local(m) && m != s {
+                        self.expect.tracks.push((stream, m));
+                        self.planned += sends;
                     }
                 }
-            }
-            TrafficKind::Echo(e) => {
-                for (k, &u) in e.users.iter().enumerate() {
-                    let stream = e.stream_base + k as StreamId;
-                    if local(u) {
-                        let start = t.start + stagger(e.interval, k, e.users.len());
-                        planned += planned_sends(start, e.interval, None, end);
-                        expect.tracks.push((stream, u));
-                        vus[slot(u)].programs.push(Program {
-                            start,
-                            interval: e.interval,
-                            count: None,
-                            end,
-                            size: e.size,
-                            sends: Sends::Echo { stream },
-                            sent: 0,
-                        });
-                    }
+                if self.local(s) {
+                    self.vu(s).programs.push(program);
                 }
             }
         }
     }
-    let end = vus
-        .iter()
-        .flat_map(|v| {
-            let sends = v.programs.iter().map(|p| {
-                let n = planned_sends(p.start, p.interval, p.count, p.end);
-                p.start + p.interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
-            });
-            sends.chain(std::iter::once(v.hold_until()))
-        })
-        .max()
-        .unwrap_or_default();
-    Schedule {
-        vus,
-        groups,
-        expect,
-        planned,
-        end,
+
+    /// An idle pattern: its users stay connected until `until`.
+    fn idle(&mut self, users: &IdleUsers, until: Duration) {
+        for u in self.range.clone().filter(|&u| users.contains(u)) {
+            let vu = self.vu(u);
+            vu.stay_until = vu.stay_until.max(until);
+        }
+    }
+
+    /// A request pattern starting at `start`.
+    fn request(&mut self, r: &RequestTraffic, start: Duration) {
+        for u in self.range.clone() {
+            let active: Vec<bool> = r.steps.iter().map(|&c| u < c).collect();
+            if active.iter().any(|&a| a) {
+                self.vu(u).requests.push(RequestRole {
+                    kind: r.request,
+                    start,
+                    step_duration: r.step_duration,
+                    active,
+                });
+            }
+        }
+    }
+
+    /// An echo pattern starting at `start`, ending at `end`.
+    fn echo(&mut self, e: &EchoTraffic, start: Duration, end: Option<Duration>) {
+        for (k, &u) in e.users.iter().enumerate() {
+            let stream = e.stream_base + k as StreamId;
+            if self.local(u) {
+                let start = start + stagger(e.interval, k, e.users.len());
+                self.planned += planned_sends(start, e.interval, None, end);
+                self.expect.tracks.push((stream, u));
+                self.vu(u).programs.push(Program {
+                    start,
+                    clock: Clock::Every(e.interval),
+                    count: None,
+                    end,
+                    size: e.size,
+                    sends: Sends::Echo { stream },
+                    sent: 0,
+                });
+            }
+        }
     }
 }
 
@@ -387,7 +529,7 @@ mod tests {
     fn program(count: Option<u64>, end: Option<Duration>) -> Program {
         Program {
             start: Duration::from_millis(5),
-            interval: Duration::from_millis(10),
+            clock: Clock::Every(Duration::from_millis(10)),
             count,
             end,
             size: 10,
@@ -438,11 +580,7 @@ mod tests {
                 p.advance();
                 n += 1;
             }
-            assert_eq!(
-                planned_sends(p.start, p.interval, count, p.end),
-                n,
-                "{count:?} {end_ms:?}"
-            );
+            assert_eq!(p.planned(), n, "{count:?} {end_ms:?}");
         }
     }
 
@@ -459,5 +597,72 @@ mod tests {
         assert!(r.active_at(Duration::from_millis(3500)));
         assert!(!r.active_at(Duration::from_secs(6)));
         assert_eq!(r.end(), Duration::from_secs(5));
+    }
+
+    /// A flow program: `loops` loops of `per_loop` sends, thinking `times`.
+    fn flow(times: ThinkTimes, seed: u64, position: usize, per_loop: u64, loops: u64) -> Program {
+        let pace = Pace::Think(crate::scenario::Think { times, seed });
+        Program {
+            clock: Clock::new(&pace, position, per_loop),
+            count: Some(loops * per_loop),
+            end: None,
+            ..program(None, None)
+        }
+    }
+
+    /// Every due time of `p`, run to its end.
+    fn dues(mut p: Program) -> Vec<Duration> {
+        let mut out = Vec::new();
+        while let Some(due) = p.due() {
+            out.push(due);
+            p.advance();
+        }
+        out
+    }
+
+    #[test]
+    fn due_times_follow_think_times() {
+        let ms = Duration::from_millis;
+        // Start 5 ms, think 2 s, then each loop's two sends together, then think again.
+        let p = flow(ThinkTimes::Fixed(ms(2000)), 1, 0, 2, 3);
+        assert_eq!(p.planned(), 6);
+        assert_eq!(
+            dues(p.clone()),
+            [2005, 2005, 4005, 4005, 6005, 6005].map(ms).to_vec()
+        );
+        assert_eq!(p.done_at(), ms(6005));
+        // Uniform think times stay in their bounds, each gap drawn afresh.
+        let p = flow(ThinkTimes::Uniform(ms(1000), ms(3000)), 9, 3, 1, 200);
+        let d = dues(p);
+        let gaps: Vec<Duration> = d.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(d[0] >= ms(1005) && d[0] <= ms(3005), "{:?}", d[0]);
+        assert!(gaps.iter().all(|g| (ms(1000)..=ms(3000)).contains(g)));
+        assert!(gaps.windows(2).any(|w| w[0] != w[1]), "not drawn afresh");
+    }
+
+    #[test]
+    fn think_times_are_reproducible_from_the_seed() {
+        let times = ThinkTimes::Exponential(Duration::from_secs(2));
+        let a = dues(flow(times, 42, 7, 1, 50));
+        assert_eq!(a, dues(flow(times, 42, 7, 1, 50)), "same seed and sender");
+        assert_ne!(a, dues(flow(times, 42, 8, 1, 50)), "another sender");
+        assert_ne!(a, dues(flow(times, 43, 7, 1, 50)), "another seed");
+    }
+
+    #[test]
+    fn exponential_think_times_have_the_stated_mean() {
+        let mean = Duration::from_secs(2);
+        let think = crate::scenario::Think {
+            times: ThinkTimes::Exponential(mean),
+            seed: 5,
+        };
+        let mut rng = think.rng(0);
+        let n = 20_000;
+        let sum: f64 = (0..n)
+            .map(|_| think.times.draw(&mut rng).as_secs_f64())
+            .sum();
+        // The standard error of the mean of 20,000 draws is 2 s / √20,000 ≈ 0.014 s.
+        let got = sum / f64::from(n);
+        assert!((got - 2.0).abs() < 0.06, "mean {got}");
     }
 }

@@ -16,7 +16,7 @@ use crate::driver::{
 };
 use crate::ledger::{Delivery, Problem};
 use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
-use crate::scenario::{self, Plan, Shard, TrafficKind};
+use crate::scenario::{self, Plan, Shard, TrafficShape};
 
 /// The plan of a scenario text.
 fn plan(text: &str) -> Plan {
@@ -397,7 +397,7 @@ messages = 10
 size = 100
 "#,
     );
-    let TrafficKind::Group(g) = &plan.traffic[0].kind else {
+    let TrafficShape::Group(g) = &plan.traffic[0].kind else {
         unreachable!("a group pattern");
     };
     let victim = g.groups[0].senders[0];
@@ -433,7 +433,7 @@ size = 100
 /// Runs [`DIRECT`] with the first receiver's first `refused` logins refused.
 async fn direct_with_refused_logins(refused: u32) -> (Outcome, Delivery) {
     let plan = plan(DIRECT);
-    let TrafficKind::Direct(d) = &plan.traffic[0].kind else {
+    let TrafficShape::Direct(d) = &plan.traffic[0].kind else {
         unreachable!("a direct pattern");
     };
     let victim = d.receivers[0];
@@ -480,7 +480,7 @@ async fn a_recipient_whose_first_login_failed_is_verified_at_the_end() {
 #[tokio::test(start_paused = true)]
 async fn a_connection_lost_while_writing_is_one_error() {
     let plan = plan(DIRECT);
-    let TrafficKind::Direct(d) = &plan.traffic[0].kind else {
+    let TrafficShape::Direct(d) = &plan.traffic[0].kind else {
         unreachable!("a direct pattern");
     };
     let opts = LoopbackOptions {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::step::Span;
 use crate::artifact::Artifact;
 use crate::metrics::Counter;
-use crate::scenario::{ArrivalPhase, Plan, TrafficKind, UserIx};
+use crate::scenario::{ArrivalPhase, Plan, TrafficShape, UserIx};
 
 /// The user counts of one run and how they are reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,14 +198,14 @@ pub fn keep_traffic_online(plan: &mut Plan) {
     };
     for t in &mut plan.traffic {
         match &mut t.kind {
-            TrafficKind::Direct(d) => online(&mut d.receivers, &d.senders),
-            TrafficKind::Group(g) => {
+            TrafficShape::Direct(d) => online(&mut d.receivers, &d.senders),
+            TrafficShape::Group(g) => {
                 for group in &mut g.groups {
                     online(&mut group.members, &[]);
                     group.members.sort_unstable();
                 }
             }
-            TrafficKind::Idle { .. } | TrafficKind::Request(_) | TrafficKind::Echo(_) => {}
+            TrafficShape::Idle { .. } | TrafficShape::Request(_) | TrafficShape::Echo(_) => {}
         }
     }
 }
@@ -251,7 +251,7 @@ mod tests {
         .unwrap();
         keep_traffic_online(&mut plan);
         let late = |u: &UserIx| plan.population.late.binary_search(u).is_ok();
-        let TrafficKind::Direct(d) = &plan.traffic[0].kind else {
+        let TrafficShape::Direct(d) = &plan.traffic[0].kind else {
             panic!("direct first")
         };
         assert_eq!(d.receivers.len(), 10);
@@ -261,7 +261,7 @@ mod tests {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), 10);
-        let TrafficKind::Group(g) = &plan.traffic[1].kind else {
+        let TrafficShape::Group(g) = &plan.traffic[1].kind else {
             panic!("group second")
         };
         for group in &g.groups {

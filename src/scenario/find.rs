@@ -2,40 +2,17 @@
 //! on the command line (flags given there win). Checked here like every other table, so a
 //! mistake names its `FILE:LINE: KEY`.
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::plan::{FindOpts, FindValue};
-use super::schema::{Dur, Opt};
+use super::schema::FindSpec;
 use super::source::Source;
-use super::validate::{duration, positive_dur};
+use super::values::{duration, positive};
 use crate::find::Precision;
 use crate::Result;
 
 /// The most steps one search may run.
 pub const MAX_STEPS: u32 = 64;
-
-/// `[find]` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FindSpec {
-    /// The key to vary.
-    pub vary: Spanned<String>,
-    /// First value.
-    pub from: Opt<toml::Value>,
-    /// Highest value.
-    pub to: Opt<toml::Value>,
-    /// `25` or `"5%"`.
-    pub precision: Opt<toml::Value>,
-    /// Every pattern's duration in a step.
-    pub step_duration: Opt<Dur>,
-    /// Traffic left out at the start of each step.
-    pub warmup: Opt<Dur>,
-    /// Most steps.
-    pub max_steps: Opt<i64>,
-    /// Everyone connects at once in each step (with `vary = "population.users"`).
-    pub storm: Opt<bool>,
-}
 
 /// Checks `[find]`.
 pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option<FindOpts>> {
@@ -69,40 +46,16 @@ pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option
             ));
         }
     }
-    let precision = match &f.precision {
-        None => None,
-        Some(v) => {
-            let text = match v.get_ref() {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(x) => x.to_string(),
-                other => {
-                    return Err(src.at(
-                        v,
-                        "find.precision",
-                        format!(
-                            "must be a number or a percentage string such as \"5%\", got a {}",
-                            other.type_str()
-                        ),
-                    ))
-                }
-            };
-            Some(Precision::parse(&text).map_err(|e| src.at(v, "find.precision", e))?)
-        }
-    };
-    let max_steps = match &f.max_steps {
-        None => None,
-        Some(v) => match u32::try_from(*v.get_ref()) {
-            Ok(n) if (1..=MAX_STEPS).contains(&n) => Some(n),
-            _ => {
-                return Err(src.at(
-                    v,
-                    "find.max_steps",
-                    format!("must be in 1..={MAX_STEPS}, got {}", v.get_ref()),
-                ))
-            }
-        },
-    };
+    let precision = f
+        .precision
+        .as_ref()
+        .map(|v| precision(src, v))
+        .transpose()?;
+    let max_steps = f
+        .max_steps
+        .as_ref()
+        .map(|v| max_steps(src, v))
+        .transpose()?;
     let storm = f.storm.as_ref().is_some_and(|s| *s.get_ref());
     if let (true, Some(s)) = (storm && vary != "population.users", &f.storm) {
         return Err(src.at(
@@ -119,16 +72,48 @@ pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option
         step_duration: f
             .step_duration
             .as_ref()
-            .map(|d| positive_dur(src, d, "find.step_duration"))
+            .map(|d| src.value(d, "find.step_duration", positive))
             .transpose()?,
         warmup: f
             .warmup
             .as_ref()
-            .map(|d| duration(src, d, "find.warmup"))
+            .map(|d| src.value(d, "find.warmup", duration))
             .transpose()?,
         max_steps,
         storm,
     }))
+}
+
+/// `find.precision`: a number or a percentage.
+fn precision(src: &Source<'_>, v: &Spanned<toml::Value>) -> Result<Precision> {
+    let text = match v.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(x) => x.to_string(),
+        other => {
+            return Err(src.at(
+                v,
+                "find.precision",
+                format!(
+                    "must be a number or a percentage string such as \"5%\", got a {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    Precision::parse(&text).map_err(|e| src.at(v, "find.precision", e))
+}
+
+/// `find.max_steps`.
+fn max_steps(src: &Source<'_>, v: &Spanned<i64>) -> Result<u32> {
+    match u32::try_from(*v.get_ref()) {
+        Ok(n) if (1..=MAX_STEPS).contains(&n) => Ok(n),
+        _ => Err(src.at(
+            v,
+            "find.max_steps",
+            format!("must be in 1..={MAX_STEPS}, got {}", v.get_ref()),
+        )),
+    }
 }
 
 /// A positive, finite number and whether it is written whole.

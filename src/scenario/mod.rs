@@ -6,24 +6,33 @@
 //!    as `FILE:LINE: KEY: what is wrong` ([`crate::Error::Scenario`]).
 //! 2. `overrides`: `--set KEY=VALUE` edits the tree, with spans that name the override.
 //! 3. `schema`: the tree is read into serde types that deny unknown keys.
-//! 4. `validate` (with `target`, `traffic`, `arrival`): every value and combination is
-//!    checked and resolved to numbers, before anything connects.
+//! 4. `validate` (with `target`, `population`, `arrival`, `traffic`): every value and
+//!    combination is checked and resolved to numbers, before anything connects. `values`
+//!    is the leaf of value parsers and limits; `traffic` checks what every `[[traffic]]`
+//!    entry shares and hands the rest to its kind's own file in `kinds/` (the table of
+//!    kinds is `kind`, one line each).
 //!    `find` checks the `[find]` table of `msgstorm find`; `warnings` lists what a valid
 //!    scenario cannot verify with its driver (printed, never an error).
-//! 5. `lower`: users, groups and stream ids are chosen from the seed into a [`Plan`].
+//! 5. `lower`: users, groups and stream ids are chosen from the seed (`draw`) into a
+//!    [`Plan`], each kind lowering its own patterns.
 //!
 //! `docs/scenario.md` documents every key.
 
 mod arrival;
+mod draw;
 mod find;
+mod kind;
+mod kinds;
 mod lower;
 mod overrides;
 pub mod plan;
+mod population;
 mod schema;
 mod source;
 mod target;
 mod traffic;
 mod validate;
+mod values;
 mod warnings;
 
 use std::path::Path;
@@ -32,6 +41,7 @@ use serde::Deserialize;
 use toml::de::DeTable;
 use toml::Spanned;
 
+pub use kind::TrafficKind;
 pub use plan::*;
 
 use crate::{Error, Result};
@@ -73,7 +83,12 @@ pub fn parse(text: &str, file: &Path, overrides: &[String], shard: Shard) -> Res
     let mut rest = root.clone();
     let tables = target::take_driver_tables(&mut rest);
     let de = toml::de::Deserializer::from(Spanned::new(span, rest));
-    let scenario = schema::Scenario::deserialize(de).map_err(|e| src.schema_error(&root, &e))?;
+    let keys_at = |path: &str| match path {
+        "target" => Some(target::target_keys()),
+        _ => traffic::keys_at(&root, path),
+    };
+    let scenario =
+        schema::Scenario::deserialize(de).map_err(|e| src.schema_error(&root, &e, keys_at))?;
     let checked = validate::validate(&src, &scenario, &root, &tables, file)?;
     Ok(lower::lower(checked, shard))
 }

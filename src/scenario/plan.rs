@@ -174,7 +174,7 @@ pub struct Traffic {
     /// Stop sending after this long (`None`: when the counts are done).
     pub duration: Option<Duration>,
     /// What it does.
-    pub kind: TrafficKind,
+    pub kind: TrafficShape,
 }
 
 /// The users of an `idle` pattern. The whole population is never listed: it may be
@@ -199,7 +199,7 @@ impl IdleUsers {
 
 /// The resolved shape of a traffic pattern.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TrafficKind {
+pub enum TrafficShape {
     /// Fixed senders × receivers, each sender cycling over the receivers round-robin.
     Direct(DirectTraffic),
     /// Group chat.
@@ -224,8 +224,8 @@ pub struct DirectTraffic {
     pub receivers: Vec<UserIx>,
     /// Messages per sender × receiver pair (`None`: until `duration`).
     pub messages: Option<u64>,
-    /// Time between two sends of one sender.
-    pub interval: Duration,
+    /// When each sender's sends are due.
+    pub pace: Pace,
     /// Body size in bytes (the envelope is padded to it).
     pub size: usize,
     /// Stream id of pair (sender `s`, receiver `r`) is
@@ -240,8 +240,8 @@ pub struct GroupTraffic {
     pub groups: Vec<GroupSpec>,
     /// Messages per sender (`None`: until `duration`).
     pub messages: Option<u64>,
-    /// Time between two sends of one sender.
-    pub interval: Duration,
+    /// When each sender's sends are due.
+    pub pace: Pace,
     /// Body size in bytes.
     pub size: usize,
     /// Stream id of (group `g`, sender position `k`) is
@@ -249,6 +249,82 @@ pub struct GroupTraffic {
     pub stream_base: StreamId,
     /// Senders in each group.
     pub senders_per_group: u32,
+}
+
+/// When one sender's sends are due, counted from its pattern's start. Senders' first
+/// sends are staggered evenly over one interval ([`Pace::spacing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pace {
+    /// One send every this long.
+    Every(Duration),
+    /// Artillery's flow: each sender thinks, then loops {send one message to each of its
+    /// receivers (or into its group), think}; due times still come from the schedule.
+    Think(Think),
+}
+
+impl Pace {
+    /// The mean time between two sends (or loops) of one sender.
+    pub fn spacing(&self) -> Duration {
+        match self {
+            Pace::Every(interval) => *interval,
+            Pace::Think(t) => t.times.mean(),
+        }
+    }
+}
+
+/// Think times drawn per sender from a seed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Think {
+    /// How long a user thinks.
+    pub times: ThinkTimes,
+    /// The pattern's seed (drawn from the scenario seed); sender `k` draws from
+    /// [`Think::rng`]`(k)`.
+    pub seed: u64,
+}
+
+impl Think {
+    /// The random source of the sender at `position` in its pattern.
+    pub fn rng(&self, position: usize) -> fastrand::Rng {
+        let k = (position as u64).wrapping_add(1);
+        fastrand::Rng::with_seed(self.seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+}
+
+/// How long a user thinks between two loops.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ThinkTimes {
+    /// Always this long.
+    Fixed(Duration),
+    /// Uniform in `low..=high`.
+    Uniform(Duration, Duration),
+    /// Exponential with this mean (a Poisson process per user).
+    Exponential(Duration),
+}
+
+impl ThinkTimes {
+    /// The mean think time.
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ThinkTimes::Fixed(d) | ThinkTimes::Exponential(d) => d,
+            ThinkTimes::Uniform(low, high) => (low + high) / 2,
+        }
+    }
+
+    /// One think time drawn from `rng`.
+    pub fn draw(&self, rng: &mut fastrand::Rng) -> Duration {
+        match *self {
+            ThinkTimes::Fixed(d) => d,
+            ThinkTimes::Uniform(low, high) => {
+                let span = (high - low).as_nanos().min(u128::from(u64::MAX)) as u64;
+                low + Duration::from_nanos(rng.u64(..=span))
+            }
+            ThinkTimes::Exponential(mean) => {
+                // 1 − u is in (0, 1]: the logarithm is finite.
+                let x = -(1.0 - rng.f64()).ln() * mean.as_secs_f64();
+                Duration::try_from_secs_f64(x).unwrap_or(Duration::MAX)
+            }
+        }
+    }
 }
 
 /// One group of a plan.
@@ -424,10 +500,10 @@ impl Plan {
         self.traffic
             .iter()
             .map(|t| match &t.kind {
-                TrafficKind::Direct(d) => d.size,
-                TrafficKind::Group(g) => g.size,
-                TrafficKind::Echo(e) => e.size,
-                TrafficKind::Idle { .. } | TrafficKind::Request(_) => 0,
+                TrafficShape::Direct(d) => d.size,
+                TrafficShape::Group(g) => g.size,
+                TrafficShape::Echo(e) => e.size,
+                TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
             })
             .max()
             .unwrap_or(0)
@@ -470,17 +546,17 @@ impl SenderShards {
         };
         for t in &plan.traffic {
             match &t.kind {
-                TrafficKind::Direct(d) => {
+                TrafficShape::Direct(d) => {
                     out.direct
                         .push((d.stream_base, d.receivers.len() as u32, d.senders.clone()))
                 }
-                TrafficKind::Group(g) => out.group.push((
+                TrafficShape::Group(g) => out.group.push((
                     g.stream_base,
                     g.senders_per_group,
                     g.groups.iter().map(|x| x.senders.clone()).collect(),
                 )),
                 // Echo streams come back to their sender; the others carry no envelopes.
-                TrafficKind::Echo(_) | TrafficKind::Idle { .. } | TrafficKind::Request(_) => {}
+                TrafficShape::Echo(_) | TrafficShape::Idle { .. } | TrafficShape::Request(_) => {}
             }
         }
         out

@@ -5,10 +5,13 @@
 //! `f64` so that `-5` reaches validation and gets "must be > 0, got -5" rather than a
 //! type error. `docs/scenario.md` documents each key.
 
-use std::time::Duration;
+use std::ops::Range;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use toml::Spanned;
+
+use super::kind::TrafficKind;
+use super::values::Dur;
 
 /// An optional spanned value, the shape of almost every key.
 pub type Opt<T> = Option<Spanned<T>>;
@@ -39,7 +42,7 @@ pub struct Scenario {
     /// Target processes to watch.
     pub monitor: Option<MonitorSpec>,
     /// How `msgstorm find` searches (`src/scenario/find.rs`).
-    pub find: Option<Spanned<super::find::FindSpec>>,
+    pub find: Option<Spanned<FindSpec>>,
 }
 
 /// `[target]`.
@@ -152,7 +155,7 @@ pub struct TrafficSpec {
     /// Pattern name.
     pub name: Opt<String>,
     /// What the pattern does.
-    pub kind: Spanned<Kind>,
+    pub kind: Spanned<TrafficKind>,
     /// Start, after all on-time users are in.
     pub start: Opt<Dur>,
     /// How long it sends.
@@ -189,34 +192,44 @@ pub struct TrafficSpec {
     pub step_duration: Opt<Dur>,
     /// Echo: connections that send.
     pub connections: Opt<i64>,
+    /// Flow: where each user's messages go, `"direct"` or `"group"`.
+    pub to: Opt<String>,
+    /// Flow: iterations of {send, think} per user.
+    pub loops: Opt<i64>,
+    /// Flow: think time, `"2s"`, `{ uniform = ["1s", "3s"] }` or `{ exponential = "2s" }`.
+    pub think: Opt<toml::Value>,
 }
 
-/// `traffic.kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// 1:1 messages.
-    Direct,
-    /// Group messages.
-    Group,
-    /// Heartbeats only.
-    Idle,
-    /// Closed-loop request/response.
-    Request,
-    /// Echo round trips.
-    Echo,
-}
-
-impl Kind {
-    /// The name used in scenario files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Direct => "direct",
-            Kind::Group => "group",
-            Kind::Idle => "idle",
-            Kind::Request => "request",
-            Kind::Echo => "echo",
+impl TrafficSpec {
+    /// The optional keys present besides `name`, `kind`, `start` and `duration`, with
+    /// their spans (each kind takes some of them).
+    pub fn present(&self) -> Vec<(&'static str, Range<usize>)> {
+        fn add<T>(v: &mut Vec<(&'static str, Range<usize>)>, name: &'static str, o: &Opt<T>) {
+            if let Some(x) = o {
+                v.push((name, x.span()));
+            }
         }
+        let mut v = Vec::new();
+        add(&mut v, "pick", &self.pick);
+        add(&mut v, "senders", &self.senders);
+        add(&mut v, "receivers", &self.receivers);
+        add(&mut v, "messages", &self.messages);
+        add(&mut v, "interval", &self.interval);
+        add(&mut v, "rate", &self.rate);
+        add(&mut v, "size", &self.size);
+        add(&mut v, "groups", &self.groups);
+        add(&mut v, "group_size", &self.group_size);
+        add(&mut v, "senders_per_group", &self.senders_per_group);
+        add(&mut v, "users", &self.users);
+        add(&mut v, "request", &self.request);
+        add(&mut v, "concurrency", &self.concurrency);
+        add(&mut v, "sweep", &self.sweep);
+        add(&mut v, "step_duration", &self.step_duration);
+        add(&mut v, "connections", &self.connections);
+        add(&mut v, "to", &self.to);
+        add(&mut v, "loops", &self.loops);
+        add(&mut v, "think", &self.think);
+        v
     }
 }
 
@@ -309,27 +322,24 @@ pub struct MonitorSpec {
     pub series: Vec<Spanned<String>>,
 }
 
-/// A duration written as a string such as `"200ms"` or `"20s"`, parsed while
-/// deserializing so a bad one is reported at its own span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dur(pub Duration);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Dur;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a duration string such as \"200ms\" or \"20s\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
-                humantime::parse_duration(v.trim()).map(Dur).map_err(|_| {
-                    E::custom(format!(
-                        "not a duration: `{v}` (use e.g. `200ms`, `20s`, `1m30s`)"
-                    ))
-                })
-            }
-        }
-        d.deserialize_str(Visitor)
-    }
+/// `[find]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FindSpec {
+    /// The key to vary.
+    pub vary: Spanned<String>,
+    /// First value.
+    pub from: Opt<toml::Value>,
+    /// Highest value.
+    pub to: Opt<toml::Value>,
+    /// `25` or `"5%"`.
+    pub precision: Opt<toml::Value>,
+    /// Every pattern's duration in a step.
+    pub step_duration: Opt<Dur>,
+    /// Traffic left out at the start of each step.
+    pub warmup: Opt<Dur>,
+    /// Most steps.
+    pub max_steps: Opt<i64>,
+    /// Everyone connects at once in each step (with `vary = "population.users"`).
+    pub storm: Opt<bool>,
 }

@@ -71,6 +71,17 @@ impl Source<'_> {
         self.error(value.span(), key, msg)
     }
 
+    /// Checks spanned value `v` with `check` (a parser of `values`); a complaint names `key`
+    /// at the value's line.
+    pub fn value<T: Copy, U>(
+        &self,
+        v: &Spanned<T>,
+        key: impl Into<String>,
+        check: impl FnOnce(T) -> Result<U, String>,
+    ) -> Result<U, Error> {
+        check(*v.get_ref()).map_err(|msg| self.at(v, key, msg))
+    }
+
     /// Rewrites a TOML syntax error (no tree yet).
     pub fn syntax_error(&self, e: &toml::de::Error) -> Error {
         let span = e.span().unwrap_or(0..0);
@@ -83,8 +94,14 @@ impl Source<'_> {
         self.error(span, "syntax", format!("TOML syntax: {msg}"))
     }
 
-    /// Rewrites a serde error raised while reading `root` into the schema.
-    pub fn schema_error(&self, root: &DeTable<'_>, e: &toml::de::Error) -> Error {
+    /// Rewrites a serde error raised while reading `root` into the schema; `keys_at` gives
+    /// the keys a table at a dotted path may hold, when they depend on its contents.
+    pub fn schema_error(
+        &self,
+        root: &DeTable<'_>,
+        e: &toml::de::Error,
+        keys_at: impl Fn(&str) -> Option<Vec<&'static str>>,
+    ) -> Error {
         let span = e.span().unwrap_or(0..0);
         let path = find_path(root, &span).unwrap_or_default();
         let msg = e.message().trim();
@@ -96,7 +113,7 @@ impl Source<'_> {
         }
         let text = if msg.starts_with("unknown field ") {
             let parent = path.rsplit_once('.').map_or("", |(p, _)| p);
-            match (super::traffic::keys_at(root, parent), ticked.first()) {
+            match (keys_at(parent), ticked.first()) {
                 (Some(keys), Some(word)) => unknown_among("key", word, &keys),
                 _ => unknown("key", &ticked),
             }

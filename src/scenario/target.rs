@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::plan::{Auth, Target};
 use super::schema::{AuthSpec, TargetSpec, TARGET_KEYS};
 use super::source::Source;
-use super::validate::{heartbeat, positive_dur};
+use super::values::{heartbeat, positive};
 use crate::driver::{self, AuthForm, Endpoint, Spec};
 use crate::Result;
 
@@ -67,7 +67,41 @@ pub fn target(
     tables: &[DriverTable<'_>],
 ) -> Result<Target> {
     let t = spec.map(Spanned::get_ref);
-    let driver = match t.and_then(|t| t.driver.as_ref()) {
+    let driver = driver_of(src, t)?;
+    let endpoint = endpoint(src, spec, driver)?;
+    let connect_timeout = match t.and_then(|t| t.connect_timeout.as_ref()) {
+        Some(d) => src.value(d, "target.connect_timeout", positive)?,
+        None => CONNECT_TIMEOUT,
+    };
+    // Users keep their connection alive like real clients unless told not to ("0s").
+    let heartbeat = match t.and_then(|t| t.heartbeat.as_ref()) {
+        Some(h) => src.value(h, "target.heartbeat", heartbeat)?,
+        None => Some(DEFAULT_HEARTBEAT),
+    };
+    let auth = match t.and_then(|t| t.auth.as_ref()) {
+        Some(a) => auth(src, a, driver)?,
+        None if driver.auth.contains(&AuthForm::Secret) => Auth::Secret(DEFAULT_SECRET.into()),
+        None => Auth::None,
+    };
+    let auth = url_credentials(src, t, endpoint.as_ref(), driver, auth)?;
+    let source_addrs = source_addrs(src, t, driver)?;
+    let options = options(src, tables, driver)?;
+    Ok(Target {
+        endpoint,
+        driver,
+        auth,
+        connect_timeout,
+        heartbeat,
+        source_addrs,
+        options,
+        caps: driver.caps,
+        kinds: Vec::new(),
+    })
+}
+
+/// `target.driver`, or the default driver.
+fn driver_of(src: &Source<'_>, t: Option<&TargetSpec>) -> Result<&'static Spec> {
+    match t.and_then(|t| t.driver.as_ref()) {
         Some(d) => driver::spec(d.get_ref()).ok_or_else(|| {
             let names: Vec<&str> = driver::specs().iter().map(|s| s.name).collect();
             src.at(
@@ -75,15 +109,24 @@ pub fn target(
                 "target.driver",
                 super::source::unknown_among("driver", d.get_ref(), &names),
             )
-        })?,
+        }),
         None => driver::spec(DEFAULT_DRIVER).ok_or_else(|| {
             crate::Error::Usage(format!("the `{DEFAULT_DRIVER}` driver is not built in"))
-        })?,
-    };
-    let endpoint = match t.and_then(|t| t.url.as_ref()) {
-        Some(u) => {
-            Some(Endpoint::parse(u.get_ref(), driver).map_err(|m| src.at(u, "target.url", m))?)
-        }
+        }),
+    }
+}
+
+/// `target.url`; absent, the embedded server, when `driver` talks to it.
+fn endpoint(
+    src: &Source<'_>,
+    spec: Option<&Spanned<TargetSpec>>,
+    driver: &'static Spec,
+) -> Result<Option<Endpoint>> {
+    let t = spec.map(Spanned::get_ref);
+    match t.and_then(|t| t.url.as_ref()) {
+        Some(u) => Ok(Some(
+            Endpoint::parse(u.get_ref(), driver).map_err(|m| src.at(u, "target.url", m))?,
+        )),
         None if driver.embedded_path.is_none() && !driver.schemes.is_empty() => {
             let span = t
                 .and_then(|t| t.driver.as_ref())
@@ -93,7 +136,7 @@ pub fn target(
                 .filter(|s| s.embedded_path.is_some())
                 .map(|s| s.name.to_owned())
                 .collect();
-            return Err(src.error(
+            Err(src.error(
                 span,
                 "target.driver",
                 format!(
@@ -103,50 +146,56 @@ pub fn target(
                     driver.schemes.first().map_or("", |s| s.example),
                     embedded.join(" and ")
                 ),
-            ));
+            ))
         }
-        None => None,
-    };
-    let connect_timeout = match t.and_then(|t| t.connect_timeout.as_ref()) {
-        Some(d) => positive_dur(src, d, "target.connect_timeout")?,
-        None => CONNECT_TIMEOUT,
-    };
-    // Users keep their connection alive like real clients unless told not to ("0s").
-    let heartbeat = match t.and_then(|t| t.heartbeat.as_ref()) {
-        Some(h) => heartbeat(src, h)?,
-        None => Some(DEFAULT_HEARTBEAT),
-    };
-    let mut auth = match t.and_then(|t| t.auth.as_ref()) {
-        Some(a) => auth(src, a, driver)?,
-        None if driver.auth.contains(&AuthForm::Secret) => Auth::Secret(DEFAULT_SECRET.into()),
-        None => Auth::None,
-    };
-    if let (Some(ep), Some(u)) = (&endpoint, t.and_then(|t| t.url.as_ref())) {
-        if let Some((user, pass)) = &ep.userinfo {
-            if !driver.auth.contains(&AuthForm::Password) {
-                return Err(src.at(
-                    u,
-                    "target.url",
-                    format!(
-                        "driver `{}` takes no user name or password in the URL",
-                        driver.name
-                    ),
-                ));
-            }
-            if auth != Auth::None {
-                return Err(src.at(
-                    u,
-                    "target.url",
-                    "credentials are both in the URL and in `[target.auth]`: keep one",
-                ));
-            }
-            auth = Auth::Password {
-                username: user.clone(),
-                password: pass.clone().unwrap_or_default(),
-            };
-        }
+        None => Ok(None),
     }
-    let mut source_addrs = Vec::new();
+}
+
+/// `auth`, or the user name and password of the URL when it has them.
+fn url_credentials(
+    src: &Source<'_>,
+    t: Option<&TargetSpec>,
+    endpoint: Option<&Endpoint>,
+    driver: &'static Spec,
+    auth: Auth,
+) -> Result<Auth> {
+    let (Some(ep), Some(u)) = (endpoint, t.and_then(|t| t.url.as_ref())) else {
+        return Ok(auth);
+    };
+    let Some((user, pass)) = &ep.userinfo else {
+        return Ok(auth);
+    };
+    if !driver.auth.contains(&AuthForm::Password) {
+        return Err(src.at(
+            u,
+            "target.url",
+            format!(
+                "driver `{}` takes no user name or password in the URL",
+                driver.name
+            ),
+        ));
+    }
+    if auth != Auth::None {
+        return Err(src.at(
+            u,
+            "target.url",
+            "credentials are both in the URL and in `[target.auth]`: keep one",
+        ));
+    }
+    Ok(Auth::Password {
+        username: user.clone(),
+        password: pass.clone().unwrap_or_default(),
+    })
+}
+
+/// `target.source_addresses`, for drivers that bind them.
+fn source_addrs(
+    src: &Source<'_>,
+    t: Option<&TargetSpec>,
+    driver: &'static Spec,
+) -> Result<Vec<std::net::IpAddr>> {
+    let mut out = Vec::new();
     for (i, a) in t
         .map_or(&[][..], |t| &t.source_addresses)
         .iter()
@@ -175,8 +224,17 @@ pub fn target(
                 ),
             ));
         }
-        source_addrs.push(ip);
+        out.push(ip);
     }
+    Ok(out)
+}
+
+/// The driver's own table, read as TOML (the driver checks it).
+fn options(
+    src: &Source<'_>,
+    tables: &[DriverTable<'_>],
+    driver: &'static Spec,
+) -> Result<toml::Table> {
     let mut options = toml::Table::new();
     for (name, table) in tables {
         let key = format!("target.{name}");
@@ -198,17 +256,7 @@ pub fn target(
             src.error(e.span().unwrap_or(table.span()), key, e.message().trim())
         })?;
     }
-    Ok(Target {
-        endpoint,
-        driver,
-        auth,
-        connect_timeout,
-        heartbeat,
-        source_addrs,
-        options,
-        caps: driver.caps,
-        kinds: Vec::new(),
-    })
+    Ok(options)
 }
 
 /// Checks the driver's options and endpoint by building the driver (nothing connects),

@@ -8,47 +8,17 @@ use std::time::Duration;
 use toml::de::DeTable;
 use toml::Spanned;
 
-use super::arrival;
-use super::plan::{
-    ArrivalPhase, Bound, Check, CheckMetric, LedgerOpts, MonitorOpts, ReportOpts, Target,
-};
-use super::schema::{ChecksSpec, Dur, LedgerSpec, MonitorSpec, PopulationSpec, Scenario};
+use super::plan::{Bound, Check, CheckMetric, LedgerOpts, MonitorOpts, ReportOpts, Target};
+use super::population::{population, Pop};
+use super::schema::{ChecksSpec, LedgerSpec, MonitorSpec, PopulationSpec, Scenario};
 use super::source::Source;
 use super::target::{check_driver, target, DriverTable};
-use super::traffic::{traffic, Pattern, PatternKind};
+use super::traffic::{traffic, Pattern};
+use super::values::{duration, number, positive, unit, MAX_EXAMPLES};
 use crate::Result;
 
 /// Seed used when the scenario sets none.
 pub const DEFAULT_SEED: u64 = 42;
-/// Default `population.login_rate`, logins/s.
-const LOGIN_RATE: f64 = 1000.0;
-
-/// The longest value of any duration key, and the longest the login arrival, a request
-/// sweep or a pattern's count of sends may take: 30 days. Every offset the engine adds to
-/// the run's start stays far inside what `Instant` and `Duration` arithmetic can hold.
-pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
-/// The slowest rate of any rate key (logins/s, msgs/s): one per 1,000 s.
-pub const MIN_RATE: f64 = 1e-3;
-/// The fastest rate of any rate key: 10⁹/s, beyond any generator.
-pub const MAX_RATE: f64 = 1e9;
-/// The shortest time between two sends of one sender.
-pub const MIN_INTERVAL: Duration = Duration::from_micros(1);
-/// The shortest heartbeat interval (`0s` turns heartbeats off).
-const MIN_HEARTBEAT: Duration = Duration::from_millis(1);
-/// The most users a scenario may have: 100 million, ~5,000 shard processes of 20k
-/// connections each. The plan never lists all of them (see [`MAX_LISTED`]).
-pub const MAX_USERS: u32 = 100_000_000;
-/// The most user slots the plan may list in all (late and churning users, senders,
-/// receivers, group members, chosen idle users, echo connections): 4 bytes each, so
-/// the plan every shard process holds stays under 400 MB.
-pub const MAX_LISTED: u64 = 100_000_000;
-/// The most stream × recipient pairs (what the ledger tracks) of a plan.
-pub const MAX_PAIRS: u64 = 1_000_000_000;
-/// The most deliveries a plan may schedule: far more than any generator sends in 30 days,
-/// and far inside the `u64` counters that add them up.
-pub const MAX_DELIVERIES: u64 = 1_000_000_000_000_000;
-/// The most examples kept per kind of delivery failure.
-const MAX_EXAMPLES: usize = 1000;
 
 /// A validated scenario: every number checked and resolved, users not yet chosen.
 #[derive(Debug)]
@@ -79,36 +49,6 @@ pub struct Checked {
     pub warnings: Vec<String>,
 }
 
-/// The population with counts instead of user lists.
-#[derive(Debug)]
-pub struct Pop {
-    /// All users.
-    pub users: u32,
-    /// Wire id prefix.
-    pub prefix: String,
-    /// Wire id offset.
-    pub first_id: u64,
-    /// Arrival phases fitted to the on-time users.
-    pub arrival: Vec<ArrivalPhase>,
-    /// Number of late users.
-    pub late: u32,
-    /// When they log in.
-    pub late_at: Duration,
-    /// Number of churning users.
-    pub churn: u32,
-    /// When churning users leave.
-    pub churn_offline_at: Duration,
-    /// When they come back.
-    pub churn_back_at: Duration,
-}
-
-impl Pop {
-    /// Users online through the whole traffic: neither late nor churning.
-    pub fn steady(&self) -> u32 {
-        self.users - self.late - self.churn
-    }
-}
-
 /// Validates a whole scenario read from `file`; `root` is its spanned tree (after
 /// overrides) and `tables` the drivers' own tables taken out of it.
 pub fn validate(
@@ -133,7 +73,7 @@ pub fn validate(
         None => DEFAULT_SEED,
     };
     let drain = match &s.drain {
-        Some(d) => duration(src, d, "drain")?,
+        Some(d) => src.value(d, "drain", duration)?,
         None => Duration::from_secs(5),
     };
     let mut target = target(src, s.target.as_ref(), tables)?;
@@ -173,13 +113,7 @@ pub fn validate(
 fn kinds(traffic: &[Pattern]) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     for p in traffic {
-        let kind = match &p.kind {
-            PatternKind::Direct { .. } => "direct",
-            PatternKind::Group { .. } => "group",
-            PatternKind::Idle { .. } => "idle",
-            PatternKind::Request(_) => "request",
-            PatternKind::Echo { .. } => "echo",
-        };
+        let kind = p.numbers.sends_as().unwrap_or(p.kind).as_str();
         if !kinds.contains(&kind) {
             kinds.push(kind);
         }
@@ -191,12 +125,7 @@ fn kinds(traffic: &[Pattern]) -> Vec<&'static str> {
 fn max_body(traffic: &[Pattern]) -> usize {
     traffic
         .iter()
-        .map(|p| match &p.kind {
-            PatternKind::Direct { size, .. }
-            | PatternKind::Group { size, .. }
-            | PatternKind::Echo { size, .. } => *size,
-            PatternKind::Idle { .. } | PatternKind::Request(_) => 0,
-        })
+        .map(|p| p.numbers.max_body())
         .max()
         .unwrap_or(0)
 }
@@ -212,21 +141,7 @@ fn sampled_streams(
     let Some(s) = spec.and_then(|l| l.sample.as_ref()) else {
         return Ok(());
     };
-    let streams: u64 = traffic
-        .iter()
-        .map(|p| match &p.kind {
-            PatternKind::Direct {
-                senders, receivers, ..
-            } => u64::from(*senders) * u64::from(*receivers),
-            PatternKind::Group {
-                groups,
-                senders_per_group,
-                ..
-            } => u64::from(*groups) * u64::from(*senders_per_group),
-            PatternKind::Echo { connections, .. } => u64::from(*connections),
-            PatternKind::Idle { .. } | PatternKind::Request(_) => 0,
-        })
-        .sum();
+    let streams: u64 = traffic.iter().map(|p| p.numbers.streams()).sum();
     let expected = opts.sample * streams as f64;
     if streams == 0 || expected >= 1.0 {
         return Ok(());
@@ -337,253 +252,6 @@ fn monitor(src: &Source<'_>, spec: Option<&MonitorSpec>) -> Result<MonitorOpts> 
     Ok(opts)
 }
 
-fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Pop> {
-    let p = spec.get_ref();
-    let users = match *p.users.get_ref() {
-        n if n <= 0 => {
-            return Err(src.at(
-                &p.users,
-                "population.users",
-                format!("must be > 0, got {n}"),
-            ))
-        }
-        n => u32::try_from(n)
-            .ok()
-            .filter(|&n| n <= MAX_USERS)
-            .ok_or_else(|| {
-                src.at(
-                    &p.users,
-                    "population.users",
-                    format!("must be at most {MAX_USERS}, got {n}"),
-                )
-            })?,
-    };
-    let first_id = match &p.first_id {
-        Some(v) => u64::try_from(*v.get_ref()).map_err(|_| {
-            src.at(
-                v,
-                "population.first_id",
-                format!("must be ≥ 0, got {}", v.get_ref()),
-            )
-        })?,
-        None => 0,
-    };
-    let phases = match (&p.login_rate, &p.arrival) {
-        (Some(r), None) => {
-            let rate = rate(src, r, "population.login_rate")?;
-            vec![steady(Duration::from_secs(1), rate)]
-        }
-        (None, Some(a)) => phases(src, a)?,
-        (None, None) => vec![steady(Duration::from_secs(1), LOGIN_RATE)],
-        (Some(r), Some(_)) => return Err(src.at(
-            r,
-            "population.login_rate",
-            "set either `login_rate` (one steady phase) or `arrival` (a list of phases), not both",
-        )),
-    };
-    let (late, late_at) = match &p.late {
-        Some(l) => {
-            let n = share(
-                src,
-                &l.get_ref().fraction,
-                &l.get_ref().count,
-                users,
-                "population.late",
-                l,
-            )?;
-            (n, duration(src, &l.get_ref().at, "population.late.at")?)
-        }
-        None => (0, Duration::ZERO),
-    };
-    let (churn, churn_offline_at, churn_back_at) = match &p.churn {
-        Some(c) => {
-            let g = c.get_ref();
-            let n = share(src, &g.fraction, &g.count, users, "population.churn", c)?;
-            let offline_at = duration(src, &g.offline_at, "population.churn.offline_at")?;
-            let back_at = duration(src, &g.back_at, "population.churn.back_at")?;
-            (n, offline_at, back_at)
-        }
-        None => (0, Duration::ZERO, Duration::ZERO),
-    };
-    if late >= users {
-        let l = p.late.as_ref().map_or(spec.span(), Spanned::span);
-        return Err(src.error(
-            l,
-            "population.late",
-            format!("all {users} users would be late; at least one must log in on time"),
-        ));
-    }
-    if u64::from(late) + u64::from(churn) > u64::from(users) {
-        let c = p.churn.as_ref().map_or(spec.span(), Spanned::span);
-        return Err(src.error(
-            c,
-            "population.churn",
-            format!(
-                "{late} late + {churn} churning users > {users} users; late and churning users \
-                 are disjoint, so their fractions must add up to at most 1"
-            ),
-        ));
-    }
-    let arrival = arrival::fit(&phases, users - late);
-    let ramp_end = arrival::end(&arrival);
-    if ramp_end > MAX_DURATION {
-        let (key, span) = match (&p.login_rate, &p.arrival) {
-            (Some(r), _) => ("population.login_rate", r.span()),
-            (_, Some(a)) => ("population.arrival", a.span()),
-            _ => ("population.users", p.users.span()),
-        };
-        return Err(src.error(
-            span,
-            key,
-            format!(
-                "logging in {} on-time users at this rate takes {}; the arrival must end \
-                 within 30 days: raise the rate",
-                users - late,
-                show(ramp_end)
-            ),
-        ));
-    }
-    if let Some(l) = &p.late {
-        let at = &l.get_ref().at;
-        if at.get_ref().0 < ramp_end {
-            return Err(src.at(
-                at,
-                "population.late.at",
-                format!(
-                    "{} is before the on-time users are all logged in ({}); late users log in \
-                     after the arrival phases: set `at` ≥ {} or raise the arrival rate",
-                    show(at.get_ref().0),
-                    show(ramp_end),
-                    show(ramp_end)
-                ),
-            ));
-        }
-    }
-    if let Some(c) = &p.churn {
-        let c = c.get_ref();
-        if c.offline_at.get_ref().0 < ramp_end {
-            return Err(src.at(
-                &c.offline_at,
-                "population.churn.offline_at",
-                format!(
-                    "{} is before the on-time users are all logged in ({}); set it ≥ {}",
-                    show(churn_offline_at),
-                    show(ramp_end),
-                    show(ramp_end)
-                ),
-            ));
-        }
-        if churn_back_at <= churn_offline_at {
-            return Err(src.at(
-                &c.back_at,
-                "population.churn.back_at",
-                format!(
-                    "must be after `offline_at` ({}), got {}",
-                    show(churn_offline_at),
-                    show(churn_back_at)
-                ),
-            ));
-        }
-    }
-    Ok(Pop {
-        users,
-        prefix: p
-            .prefix
-            .as_ref()
-            .map_or("u".into(), |s| s.get_ref().clone()),
-        first_id,
-        arrival,
-        late,
-        late_at,
-        churn,
-        churn_offline_at,
-        churn_back_at,
-    })
-}
-
-fn steady(duration: Duration, rate: f64) -> ArrivalPhase {
-    ArrivalPhase {
-        duration,
-        rate_from: rate,
-        rate_to: rate,
-    }
-}
-
-fn phases(
-    src: &Source<'_>,
-    list: &Spanned<Vec<Spanned<super::schema::PhaseSpec>>>,
-) -> Result<Vec<ArrivalPhase>> {
-    if list.get_ref().is_empty() {
-        return Err(src.at(
-            list,
-            "population.arrival",
-            "needs at least one phase, e.g. `[{ duration = \"10s\", rate = 100 }]`",
-        ));
-    }
-    let mut out = Vec::new();
-    for (i, ph) in list.get_ref().iter().enumerate() {
-        let key = |k: &str| format!("population.arrival[{i}].{k}");
-        let p = ph.get_ref();
-        let duration = positive_dur(src, &p.duration, &key("duration"))?;
-        let (from, to) = match (&p.rate, &p.from, &p.to) {
-            (Some(r), None, None) => {
-                let r = rate(src, r, &key("rate"))?;
-                (r, r)
-            }
-            (None, Some(f), Some(t)) => (rate(src, f, &key("from"))?, rate(src, t, &key("to"))?),
-            _ => {
-                return Err(src.at(
-                    ph,
-                    format!("population.arrival[{i}]"),
-                    "a phase is `{ duration, rate }` (steady) or `{ duration, from, to }` (ramp)",
-                ))
-            }
-        };
-        out.push(ArrivalPhase {
-            duration,
-            rate_from: from,
-            rate_to: to,
-        });
-    }
-    Ok(out)
-}
-
-/// `fraction` or `count` of `users` (exactly one), rounded down.
-fn share<T>(
-    src: &Source<'_>,
-    fraction: &Option<Spanned<f64>>,
-    count: &Option<Spanned<i64>>,
-    users: u32,
-    key: &str,
-    parent: &Spanned<T>,
-) -> Result<u32> {
-    match (fraction, count) {
-        (Some(f), None) => {
-            let v = unit(src, f, &format!("{key}.fraction"))?;
-            Ok((v * f64::from(users)).floor() as u32)
-        }
-        (None, Some(c)) => {
-            let n = *c.get_ref();
-            u32::try_from(n)
-                .ok()
-                .filter(|&n| n <= users)
-                .ok_or_else(|| {
-                    src.at(
-                        c,
-                        format!("{key}.count"),
-                        format!("must be in 0..={users} (the users), got {n}"),
-                    )
-                })
-        }
-        (Some(f), Some(_)) => Err(src.at(f, key, "set either `fraction` or `count`, not both")),
-        (None, None) => Err(src.at(
-            parent,
-            key,
-            "needs `fraction` (e.g. 0.2) or `count` (e.g. 100)",
-        )),
-    }
-}
-
 fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
     let mut opts = LedgerOpts {
         sample: 1.0,
@@ -593,7 +261,7 @@ fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
     };
     let Some(l) = spec else { return Ok(opts) };
     if let Some(s) = &l.sample {
-        let v = unit(src, s, "ledger.sample")?;
+        let v = src.value(s, "ledger.sample", unit)?;
         if v == 0.0 {
             return Err(src.at(
                 s,
@@ -604,7 +272,7 @@ fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
         opts.sample = v;
     }
     if let Some(d) = &l.late_after {
-        opts.late_after = positive_dur(src, d, "ledger.late_after")?;
+        opts.late_after = src.value(d, "ledger.late_after", positive)?;
     }
     if let Some(e) = &l.examples {
         opts.examples = usize::try_from(*e.get_ref())
@@ -671,7 +339,7 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
     ];
     for (key, v, metric) in latencies {
         if let Some(v) = v {
-            let d = positive_dur(src, v, &format!("checks.{key}"))?;
+            let d = src.value(v, format!("checks.{key}"), positive)?;
             push(key, metric, Bound::AtMost(d.as_secs_f64() * 1e6));
         }
     }
@@ -679,7 +347,7 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
         push(
             "min_login_success",
             CheckMetric::LoginSuccess,
-            Bound::AtLeast(unit(src, v, "checks.min_login_success")?),
+            Bound::AtLeast(src.value(v, "checks.min_login_success", unit)?),
         );
     }
     let fractions = [
@@ -699,7 +367,7 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
             push(
                 key,
                 metric,
-                Bound::AtMost(unit(src, v, &format!("checks.{key}"))?),
+                Bound::AtMost(src.value(v, format!("checks.{key}"), unit)?),
             );
         }
     }
@@ -707,105 +375,8 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
         push(
             "min_verified",
             CheckMetric::Verified,
-            Bound::AtLeast(unit(src, v, "checks.min_verified")?),
+            Bound::AtLeast(src.value(v, "checks.min_verified", unit)?),
         );
     }
     Ok(out)
-}
-
-/// A count in `1..=u32::MAX`.
-pub fn count(src: &Source<'_>, v: &Spanned<i64>, key: &str) -> Result<u32> {
-    let n = *v.get_ref();
-    if n <= 0 {
-        return Err(src.at(v, key, format!("must be > 0, got {n}")));
-    }
-    u32::try_from(n).map_err(|_| src.at(v, key, format!("must be at most {}, got {n}", u32::MAX)))
-}
-
-/// A rate in [`MIN_RATE`]`..=`[`MAX_RATE`] per second.
-pub fn rate(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
-    let x = *v.get_ref();
-    if !(MIN_RATE..=MAX_RATE).contains(&x) {
-        return Err(src.at(
-            v,
-            key,
-            format!(
-                "must be a rate in {MIN_RATE}..={MAX_RATE} per second, got {}",
-                number(x)
-            ),
-        ));
-    }
-    Ok(x)
-}
-
-/// A fraction in `0..=1`.
-pub fn unit(src: &Source<'_>, v: &Spanned<f64>, key: &str) -> Result<f64> {
-    let x = *v.get_ref();
-    if !(0.0..=1.0).contains(&x) {
-        return Err(src.at(
-            v,
-            key,
-            format!("must be a fraction in 0..=1, got {}", number(x)),
-        ));
-    }
-    Ok(x)
-}
-
-/// A duration of at most [`MAX_DURATION`].
-pub fn duration(src: &Source<'_>, v: &Spanned<Dur>, key: &str) -> Result<Duration> {
-    let d = v.get_ref().0;
-    if d > MAX_DURATION {
-        return Err(src.at(v, key, format!("must be at most 30 days, got {}", show(d))));
-    }
-    Ok(d)
-}
-
-/// A duration > 0 and at most [`MAX_DURATION`].
-pub fn positive_dur(src: &Source<'_>, v: &Spanned<Dur>, key: &str) -> Result<Duration> {
-    let d = duration(src, v, key)?;
-    if d.is_zero() {
-        return Err(src.at(v, key, "must be longer than 0s"));
-    }
-    Ok(d)
-}
-
-/// A duration in `min..=`[`MAX_DURATION`].
-pub fn at_least(src: &Source<'_>, v: &Spanned<Dur>, key: &str, min: Duration) -> Result<Duration> {
-    let d = duration(src, v, key)?;
-    if d < min {
-        return Err(src.at(
-            v,
-            key,
-            format!("must be at least {}, got {}", show(min), show(d)),
-        ));
-    }
-    Ok(d)
-}
-
-/// `target.heartbeat`: `0s` (none) or [`MIN_HEARTBEAT`]`..=`[`MAX_DURATION`].
-pub fn heartbeat(src: &Source<'_>, v: &Spanned<Dur>) -> Result<Option<Duration>> {
-    if v.get_ref().0.is_zero() {
-        return Ok(None);
-    }
-    at_least(src, v, "target.heartbeat", MIN_HEARTBEAT).map(Some)
-}
-
-/// A number as people read it: `0.5`, `1e-300` (not three hundred zeros).
-fn number(x: f64) -> String {
-    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
-        format!("{x:e}")
-    } else {
-        format!("{x}")
-    }
-}
-
-/// A duration as people write it: `12.5s`, `200ms`, `2µs`.
-pub fn show(d: Duration) -> String {
-    if d < Duration::from_millis(1) && !d.is_zero() {
-        format!("{}µs", (d.as_secs_f64() * 1e6 * 1000.0).round() / 1000.0)
-    } else if d < Duration::from_secs(1) && !d.is_zero() {
-        format!("{}ms", (d.as_secs_f64() * 1e3 * 1000.0).round() / 1000.0)
-    } else {
-        format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
-    }
 }

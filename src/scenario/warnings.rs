@@ -18,11 +18,13 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::arrival;
+use super::kinds::GroupSends;
 use super::plan::Target;
+use super::population::Pop;
 use super::schema::PopulationSpec;
 use super::source::Source;
-use super::traffic::{Pattern, PatternKind};
-use super::validate::{show, Pop};
+use super::traffic::Pattern;
+use super::values::show;
 
 /// The warnings about a validated scenario, in the order of their keys.
 pub fn warnings(
@@ -104,15 +106,11 @@ pub fn warnings(
 /// Messages pattern `t` sends to one group between `from` and `to` (from the run's start),
 /// when it is group traffic; its sends start at `traffic_start` + its own start.
 fn per_group(t: &Pattern, traffic_start: Duration, from: Duration, to: Duration) -> Option<u64> {
-    let PatternKind::Group {
+    let GroupSends {
         senders_per_group,
         messages,
         interval,
-        ..
-    } = &t.kind
-    else {
-        return None;
-    };
+    } = t.numbers.group_sends()?;
     let first = traffic_start + t.start;
     let end = t.duration.map_or(to, |d| to.min(first + d));
     // Sends k = 0, 1, … go out at `first + k · interval`; those in [from, end) count.
@@ -123,5 +121,5 @@ fn per_group(t: &Pattern, traffic_start: Duration, from: Duration, to: Duration)
     };
     let cap = messages.unwrap_or(u64::MAX);
     let sent = before(end).min(cap).saturating_sub(before(from).min(cap));
-    Some(sent.saturating_mul(u64::from(*senders_per_group)))
+    Some(sent.saturating_mul(u64::from(senders_per_group)))
 }

@@ -316,18 +316,18 @@ duration = "10s"
     let pop = &p.population;
     assert_eq!(pop.users, 100_000_000);
     assert_eq!((pop.late.len(), pop.churn.len()), (100_000, 1000));
-    let TrafficKind::Direct(d) = &p.traffic[0].kind else {
+    let TrafficShape::Direct(d) = &p.traffic[0].kind else {
         panic!()
     };
     assert_eq!((d.senders.len(), d.receivers.len()), (100, 100));
-    let TrafficKind::Group(g) = &p.traffic[1].kind else {
+    let TrafficShape::Group(g) = &p.traffic[1].kind else {
         panic!()
     };
     assert_eq!(g.groups.len(), 10);
     assert!(g.groups.iter().all(|g| g.members.len() == 1000));
     assert_eq!(
         p.traffic[2].kind,
-        TrafficKind::Idle {
+        TrafficShape::Idle {
             users: IdleUsers::All
         }
     );
@@ -340,7 +340,7 @@ duration = "10s"
         &["traffic[2].users=4", "traffic[2].pick=\"every_kth\""],
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let TrafficKind::Idle {
+    let TrafficShape::Idle {
         users: IdleUsers::Chosen(idle),
     } = &p.traffic[2].kind
     else {
@@ -515,7 +515,7 @@ fn issue_10_every_duration_at_its_maximum_schedules_without_overflow() {
     ];
     let p = plan(FULL, &sets).unwrap_or_else(|e| panic!("{e}"));
     let s = crate::engine::schedule::build(&p, Shard::WHOLE.range(p.population.users));
-    assert!(s.end <= 3 * crate::scenario::validate::MAX_DURATION);
+    assert!(s.end <= 3 * crate::scenario::values::MAX_DURATION);
     for vu in &s.vus {
         for prog in &vu.programs {
             let mut prog = prog.clone();

@@ -50,14 +50,14 @@ min_login_success = 0.99
 
 fn direct(p: &Plan, i: usize) -> &DirectTraffic {
     match &p.traffic[i].kind {
-        TrafficKind::Direct(d) => d,
+        TrafficShape::Direct(d) => d,
         k => panic!("not direct: {k:?}"),
     }
 }
 
 fn groups(p: &Plan, i: usize) -> &GroupTraffic {
     match &p.traffic[i].kind {
-        TrafficKind::Group(g) => g,
+        TrafficShape::Group(g) => g,
         k => panic!("not group: {k:?}"),
     }
 }
@@ -101,8 +101,8 @@ fn senders_are_online_throughout_receivers_are_anyone_else() {
     assert!(d.senders.iter().all(|s| !away.contains(s)));
     assert!(d.receivers.iter().all(|r| !d.senders.contains(r)));
     assert_eq!(
-        d.interval,
-        Duration::from_millis(100),
+        d.pace,
+        Pace::Every(Duration::from_millis(100)),
         "20 senders / 200 msgs/s"
     );
     assert_eq!(d.messages, Some(5));
@@ -146,7 +146,7 @@ fn groups_are_unique_sorted_and_senders_are_steady_members() {
             .iter()
             .all(|s| spec.members.contains(s) && !away.contains(s)));
     }
-    assert_eq!(g.interval, Duration::from_millis(100));
+    assert_eq!(g.pace, Pace::Every(Duration::from_millis(100)));
     assert_eq!(g.senders_per_group, 3);
 }
 
@@ -162,7 +162,7 @@ fn stream_ids_are_dense_across_patterns() {
 #[test]
 fn every_kth_picks_evenly() {
     let p = plan(RICH, &[]).unwrap();
-    let TrafficKind::Idle {
+    let TrafficShape::Idle {
         users: IdleUsers::Chosen(users),
     } = &p.traffic[2].kind
     else {
@@ -175,7 +175,7 @@ fn every_kth_picks_evenly() {
 #[test]
 fn request_sweep_runs_each_step() {
     let p = plan(RICH, &[]).unwrap();
-    let TrafficKind::Request(r) = &p.traffic[3].kind else {
+    let TrafficShape::Request(r) = &p.traffic[3].kind else {
         panic!()
     };
     assert_eq!(

@@ -3,6 +3,7 @@
 
 mod combinations;
 mod errors;
+mod flow;
 mod limits;
 mod lowering;
 mod warnings;
