@@ -6,6 +6,8 @@ mod common;
 mod echo_smoke;
 #[path = "engine/send_lag.rs"]
 mod engine_send_lag;
+#[path = "formats/cli.rs"]
+mod formats_cli;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

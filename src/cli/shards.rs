@@ -8,6 +8,7 @@
 
 use tokio::sync::watch;
 
+use super::output::Outputs;
 use super::run::{
     count_signals, finish, load_plan, log_result, out_dir, prepare_target, FD_MARGIN,
 };
@@ -102,7 +103,7 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
             merged.notes.push(n);
         }
     }
-    let code = finish(&merged, &run.out)?;
+    let code = finish(&merged, &run.out, &Outputs::resolve(&args.format, None)?)?;
     if args.log_result {
         log_result(&merged)?;
     }
