@@ -8,6 +8,8 @@ mod echo_smoke;
 mod engine_send_lag;
 #[path = "formats/cli.rs"]
 mod formats_cli;
+#[path = "formats/junit.rs"]
+mod formats_junit;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

@@ -24,6 +24,8 @@ pub enum Format {
     Json,
     /// One self-contained page with charts.
     Html,
+    /// JUnit XML: each check a test case, for CI test reporters.
+    Junit,
 }
 
 impl Format {
@@ -40,6 +42,7 @@ impl Format {
             Format::Text => &text::Text,
             Format::Json => &json::Json,
             Format::Html => &html::Html,
+            Format::Junit => &super::junit::Junit,
         }
     }
 }

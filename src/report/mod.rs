@@ -15,6 +15,7 @@ pub mod findings;
 pub mod format;
 pub mod html;
 pub mod json;
+pub mod junit;
 pub mod model;
 pub mod phases;
 pub mod present;
