@@ -10,6 +10,8 @@ mod engine_send_lag;
 mod formats_cli;
 #[path = "formats/junit.rs"]
 mod formats_junit;
+#[path = "formats/markdown.rs"]
+mod formats_markdown;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

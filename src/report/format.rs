@@ -26,6 +26,8 @@ pub enum Format {
     Html,
     /// JUnit XML: each check a test case, for CI test reporters.
     Junit,
+    /// GitHub-flavoured Markdown: a CI job summary or a pull-request comment.
+    Markdown,
 }
 
 impl Format {
@@ -43,6 +45,7 @@ impl Format {
             Format::Json => &json::Json,
             Format::Html => &html::Html,
             Format::Junit => &super::junit::Junit,
+            Format::Markdown => &super::markdown::Markdown,
         }
     }
 }
