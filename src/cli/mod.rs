@@ -133,7 +133,7 @@ pub struct CompareArgs {
     /// `--format html=FILE`.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Output formats: text, json or html.
+    /// Output formats: text, json, html or markdown.
     #[command(flatten)]
     pub format: output::FormatArgs,
     /// Fail (exit 1) when this holds, e.g. 'e2e_p99>+10%', 'lost>0', 'sent_per_s<-5%'

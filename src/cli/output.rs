@@ -12,7 +12,7 @@ use crate::report::format::{Format, Output};
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FormatArgs {
     /// Print the report as FORMAT instead of tables: text, json, html, junit (JUnit XML,
-    /// each check a test case) or markdown (a CI job summary) (`compare`: text, json, html;
+    /// each check a test case) or markdown (a CI job summary) (`compare`: all but junit;
     /// `find`: text or json);
     /// FORMAT=FILE writes it to FILE instead (repeatable, e.g. `--format junit=junit.xml`).
     #[arg(long = "format", value_name = "FORMAT[=FILE]", value_parser = Output::parse)]

@@ -182,3 +182,45 @@ async fn notes_are_a_list_and_the_fixture_renders_through_report() {
         doc.items
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_as_markdown_heads_with_its_gates_verdict_and_tables_the_gates() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/report/testdata/result.json"
+    );
+    let args = [
+        "compare",
+        fixture,
+        fixture,
+        "--fail-on",
+        "e2e_p99>1us",
+        "--fail-on",
+        "lost>0",
+        "--format",
+        "markdown",
+    ];
+    let ran = msgstorm(&args).await;
+    ran.expect_code(1);
+    let doc = Doc::parse(&ran.stdout);
+    let text = msgstorm(&args[..7]).await;
+    let first = text.stdout.lines().next().unwrap_or_default();
+    assert_eq!(doc.headings[0], (2, format!("❌ {first}")), "{ran}");
+    let gates = doc.table(&["gate", "measured", "result"]);
+    assert_eq!(gates.len(), 2);
+    assert_eq!(
+        (gates[0][0].as_str(), gates[0][2].as_str()),
+        ("e2e_p99>1us", "❌ FAIL")
+    );
+    assert_eq!(
+        (gates[1][0].as_str(), gates[1][2].as_str()),
+        ("lost>0", "✅ pass")
+    );
+    // A run against itself changed nothing beyond noise: only the table of every metric.
+    let metrics = doc.table(&["metric", "base", "new", "change", "relative", "verdict"]);
+    assert!(metrics.len() > 30, "{ran}");
+    assert!(!doc
+        .headings
+        .iter()
+        .any(|(_, h)| h == "Changed beyond noise"));
+}

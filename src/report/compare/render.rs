@@ -18,6 +18,7 @@ use crate::report::html::timeline::{self, Run};
 use crate::report::html::Html;
 use crate::report::html::{esc, page};
 use crate::report::json::Json;
+use crate::report::markdown::{self, Markdown};
 use crate::report::model::Report;
 use crate::report::present::hist_label;
 use crate::report::present::thousands;
@@ -40,10 +41,11 @@ pub struct Compared {
 }
 
 /// The formats a comparison is rendered in.
-const RENDERERS: [(Format, &dyn Renderer<Compared>); 3] = [
+const RENDERERS: [(Format, &dyn Renderer<Compared>); 4] = [
     (Format::Text, &Text),
     (Format::Json, &Json),
     (Format::Html, &Html),
+    (Format::Markdown, &Markdown),
 ];
 
 impl Compared {
@@ -129,11 +131,64 @@ impl Serialize for Compared {
     }
 }
 
+/// The comparison as Markdown: the first line as a heading, both runs, the gates and the
+/// metrics that changed beyond noise, then every metric in a collapsed section.
+impl Renderer<Compared> for Markdown {
+    fn render(&self, cmp: &Compared) -> Result<String> {
+        let c = &cmp.comparison;
+        let mark = match (cmp.failed(), cmp.gates.is_empty()) {
+            (true, _) => "❌",
+            (false, true) => "🔍",
+            (false, false) => "✅",
+        };
+        let [base, new] = cmp.files();
+        let mut out = format!(
+            "## {mark} {}\n\n- base: {}\n- new: {}\n",
+            markdown::cell(&headline(c, &cmp.gates)),
+            markdown::cell(&side(&c.base, base)),
+            markdown::cell(&side(&c.new, new))
+        );
+        if !cmp.gates.is_empty() {
+            let rows: Vec<Vec<String>> = cmp
+                .gates
+                .iter()
+                .map(|g| {
+                    vec![
+                        format!("`{}`", g.gate),
+                        g.measured.clone(),
+                        if g.failed { "❌ FAIL" } else { "✅ pass" }.to_owned(),
+                    ]
+                })
+                .collect();
+            markdown::table(&mut out, "Gates", &["gate", "measured", "result"], &rows);
+        }
+        let header = ["metric", "base", "new", "change", "relative", "verdict"];
+        let changed: Vec<Vec<String>> = measured(c)
+            .filter(|r| matches!(r.change, Change::Better | Change::Worse))
+            .map(|r| code_key(cells(r)))
+            .collect();
+        if !changed.is_empty() {
+            markdown::table(&mut out, "Changed beyond noise", &header, &changed);
+        }
+        let all: Vec<Vec<String>> = measured(c).map(|r| code_key(cells(r))).collect();
+        out.push_str("\n<details><summary>Every metric</summary>\n");
+        markdown::table(&mut out, "Every metric", &header, &all);
+        let _ = write!(out, "\n({})\n\n</details>\n", markdown::cell(NOISE));
+        Ok(out)
+    }
+}
+
 /// The rows measured in either run, in report order.
 fn measured(c: &Comparison) -> impl Iterator<Item = &Row> {
     c.rows
         .iter()
         .filter(|r| r.base.is_some() || r.new.is_some())
+}
+
+/// `cells` with the metric key as a code span.
+fn code_key(mut cells: Vec<String>) -> Vec<String> {
+    cells[0] = format!("`{}`", cells[0]);
+    cells
 }
 
 /// A value of `row` with its unit, `–` when not measured.
