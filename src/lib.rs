@@ -30,7 +30,8 @@
 //!   drivers share a toolkit (connect skeleton, I/O-error classifier, JSON mapping, cursors).
 //! - [`monitor`] samples CPU and memory of the generator and of target processes.
 //! - [`artifact`] is the versioned, mergeable result file; [`report`] computes one model from
-//!   artifacts (checks, findings, series) and renders it as text or JSON.
+//!   artifacts (checks, findings, series) and renders it through one renderer trait in
+//!   each format (text, JSON, HTML, JUnit, Markdown).
 //! - [`launch`] runs the shards of one run (local processes, or the pods of a Kubernetes
 //!   Indexed Job it writes), has them meet before traffic, and collects their results;
 //!   [`clock`] is the generator's wall clock, corrected to the run's reference clock.

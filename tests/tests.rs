@@ -8,6 +8,12 @@ mod conformance;
 mod echo_smoke;
 #[path = "engine/send_lag.rs"]
 mod engine_send_lag;
+#[path = "formats/cli.rs"]
+mod formats_cli;
+#[path = "formats/junit.rs"]
+mod formats_junit;
+#[path = "formats/markdown.rs"]
+mod formats_markdown;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

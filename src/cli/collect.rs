@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{note, say};
+use super::note;
+use super::output::Outputs;
 use crate::artifact::Artifact;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::launch::frame;
@@ -18,8 +19,8 @@ struct Found {
 }
 
 /// Reads `logs` (standard input when empty or `-`), writes each shard's result and the
-/// merged one under `out`, prints the report, and returns the report's exit code.
-pub fn run(logs: &[PathBuf], out: &Path, json: bool) -> Result<u8> {
+/// merged one under `out`, prints the report (and writes its `--format` files), and returns the report's exit code.
+pub(super) fn run(logs: &[PathBuf], out: &Path, outputs: &Outputs) -> Result<u8> {
     let stdin = [PathBuf::from("-")];
     let logs = if logs.is_empty() { &stdin[..] } else { logs };
     let mut shards: BTreeMap<u32, Found> = BTreeMap::new();
@@ -55,13 +56,7 @@ pub fn run(logs: &[PathBuf], out: &Path, json: bool) -> Result<u8> {
         ));
     }
     let report = crate::report::Report::new(&merged);
-    let text = if json {
-        crate::report::json::render(&report)
-            .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
-    } else {
-        crate::report::text::render(&report)
-    };
-    say(&text);
+    outputs.emit("report", |f| f.for_run().render(&report))?;
     let path = merged.write(out).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
     Ok(if report.passed() {

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::output::Outputs;
 use super::run::{execute, load_plan, out_dir};
-use super::{note, say, RunArgs};
+use super::{note, RunArgs};
 use crate::artifact::default_out_dir;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::find::{self, num, Answer, FindResult, Precision, Search};
@@ -61,6 +62,9 @@ pub struct FindArgs {
     /// No live progress while a step runs.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Output formats of the answer: text or json.
+    #[command(flatten)]
+    pub format: super::output::FormatArgs,
 }
 
 /// How far apart the user ids of two steps against a shared target are (more than any
@@ -167,6 +171,7 @@ struct Searching<'a> {
 
 /// Runs `msgstorm find` and returns the exit code.
 pub async fn run(args: FindArgs) -> Result<u8> {
+    Outputs::resolve(&args.format, None)?.check(find::text::renderer)?;
     let doc = scenario_table(&args.scenario)?;
     let probe = load_plan(&run_args(&args, args.set.clone(), None), Shard::WHOLE)?;
     let settings = Settings::resolve(&args, &probe, &doc)?;
@@ -298,6 +303,7 @@ fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs 
         traffic_at: None,
         start_barrier: None,
         log_result: false,
+        format: super::output::FormatArgs::default(),
     }
 }
 
@@ -596,7 +602,8 @@ impl Searching<'_> {
             answer,
             notes: self.notes,
         };
-        say(&find::text::render(&result));
+        Outputs::resolve(&self.args.format, None)?
+            .emit("report", |f| find::text::renderer(f)?.render(&result))?;
         let path = result.write(&self.dir).map_err(Error::in_output)?;
         note(&format!("result: {}", path.display()));
         Ok(if result.answer.found() && !self.interrupted {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::output::{FormatArgs, Outputs};
 use super::{note, say};
 use crate::error::{Error, Result, EXIT_OK};
 use crate::launch::kube::{Job, Resources, DEFAULT_PORT};
@@ -51,6 +52,14 @@ pub struct K8sArgs {
         requires = "apply"
     )]
     pub kubectl: std::path::PathBuf,
+    /// The merged report's formats with `--apply`, as for `msgstorm run --format`.
+    #[arg(
+        long = "format",
+        value_name = "FORMAT[=FILE]",
+        value_parser = crate::report::format::Output::parse,
+        requires = "apply"
+    )]
+    pub format: Vec<crate::report::format::Output>,
     /// Results folder with `--apply` (default: a new timestamped folder under
     /// ./msgstorm-results/).
     #[arg(long, requires = "apply")]
@@ -158,6 +167,12 @@ fn job(args: &K8sArgs, plan: &Plan) -> Result<Job> {
 
 /// `--apply`: runs `job` on the cluster and reports the merged result.
 async fn apply(job: Job, args: &K8sArgs, plan: &Plan) -> Result<u8> {
+    let outputs = Outputs::resolve(
+        &FormatArgs {
+            outputs: args.format.clone(),
+        },
+        None,
+    )?;
     let mut run = job.shard_run();
     run.out = super::run::out_dir(plan)?;
     note(&format!(
@@ -178,7 +193,7 @@ async fn apply(job: Job, args: &K8sArgs, plan: &Plan) -> Result<u8> {
         .map_or_else(String::new, |e| e.url.to_string());
     let (mut watch, stops) = super::watch::Watch::shards();
     let merged = crate::run::shards::launch(&launcher, &run, &target, stops, &mut watch).await?;
-    super::run::finish(&merged, &run.out)
+    super::run::finish(&merged, &run.out, &outputs)
 }
 
 /// How long the plan runs at most once every pod has started: logins (on time and late),

@@ -3,6 +3,7 @@
 mod collect;
 mod find;
 mod k8s;
+mod output;
 mod progress;
 mod run;
 mod shards;
@@ -16,7 +17,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::artifact::Artifact;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::report::format::{Format, Output};
 use crate::scenario::Shard;
+use output::Outputs;
 
 /// msgstorm: load, capacity and delivery-reliability tester for IM servers.
 #[derive(Debug, Parser)]
@@ -58,7 +61,8 @@ pub enum Command {
         /// `result.json` files of one run.
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        /// Print the report as JSON (numbers with units, see docs/result.md) instead of tables.
+        /// Print the report as JSON (numbers with units, see docs/result.md) instead of
+        /// tables: `--format json`.
         #[arg(long)]
         json: bool,
         /// Also write the HTML report to FILE (default: `report.html` beside the result file,
@@ -66,6 +70,9 @@ pub enum Command {
         /// `--html=FILE`.
         #[arg(long, value_name = "FILE", num_args = 0..=1)]
         html: Option<Option<PathBuf>>,
+        /// Output formats.
+        #[command(flatten)]
+        format: output::FormatArgs,
     },
     /// Print a run over N generator pods as Kubernetes objects (docs/kubernetes.md).
     ///
@@ -82,9 +89,12 @@ pub enum Command {
         /// Folder for the shards' and the merged result files.
         #[arg(long)]
         out: PathBuf,
-        /// Print the report as JSON instead of tables.
+        /// Print the report as JSON instead of tables: `--format json`.
         #[arg(long)]
         json: bool,
+        /// Output formats.
+        #[command(flatten)]
+        format: output::FormatArgs,
     },
     /// Compare two runs: every headline metric with its change and a verdict, and
     /// regression gates for CI (exit 1 when a gate fails).
@@ -119,9 +129,13 @@ pub struct CompareArgs {
     pub base: PathBuf,
     /// The new run's result.json.
     pub new: PathBuf,
-    /// Also write the comparison as an HTML page with both runs' time series overlaid.
+    /// Also write the comparison as an HTML page with both runs' time series overlaid:
+    /// `--format html=FILE`.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Output formats: text, json, html or markdown.
+    #[command(flatten)]
+    pub format: output::FormatArgs,
     /// Fail (exit 1) when this holds, e.g. 'e2e_p99>+10%', 'lost>0', 'sent_per_s<-5%'
     /// (repeatable; a signed value is a change from the base, see docs/result.md).
     #[arg(long = "fail-on", value_name = "GATE")]
@@ -182,6 +196,10 @@ pub struct RunArgs {
     /// collect` reads it back).
     #[arg(long)]
     pub log_result: bool,
+    /// Output formats of the report (the run also writes `result.json` and `report.html`
+    /// into its results folder).
+    #[command(flatten)]
+    pub format: output::FormatArgs,
 }
 
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
@@ -239,38 +257,15 @@ pub async fn run(cli: Cli) -> Result<u8> {
             results,
             json,
             html,
-        } => {
-            if let [one] = &results[..] {
-                if let Some(found) = crate::find::FindResult::read_if_find(one)? {
-                    return find_report(&found, json);
-                }
-            }
-            let artifact = Artifact::read_merged(&results)?;
-            let report = crate::report::Report::new(&artifact);
-            if let Some(file) = html {
-                let file = match (file, results.as_slice()) {
-                    (Some(file), _) => file,
-                    (None, [one]) => one.with_file_name("report.html"),
-                    (None, _) => PathBuf::from("report.html"),
-                };
-                let page = write_html(&report, &file)?;
-                note(&format!("report: {}", page.display()));
-            }
-            let text = if json {
-                crate::report::json::render(&report)
-                    .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
-            } else {
-                crate::report::text::render(&report)
-            };
-            say(&text);
-            Ok(if report.passed() {
-                EXIT_OK
-            } else {
-                EXIT_CHECK_FAILED
-            })
-        }
+            format,
+        } => report(&results, json, html, &format),
         Command::K8s(args) => k8s::run(args).await,
-        Command::Collect { logs, out, json } => collect::run(&logs, &out, json),
+        Command::Collect {
+            logs,
+            out,
+            json,
+            format,
+        } => collect::run(&logs, &out, &Outputs::resolve(&format, json_output(json))?),
         Command::Compare(args) => compare(&args),
         Command::Stop { pid } => stop::run(pid),
         #[cfg(feature = "serve")]
@@ -295,9 +290,58 @@ pub async fn run(cli: Cli) -> Result<u8> {
     }
 }
 
+/// Runs `msgstorm report` and returns the exit code.
+fn report(
+    results: &[PathBuf],
+    json: bool,
+    html: Option<Option<PathBuf>>,
+    format: &output::FormatArgs,
+) -> Result<u8> {
+    let html = html.map(|file| Output {
+        format: Format::Html,
+        file: Some(match (file, results) {
+            (Some(file), _) => file,
+            (None, [one]) => one.with_file_name("report.html"),
+            (None, _) => PathBuf::from("report.html"),
+        }),
+    });
+    let outputs = Outputs::resolve(format, json_output(json).into_iter().chain(html))?;
+    if let [one] = results {
+        if let Some(found) = crate::find::FindResult::read_if_find(one)? {
+            outputs.emit("report", |f| crate::find::text::renderer(f)?.render(&found))?;
+            return Ok(if found.answer.found() {
+                EXIT_OK
+            } else {
+                EXIT_CHECK_FAILED
+            });
+        }
+    }
+    let artifact = Artifact::read_merged(results)?;
+    let report = crate::report::Report::new(&artifact);
+    outputs.emit("report", |f| f.for_run().render(&report))?;
+    Ok(if report.passed() {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
+}
+
+/// `--json`, the older spelling of `--format json`.
+fn json_output(json: bool) -> Option<Output> {
+    json.then_some(Output {
+        format: Format::Json,
+        file: None,
+    })
+}
+
 /// Runs `msgstorm compare` and returns the exit code.
 fn compare(args: &CompareArgs) -> Result<u8> {
-    use crate::report::compare::{gate::Gate, render, Comparison};
+    use crate::report::compare::{gate::Gate, render::Compared, Comparison};
+    let html = args.html.clone().map(|file| Output {
+        format: Format::Html,
+        file: Some(file),
+    });
+    let outputs = Outputs::resolve(&args.format, html)?;
     let gates = args
         .fail_on
         .iter()
@@ -315,61 +359,28 @@ fn compare(args: &CompareArgs) -> Result<u8> {
             new.scenario
         )));
     }
-    let c = Comparison::new(
+    let comparison = Comparison::new(
         crate::report::Report::new(&base),
         crate::report::Report::new(&new),
     );
-    let outcomes = gates
+    let gates = gates
         .iter()
-        .map(|g| g.check(&c))
+        .map(|g| g.check(&comparison))
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(Error::Usage)?;
-    let files = [
-        args.base.display().to_string(),
-        args.new.display().to_string(),
-    ];
-    let files = [files[0].as_str(), files[1].as_str()];
-    say(&render::text(&c, files, &outcomes));
-    if let Some(path) = &args.html {
-        write_page(&render::html(&c, files, &outcomes), path)?;
-        note(&format!("comparison: {}", path.display()));
-    }
-    Ok(if outcomes.iter().any(|o| o.failed) {
-        EXIT_CHECK_FAILED
-    } else {
-        EXIT_OK
-    })
-}
-
-/// Writes the HTML report of `report` to `path` (through a temporary file beside it, so
-/// a reader never sees half a page) and returns the path.
-fn write_html(report: &crate::report::Report, path: &std::path::Path) -> Result<PathBuf> {
-    write_page(&crate::report::html::render(report), path)?;
-    Ok(path.to_owned())
-}
-
-/// Writes a page to `path` through a temporary file beside it.
-fn write_page(page: &str, path: &std::path::Path) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, page).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-}
-
-/// Prints the report of a `find.json` and returns the exit code `find` gave.
-fn find_report(found: &crate::find::FindResult, json: bool) -> Result<u8> {
-    let text = if json {
-        serde_json::to_string_pretty(found)
-            .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))?
-    } else {
-        crate::find::text::render(found)
+    let compared = Compared {
+        comparison,
+        files: [
+            args.base.display().to_string(),
+            args.new.display().to_string(),
+        ],
+        gates,
     };
-    say(&text);
-    Ok(if found.answer.found() {
-        EXIT_OK
-    } else {
+    outputs.emit("comparison", |f| Compared::renderer(f)?.render(&compared))?;
+    Ok(if compared.failed() {
         EXIT_CHECK_FAILED
+    } else {
+        EXIT_OK
     })
 }
 

@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
+use super::output::{write_file, Outputs};
 use super::watch::Watch;
 use super::{note, say, RunArgs};
 use crate::artifact::{default_out_dir, Artifact};
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::metrics::{Counter, ErrorKind};
+use crate::report::format::Format;
 use crate::scenario::{self, Plan, Shard};
 
 /// The plan of `msgstorm run`'s arguments for `shard`: the scenario file or the built-in
@@ -42,15 +44,16 @@ pub(super) fn out_dir(plan: &Plan) -> Result<std::path::PathBuf> {
 /// Writes the result into its folder, prints the report, and returns the exit code.
 /// A process that ran one shard of several (`--shard I/N`) exits 0 when only the missing
 /// shards fail its report: its result is a part, judged when `report` merges every shard.
-pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path) -> Result<u8> {
+pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path, outputs: &Outputs) -> Result<u8> {
     // The report goes out first: a result file that cannot be written must not also
     // cost the numbers on the screen.
     let rendered = crate::report::render(artifact);
-    say(&rendered.text);
+    outputs.emit("report", |f| f.for_run().render(&rendered.report))?;
     let path = artifact.write(dir).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
-    let page =
-        super::write_html(&rendered.report, &dir.join("report.html")).map_err(Error::in_output)?;
+    let page = dir.join("report.html");
+    let html = Format::Html.for_run().render(&rendered.report)?;
+    write_file(&html, &page).map_err(Error::in_output)?;
     note(&format!("report: {}", page.display()));
     if rendered.partial {
         note(
@@ -82,6 +85,7 @@ fn generator_only(a: &Artifact) -> Option<String> {
 
 /// Runs `msgstorm run` and returns the exit code.
 pub async fn run(args: RunArgs) -> Result<u8> {
+    let outputs = Outputs::resolve(&args.format, None)?;
     if let Some(shards) = args.shards.filter(|&n| n > 1) {
         return super::shards::run(args, shards).await;
     }
@@ -92,7 +96,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     }
     let dir = out_dir(&plan)?;
     let artifact = execute(plan, &args).await?;
-    let finished = finish(&artifact, &dir);
+    let finished = finish(&artifact, &dir, &outputs);
     // The log is the result's way out of a pod: framed even when the file failed.
     if args.log_result {
         log_result(&artifact)?;

@@ -2,6 +2,7 @@
 //! ([`crate::run::shards::local`]), as local child processes that Ctrl-C / SIGTERM reach
 //! through the coordinator, their results merged exactly into one report.
 
+use super::output::Outputs;
 use super::run::{finish, load_plan, log_result, out_dir};
 use super::watch::Watch;
 use super::{note, RunArgs};
@@ -26,7 +27,7 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     let (mut watch, stops) = Watch::shards();
     let merged =
         crate::run::shards::local(plan, split, &Local::current()?, stops, &mut watch).await?;
-    let code = finish(&merged, &out)?;
+    let code = finish(&merged, &out, &Outputs::resolve(&args.format, None)?)?;
     if args.log_result {
         log_result(&merged)?;
     }

@@ -1,11 +1,31 @@
-//! The terminal rendering of a search: the answer first, then one row per step in value
-//! order, then the notes.
+//! A search's renderings: for the terminal the answer first, then one row per step in
+//! value order, then the notes; as JSON the `find.json` file's content.
 
 use std::fmt::Write;
 
 use comfy_table::{presets, CellAlignment, Table};
 
 use super::{num, FindResult};
+use crate::error::Result;
+use crate::report::format::{self, Format, Renderer};
+use crate::report::json::Json;
+use crate::report::text::Text;
+
+/// The formats a search is rendered in.
+const RENDERERS: [(Format, &dyn Renderer<FindResult>); 2] =
+    [(Format::Text, &Text), (Format::Json, &Json)];
+
+/// The renderer of a search in format `f` (`find`, `report find.json`); a format without
+/// one is a usage error.
+pub fn renderer(f: Format) -> Result<&'static dyn Renderer<FindResult>> {
+    format::pick(f, "a search (find.json)", &RENDERERS)
+}
+
+impl Renderer<FindResult> for Text {
+    fn render(&self, f: &FindResult) -> Result<String> {
+        Ok(render(f))
+    }
+}
 
 /// Renders `f` for the terminal.
 pub fn render(f: &FindResult) -> String {

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::checks::Unit;
 use super::model::Report;
-use super::text::show;
+use super::present::show;
 use crate::artifact::Op;
 use crate::metrics::{Counter, Hist};
 
@@ -239,7 +239,7 @@ impl Comparison {
         );
         for h in Hist::ALL {
             let key = hist_key(h);
-            let label = super::html::hist_label(h);
+            let label = super::present::hist_label(h);
             type Pick = fn(&super::model::Latency) -> f64;
             let parts: [(&str, Kind, Pick); 6] = [
                 ("p50", Kind::Latency, |l| l.p50 as f64),

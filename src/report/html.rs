@@ -17,9 +17,11 @@ use std::fmt::Write;
 use chart::{Chart, Line, XAxis, YUnit};
 use page::{section, table};
 
+use super::format::Renderer;
 use super::model::{Report, Verdict};
+use super::present::{self, hist_label, latency_rows, ms, pct, thousands, LATENCY_HEADER};
 use super::sweep::Knee;
-use super::text::{self, ms, pct, thousands};
+use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 
 /// Escapes text for HTML content and attribute values.
@@ -38,9 +40,19 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// The HTML format.
+#[derive(Debug, Clone, Copy)]
+pub struct Html;
+
+impl Renderer<Report> for Html {
+    fn render(&self, r: &Report) -> Result<String> {
+        Ok(render(r))
+    }
+}
+
 /// Renders the whole page.
 pub fn render(r: &Report) -> String {
-    let title = format!("{} — {}", r.scenario, text::verdict(r));
+    let title = format!("{} — {}", r.scenario, present::verdict(r));
     let mut body = String::new();
     header(&mut body, r);
     checks(&mut body, r);
@@ -76,7 +88,7 @@ fn header(out: &mut String, r: &Report) {
         out,
         r#"<header class="verdict {}"><h1>{}</h1><p class="scenario">Scenario <b>{}</b> · {} logins · {} messages sent · {} delivered · {} lost · end-to-end p99 {}</p></header>"#,
         verdict_class(r.verdict),
-        esc(&text::verdict(r)),
+        esc(&present::verdict(r)),
         esc(&r.scenario),
         thousands(r.count(Counter::LoginOk)),
         thousands(r.count(Counter::Sent)),
@@ -104,14 +116,14 @@ fn header(out: &mut String, r: &Report) {
 fn checks(out: &mut String, r: &Report) {
     let mut rows = Vec::new();
     for c in &r.checks {
-        let (bound, measured) = text::check(r, c);
+        let (bound, measured) = present::check(r, c);
         let result = match &c.reason {
             Some(why) => format!("FAIL: {why}"),
             None => "pass".to_owned(),
         };
         rows.push(vec![
             c.key.clone(),
-            text::origin(c),
+            present::origin(c),
             bound,
             measured,
             result,
@@ -144,7 +156,7 @@ fn findings(out: &mut String, r: &Report) {
         let _ = write!(
             body,
             "<li class=\"finding\">{}</li>",
-            esc(&text::finding(f))
+            esc(&present::finding(f))
         );
     }
     for n in &r.notes {
@@ -197,33 +209,21 @@ fn distribution(out: &mut String, r: &Report) {
             .svg(),
         );
     }
-    let mut rows = Vec::new();
-    for (&h, l) in &r.latency_us {
-        if h == Hist::SendAck && !r.acceptance {
-            rows.push(vec![
-                hist_label(h).to_owned(),
-                "not measured: the protocol has no acceptance".to_owned(),
-            ]);
-            continue;
-        }
-        let q = |us: u64| ms(us as f64);
-        rows.push(vec![
-            hist_label(h).to_owned(),
-            thousands(l.count),
-            q(l.p50),
-            q(l.p95),
-            q(l.p99),
-            q(l.p999),
-            q(l.max),
-            ms(l.mean),
-        ]);
-    }
-    body.push_str(&table(
-        &[
-            "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
-        ],
-        &rows,
-    ));
+    let rows: Vec<Vec<String>> = latency_rows(r)
+        .into_iter()
+        .filter(|row| r.latency_us.contains_key(&row.hist))
+        .map(|row| {
+            let label = hist_label(row.hist).to_owned();
+            match row.cells {
+                Some(cells) => std::iter::once(label).chain(cells).collect(),
+                None => vec![
+                    label,
+                    "not measured: the protocol has no acceptance".to_owned(),
+                ],
+            }
+        })
+        .collect();
+    body.push_str(&table(&LATENCY_HEADER, &rows));
     section(
         out,
         "latency",
@@ -234,19 +234,6 @@ fn distribution(out: &mut String, r: &Report) {
          was due, so a generator that fell behind adds to them rather than hiding it.",
         &body,
     );
-}
-
-/// What a histogram measures, for people new to the tool.
-pub fn hist_label(h: Hist) -> &'static str {
-    match h {
-        Hist::Connect => "connect (handshake)",
-        Hist::Login => "login",
-        Hist::SendAck => "send → ack",
-        Hist::EndToEnd => "end-to-end (due → received)",
-        Hist::Fanout => "group fan-out (due → last member)",
-        Hist::SendLag => "send lag (due → written)",
-        Hist::Request => "request round trip",
-    }
 }
 
 fn delivery(out: &mut String, r: &Report) {
@@ -348,11 +335,14 @@ fn traffic(out: &mut String, r: &Report) {
     if let Some(a) = &c.accounts {
         rows.push(vec![
             "accounts (created before login)".to_owned(),
-            text::accounts(a),
+            present::accounts(a),
         ]);
     }
     if let Some(n) = c.resumes_without_offset {
-        rows.push(vec![text::RESUMES_WITHOUT_OFFSET.to_owned(), thousands(n)]);
+        rows.push(vec![
+            present::RESUMES_WITHOUT_OFFSET.to_owned(),
+            thousands(n),
+        ]);
     }
     let mut body = table(&["connections", "value"], &rows);
     let n = |k: Counter| r.count(k);

@@ -1,19 +1,25 @@
 //! Reports from artifacts: one [`Report`] model computed from an artifact (SLO checks,
 //! findings, latencies, delivery, rates, the sweep, the per-second series), then renderers
-//! that only format it — [`text`] for the terminal, [`json`] for `report --json`, [`html`] for
-//! `report.html`.
+//! that only format it, one file per [`format::Format`] behind one [`format::Renderer`]
+//! trait ([`text`] for the terminal, [`json`], [`html`] for `report.html`, and the CI
+//! formats beside them), with the presentation rules they share in [`present`].
 //!
 //! Everything here is a pure function of an [`Artifact`]; nothing talks to a target. A new
-//! output format is one more module with a `render(&Report)` function.
+//! output format is one more module with a unit struct implementing the renderer, and one
+//! line in [`format::Format::for_run`].
 
 pub mod checks;
 pub mod clocks;
 pub mod compare;
 pub mod findings;
+pub mod format;
 pub mod html;
 pub mod json;
+pub mod junit;
+pub mod markdown;
 pub mod model;
 pub mod phases;
+pub mod present;
 mod reason;
 pub mod series;
 pub mod sweep;

@@ -360,7 +360,7 @@ fn unresumable(n: u64) -> Option<String> {
              and counts as lost. The app should send each user a first message when it \
              connects, named in `target.socketio.welcome_event` so that a user going \
              offline waits for it (docs/drivers/socketio.md)",
-            super::text::thousands(n)
+            super::present::thousands(n)
         )
     })
 }

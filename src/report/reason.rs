@@ -3,7 +3,7 @@
 
 use super::checks::{CheckOutcome, Measure};
 use super::model::Report;
-use super::text::{check, pct, show, thousands};
+use super::present::{check, pct, show, thousands};
 use crate::artifact::CheckMetric;
 use crate::ledger::Problem;
 use crate::metrics::{Counter, ErrorKind};

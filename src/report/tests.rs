@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::checks::{Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::findings::{self, Finding};
 use super::model::{Accounts, Report, Verdict};
-use super::{html, json, text};
+use super::{html, json, present, text};
 use crate::artifact::{Artifact, CheckMetric, Op};
 use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
 
@@ -87,10 +87,10 @@ fn resumes_without_offset_show_in_connections_and_notes() {
         .expect("a note");
     assert!(note.starts_with("3 reconnect(s)") && note.contains("first message"));
     let text = text::render(&r);
-    assert!(text.contains(text::RESUMES_WITHOUT_OFFSET), "{text}");
+    assert!(text.contains(present::RESUMES_WITHOUT_OFFSET), "{text}");
     assert!(text.contains(note.as_str()), "{text}");
     let page = html::render(&r);
-    assert!(page.contains(text::RESUMES_WITHOUT_OFFSET));
+    assert!(page.contains(present::RESUMES_WITHOUT_OFFSET));
 }
 
 #[test]
@@ -572,7 +572,7 @@ fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
     );
 }
 
-/// Issue 16: the report states each shard's clock offset and the uncertainty of latency
+/// Issue 16: the report (text and, since issue 25, HTML) states each shard's clock offset and the uncertainty of latency
 /// across shards, shows end-to-end latencies below it as `~0 ±…`, and names a shard whose
 /// drift is unknown.
 #[test]
@@ -619,6 +619,13 @@ fn clock_offsets_and_their_uncertainty_are_stated() {
         .find(|l| l.contains("end-to-end"))
         .expect("an end-to-end row");
     assert!(e2e.contains("~0 ±500.00 ms"), "{e2e}");
+    // The HTML report's latency table applies the same rule (it did not before issue 25).
+    let page = html::render(&r);
+    let row = page
+        .split("<tr>")
+        .find(|row| row.starts_with("<td>end-to-end"))
+        .expect("an end-to-end row in the HTML latency table");
+    assert!(row.contains("~0 ±500.00 ms"), "{row}");
     let json = json::render(&r).expect("encode");
     assert!(json.contains("\"uncertainty_us\": 500000"), "{json}");
 

@@ -5,13 +5,17 @@ use std::fmt::Write;
 
 use comfy_table::{presets, CellAlignment, Table};
 
-use super::checks::{CheckOutcome, Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::clocks::Clocks;
-use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
-use super::model::{Accounts, Report, Verdict};
+use super::findings::LITTLE_TOLERANCE;
+use super::format::Renderer;
+use super::model::Report;
+use super::present::{
+    accounts, check, finding, latency_label, latency_rows, ms, origin, pct, thousands, verdict,
+    LATENCY_HEADER, RESUMES_WITHOUT_OFFSET,
+};
 use super::sweep::{Knee, Sweep};
-use crate::artifact::CheckMetric;
-use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::error::Result;
+use crate::metrics::{Counter, Hist};
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -25,43 +29,13 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
-/// The connections row of reconnects that could not resume their session.
-pub const RESUMES_WITHOUT_OFFSET: &str = "reconnects without an offset (missed not fetchable)";
+/// The terminal format.
+#[derive(Debug, Clone, Copy)]
+pub struct Text;
 
-/// Account outcomes in one line, e.g. `12 created, 3 existed, 0 refused`.
-pub fn accounts(a: &Accounts) -> String {
-    format!(
-        "{} created, {} existed, {} refused",
-        thousands(a.created),
-        thousands(a.existing),
-        thousands(a.refused)
-    )
-}
-
-/// `1234567` → `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-/// µs → `12.34 ms`.
-pub fn ms(us: f64) -> String {
-    format!("{:.2} ms", us / 1000.0)
-}
-
-/// `num ÷ den` as a percentage with two decimals, `–` when `den` is 0.
-pub(super) fn pct(num: u64, den: u64) -> String {
-    if den == 0 {
-        "–".to_owned()
-    } else {
-        format!("{:.2}%", num as f64 * 100.0 / den as f64)
+impl Renderer<Report> for Text {
+    fn render(&self, r: &Report) -> Result<String> {
+        Ok(render(r))
     }
 }
 
@@ -103,19 +77,6 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "\n{t}");
     }
     out
-}
-
-/// Where a check comes from: `scenario`, `built-in`, `relaxed (built-in <= 1.000%)`, `run`.
-pub(super) fn origin(c: &CheckOutcome) -> String {
-    match c.origin {
-        Origin::Scenario => "scenario".to_owned(),
-        Origin::BuiltIn => "built-in".to_owned(),
-        Origin::Relaxed => match c.default_bound {
-            Some(d) => format!("relaxed (built-in {} {})", c.op.symbol(), show(c.unit, d)),
-            None => "relaxed".to_owned(),
-        },
-        Origin::Run => "run".to_owned(),
-    }
 }
 
 fn summary(out: &mut String, r: &Report) {
@@ -228,50 +189,13 @@ fn messages(out: &mut String, r: &Report) {
 }
 
 fn latencies(out: &mut String, r: &Report) {
-    let mut t = table(&[
-        "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
-    ]);
-    for (h, label) in [
-        (Hist::Connect, "connect (handshake)"),
-        (Hist::Login, "login"),
-        (Hist::SendAck, "send → ack"),
-        (Hist::EndToEnd, "end-to-end (due → received)"),
-        (Hist::Fanout, "group fan-out (due → last online member)"),
-        (Hist::SendLag, "send lag (due → written)"),
-        (Hist::Request, "request round trip"),
-    ] {
-        if h == Hist::SendAck && !r.acceptance {
-            t.add_row(vec![
-                label.to_owned(),
-                "not measured: no acceptance".to_owned(),
-            ]);
-            continue;
-        }
-        let Some(l) = r.latency_us.get(&h) else {
-            continue;
+    let mut t = table(&LATENCY_HEADER);
+    for row in latency_rows(r) {
+        let label = latency_label(row.hist).to_owned();
+        match row.cells {
+            Some(cells) => t.add_row(std::iter::once(label).chain(cells).collect::<Vec<_>>()),
+            None => t.add_row(vec![label, "not measured: no acceptance".to_owned()]),
         };
-        // Across hosts, a latency within the clocks' uncertainty is no measurement.
-        let blur = match (h, r.clocks.as_ref().and_then(|c| c.uncertainty_us)) {
-            (Hist::EndToEnd | Hist::Fanout, Some(u)) if u > 0 => u,
-            _ => 0,
-        };
-        let q = |us: u64| {
-            if us < blur {
-                format!("~0 ±{}", ms(blur as f64))
-            } else {
-                ms(us as f64)
-            }
-        };
-        t.add_row(vec![
-            label.to_owned(),
-            thousands(l.count),
-            q(l.p50),
-            q(l.p95),
-            q(l.p99),
-            q(l.p999),
-            q(l.max),
-            ms(l.mean),
-        ]);
     }
     let _ = writeln!(out, "\n{t}");
 }
@@ -534,204 +458,4 @@ fn target_phases(out: &mut String, r: &Report) {
         "\n{t}\n(in/out: TCP payload of the target's sockets — framing and TLS included, TCP/IP \
          headers not; CPU and memory summed over the watched target processes)"
     );
-}
-
-/// A finding as the sentence of a note.
-pub(super) fn finding(f: &Finding) -> String {
-    match f {
-        Finding::Generator { errors, example } => format!(
-            "the generator ran out of its own resources {errors} time{} (local ports or \
-             addresses, file descriptors, socket buffers or memory, or a name it could not \
-             resolve): not the server's failures, and the users they hit measured nothing of \
-             it. Give it more (`ulimit -n`, `[target] source_addresses`, shards) and run \
-             again. First: {example}",
-            if *errors == 1 { "" } else { "s" }
-        ),
-        Finding::SendLag { p99_us } => format!(
-            "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still \
-             count from the due time)",
-            *p99_us as f64 / 1000.0
-        ),
-        Finding::LittleBelow { steps } => format!(
-            "Little's law does not hold at concurrency {}: TPS × mean RT is more than {:.0}% \
-             below the concurrency, so fewer requests were in flight than users. Likely causes: \
-             time between a reply and the user's next request (the generator's own turnaround \
-             is outside the measured RT, which matters when RT is short), a ramp or warm-up \
-             inside the step, failed requests, or a generator too busy to keep every request \
-             outstanding (see its CPU). These steps' TPS and RT are not those of their \
-             concurrency",
-            gaps(steps),
-            LITTLE_TOLERANCE * 100.0
-        ),
-        Finding::LittleAbove { steps } => format!(
-            "Little's law does not hold at concurrency {}: TPS × mean RT is more than {:.0}% \
-             above the concurrency, so more requests were in flight than users. Likely causes: \
-             requests overlapping (a user sending again before its reply, e.g. after a \
-             timeout), or replies and round trips of another step counted in this one. These \
-             steps' TPS and RT are not those of their concurrency",
-            gaps(steps),
-            LITTLE_TOLERANCE * 100.0
-        ),
-        Finding::Saturated {
-            embedded_server: true,
-            pid,
-            cores,
-            from_sec,
-            cpu_pct,
-            ..
-        } => format!(
-            "the generator process (pid {pid}), which also ran the embedded reference server, \
-             used all {cores} cores from second {from_sec} ({cpu_pct:.0}% of one core): neither \
-             side's capacity can be read from this run; run `msgstorm serve` separately (its \
-             own cores or host) and give the scenario a [target]"
-        ),
-        Finding::Saturated {
-            process,
-            pid,
-            generator,
-            cores,
-            from_sec,
-            cpu_pct,
-            ..
-        } => format!(
-            "{process} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
-             of one core): {} was the bottleneck there",
-            if *generator {
-                "the generator itself"
-            } else {
-                "this target process"
-            }
-        ),
-    }
-}
-
-/// `4 (0.8 in flight), 16 (7.2 in flight)`.
-fn gaps(steps: &[LittleGap]) -> String {
-    let each: Vec<String> = steps
-        .iter()
-        .map(|g| {
-            format!(
-                "{} ({:.1} in flight){}",
-                thousands(u64::from(g.concurrency)),
-                g.in_flight,
-                if g.pattern.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in {}", g.pattern)
-                }
-            )
-        })
-        .collect();
-    each.join(", ")
-}
-
-/// `2 of 3 shards: missing shard 1`.
-pub(super) fn shards_present(r: &Report) -> String {
-    let count = r.generators.len() + r.missing_shards.len();
-    let missing: Vec<String> = r.missing_shards.iter().map(u32::to_string).collect();
-    format!(
-        "{} of {count} shards: missing shard{} {}",
-        r.generators.len(),
-        if missing.len() == 1 { "" } else { "s" },
-        missing.join(", ")
-    )
-}
-
-/// The verdict as the report's first words, with why each failed check failed:
-/// `PASS (3 checks)`, `FAIL: checks.max_lost: 3 lost (bound <= 0)`, ….
-pub(super) fn verdict(r: &Report) -> String {
-    let failed = || {
-        let names: Vec<String> = r
-            .checks
-            .iter()
-            .filter(|c| !c.passed)
-            .map(|c| match &c.reason {
-                // `INCOMPLETE: 1 of 2 shards…` says it already.
-                Some(why) if c.metric != Measure::Run(RunMetric::Shards) => {
-                    format!("{}: {why}", c.key)
-                }
-                _ => c.key.clone(),
-            })
-            .collect();
-        format!("FAIL: {}", names.join("; "))
-    };
-    match r.verdict {
-        Verdict::Interrupted => "INTERRUPTED".to_owned(),
-        Verdict::Pass => format!("PASS ({} checks)", r.checks.len()),
-        Verdict::Fail => failed(),
-        Verdict::Incomplete => format!("INCOMPLETE: {}; {}", shards_present(r), failed()),
-    }
-}
-
-/// A check's bound and what was measured, with units.
-pub(super) fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
-    match c.metric {
-        Measure::Check(_) => {
-            let measured = match (c.value, c.not_measured) {
-                (Some(v), _)
-                    if c.metric == Measure::Check(CheckMetric::Lost)
-                        && r.delivery.unverified > 0 =>
-                {
-                    format!(
-                        "{} + {} unverified (recipients never logged in)",
-                        show(c.unit, v),
-                        thousands(r.delivery.unverified)
-                    )
-                }
-                (Some(v), _) => show(c.unit, v),
-                (None, Some(NotMeasured::NoAcceptance)) => {
-                    "not measured: the protocol has no acceptance".to_owned()
-                }
-                (None, _) => "not measured: no samples".to_owned(),
-            };
-            (
-                format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
-                measured,
-            )
-        }
-        Measure::Run(RunMetric::Logins) => {
-            let first = r.errors.iter().next().map_or_else(String::new, |(k, e)| {
-                format!(
-                    ": {} ({})",
-                    k.name(),
-                    e.examples.first().map_or("", String::as_str)
-                )
-            });
-            (
-                "at least one user logs in".to_owned(),
-                format!("none of {} attempts{first}", r.connections.attempts),
-            )
-        }
-        Measure::Run(RunMetric::Shards) => (
-            format!("all {:.0} shards of the run", c.bound),
-            shards_present(r),
-        ),
-        Measure::Run(RunMetric::Interrupted) => (
-            "the run ends on its own".to_owned(),
-            "interrupted by a signal".to_owned(),
-        ),
-        Measure::Run(RunMetric::EngineErrors) => {
-            let example = r
-                .errors
-                .get(&ErrorKind::Engine)
-                .and_then(|e| e.examples.first())
-                .map_or_else(String::new, |ex| format!(": {ex}"));
-            (
-                "no user task of the generator fails".to_owned(),
-                format!(
-                    "{} failed{example}",
-                    thousands(c.value.map_or(0, |n| n as u64))
-                ),
-            )
-        }
-    }
-}
-
-/// A value with its unit.
-pub(super) fn show(unit: Unit, v: f64) -> String {
-    match unit {
-        Unit::Count => format!("{v:.0}"),
-        Unit::Micros => ms(v),
-        Unit::Ratio => format!("{:.3}%", v * 100.0),
-    }
 }

@@ -66,7 +66,7 @@ pub const CENTRIFUGE: &str = "peers/centrifuge/centrifuge-chat";
 
 /// Every peer as its `cfg(peer_<name>)` name and whether it is installed (`root`: the
 /// repository). `scripts/test` installs them all.
-pub fn peers(root: &Path) -> [(&'static str, bool); 12] {
+pub fn peers(root: &Path) -> [(&'static str, bool); 13] {
     let found = |name| program(name).is_some();
     let node = node().is_some();
     [
@@ -85,6 +85,7 @@ pub fn peers(root: &Path) -> [(&'static str, bool); 12] {
             node && root.join(SOCKETCLUSTER_MODULES).exists(),
         ),
         ("centrifuge", root.join(CENTRIFUGE).exists()),
+        ("xmllint", found("xmllint")),
     ]
 }
 

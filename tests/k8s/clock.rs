@@ -8,7 +8,7 @@
 use msgstorm::artifact::Artifact;
 use msgstorm::clock::SKEW_ENV;
 use msgstorm::metrics::Hist;
-use msgstorm::report::text;
+use msgstorm::report::present;
 
 use crate::common::run::{scenario, Work, BIN, RUN_LIMIT};
 use crate::common::{config, start};
@@ -101,7 +101,7 @@ async fn a_skewed_shards_offset_is_measured_and_taken_out_of_end_to_end_latency(
         "{collected}"
     );
     // The report shows the offset measured (30 s, give or take its uncertainty).
-    let shown = format!("shard 1: offset +{}", text::ms(clock.offset_us as f64));
+    let shown = format!("shard 1: offset +{}", present::ms(clock.offset_us as f64));
     assert!(collected.stdout.contains(&shown), "{shown}\n{collected}");
 
     // Latencies across the two shards' clocks are kept apart, both ways, and are corrected
@@ -146,7 +146,7 @@ async fn a_skewed_shards_offset_is_measured_and_taken_out_of_end_to_end_latency(
     let shown = crate::common::run::msgstorm(&["report", unknown_file]).await;
     let said = format!(
         "their {} cross-shard end-to-end latencies are left out",
-        text::thousands(crossed)
+        present::thousands(crossed)
     );
     assert!(shown.stdout.contains(&said), "{said}\n{}", shown.stdout);
 

@@ -60,7 +60,7 @@ pub struct Gate {
 }
 
 /// The outcome of one gate.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Outcome {
     /// The gate as given.
     pub gate: String,

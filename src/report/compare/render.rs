@@ -1,23 +1,195 @@
-//! The comparison as terminal tables and as an HTML page with the two runs' time series
-//! overlaid (the base dashed).
+//! The comparison as rendered: [`Compared`] (two runs, their files and the gates' outcomes)
+//! in every format `compare` offers — terminal tables, JSON, an HTML page with the two runs'
+//! time series overlaid (the base dashed), and Markdown for a pull-request comment.
 
 use std::fmt::Write;
 
 use comfy_table::{presets, CellAlignment, Table};
 
+use serde::Serialize;
+
 use super::gate::Outcome;
 use super::{Change, Comparison, Kind, Row};
+use crate::error::Result;
 use crate::metrics::Hist;
+use crate::report::format::{self, Format, Renderer};
 use crate::report::html::chart::{self, Chart, Line, XAxis, YUnit};
 use crate::report::html::timeline::{self, Run};
-use crate::report::html::{esc, hist_label, page};
+use crate::report::html::Html;
+use crate::report::html::{esc, page};
+use crate::report::json::Json;
+use crate::report::markdown::{self, Markdown};
 use crate::report::model::Report;
-use crate::report::text::thousands;
+use crate::report::present::hist_label;
+use crate::report::present::thousands;
+use crate::report::text::Text;
 
 /// What "within noise" means, in one sentence.
 pub const NOISE: &str = "within noise: latencies ±5% (p99 and p99.9 ±10%, max ±25%) and \
     never below 0.10 ms; rates and volumes ±2%; CPU and memory ±5%; delivery problems and \
     errors have no noise (any change counts)";
+
+/// A comparison as `compare` renders it.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    /// The two runs compared.
+    pub comparison: Comparison,
+    /// The base and new result files, as given.
+    pub files: [String; 2],
+    /// Each `--fail-on` gate's outcome.
+    pub gates: Vec<Outcome>,
+}
+
+/// The formats a comparison is rendered in.
+const RENDERERS: [(Format, &dyn Renderer<Compared>); 4] = [
+    (Format::Text, &Text),
+    (Format::Json, &Json),
+    (Format::Html, &Html),
+    (Format::Markdown, &Markdown),
+];
+
+impl Compared {
+    /// The renderer of format `f`; a format without one is a usage error.
+    pub fn renderer(f: Format) -> Result<&'static dyn Renderer<Compared>> {
+        format::pick(f, "a comparison", &RENDERERS)
+    }
+
+    fn files(&self) -> [&str; 2] {
+        [self.files[0].as_str(), self.files[1].as_str()]
+    }
+
+    /// True when a gate failed.
+    pub fn failed(&self) -> bool {
+        self.gates.iter().any(|g| g.failed)
+    }
+}
+
+impl Renderer<Compared> for Text {
+    fn render(&self, c: &Compared) -> Result<String> {
+        Ok(text(&c.comparison, c.files(), &c.gates))
+    }
+}
+
+impl Renderer<Compared> for Html {
+    fn render(&self, c: &Compared) -> Result<String> {
+        Ok(html(&c.comparison, c.files(), &c.gates))
+    }
+}
+
+/// One run of the JSON comparison.
+#[derive(Serialize)]
+struct Side<'a> {
+    file: &'a str,
+    scenario: &'a str,
+    run_id: &'a str,
+    started_at: &'a str,
+    duration_s: f64,
+    target: &'a str,
+}
+
+impl<'a> Side<'a> {
+    fn of(r: &'a Report, file: &'a str) -> Side<'a> {
+        Side {
+            file,
+            scenario: &r.scenario,
+            run_id: &r.run_id,
+            started_at: &r.started_at,
+            duration_s: r.duration_s,
+            target: &r.target,
+        }
+    }
+}
+
+/// The comparison as JSON (`compare --format json`): the verdict (`pass`, `fail`, or
+/// `compared` without gates), the first line, both runs, every metric measured in either
+/// and every gate.
+impl Serialize for Compared {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct View<'a> {
+            verdict: &'static str,
+            headline: String,
+            base: Side<'a>,
+            new: Side<'a>,
+            rows: Vec<&'a Row>,
+            gates: &'a [Outcome],
+        }
+        let c = &self.comparison;
+        View {
+            verdict: match (self.failed(), self.gates.is_empty()) {
+                (true, _) => "fail",
+                (false, true) => "compared",
+                (false, false) => "pass",
+            },
+            headline: headline(c, &self.gates),
+            base: Side::of(&c.base, &self.files[0]),
+            new: Side::of(&c.new, &self.files[1]),
+            rows: measured(c).collect(),
+            gates: &self.gates,
+        }
+        .serialize(s)
+    }
+}
+
+/// The comparison as Markdown: the first line as a heading, both runs, the gates and the
+/// metrics that changed beyond noise, then every metric in a collapsed section.
+impl Renderer<Compared> for Markdown {
+    fn render(&self, cmp: &Compared) -> Result<String> {
+        let c = &cmp.comparison;
+        let mark = match (cmp.failed(), cmp.gates.is_empty()) {
+            (true, _) => "❌",
+            (false, true) => "🔍",
+            (false, false) => "✅",
+        };
+        let [base, new] = cmp.files();
+        let mut out = format!(
+            "## {mark} {}\n\n- base: {}\n- new: {}\n",
+            markdown::cell(&headline(c, &cmp.gates)),
+            markdown::cell(&side(&c.base, base)),
+            markdown::cell(&side(&c.new, new))
+        );
+        if !cmp.gates.is_empty() {
+            let rows: Vec<Vec<String>> = cmp
+                .gates
+                .iter()
+                .map(|g| {
+                    vec![
+                        format!("`{}`", g.gate),
+                        g.measured.clone(),
+                        if g.failed { "❌ FAIL" } else { "✅ pass" }.to_owned(),
+                    ]
+                })
+                .collect();
+            markdown::table(&mut out, "Gates", &["gate", "measured", "result"], &rows);
+        }
+        let header = ["metric", "base", "new", "change", "relative", "verdict"];
+        let changed: Vec<Vec<String>> = measured(c)
+            .filter(|r| matches!(r.change, Change::Better | Change::Worse))
+            .map(|r| code_key(cells(r)))
+            .collect();
+        if !changed.is_empty() {
+            markdown::table(&mut out, "Changed beyond noise", &header, &changed);
+        }
+        let all: Vec<Vec<String>> = measured(c).map(|r| code_key(cells(r))).collect();
+        out.push_str("\n<details><summary>Every metric</summary>\n");
+        markdown::table(&mut out, "Every metric", &header, &all);
+        let _ = write!(out, "\n({})\n\n</details>\n", markdown::cell(NOISE));
+        Ok(out)
+    }
+}
+
+/// The rows measured in either run, in report order.
+fn measured(c: &Comparison) -> impl Iterator<Item = &Row> {
+    c.rows
+        .iter()
+        .filter(|r| r.base.is_some() || r.new.is_some())
+}
+
+/// `cells` with the metric key as a code span.
+fn code_key(mut cells: Vec<String>) -> Vec<String> {
+    cells[0] = format!("`{}`", cells[0]);
+    cells
+}
 
 /// A value of `row` with its unit, `–` when not measured.
 pub fn value(row: &Row, v: Option<f64>) -> String {
@@ -124,11 +296,7 @@ pub fn text(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    for row in c
-        .rows
-        .iter()
-        .filter(|r| r.base.is_some() || r.new.is_some())
-    {
+    for row in measured(c) {
         t.add_row(cells(row));
     }
     let _ = writeln!(out, "\n{t}\n({NOISE})");
@@ -183,10 +351,7 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
             &page::table(&["gate", "measured", "result"], &rows),
         );
     }
-    let rows: Vec<Vec<String>> = c
-        .rows
-        .iter()
-        .filter(|r| r.base.is_some() || r.new.is_some())
+    let rows: Vec<Vec<String>> = measured(c)
         .map(|r| {
             let mut cells = cells(r);
             cells[0] = format!("{} ({})", r.label, r.key);

@@ -1,0 +1,355 @@
+//! Presentation rules every format shares, so that no number is formatted twice: thousands
+//! separators, units, percentages, a check's origin, bound and measured value, the verdict
+//! line, the findings' sentences, and the rows of the latency table (with the clocks'
+//! `~0 ±` rule). Renderers lay these out; they format no number themselves.
+
+use super::checks::{CheckOutcome, Measure, NotMeasured, Origin, RunMetric, Unit};
+use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
+use super::model::{Accounts, Report, Verdict};
+use crate::artifact::CheckMetric;
+use crate::metrics::{ErrorKind, Hist};
+
+/// The connections row of reconnects that could not resume their session.
+pub const RESUMES_WITHOUT_OFFSET: &str = "reconnects without an offset (missed not fetchable)";
+
+/// Account outcomes in one line, e.g. `12 created, 3 existed, 0 refused`.
+pub fn accounts(a: &Accounts) -> String {
+    format!(
+        "{} created, {} existed, {} refused",
+        thousands(a.created),
+        thousands(a.existing),
+        thousands(a.refused)
+    )
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// µs → `12.34 ms`.
+pub fn ms(us: f64) -> String {
+    format!("{:.2} ms", us / 1000.0)
+}
+
+/// `num ÷ den` as a percentage with two decimals, `–` when `den` is 0.
+pub fn pct(num: u64, den: u64) -> String {
+    if den == 0 {
+        "–".to_owned()
+    } else {
+        format!("{:.2}%", num as f64 * 100.0 / den as f64)
+    }
+}
+
+/// Where a check comes from: `scenario`, `built-in`, `relaxed (built-in <= 1.000%)`, `run`.
+pub fn origin(c: &CheckOutcome) -> String {
+    match c.origin {
+        Origin::Scenario => "scenario".to_owned(),
+        Origin::BuiltIn => "built-in".to_owned(),
+        Origin::Relaxed => match c.default_bound {
+            Some(d) => format!("relaxed (built-in {} {})", c.op.symbol(), show(c.unit, d)),
+            None => "relaxed".to_owned(),
+        },
+        Origin::Run => "run".to_owned(),
+    }
+}
+
+/// A finding as the sentence of a note.
+pub fn finding(f: &Finding) -> String {
+    match f {
+        Finding::Generator { errors, example } => format!(
+            "the generator ran out of its own resources {errors} time{} (local ports or \
+             addresses, file descriptors, socket buffers or memory, or a name it could not \
+             resolve): not the server's failures, and the users they hit measured nothing of \
+             it. Give it more (`ulimit -n`, `[target] source_addresses`, shards) and run \
+             again. First: {example}",
+            if *errors == 1 { "" } else { "s" }
+        ),
+        Finding::SendLag { p99_us } => format!(
+            "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still \
+             count from the due time)",
+            *p99_us as f64 / 1000.0
+        ),
+        Finding::LittleBelow { steps } => format!(
+            "Little's law does not hold at concurrency {}: TPS × mean RT is more than {:.0}% \
+             below the concurrency, so fewer requests were in flight than users. Likely causes: \
+             time between a reply and the user's next request (the generator's own turnaround \
+             is outside the measured RT, which matters when RT is short), a ramp or warm-up \
+             inside the step, failed requests, or a generator too busy to keep every request \
+             outstanding (see its CPU). These steps' TPS and RT are not those of their \
+             concurrency",
+            gaps(steps),
+            LITTLE_TOLERANCE * 100.0
+        ),
+        Finding::LittleAbove { steps } => format!(
+            "Little's law does not hold at concurrency {}: TPS × mean RT is more than {:.0}% \
+             above the concurrency, so more requests were in flight than users. Likely causes: \
+             requests overlapping (a user sending again before its reply, e.g. after a \
+             timeout), or replies and round trips of another step counted in this one. These \
+             steps' TPS and RT are not those of their concurrency",
+            gaps(steps),
+            LITTLE_TOLERANCE * 100.0
+        ),
+        Finding::Saturated {
+            embedded_server: true,
+            pid,
+            cores,
+            from_sec,
+            cpu_pct,
+            ..
+        } => format!(
+            "the generator process (pid {pid}), which also ran the embedded reference server, \
+             used all {cores} cores from second {from_sec} ({cpu_pct:.0}% of one core): neither \
+             side's capacity can be read from this run; run `msgstorm serve` separately (its \
+             own cores or host) and give the scenario a [target]"
+        ),
+        Finding::Saturated {
+            process,
+            pid,
+            generator,
+            cores,
+            from_sec,
+            cpu_pct,
+            ..
+        } => format!(
+            "{process} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
+             of one core): {} was the bottleneck there",
+            if *generator {
+                "the generator itself"
+            } else {
+                "this target process"
+            }
+        ),
+    }
+}
+
+/// `4 (0.8 in flight), 16 (7.2 in flight)`.
+fn gaps(steps: &[LittleGap]) -> String {
+    let each: Vec<String> = steps
+        .iter()
+        .map(|g| {
+            format!(
+                "{} ({:.1} in flight){}",
+                thousands(u64::from(g.concurrency)),
+                g.in_flight,
+                if g.pattern.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {}", g.pattern)
+                }
+            )
+        })
+        .collect();
+    each.join(", ")
+}
+
+/// `2 of 3 shards: missing shard 1`.
+pub fn shards_present(r: &Report) -> String {
+    let count = r.generators.len() + r.missing_shards.len();
+    let missing: Vec<String> = r.missing_shards.iter().map(u32::to_string).collect();
+    format!(
+        "{} of {count} shards: missing shard{} {}",
+        r.generators.len(),
+        if missing.len() == 1 { "" } else { "s" },
+        missing.join(", ")
+    )
+}
+
+/// The verdict as the report's first words, with why each failed check failed:
+/// `PASS (3 checks)`, `FAIL: checks.max_lost: 3 lost (bound <= 0)`, ….
+pub fn verdict(r: &Report) -> String {
+    let failed = || {
+        let names: Vec<String> = r
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| match &c.reason {
+                // `INCOMPLETE: 1 of 2 shards…` says it already.
+                Some(why) if c.metric != Measure::Run(RunMetric::Shards) => {
+                    format!("{}: {why}", c.key)
+                }
+                _ => c.key.clone(),
+            })
+            .collect();
+        format!("FAIL: {}", names.join("; "))
+    };
+    match r.verdict {
+        Verdict::Interrupted => "INTERRUPTED".to_owned(),
+        Verdict::Pass => format!("PASS ({} checks)", r.checks.len()),
+        Verdict::Fail => failed(),
+        Verdict::Incomplete => format!("INCOMPLETE: {}; {}", shards_present(r), failed()),
+    }
+}
+
+/// A check's bound and what was measured, with units.
+pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
+    match c.metric {
+        Measure::Check(_) => {
+            let measured = match (c.value, c.not_measured) {
+                (Some(v), _)
+                    if c.metric == Measure::Check(CheckMetric::Lost)
+                        && r.delivery.unverified > 0 =>
+                {
+                    format!(
+                        "{} + {} unverified (recipients never logged in)",
+                        show(c.unit, v),
+                        thousands(r.delivery.unverified)
+                    )
+                }
+                (Some(v), _) => show(c.unit, v),
+                (None, Some(NotMeasured::NoAcceptance)) => {
+                    "not measured: the protocol has no acceptance".to_owned()
+                }
+                (None, _) => "not measured: no samples".to_owned(),
+            };
+            (
+                format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
+                measured,
+            )
+        }
+        Measure::Run(RunMetric::Logins) => {
+            let first = r.errors.iter().next().map_or_else(String::new, |(k, e)| {
+                format!(
+                    ": {} ({})",
+                    k.name(),
+                    e.examples.first().map_or("", String::as_str)
+                )
+            });
+            (
+                "at least one user logs in".to_owned(),
+                format!("none of {} attempts{first}", r.connections.attempts),
+            )
+        }
+        Measure::Run(RunMetric::Shards) => (
+            format!("all {:.0} shards of the run", c.bound),
+            shards_present(r),
+        ),
+        Measure::Run(RunMetric::Interrupted) => (
+            "the run ends on its own".to_owned(),
+            "interrupted by a signal".to_owned(),
+        ),
+        Measure::Run(RunMetric::EngineErrors) => {
+            let example = r
+                .errors
+                .get(&ErrorKind::Engine)
+                .and_then(|e| e.examples.first())
+                .map_or_else(String::new, |ex| format!(": {ex}"));
+            (
+                "no user task of the generator fails".to_owned(),
+                format!(
+                    "{} failed{example}",
+                    thousands(c.value.map_or(0, |n| n as u64))
+                ),
+            )
+        }
+    }
+}
+
+/// A value with its unit.
+pub fn show(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Count => format!("{v:.0}"),
+        Unit::Micros => ms(v),
+        Unit::Ratio => format!("{:.3}%", v * 100.0),
+    }
+}
+/// The histograms of the latency table, in its order.
+const LATENCY_ORDER: [Hist; 7] = [
+    Hist::Connect,
+    Hist::Login,
+    Hist::SendAck,
+    Hist::EndToEnd,
+    Hist::Fanout,
+    Hist::SendLag,
+    Hist::Request,
+];
+
+/// One row of the latency table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyRow {
+    /// The histogram.
+    pub hist: Hist,
+    /// `count`, `p50`, `p95`, `p99`, `p99.9`, `max`, `mean`; `None` for send → ack of a
+    /// protocol without acceptance (not measured).
+    pub cells: Option<[String; 7]>,
+}
+
+/// The header of the latency table.
+pub const LATENCY_HEADER: [&str; 8] = [
+    "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
+];
+
+/// The rows of the latency table: every histogram with values in table order, and send →
+/// ack as not measured when the protocol has no acceptance. Across hosts, an end-to-end or
+/// fan-out latency within the clocks' uncertainty is no measurement: it shows as `~0 ±U`.
+pub fn latency_rows(r: &Report) -> Vec<LatencyRow> {
+    let uncertainty = r.clocks.as_ref().and_then(|c| c.uncertainty_us);
+    let mut rows = Vec::new();
+    for h in LATENCY_ORDER {
+        if h == Hist::SendAck && !r.acceptance {
+            rows.push(LatencyRow {
+                hist: h,
+                cells: None,
+            });
+            continue;
+        }
+        let Some(l) = r.latency_us.get(&h) else {
+            continue;
+        };
+        let blur = match (h, uncertainty) {
+            (Hist::EndToEnd | Hist::Fanout, Some(u)) if u > 0 => u,
+            _ => 0,
+        };
+        let q = |us: u64| {
+            if us < blur {
+                format!("~0 ±{}", ms(blur as f64))
+            } else {
+                ms(us as f64)
+            }
+        };
+        rows.push(LatencyRow {
+            hist: h,
+            cells: Some([
+                thousands(l.count),
+                q(l.p50),
+                q(l.p95),
+                q(l.p99),
+                q(l.p999),
+                q(l.max),
+                ms(l.mean),
+            ]),
+        });
+    }
+    rows
+}
+
+/// What a histogram measures, for people new to the tool: the HTML report's, the charts'
+/// and `compare`'s name of it.
+pub fn hist_label(h: Hist) -> &'static str {
+    match h {
+        Hist::Connect => "connect (handshake)",
+        Hist::Login => "login",
+        Hist::SendAck => "send → ack",
+        Hist::EndToEnd => "end-to-end (due → received)",
+        Hist::Fanout => "group fan-out (due → last member)",
+        Hist::SendLag => "send lag (due → written)",
+        Hist::Request => "request round trip",
+    }
+}
+
+/// The latency table's name of a histogram in the text and Markdown reports: as
+/// [`hist_label`], with fan-out's "last online member" spelled out.
+pub fn latency_label(h: Hist) -> &'static str {
+    match h {
+        Hist::Fanout => "group fan-out (due → last online member)",
+        h => hist_label(h),
+    }
+}
