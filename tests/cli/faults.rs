@@ -225,8 +225,9 @@ async fn regression_10_corrupt_faults_in_small_bodies_count_as_corrupted_exactly
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delay_faults_count_as_late_exactly() {
-    // 4 senders × 20 receivers, a send every 100 ms per sender: the next message of a
-    // stream is due 2 s after the previous one, long after an 800 ms delay; 400 ms is late.
+    // 4 senders × 20 receivers, a send every 200 ms per sender: the next message of a
+    // stream is due 4 s after the previous one, long after a 1.5 s delay; 1 s is late —
+    // far above what a loaded machine adds to an undelayed message (a few hundred ms).
     let traffic = r#"
 [population]
 users = 24
@@ -237,13 +238,13 @@ name = "slow"
 kind = "direct"
 senders = 4
 receivers = 20
-interval = "100ms"
-duration = "4s"
+interval = "200ms"
+duration = "6s"
 "#;
-    let r = run_with_faults("delay=800ms@0.15", "late_after = \"400ms\"", traffic).await;
+    let r = run_with_faults("delay=1500ms@0.15", "late_after = \"1s\"", traffic).await;
     let delays = r.logged("delay");
     assert!(delays.len() >= 5, "too few delays:\n{r}");
-    assert!(delays.iter().all(|rec| rec["delay_ms"] == 800), "{r}");
+    assert!(delays.iter().all(|rec| rec["delay_ms"] == 1500), "{r}");
     assert_eq!(r.d.late, delays.len() as u64, "{r}");
     assert_eq!(
         (r.d.lost, r.d.duplicated, r.d.reordered, r.d.corrupted),
