@@ -238,23 +238,10 @@ fn distribution(out: &mut String, r: &Report) {
 
 fn delivery(out: &mut String, r: &Report) {
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = [
-        ("expected (sampled streams × recipients)", d.expected),
-        ("delivered intact", d.delivered),
-        ("  by live push", d.via_push),
-        ("  by sync after login", d.via_sync),
-        ("  repaired by the final sync", d.repaired),
-        ("lost", d.lost),
-        ("duplicated", d.duplicated),
-        ("reordered", d.reordered),
-        ("corrupted", d.corrupted),
-        ("late", d.late),
-        ("damaged (unattributable)", d.damaged),
-        ("unexpected recipient", d.unexpected),
-    ]
-    .into_iter()
-    .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
-    .collect();
+    let rows: Vec<Vec<String>> = super::present::delivery_rows(d)
+        .into_iter()
+        .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
+        .collect();
     let mut body = table(&["outcome", "count", "share of expected"], &rows);
     if !d.examples.is_empty() {
         let rows: Vec<Vec<String>> = d

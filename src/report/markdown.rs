@@ -87,21 +87,10 @@ pub fn render(r: &Report) -> String {
         .collect();
     table(&mut out, "Latency", &LATENCY_HEADER, &rows);
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = [
-        ("expected (sampled streams × recipients)", d.expected),
-        ("delivered intact", d.delivered),
-        ("lost", d.lost),
-        ("unverified (recipient never logged in)", d.unverified),
-        ("duplicated", d.duplicated),
-        ("reordered", d.reordered),
-        ("corrupted", d.corrupted),
-        ("late", d.late),
-        ("damaged (unattributable)", d.damaged),
-        ("unexpected recipient", d.unexpected),
-    ]
-    .into_iter()
-    .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
-    .collect();
+    let rows: Vec<Vec<String>> = super::present::delivery_rows(d)
+        .into_iter()
+        .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
+        .collect();
     table(
         &mut out,
         "Delivery",

@@ -353,3 +353,28 @@ pub fn latency_label(h: Hist) -> &'static str {
         h => hist_label(h),
     }
 }
+
+/// The delivery table's rows, label and count, in order: every format shows these
+/// (`unverified` only when some recipient never logged in).
+pub fn delivery_rows(d: &crate::ledger::Delivery) -> Vec<(&'static str, u64)> {
+    let mut rows = vec![
+        ("expected (sampled streams × recipients)", d.expected),
+        ("delivered intact", d.delivered),
+        ("  live push", d.via_push),
+        ("  sync after login", d.via_sync),
+        ("  repaired by final sync", d.repaired),
+        ("lost", d.lost),
+    ];
+    if d.unverified > 0 {
+        rows.push(("unverified (recipient never logged in)", d.unverified));
+    }
+    rows.extend([
+        ("duplicated", d.duplicated),
+        ("reordered", d.reordered),
+        ("corrupted", d.corrupted),
+        ("late", d.late),
+        ("damaged (unattributable)", d.damaged),
+        ("unexpected recipient", d.unexpected),
+    ]);
+    rows
+}

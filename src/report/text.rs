@@ -250,32 +250,9 @@ fn clocks(out: &mut String, c: &Clocks) {
 fn delivery(out: &mut String, r: &Report) {
     let d = &r.delivery;
     let mut t = table(&["delivery", "count", "share of expected"]);
-    let row = |t: &mut Table, label: &str, n: u64| {
+    for (label, n) in super::present::delivery_rows(d) {
         t.add_row(vec![label.to_owned(), thousands(n), pct(n, d.expected)]);
-    };
-    row(
-        &mut t,
-        "expected (sampled streams × recipients)",
-        d.expected,
-    );
-    row(&mut t, "delivered intact", d.delivered);
-    row(&mut t, "  live push", d.via_push);
-    row(&mut t, "  sync after login", d.via_sync);
-    row(&mut t, "  repaired by final sync", d.repaired);
-    row(&mut t, "lost", d.lost);
-    if d.unverified > 0 {
-        row(
-            &mut t,
-            "unverified (recipient never logged in)",
-            d.unverified,
-        );
     }
-    row(&mut t, "duplicated", d.duplicated);
-    row(&mut t, "reordered", d.reordered);
-    row(&mut t, "corrupted", d.corrupted);
-    row(&mut t, "late", d.late);
-    row(&mut t, "damaged (unattributable)", d.damaged);
-    row(&mut t, "unexpected recipient", d.unexpected);
     let _ = writeln!(
         out,
         "\n{t}  ({} streams, {} stream × recipient tracks)",
