@@ -278,13 +278,15 @@ async fn open(ep: &Endpoint, source: Option<IpAddr>, security: &Security) -> Res
 }
 
 /// How the WebSocket drivers reach their target: the endpoint (or why its URL is
-/// unusable), the source addresses users bind to round-robin, and the connect time limit.
+/// unusable), the source addresses users bind to round-robin, the connect time limit, and
+/// the run's largest body (which sizes the largest message a connection takes).
 #[derive(Debug, Clone)]
 pub struct Dialer {
     endpoint: Option<Endpoint>,
     sources: Vec<IpAddr>,
     timeout: std::time::Duration,
     security: Security,
+    max_body: usize,
 }
 
 impl Dialer {
@@ -297,6 +299,7 @@ impl Dialer {
             sources: config.source_addrs.clone(),
             timeout: config.connect_timeout,
             security: security(config)?,
+            max_body: config.max_body,
         })
     }
 
@@ -313,14 +316,16 @@ impl Dialer {
             .ok_or_else(|| Failure::new(ErrorKind::Other, "no target URL to connect to"))?;
         let source =
             (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
-        tokio::time::timeout(self.timeout, open(ep, source, &self.security))
+        let mut ws = tokio::time::timeout(self.timeout, open(ep, source, &self.security))
             .await
             .unwrap_or_else(|_| {
                 Err(Failure::new(
                     ErrorKind::ConnectTimeout,
                     format!("no WebSocket upgrade within {:?}", self.timeout),
                 ))
-            })
+            })?;
+        ws.fit(self.max_body);
+        Ok(ws)
     }
 }
 
