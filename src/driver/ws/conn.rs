@@ -74,10 +74,11 @@ struct Fragments {
     payload: Vec<u8>,
 }
 
-/// One WebSocket connection, client side.
+/// One WebSocket connection, client side, over a socket (any byte stream for the fuzz
+/// target, [`crate::fuzzing::ws_frames`]).
 #[derive(Debug)]
-pub struct Ws {
-    io: Stream,
+pub struct Ws<S = Stream> {
+    io: S,
     /// Bytes read and not yet taken as frames, from `rd_at`; no allocation while none.
     rd: Vec<u8>,
     rd_at: usize,
@@ -97,10 +98,10 @@ pub struct Ws {
     max_message: usize,
 }
 
-impl Ws {
+impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
     /// A connection over `io` after its upgrade; `rest` holds bytes read past the
     /// upgrade response.
-    pub(super) fn new(io: Stream, rest: Vec<u8>) -> Ws {
+    pub(crate) fn new(io: S, rest: Vec<u8>) -> Ws<S> {
         Ws {
             io,
             rd: rest,
