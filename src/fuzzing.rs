@@ -31,6 +31,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("artifact", artifact),
     ("ws_frames", ws_frames),
     ("ws_json_path", ws_json_path),
+    #[cfg(feature = "mqtt")]
+    ("mqtt_client", mqtt_client),
     #[cfg(feature = "socketio")]
     ("socketio_packet", socketio_packet),
     #[cfg(feature = "xmpp")]
@@ -391,6 +393,91 @@ impl tokio::io::AsyncWrite for Script<'_> {
     ) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
     }
+}
+
+/// The MQTT client's packet handling (its state machine without a socket,
+/// `driver::mqtt::conn::Machine`): the input's first byte picks the version (bit 0), the
+/// QoS (bits 1–2, mod 3) and the in-flight limit (bits 3–5, plus one); the client has
+/// published that many messages when the broker's bytes — the input after four more
+/// bytes — arrive, read whole and in pieces whose sizes those four bytes give. Each
+/// outcome is of a publish in flight, once; every message received is acknowledged; the
+/// publishes in flight and the outcomes add up; and what the client reads and writes is
+/// the same however the bytes were cut.
+#[cfg(feature = "mqtt")]
+pub fn mqtt_client(data: &[u8]) {
+    let (&head, rest) = data.split_first().unwrap_or((&0, &[]));
+    let (cuts, stream) = rest.split_at(rest.len().min(4));
+    let whole = mqtt_session(head, stream, &[]);
+    let pieces = mqtt_session(head, stream, cuts);
+    assert_eq!(pieces, whole);
+}
+
+/// What the client set up by `head` reports reading `stream` cut by `cuts`, and the bytes
+/// it writes back (see [`mqtt_client`]).
+#[cfg(feature = "mqtt")]
+fn mqtt_session(head: u8, stream: &[u8], cuts: &[u8]) -> (Vec<String>, Vec<u8>) {
+    use crate::driver::mqtt::conn::{Machine, Setup, Wire};
+    let setup = Setup {
+        host: String::new(),
+        port: 0,
+        #[cfg(feature = "mqtt-tls")]
+        tls: None,
+        v5: head & 1 != 0,
+        qos: (head >> 1 & 3) % 3,
+        keep_alive: Duration::from_secs(60),
+        self_ping: false,
+        max_packet: 1024,
+        read_chunk: 1024,
+        max_inflight: 1 + u16::from(head >> 3 & 7),
+    };
+    let mut m = Machine::new(&setup);
+    let published = u64::from(setup.max_inflight);
+    for tag in 0..published {
+        m.publish(tag, format!("t/{tag}"), "ms1:body")
+            .expect("a publish");
+    }
+    assert_eq!(m.full(), setup.qos > 0);
+    let _ = m.take_written();
+    let mut seen = Vec::new();
+    let mut outcomes = BTreeSet::new();
+    let mut sizes = cuts.iter().map(|&c| 1 + usize::from(c % 64)).cycle();
+    let mut rest = stream;
+    'read: while !rest.is_empty() {
+        let n = sizes.next().unwrap_or(rest.len()).min(rest.len());
+        let (piece, after) = rest.split_at(n);
+        rest = after;
+        m.received(piece);
+        loop {
+            match m.step() {
+                Ok(Some(w)) => {
+                    match &w {
+                        Wire::Outcome { tag, .. } => {
+                            assert!(setup.qos > 0 && *tag < published, "{w:?}");
+                            assert!(outcomes.insert(*tag), "a second outcome: {w:?}");
+                        }
+                        Wire::Message {
+                            ack: Some((qos, pkid)),
+                            ..
+                        } => {
+                            assert!(matches!(qos, 1 | 2), "{w:?}");
+                            m.ack(*qos, *pkid).expect("an acknowledgement");
+                        }
+                        Wire::Message { ack: None, .. } | Wire::SubAck(_) => {}
+                    }
+                    seen.push(format!("{w:?}"));
+                }
+                Ok(None) => break,
+                Err(f) => {
+                    seen.push(format!("{f:?}"));
+                    break 'read;
+                }
+            }
+        }
+    }
+    if setup.qos > 0 {
+        assert_eq!(m.in_flight() as u64 + outcomes.len() as u64, published);
+    }
+    (seen, m.take_written().to_vec())
 }
 
 /// The paths of `[target.ws-json]` over a frame: the input is up to four paths, one a

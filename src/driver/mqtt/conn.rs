@@ -143,28 +143,16 @@ enum Out<'a> {
     Disconnect,
 }
 
-/// One MQTT connection after CONNACK.
+/// One MQTT connection after CONNACK: the socket and the [`Machine`] speaking over it.
 #[derive(Debug)]
 pub struct Conn {
     io: Stream,
-    v5: bool,
-    qos: u8,
-    max_packet: usize,
     read_chunk: usize,
-    max_inflight: u16,
     /// Zero when the connection sends no PINGREQ of its own.
     self_ping: Duration,
-    keep_alive: Duration,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
-    /// Packet id and tag of every publish not yet acknowledged.
-    inflight: Vec<(u16, u64)>,
-    last_pkid: u16,
     /// When the last bytes went out.
     last_write: Instant,
-    /// When the PINGREQ not answered yet went out.
-    ping_sent: Option<Instant>,
-    failed: Option<Failure>,
+    m: Machine,
 }
 
 impl Conn {
@@ -182,28 +170,216 @@ impl Conn {
         let io = Stream::Plain(tcp);
         let mut conn = Conn {
             io,
-            v5: setup.v5,
-            qos: setup.qos,
-            max_packet: setup.max_packet,
             read_chunk: setup.read_chunk,
-            max_inflight: setup.max_inflight,
             self_ping: match setup.self_ping {
                 true => setup.keep_alive,
                 false => Duration::ZERO,
             },
+            last_write: Instant::now(),
+            m: Machine::new(setup),
+        };
+        conn.m.connect(hello)?;
+        conn.write_all().await?;
+        let session_present = loop {
+            if let Some(present) = conn.m.connack()? {
+                break present;
+            }
+            conn.fill().await?;
+        };
+        Ok((conn, session_present))
+    }
+
+    /// The next thing the broker did that the session acts on; acknowledgements, pings
+    /// and the QoS 2 handshake are answered here. Cancel-safe. After a failure every call
+    /// returns that failure.
+    pub async fn next(&mut self) -> Result<Wire, Failure> {
+        self.m.alive()?;
+        let r = self.next_inner().await;
+        if let Err(f) = &r {
+            self.m.failed = Some(f.clone());
+        }
+        r
+    }
+
+    async fn next_inner(&mut self) -> Result<Wire, Failure> {
+        loop {
+            if let Some(w) = self.m.step()? {
+                return Ok(w);
+            }
+            // Nothing left to parse: what the packets read so far owe goes out in one
+            // write before waiting for more.
+            self.write_all().await?;
+            if self.self_ping.is_zero() {
+                self.fill().await?;
+                continue;
+            }
+            let due = self.m.ping_sent.unwrap_or(self.last_write) + self.self_ping;
+            // Boxed: the timer is only for connections that ping by themselves, and an
+            // idle connection's read future stays small without it.
+            if Box::pin(tokio::time::timeout_at(due.into(), self.fill()))
+                .await
+                .is_err()
+            {
+                self.m.ping()?;
+            }
+        }
+    }
+
+    /// Whether every in-flight slot is taken: a publish must wait for an outcome.
+    pub fn full(&self) -> bool {
+        self.m.full()
+    }
+
+    /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
+    /// with `tag` (none for QoS 0). The caller waits while the connection is
+    /// [`Conn::full`].
+    pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
+        self.m.publish(tag, topic, body)?;
+        if self.m.wbuf.len() >= WRITE_COALESCE {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Queues a SUBSCRIBE to `filter` (`no_local` is honoured by MQTT 5 only); the answer
+    /// comes as [`Wire::SubAck`].
+    pub fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
+        self.m.subscribe(filter, no_local)
+    }
+
+    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received message.
+    pub fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
+        self.m.ack(qos, pkid)
+    }
+
+    /// The keep-alive: queues a PINGREQ unless one is unanswered; one unanswered for the
+    /// whole keep-alive ends the connection (`timeout`).
+    pub fn ping(&mut self) -> Result<(), Failure> {
+        self.m.ping()
+    }
+
+    /// Writes a DISCONNECT after everything queued.
+    pub async fn disconnect(&mut self) -> Result<(), Failure> {
+        self.m.alive()?;
+        self.m.put(Out::Disconnect)?;
+        self.flush().await
+    }
+
+    /// Writes everything queued. Cancel-safe.
+    pub async fn flush(&mut self) -> Result<(), Failure> {
+        self.m.alive()?;
+        let r = self.write_all().await;
+        if let Err(f) = &r {
+            self.m.failed = Some(f.clone());
+        }
+        r
+    }
+
+    async fn write_all(&mut self) -> Result<(), Failure> {
+        if self.m.wbuf.is_empty() {
+            return Ok(());
+        }
+        while !self.m.wbuf.is_empty() {
+            let n = self
+                .io
+                .write(&self.m.wbuf)
+                .await
+                .map_err(|e| classify(&e))?;
+            if n == 0 {
+                return Err(closed());
+            }
+            self.m.wbuf.advance(n);
+        }
+        self.io.flush().await.map_err(|e| classify(&e))?;
+        self.m.wbuf = BytesMut::new();
+        self.last_write = Instant::now();
+        Ok(())
+    }
+
+    /// Reads from the socket into the read buffer. An idle plain connection waits for
+    /// readiness without a buffer and allocates one only to take what arrived.
+    async fn fill(&mut self) -> Result<(), Failure> {
+        let rbuf = &mut self.m.rbuf;
+        let n = match &mut self.io {
+            Stream::Plain(tcp) => loop {
+                tcp.readable().await.map_err(|e| classify(&e))?;
+                rbuf.reserve(self.read_chunk);
+                match tcp.try_read_buf(rbuf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if rbuf.is_empty() {
+                            *rbuf = BytesMut::new();
+                        }
+                    }
+                    Err(e) => return Err(classify(&e)),
+                }
+            },
+            #[allow(unreachable_patterns)]
+            io => {
+                rbuf.reserve(self.read_chunk);
+                io.read_buf(rbuf).await.map_err(|e| classify(&e))?
+            }
+        };
+        match n {
+            0 => Err(closed()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The client's protocol state without its socket: bytes the broker sent go into `rbuf`
+/// ([`Machine::received`]), [`Machine::step`] parses and acts on them, and what the client
+/// owes or queues waits in `wbuf` for the socket ([`Machine::take_written`]). [`Conn`] runs
+/// it over a socket; tests and the fuzz target ([`crate::fuzzing::mqtt_client`]) drive it
+/// with bytes.
+#[derive(Debug)]
+pub(crate) struct Machine {
+    v5: bool,
+    qos: u8,
+    max_packet: usize,
+    max_inflight: u16,
+    keep_alive: Duration,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// Packet id and tag of every publish not yet acknowledged.
+    inflight: Vec<(u16, u64)>,
+    last_pkid: u16,
+    /// When the PINGREQ not answered yet went out.
+    ping_sent: Option<Instant>,
+    failed: Option<Failure>,
+}
+
+impl Machine {
+    /// The state of a new connection set up as `setup` says, before its CONNECT.
+    pub(crate) fn new(setup: &Setup) -> Machine {
+        Machine {
+            v5: setup.v5,
+            qos: setup.qos,
+            max_packet: setup.max_packet,
+            max_inflight: setup.max_inflight,
             keep_alive: setup.keep_alive,
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
             inflight: Vec::new(),
             last_pkid: 0,
-            last_write: Instant::now(),
             ping_sent: None,
             failed: None,
+        }
+    }
+
+    /// Queues the CONNECT.
+    pub(crate) fn connect(&mut self, hello: &Hello) -> Result<(), Failure> {
+        let keep_alive = self.keep_alive.as_secs().min(u64::from(u16::MAX)) as u16;
+        self.put(Out::Connect(hello, keep_alive, self.max_packet))
+    }
+
+    /// The broker's answer to the CONNECT, once it is in: whether it resumed a stored
+    /// session (an MQTT 5 receive maximum lowers the in-flight limit), or why it refused.
+    pub(crate) fn connack(&mut self) -> Result<Option<bool>, Failure> {
+        let Some(packet) = self.parse()? else {
+            return Ok(None);
         };
-        let keep_alive = setup.keep_alive.as_secs().min(u64::from(u16::MAX)) as u16;
-        conn.put(Out::Connect(hello, keep_alive, setup.max_packet))?;
-        conn.write_all().await?;
-        match conn.read().await? {
+        match packet {
             In::ConnAck {
                 refused: Some(f), ..
             } => Err(f),
@@ -213,9 +389,9 @@ impl Conn {
                 ..
             } => {
                 if let Some(max) = receive_max.filter(|&m| m > 0) {
-                    conn.max_inflight = conn.max_inflight.min(max);
+                    self.max_inflight = self.max_inflight.min(max);
                 }
-                Ok((conn, session_present))
+                Ok(Some(session_present))
             }
             In::Disconnect(f) => Err(f),
             _ => Err(Failure::new(
@@ -225,52 +401,32 @@ impl Conn {
         }
     }
 
-    /// The next thing the broker did that the session acts on; acknowledgements, pings
-    /// and the QoS 2 handshake are answered here. Cancel-safe. After a failure every call
-    /// returns that failure.
-    pub async fn next(&mut self) -> Result<Wire, Failure> {
-        if let Some(f) = &self.failed {
-            return Err(f.clone());
-        }
-        let r = self.next_inner().await;
-        if let Err(f) = &r {
-            self.failed = Some(f.clone());
-        }
-        r
+    /// Takes bytes the broker sent.
+    pub(crate) fn received(&mut self, bytes: &[u8]) {
+        self.rbuf.extend_from_slice(bytes);
     }
 
-    async fn next_inner(&mut self) -> Result<Wire, Failure> {
-        loop {
-            if let Some(packet) = self.parse()? {
-                if let Some(w) = self.absorb(packet)? {
-                    return Ok(w);
-                }
-                continue;
-            }
-            // Nothing left to parse: what the packets read so far owe goes out in one
-            // write before waiting for more.
-            self.write_all().await?;
-            if self.self_ping.is_zero() {
-                self.fill().await?;
-                continue;
-            }
-            let due = self.ping_sent.unwrap_or(self.last_write) + self.self_ping;
-            // Boxed: the timer is only for connections that ping by themselves, and an
-            // idle connection's read future stays small without it.
-            if Box::pin(tokio::time::timeout_at(due.into(), self.fill()))
-                .await
-                .is_err()
-            {
-                self.ping()?;
+    /// Takes what the client wrote so far.
+    pub(crate) fn take_written(&mut self) -> BytesMut {
+        std::mem::take(&mut self.wbuf)
+    }
+
+    /// Acts on the packets read until one the session must hear of; `None` when more
+    /// bytes are needed.
+    pub(crate) fn step(&mut self) -> Result<Option<Wire>, Failure> {
+        while let Some(packet) = self.parse()? {
+            if let Some(w) = self.absorb(packet)? {
+                return Ok(Some(w));
             }
         }
+        Ok(None)
     }
 
     /// Acts on one packet; `Some` when the session must hear of it.
     fn absorb(&mut self, packet: In) -> Result<Option<Wire>, Failure> {
-        let outcome = |conn: &mut Conn, pkid: u16, refused: Option<String>| {
-            let i = conn.inflight.iter().position(|&(id, _)| id == pkid)?;
-            let (_, tag) = conn.inflight.swap_remove(i);
+        let outcome = |m: &mut Machine, pkid: u16, refused: Option<String>| {
+            let i = m.inflight.iter().position(|&(id, _)| id == pkid)?;
+            let (_, tag) = m.inflight.swap_remove(i);
             Some(Wire::Outcome { tag, refused })
         };
         let w = match packet {
@@ -302,15 +458,18 @@ impl Conn {
         Ok(w)
     }
 
+    /// Publishes waiting for their outcome.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
     /// Whether every in-flight slot is taken: a publish must wait for an outcome.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.qos > 0 && self.inflight.len() >= usize::from(self.max_inflight)
     }
 
-    /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
-    /// with `tag` (none for QoS 0). The caller waits while the connection is
-    /// [`Conn::full`].
-    pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
+    /// Queues a publish (see [`Conn::publish`]).
+    pub(crate) fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
         self.alive()?;
         let pkid = match self.qos {
             0 => 0,
@@ -324,9 +483,6 @@ impl Conn {
         })?;
         if self.qos > 0 {
             self.inflight.push((pkid, tag));
-        }
-        if self.wbuf.len() >= WRITE_COALESCE {
-            self.flush().await?;
         }
         Ok(())
     }
@@ -342,9 +498,8 @@ impl Conn {
         }
     }
 
-    /// Queues a SUBSCRIBE to `filter` (`no_local` is honoured by MQTT 5 only); the answer
-    /// comes as [`Wire::SubAck`].
-    pub fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
+    /// Queues a SUBSCRIBE (see [`Conn::subscribe`]).
+    pub(crate) fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
         self.alive()?;
         let pkid = self.next_pkid();
         self.put(Out::Subscribe {
@@ -355,8 +510,8 @@ impl Conn {
         })
     }
 
-    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received message.
-    pub fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
+    /// Queues an acknowledgement (see [`Conn::ack`]).
+    pub(crate) fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
         self.alive()?;
         match qos {
             1 => self.put(Out::PubAck(pkid)),
@@ -364,9 +519,8 @@ impl Conn {
         }
     }
 
-    /// The keep-alive: queues a PINGREQ unless one is unanswered; one unanswered for the
-    /// whole keep-alive ends the connection (`timeout`).
-    pub fn ping(&mut self) -> Result<(), Failure> {
+    /// The keep-alive (see [`Conn::ping`]).
+    pub(crate) fn ping(&mut self) -> Result<(), Failure> {
         self.alive()?;
         match self.ping_sent {
             Some(at) if at.elapsed() >= self.keep_alive => {
@@ -383,85 +537,10 @@ impl Conn {
         }
     }
 
-    /// Writes a DISCONNECT after everything queued.
-    pub async fn disconnect(&mut self) -> Result<(), Failure> {
-        self.alive()?;
-        self.put(Out::Disconnect)?;
-        self.flush().await
-    }
-
-    /// Writes everything queued. Cancel-safe.
-    pub async fn flush(&mut self) -> Result<(), Failure> {
-        self.alive()?;
-        let r = self.write_all().await;
-        if let Err(f) = &r {
-            self.failed = Some(f.clone());
-        }
-        r
-    }
-
     fn alive(&self) -> Result<(), Failure> {
         match &self.failed {
             Some(f) => Err(f.clone()),
             None => Ok(()),
-        }
-    }
-
-    async fn write_all(&mut self) -> Result<(), Failure> {
-        if self.wbuf.is_empty() {
-            return Ok(());
-        }
-        while !self.wbuf.is_empty() {
-            let n = self.io.write(&self.wbuf).await.map_err(|e| classify(&e))?;
-            if n == 0 {
-                return Err(closed());
-            }
-            self.wbuf.advance(n);
-        }
-        self.io.flush().await.map_err(|e| classify(&e))?;
-        self.wbuf = BytesMut::new();
-        self.last_write = Instant::now();
-        Ok(())
-    }
-
-    /// Reads from the socket into the read buffer. An idle plain connection waits for
-    /// readiness without a buffer and allocates one only to take what arrived.
-    async fn fill(&mut self) -> Result<(), Failure> {
-        let n = match &mut self.io {
-            Stream::Plain(tcp) => loop {
-                tcp.readable().await.map_err(|e| classify(&e))?;
-                self.rbuf.reserve(self.read_chunk);
-                match tcp.try_read_buf(&mut self.rbuf) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        if self.rbuf.is_empty() {
-                            self.rbuf = BytesMut::new();
-                        }
-                    }
-                    Err(e) => return Err(classify(&e)),
-                }
-            },
-            #[allow(unreachable_patterns)]
-            io => {
-                self.rbuf.reserve(self.read_chunk);
-                io.read_buf(&mut self.rbuf)
-                    .await
-                    .map_err(|e| classify(&e))?
-            }
-        };
-        match n {
-            0 => Err(closed()),
-            _ => Ok(()),
-        }
-    }
-
-    /// Reads until a whole packet is in and returns it.
-    async fn read(&mut self) -> Result<In, Failure> {
-        loop {
-            if let Some(p) = self.parse()? {
-                return Ok(p);
-            }
-            self.fill().await?;
         }
     }
 
