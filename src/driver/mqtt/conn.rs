@@ -31,6 +31,9 @@ use super::super::ws::Stream;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
 
+/// An MQTT 5 DISCONNECT without a reason code (remaining length 0).
+const SHORT_DISCONNECT: [u8; 2] = [0xE0, 0x00];
+
 /// Write-buffer size past which a publish is written at once instead of at the next flush.
 const WRITE_COALESCE: usize = 64 << 10;
 
@@ -549,7 +552,15 @@ impl Machine {
         if self.rbuf.is_empty() {
             return Ok(None);
         }
-        let packet = if self.v5 {
+        let packet = if self.v5 && self.rbuf.starts_with(&SHORT_DISCONNECT) {
+            // MQTT 5 §3.14.2.1: no reason code means a normal disconnection; rumqttc's
+            // codec refuses it as a packet without payload.
+            self.rbuf.advance(SHORT_DISCONNECT.len());
+            In::Disconnect(Failure::new(
+                ErrorKind::ClosedByPeer,
+                "the broker sent DISCONNECT: NormalDisconnection",
+            ))
+        } else if self.v5 {
             match v5::Packet::read(
                 &mut self.rbuf,
                 Some(u32::try_from(self.max_packet).unwrap_or(u32::MAX)),
@@ -819,4 +830,284 @@ fn unreadable(e: &dyn std::fmt::Display) -> Failure {
 
 fn closed() -> Failure {
     Failure::new(ErrorKind::ClosedByPeer, "the broker closed the connection")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine for MQTT 5 or 3.1.1 at `qos`, at most `inflight` publishes in flight.
+    fn machine(v5: bool, qos: u8, inflight: u16) -> Machine {
+        Machine::new(&Setup {
+            host: String::new(),
+            port: 0,
+            #[cfg(feature = "mqtt-tls")]
+            tls: None,
+            v5,
+            qos,
+            keep_alive: Duration::from_secs(60),
+            self_ping: false,
+            max_packet: 4096,
+            read_chunk: 4096,
+            max_inflight: inflight,
+        })
+    }
+
+    /// The broker sends `p` (3.1.1).
+    fn send4(m: &mut Machine, p: v4::Packet) {
+        let mut b = BytesMut::new();
+        p.write(&mut b, 4096).expect("encode");
+        m.received(&b);
+    }
+
+    /// The broker sends `p` (MQTT 5).
+    fn send5(m: &mut Machine, p: v5::Packet) {
+        let mut b = BytesMut::new();
+        p.write(&mut b, None).expect("encode");
+        m.received(&b);
+    }
+
+    /// What the client wrote, as 3.1.1 packets.
+    fn written4(m: &mut Machine) -> Vec<v4::Packet> {
+        let mut b = m.take_written();
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            out.push(v4::Packet::read(&mut b, 1 << 20).expect("a client packet"));
+        }
+        out
+    }
+
+    /// What the client wrote, as MQTT 5 packets.
+    fn written5(m: &mut Machine) -> Vec<v5::Packet> {
+        let mut b = m.take_written();
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            out.push(v5::Packet::read(&mut b, None).expect("a client packet"));
+        }
+        out
+    }
+
+    /// The outcome the next step reports: tag and refusal.
+    fn outcome(m: &mut Machine) -> (u64, Option<String>) {
+        match m.step().expect("no failure") {
+            Some(Wire::Outcome { tag, refused }) => (tag, refused),
+            other => panic!("expected an outcome, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn publishes_wait_for_a_free_in_flight_slot() {
+        let mut m = machine(false, 1, 2);
+        assert!(!m.full());
+        m.publish(10, "t/a".into(), "one").expect("publish");
+        m.publish(11, "t/a".into(), "two").expect("publish");
+        assert!(m.full(), "two in flight of two");
+        let ids: Vec<u16> = written4(&mut m)
+            .into_iter()
+            .map(|p| match p {
+                v4::Packet::Publish(p) => {
+                    assert_eq!(p.qos, QoS4::AtLeastOnce);
+                    p.pkid
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [1, 2]);
+        // A PUBACK for no publish in flight frees nothing.
+        send4(&mut m, v4::Packet::PubAck(v4::PubAck::new(9)));
+        assert!(m.step().expect("ok").is_none());
+        assert!(m.full());
+        send4(&mut m, v4::Packet::PubAck(v4::PubAck::new(2)));
+        assert_eq!(outcome(&mut m), (11, None));
+        assert!(!m.full());
+        // The freed id is not reused while id 1 is in flight; the next is 3.
+        m.publish(12, "t/a".into(), "three").expect("publish");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::Publish(p)] if p.pkid == 3));
+        // A second PUBACK for the same id is no second outcome.
+        send4(&mut m, v4::Packet::PubAck(v4::PubAck::new(2)));
+        assert!(m.step().expect("ok").is_none());
+        assert_eq!(m.in_flight(), 2);
+        // QoS 0 is never full.
+        let mut m = machine(false, 0, 1);
+        m.publish(1, "t".into(), "x").expect("publish");
+        m.publish(2, "t".into(), "y").expect("publish");
+        assert!(!m.full());
+        assert_eq!(m.in_flight(), 0);
+    }
+
+    #[test]
+    fn connack_reports_a_resumed_session_and_an_mqtt5_receive_maximum() {
+        use v4::ConnectReturnCode as C4;
+        use v5::ConnectReturnCode as C5;
+        let hello = Hello {
+            client_id: "c".into(),
+            login: None,
+            clean_start: false,
+            expiry: 60,
+        };
+        let mut m = machine(false, 1, 8);
+        m.connect(&hello).expect("connect");
+        match &written4(&mut m)[..] {
+            [v4::Packet::Connect(c)] => {
+                assert!(!c.clean_session);
+                assert_eq!(c.client_id, "c");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.connack().expect("wait"), None, "nothing read yet");
+        send4(
+            &mut m,
+            v4::Packet::ConnAck(v4::ConnAck::new(C4::Success, true)),
+        );
+        assert_eq!(m.connack().expect("accepted"), Some(true));
+        // A second CONNACK is a protocol error.
+        send4(
+            &mut m,
+            v4::Packet::ConnAck(v4::ConnAck::new(C4::Success, false)),
+        );
+        assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
+
+        let mut m = machine(false, 1, 8);
+        send4(
+            &mut m,
+            v4::Packet::ConnAck(v4::ConnAck::new(C4::Success, false)),
+        );
+        assert_eq!(m.connack().expect("accepted"), Some(false));
+        let mut m = machine(false, 1, 8);
+        let refused = v4::ConnAck::new(C4::BadUserNamePassword, false);
+        send4(&mut m, v4::Packet::ConnAck(refused));
+        assert_eq!(m.connack().unwrap_err().kind, ErrorKind::AuthFailed);
+
+        let mut m = machine(true, 1, 8);
+        let props = v5::ConnAckProperties {
+            session_expiry_interval: None,
+            receive_max: Some(1),
+            max_qos: None,
+            retain_available: None,
+            max_packet_size: None,
+            assigned_client_identifier: None,
+            topic_alias_max: None,
+            reason_string: None,
+            user_properties: Vec::new(),
+            wildcard_subscription_available: None,
+            subscription_identifiers_available: None,
+            shared_subscription_available: None,
+            server_keep_alive: None,
+            response_information: None,
+            server_reference: None,
+            authentication_method: None,
+            authentication_data: None,
+        };
+        send5(
+            &mut m,
+            v5::Packet::ConnAck(v5::ConnAck {
+                session_present: true,
+                code: C5::Success,
+                properties: Some(props),
+            }),
+        );
+        assert_eq!(m.connack().expect("accepted"), Some(true));
+        m.publish(1, "t".into(), "x").expect("publish");
+        assert!(m.full(), "the broker's receive maximum of 1 is the limit");
+    }
+
+    #[test]
+    fn a_qos2_publish_completes_through_pubrec_pubrel_pubcomp() {
+        let mut m = machine(false, 2, 4);
+        m.publish(7, "t".into(), "x").expect("publish");
+        m.publish(8, "t".into(), "y").expect("publish");
+        let _ = m.take_written();
+        send4(&mut m, v4::Packet::PubRec(v4::PubRec::new(1)));
+        assert!(m.step().expect("ok").is_none(), "PUBREC is no outcome yet");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubRel(r)] if r.pkid == 1));
+        assert_eq!(m.in_flight(), 2);
+        send4(&mut m, v4::Packet::PubComp(v4::PubComp::new(1)));
+        assert_eq!(outcome(&mut m), (7, None));
+        assert_eq!(m.in_flight(), 1);
+
+        // MQTT 5: a PUBREC with a failure reason ends the publish, refused, without a
+        // PUBREL.
+        let mut m = machine(true, 2, 4);
+        m.publish(9, "t".into(), "x").expect("publish");
+        let _ = m.take_written();
+        let mut rec = v5::PubRec::new(1, None);
+        rec.reason = v5::PubRecReason::QuotaExceeded;
+        send5(&mut m, v5::Packet::PubRec(rec));
+        let (tag, refused) = outcome(&mut m);
+        assert_eq!(tag, 9);
+        assert!(refused.expect("refused").contains("QuotaExceeded"));
+        assert!(written5(&mut m).is_empty());
+        // No matching subscribers is not a refusal.
+        m.publish(10, "t".into(), "y").expect("publish");
+        let _ = m.take_written();
+        let mut ack = v5::PubRec::new(2, None);
+        ack.reason = v5::PubRecReason::NoMatchingSubscribers;
+        send5(&mut m, v5::Packet::PubRec(ack));
+        assert!(m.step().expect("ok").is_none());
+        assert!(matches!(&written5(&mut m)[..], [v5::Packet::PubRel(r)] if r.pkid == 2));
+    }
+
+    #[test]
+    fn a_received_qos2_message_is_acknowledged_through_pubrec_and_pubcomp() {
+        let mut m = machine(false, 2, 4);
+        let mut p = v4::Publish::new("t/u1", QoS4::ExactlyOnce, "ms1:body");
+        p.pkid = 42;
+        // A broker's retransmission after a reconnect carries DUP: the same message.
+        p.dup = true;
+        send4(&mut m, v4::Packet::Publish(p));
+        match m.step().expect("ok") {
+            Some(Wire::Message { payload, ack }) => {
+                assert_eq!(&payload[..], b"ms1:body");
+                assert_eq!(ack, Some((2, 42)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            written4(&mut m).is_empty(),
+            "acknowledged only once handed out"
+        );
+        m.ack(2, 42).expect("ack");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubRec(r)] if r.pkid == 42));
+        send4(&mut m, v4::Packet::PubRel(v4::PubRel::new(42)));
+        assert!(m.step().expect("ok").is_none());
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubComp(c)] if c.pkid == 42));
+        // QoS 1: PUBACK.
+        let mut p = v4::Publish::new("t/u1", QoS4::AtLeastOnce, "b");
+        p.pkid = 5;
+        send4(&mut m, v4::Packet::Publish(p));
+        let Some(Wire::Message {
+            ack: Some((1, 5)), ..
+        }) = m.step().expect("ok")
+        else {
+            panic!("a QoS 1 message");
+        };
+        m.ack(1, 5).expect("ack");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubAck(a)] if a.pkid == 5));
+    }
+
+    #[test]
+    fn packets_cut_anywhere_are_read_whole_and_garbage_fails() {
+        let mut m = machine(false, 1, 4);
+        m.publish(1, "t".into(), "x").expect("publish");
+        let mut b = BytesMut::new();
+        v4::Packet::PubAck(v4::PubAck::new(1))
+            .write(&mut b, 4096)
+            .expect("encode");
+        for byte in b.iter() {
+            assert!(m.step().expect("ok").is_none());
+            m.received(&[*byte]);
+        }
+        assert_eq!(outcome(&mut m), (1, None));
+        assert_eq!(m.rbuf.capacity(), 0, "no read buffer kept while idle");
+        m.received(&[0x00, 0x00]);
+        assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
+        // MQTT 5 DISCONNECT ends the connection as the broker's close, with a reason
+        // code (session taken over) or without one (normal: remaining length 0).
+        for bytes in [&[0xE0, 0x02, 0x8E, 0x00][..], &[0xE0, 0x00]] {
+            let mut m = machine(true, 1, 4);
+            m.received(bytes);
+            let f = m.step().unwrap_err();
+            assert_eq!(f.kind, ErrorKind::ClosedByPeer, "{bytes:?}: {}", f.detail);
+        }
+    }
 }
