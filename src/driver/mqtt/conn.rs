@@ -1110,4 +1110,110 @@ mod tests {
             assert_eq!(f.kind, ErrorKind::ClosedByPeer, "{bytes:?}: {}", f.detail);
         }
     }
+
+    /// A real mosquitto on a free loopback port, killed on drop.
+    struct Broker(std::process::Child, u16, tempfile::TempDir);
+
+    impl Drop for Broker {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn broker() -> Broker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conf = dir.path().join("mosquitto.conf");
+        let text = format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n");
+        std::fs::write(&conf, text).expect("conf");
+        let child = std::process::Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start mosquitto");
+        let b = Broker(child, port, dir);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "mosquitto does not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        b
+    }
+
+    /// The next report of `c`, within five seconds.
+    async fn next(c: &mut Conn) -> Wire {
+        tokio::time::timeout(Duration::from_secs(5), c.next())
+            .await
+            .expect("a packet within 5 s")
+            .expect("no failure")
+    }
+
+    /// A message received and not acknowledged when the connection ends is delivered
+    /// again by mosquitto to the resumed session, which the CONNACK reports present.
+    #[tokio::test]
+    #[cfg_attr(not(peer_mosquitto), ignore = "needs mosquitto")]
+    async fn mosquitto_retransmits_an_unacknowledged_message_after_a_reconnect() {
+        let b = broker();
+        let setup = Setup {
+            host: "127.0.0.1".into(),
+            port: b.1,
+            #[cfg(feature = "mqtt-tls")]
+            tls: None,
+            v5: false,
+            qos: 1,
+            keep_alive: Duration::from_secs(60),
+            self_ping: false,
+            max_packet: 4096,
+            read_chunk: 4096,
+            max_inflight: 4,
+        };
+        let hello = |id: &str, clean_start| Hello {
+            client_id: id.into(),
+            login: None,
+            clean_start,
+            expiry: 60,
+        };
+        let (mut sub, present) = Conn::open(&setup, &hello("sub", false)).await.expect("sub");
+        assert!(!present);
+        sub.subscribe("t/x", false).expect("subscribe");
+        sub.flush().await.expect("flush");
+        assert!(matches!(next(&mut sub).await, Wire::SubAck(Ok(()))));
+        let (mut publisher, _) = Conn::open(&setup, &hello("pub", true)).await.expect("pub");
+        publisher
+            .publish(77, "t/x".into(), "ms1:again")
+            .await
+            .expect("publish");
+        publisher.flush().await.expect("flush");
+        assert!(matches!(
+            next(&mut publisher).await,
+            Wire::Outcome {
+                tag: 77,
+                refused: None
+            }
+        ));
+        let Wire::Message { payload, ack } = next(&mut sub).await else {
+            panic!("the message");
+        };
+        assert_eq!(&payload[..], b"ms1:again");
+        assert!(matches!(ack, Some((1, _))));
+        // Gone without acknowledging it.
+        drop(sub);
+        let (mut sub, present) = Conn::open(&setup, &hello("sub", false))
+            .await
+            .expect("again");
+        assert!(present, "the broker resumed the session");
+        let Wire::Message { payload, ack } = next(&mut sub).await else {
+            panic!("the retransmission");
+        };
+        assert_eq!(&payload[..], b"ms1:again");
+        let (qos, pkid) = ack.expect("QoS 1");
+        sub.ack(qos, pkid).expect("ack");
+        sub.disconnect().await.expect("disconnect");
+    }
 }
