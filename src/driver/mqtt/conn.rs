@@ -552,6 +552,14 @@ impl Machine {
         if self.rbuf.is_empty() {
             return Ok(None);
         }
+        // The codec takes a packet out of the buffer once its frame is whole, then parses
+        // it: "insufficient bytes" after that is a packet whose inner lengths run past its
+        // frame, not a packet still arriving.
+        let before = self.rbuf.len();
+        let partial = |rbuf: &BytesMut, e: &dyn std::fmt::Display| match rbuf.len() == before {
+            true => Ok(None),
+            false => Err(unreadable(e)),
+        };
         let packet = if self.v5 && self.rbuf.starts_with(&SHORT_DISCONNECT) {
             // MQTT 5 §3.14.2.1: no reason code means a normal disconnection; rumqttc's
             // codec refuses it as a packet without payload.
@@ -566,13 +574,17 @@ impl Machine {
                 Some(u32::try_from(self.max_packet).unwrap_or(u32::MAX)),
             ) {
                 Ok(p) => decode5(p),
-                Err(rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
+                Err(e @ rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => {
+                    return partial(&self.rbuf, &e)
+                }
                 Err(e) => return Err(unreadable(&e)),
             }
         } else {
             match v4::Packet::read(&mut self.rbuf, self.max_packet) {
                 Ok(p) => decode4(p),
-                Err(rumqttc::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
+                Err(e @ rumqttc::mqttbytes::Error::InsufficientBytes(_)) => {
+                    return partial(&self.rbuf, &e)
+                }
                 Err(e) => return Err(unreadable(&e)),
             }
         };
@@ -1100,6 +1112,11 @@ mod tests {
         assert_eq!(outcome(&mut m), (1, None));
         assert_eq!(m.rbuf.capacity(), 0, "no read buffer kept while idle");
         m.received(&[0x00, 0x00]);
+        assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
+        // A whole MQTT 5 PUBREC whose properties run past its end (found by the fuzz
+        // target): unreadable, not a packet still arriving that stalls those behind it.
+        let mut m = machine(true, 2, 2);
+        m.received(&[0x50, 0x04, 0x00, 0xff, 0xff, 0xff, 0xd0, 0x00]);
         assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
         // MQTT 5 DISCONNECT ends the connection as the broker's close, with a reason
         // code (session taken over) or without one (normal: remaining length 0).
