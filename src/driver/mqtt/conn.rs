@@ -1128,13 +1128,18 @@ mod tests {
         }
     }
 
-    /// A real mosquitto on a free loopback port, killed on drop.
-    struct Broker(std::process::Child, u16, tempfile::TempDir);
+    /// A real mosquitto on a free loopback port, killed on drop (its configuration in
+    /// a folder removed then).
+    struct Broker {
+        child: std::process::Child,
+        port: u16,
+        _dir: tempfile::TempDir,
+    }
 
     impl Drop for Broker {
         fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 
@@ -1154,7 +1159,11 @@ mod tests {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start mosquitto");
-        let b = Broker(child, port, dir);
+        let b = Broker {
+            child,
+            port,
+            _dir: dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(5);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "mosquitto does not listen");
@@ -1179,7 +1188,7 @@ mod tests {
         let b = broker();
         let setup = Setup {
             host: "127.0.0.1".into(),
-            port: b.1,
+            port: b.port,
             #[cfg(feature = "mqtt-tls")]
             tls: None,
             v5: false,
