@@ -14,7 +14,7 @@
 //! - heartbeat: MQTT keep-alive: PINGREQ at every heartbeat, or from the connection itself
 //!   when heartbeats come less often than the keep-alive needs.
 
-mod conn;
+pub(crate) mod conn;
 pub mod options;
 
 use std::collections::VecDeque;

@@ -192,11 +192,13 @@ async fn upgrade(mut tcp: Stream, ep: &Endpoint) -> Result<Ws, Failure> {
 }
 
 /// How the WebSocket drivers reach their target: the endpoint (its path and host for the
-/// upgrade) and the [`Connector`] (source addresses, TLS, connect time limit).
+/// upgrade), the [`Connector`] (source addresses, TLS, connect time limit), and the run's
+/// largest body (which sizes the largest message a connection takes).
 #[derive(Debug, Clone)]
 pub struct Dialer {
     endpoint: Option<Endpoint>,
     connector: Connector,
+    max_body: usize,
 }
 
 impl Dialer {
@@ -207,6 +209,7 @@ impl Dialer {
         Ok(Dialer {
             endpoint: config.endpoint.clone(),
             connector: connector(config)?,
+            max_body: config.max_body,
         })
     }
 
@@ -222,7 +225,9 @@ impl Dialer {
             .as_ref()
             .ok_or_else(|| Failure::new(ErrorKind::Other, "no target URL to connect to"))?;
         let open = async { upgrade(self.connector.connect(ix).await?, ep).await };
-        self.connector.within("WebSocket upgrade", open).await
+        let mut ws = self.connector.within("WebSocket upgrade", open).await?;
+        ws.fit(self.max_body);
+        Ok(ws)
     }
 }
 

@@ -45,7 +45,7 @@ mod options;
 mod sasl;
 mod session;
 mod stream;
-mod xml;
+pub(crate) mod xml;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};

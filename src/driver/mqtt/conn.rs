@@ -30,6 +30,9 @@ use super::super::io_error::classify;
 use super::super::Failure;
 use crate::metrics::ErrorKind;
 
+/// An MQTT 5 DISCONNECT without a reason code (remaining length 0).
+const SHORT_DISCONNECT: [u8; 2] = [0xE0, 0x00];
+
 /// Write-buffer size past which a publish is written at once instead of at the next flush.
 const WRITE_COALESCE: usize = 64 << 10;
 
@@ -135,28 +138,16 @@ enum Out<'a> {
     Disconnect,
 }
 
-/// One MQTT connection after CONNACK.
+/// One MQTT connection after CONNACK: the socket and the [`Machine`] speaking over it.
 #[derive(Debug)]
 pub struct Conn {
     io: Stream,
-    v5: bool,
-    qos: u8,
-    max_packet: usize,
     read_chunk: usize,
-    max_inflight: u16,
     /// Zero when the connection sends no PINGREQ of its own.
     self_ping: Duration,
-    keep_alive: Duration,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
-    /// Packet id and tag of every publish not yet acknowledged.
-    inflight: Vec<(u16, u64)>,
-    last_pkid: u16,
     /// When the last bytes went out.
     last_write: Instant,
-    /// When the PINGREQ not answered yet went out.
-    ping_sent: Option<Instant>,
-    failed: Option<Failure>,
+    m: Machine,
 }
 
 impl Conn {
@@ -165,28 +156,216 @@ impl Conn {
     pub async fn open(io: Stream, setup: &Setup, hello: &Hello) -> Result<(Conn, bool), Failure> {
         let mut conn = Conn {
             io,
-            v5: setup.v5,
-            qos: setup.qos,
-            max_packet: setup.max_packet,
             read_chunk: setup.read_chunk,
-            max_inflight: setup.max_inflight,
             self_ping: match setup.self_ping {
                 true => setup.keep_alive,
                 false => Duration::ZERO,
             },
+            last_write: Instant::now(),
+            m: Machine::new(setup),
+        };
+        conn.m.connect(hello)?;
+        conn.write_all().await?;
+        let session_present = loop {
+            if let Some(present) = conn.m.connack()? {
+                break present;
+            }
+            conn.fill().await?;
+        };
+        Ok((conn, session_present))
+    }
+
+    /// The next thing the broker did that the session acts on; acknowledgements, pings
+    /// and the QoS 2 handshake are answered here. Cancel-safe. After a failure every call
+    /// returns that failure.
+    pub async fn next(&mut self) -> Result<Wire, Failure> {
+        self.m.alive()?;
+        let r = self.next_inner().await;
+        if let Err(f) = &r {
+            self.m.failed = Some(f.clone());
+        }
+        r
+    }
+
+    async fn next_inner(&mut self) -> Result<Wire, Failure> {
+        loop {
+            if let Some(w) = self.m.step()? {
+                return Ok(w);
+            }
+            // Nothing left to parse: what the packets read so far owe goes out in one
+            // write before waiting for more.
+            self.write_all().await?;
+            if self.self_ping.is_zero() {
+                self.fill().await?;
+                continue;
+            }
+            let due = self.m.ping_sent.unwrap_or(self.last_write) + self.self_ping;
+            // Boxed: the timer is only for connections that ping by themselves, and an
+            // idle connection's read future stays small without it.
+            if Box::pin(tokio::time::timeout_at(due.into(), self.fill()))
+                .await
+                .is_err()
+            {
+                self.m.ping()?;
+            }
+        }
+    }
+
+    /// Whether every in-flight slot is taken: a publish must wait for an outcome.
+    pub fn full(&self) -> bool {
+        self.m.full()
+    }
+
+    /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
+    /// with `tag` (none for QoS 0). The caller waits while the connection is
+    /// [`Conn::full`].
+    pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
+        self.m.publish(tag, topic, body)?;
+        if self.m.wbuf.len() >= WRITE_COALESCE {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Queues a SUBSCRIBE to `filter` (`no_local` is honoured by MQTT 5 only); the answer
+    /// comes as [`Wire::SubAck`].
+    pub fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
+        self.m.subscribe(filter, no_local)
+    }
+
+    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received message.
+    pub fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
+        self.m.ack(qos, pkid)
+    }
+
+    /// The keep-alive: queues a PINGREQ unless one is unanswered; one unanswered for the
+    /// whole keep-alive ends the connection (`timeout`).
+    pub fn ping(&mut self) -> Result<(), Failure> {
+        self.m.ping()
+    }
+
+    /// Writes a DISCONNECT after everything queued.
+    pub async fn disconnect(&mut self) -> Result<(), Failure> {
+        self.m.alive()?;
+        self.m.put(Out::Disconnect)?;
+        self.flush().await
+    }
+
+    /// Writes everything queued. Cancel-safe.
+    pub async fn flush(&mut self) -> Result<(), Failure> {
+        self.m.alive()?;
+        let r = self.write_all().await;
+        if let Err(f) = &r {
+            self.m.failed = Some(f.clone());
+        }
+        r
+    }
+
+    async fn write_all(&mut self) -> Result<(), Failure> {
+        if self.m.wbuf.is_empty() {
+            return Ok(());
+        }
+        while !self.m.wbuf.is_empty() {
+            let n = self
+                .io
+                .write(&self.m.wbuf)
+                .await
+                .map_err(|e| classify(&e))?;
+            if n == 0 {
+                return Err(closed());
+            }
+            self.m.wbuf.advance(n);
+        }
+        self.io.flush().await.map_err(|e| classify(&e))?;
+        self.m.wbuf = BytesMut::new();
+        self.last_write = Instant::now();
+        Ok(())
+    }
+
+    /// Reads from the socket into the read buffer. An idle plain connection waits for
+    /// readiness without a buffer and allocates one only to take what arrived.
+    async fn fill(&mut self) -> Result<(), Failure> {
+        let rbuf = &mut self.m.rbuf;
+        let n = match &mut self.io {
+            Stream::Plain(tcp) => loop {
+                tcp.readable().await.map_err(|e| classify(&e))?;
+                rbuf.reserve(self.read_chunk);
+                match tcp.try_read_buf(rbuf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if rbuf.is_empty() {
+                            *rbuf = BytesMut::new();
+                        }
+                    }
+                    Err(e) => return Err(classify(&e)),
+                }
+            },
+            #[allow(unreachable_patterns)]
+            io => {
+                rbuf.reserve(self.read_chunk);
+                io.read_buf(rbuf).await.map_err(|e| classify(&e))?
+            }
+        };
+        match n {
+            0 => Err(closed()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The client's protocol state without its socket: bytes the broker sent go into `rbuf`
+/// ([`Machine::received`]), [`Machine::step`] parses and acts on them, and what the client
+/// owes or queues waits in `wbuf` for the socket ([`Machine::take_written`]). [`Conn`] runs
+/// it over a socket; tests and the fuzz target ([`crate::fuzzing::mqtt_client`]) drive it
+/// with bytes.
+#[derive(Debug)]
+pub(crate) struct Machine {
+    v5: bool,
+    qos: u8,
+    max_packet: usize,
+    max_inflight: u16,
+    keep_alive: Duration,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// Packet id and tag of every publish not yet acknowledged.
+    inflight: Vec<(u16, u64)>,
+    last_pkid: u16,
+    /// When the PINGREQ not answered yet went out.
+    ping_sent: Option<Instant>,
+    failed: Option<Failure>,
+}
+
+impl Machine {
+    /// The state of a new connection set up as `setup` says, before its CONNECT.
+    pub(crate) fn new(setup: &Setup) -> Machine {
+        Machine {
+            v5: setup.v5,
+            qos: setup.qos,
+            max_packet: setup.max_packet,
+            max_inflight: setup.max_inflight,
             keep_alive: setup.keep_alive,
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
             inflight: Vec::new(),
             last_pkid: 0,
-            last_write: Instant::now(),
             ping_sent: None,
             failed: None,
+        }
+    }
+
+    /// Queues the CONNECT.
+    pub(crate) fn connect(&mut self, hello: &Hello) -> Result<(), Failure> {
+        let keep_alive = self.keep_alive.as_secs().min(u64::from(u16::MAX)) as u16;
+        self.put(Out::Connect(hello, keep_alive, self.max_packet))
+    }
+
+    /// The broker's answer to the CONNECT, once it is in: whether it resumed a stored
+    /// session (an MQTT 5 receive maximum lowers the in-flight limit), or why it refused.
+    pub(crate) fn connack(&mut self) -> Result<Option<bool>, Failure> {
+        let Some(packet) = self.parse()? else {
+            return Ok(None);
         };
-        let keep_alive = setup.keep_alive.as_secs().min(u64::from(u16::MAX)) as u16;
-        conn.put(Out::Connect(hello, keep_alive, setup.max_packet))?;
-        conn.write_all().await?;
-        match conn.read().await? {
+        match packet {
             In::ConnAck {
                 refused: Some(f), ..
             } => Err(f),
@@ -196,9 +375,9 @@ impl Conn {
                 ..
             } => {
                 if let Some(max) = receive_max.filter(|&m| m > 0) {
-                    conn.max_inflight = conn.max_inflight.min(max);
+                    self.max_inflight = self.max_inflight.min(max);
                 }
-                Ok((conn, session_present))
+                Ok(Some(session_present))
             }
             In::Disconnect(f) => Err(f),
             _ => Err(Failure::new(
@@ -208,52 +387,32 @@ impl Conn {
         }
     }
 
-    /// The next thing the broker did that the session acts on; acknowledgements, pings
-    /// and the QoS 2 handshake are answered here. Cancel-safe. After a failure every call
-    /// returns that failure.
-    pub async fn next(&mut self) -> Result<Wire, Failure> {
-        if let Some(f) = &self.failed {
-            return Err(f.clone());
-        }
-        let r = self.next_inner().await;
-        if let Err(f) = &r {
-            self.failed = Some(f.clone());
-        }
-        r
+    /// Takes bytes the broker sent.
+    pub(crate) fn received(&mut self, bytes: &[u8]) {
+        self.rbuf.extend_from_slice(bytes);
     }
 
-    async fn next_inner(&mut self) -> Result<Wire, Failure> {
-        loop {
-            if let Some(packet) = self.parse()? {
-                if let Some(w) = self.absorb(packet)? {
-                    return Ok(w);
-                }
-                continue;
-            }
-            // Nothing left to parse: what the packets read so far owe goes out in one
-            // write before waiting for more.
-            self.write_all().await?;
-            if self.self_ping.is_zero() {
-                self.fill().await?;
-                continue;
-            }
-            let due = self.ping_sent.unwrap_or(self.last_write) + self.self_ping;
-            // Boxed: the timer is only for connections that ping by themselves, and an
-            // idle connection's read future stays small without it.
-            if Box::pin(tokio::time::timeout_at(due.into(), self.fill()))
-                .await
-                .is_err()
-            {
-                self.ping()?;
+    /// Takes what the client wrote so far.
+    pub(crate) fn take_written(&mut self) -> BytesMut {
+        std::mem::take(&mut self.wbuf)
+    }
+
+    /// Acts on the packets read until one the session must hear of; `None` when more
+    /// bytes are needed.
+    pub(crate) fn step(&mut self) -> Result<Option<Wire>, Failure> {
+        while let Some(packet) = self.parse()? {
+            if let Some(w) = self.absorb(packet)? {
+                return Ok(Some(w));
             }
         }
+        Ok(None)
     }
 
     /// Acts on one packet; `Some` when the session must hear of it.
     fn absorb(&mut self, packet: In) -> Result<Option<Wire>, Failure> {
-        let outcome = |conn: &mut Conn, pkid: u16, refused: Option<String>| {
-            let i = conn.inflight.iter().position(|&(id, _)| id == pkid)?;
-            let (_, tag) = conn.inflight.swap_remove(i);
+        let outcome = |m: &mut Machine, pkid: u16, refused: Option<String>| {
+            let i = m.inflight.iter().position(|&(id, _)| id == pkid)?;
+            let (_, tag) = m.inflight.swap_remove(i);
             Some(Wire::Outcome { tag, refused })
         };
         let w = match packet {
@@ -285,15 +444,18 @@ impl Conn {
         Ok(w)
     }
 
+    /// Publishes waiting for their outcome.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
     /// Whether every in-flight slot is taken: a publish must wait for an outcome.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.qos > 0 && self.inflight.len() >= usize::from(self.max_inflight)
     }
 
-    /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
-    /// with `tag` (none for QoS 0). The caller waits while the connection is
-    /// [`Conn::full`].
-    pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
+    /// Queues a publish (see [`Conn::publish`]).
+    pub(crate) fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
         self.alive()?;
         let pkid = match self.qos {
             0 => 0,
@@ -307,9 +469,6 @@ impl Conn {
         })?;
         if self.qos > 0 {
             self.inflight.push((pkid, tag));
-        }
-        if self.wbuf.len() >= WRITE_COALESCE {
-            self.flush().await?;
         }
         Ok(())
     }
@@ -325,9 +484,8 @@ impl Conn {
         }
     }
 
-    /// Queues a SUBSCRIBE to `filter` (`no_local` is honoured by MQTT 5 only); the answer
-    /// comes as [`Wire::SubAck`].
-    pub fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
+    /// Queues a SUBSCRIBE (see [`Conn::subscribe`]).
+    pub(crate) fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
         self.alive()?;
         let pkid = self.next_pkid();
         self.put(Out::Subscribe {
@@ -338,8 +496,8 @@ impl Conn {
         })
     }
 
-    /// Queues the acknowledgement (PUBACK, or PUBREC for QoS 2) of a received message.
-    pub fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
+    /// Queues an acknowledgement (see [`Conn::ack`]).
+    pub(crate) fn ack(&mut self, qos: u8, pkid: u16) -> Result<(), Failure> {
         self.alive()?;
         match qos {
             1 => self.put(Out::PubAck(pkid)),
@@ -347,9 +505,8 @@ impl Conn {
         }
     }
 
-    /// The keep-alive: queues a PINGREQ unless one is unanswered; one unanswered for the
-    /// whole keep-alive ends the connection (`timeout`).
-    pub fn ping(&mut self) -> Result<(), Failure> {
+    /// The keep-alive (see [`Conn::ping`]).
+    pub(crate) fn ping(&mut self) -> Result<(), Failure> {
         self.alive()?;
         match self.ping_sent {
             Some(at) if at.elapsed() >= self.keep_alive => {
@@ -366,85 +523,10 @@ impl Conn {
         }
     }
 
-    /// Writes a DISCONNECT after everything queued.
-    pub async fn disconnect(&mut self) -> Result<(), Failure> {
-        self.alive()?;
-        self.put(Out::Disconnect)?;
-        self.flush().await
-    }
-
-    /// Writes everything queued. Cancel-safe.
-    pub async fn flush(&mut self) -> Result<(), Failure> {
-        self.alive()?;
-        let r = self.write_all().await;
-        if let Err(f) = &r {
-            self.failed = Some(f.clone());
-        }
-        r
-    }
-
     fn alive(&self) -> Result<(), Failure> {
         match &self.failed {
             Some(f) => Err(f.clone()),
             None => Ok(()),
-        }
-    }
-
-    async fn write_all(&mut self) -> Result<(), Failure> {
-        if self.wbuf.is_empty() {
-            return Ok(());
-        }
-        while !self.wbuf.is_empty() {
-            let n = self.io.write(&self.wbuf).await.map_err(|e| classify(&e))?;
-            if n == 0 {
-                return Err(closed());
-            }
-            self.wbuf.advance(n);
-        }
-        self.io.flush().await.map_err(|e| classify(&e))?;
-        self.wbuf = BytesMut::new();
-        self.last_write = Instant::now();
-        Ok(())
-    }
-
-    /// Reads from the socket into the read buffer. An idle plain connection waits for
-    /// readiness without a buffer and allocates one only to take what arrived.
-    async fn fill(&mut self) -> Result<(), Failure> {
-        let n = match &mut self.io {
-            Stream::Plain(tcp) => loop {
-                tcp.readable().await.map_err(|e| classify(&e))?;
-                self.rbuf.reserve(self.read_chunk);
-                match tcp.try_read_buf(&mut self.rbuf) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        if self.rbuf.is_empty() {
-                            self.rbuf = BytesMut::new();
-                        }
-                    }
-                    Err(e) => return Err(classify(&e)),
-                }
-            },
-            #[allow(unreachable_patterns)]
-            io => {
-                self.rbuf.reserve(self.read_chunk);
-                io.read_buf(&mut self.rbuf)
-                    .await
-                    .map_err(|e| classify(&e))?
-            }
-        };
-        match n {
-            0 => Err(closed()),
-            _ => Ok(()),
-        }
-    }
-
-    /// Reads until a whole packet is in and returns it.
-    async fn read(&mut self) -> Result<In, Failure> {
-        loop {
-            if let Some(p) = self.parse()? {
-                return Ok(p);
-            }
-            self.fill().await?;
         }
     }
 
@@ -453,19 +535,39 @@ impl Conn {
         if self.rbuf.is_empty() {
             return Ok(None);
         }
-        let packet = if self.v5 {
+        // The codec takes a packet out of the buffer once its frame is whole, then parses
+        // it: "insufficient bytes" after that is a packet whose inner lengths run past its
+        // frame, not a packet still arriving.
+        let before = self.rbuf.len();
+        let partial = |rbuf: &BytesMut, e: &dyn std::fmt::Display| match rbuf.len() == before {
+            true => Ok(None),
+            false => Err(unreadable(e)),
+        };
+        let packet = if self.v5 && self.rbuf.starts_with(&SHORT_DISCONNECT) {
+            // MQTT 5 §3.14.2.1: no reason code means a normal disconnection; rumqttc's
+            // codec refuses it as a packet without payload.
+            self.rbuf.advance(SHORT_DISCONNECT.len());
+            In::Disconnect(Failure::new(
+                ErrorKind::ClosedByPeer,
+                "the broker sent DISCONNECT: NormalDisconnection",
+            ))
+        } else if self.v5 {
             match v5::Packet::read(
                 &mut self.rbuf,
                 Some(u32::try_from(self.max_packet).unwrap_or(u32::MAX)),
             ) {
                 Ok(p) => decode5(p),
-                Err(rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
+                Err(e @ rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => {
+                    return partial(&self.rbuf, &e)
+                }
                 Err(e) => return Err(unreadable(&e)),
             }
         } else {
             match v4::Packet::read(&mut self.rbuf, self.max_packet) {
                 Ok(p) => decode4(p),
-                Err(rumqttc::mqttbytes::Error::InsufficientBytes(_)) => return Ok(None),
+                Err(e @ rumqttc::mqttbytes::Error::InsufficientBytes(_)) => {
+                    return partial(&self.rbuf, &e)
+                }
                 Err(e) => return Err(unreadable(&e)),
             }
         };
@@ -723,4 +825,408 @@ fn unreadable(e: &dyn std::fmt::Display) -> Failure {
 
 fn closed() -> Failure {
     Failure::new(ErrorKind::ClosedByPeer, "the broker closed the connection")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine for MQTT 5 or 3.1.1 at `qos`, at most `inflight` publishes in flight.
+    fn machine(v5: bool, qos: u8, inflight: u16) -> Machine {
+        Machine::new(&Setup {
+            v5,
+            qos,
+            keep_alive: Duration::from_secs(60),
+            self_ping: false,
+            max_packet: 4096,
+            read_chunk: 4096,
+            max_inflight: inflight,
+        })
+    }
+
+    /// The broker sends `p` (3.1.1).
+    fn send4(m: &mut Machine, p: v4::Packet) {
+        let mut b = BytesMut::new();
+        p.write(&mut b, 4096).expect("encode");
+        m.received(&b);
+    }
+
+    /// The broker sends `p` (MQTT 5).
+    fn send5(m: &mut Machine, p: v5::Packet) {
+        let mut b = BytesMut::new();
+        p.write(&mut b, None).expect("encode");
+        m.received(&b);
+    }
+
+    /// What the client wrote, as 3.1.1 packets.
+    fn written4(m: &mut Machine) -> Vec<v4::Packet> {
+        let mut b = m.take_written();
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            out.push(v4::Packet::read(&mut b, 1 << 20).expect("a client packet"));
+        }
+        out
+    }
+
+    /// What the client wrote, as MQTT 5 packets.
+    fn written5(m: &mut Machine) -> Vec<v5::Packet> {
+        let mut b = m.take_written();
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            out.push(v5::Packet::read(&mut b, None).expect("a client packet"));
+        }
+        out
+    }
+
+    /// The outcome the next step reports: tag and refusal.
+    fn outcome(m: &mut Machine) -> (u64, Option<String>) {
+        match m.step().expect("no failure") {
+            Some(Wire::Outcome { tag, refused }) => (tag, refused),
+            other => panic!("expected an outcome, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn publishes_wait_for_a_free_in_flight_slot() {
+        let mut m = machine(false, 1, 2);
+        assert!(!m.full());
+        m.publish(10, "t/a".into(), "one").expect("publish");
+        m.publish(11, "t/a".into(), "two").expect("publish");
+        assert!(m.full(), "two in flight of two");
+        let ids: Vec<u16> = written4(&mut m)
+            .into_iter()
+            .map(|p| match p {
+                v4::Packet::Publish(p) => {
+                    assert_eq!(p.qos, QoS4::AtLeastOnce);
+                    p.pkid
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [1, 2]);
+        // A PUBACK for no publish in flight frees nothing.
+        send4(&mut m, v4::Packet::PubAck(v4::PubAck::new(9)));
+        assert!(m.step().expect("ok").is_none());
+        assert!(m.full());
+        send4(&mut m, v4::Packet::PubAck(v4::PubAck::new(2)));
+        assert_eq!(outcome(&mut m), (11, None));
+        assert!(!m.full());
+        // The freed id is not reused while id 1 is in flight; the next is 3.
+        m.publish(12, "t/a".into(), "three").expect("publish");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::Publish(p)] if p.pkid == 3));
+        // A second PUBACK for the same id is no second outcome.
+        send4(&mut m, v4::Packet::PubAck(v4::PubAck::new(2)));
+        assert!(m.step().expect("ok").is_none());
+        assert_eq!(m.in_flight(), 2);
+        // QoS 0 is never full.
+        let mut m = machine(false, 0, 1);
+        m.publish(1, "t".into(), "x").expect("publish");
+        m.publish(2, "t".into(), "y").expect("publish");
+        assert!(!m.full());
+        assert_eq!(m.in_flight(), 0);
+    }
+
+    #[test]
+    fn connack_reports_a_resumed_session_and_an_mqtt5_receive_maximum() {
+        use v4::ConnectReturnCode as C4;
+        use v5::ConnectReturnCode as C5;
+        let hello = Hello {
+            client_id: "c".into(),
+            login: None,
+            clean_start: false,
+            expiry: 60,
+        };
+        let mut m = machine(false, 1, 8);
+        m.connect(&hello).expect("connect");
+        match &written4(&mut m)[..] {
+            [v4::Packet::Connect(c)] => {
+                assert!(!c.clean_session);
+                assert_eq!(c.client_id, "c");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.connack().expect("wait"), None, "nothing read yet");
+        send4(
+            &mut m,
+            v4::Packet::ConnAck(v4::ConnAck::new(C4::Success, true)),
+        );
+        assert_eq!(m.connack().expect("accepted"), Some(true));
+        // A second CONNACK is a protocol error.
+        send4(
+            &mut m,
+            v4::Packet::ConnAck(v4::ConnAck::new(C4::Success, false)),
+        );
+        assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
+
+        let mut m = machine(false, 1, 8);
+        send4(
+            &mut m,
+            v4::Packet::ConnAck(v4::ConnAck::new(C4::Success, false)),
+        );
+        assert_eq!(m.connack().expect("accepted"), Some(false));
+        let mut m = machine(false, 1, 8);
+        let refused = v4::ConnAck::new(C4::BadUserNamePassword, false);
+        send4(&mut m, v4::Packet::ConnAck(refused));
+        assert_eq!(m.connack().unwrap_err().kind, ErrorKind::AuthFailed);
+
+        let mut m = machine(true, 1, 8);
+        let props = v5::ConnAckProperties {
+            session_expiry_interval: None,
+            receive_max: Some(1),
+            max_qos: None,
+            retain_available: None,
+            max_packet_size: None,
+            assigned_client_identifier: None,
+            topic_alias_max: None,
+            reason_string: None,
+            user_properties: Vec::new(),
+            wildcard_subscription_available: None,
+            subscription_identifiers_available: None,
+            shared_subscription_available: None,
+            server_keep_alive: None,
+            response_information: None,
+            server_reference: None,
+            authentication_method: None,
+            authentication_data: None,
+        };
+        send5(
+            &mut m,
+            v5::Packet::ConnAck(v5::ConnAck {
+                session_present: true,
+                code: C5::Success,
+                properties: Some(props),
+            }),
+        );
+        assert_eq!(m.connack().expect("accepted"), Some(true));
+        m.publish(1, "t".into(), "x").expect("publish");
+        assert!(m.full(), "the broker's receive maximum of 1 is the limit");
+    }
+
+    #[test]
+    fn a_qos2_publish_completes_through_pubrec_pubrel_pubcomp() {
+        let mut m = machine(false, 2, 4);
+        m.publish(7, "t".into(), "x").expect("publish");
+        m.publish(8, "t".into(), "y").expect("publish");
+        let _ = m.take_written();
+        send4(&mut m, v4::Packet::PubRec(v4::PubRec::new(1)));
+        assert!(m.step().expect("ok").is_none(), "PUBREC is no outcome yet");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubRel(r)] if r.pkid == 1));
+        assert_eq!(m.in_flight(), 2);
+        send4(&mut m, v4::Packet::PubComp(v4::PubComp::new(1)));
+        assert_eq!(outcome(&mut m), (7, None));
+        assert_eq!(m.in_flight(), 1);
+
+        // MQTT 5: a PUBREC with a failure reason ends the publish, refused, without a
+        // PUBREL.
+        let mut m = machine(true, 2, 4);
+        m.publish(9, "t".into(), "x").expect("publish");
+        let _ = m.take_written();
+        let mut rec = v5::PubRec::new(1, None);
+        rec.reason = v5::PubRecReason::QuotaExceeded;
+        send5(&mut m, v5::Packet::PubRec(rec));
+        let (tag, refused) = outcome(&mut m);
+        assert_eq!(tag, 9);
+        assert!(refused.expect("refused").contains("QuotaExceeded"));
+        assert!(written5(&mut m).is_empty());
+        // No matching subscribers is not a refusal.
+        m.publish(10, "t".into(), "y").expect("publish");
+        let _ = m.take_written();
+        let mut ack = v5::PubRec::new(2, None);
+        ack.reason = v5::PubRecReason::NoMatchingSubscribers;
+        send5(&mut m, v5::Packet::PubRec(ack));
+        assert!(m.step().expect("ok").is_none());
+        assert!(matches!(&written5(&mut m)[..], [v5::Packet::PubRel(r)] if r.pkid == 2));
+    }
+
+    #[test]
+    fn a_received_qos2_message_is_acknowledged_through_pubrec_and_pubcomp() {
+        let mut m = machine(false, 2, 4);
+        let mut p = v4::Publish::new("t/u1", QoS4::ExactlyOnce, "ms1:body");
+        p.pkid = 42;
+        // A broker's retransmission after a reconnect carries DUP: the same message.
+        p.dup = true;
+        send4(&mut m, v4::Packet::Publish(p));
+        match m.step().expect("ok") {
+            Some(Wire::Message { payload, ack }) => {
+                assert_eq!(&payload[..], b"ms1:body");
+                assert_eq!(ack, Some((2, 42)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            written4(&mut m).is_empty(),
+            "acknowledged only once handed out"
+        );
+        m.ack(2, 42).expect("ack");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubRec(r)] if r.pkid == 42));
+        send4(&mut m, v4::Packet::PubRel(v4::PubRel::new(42)));
+        assert!(m.step().expect("ok").is_none());
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubComp(c)] if c.pkid == 42));
+        // QoS 1: PUBACK.
+        let mut p = v4::Publish::new("t/u1", QoS4::AtLeastOnce, "b");
+        p.pkid = 5;
+        send4(&mut m, v4::Packet::Publish(p));
+        let Some(Wire::Message {
+            ack: Some((1, 5)), ..
+        }) = m.step().expect("ok")
+        else {
+            panic!("a QoS 1 message");
+        };
+        m.ack(1, 5).expect("ack");
+        assert!(matches!(&written4(&mut m)[..], [v4::Packet::PubAck(a)] if a.pkid == 5));
+    }
+
+    #[test]
+    fn packets_cut_anywhere_are_read_whole_and_garbage_fails() {
+        let mut m = machine(false, 1, 4);
+        m.publish(1, "t".into(), "x").expect("publish");
+        let mut b = BytesMut::new();
+        v4::Packet::PubAck(v4::PubAck::new(1))
+            .write(&mut b, 4096)
+            .expect("encode");
+        for byte in b.iter() {
+            assert!(m.step().expect("ok").is_none());
+            m.received(&[*byte]);
+        }
+        assert_eq!(outcome(&mut m), (1, None));
+        assert_eq!(m.rbuf.capacity(), 0, "no read buffer kept while idle");
+        m.received(&[0x00, 0x00]);
+        assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
+        // A whole MQTT 5 PUBREC whose properties run past its end (found by the fuzz
+        // target): unreadable, not a packet still arriving that stalls those behind it.
+        let mut m = machine(true, 2, 2);
+        m.received(&[0x50, 0x04, 0x00, 0xff, 0xff, 0xff, 0xd0, 0x00]);
+        assert_eq!(m.step().unwrap_err().kind, ErrorKind::Protocol);
+        // MQTT 5 DISCONNECT ends the connection as the broker's close, with a reason
+        // code (session taken over) or without one (normal: remaining length 0).
+        for bytes in [&[0xE0, 0x02, 0x8E, 0x00][..], &[0xE0, 0x00]] {
+            let mut m = machine(true, 1, 4);
+            m.received(bytes);
+            let f = m.step().unwrap_err();
+            assert_eq!(f.kind, ErrorKind::ClosedByPeer, "{bytes:?}: {}", f.detail);
+        }
+    }
+
+    /// A real mosquitto on a free loopback port, killed on drop (its configuration in
+    /// a folder removed then).
+    struct Broker {
+        child: std::process::Child,
+        port: u16,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for Broker {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn broker() -> Broker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conf = dir.path().join("mosquitto.conf");
+        let text = format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n");
+        std::fs::write(&conf, text).expect("conf");
+        let child = std::process::Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start mosquitto");
+        let b = Broker {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "mosquitto does not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        b
+    }
+
+    /// The next report of `c`, within five seconds.
+    async fn next(c: &mut Conn) -> Wire {
+        tokio::time::timeout(Duration::from_secs(5), c.next())
+            .await
+            .expect("a packet within 5 s")
+            .expect("no failure")
+    }
+
+    /// A plain TCP connection to the broker on `port`.
+    async fn plain(port: u16) -> crate::driver::connect::Stream {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect to mosquitto");
+        crate::driver::connect::Stream::Plain(tcp)
+    }
+
+    /// A message received and not acknowledged when the connection ends is delivered
+    /// again by mosquitto to the resumed session, which the CONNACK reports present.
+    #[tokio::test]
+    #[cfg_attr(not(peer_mosquitto), ignore = "needs mosquitto")]
+    async fn mosquitto_retransmits_an_unacknowledged_message_after_a_reconnect() {
+        let b = broker();
+        let setup = Setup {
+            v5: false,
+            qos: 1,
+            keep_alive: Duration::from_secs(60),
+            self_ping: false,
+            max_packet: 4096,
+            read_chunk: 4096,
+            max_inflight: 4,
+        };
+        let hello = |id: &str, clean_start| Hello {
+            client_id: id.into(),
+            login: None,
+            clean_start,
+            expiry: 60,
+        };
+        let (mut sub, present) = Conn::open(plain(b.port).await, &setup, &hello("sub", false))
+            .await
+            .expect("sub");
+        assert!(!present);
+        sub.subscribe("t/x", false).expect("subscribe");
+        sub.flush().await.expect("flush");
+        assert!(matches!(next(&mut sub).await, Wire::SubAck(Ok(()))));
+        let (mut publisher, _) = Conn::open(plain(b.port).await, &setup, &hello("pub", true))
+            .await
+            .expect("pub");
+        publisher
+            .publish(77, "t/x".into(), "ms1:again")
+            .await
+            .expect("publish");
+        publisher.flush().await.expect("flush");
+        assert!(matches!(
+            next(&mut publisher).await,
+            Wire::Outcome {
+                tag: 77,
+                refused: None
+            }
+        ));
+        let Wire::Message { payload, ack } = next(&mut sub).await else {
+            panic!("the message");
+        };
+        assert_eq!(&payload[..], b"ms1:again");
+        assert!(matches!(ack, Some((1, _))));
+        // Gone without acknowledging it.
+        drop(sub);
+        let (mut sub, present) = Conn::open(plain(b.port).await, &setup, &hello("sub", false))
+            .await
+            .expect("again");
+        assert!(present, "the broker resumed the session");
+        let Wire::Message { payload, ack } = next(&mut sub).await else {
+            panic!("the retransmission");
+        };
+        assert_eq!(&payload[..], b"ms1:again");
+        let (qos, pkid) = ack.expect("QoS 1");
+        sub.ack(qos, pkid).expect("ack");
+        sub.disconnect().await.expect("disconnect");
+    }
 }

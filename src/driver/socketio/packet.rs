@@ -163,6 +163,10 @@ pub fn encode(p: &Packet<'_>, out: &mut String) {
         Packet::Noop => out.push('6'),
         Packet::Message(s) => {
             head(s.kind, s.nsp, s.id, out);
+            if s.nsp == "/" && s.id.is_none() && s.data.starts_with('/') {
+                // Data that would read as a namespace follows the root one, named.
+                out.push_str("/,");
+            }
             out.push_str(s.data);
         }
     }
@@ -205,6 +209,17 @@ mod tests {
         assert_eq!(decode("42/chat[]"), Err(DecodeError::Namespace));
         assert_eq!(decode("9"), Err(DecodeError::Engine('9')));
         assert_eq!(decode("4299999999999999999999[]"), Err(DecodeError::AckId));
+    }
+
+    /// Found by the fuzz target: the root namespace written out, then data that starts
+    /// with `/`; re-encoded without the namespace, the data read as one.
+    #[test]
+    fn data_starting_with_a_slash_round_trips() {
+        let p = decode("42/,/,00").expect("decodes");
+        let mut text = String::new();
+        encode(&p, &mut text);
+        assert_eq!(text, "42/,/,00");
+        assert_eq!(decode(&text), Ok(p));
     }
 
     fn kind() -> impl Strategy<Value = Kind> {

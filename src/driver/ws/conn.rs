@@ -10,9 +10,12 @@
 //! is the read/write loop around it, which no crate offers without a buffer per stream.
 //!
 //! Behaves as tungstenite's client does: pings are answered, a server's close is
-//! answered and ends the stream, masked or malformed server frames and messages above
-//! [`MAX_MESSAGE`] are protocol errors, fragmented messages are reassembled, and a stream
-//! that ends without a close is `ResetWithoutClosingHandshake`.
+//! answered (with 1002 when its code is one no endpoint may send) and ends the stream,
+//! fragmented messages are reassembled, and a stream that ends without a close is
+//! `ResetWithoutClosingHandshake`. A frame the protocol does not allow — masked, with
+//! reserved bits or opcode, a fragmented or oversized control frame, a fragment out of
+//! place — and a message above the limit ([`Ws::fit`]) are errors as soon as the frame's
+//! header shows them, answered with a close (1002, 1007 or 1009) before the read ends.
 
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -37,8 +40,12 @@ const READ_CHUNK: usize = 64 << 10;
 const WRITE_COALESCE: usize = 64 << 10;
 /// Room the write buffer starts with when frames are queued after it drained.
 const WRITE_START: usize = 4 << 10;
-/// The largest message accepted from a server.
+/// The largest message accepted from a server whatever the run's bodies.
 const MAX_MESSAGE: usize = 16 << 20;
+/// Room in a message for what wraps the run's largest body (a JSON frame, a template).
+const BODY_SLACK: usize = 64 << 10;
+/// The longest reason a close frame carries (its payload is at most 125 bytes).
+const MAX_REASON: usize = 123;
 /// The largest control frame payload (RFC 6455 §5.5).
 const MAX_CONTROL: u64 = 125;
 
@@ -67,10 +74,11 @@ struct Fragments {
     payload: Vec<u8>,
 }
 
-/// One WebSocket connection, client side.
+/// One WebSocket connection, client side, over a socket (any byte stream for the fuzz
+/// target, [`crate::fuzzing::ws_frames`]).
 #[derive(Debug)]
-pub struct Ws {
-    io: Stream,
+pub struct Ws<S = Stream> {
+    io: S,
     /// Bytes read and not yet taken as frames, from `rd_at`; no allocation while none.
     rd: Vec<u8>,
     rd_at: usize,
@@ -86,12 +94,14 @@ pub struct Ws {
     closing: bool,
     /// A fragmented message in progress (rare: boxed).
     frag: Option<Box<Fragments>>,
+    /// The largest message accepted, bytes.
+    max_message: usize,
 }
 
-impl Ws {
+impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
     /// A connection over `io` after its upgrade; `rest` holds bytes read past the
     /// upgrade response.
-    pub(super) fn new(io: Stream, rest: Vec<u8>) -> Ws {
+    pub(crate) fn new(io: S, rest: Vec<u8>) -> Ws<S> {
         Ws {
             io,
             rd: rest,
@@ -103,7 +113,14 @@ impl Ws {
             reply: false,
             closing: false,
             frag: None,
+            max_message: MAX_MESSAGE,
         }
+    }
+
+    /// Accepts messages as large as a body of `max_body` bytes and what wraps it (at least
+    /// [`MAX_MESSAGE`]), so every `size` a scenario allows comes through.
+    pub(super) fn fit(&mut self, max_body: usize) {
+        self.max_message = MAX_MESSAGE.max(max_body.saturating_add(BODY_SLACK));
     }
 
     /// Queues `msg` (written at the next flush, or at once when the queue is full),
@@ -181,6 +198,7 @@ impl Ws {
                 }
                 Ok(None) => {}
                 Err(e) => {
+                    self.refuse(&e, cx);
                     self.end();
                     return Poll::Ready(Some(Err(e)));
                 }
@@ -203,6 +221,32 @@ impl Ws {
         if self.reply && self.poll_write_out(cx).is_ready() {
             self.reply = false;
         }
+    }
+
+    /// Answers a frame the protocol does not allow with a close saying why (1009 for a
+    /// message over the limit, 1007 for text that is not UTF-8, 1002 otherwise), written as
+    /// far as the socket takes it now; nothing is sent after it.
+    fn refuse(&mut self, e: &Error, cx: &mut Context<'_>) {
+        if !self.closing {
+            let code = match e {
+                Error::Capacity(_) => CloseCode::Size,
+                Error::Utf8(_) => CloseCode::Invalid,
+                _ => CloseCode::Protocol,
+            };
+            let mut reason = e.to_string();
+            let mut cut = reason.len().min(MAX_REASON);
+            while !reason.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            reason.truncate(cut);
+            self.closing = true;
+            self.encode_close(Some(&CloseFrame {
+                code,
+                reason: reason.into(),
+            }));
+            self.reply = true;
+        }
+        self.push_reply(cx);
     }
 
     /// Nothing more is read; the read buffer goes.
@@ -304,7 +348,9 @@ impl Ws {
     }
 
     /// Takes the next whole frame from the read buffer: a message to hand out, or `None`
-    /// when more bytes are needed. Control frames are answered here.
+    /// when more bytes are needed. Control frames are answered here. A frame is judged by
+    /// its header before its payload is waited for: a header the protocol does not allow
+    /// fails at once, however long the payload it declares.
     fn take_frame(&mut self) -> Result<Option<Message>, Error> {
         loop {
             let buf = &self.rd[self.rd_at..];
@@ -313,19 +359,14 @@ impl Ws {
                 return Ok(None);
             };
             let head = cursor.position() as usize;
-            let so_far = self.frag.as_ref().map_or(0, |f| f.payload.len());
-            if len > (MAX_MESSAGE - so_far) as u64 {
-                return Err(Error::Capacity(CapacityError::MessageTooLong {
-                    size: so_far + len as usize,
-                    max_size: MAX_MESSAGE,
-                }));
-            }
+            let kind = self.check_header(&header, len)?;
+            // Within the message limit, which is a `usize`.
             let len = len as usize;
             if buf.len() - head < len {
                 return Ok(None);
             }
             let payload = head..head + len;
-            let msg = self.frame(&header, payload.start, payload.end);
+            let msg = self.frame(kind, header.is_final, payload.start, payload.end);
             self.rd_at += payload.end;
             if self.rd_at == self.rd.len() {
                 self.rd = Vec::new();
@@ -337,13 +378,11 @@ impl Ws {
         }
     }
 
-    /// What the frame at `self.rd[rd_at + start..rd_at + end]` with `header` is.
-    fn frame(
-        &mut self,
-        header: &FrameHeader,
-        start: usize,
-        end: usize,
-    ) -> Result<Option<Message>, Error> {
+    /// What a frame with `header` and a payload of `len` bytes is, or why the protocol
+    /// does not allow it (RFC 6455 §5.2, §5.4, §5.5): a masked server frame, reserved bits
+    /// without an extension, a fragmented or oversized control frame, a fragment out of
+    /// place, or a message over the limit.
+    fn check_header(&self, header: &FrameHeader, len: u64) -> Result<Kind, Error> {
         let protocol = |e| Err(Error::Protocol(e));
         if header.mask.is_some() {
             return protocol(ProtocolError::MaskedFrameFromServer);
@@ -351,55 +390,95 @@ impl Ws {
         if header.rsv1 || header.rsv2 || header.rsv3 {
             return protocol(ProtocolError::NonZeroReservedBits);
         }
-        let payload = &self.rd[self.rd_at + start..self.rd_at + end];
-        match header.opcode {
-            OpCode::Control(c) => {
-                if !header.is_final {
-                    return protocol(ProtocolError::FragmentedControlFrame);
-                }
-                if payload.len() as u64 > MAX_CONTROL {
-                    return protocol(ProtocolError::ControlFrameTooBig);
-                }
-                match c {
-                    Control::Ping => {
-                        let data = Bytes::copy_from_slice(payload);
-                        if !self.closing {
-                            self.encode(OpCode::Control(Control::Pong), &data);
-                            self.reply = true;
-                        }
-                        Ok(Some(Message::Ping(data)))
-                    }
-                    Control::Pong => Ok(Some(Message::Pong(Bytes::copy_from_slice(payload)))),
-                    Control::Close => {
-                        let frame = close_frame(payload)?;
-                        if !self.closing {
-                            self.closing = true;
-                            self.encode_close(frame.as_ref());
-                            self.reply = true;
-                        }
-                        self.state = ReadState::Done;
-                        Ok(Some(Message::Close(frame)))
-                    }
-                    Control::Reserved(i) => protocol(ProtocolError::UnknownControlFrameType(i)),
-                }
+        let kind = match header.opcode {
+            OpCode::Control(_) if !header.is_final => {
+                return protocol(ProtocolError::FragmentedControlFrame)
             }
-            OpCode::Data(Data::Continue) => {
+            OpCode::Control(_) if len > MAX_CONTROL => {
+                return protocol(ProtocolError::ControlFrameTooBig)
+            }
+            OpCode::Control(Control::Ping) => return Ok(Kind::Ping),
+            OpCode::Control(Control::Pong) => return Ok(Kind::Pong),
+            OpCode::Control(Control::Close) => return Ok(Kind::Close),
+            OpCode::Control(Control::Reserved(i)) => {
+                return protocol(ProtocolError::UnknownControlFrameType(i))
+            }
+            OpCode::Data(Data::Reserved(i)) => {
+                return protocol(ProtocolError::UnknownDataFrameType(i))
+            }
+            OpCode::Data(Data::Continue) if self.frag.is_none() => {
+                return protocol(ProtocolError::UnexpectedContinueFrame)
+            }
+            OpCode::Data(d @ (Data::Text | Data::Binary)) if self.frag.is_some() => {
+                return protocol(ProtocolError::ExpectedFragment(d))
+            }
+            OpCode::Data(Data::Continue) => Kind::Continue,
+            OpCode::Data(d) => Kind::Data {
+                text: d == Data::Text,
+            },
+        };
+        let so_far = self.frag.as_ref().map_or(0, |f| f.payload.len());
+        let size = (so_far as u64).checked_add(len);
+        match size {
+            Some(size) if size <= self.max_message as u64 => Ok(kind),
+            _ => Err(Error::Capacity(CapacityError::MessageTooLong {
+                size: usize::try_from(size.unwrap_or(u64::MAX)).unwrap_or(usize::MAX),
+                max_size: self.max_message,
+            })),
+        }
+    }
+
+    /// What the frame of `kind` at `self.rd[rd_at + start..rd_at + end]` is, its header
+    /// checked ([`Ws::check_header`]).
+    fn frame(
+        &mut self,
+        kind: Kind,
+        is_final: bool,
+        start: usize,
+        end: usize,
+    ) -> Result<Option<Message>, Error> {
+        let payload = &self.rd[self.rd_at + start..self.rd_at + end];
+        match kind {
+            Kind::Ping => {
+                let data = Bytes::copy_from_slice(payload);
+                if !self.closing {
+                    self.encode(OpCode::Control(Control::Pong), &data);
+                    self.reply = true;
+                }
+                Ok(Some(Message::Ping(data)))
+            }
+            Kind::Pong => Ok(Some(Message::Pong(Bytes::copy_from_slice(payload)))),
+            Kind::Close => {
+                let frame = close_frame(payload)?;
+                if !self.closing {
+                    self.closing = true;
+                    // A code no endpoint may send (RFC 6455 §7.4) is not echoed.
+                    let reply = match &frame {
+                        Some(f) if !f.code.is_allowed() => Some(CloseFrame {
+                            code: CloseCode::Protocol,
+                            reason: Utf8Bytes::from_static("Protocol violation"),
+                        }),
+                        other => other.clone(),
+                    };
+                    self.encode_close(reply.as_ref());
+                    self.reply = true;
+                }
+                self.state = ReadState::Done;
+                Ok(Some(Message::Close(frame)))
+            }
+            Kind::Continue => {
                 let Some(mut frag) = self.frag.take() else {
-                    return protocol(ProtocolError::UnexpectedContinueFrame);
+                    return Err(Error::Protocol(ProtocolError::UnexpectedContinueFrame));
                 };
                 frag.payload.extend_from_slice(payload);
-                if !header.is_final {
+                if !is_final {
                     self.frag = Some(frag);
                     return Ok(None);
                 }
                 message(frag.text, Bytes::from(frag.payload)).map(Some)
             }
-            OpCode::Data(d @ (Data::Text | Data::Binary)) => {
-                if self.frag.is_some() {
-                    return protocol(ProtocolError::ExpectedFragment(d));
-                }
-                let text = d == Data::Text;
-                if header.is_final {
+            Kind::Data { text } => {
+                if is_final {
                     return message(text, Bytes::copy_from_slice(payload)).map(Some);
                 }
                 self.frag = Some(Box::new(Fragments {
@@ -408,9 +487,22 @@ impl Ws {
                 }));
                 Ok(None)
             }
-            OpCode::Data(Data::Reserved(i)) => protocol(ProtocolError::UnknownDataFrameType(i)),
         }
     }
+}
+
+/// What a frame whose header passed [`Ws::check_header`] is.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Ping,
+    Pong,
+    Close,
+    /// A continuation of the fragmented message in progress.
+    Continue,
+    /// The first (or only) frame of a message.
+    Data {
+        text: bool,
+    },
 }
 
 /// A whole text or binary message.
@@ -436,8 +528,12 @@ fn close_frame(payload: &[u8]) -> Result<Option<CloseFrame>, Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use futures_util::{SinkExt, StreamExt};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
+    use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
     use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 
     use super::*;
@@ -554,5 +650,223 @@ mod tests {
             Some(Err(Error::Protocol(ProtocolError::ResetWithoutClosingHandshake))) => {}
             other => panic!("expected a reset, got {other:?}"),
         }
+    }
+
+    /// The longest a test waits for anything.
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// A hand-written server on 127.0.0.1 playing a peer no real server plays: it upgrades
+    /// its one connection, writes `bytes` and then stays silent, reading until the client's
+    /// close frame. Its handle gives that close's code and reason (`None`: the client
+    /// ended without one).
+    async fn hostile(bytes: Vec<u8>) -> (Ws, tokio::task::JoinHandle<Option<(u16, String)>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.expect("accept");
+            let mut request = Vec::new();
+            while !request.ends_with(b"\r\n\r\n") {
+                request.push(tcp.read_u8().await.expect("request"));
+            }
+            let request = String::from_utf8(request).expect("text");
+            let key = request
+                .lines()
+                .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+                .expect("key");
+            let accept = derive_accept_key(key.as_bytes());
+            let head = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                 Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+            );
+            tcp.write_all(head.as_bytes()).await.expect("upgrade");
+            tcp.write_all(&bytes).await.expect("frames");
+            client_close(&mut tcp).await
+        });
+        let ep = Endpoint::parse(&format!("ws://{addr}/"), &EchoDriver::SPEC).expect("url");
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let ws = super::super::upgrade(super::Stream::Plain(tcp), &ep)
+            .await
+            .expect("open");
+        (ws, server)
+    }
+
+    /// Reads the client's frames until its close: the close's code and reason, or `None`
+    /// when the stream ends first.
+    async fn client_close(tcp: &mut TcpStream) -> Option<(u16, String)> {
+        let mut buf = Vec::new();
+        loop {
+            let mut cursor = Cursor::new(&buf);
+            if let Some((header, len)) = FrameHeader::parse(&mut cursor).expect("a client frame") {
+                let at = cursor.position() as usize;
+                let end = at + len as usize;
+                if buf.len() >= end {
+                    let mask = header.mask.expect("client frames are masked");
+                    let payload: Vec<u8> = (at..end).map(|i| buf[i] ^ mask[(i - at) % 4]).collect();
+                    if header.opcode == OpCode::Control(Control::Close) {
+                        let code = u16::from_be_bytes([payload[0], payload[1]]);
+                        let reason = String::from_utf8(payload[2..].to_vec()).expect("reason");
+                        return Some((code, reason));
+                    }
+                    buf.drain(..end);
+                    continue;
+                }
+            }
+            if tcp.read_buf(&mut buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// A frame header from the server: first byte, then the length as the client must
+    /// read it (7-bit, 16-bit or 64-bit form), unmasked.
+    fn header(first: u8, len: u64) -> Vec<u8> {
+        let mut out = vec![first];
+        match len {
+            0..=125 => out.push(len as u8),
+            126..=0xFFFF => {
+                out.push(126);
+                out.extend_from_slice(&(len as u16).to_be_bytes());
+            }
+            _ => {
+                out.push(127);
+                out.extend_from_slice(&len.to_be_bytes());
+            }
+        }
+        out
+    }
+
+    /// Every violation a frame's header shows fails the read at once — the declared
+    /// payload never comes, and the server stays silent — and is answered with a close
+    /// naming it: 1002 for the protocol, 1009 for a message over the limit.
+    #[tokio::test]
+    async fn a_forbidden_header_fails_at_once_and_is_answered_with_a_close() {
+        let text_start = [&header(0x01, 3)[..], b"abc"].concat();
+        let mut masked = header(0x81, 1 << 20);
+        masked[1] |= 0x80;
+        masked.extend_from_slice(&[1, 2, 3, 4]);
+        let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+            ("a 1 MiB ping", header(0x89, 1 << 20), 1002),
+            ("a 126-byte close", header(0x88, 126), 1002),
+            ("a fragmented ping", header(0x09, 4), 1002),
+            ("a reserved data opcode", header(0x83, 1 << 20), 1002),
+            ("a reserved control opcode", header(0x8B, 0), 1002),
+            ("RSV1 without an extension", header(0xC1, 1 << 20), 1002),
+            ("RSV3 on a ping", header(0x99, 0), 1002),
+            ("a masked frame", masked, 1002),
+            ("a continuation of nothing", header(0x80, u64::MAX), 1002),
+            (
+                "a new message inside a fragmented one",
+                [&text_start[..], &header(0x81, 1 << 20)].concat(),
+                1002,
+            ),
+            ("a message of 2^64-1 bytes", header(0x82, u64::MAX), 1009),
+            (
+                "a continuation of 2^64-1 bytes",
+                [&text_start[..], &header(0x80, u64::MAX)].concat(),
+                1009,
+            ),
+            ("a message over 16 MiB", header(0x82, (16 << 20) + 1), 1009),
+        ];
+        for (what, bytes, code) in cases {
+            let (mut ws, server) = hostile(bytes).await;
+            let got = tokio::time::timeout(WAIT, ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: the read hangs"));
+            let kind = classify_read(got);
+            let want = if code == 1009 { "capacity" } else { "protocol" };
+            assert_eq!(kind, want, "{what}");
+            assert!(ws.next().await.is_none(), "{what}: the read ended");
+            let close = tokio::time::timeout(WAIT, server)
+                .await
+                .expect("the close arrives")
+                .expect("server");
+            let (got_code, reason) = close.unwrap_or_else(|| panic!("{what}: no close sent"));
+            assert_eq!(got_code, code, "{what}: {reason}");
+            assert!(ws.write(Message::text("after")).await.is_err(), "{what}");
+        }
+    }
+
+    /// Which error a read gave: "protocol", "capacity", or what else came.
+    fn classify_read(got: Option<Result<Message, Error>>) -> String {
+        match got {
+            Some(Err(Error::Protocol(_))) => "protocol".into(),
+            Some(Err(Error::Capacity(CapacityError::MessageTooLong { .. }))) => "capacity".into(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Close codes no endpoint may send (RFC 6455 §7.4: 1005, 1006, 1015, below 1000,
+    /// the reserved 1016–2999) are answered with 1002, not echoed; allowed ones are
+    /// echoed.
+    #[tokio::test]
+    async fn a_forbidden_close_code_is_answered_with_1002() {
+        for (code, answer) in [
+            (1005, 1002),
+            (999, 1002),
+            (1006, 1002),
+            (1015, 1002),
+            (2000, 1002),
+            (1000, 1000),
+            (4000, 4000),
+        ] {
+            let frame = [&header(0x88, 2)[..], &u16::to_be_bytes(code)].concat();
+            let (mut ws, server) = hostile(frame).await;
+            match tokio::time::timeout(WAIT, ws.next()).await.expect("close") {
+                Some(Ok(Message::Close(Some(f)))) => assert_eq!(u16::from(f.code), code),
+                other => panic!("{code}: expected the close, got {other:?}"),
+            }
+            ws.close().await;
+            let (got, _) = tokio::time::timeout(WAIT, server)
+                .await
+                .expect("the reply arrives")
+                .expect("server")
+                .expect("a close reply");
+            assert_eq!(got, answer, "close {code}");
+        }
+    }
+
+    /// Text that is not UTF-8 is an error answered with 1007.
+    #[tokio::test]
+    async fn text_that_is_not_utf8_is_answered_with_1007() {
+        let (mut ws, server) = hostile([&header(0x81, 2)[..], &[0xC3, 0x28]].concat()).await;
+        assert!(matches!(ws.next().await, Some(Err(Error::Utf8(_)))));
+        let close = tokio::time::timeout(WAIT, server).await.expect("close");
+        assert_eq!(close.expect("server").expect("a close").0, 1007);
+    }
+
+    /// Messages up to the run's largest body come through (past the 16 MiB floor), from
+    /// a real tungstenite server.
+    #[tokio::test]
+    async fn a_message_as_large_as_the_largest_body_comes_through() {
+        let size = (16 << 20) + 5;
+        let (mut ws, server) = pair(move |mut s| async move {
+            s.send(Message::binary(vec![7u8; size]))
+                .await
+                .expect("send");
+            // The client refuses this one and closes: the rest of it may not go out.
+            let _ = s
+                .send(Message::binary(vec![7u8; size + BODY_SLACK + 1]))
+                .await;
+        })
+        .await;
+        ws.fit(size);
+        match ws.next().await {
+            Some(Ok(Message::Binary(b))) => assert_eq!(b.len(), size),
+            other => panic!(
+                "expected the message, got {:?}",
+                other.map(|m| m.map(|m| m.len()))
+            ),
+        }
+        match ws.next().await {
+            Some(Err(Error::Capacity(CapacityError::MessageTooLong { max_size, .. }))) => {
+                assert_eq!(max_size, size + BODY_SLACK);
+            }
+            other => panic!(
+                "expected too long, got {:?}",
+                other.map(|m| m.map(|m| m.len()))
+            ),
+        }
+        ws.close().await;
+        server.await.expect("server");
     }
 }
