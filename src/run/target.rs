@@ -73,7 +73,7 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
     let (None, Some(path)) = (&plan.target.endpoint, driver.embedded_path) else {
         return Ok(None);
     };
-    let handle = crate::serve::spawn(crate::serve::ServeConfig::default()).await?;
+    let handle = crate::serve::spawn(embedded_config(plan.max_body())).await?;
     let url = format!("ws://{}{path}", handle.addr());
     plan.target.endpoint = Some(
         crate::driver::Endpoint::parse(&url, driver)
@@ -84,6 +84,21 @@ async fn start_embedded(plan: &mut Plan, notes: &mut Vec<String>) -> Result<Opti
     }
     notes.push(crate::report::findings::EMBEDDED_IN_GENERATOR.to_owned());
     Ok(Some(handle))
+}
+
+/// The embedded server's configuration for a run whose largest body is `body` bytes: its
+/// defaults, with room for that body in a message, a frame and a connection's queue.
+#[cfg(feature = "serve")]
+fn embedded_config(body: usize) -> crate::serve::ServeConfig {
+    let d = crate::serve::ServeConfig::default();
+    // The frame around a body: the JSON of a push or a sync page holding it.
+    let max_frame = d.max_frame.max(body + 64 * 1024);
+    crate::serve::ServeConfig {
+        max_body: d.max_body.max(body),
+        max_frame,
+        queue_bytes: d.queue_bytes.max(4 * max_frame),
+        ..d
+    }
 }
 
 /// Without the `serve` feature a plan without a target cannot run.

@@ -115,6 +115,53 @@ async fn bare_msgstorm_run_runs_the_default_scenario_and_passes() {
     );
 }
 
+/// The embedded server takes the run's largest body: 300 KB messages (over its 64 KiB
+/// default frame; before, every send was refused) are all delivered — 2 senders × 2
+/// receivers × 3 — the final verification sync pages them without error, and the run passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_server_takes_bodies_larger_than_its_default_frame() {
+    let work = Work::new();
+    let file = work.write(
+        "big.toml",
+        r#"name = "big"
+seed = 5
+
+[population]
+users = 4
+login_rate = 100
+
+[[traffic]]
+kind = "direct"
+senders = 2
+receivers = 2
+messages = 3
+interval = "50ms"
+size = 300000
+
+[checks]
+max_lost = 0
+"#,
+    );
+    let out = work.path("out");
+    let ran = msgstorm(&[
+        "run",
+        file.to_str().expect("utf-8 temp path"),
+        "--out",
+        out.to_str().expect("utf-8 temp path"),
+    ])
+    .await;
+    ran.expect_code(0);
+    let artifact = msgstorm::artifact::Artifact::read(&work.path("out/result.json"))
+        .expect("the run wrote its result");
+    let d = artifact.ledger.summary();
+    assert!(artifact.target.starts_with("embedded ws://127.0.0.1:"));
+    assert_eq!(
+        (d.expected, d.delivered, d.lost, d.corrupted),
+        (12, 12, 0, 0),
+        "{d:?}\n{ran}"
+    );
+}
+
 /// `[target] source_addresses`: users connect from the loopback aliases given, round-robin;
 /// an address the host does not have makes every login fail, and the run fails naming why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
