@@ -412,6 +412,9 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 /// The real `msgstorm serve` binary running as a child process; killed on drop.
 pub struct ChildServer {
     child: std::process::Child,
+    /// Its store when the test gives no `--data`: removed with the server, which a killed
+    /// server cannot do for its own temporary store.
+    _data: Option<tempfile::TempDir>,
     /// Its listen address.
     pub addr: SocketAddr,
     /// Its stderr lines so far.
@@ -422,9 +425,16 @@ impl ChildServer {
     /// Starts `msgstorm serve --listen 127.0.0.1:0 --secret SECRET` plus `args`; returns once
     /// it logged its listen address (panics after [`WAIT`]).
     pub fn start(args: &[&str]) -> ChildServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_msgstorm"))
+        let data = (!args.contains(&"--data"))
+            .then(|| tempfile::tempdir().expect("a temporary store for the server"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_msgstorm"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--secret", SECRET])
-            .args(args)
+            .args(args);
+        if let Some(dir) = &data {
+            command.arg("--data").arg(dir.path());
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -450,7 +460,12 @@ impl ChildServer {
                 panic!("server did not start: {:?}", log.lock().expect("log lock"));
             }
         };
-        ChildServer { child, addr, log }
+        ChildServer {
+            child,
+            _data: data,
+            addr,
+            log,
+        }
     }
 
     /// Its WebSocket URL.
