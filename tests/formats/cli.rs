@@ -3,7 +3,9 @@
 //! bytes; a format a command does not offer, or two formats on standard output, are usage
 //! errors (exit 2) before any work.
 
-use crate::common::run::{msgstorm, Work};
+use std::path::PathBuf;
+
+use crate::common::run::{msgstorm, Ran, Work};
 
 /// The report fixture: a real run's result file.
 const FIXTURE: &str = concat!(
@@ -29,6 +31,35 @@ duration = "1s"
 [checks]
 ack_p99 = "1us"
 "#;
+
+/// Runs [`SHORT`] named `name` with `max_lost = 0` added (exit 1: its ack check fails),
+/// writing `format` to `file` in `work`: the run, the output folder and the file.
+pub async fn failing_run_writing(
+    work: &Work,
+    name: &str,
+    format: &str,
+    file: &str,
+) -> (Ran, PathBuf, PathBuf) {
+    let text = SHORT
+        .replace("name = \"formats\"", &format!("name = {name:?}"))
+        .replace("[checks]\n", "[checks]\nmax_lost = 0\n");
+    let scenario = work.write("s.toml", &text);
+    let out = work.path("out");
+    let written = work.path(file);
+    let arg = format!("{format}={}", written.display());
+    let ran = msgstorm(&[
+        "run",
+        scenario.to_str().expect("utf-8"),
+        "--quiet",
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--format",
+        &arg,
+    ])
+    .await;
+    ran.expect_code(1);
+    (ran, out, written)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_older_flags_are_aliases_of_format_and_give_the_same_bytes() {

@@ -61,41 +61,8 @@ fn xpath(file: &Path, expr: &str) -> String {
 )]
 async fn a_real_runs_checks_are_junit_test_cases_valid_against_the_schema() {
     let work = Work::new();
-    let file = work.write(
-        "s.toml",
-        r#"name = "junit"
-drain = "1s"
-
-[population]
-users = 8
-login_rate = 200
-
-[[traffic]]
-kind = "direct"
-senders = 2
-receivers = 4
-rate = 40
-duration = "1s"
-
-[checks]
-max_lost = 0
-ack_p99 = "1us"
-"#,
-    );
-    let out = work.path("out");
-    let xml = work.path("junit.xml");
-    let xml_arg = format!("junit={}", xml.display());
-    let ran = msgstorm(&[
-        "run",
-        file.to_str().expect("utf-8"),
-        "--quiet",
-        "--out",
-        out.to_str().expect("utf-8"),
-        "--format",
-        &xml_arg,
-    ])
-    .await;
-    ran.expect_code(1);
+    let (_, out, xml) =
+        crate::formats_cli::failing_run_writing(&work, "junit", "junit", "junit.xml").await;
     if let Err(e) = validate(&xml) {
         panic!(
             "--format junit does not match JUnit.xsd: {e}\n{}",

@@ -73,41 +73,9 @@ impl Doc {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_runs_report_is_a_job_summary_with_its_verdict_and_tables() {
     let work = Work::new();
-    let file = work.write(
-        "s.toml",
-        r#"name = "summary | *pr*"
-drain = "1s"
-
-[population]
-users = 8
-login_rate = 200
-
-[[traffic]]
-kind = "direct"
-senders = 2
-receivers = 4
-rate = 40
-duration = "1s"
-
-[checks]
-max_lost = 0
-ack_p99 = "1us"
-"#,
-    );
-    let out = work.path("out");
-    let md = work.path("summary.md");
-    let md_arg = format!("markdown={}", md.display());
-    let ran = msgstorm(&[
-        "run",
-        file.to_str().expect("utf-8"),
-        "--quiet",
-        "--out",
-        out.to_str().expect("utf-8"),
-        "--format",
-        &md_arg,
-    ])
-    .await;
-    ran.expect_code(1);
+    let (ran, out, md) =
+        crate::formats_cli::failing_run_writing(&work, "summary | *pr*", "markdown", "summary.md")
+            .await;
     let text = std::fs::read_to_string(&md).expect("the summary");
     let doc = Doc::parse(&text);
     let json = msgstorm(&[
