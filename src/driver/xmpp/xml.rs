@@ -4,9 +4,12 @@
 //! `<stream:stream>` root opens, then each stanza (and each SASL or stream-management
 //! element) is a complete child of it. [`Framer`] cuts that document into those children.
 //! quick-xml does the XML; this module only keeps the bytes of an element that has not
-//! fully arrived and parses it again once more bytes are in. Stanzas are small, so parsing
-//! a partial one twice costs less than keeping a parser's state across reads, and it keeps
-//! [`Framer`] a plain buffer that a cancelled read can never leave half-updated.
+//! fully arrived and parses it again once more bytes are in — only when those bytes hold a
+//! `>`, the one byte that can complete an element once the parse is inside one (a large
+//! body arriving in many reads is parsed once more per read that could end it, not once
+//! per read). Stanzas are small, so parsing a partial one again costs less than keeping a
+//! parser's state across reads, and it keeps [`Framer`] a plain buffer that a cancelled
+//! read can never leave half-updated.
 //!
 //! Elements become a small tree ([`Element`]) with local names: the driver tells stream
 //! elements from stanzas by their place (top level) and name, so it needs no namespace
@@ -68,6 +71,18 @@ pub struct Framer {
     buf: Vec<u8>,
     /// The stream header has been read (cleared on a stream restart).
     open: bool,
+    /// The buffer's length when the last parse stopped inside an element or inside markup
+    /// waiting for more bytes; 0 when it did not.
+    waiting_inside: usize,
+}
+
+/// How a parse of the buffer ended.
+enum Parsed {
+    /// A complete item and the bytes it used.
+    Item(Item, usize),
+    /// More bytes are needed; `inside` when the parse stopped inside an element or inside
+    /// markup, where only a `>` can complete anything or reveal an error.
+    Wait { inside: bool },
 }
 
 /// The longest element (or unfinished element) the framer holds on top of the largest
@@ -84,31 +99,51 @@ impl Framer {
     pub fn restart(&mut self) {
         self.open = false;
         self.buf.clear();
+        self.waiting_inside = 0;
     }
 
     /// The next complete item, `Ok(None)` when more bytes are needed. An error is a stream
     /// that is not XML, or an element larger than `max_body` plus some slack.
     pub fn next(&mut self, max_body: usize) -> Result<Option<Item>, String> {
-        let parsed = self.parse();
+        let parsed = if self.nothing_new_can_end() {
+            Parsed::Wait { inside: true }
+        } else {
+            self.parse()?
+        };
+        self.waiting_inside = 0;
         match parsed {
-            Ok(Some((item, used))) => {
+            Parsed::Item(item, used) => {
                 self.buf.drain(..used);
                 if matches!(item, Item::Header(_)) {
                     self.open = true;
                 }
                 Ok(Some(item))
             }
-            Ok(None) if self.buf.len() > max_body + SLACK => Err(format!(
+            Parsed::Wait { .. } if self.buf.len() > max_body + SLACK => Err(format!(
                 "an element of over {} bytes (larger than any message of this run)",
                 self.buf.len()
             )),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
+            Parsed::Wait { inside } => {
+                if inside {
+                    self.waiting_inside = self.buf.len();
+                }
+                Ok(None)
+            }
         }
     }
 
-    /// Parses one item from the start of the buffer: the item and the bytes it used.
-    fn parse(&self) -> Result<Option<(Item, usize)>, String> {
+    /// The last parse stopped inside an element or markup and no `>` came since: parsing
+    /// again would wait again.
+    fn nothing_new_can_end(&self) -> bool {
+        self.waiting_inside > 0
+            && self
+                .buf
+                .get(self.waiting_inside..)
+                .is_some_and(|new| !new.contains(&b'>'))
+    }
+
+    /// Parses one item from the start of the buffer.
+    fn parse(&self) -> Result<Parsed, String> {
         let mut reader = Reader::from_reader(self.buf.as_slice());
         let config = reader.config_mut();
         config.check_end_names = false;
@@ -125,30 +160,34 @@ impl Framer {
                     | SyntaxError::UnclosedCData
                     | SyntaxError::UnclosedPIOrXmlDecl
                     | SyntaxError::InvalidBangMarkup,
-                )) => return Ok(None),
+                )) => return Ok(Parsed::Wait { inside: true }),
                 Err(e) => return Err(format!("the stream is not well-formed XML: {e}")),
             };
             let used = reader.buffer_position() as usize;
             match ev {
-                Event::Eof => return Ok(None),
+                Event::Eof => {
+                    return Ok(Parsed::Wait {
+                        inside: !stack.is_empty(),
+                    })
+                }
                 Event::Start(s) if !self.open && stack.is_empty() => {
-                    return Ok(Some((Item::Header(element(&s)?), used)));
+                    return Ok(Parsed::Item(Item::Header(element(&s)?), used));
                 }
                 Event::Start(s) => stack.push(element(&s)?),
                 Event::Empty(s) => {
                     let el = element(&s)?;
                     match stack.last_mut() {
                         Some(parent) => parent.children.push(el),
-                        None => return Ok(Some((Item::Element(el), used))),
+                        None => return Ok(Parsed::Item(Item::Element(el), used)),
                     }
                 }
                 Event::End(_) => match stack.pop() {
-                    None => return Ok(Some((Item::End, used))),
+                    None => return Ok(Parsed::Item(Item::End, used)),
                     Some(mut el) => {
                         el.text = unescape(&el.text)?;
                         match stack.last_mut() {
                             Some(parent) => parent.children.push(el),
-                            None => return Ok(Some((Item::Element(el), used))),
+                            None => return Ok(Parsed::Item(Item::Element(el), used)),
                         }
                     }
                 },
@@ -309,5 +348,39 @@ mod tests {
             feed(&mut f, " \n\t<stream:error><x-y.z_1/></stream:error>").len(),
             1
         );
+    }
+
+    /// Every item and error alike whether the stream comes whole or a byte at a time: the
+    /// framer skips parses only where no byte but `>` could change the answer.
+    #[test]
+    fn byte_by_byte_reads_give_what_one_read_gives() {
+        let cases = [
+            "<a b='x>y'>t<!-- c>d --><![CDATA[e>f]]></a>",
+            "<message><body>long text without an end</body></message><r/>",
+            " \n<x/> tail",
+            "<a><b/></a><c attr=\"q\"/></stream:stream>",
+            "<a>&amp;&bogus;</a>",
+        ];
+        for case in cases {
+            let run = |step: usize| {
+                let mut f = Framer {
+                    open: true,
+                    ..Framer::default()
+                };
+                let mut items = Vec::new();
+                for piece in case.as_bytes().chunks(step) {
+                    f.buffer().extend_from_slice(piece);
+                    loop {
+                        match f.next(1024) {
+                            Ok(Some(item)) => items.push(item),
+                            Ok(None) => break,
+                            Err(_) => return (items, true),
+                        }
+                    }
+                }
+                (items, false)
+            };
+            assert_eq!(run(1), run(case.len()), "{case}");
+        }
     }
 }
