@@ -25,6 +25,11 @@
 //! | `reorder` | the push is held until the next push of the same conversation (sender × user or group) has been sent | `reordered` |
 //! | `corrupt` | the body's last byte is changed | `corrupted` |
 //!
+//! One fault hits the store instead: `store_twice`, the probability that a message stored
+//! for an offline user is stored twice, so that the user's fetch hands out both copies —
+//! the ledger reports `duplicated` (a second copy through the fetch path), and the hub
+//! counts it as [`Injected::stored_twice`] when it stores it.
+//!
 //! Faults are counted when they take effect: a copy, a held message or a corrupted body
 //! when the session hands it to the engine. A held message that is still held when the
 //! user fetches or disconnects goes to the store and counts as `dropped`. A corrupted body
@@ -68,6 +73,8 @@ pub struct LoopbackOptions {
     pub reorder: f64,
     /// Probability that a push's body is changed in one byte.
     pub corrupt: f64,
+    /// Probability that a message stored for an offline user is stored twice.
+    pub store_twice: f64,
     /// Seed of the fault decisions.
     pub seed: u64,
     /// Makes this user's [`Session::send`] panic: a test hook for engine failures.
@@ -83,7 +90,7 @@ pub struct LoopbackOptions {
 }
 
 /// The keys [`LoopbackOptions::parse`] accepts.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "latency",
     "jitter",
     "loss",
@@ -91,6 +98,7 @@ const KEYS: [&str; 8] = [
     "duplicate",
     "reorder",
     "corrupt",
+    "store_twice",
     "seed",
 ];
 
@@ -121,7 +129,7 @@ impl LoopbackOptions {
                         o.jitter = d;
                     }
                 }
-                "loss" | "drop" | "duplicate" | "reorder" | "corrupt" => {
+                "loss" | "drop" | "duplicate" | "reorder" | "corrupt" | "store_twice" => {
                     let p = match value {
                         toml::Value::Float(f) => *f,
                         toml::Value::Integer(i) => *i as f64,
@@ -167,6 +175,7 @@ impl LoopbackOptions {
             "drop" => &mut self.drop,
             "duplicate" => &mut self.duplicate,
             "reorder" => &mut self.reorder,
+            "store_twice" => &mut self.store_twice,
             _ => &mut self.corrupt,
         }
     }
@@ -189,6 +198,8 @@ pub struct Injected {
     pub reordered: u64,
     /// Corrupted bodies handed out.
     pub corrupted: u64,
+    /// Messages stored twice for an offline user.
+    pub stored_twice: u64,
 }
 
 /// The loopback driver; see the module documentation.
@@ -222,7 +233,7 @@ pub struct Hub {
     /// Every group, by name.
     groups: RwLock<HashMap<Box<str>, Arc<Group>>>,
     /// What was injected, indexed by [`Fault`].
-    injected: [AtomicU64; 5],
+    injected: [AtomicU64; 6],
 }
 
 /// A group: an id (for conversation keys) and its members.
@@ -300,6 +311,7 @@ enum Fault {
     Duplicated,
     Reordered,
     Corrupted,
+    StoredTwice,
 }
 
 /// The decision for one push.
@@ -345,6 +357,7 @@ impl Hub {
             duplicated: n(Fault::Duplicated),
             reordered: n(Fault::Reordered),
             corrupted: n(Fault::Corrupted),
+            stored_twice: n(Fault::StoredTwice),
         }
     }
 
@@ -389,6 +402,10 @@ impl Hub {
         let mut st = lock(&mb.state);
         if !st.online {
             st.store.push(body.to_owned());
+            if self.opts.store_twice > 0.0 && st.rng.f64() < self.opts.store_twice {
+                self.count(Fault::StoredTwice);
+                st.store.push(body.to_owned());
+            }
             return;
         }
         let decision = self.decide(&mut st.rng);
@@ -941,6 +958,22 @@ mod tests {
         a.send(1, Dest::User("u1"), "abc").await.expect("send");
         assert_eq!(bodies(&ready_events(&mut b)), ["abc", "abc"]);
         assert_eq!(d.hub().injected().duplicated, 1);
+    }
+
+    #[tokio::test]
+    async fn store_twice_hands_an_offline_user_two_copies() {
+        let d = LoopbackDriver::with_options(LoopbackOptions {
+            store_twice: 1.0,
+            ..LoopbackOptions::default()
+        });
+        let mut a = connect(&d, 0).await;
+        a.send(1, Dest::User("u1"), "abc").await.expect("send");
+        let mut b = connect(&d, 1).await;
+        let mut out = Vec::new();
+        b.fetch_missed(&mut out).await.expect("fetch");
+        assert_eq!(out, ["abc", "abc"]);
+        assert_eq!(d.hub().injected().stored_twice, 1);
+        assert_eq!(d.hub().injected().duplicated, 0);
     }
 
     #[tokio::test(start_paused = true)]
