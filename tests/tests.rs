@@ -14,6 +14,8 @@ mod formats_cli;
 mod formats_junit;
 #[path = "formats/markdown.rs"]
 mod formats_markdown;
+#[path = "house/shape.rs"]
+mod house_shape;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;
