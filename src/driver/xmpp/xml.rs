@@ -89,6 +89,9 @@ enum Parsed {
 /// body: past it the server is sending something no chat client would accept.
 const SLACK: usize = 64 * 1024;
 
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 impl Framer {
     /// Room for more bytes: the read appends to this buffer.
     pub fn buffer(&mut self) -> &mut Vec<u8> {
@@ -105,6 +108,9 @@ impl Framer {
     /// The next complete item, `Ok(None)` when more bytes are needed. An error is a stream
     /// that is not XML, or an element larger than `max_body` plus some slack.
     pub fn next(&mut self, max_body: usize) -> Result<Option<Item>, String> {
+        if !self.open && self.buf.starts_with(BOM) {
+            self.buf.drain(..BOM.len());
+        }
         let parsed = if self.nothing_new_can_end() {
             Parsed::Wait { inside: true }
         } else {
@@ -144,6 +150,18 @@ impl Framer {
 
     /// Parses one item from the start of the buffer.
     fn parse(&self) -> Result<Parsed, String> {
+        // quick-xml skips a byte order mark at the start of what it reads without counting
+        // it in its position: the framer takes it off itself (`next`), and one that follows
+        // the header is text between stanzas.
+        if self.open && self.buf.starts_with(BOM) {
+            return Err(
+                "the stream is not well-formed XML: text between stanzas: a byte order mark"
+                    .to_owned(),
+            );
+        }
+        if !self.open && !self.buf.is_empty() && BOM.starts_with(&self.buf) {
+            return Ok(Parsed::Wait { inside: false });
+        }
         let mut reader = Reader::from_reader(self.buf.as_slice());
         let config = reader.config_mut();
         config.check_end_names = false;
@@ -351,7 +369,8 @@ mod tests {
     }
 
     /// Every item and error alike whether the stream comes whole or a byte at a time: the
-    /// framer skips parses only where no byte but `>` could change the answer.
+    /// framer skips parses only where no byte but `>` could change the answer, and a byte
+    /// order mark after the header is an error in one read as in three (fuzzing found it).
     #[test]
     fn byte_by_byte_reads_give_what_one_read_gives() {
         let cases = [
@@ -360,6 +379,7 @@ mod tests {
             " \n<x/> tail",
             "<a><b/></a><c attr=\"q\"/></stream:stream>",
             "<a>&amp;&bogus;</a>",
+            "\u{feff}<x/>",
         ];
         for case in cases {
             let run = |step: usize| {
@@ -381,6 +401,25 @@ mod tests {
                 (items, false)
             };
             assert_eq!(run(1), run(case.len()), "{case}");
+        }
+    }
+
+    /// A byte order mark before the header is skipped, whole or cut in the middle.
+    #[test]
+    fn a_byte_order_mark_may_start_the_stream() {
+        for step in [1, 2, 64] {
+            let mut f = Framer::default();
+            let mut items = Vec::new();
+            for piece in "\u{feff}<stream:stream id='s'>".as_bytes().chunks(step) {
+                f.buffer().extend_from_slice(piece);
+                while let Some(item) = f.next(1024).expect("well-formed") {
+                    items.push(item);
+                }
+            }
+            assert!(
+                matches!(&items[..], [Item::Header(h)] if h.attr("id") == Some("s")),
+                "{step}: {items:?}"
+            );
         }
     }
 }
