@@ -4,10 +4,10 @@
 //! `<stream:stream>` root opens, then each stanza (and each SASL or stream-management
 //! element) is a complete child of it. [`Framer`] cuts that document into those children.
 //! quick-xml does the XML; this module only keeps the bytes of an element that has not
-//! fully arrived and parses it again once more bytes are in — only when those bytes hold a
-//! `>`, the one byte that can complete an element once the parse is inside one (a large
-//! body arriving in many reads is parsed once more per read that could end it, not once
-//! per read). Stanzas are small, so parsing a partial one again costs less than keeping a
+//! fully arrived and parses it again once more bytes are in — except when the parse
+//! stopped in an element's text and the new bytes hold no `<` or `>`: more text, which
+//! can neither complete the element nor break it (a large body arriving in many reads is
+//! parsed again only when markup arrives, not once per read). Stanzas are small, so parsing a partial one again costs less than keeping a
 //! parser's state across reads, and it keeps [`Framer`] a plain buffer that a cancelled
 //! read can never leave half-updated.
 //!
@@ -71,8 +71,8 @@ pub struct Framer {
     buf: Vec<u8>,
     /// The stream header has been read (cleared on a stream restart).
     open: bool,
-    /// The buffer's length when the last parse stopped inside an element or inside markup
-    /// waiting for more bytes; 0 when it did not.
+    /// The buffer's length when the last parse stopped in an element's text waiting for
+    /// more bytes; 0 when it did not.
     waiting_inside: usize,
 }
 
@@ -80,8 +80,8 @@ pub struct Framer {
 enum Parsed {
     /// A complete item and the bytes it used.
     Item(Item, usize),
-    /// More bytes are needed; `inside` when the parse stopped inside an element or inside
-    /// markup, where only a `>` can complete anything or reveal an error.
+    /// More bytes are needed; `inside` when the parse stopped in an element's text, where
+    /// only markup can complete anything or reveal an error.
     Wait { inside: bool },
 }
 
@@ -138,14 +138,15 @@ impl Framer {
         }
     }
 
-    /// The last parse stopped inside an element or markup and no `>` came since: parsing
-    /// again would wait again.
+    /// The last parse stopped in an element's text and only text came since (no `<` or
+    /// `>`): parsing again would wait again. Inside markup (a tag, a comment, `<!…`) a
+    /// parse can fail on bytes before the `>`, so there it always parses again.
     fn nothing_new_can_end(&self) -> bool {
         self.waiting_inside > 0
             && self
                 .buf
                 .get(self.waiting_inside..)
-                .is_some_and(|new| !new.contains(&b'>'))
+                .is_some_and(|new| !new.iter().any(|b| matches!(b, b'<' | b'>')))
     }
 
     /// Parses one item from the start of the buffer.
@@ -178,7 +179,7 @@ impl Framer {
                     | SyntaxError::UnclosedCData
                     | SyntaxError::UnclosedPIOrXmlDecl
                     | SyntaxError::InvalidBangMarkup,
-                )) => return Ok(Parsed::Wait { inside: true }),
+                )) => return Ok(Parsed::Wait { inside: false }),
                 Err(e) => return Err(format!("the stream is not well-formed XML: {e}")),
             };
             let used = reader.buffer_position() as usize;
@@ -369,8 +370,9 @@ mod tests {
     }
 
     /// Every item and error alike whether the stream comes whole or a byte at a time: the
-    /// framer skips parses only where no byte but `>` could change the answer, and a byte
-    /// order mark after the header is an error in one read as in three (fuzzing found it).
+    /// framer skips parses only where nothing but markup could change the answer, and a
+    /// byte order mark after the header is an error in one read as in three (fuzzing found
+    /// both).
     #[test]
     fn byte_by_byte_reads_give_what_one_read_gives() {
         let cases = [
@@ -380,6 +382,7 @@ mod tests {
             "<a><b/></a><c attr=\"q\"/></stream:stream>",
             "<a>&amp;&bogus;</a>",
             "\u{feff}<x/>",
+            "<a>text<!DCTA[`[x<y]-& compl\0am:",
         ];
         for case in cases {
             let run = |step: usize| {
