@@ -244,11 +244,14 @@ pub enum ErrorKind {
     /// Joining a group failed (refused or unanswered): a setup failure, and a user that
     /// never joined a group is not expected to receive its messages.
     JoinFailed,
+    /// The adapter script of the `script` driver failed at run time (a Lua error, or an
+    /// answer the driver cannot use): the generator's setup, not the server.
+    Script,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -267,6 +270,7 @@ impl ErrorKind {
         ErrorKind::Engine,
         ErrorKind::Generator,
         ErrorKind::JoinFailed,
+        ErrorKind::Script,
     ];
 
     /// The name used in reports and result files.
@@ -290,6 +294,7 @@ impl ErrorKind {
             ErrorKind::Engine => "engine",
             ErrorKind::Generator => "generator",
             ErrorKind::JoinFailed => "join_failed",
+            ErrorKind::Script => "script",
         }
     }
 
@@ -326,6 +331,9 @@ impl ErrorKind {
             ErrorKind::JoinFailed => {
                 "joining a group or room failed (a setup failure): a user that never joined \
                  is not expected to receive the group's messages"
+            }
+            ErrorKind::Script => {
+                "the adapter script failed at run time (its file and line are in the examples)"
             }
         }
     }

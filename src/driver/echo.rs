@@ -165,6 +165,7 @@ mod tests {
             run_id: 1,
             kinds: vec!["echo"],
             options: toml::Table::new(),
+            dir: Default::default(),
         };
         let driver = EchoDriver::new(&config).expect("driver");
         let user = UserCtx {

@@ -58,6 +58,8 @@ pub mod native;
 mod registry;
 #[cfg(feature = "socketio")]
 pub mod socketio;
+#[cfg(feature = "script")]
+pub mod script;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;
@@ -214,6 +216,8 @@ pub struct Config {
     pub kinds: Vec<&'static str>,
     /// The driver's own `[target.<name>]` table.
     pub options: toml::Table,
+    /// The scenario file's directory: files the options name are relative to it.
+    pub dir: std::path::PathBuf,
 }
 
 /// A bad driver option or URL, found before anything connects.

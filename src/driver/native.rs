@@ -576,6 +576,7 @@ mod tests {
             run_id: 1,
             kinds: vec!["direct"],
             options: toml::Table::new(),
+            dir: Default::default(),
         };
         let driver = NativeDriver::new(&config).expect("driver");
         let user = UserCtx {

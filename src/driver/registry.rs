@@ -68,6 +68,8 @@ drivers! {
     super::ws_json::WsJsonDriver,
     #[cfg(feature = "socketio")]
     super::socketio::SocketIoDriver,
+    #[cfg(feature = "script")]
+    super::script::ScriptDriver,
 }
 
 /// Every built-in driver's spec, in registry order.

@@ -99,6 +99,8 @@ pub struct Target {
     pub source_addrs: Vec<std::net::IpAddr>,
     /// The driver's own `[target.<driver>]` table, checked by the driver at validation.
     pub options: toml::Table,
+    /// The scenario file's directory: files the driver's options name are relative to it.
+    pub dir: std::path::PathBuf,
     /// What the driver can do as configured (found when its options were checked).
     pub caps: Caps,
     /// The traffic kinds of the scenario, for drivers configured per kind.
@@ -119,6 +121,7 @@ impl Target {
             run_id,
             kinds: self.kinds.clone(),
             options: self.options.clone(),
+            dir: self.dir.clone(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! itself ([`crate::driver::check`]), with errors located through the scenario's spans.
 
 use std::ops::Range;
+use std::path::Path;
 use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
@@ -94,6 +95,7 @@ pub fn target(
         heartbeat,
         source_addrs,
         options,
+        dir: src.file.parent().map(Path::to_path_buf).unwrap_or_default(),
         caps: driver.caps,
         kinds: Vec::new(),
     })

@@ -40,6 +40,7 @@ fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
         run_id: 1,
         kinds: vec!["direct"],
         options,
+        dir: Default::default(),
     })
     .expect("driver")
 }

@@ -326,6 +326,7 @@ item_seq = "seq"
             run_id: 1,
             kinds: Vec::new(),
             options,
+            dir: Default::default(),
         };
         let driver = WsJsonDriver::new(&config).expect("driver");
         let user = UserCtx {

@@ -1,0 +1,666 @@
+//! One user's connection driven by the adapter script: the entry points called (hot ones
+//! directly, waiting ones as coroutines), the frames they queue written, every incoming
+//! frame judged by `receive` into the engine's events.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use mlua::{Function, MultiValue, String as LuaString, Table, Thread, ThreadStatus, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::vm::{one_line, Vm, REFUSED};
+use crate::driver::cursors::{Cursors, Push};
+use crate::driver::ws::{classify, Ws};
+use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::metrics::ErrorKind;
+
+/// A user's session under the script driver.
+#[derive(Debug)]
+pub struct ScriptSession {
+    ws: Ws,
+    lua: mlua::Lua,
+    entry: Entry,
+    /// The user object (`u`) the entry points get.
+    user: Table,
+    id: String,
+    /// Sends waiting for their acceptance: (id, tag), oldest first.
+    pending: VecDeque<(String, u64)>,
+    /// Events judged and not handed out yet.
+    ready: VecDeque<Event>,
+    cursors: Cursors,
+    reply_timeout: Duration,
+    acceptance: bool,
+}
+
+/// The entry points, cloned from the [`Vm`] (cheap handles into its state).
+#[derive(Debug, Clone)]
+struct Entry {
+    login: Function,
+    receive: Function,
+    direct: Option<Function>,
+    group: Option<Function>,
+    join: Option<Function>,
+    heartbeat: Option<Function>,
+    fetch: Option<Function>,
+    close: Option<Function>,
+}
+
+/// What an incoming frame is, as the script's `receive` said.
+#[derive(Debug)]
+enum Judged {
+    /// Nothing to count (nil).
+    Ignore,
+    /// The table `receive` returned.
+    Table(Table),
+}
+
+/// Which flow a coroutine runs, for the kind of a refusal.
+#[derive(Debug, Clone, Copy)]
+enum Flow {
+    Login,
+    Join,
+    Fetch,
+    Close,
+}
+
+impl Flow {
+    fn refused(self) -> ErrorKind {
+        match self {
+            Flow::Login => ErrorKind::AuthFailed,
+            Flow::Join => ErrorKind::JoinFailed,
+            Flow::Fetch | Flow::Close => ErrorKind::Protocol,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Flow::Login => "login",
+            Flow::Join => "join",
+            Flow::Fetch => "fetch",
+            Flow::Close => "close",
+        }
+    }
+}
+
+/// A Lua error as the failure of a script: kind `script`, the script's line.
+fn script_error(what: &str, e: &mlua::Error) -> Failure {
+    Failure::new(ErrorKind::Script, format!("{what}: {}", one_line(e)))
+}
+
+/// The string form of a request id (a number or a string in the script).
+fn id_key(v: &Value) -> Option<String> {
+    match v {
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Number(n) if n.fract() == 0.0 => Some(format!("{}", *n as i64)),
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(s.to_string_lossy()),
+        _ => None,
+    }
+}
+
+impl ScriptSession {
+    /// A session on `ws` for `user`, its object made in `vm`.
+    pub(super) fn new(
+        ws: Ws,
+        vm: &Vm,
+        user: &UserCtx,
+        (username, password): (&str, &str),
+        cursors: Cursors,
+        reply_timeout: Duration,
+        acceptance: bool,
+    ) -> Result<Self, (Failure, Cursors)> {
+        let made = vm
+            .entry
+            .new_user
+            .call::<Table>((user.id.as_str(), user.ix, username, password));
+        let table = match made {
+            Ok(t) => t,
+            Err(e) => return Err((script_error("the user object", &e), cursors)),
+        };
+        let e = &vm.entry;
+        Ok(ScriptSession {
+            ws,
+            lua: vm.lua.clone(),
+            entry: Entry {
+                login: e.login.clone(),
+                receive: e.receive.clone(),
+                direct: e.direct.clone(),
+                group: e.group.clone(),
+                join: e.join.clone(),
+                heartbeat: e.heartbeat.clone(),
+                fetch: e.fetch.clone(),
+                close: e.close.clone(),
+            },
+            user: table,
+            id: user.id.clone(),
+            pending: VecDeque::new(),
+            ready: VecDeque::new(),
+            cursors,
+            reply_timeout,
+            acceptance,
+        })
+    }
+
+    /// Runs the script's `login`.
+    pub(super) async fn login(&mut self) -> Result<(), Failure> {
+        let login = self.entry.login.clone();
+        self.flow(Flow::Login, &login, MultiValue::new(), None)
+            .await
+    }
+
+    /// What the user remembers for its next connection.
+    pub(super) fn into_cursors(self) -> Cursors {
+        self.cursors
+    }
+
+    /// Writes the frames the script queued in the user's outbox.
+    async fn write_outbox(&mut self) -> Result<(), Failure> {
+        let frames = self.take_outbox().map_err(|e| script_error("send", &e))?;
+        for msg in frames {
+            self.ws.write(msg).await?;
+        }
+        Ok(())
+    }
+
+    /// The frames in the outbox, which is left empty.
+    fn take_outbox(&self) -> mlua::Result<Vec<Message>> {
+        let out: Table = self.user.raw_get("_out")?;
+        let n = out.raw_len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let bin: Table = self.user.raw_get("_bin")?;
+        let mut frames = Vec::with_capacity(n);
+        for i in 1..=n {
+            let frame: LuaString = out.raw_get(i)?;
+            let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
+            frames.push(if binary {
+                Message::binary(frame.as_bytes().to_vec())
+            } else {
+                match std::str::from_utf8(&frame.as_bytes()) {
+                    Ok(text) => Message::text(text),
+                    Err(_) => {
+                        return Err(mlua::Error::runtime(
+                            "u:send of a text frame that is not UTF-8 (send it with \"binary\")",
+                        ))
+                    }
+                }
+            });
+        }
+        self.user.raw_set("_out", self.lua.create_table()?)?;
+        if bin.raw_len() > 0 || !bin.is_empty() {
+            self.user.raw_set("_bin", self.lua.create_table()?)?;
+        }
+        Ok(frames)
+    }
+
+    /// Runs `f(u, args…)` as a coroutine: each operation it yields is carried out and
+    /// answered, the frames it queues are written, fetched messages go to `out`.
+    async fn flow(
+        &mut self,
+        flow: Flow,
+        f: &Function,
+        args: MultiValue,
+        mut out: Option<&mut Vec<String>>,
+    ) -> Result<(), Failure> {
+        let thread: Thread = self
+            .lua
+            .create_thread(f.clone())
+            .map_err(|e| script_error(flow.name(), &e))?;
+        let mut input = MultiValue::new();
+        input.push_back(Value::Table(self.user.clone()));
+        input.extend(args);
+        loop {
+            let yielded = thread.resume::<MultiValue>(input);
+            self.write_outbox().await?;
+            self.ws.flush().await?;
+            let yielded = match yielded {
+                Ok(y) => y,
+                Err(e) => return Err(self.flow_error(flow, &e)),
+            };
+            if thread.status() != ThreadStatus::Resumable {
+                return Ok(());
+            }
+            input = self.operation(flow, yielded, out.as_deref_mut()).await?;
+        }
+    }
+
+    /// A failed flow: `refuse(reason)` is the server's refusal, anything else a script
+    /// error.
+    fn flow_error(&self, flow: Flow, e: &mlua::Error) -> Failure {
+        let line = one_line(e);
+        match line.strip_prefix(REFUSED) {
+            Some(reason) => Failure::new(
+                flow.refused(),
+                format!("{} refused: {reason}", flow.name()),
+            ),
+            None => Failure::new(ErrorKind::Script, format!("{}: {line}", flow.name())),
+        }
+    }
+
+    /// Carries out one operation a flow yielded and returns its answer.
+    async fn operation(
+        &mut self,
+        flow: Flow,
+        yielded: MultiValue,
+        out: Option<&mut Vec<String>>,
+    ) -> Result<MultiValue, Failure> {
+        let mut args = yielded.into_iter();
+        let op = match args.next() {
+            Some(Value::String(s)) => s.to_string_lossy(),
+            _ => {
+                return Err(Failure::new(
+                    ErrorKind::Script,
+                    format!(
+                        "{}: coroutine.yield is msgstorm's: use u:call, u:await, u:upto, \
+                         u:cover or u:deliver",
+                        flow.name()
+                    ),
+                ))
+            }
+        };
+        let mut arg = || args.next().unwrap_or(Value::Nil);
+        let answer = match op.as_str() {
+            "wait" => {
+                let id = arg();
+                let timeout = match arg() {
+                    Value::Integer(s) => Duration::from_secs(s.max(0) as u64),
+                    Value::Number(s) if s > 0.0 => Duration::from_secs_f64(s),
+                    _ => self.reply_timeout,
+                };
+                Value::Table(self.wait(flow, &id, timeout, out).await?)
+            }
+            "upto" => {
+                let conv = text(&arg());
+                Value::Integer(self.cursors.upto(&conv) as i64)
+            }
+            "cover" => {
+                let conv = text(&arg());
+                let seq = number(&arg());
+                self.cursors.with(&conv, |s| s.cover(seq));
+                Value::Nil
+            }
+            "deliver" => {
+                let (body, conv, seq, from) = (arg(), arg(), arg(), arg());
+                let new = self.fetched(&body, &conv, &seq, &from, out);
+                Value::Boolean(new)
+            }
+            other => {
+                return Err(Failure::new(
+                    ErrorKind::Script,
+                    format!("{}: unknown operation `{other}`", flow.name()),
+                ))
+            }
+        };
+        Ok(MultiValue::from_iter([answer]))
+    }
+
+    /// A message a fetch returned: handed to `out` (when fetching for the ledger) unless
+    /// the user sent it or already has it. Returns whether it was new.
+    fn fetched(
+        &mut self,
+        body: &Value,
+        conv: &Value,
+        seq: &Value,
+        from: &Value,
+        out: Option<&mut Vec<String>>,
+    ) -> bool {
+        let new = match (conv, seq) {
+            (Value::Nil, _) | (_, Value::Nil) => true,
+            _ => {
+                let seq = number(seq);
+                self.cursors.with(&text(conv), |s| s.mark(seq))
+            }
+        };
+        let own = matches!(from, Value::String(f) if f.as_bytes().as_ref() == self.id.as_bytes());
+        if new && !own {
+            if let Some(out) = out {
+                out.push(text(body));
+            }
+        }
+        new
+    }
+
+    /// Reads frames until the one `receive` says answers `id` (`reply`, `error` or `ack`
+    /// with that id), judging every other one; bounded by `timeout`.
+    async fn wait(
+        &mut self,
+        flow: Flow,
+        id: &Value,
+        timeout: Duration,
+        mut out: Option<&mut Vec<String>>,
+    ) -> Result<Table, Failure> {
+        let want = id_key(id);
+        let exchange = async {
+            loop {
+                let msg = self.read().await?;
+                let Judged::Table(t) = self.receive(&msg)? else {
+                    continue;
+                };
+                let answers = ["reply", "error", "ack"].iter().any(|k| {
+                    let v: Value = if *k == "error" {
+                        t.raw_get("id").unwrap_or(Value::Nil)
+                    } else {
+                        t.raw_get(*k).unwrap_or(Value::Nil)
+                    };
+                    want.is_some() && id_key(&v) == want
+                });
+                if answers {
+                    return Ok(t);
+                }
+                if has(&t, "item") {
+                    let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
+                    let (body, conv, seq, from) =
+                        (field("item"), field("conv"), field("seq"), field("from"));
+                    self.fetched(&body, &conv, &seq, &from, out.as_deref_mut());
+                    continue;
+                }
+                self.judge(&t);
+            }
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{}: no reply with id {} within {timeout:?}",
+                    flow.name(),
+                    want.unwrap_or_else(|| "nil".into())
+                ),
+            )),
+        }
+    }
+
+    /// The next data frame (text or binary), control frames skipped.
+    async fn read(&mut self) -> Result<Message, Failure> {
+        loop {
+            match self.ws.next().await {
+                None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
+                Some(Err(e)) => return Err(classify(&e)),
+                Some(Ok(Message::Close(frame))) => {
+                    let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
+                    return Err(Failure::new(
+                        ErrorKind::ClosedByPeer,
+                        format!("closed by server: {why}"),
+                    ));
+                }
+                Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => return Ok(m),
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    /// What `receive(u, frame, kind)` says the frame is. A script error is kind `script`
+    /// and the connection stays.
+    fn receive(&mut self, msg: &Message) -> Result<Judged, Failure> {
+        let (bytes, kind): (&[u8], &str) = match msg {
+            Message::Text(t) => (t.as_bytes(), "text"),
+            Message::Binary(b) => (b, "binary"),
+            _ => return Ok(Judged::Ignore),
+        };
+        let frame = self
+            .lua
+            .create_string(bytes)
+            .map_err(|e| script_error("receive", &e))?;
+        match self
+            .entry
+            .receive
+            .call::<Value>((self.user.clone(), frame, kind))
+        {
+            Ok(Value::Table(t)) => Ok(Judged::Table(t)),
+            Ok(Value::Nil) => Ok(Judged::Ignore),
+            Ok(other) => Err(Failure::new(
+                ErrorKind::Script,
+                format!(
+                    "receive returned a {} (a table, or nil to ignore the frame)",
+                    other.type_name()
+                ),
+            )),
+            Err(e) => Err(script_error("receive", &e)),
+        }
+    }
+
+    /// Turns what `receive` said into an event for the engine, queued in `ready`.
+    fn judge(&mut self, t: &Table) {
+        let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
+        if let Some(ack) = id_key(&field("ack")) {
+            let (conv, seq) = (field("conv"), field("seq"));
+            if !matches!(conv, Value::Nil) && !matches!(seq, Value::Nil) {
+                let seq = number(&seq);
+                self.cursors.with(&text(&conv), |s| s.mark(seq));
+            }
+            match self.take_pending(&ack) {
+                Some(tag) => self.ready.push_back(Event::Accepted { tag }),
+                None => self.protocol(format!("an acceptance of no pending send: id {ack}")),
+            }
+            return;
+        }
+        if has(t, "error") {
+            let reason = text(&field("error"));
+            let ev = match id_key(&field("id")).and_then(|id| self.take_pending(&id)) {
+                Some(tag) => Event::Refused {
+                    tag,
+                    failure: Failure::new(ErrorKind::SendFailed, reason),
+                },
+                None => Event::ProtocolError(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("error frame: {reason}"),
+                )),
+            };
+            return self.ready.push_back(ev);
+        }
+        if has(t, "push") {
+            return self.pushed(t);
+        }
+        if has(t, "protocol") {
+            return self.protocol(text(&field("protocol")));
+        }
+        if has(t, "item") {
+            return self.protocol("a history item outside a fetch".to_owned());
+        }
+        if has(t, "reply") {
+            // The late reply of a call that timed out, or one nobody asked for.
+            return;
+        }
+        let keys: Vec<String> = t
+            .pairs::<String, Value>()
+            .filter_map(|p| p.ok().map(|(k, _)| k))
+            .collect();
+        self.ready.push_back(Event::ProtocolError(Failure::new(
+            ErrorKind::Script,
+            format!(
+                "receive returned a table with none of ack, push, reply, error, item, \
+                 protocol (keys: {})",
+                keys.join(", ")
+            ),
+        )));
+    }
+
+    /// A push: delivered unless the user sent it or a fetch returned it already.
+    fn pushed(&mut self, t: &Table) {
+        let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
+        let from = field("from");
+        let own = matches!(&from, Value::String(f) if f.as_bytes().as_ref() == self.id.as_bytes());
+        let (conv, seq) = (field("conv"), field("seq"));
+        let mut kind = Push::New;
+        if !matches!(conv, Value::Nil) && !matches!(seq, Value::Nil) {
+            let seq = number(&seq);
+            kind = self.cursors.with(&text(&conv), |s| s.push(seq));
+        }
+        if own || kind == Push::Synced {
+            return;
+        }
+        match field("push") {
+            Value::String(body) => self.ready.push_back(Event::Delivered {
+                body: body.to_string_lossy().into(),
+            }),
+            other => self.ready.push_back(Event::ProtocolError(Failure::new(
+                ErrorKind::Script,
+                format!("receive: `push` must be the body (a string), not a {}", other.type_name()),
+            ))),
+        }
+    }
+
+    fn protocol(&mut self, why: String) {
+        self.ready
+            .push_back(Event::ProtocolError(Failure::new(ErrorKind::Protocol, why)));
+    }
+
+    /// The tag of the pending send with id `id`, removed.
+    fn take_pending(&mut self, id: &str) -> Option<u64> {
+        let i = self.pending.iter().position(|(r, _)| r == id)?;
+        self.pending.remove(i).map(|(_, tag)| tag)
+    }
+
+    /// Calls a hot entry point (it must not wait) and writes what it queued; returns what
+    /// it returned.
+    async fn call_hot(&mut self, what: &str, f: &Function, args: MultiValue) -> Result<Value, Failure> {
+        let mut all = MultiValue::new();
+        all.push_back(Value::Table(self.user.clone()));
+        all.extend(args);
+        let ret = f
+            .call::<Value>(all)
+            .map_err(|e| script_error(what, &e))?;
+        self.write_outbox().await?;
+        Ok(ret)
+    }
+}
+
+/// Whether `t` has a value at `key`.
+fn has(t: &Table, key: &str) -> bool {
+    !matches!(t.raw_get::<Value>(key), Ok(Value::Nil) | Err(_))
+}
+
+/// A Lua value as text (strings as they are, numbers printed).
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.to_string_lossy(),
+        Value::Integer(i) => i.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Boolean(b) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// A Lua value as a sequence number (0 when it is none).
+fn number(v: &Value) -> u64 {
+    match v {
+        Value::Integer(i) => u64::try_from(*i).unwrap_or(0),
+        Value::Number(n) if *n >= 0.0 => *n as u64,
+        Value::String(s) => s.to_string_lossy().parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Session for ScriptSession {
+    type Resume = Cursors;
+
+    async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        let (f, to, what) = match dest {
+            Dest::User(u) => (self.entry.direct.clone(), u, "direct"),
+            Dest::Group(g) => (self.entry.group.clone(), g, "group"),
+        };
+        let Some(f) = f else {
+            return Err(Failure::new(
+                ErrorKind::Script,
+                format!("the script defines no function `{what}`"),
+            ));
+        };
+        let args = MultiValue::from_iter([
+            Value::String(self.lua.create_string(to).map_err(|e| script_error(what, &e))?),
+            Value::String(self.lua.create_string(body).map_err(|e| script_error(what, &e))?),
+        ]);
+        let id = self.call_hot(what, &f, args).await?;
+        if self.acceptance {
+            match id_key(&id) {
+                Some(id) => self.pending.push_back((id, tag)),
+                None => {
+                    return Err(Failure::new(
+                        ErrorKind::Script,
+                        format!(
+                            "{what} returned no id for its acceptance (return the request id, \
+                             or set acceptance = false)"
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn request(&mut self, _tag: u64, name: &'static str) -> Result<(), Failure> {
+        Err(Failure::new(
+            ErrorKind::RequestFailed,
+            format!("driver `script` sends no request `{name}`"),
+        ))
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), Failure> {
+        match self.entry.heartbeat.clone() {
+            Some(f) => self.call_hot("heartbeat", &f, MultiValue::new()).await.map(drop),
+            None => self.ws.write(Message::Ping(Default::default())).await,
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), Failure> {
+        self.ws.flush().await
+    }
+
+    async fn join(&mut self, group: &str) -> Result<(), Failure> {
+        let Some(f) = self.entry.join.clone() else {
+            return Err(Failure::new(
+                ErrorKind::Script,
+                "the script defines no function `join`",
+            ));
+        };
+        let name = self
+            .lua
+            .create_string(group)
+            .map_err(|e| script_error("join", &e))?;
+        self.flow(Flow::Join, &f, MultiValue::from_iter([Value::String(name)]), None)
+            .await
+    }
+
+    async fn skip_history(&mut self) -> Result<(), Failure> {
+        match self.entry.fetch.clone() {
+            Some(f) => self.flow(Flow::Fetch, &f, MultiValue::new(), None).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
+        match self.entry.fetch.clone() {
+            Some(f) => self.flow(Flow::Fetch, &f, MultiValue::new(), Some(out)).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn next_event(&mut self) -> Event {
+        loop {
+            if let Some(ev) = self.ready.pop_front() {
+                return ev;
+            }
+            let msg = match self.read().await {
+                Ok(m) => m,
+                Err(f) => return Event::Closed(f),
+            };
+            match self.receive(&msg) {
+                Ok(Judged::Table(t)) => self.judge(&t),
+                Ok(Judged::Ignore) => {}
+                Err(f) => return Event::ProtocolError(f),
+            }
+        }
+    }
+
+    async fn close(mut self) -> Cursors {
+        if let Some(f) = self.entry.close.clone() {
+            let _ = self.flow(Flow::Close, &f, MultiValue::new(), None).await;
+        }
+        self.ws.close().await;
+        self.cursors
+    }
+
+    fn into_resume(self) -> Cursors {
+        self.cursors
+    }
+}
