@@ -207,6 +207,9 @@ pub enum CheckMetric {
     /// Group joins that failed: `join_failed` errors (count).
     #[serde(rename = "join_failures")]
     JoinFailures,
+    /// Run-time failures of an adapter script: `script` errors (count).
+    #[serde(rename = "script_errors")]
+    ScriptErrors,
 }
 
 /// The comparison of a check.
@@ -274,6 +277,7 @@ impl From<scenario::CheckMetric> for CheckMetric {
             M::RepairedRate => CheckMetric::RepairedRate,
             M::Foreign => CheckMetric::Foreign,
             M::JoinFailures => CheckMetric::JoinFailures,
+            M::ScriptErrors => CheckMetric::ScriptErrors,
         }
     }
 }

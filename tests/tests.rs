@@ -111,6 +111,9 @@ mod k8s_kubelet;
 #[path = "run/library.rs"]
 mod run_library;
 
+#[cfg(feature = "script")]
+#[path = "script/native.rs"]
+mod script_native;
 #[path = "ws_json/centrifuge.rs"]
 mod ws_json_centrifuge;
 #[path = "ws_json/native.rs"]

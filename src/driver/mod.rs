@@ -56,10 +56,10 @@ pub mod loopback;
 pub mod mqtt;
 pub mod native;
 mod registry;
-#[cfg(feature = "socketio")]
-pub mod socketio;
 #[cfg(feature = "script")]
 pub mod script;
+#[cfg(feature = "socketio")]
+pub mod socketio;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;

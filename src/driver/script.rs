@@ -73,7 +73,10 @@ impl super::Driver for ScriptDriver {
     fn new(config: &Config) -> Result<Self, OptionError> {
         let err = |key: &str, msg: String| OptionError::option(NAME, key, msg);
         if let Some(key) = config.options.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(err(key, format!("unknown option; allowed: {}", KEYS.join(", "))));
+            return Err(err(
+                key,
+                format!("unknown option; allowed: {}", KEYS.join(", ")),
+            ));
         }
         let file = match config.options.get("file") {
             Some(toml::Value::String(f)) => config.dir.join(f),

@@ -69,8 +69,15 @@ pub struct BuiltIn {
     pub default: f64,
 }
 
-/// The built-in checks, in report order.
-pub const BUILT_IN: [BuiltIn; 6] = [
+/// The built-in checks, in report order: a failing adapter script first, since nothing
+/// after it measured what the scenario meant.
+pub const BUILT_IN: [BuiltIn; 7] = [
+    BuiltIn {
+        key: "checks.max_script_errors",
+        metric: CheckMetric::ScriptErrors,
+        op: Op::AtMost,
+        default: 0.0,
+    },
     BuiltIn {
         key: "checks.min_verified",
         metric: CheckMetric::Verified,
@@ -249,6 +256,8 @@ fn applies(a: &Artifact, d: &Delivery, metric: CheckMetric) -> bool {
         }
         CheckMetric::SendErrorRate => m.count(Counter::Sent) + m.count(Counter::SendErrors) > 0,
         CheckMetric::RepairedRate => d.expected > 0,
+        // Only adapter scripts fail this way: other runs' reports stay as they were.
+        CheckMetric::ScriptErrors => a.driver == "script" || errors_of(a, ErrorKind::Script) > 0,
         _ => true,
     }
 }
@@ -325,6 +334,7 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
             Unit::Count,
         ),
         CheckMetric::JoinFailures => (count(errors_of(a, ErrorKind::JoinFailed)), Unit::Count),
+        CheckMetric::ScriptErrors => (count(errors_of(a, ErrorKind::Script)), Unit::Count),
     };
     let not_measured = match value {
         Some(_) => None,

@@ -52,6 +52,11 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(value as u64),
             example(r, &[ErrorKind::JoinFailed])
         ),
+        CheckMetric::ScriptErrors => format!(
+            "{} failures of the adapter script: the run did not do what the scenario asked{}",
+            thousands(value as u64),
+            example(r, &[ErrorKind::Script])
+        ),
         CheckMetric::Lost if d.unverified > 0 => format!(
             "{} lost + {} unverified (recipients never logged in again)",
             thousands(value as u64),

@@ -413,6 +413,8 @@ pub enum CheckMetric {
     Foreign,
     /// Group joins that failed (`join_failed` errors).
     JoinFailures,
+    /// Run-time failures of the `script` driver's adapter (`script` errors).
+    ScriptErrors,
 }
 
 /// A bound on a metric.

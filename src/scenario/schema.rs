@@ -294,6 +294,9 @@ pub struct ChecksSpec {
     pub max_foreign: Opt<i64>,
     /// Bound on failed group joins (a built-in check: 0 when not set).
     pub max_join_failures: Opt<i64>,
+    /// Bound on run-time failures of an adapter script (a built-in check with the
+    /// `script` driver: 0 when not set).
+    pub max_script_errors: Opt<i64>,
 }
 
 /// `[report]`.

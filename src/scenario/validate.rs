@@ -319,6 +319,11 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
             &c.max_join_failures,
             CheckMetric::JoinFailures,
         ),
+        (
+            "max_script_errors",
+            &c.max_script_errors,
+            CheckMetric::ScriptErrors,
+        ),
     ];
     for (key, v, metric) in counts {
         if let Some(v) = v {

@@ -21,10 +21,13 @@ pub(crate) fn ws_json_tables() -> String {
 
 /// The scenario text for `driver` against `server`: `head` keys, the target, then `body`.
 pub(crate) fn scenario(driver: &str, server: &ServerHandle, body: &str) -> String {
-    let tables = if driver == "ws-json" {
-        ws_json_tables()
-    } else {
-        String::new()
+    let tables = match driver {
+        "ws-json" => ws_json_tables(),
+        "script" => format!(
+            "[target.script]\nfile = \"{}/scenarios/script-native.lua\"\n",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        _ => String::new(),
     };
     let target = target(server).replacen(
         "[target]\n",
@@ -35,7 +38,7 @@ pub(crate) fn scenario(driver: &str, server: &ServerHandle, body: &str) -> Strin
 }
 
 /// Runs `body` through `driver` against a fresh server made from `cfg`.
-async fn run(driver: &str, cfg: ServeConfig, body: &str) -> (Ran, Artifact, Delivery) {
+pub(crate) async fn run(driver: &str, cfg: ServeConfig, body: &str) -> (Ran, Artifact, Delivery) {
     let work = Work::new();
     let server = start(cfg).await;
     let (ran, artifact) = run_text(&work, &scenario(driver, &server, body)).await;
@@ -45,7 +48,7 @@ async fn run(driver: &str, cfg: ServeConfig, body: &str) -> (Ran, Artifact, Deli
 }
 
 /// The ledger's counts that must agree between the two drivers.
-fn counts(d: &Delivery) -> [u64; 9] {
+pub(crate) fn counts(d: &Delivery) -> [u64; 9] {
     [
         d.expected,
         d.delivered,
@@ -60,7 +63,7 @@ fn counts(d: &Delivery) -> [u64; 9] {
 }
 
 /// Direct and group chat; some users log in late and fetch what they missed.
-const LATE: &str = r#"
+pub(crate) const LATE: &str = r#"
 [population]
 users = 60
 login_rate = 300
@@ -115,7 +118,7 @@ async fn ws_json_and_native_give_the_same_ledger_with_late_users() {
 /// One sender to 12 receivers, 50 messages each, one send every millisecond (as in the
 /// native fault tests): each recipient has one conversation and a push every ~12 ms, so a
 /// held push is released by the next one.
-const ONE_TO_MANY: &str = r#"
+pub(crate) const ONE_TO_MANY: &str = r#"
 [population]
 users = 13
 login_rate = 500

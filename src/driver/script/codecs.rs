@@ -91,13 +91,25 @@ mod tests {
         let lua = Lua::new();
         install(&lua).expect("install");
         let check = |code: &str, want: &str| {
-            let got: String = lua.load(code).eval().unwrap_or_else(|e| panic!("{code}: {e}"));
+            let got: String = lua
+                .load(code)
+                .eval()
+                .unwrap_or_else(|e| panic!("{code}: {e}"));
             assert_eq!(got, want, "{code}");
         };
-        check("return codec.base64_encode('alice:secret')", "YWxpY2U6c2VjcmV0");
-        check("return codec.base64_decode('YWxpY2U6c2VjcmV0')", "alice:secret");
+        check(
+            "return codec.base64_encode('alice:secret')",
+            "YWxpY2U6c2VjcmV0",
+        );
+        check(
+            "return codec.base64_decode('YWxpY2U6c2VjcmV0')",
+            "alice:secret",
+        );
         check("return codec.hex_encode('\\1\\255')", "01ff");
-        check("return codec.hex_decode('01ff') == '\\1\\255' and 'ok' or 'no'", "ok");
+        check(
+            "return codec.hex_decode('01ff') == '\\1\\255' and 'ok' or 'no'",
+            "ok",
+        );
         check("return codec.url_encode('a b&c')", "a%20b%26c");
         check("return codec.url_decode('a%20b%26c')", "a b&c");
         // The reference server's token for user `u` with secret `s` (wire::token).
@@ -109,7 +121,10 @@ mod tests {
             r#"local t = codec.json_decode('{"a":[1,2],"b":"x"}') return t.b .. #t.a"#,
             "x2",
         );
-        check(r#"return codec.json_encode({type = "ping"})"#, r#"{"type":"ping"}"#);
+        check(
+            r#"return codec.json_encode({type = "ping"})"#,
+            r#"{"type":"ping"}"#,
+        );
         check(
             "local v, err = codec.json_decode('{oops') return tostring(v) .. ' ' .. err:sub(1, 8)",
             "nil not JSON",

@@ -230,10 +230,9 @@ impl ScriptSession {
     fn flow_error(&self, flow: Flow, e: &mlua::Error) -> Failure {
         let line = one_line(e);
         match line.strip_prefix(REFUSED) {
-            Some(reason) => Failure::new(
-                flow.refused(),
-                format!("{} refused: {reason}", flow.name()),
-            ),
+            Some(reason) => {
+                Failure::new(flow.refused(), format!("{} refused: {reason}", flow.name()))
+            }
             None => Failure::new(ErrorKind::Script, format!("{}: {line}", flow.name())),
         }
     }
@@ -496,7 +495,10 @@ impl ScriptSession {
             }),
             other => self.ready.push_back(Event::ProtocolError(Failure::new(
                 ErrorKind::Script,
-                format!("receive: `push` must be the body (a string), not a {}", other.type_name()),
+                format!(
+                    "receive: `push` must be the body (a string), not a {}",
+                    other.type_name()
+                ),
             ))),
         }
     }
@@ -514,13 +516,16 @@ impl ScriptSession {
 
     /// Calls a hot entry point (it must not wait) and writes what it queued; returns what
     /// it returned.
-    async fn call_hot(&mut self, what: &str, f: &Function, args: MultiValue) -> Result<Value, Failure> {
+    async fn call_hot(
+        &mut self,
+        what: &str,
+        f: &Function,
+        args: MultiValue,
+    ) -> Result<Value, Failure> {
         let mut all = MultiValue::new();
         all.push_back(Value::Table(self.user.clone()));
         all.extend(args);
-        let ret = f
-            .call::<Value>(all)
-            .map_err(|e| script_error(what, &e))?;
+        let ret = f.call::<Value>(all).map_err(|e| script_error(what, &e))?;
         self.write_outbox().await?;
         Ok(ret)
     }
@@ -567,8 +572,16 @@ impl Session for ScriptSession {
             ));
         };
         let args = MultiValue::from_iter([
-            Value::String(self.lua.create_string(to).map_err(|e| script_error(what, &e))?),
-            Value::String(self.lua.create_string(body).map_err(|e| script_error(what, &e))?),
+            Value::String(
+                self.lua
+                    .create_string(to)
+                    .map_err(|e| script_error(what, &e))?,
+            ),
+            Value::String(
+                self.lua
+                    .create_string(body)
+                    .map_err(|e| script_error(what, &e))?,
+            ),
         ]);
         let id = self.call_hot(what, &f, args).await?;
         if self.acceptance {
@@ -597,7 +610,10 @@ impl Session for ScriptSession {
 
     async fn heartbeat(&mut self) -> Result<(), Failure> {
         match self.entry.heartbeat.clone() {
-            Some(f) => self.call_hot("heartbeat", &f, MultiValue::new()).await.map(drop),
+            Some(f) => self
+                .call_hot("heartbeat", &f, MultiValue::new())
+                .await
+                .map(drop),
             None => self.ws.write(Message::Ping(Default::default())).await,
         }
     }
@@ -617,8 +633,13 @@ impl Session for ScriptSession {
             .lua
             .create_string(group)
             .map_err(|e| script_error("join", &e))?;
-        self.flow(Flow::Join, &f, MultiValue::from_iter([Value::String(name)]), None)
-            .await
+        self.flow(
+            Flow::Join,
+            &f,
+            MultiValue::from_iter([Value::String(name)]),
+            None,
+        )
+        .await
     }
 
     async fn skip_history(&mut self) -> Result<(), Failure> {
@@ -630,7 +651,10 @@ impl Session for ScriptSession {
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
         match self.entry.fetch.clone() {
-            Some(f) => self.flow(Flow::Fetch, &f, MultiValue::new(), Some(out)).await,
+            Some(f) => {
+                self.flow(Flow::Fetch, &f, MultiValue::new(), Some(out))
+                    .await
+            }
             None => Ok(()),
         }
     }

@@ -33,7 +33,7 @@ function U:await(id, timeout) return coroutine.yield("wait", id, timeout) end
 function U:upto(conv) return coroutine.yield("upto", conv) end
 function U:cover(conv, seq) return coroutine.yield("cover", conv, seq) end
 function U:deliver(body, conv, seq, from) return coroutine.yield("deliver", body, conv, seq, from) end
-function refuse(reason) error("\0refused\0" .. tostring(reason), 0) end
+function refuse(reason) error("msgstorm:refused:" .. tostring(reason), 0) end
 function __user(id, ix, username, password)
   return setmetatable({ id = id, ix = ix, username = username, password = password,
     token = password, state = {}, _out = {}, _bin = {}, _id = 0 }, U)
@@ -137,7 +137,7 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
-pub const REFUSED: &str = "\0refused\0";
+pub const REFUSED: &str = "msgstorm:refused:";
 
 /// A Lua error as one line: the script's message with its `NAME:LINE:` and no traceback.
 pub fn one_line(e: &mlua::Error) -> String {
@@ -178,7 +178,11 @@ mod tests {
         )
         .expect("loads");
         let probe: Table = vm.lua.globals().get("probe").expect("probe");
-        assert_eq!(probe.raw_len(), 0, "nothing outside the sandbox is reachable");
+        assert_eq!(
+            probe.raw_len(),
+            0,
+            "nothing outside the sandbox is reachable"
+        );
         let err = Vm::load("s.lua", "io.open('/etc/passwd')").unwrap_err();
         assert!(err.contains("s.lua:1:"), "{err}");
     }
