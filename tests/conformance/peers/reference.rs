@@ -124,6 +124,35 @@ impl Peer for WsJson {
     }
 }
 
+/// `script` on the reference server, its protocol written as the shipped
+/// `script-native.lua`.
+#[cfg(feature = "script")]
+pub struct Script(Serve);
+
+#[cfg(feature = "script")]
+impl Peer for Script {
+    const DRIVER: &'static str = "script";
+    const GARBAGE: Option<Garbage> = Some(Garbage::after_http_head(NOT_JSON));
+
+    async fn start(setup: Setup) -> Self {
+        Script(Serve::start(setup).await)
+    }
+
+    fn url(&self) -> String {
+        self.0.server().ws_url()
+    }
+
+    fn target(&self, url: &str, setup: Setup) -> String {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/script-native.lua");
+        let target = self.0.target(Self::DRIVER, url, setup);
+        format!("{target}\n[target.script]\nfile = \"{file}\"\n")
+    }
+
+    async fn made(&mut self, _setup: Setup) -> u64 {
+        self.0.copies().await
+    }
+}
+
 /// `echo` on the reference server's echo endpoint. A text frame comes back as a body, so
 /// its garbage is a frame no WebSocket allows.
 pub struct Echo(Serve);
