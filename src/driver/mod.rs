@@ -23,8 +23,8 @@
 //! | fetch missed | `convs`, then `sync` pages after the seq up to which the user has everything (what the server held before the run skipped) | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
 //!
-//! What every driver is built from, the toolkit (a new driver, like the future `script`,
-//! takes these rather than writing its own):
+//! What every driver is built from, the toolkit (a new driver takes these rather than
+//! writing its own, as `script` did):
 //!
 //! | module | for |
 //! |---|---|
