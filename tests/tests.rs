@@ -114,6 +114,9 @@ mod run_library;
 #[cfg(feature = "script")]
 #[path = "script/native.rs"]
 mod script_native;
+#[cfg(feature = "script")]
+#[path = "script/netty.rs"]
+mod script_netty;
 #[path = "ws_json/centrifuge.rs"]
 mod ws_json_centrifuge;
 #[path = "ws_json/native.rs"]

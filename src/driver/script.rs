@@ -20,29 +20,86 @@
 mod codecs;
 mod session;
 mod vm;
+mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use prost_reflect::DescriptorPool;
+
+use super::connect::Connector;
 use super::cursors::Cursors;
 use super::json_map::credentials;
 use super::ws::{Dialer, TLS_KEYS};
-use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
 use crate::scenario::TrafficKind;
 pub use session::ScriptSession;
 use vm::Vm;
+use wire::{Framing, Wire, FRAMINGS};
 
 /// The driver's name.
 const NAME: &str = "script";
 
+/// The request of `kind = "request"` traffic: the script's `request(u, name)`.
+const REQUEST: &str = "call";
+
 /// The keys of `[target.script]`.
-const KEYS: [&str; 4] = ["file", "acceptance", TLS_KEYS[0], TLS_KEYS[1]];
+const KEYS: [&str; 7] = [
+    "file",
+    "proto",
+    "acceptance",
+    "framing",
+    "delimiter",
+    TLS_KEYS[0],
+    TLS_KEYS[1],
+];
+
+/// The URL schemes: WebSocket, and TCP framed by `framing`.
+const SCHEMES: &[Scheme] = &[
+    Scheme {
+        name: "ws",
+        default_port: 80,
+        tls: false,
+        example: "ws://127.0.0.1:7700/ws",
+    },
+    Scheme {
+        name: "wss",
+        default_port: 443,
+        tls: true,
+        example: "wss://chat.example.com/ws",
+    },
+    Scheme {
+        name: "tcp",
+        default_port: 0,
+        tls: false,
+        example: "tcp://127.0.0.1:8463",
+    },
+    Scheme {
+        name: "tls",
+        default_port: 0,
+        tls: true,
+        example: "tls://game.example.com:8463",
+    },
+];
+
+/// How users reach the target.
+#[derive(Debug, Clone)]
+enum Transport {
+    /// A WebSocket.
+    Ws(Dialer),
+    /// TCP (or TLS) cut into frames.
+    Tcp {
+        connector: Connector,
+        framing: Framing,
+        max: usize,
+    },
+}
 
 /// The adapter-script driver.
 #[derive(Debug, Clone)]
 pub struct ScriptDriver {
-    dialer: Dialer,
+    transport: Transport,
     vms: Arc<[Vm]>,
     auth: super::Auth,
     acceptance: bool,
@@ -51,10 +108,15 @@ pub struct ScriptDriver {
 impl super::Driver for ScriptDriver {
     const SPEC: Spec = Spec {
         name: NAME,
-        schemes: super::ws::SCHEMES,
+        schemes: SCHEMES,
         embedded_path: Some("/ws"),
-        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
-        requests: &[],
+        kinds: &[
+            TrafficKind::Direct,
+            TrafficKind::Group,
+            TrafficKind::Idle,
+            TrafficKind::Request,
+        ],
+        requests: &[REQUEST],
         auth: &[AuthForm::Secret, AuthForm::Password],
         source_addresses: true,
         caps: Caps {
@@ -88,9 +150,10 @@ impl super::Driver for ScriptDriver {
             Some(toml::Value::Boolean(b)) => *b,
             Some(v) => return Err(err("acceptance", format!("must be true or false, got {v}"))),
         };
-        let vms = load(&file).map_err(|msg| err("file", msg))?;
+        let protos = protos(config)?;
+        let vms = load(&file, &protos).map_err(|msg| err("file", msg))?;
         Ok(ScriptDriver {
-            dialer: Dialer::new(config)?,
+            transport: transport(config)?,
             vms,
             auth: config.auth.clone(),
             acceptance,
@@ -113,20 +176,32 @@ impl super::Driver for ScriptDriver {
         resume: Cursors,
     ) -> Result<Connected<ScriptSession>, (Failure, Cursors)> {
         let started = Instant::now();
-        let ws = match self.dialer.dial(user.ix).await {
-            Ok(ws) => ws,
+        let (wire, timeout) = match &self.transport {
+            Transport::Ws(dialer) => (dialer.dial(user.ix).await.map(Wire::Ws), dialer.timeout()),
+            Transport::Tcp {
+                connector,
+                framing,
+                max,
+            } => {
+                let stream = connector.within("TCP connect", connector.connect(user.ix));
+                let wire = stream.await.map(|s| Wire::tcp(s, framing.clone(), *max));
+                (wire, connector.timeout())
+            }
+        };
+        let wire = match wire {
+            Ok(wire) => wire,
             Err(f) => return Err((f, resume)),
         };
         let handshake = started.elapsed();
         let vm = &self.vms[user.ix as usize % self.vms.len()];
         let (username, password) = credentials(&self.auth, &user.id);
         let session = ScriptSession::new(
-            ws,
+            wire,
             vm,
             user,
             (&username, &password),
             resume,
-            self.dialer.timeout(),
+            timeout,
             self.acceptance,
         );
         let mut session = match session {
@@ -146,14 +221,99 @@ impl super::Driver for ScriptDriver {
     }
 }
 
+/// The `.proto` files `proto` names (one or a list, relative to the scenario), compiled.
+fn protos(config: &Config) -> Result<DescriptorPool, OptionError> {
+    let err = |msg: String| OptionError::option(NAME, "proto", msg);
+    let files: Vec<PathBuf> = match config.options.get("proto") {
+        None => Vec::new(),
+        Some(toml::Value::String(f)) => vec![config.dir.join(f)],
+        Some(toml::Value::Array(files)) => files
+            .iter()
+            .map(|f| match f {
+                toml::Value::String(f) => Ok(config.dir.join(f)),
+                v => Err(err(format!("must be .proto file names, got {v}"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(err(format!(
+                "must be a .proto file name or a list of them, got {v}"
+            )))
+        }
+    };
+    codecs::compile_protos(&files).map_err(err)
+}
+
+/// The transport the URL's scheme names, with `framing` for TCP.
+fn transport(config: &Config) -> Result<Transport, OptionError> {
+    let err = |key: &str, msg: String| OptionError::option(NAME, key, msg);
+    let text = |key: &str| match config.options.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(err(key, format!("must be a string, got {v}"))),
+    };
+    let framing = text("framing")?;
+    let delimiter = text("delimiter")?;
+    let tcp = config
+        .endpoint
+        .as_ref()
+        .is_some_and(|ep| matches!(ep.scheme.name, "tcp" | "tls"));
+    if !tcp {
+        if let Some(key) = [("framing", framing), ("delimiter", delimiter)]
+            .iter()
+            .find_map(|(k, v)| v.map(|_| *k))
+        {
+            return Err(err(
+                key,
+                "only for tcp:// and tls:// (a WebSocket frames itself)".into(),
+            ));
+        }
+        return Ok(Transport::Ws(Dialer::new(config)?));
+    }
+    if config.endpoint.as_ref().is_some_and(|ep| ep.port == 0) {
+        return Err(OptionError::url(
+            "tcp:// and tls:// need a port (e.g. tcp://127.0.0.1:8463)",
+        ));
+    }
+    let Some(framing) = framing else {
+        return Err(err(
+            "framing",
+            format!("missing: how the stream is cut into frames, one of {FRAMINGS}"),
+        ));
+    };
+    let framing = Framing::parse(framing, delimiter).map_err(|msg| err("framing", msg))?;
+    Ok(Transport::Tcp {
+        connector: connector(config)?,
+        framing,
+        max: config.max_body + (64 << 10),
+    })
+}
+
+/// The TCP connector, with TLS for `tls://`.
+#[cfg(feature = "tls")]
+fn connector(config: &Config) -> Result<Connector, OptionError> {
+    Connector::new(config)
+}
+
+/// Plain only: `tls://` needs the `tls` feature.
+#[cfg(not(feature = "tls"))]
+fn connector(config: &Config) -> Result<Connector, OptionError> {
+    match config.endpoint.as_ref().filter(|ep| ep.tls()) {
+        Some(ep) => Err(OptionError::url(format!(
+            "`{}`: this msgstorm was built without TLS (feature `tls`); use tcp://",
+            ep.url
+        ))),
+        None => Ok(Connector::plain(config)),
+    }
+}
+
 /// The script at `file` loaded into one interpreter per worker thread of the generator.
-fn load(file: &PathBuf) -> Result<Arc<[Vm]>, String> {
+fn load(file: &PathBuf, protos: &DescriptorPool) -> Result<Arc<[Vm]>, String> {
     let source = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
     let name = file.display().to_string();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     (0..workers)
-        .map(|_| Vm::load(&name, &source))
+        .map(|_| Vm::load(&name, &source, protos))
         .collect::<Result<Vec<_>, _>>()
         .map(Arc::from)
 }

@@ -188,9 +188,13 @@ fn validate_exits_0_for_a_good_scenario_and_2_for_a_bad_one() {
         line_of(&text, "users = -3")
     );
     assert!(ran.stderr.contains(&want), "{ran}");
-    // Every shipped example validates.
+    // Every shipped example validates (the adapter scripts and .proto files beside them
+    // are validated through the scenarios that name them).
     for entry in std::fs::read_dir("scenarios").expect("scenarios/") {
         let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
         let ran = msgstorm_sync(&["validate", path.to_str().expect("utf-8")]);
         ran.expect_code(0);
     }

@@ -64,9 +64,13 @@ pub const SOCKETCLUSTER_MODULES: &str = "peers/socketcluster/node_modules/socket
 /// The Centrifuge chat server, in the repository (`go build` in `peers/centrifuge`).
 pub const CENTRIFUGE: &str = "peers/centrifuge/centrifuge-chat";
 
+/// The class path of Netty's WorldClock example server, in the repository (Maven's
+/// `dependency:build-classpath` in `peers/netty-worldclock`).
+pub const NETTY_CLASSPATH: &str = "peers/netty-worldclock/cp.txt";
+
 /// Every peer as its `cfg(peer_<name>)` name and whether it is installed (`root`: the
 /// repository). `scripts/test` installs them all.
-pub fn peers(root: &Path) -> [(&'static str, bool); 13] {
+pub fn peers(root: &Path) -> [(&'static str, bool); 14] {
     let found = |name| program(name).is_some();
     let node = node().is_some();
     [
@@ -86,6 +90,10 @@ pub fn peers(root: &Path) -> [(&'static str, bool); 13] {
         ),
         ("centrifuge", root.join(CENTRIFUGE).exists()),
         ("xmllint", found("xmllint")),
+        (
+            "netty",
+            found("java") && root.join(NETTY_CLASSPATH).exists(),
+        ),
     ]
 }
 
@@ -104,6 +112,7 @@ pub fn watched(root: &Path) -> Vec<PathBuf> {
         ("peers/socketio", SOCKETIO_MODULES),
         ("peers/socketcluster", SOCKETCLUSTER_MODULES),
         ("peers/centrifuge", CENTRIFUGE),
+        ("peers/netty-worldclock", NETTY_CLASSPATH),
     ] {
         let (peer, mut path) = (root.join(peer), root.join(files));
         while !path.exists() && path != peer && path.pop() {}

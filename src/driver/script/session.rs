@@ -6,18 +6,17 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use mlua::{Function, MultiValue, String as LuaString, Table, Thread, ThreadStatus, Value};
-use tokio_tungstenite::tungstenite::Message;
 
 use super::vm::{one_line, Vm, REFUSED};
+use super::wire::{Frame, Wire};
 use crate::driver::cursors::{Cursors, Push};
-use crate::driver::ws::{classify, Ws};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 
 /// A user's session under the script driver.
 #[derive(Debug)]
 pub struct ScriptSession {
-    ws: Ws,
+    wire: Wire,
     lua: mlua::Lua,
     entry: Entry,
     /// The user object (`u`) the entry points get.
@@ -25,6 +24,8 @@ pub struct ScriptSession {
     id: String,
     /// Sends waiting for their acceptance: (id, tag), oldest first.
     pending: VecDeque<(String, u64)>,
+    /// Requests waiting for their reply: (id, tag), oldest first.
+    requests: VecDeque<(String, u64)>,
     /// Events judged and not handed out yet.
     ready: VecDeque<Event>,
     cursors: Cursors,
@@ -43,6 +44,7 @@ struct Entry {
     heartbeat: Option<Function>,
     fetch: Option<Function>,
     close: Option<Function>,
+    request: Option<Function>,
 }
 
 /// What an incoming frame is, as the script's `receive` said.
@@ -99,9 +101,9 @@ fn id_key(v: &Value) -> Option<String> {
 }
 
 impl ScriptSession {
-    /// A session on `ws` for `user`, its object made in `vm`.
+    /// A session on `wire` for `user`, its object made in `vm`.
     pub(super) fn new(
-        ws: Ws,
+        wire: Wire,
         vm: &Vm,
         user: &UserCtx,
         (username, password): (&str, &str),
@@ -119,7 +121,7 @@ impl ScriptSession {
         };
         let e = &vm.entry;
         Ok(ScriptSession {
-            ws,
+            wire,
             lua: vm.lua.clone(),
             entry: Entry {
                 login: e.login.clone(),
@@ -130,10 +132,12 @@ impl ScriptSession {
                 heartbeat: e.heartbeat.clone(),
                 fetch: e.fetch.clone(),
                 close: e.close.clone(),
+                request: e.request.clone(),
             },
             user: table,
             id: user.id.clone(),
             pending: VecDeque::new(),
+            requests: VecDeque::new(),
             ready: VecDeque::new(),
             cursors,
             reply_timeout,
@@ -156,14 +160,14 @@ impl ScriptSession {
     /// Writes the frames the script queued in the user's outbox.
     async fn write_outbox(&mut self) -> Result<(), Failure> {
         let frames = self.take_outbox().map_err(|e| script_error("send", &e))?;
-        for msg in frames {
-            self.ws.write(msg).await?;
+        for frame in frames {
+            self.wire.write(frame).await?;
         }
         Ok(())
     }
 
     /// The frames in the outbox, which is left empty.
-    fn take_outbox(&self) -> mlua::Result<Vec<Message>> {
+    fn take_outbox(&self) -> mlua::Result<Vec<Frame>> {
         let out: Table = self.user.raw_get("_out")?;
         let n = out.raw_len();
         if n == 0 {
@@ -174,17 +178,9 @@ impl ScriptSession {
         for i in 1..=n {
             let frame: LuaString = out.raw_get(i)?;
             let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
-            frames.push(if binary {
-                Message::binary(frame.as_bytes().to_vec())
-            } else {
-                match std::str::from_utf8(&frame.as_bytes()) {
-                    Ok(text) => Message::text(text),
-                    Err(_) => {
-                        return Err(mlua::Error::runtime(
-                            "u:send of a text frame that is not UTF-8 (send it with \"binary\")",
-                        ))
-                    }
-                }
+            frames.push(Frame {
+                bytes: frame.as_bytes().to_vec(),
+                text: !binary,
             });
         }
         self.user.raw_set("_out", self.lua.create_table()?)?;
@@ -213,7 +209,7 @@ impl ScriptSession {
         loop {
             let yielded = thread.resume::<MultiValue>(input);
             self.write_outbox().await?;
-            self.ws.flush().await?;
+            self.wire.flush().await?;
             let yielded = match yielded {
                 Ok(y) => y,
                 Err(e) => return Err(self.flow_error(flow, &e)),
@@ -332,8 +328,8 @@ impl ScriptSession {
         let want = id_key(id);
         let exchange = async {
             loop {
-                let msg = self.read().await?;
-                let Judged::Table(t) = self.receive(&msg)? else {
+                let frame = self.wire.next().await?;
+                let Judged::Table(t) = self.receive(&frame)? else {
                     continue;
                 };
                 let answers = ["reply", "error", "ack"].iter().any(|k| {
@@ -370,36 +366,13 @@ impl ScriptSession {
         }
     }
 
-    /// The next data frame (text or binary), control frames skipped.
-    async fn read(&mut self) -> Result<Message, Failure> {
-        loop {
-            match self.ws.next().await {
-                None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
-                Some(Err(e)) => return Err(classify(&e)),
-                Some(Ok(Message::Close(frame))) => {
-                    let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                    return Err(Failure::new(
-                        ErrorKind::ClosedByPeer,
-                        format!("closed by server: {why}"),
-                    ));
-                }
-                Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => return Ok(m),
-                Some(Ok(_)) => continue,
-            }
-        }
-    }
-
     /// What `receive(u, frame, kind)` says the frame is. A script error is kind `script`
     /// and the connection stays.
-    fn receive(&mut self, msg: &Message) -> Result<Judged, Failure> {
-        let (bytes, kind): (&[u8], &str) = match msg {
-            Message::Text(t) => (t.as_bytes(), "text"),
-            Message::Binary(b) => (b, "binary"),
-            _ => return Ok(Judged::Ignore),
-        };
+    fn receive(&mut self, frame: &Frame) -> Result<Judged, Failure> {
+        let kind = if frame.text { "text" } else { "binary" };
         let frame = self
             .lua
-            .create_string(bytes)
+            .create_string(&frame.bytes)
             .map_err(|e| script_error("receive", &e))?;
         match self
             .entry
@@ -436,15 +409,20 @@ impl ScriptSession {
         }
         if has(t, "error") {
             let reason = text(&field("error"));
-            let ev = match id_key(&field("id")).and_then(|id| self.take_pending(&id)) {
-                Some(tag) => Event::Refused {
-                    tag,
-                    failure: Failure::new(ErrorKind::SendFailed, reason),
-                },
-                None => Event::ProtocolError(Failure::new(
+            let id = id_key(&field("id"));
+            let refused = |tag, kind| Event::Refused {
+                tag,
+                failure: Failure::new(kind, reason.clone()),
+            };
+            let ev = if let Some(tag) = id.as_deref().and_then(|id| self.take_pending(id)) {
+                refused(tag, ErrorKind::SendFailed)
+            } else if let Some(tag) = id.as_deref().and_then(|id| take(&mut self.requests, id)) {
+                refused(tag, ErrorKind::RequestFailed)
+            } else {
+                Event::ProtocolError(Failure::new(
                     ErrorKind::Protocol,
                     format!("error frame: {reason}"),
-                )),
+                ))
             };
             return self.ready.push_back(ev);
         }
@@ -457,8 +435,11 @@ impl ScriptSession {
         if has(t, "item") {
             return self.protocol("a history item outside a fetch".to_owned());
         }
-        if has(t, "reply") {
-            // The late reply of a call that timed out, or one nobody asked for.
+        if let Some(id) = id_key(&field("reply")) {
+            // Otherwise the late reply of a call that timed out, or one nobody asked for.
+            if let Some(tag) = take(&mut self.requests, &id) {
+                self.ready.push_back(Event::Reply { tag });
+            }
             return;
         }
         let keys: Vec<String> = t
@@ -510,8 +491,7 @@ impl ScriptSession {
 
     /// The tag of the pending send with id `id`, removed.
     fn take_pending(&mut self, id: &str) -> Option<u64> {
-        let i = self.pending.iter().position(|(r, _)| r == id)?;
-        self.pending.remove(i).map(|(_, tag)| tag)
+        take(&mut self.pending, id)
     }
 
     /// Calls a hot entry point (it must not wait) and writes what it queued; returns what
@@ -529,6 +509,12 @@ impl ScriptSession {
         self.write_outbox().await?;
         Ok(ret)
     }
+}
+
+/// The tag waiting under `id` in `waiting`, removed.
+fn take(waiting: &mut VecDeque<(String, u64)>, id: &str) -> Option<u64> {
+    let i = waiting.iter().position(|(r, _)| r == id)?;
+    waiting.remove(i).map(|(_, tag)| tag)
 }
 
 /// Whether `t` has a value at `key`.
@@ -601,11 +587,29 @@ impl Session for ScriptSession {
         Ok(())
     }
 
-    async fn request(&mut self, _tag: u64, name: &'static str) -> Result<(), Failure> {
-        Err(Failure::new(
-            ErrorKind::RequestFailed,
-            format!("driver `script` sends no request `{name}`"),
-        ))
+    async fn request(&mut self, tag: u64, name: &'static str) -> Result<(), Failure> {
+        let Some(f) = self.entry.request.clone() else {
+            return Err(Failure::new(
+                ErrorKind::Script,
+                format!("the script defines no function `request` (for request `{name}`)"),
+            ));
+        };
+        let args = MultiValue::from_iter([Value::String(
+            self.lua
+                .create_string(name)
+                .map_err(|e| script_error("request", &e))?,
+        )]);
+        let id = self.call_hot("request", &f, args).await?;
+        match id_key(&id) {
+            Some(id) => {
+                self.requests.push_back((id, tag));
+                Ok(())
+            }
+            None => Err(Failure::new(
+                ErrorKind::Script,
+                "request returned no id for its reply",
+            )),
+        }
     }
 
     async fn heartbeat(&mut self) -> Result<(), Failure> {
@@ -614,12 +618,12 @@ impl Session for ScriptSession {
                 .call_hot("heartbeat", &f, MultiValue::new())
                 .await
                 .map(drop),
-            None => self.ws.write(Message::Ping(Default::default())).await,
+            None => self.wire.ping().await,
         }
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
-        self.ws.flush().await
+        self.wire.flush().await
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
@@ -664,11 +668,11 @@ impl Session for ScriptSession {
             if let Some(ev) = self.ready.pop_front() {
                 return ev;
             }
-            let msg = match self.read().await {
-                Ok(m) => m,
+            let frame = match self.wire.next().await {
+                Ok(f) => f,
                 Err(f) => return Event::Closed(f),
             };
-            match self.receive(&msg) {
+            match self.receive(&frame) {
                 Ok(Judged::Table(t)) => self.judge(&t),
                 Ok(Judged::Ignore) => {}
                 Err(f) => return Event::ProtocolError(f),
@@ -680,7 +684,7 @@ impl Session for ScriptSession {
         if let Some(f) = self.entry.close.clone() {
             let _ = self.flow(Flow::Close, &f, MultiValue::new(), None).await;
         }
-        self.ws.close().await;
+        self.wire.close().await;
         self.cursors
     }
 

@@ -16,6 +16,7 @@
 //! wait.
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
+use prost_reflect::DescriptorPool;
 
 /// The user object's methods, run before the script.
 const PRELUDE: &str = r#"
@@ -60,6 +61,9 @@ pub struct Entry {
     pub fetch: Option<Function>,
     /// `close(u)`: says goodbye before the connection closes.
     pub close: Option<Function>,
+    /// `request(u, name)`: sends a request of the request/response workload; returns the
+    /// id its reply carries.
+    pub request: Option<Function>,
     /// The prelude's user constructor.
     pub new_user: Function,
 }
@@ -79,7 +83,7 @@ const REQUIRED: [&str; 2] = ["login", "receive"];
 impl Vm {
     /// A sandboxed state with `source` (named `name` in messages) loaded. Errors are one
     /// line: `NAME:LINE: what`.
-    pub fn load(name: &str, source: &str) -> Result<Vm, String> {
+    pub fn load(name: &str, source: &str, protos: &DescriptorPool) -> Result<Vm, String> {
         let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default()).map_err(|e| e.to_string())?;
         let globals = lua.globals();
@@ -88,7 +92,7 @@ impl Vm {
                 .set(unsafe_global, Value::Nil)
                 .map_err(|e| e.to_string())?;
         }
-        super::codecs::install(&lua).map_err(|e| e.to_string())?;
+        super::codecs::install(&lua, protos).map_err(|e| e.to_string())?;
         lua.load(PRELUDE)
             .set_name("=prelude")
             .exec()
@@ -132,6 +136,7 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         heartbeat: get("heartbeat")?,
         fetch: get("fetch")?,
         close: get("close")?,
+        request: get("request")?,
         new_user: need(get("__user")?)?,
     })
 }
@@ -157,21 +162,27 @@ fn first_line(s: &str) -> String {
 mod tests {
     use super::*;
 
+    impl Vm {
+        fn load_plain(name: &str, source: &str) -> Result<Vm, String> {
+            Vm::load(name, source, &DescriptorPool::new())
+        }
+    }
+
     #[test]
     fn syntax_errors_and_missing_functions_name_the_line() {
-        let err = Vm::load("a.lua", "function login(u)\n  local x = = 1\nend").unwrap_err();
+        let err = Vm::load_plain("a.lua", "function login(u)\n  local x = = 1\nend").unwrap_err();
         assert!(err.starts_with("a.lua:2:"), "{err}");
-        let err = Vm::load("a.lua", "function login(u) end").unwrap_err();
+        let err = Vm::load_plain("a.lua", "function login(u) end").unwrap_err();
         assert!(err.contains("no function `receive`"), "{err}");
-        let err = Vm::load("a.lua", "login = 1 function receive() end").unwrap_err();
+        let err = Vm::load_plain("a.lua", "login = 1 function receive() end").unwrap_err();
         assert!(err.contains("`login` must be a function"), "{err}");
-        let err = Vm::load("a.lua", "local x = nil\nx.y = 1").unwrap_err();
+        let err = Vm::load_plain("a.lua", "local x = nil\nx.y = 1").unwrap_err();
         assert!(err.starts_with("a.lua:2:"), "{err}");
     }
 
     #[test]
     fn the_sandbox_has_no_files_os_or_modules() {
-        let vm = Vm::load(
+        let vm = Vm::load_plain(
             "s.lua",
             "function login() end function receive() end\n\
              probe = { io, os, package, debug, dofile, loadfile, require }",
@@ -183,7 +194,7 @@ mod tests {
             0,
             "nothing outside the sandbox is reachable"
         );
-        let err = Vm::load("s.lua", "io.open('/etc/passwd')").unwrap_err();
+        let err = Vm::load_plain("s.lua", "io.open('/etc/passwd')").unwrap_err();
         assert!(err.contains("s.lua:1:"), "{err}");
     }
 }
