@@ -71,6 +71,9 @@ pub struct Framer {
     buf: Vec<u8>,
     /// The stream header has been read (cleared on a stream restart).
     open: bool,
+    /// The stream's first bytes were looked at for a byte order mark (cleared on a
+    /// restart).
+    started: bool,
     /// The buffer's length when the last parse stopped in an element's text waiting for
     /// more bytes; 0 when it did not.
     waiting_inside: usize,
@@ -101,6 +104,7 @@ impl Framer {
     /// Expects a new stream header (after STARTTLS or SASL success).
     pub fn restart(&mut self) {
         self.open = false;
+        self.started = false;
         self.buf.clear();
         self.waiting_inside = 0;
     }
@@ -108,8 +112,14 @@ impl Framer {
     /// The next complete item, `Ok(None)` when more bytes are needed. An error is a stream
     /// that is not XML, or an element larger than `max_body` plus some slack.
     pub fn next(&mut self, max_body: usize) -> Result<Option<Item>, String> {
-        if !self.open && self.buf.starts_with(BOM) {
-            self.buf.drain(..BOM.len());
+        if !self.started {
+            if BOM.starts_with(&self.buf) && self.buf.len() < BOM.len() {
+                return Ok(None);
+            }
+            if self.buf.starts_with(BOM) {
+                self.buf.drain(..BOM.len());
+            }
+            self.started = true;
         }
         let parsed = if self.nothing_new_can_end() {
             Parsed::Wait { inside: true }
@@ -152,16 +162,13 @@ impl Framer {
     /// Parses one item from the start of the buffer.
     fn parse(&self) -> Result<Parsed, String> {
         // quick-xml skips a byte order mark at the start of what it reads without counting
-        // it in its position: the framer takes it off itself (`next`), and one that follows
-        // the header is text between stanzas.
-        if self.open && self.buf.starts_with(BOM) {
+        // it in its position: the framer takes the one that may open the stream off itself
+        // (`next`); any later one is text between elements, in one read or cut.
+        if self.buf.starts_with(BOM) {
             return Err(
                 "the stream is not well-formed XML: text between stanzas: a byte order mark"
                     .to_owned(),
             );
-        }
-        if !self.open && !self.buf.is_empty() && BOM.starts_with(&self.buf) {
-            return Ok(Parsed::Wait { inside: false });
         }
         let mut reader = Reader::from_reader(self.buf.as_slice());
         let config = reader.config_mut();
@@ -383,6 +390,7 @@ mod tests {
             "<a>&amp;&bogus;</a>",
             "\u{feff}<x/>",
             "<a>text<!DCTA[`[x<y]-& compl\0am:",
+            "<x/>\u{feff}\u{feff}<y/>",
         ];
         for case in cases {
             let run = |step: usize| {
@@ -423,6 +431,27 @@ mod tests {
                 matches!(&items[..], [Item::Header(h)] if h.attr("id") == Some("s")),
                 "{step}: {items:?}"
             );
+        }
+    }
+
+    /// Only the stream's first bytes may be a byte order mark: a second one is text,
+    /// whole or cut (fuzzing found two read as one).
+    #[test]
+    fn a_second_byte_order_mark_is_an_error() {
+        for step in [1, 2, 64] {
+            let mut f = Framer::default();
+            let mut failed = false;
+            for piece in "\u{feff}\u{feff}<stream:stream id='s'>"
+                .as_bytes()
+                .chunks(step)
+            {
+                f.buffer().extend_from_slice(piece);
+                if f.next(1024).is_err() {
+                    failed = true;
+                    break;
+                }
+            }
+            assert!(failed, "step {step}");
         }
     }
 }
