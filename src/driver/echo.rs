@@ -166,6 +166,7 @@ mod tests {
             kinds: vec!["echo"],
             options: toml::Table::new(),
             dir: Default::default(),
+            directory: None,
         };
         let driver = EchoDriver::new(&config).expect("driver");
         let user = UserCtx {

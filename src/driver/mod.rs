@@ -47,6 +47,7 @@
 mod body;
 pub mod connect;
 pub mod cursors;
+pub mod directory;
 pub mod echo;
 pub mod endpoint;
 pub mod io_error;
@@ -218,6 +219,9 @@ pub struct Config {
     pub options: toml::Table,
     /// The scenario file's directory: files the options name are relative to it.
     pub dir: std::path::PathBuf,
+    /// The run-wide directory shared with the run's other shards (`None`: this process
+    /// alone; a driver that needs one keeps its own).
+    pub directory: Option<std::sync::Arc<dyn directory::Directory>>,
 }
 
 /// A bad driver option or URL, found before anything connects.

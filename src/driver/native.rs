@@ -577,6 +577,7 @@ mod tests {
             kinds: vec!["direct"],
             options: toml::Table::new(),
             dir: Default::default(),
+            directory: None,
         };
         let driver = NativeDriver::new(&config).expect("driver");
         let user = UserCtx {

@@ -30,6 +30,7 @@ use prost_reflect::DescriptorPool;
 
 use super::connect::Connector;
 use super::cursors::Cursors;
+use super::directory::{self, Directory};
 use super::json_map::credentials;
 use super::ws::{Dialer, TLS_KEYS};
 use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
@@ -103,6 +104,7 @@ pub struct ScriptDriver {
     vms: Arc<[Vm]>,
     auth: super::Auth,
     acceptance: bool,
+    directory: Arc<dyn Directory>,
 }
 
 impl super::Driver for ScriptDriver {
@@ -157,6 +159,10 @@ impl super::Driver for ScriptDriver {
             vms,
             auth: config.auth.clone(),
             acceptance,
+            directory: config
+                .directory
+                .clone()
+                .unwrap_or_else(|| Arc::new(directory::Local::default())),
         })
     }
 
@@ -201,8 +207,8 @@ impl super::Driver for ScriptDriver {
             user,
             (&username, &password),
             resume,
-            timeout,
-            self.acceptance,
+            (timeout, self.acceptance),
+            Arc::clone(&self.directory),
         );
         let mut session = match session {
             Ok(s) => s,

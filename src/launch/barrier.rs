@@ -7,7 +7,9 @@
 //! users in (unless the engine's bounded wait runs out; the run's notes say so).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use crate::driver::directory::{self, Directory};
 use crate::engine::StartBarrier;
 
 /// A start barrier kept as one file per shard in a folder.
@@ -31,6 +33,13 @@ impl FileBarrier {
         self.dir.join(format!("ready-{index}"))
     }
 
+    /// The run-wide directory, kept as one file per key in the folder's `directory/`.
+    pub fn directory(&self) -> Arc<dyn Directory> {
+        Arc::new(FileDirectory {
+            dir: self.dir.join("directory"),
+        })
+    }
+
     /// Prepares `dir` for a new run: creates it and removes what an earlier run left.
     pub fn reset(dir: &std::path::Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
@@ -44,7 +53,49 @@ impl FileBarrier {
                 std::fs::remove_file(path)?;
             }
         }
-        Ok(())
+        match std::fs::remove_dir_all(dir.join("directory")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The directory in a folder every shard sees: a file per key (named by the key in hex),
+/// written whole before it appears.
+#[derive(Debug)]
+struct FileDirectory {
+    dir: PathBuf,
+}
+
+impl FileDirectory {
+    fn file(&self, key: &str) -> PathBuf {
+        self.dir.join(hex_name(key))
+    }
+}
+
+/// `key` as a file name: its bytes in hex, so any key is one safe name.
+fn hex_name(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Directory for FileDirectory {
+    fn publish(&self, key: &str, value: &str) -> std::io::Result<()> {
+        directory::check(key, Some(value)).map_err(std::io::Error::other)?;
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = self
+            .dir
+            .join(format!(".{}-{}", hex_name(key), std::process::id()));
+        std::fs::write(&tmp, value)?;
+        std::fs::rename(tmp, self.file(key))
+    }
+
+    fn lookup(&self, key: &str) -> std::io::Result<Option<String>> {
+        directory::check(key, None).map_err(std::io::Error::other)?;
+        match std::fs::read_to_string(self.file(key)) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -85,5 +136,26 @@ mod tests {
         assert!(a.missing().is_empty());
         FileBarrier::reset(&start).expect("reset");
         assert_eq!(a.missing(), [0, 1]);
+    }
+
+    #[test]
+    fn the_directory_is_shared_through_the_folder_and_reset_with_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (a, b) = (
+            FileBarrier::new(dir.path().to_owned(), 0, 2).directory(),
+            FileBarrier::new(dir.path().to_owned(), 1, 2).directory(),
+        );
+        assert_eq!(b.lookup("grp/1").expect("lookup"), None);
+        a.publish("grp/1", "grpAbc").expect("publish");
+        assert_eq!(
+            b.lookup("grp/1").expect("lookup").as_deref(),
+            Some("grpAbc")
+        );
+        FileBarrier::reset(dir.path()).expect("reset");
+        assert_eq!(
+            b.lookup("grp/1").expect("lookup"),
+            None,
+            "an earlier run's values go"
+        );
     }
 }

@@ -14,9 +14,10 @@
 //!
 //! Protocol, one request line and one reply line: `time` → wall-clock µs; `ready I` → `ok`
 //! (shard I's users are in); `missing` → `missing I J …` (shards not yet ready); `done I` →
-//! `ok` (shard I took its final time sample).
+//! `ok` (shard I took its final time sample); `put KEY VALUE` → `ok` and `get KEY` →
+//! `value VALUE` or `none` (the run-wide directory, [`crate::driver::directory`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +28,7 @@ use tokio::sync::Notify;
 
 use crate::artifact::ClockSync;
 use crate::clock::local_us;
+use crate::driver::directory::{self, Directory};
 use crate::engine::StartBarrier;
 
 /// Time samples per estimate.
@@ -35,8 +37,9 @@ const SAMPLES: usize = 8;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a shard asks shard 0 which shards are still missing.
 const POLL: Duration = Duration::from_millis(50);
-/// The longest request line shard 0 reads.
-const MAX_LINE: u64 = 64;
+/// The longest request line shard 0 reads (a directory `put` with its longest key and
+/// value).
+const MAX_LINE: u64 = (directory::MAX_KEY + directory::MAX_VALUE + 16) as u64;
 /// How long a polling shard keeps asking (longer than the engine's bounded barrier wait).
 const POLL_FOR: Duration = Duration::from_secs(90);
 
@@ -46,6 +49,8 @@ struct State {
     count: u32,
     ready: BTreeSet<u32>,
     done: BTreeSet<u32>,
+    /// The run-wide directory.
+    values: HashMap<String, String>,
 }
 
 impl State {
@@ -85,6 +90,7 @@ impl Coordinator {
             count,
             ready: BTreeSet::new(),
             done: BTreeSet::from([0]),
+            values: HashMap::new(),
         }));
         let changed = Arc::new(Notify::new());
         let server = tokio::spawn(serve(listener, state.clone(), changed.clone()));
@@ -104,6 +110,13 @@ impl Coordinator {
     /// Shard 0's start barrier.
     pub fn barrier(&self) -> Arc<dyn StartBarrier> {
         Arc::new(LocalBarrier {
+            state: self.state.clone(),
+        })
+    }
+
+    /// The run-wide directory, kept here for every shard.
+    pub fn directory(&self) -> Arc<dyn Directory> {
+        Arc::new(LocalDirectory {
             state: self.state.clone(),
         })
     }
@@ -189,6 +202,26 @@ fn answer(line: &str, state: &Mutex<State>) -> String {
             }
             None => "error: done needs a shard index\n".to_owned(),
         },
+        Some("put") => {
+            // The value is the rest of the line, spaces and all.
+            let rest = line.trim_end_matches(['\n', '\r']);
+            let rest = rest.trim_start().strip_prefix("put ").unwrap_or_default();
+            let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
+            match directory::check(key, Some(value)) {
+                Ok(()) => {
+                    lock(state).values.insert(key.to_owned(), value.to_owned());
+                    "ok\n".to_owned()
+                }
+                Err(e) => format!("error: {e}\n"),
+            }
+        }
+        Some("get") => match words
+            .next()
+            .and_then(|k| lock(state).values.get(k).cloned())
+        {
+            Some(v) => format!("value {v}\n"),
+            None => "none\n".to_owned(),
+        },
         _ => "error: unknown request\n".to_owned(),
     }
 }
@@ -212,6 +245,51 @@ impl StartBarrier for LocalBarrier {
 
     fn count(&self) -> u32 {
         lock(&self.state).count
+    }
+}
+
+/// Shard 0's side of the directory: the coordinator's state itself.
+#[derive(Debug)]
+struct LocalDirectory {
+    state: Arc<Mutex<State>>,
+}
+
+impl Directory for LocalDirectory {
+    fn publish(&self, key: &str, value: &str) -> std::io::Result<()> {
+        directory::check(key, Some(value)).map_err(std::io::Error::other)?;
+        lock(&self.state)
+            .values
+            .insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    fn lookup(&self, key: &str) -> std::io::Result<Option<String>> {
+        Ok(lock(&self.state).values.get(key).cloned())
+    }
+}
+
+/// Another shard's side of the directory: one exchange with shard 0 per call.
+#[derive(Debug)]
+struct RemoteDirectory {
+    addr: String,
+}
+
+impl Directory for RemoteDirectory {
+    fn publish(&self, key: &str, value: &str) -> std::io::Result<()> {
+        directory::check(key, Some(value)).map_err(std::io::Error::other)?;
+        Link::connect(&self.addr)?
+            .ask(&format!("put {key} {value}"))
+            .map(drop)
+    }
+
+    fn lookup(&self, key: &str) -> std::io::Result<Option<String>> {
+        directory::check(key, None).map_err(std::io::Error::other)?;
+        let reply = Link::connect(&self.addr)?.ask(&format!("get {key}"))?;
+        Ok(reply.strip_prefix("value ").map(str::to_owned))
+    }
+
+    fn remote(&self) -> bool {
+        true
     }
 }
 
@@ -331,6 +409,13 @@ impl Peer {
         tokio::task::spawn_blocking(move || link.ask(&format!("done {index}")).map(drop))
             .await
             .map_err(std::io::Error::other)?
+    }
+
+    /// The run-wide directory, kept by shard 0.
+    pub fn directory(&self) -> Arc<dyn Directory> {
+        Arc::new(RemoteDirectory {
+            addr: self.addr.clone(),
+        })
     }
 
     /// This shard's start barrier.
@@ -491,5 +576,28 @@ mod tests {
         assert_eq!(coord.wait_done(Duration::from_millis(10)).await, [1]);
         peer.done().await.expect("done");
         assert!(coord.wait_done(Duration::from_secs(5)).await.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_directory_is_shared_through_shard_0() {
+        let coord = Coordinator::bind("127.0.0.1", 0, 2).await.expect("binds");
+        let peer = Peer::new(coord.addr().to_string(), 1, 2);
+        let (ours, theirs) = (coord.directory(), peer.directory());
+        assert!(theirs.remote() && !ours.remote());
+        ours.publish("room", "grp Abc 1").expect("publish");
+        let got = tokio::task::spawn_blocking(move || {
+            let seen = theirs.lookup("room").expect("lookup");
+            theirs.publish("user.7", "usrXyz").expect("publish");
+            let missing = theirs.lookup("nobody").expect("lookup");
+            let refused = theirs.publish("two words", "v").is_err();
+            (seen, missing, refused)
+        })
+        .await
+        .expect("joins");
+        assert_eq!(got, (Some("grp Abc 1".to_owned()), None, true));
+        assert_eq!(
+            ours.lookup("user.7").expect("lookup").as_deref(),
+            Some("usrXyz")
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::artifact::ClockSync;
 use crate::clock::Clock;
+use crate::driver::directory::Directory;
 use crate::engine::StartBarrier;
 use crate::error::{Error, Result};
 use crate::launch::barrier::FileBarrier;
@@ -27,6 +28,8 @@ const DONE_WAIT: Duration = Duration::from_secs(120);
 pub(super) struct Meeting {
     /// The start barrier, if any.
     pub barrier: Option<Arc<dyn StartBarrier>>,
+    /// The run-wide directory the shards share, if any.
+    pub directory: Option<Arc<dyn Directory>>,
     /// The run's clock for this shard.
     pub clock: Clock,
     /// Shard 0's endpoint, when this is shard 0 of a network rendezvous.
@@ -40,14 +43,14 @@ pub(super) struct Meeting {
 pub(super) async fn meet(rv: Option<&Rendezvous>, shard: Shard) -> Result<Meeting> {
     match rv {
         None => Ok(Meeting::default()),
-        Some(Rendezvous::Dir(dir)) => Ok(Meeting {
-            barrier: Some(Arc::new(FileBarrier::new(
-                dir.clone(),
-                shard.index,
-                shard.count,
-            ))),
-            ..Meeting::default()
-        }),
+        Some(Rendezvous::Dir(dir)) => {
+            let barrier = FileBarrier::new(dir.clone(), shard.index, shard.count);
+            Ok(Meeting {
+                directory: Some(barrier.directory()),
+                barrier: Some(Arc::new(barrier)),
+                ..Meeting::default()
+            })
+        }
         Some(Rendezvous::Tcp { host, port }) if shard.index == 0 => {
             let c = Coordinator::bind(host, *port, shard.count)
                 .await
@@ -58,6 +61,7 @@ pub(super) async fn meet(rv: Option<&Rendezvous>, shard: Shard) -> Result<Meetin
                 })?;
             Ok(Meeting {
                 barrier: Some(c.barrier()),
+                directory: Some(c.directory()),
                 coordinator: Some(c),
                 ..Meeting::default()
             })
@@ -74,6 +78,7 @@ pub(super) async fn meet(rv: Option<&Rendezvous>, shard: Shard) -> Result<Meetin
                 })?;
             Ok(Meeting {
                 barrier: Some(peer.barrier()),
+                directory: Some(peer.directory()),
                 clock: Clock {
                     offset_us: sample.offset_us,
                 },

@@ -18,6 +18,7 @@ pub mod shards;
 pub mod target;
 mod watchers;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
@@ -25,7 +26,8 @@ use tokio::sync::watch;
 pub use event::{Event, Phase, Sink};
 
 use crate::artifact::{Artifact, RunFacts, ScenarioSource, ShardResult};
-use crate::driver::{Driver, WithDriver};
+use crate::driver::directory::Directory;
+use crate::driver::{Config, Driver, WithDriver};
 use crate::engine::{Outcome, RunOptions};
 use crate::error::{Error, Result};
 use crate::launch::Rendezvous;
@@ -64,7 +66,14 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         barrier: meeting.barrier.clone(),
         clock: meeting.clock,
     };
-    let load = load(&plan, engine, options.stops, sink).await?;
+    let load = load(
+        &plan,
+        engine,
+        meeting.directory.clone(),
+        options.stops,
+        sink,
+    )
+    .await?;
     let watched = watchers.stop(&mut notes).await;
     let target = target::named(shown, server.is_some());
     target::stop(server).await?;
@@ -120,6 +129,7 @@ struct Load {
 async fn load(
     plan: &Plan,
     opts: RunOptions,
+    directory: Option<Arc<dyn Directory>>,
     stops: watch::Receiver<u32>,
     sink: &mut dyn Sink,
 ) -> Result<Load> {
@@ -131,10 +141,13 @@ async fn load(
         stops,
         sink: &mut *sink,
     };
-    let (outcome, acceptance) =
-        crate::driver::with_driver(&plan.driver_config(job.opts.run_id), job)
-            .await
-            .map_err(|e| Error::Usage(e.to_string()))?;
+    let config = Config {
+        directory,
+        ..plan.driver_config(job.opts.run_id)
+    };
+    let (outcome, acceptance) = crate::driver::with_driver(&config, job)
+        .await
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
     let peak_rss = crate::sys::peak_rss_bytes();
     sink.event(Event::Phase(Phase::Collect));

@@ -122,6 +122,7 @@ impl Target {
             kinds: self.kinds.clone(),
             options: self.options.clone(),
             dir: self.dir.clone(),
+            directory: None,
         }
     }
 }

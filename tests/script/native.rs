@@ -161,3 +161,67 @@ async fn validate_names_the_scripts_syntax_error_and_missing_functions() {
     ran.expect_code(2);
     assert!(ran.stderr.contains("no function `receive`"), "{ran}");
 }
+
+/// What the directory tests add to the shipped script: user 0 publishes a value at login,
+/// every user looks it up before its login is done (a lookup that times out fails the
+/// login), and `key` is the key looked up.
+fn directory_script(key: &str) -> impl Fn(String) -> String + '_ {
+    move |s: String| {
+        format!(
+            "{s}\nlocal base_login = login\n\
+             function login(u)\n  base_login(u)\n\
+             \x20 if u.ix == 0 then u:publish(\"first\", \"hello from \" .. u.id) end\n\
+             \x20 local v = u:lookup(\"{key}\", 20)\n\
+             \x20 if v:sub(1, 11) ~= \"hello from \" then error(\"looked up \" .. v) end\n\
+             end\n"
+        )
+    }
+}
+
+/// The run-wide directory across the shards of one run (`--shards 2`): user 0 (in shard
+/// 0) publishes, every user of both shards finds it — or its login fails and the run with
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_published_by_one_user_reach_users_of_every_shard() {
+    let work = Work::new();
+    let server = start(config()).await;
+    let text = scenario_with(&work, &target(&server), directory_script("first"));
+    let file = work.write("sharded.toml", &text);
+    let (file, out) = (
+        file.display().to_string(),
+        work.path("out").display().to_string(),
+    );
+    let ran = msgstorm(&["run", &file, "--shards", "2", "--out", &out, "-q"]).await;
+    server.shutdown().await.expect("server stops");
+    ran.expect_code(0);
+    assert!(ran.verdict().starts_with("PASS"), "{ran}");
+    let artifact = msgstorm::artifact::Artifact::read(&work.path("out").join("result.json"))
+        .unwrap_or_else(|e| panic!("no result: {e}\n{ran}"));
+    assert_eq!(artifact.shards.len(), 2, "{ran}");
+    let errors: Vec<_> = artifact.metrics.errors().collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// A lookup nobody answers fails the login after its timeout, naming the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_nobody_answers_fails_the_login_naming_the_key() {
+    let work = Work::new();
+    let server = start(config()).await;
+    let text = scenario_with(&work, &target(&server), |s| {
+        directory_script("never")(s).replace("u:lookup(\"never\", 20)", "u:lookup(\"never\", 0.2)")
+    });
+    let (ran, artifact) = run_text(&work, &text).await;
+    server.shutdown().await.expect("server stops");
+    assert_ne!(ran.code, 0, "{ran}");
+    let (_, _, examples) = artifact
+        .metrics
+        .errors()
+        .find(|(k, _, _)| k.name() == "timeout" || k.name() == "connect_timeout")
+        .unwrap_or_else(|| panic!("no timeout\n{ran}"));
+    assert!(
+        examples
+            .iter()
+            .any(|e| e.contains("u:lookup(\"never\"): nobody published it")),
+        "{examples:?}"
+    );
+}

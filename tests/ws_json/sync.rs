@@ -41,6 +41,7 @@ fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
         kinds: vec!["direct"],
         options,
         dir: Default::default(),
+        directory: None,
     })
     .expect("driver")
 }

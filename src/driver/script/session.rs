@@ -3,6 +3,7 @@
 //! frame judged by `receive` into the engine's events.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mlua::{Function, MultiValue, String as LuaString, Table, Thread, ThreadStatus, Value};
@@ -10,6 +11,7 @@ use mlua::{Function, MultiValue, String as LuaString, Table, Thread, ThreadStatu
 use super::vm::{one_line, Vm, REFUSED};
 use super::wire::{Frame, Wire};
 use crate::driver::cursors::{Cursors, Push};
+use crate::driver::directory::{self, Directory};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 
@@ -31,6 +33,7 @@ pub struct ScriptSession {
     cursors: Cursors,
     reply_timeout: Duration,
     acceptance: bool,
+    directory: Arc<dyn Directory>,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -108,8 +111,8 @@ impl ScriptSession {
         user: &UserCtx,
         (username, password): (&str, &str),
         cursors: Cursors,
-        reply_timeout: Duration,
-        acceptance: bool,
+        (reply_timeout, acceptance): (Duration, bool),
+        directory: Arc<dyn Directory>,
     ) -> Result<Self, (Failure, Cursors)> {
         let made = vm
             .entry
@@ -142,6 +145,7 @@ impl ScriptSession {
             cursors,
             reply_timeout,
             acceptance,
+            directory,
         })
     }
 
@@ -258,11 +262,7 @@ impl ScriptSession {
         let answer = match op.as_str() {
             "wait" => {
                 let id = arg();
-                let timeout = match arg() {
-                    Value::Integer(s) => Duration::from_secs(s.max(0) as u64),
-                    Value::Number(s) if s > 0.0 => Duration::from_secs_f64(s),
-                    _ => self.reply_timeout,
-                };
+                let timeout = seconds(&arg()).unwrap_or(self.reply_timeout);
                 Value::Table(self.wait(flow, &id, timeout, out).await?)
             }
             "upto" => {
@@ -280,6 +280,21 @@ impl ScriptSession {
                 let new = self.fetched(&body, &conv, &seq, &from, out);
                 Value::Boolean(new)
             }
+            "publish" => {
+                let (key, value) = (text(&arg()), text(&arg()));
+                self.publish(flow, key, value).await?;
+                Value::Nil
+            }
+            "lookup" => {
+                let key = text(&arg());
+                let timeout = seconds(&arg()).unwrap_or(self.reply_timeout);
+                let value = self.lookup(flow, key, timeout).await?;
+                Value::String(
+                    self.lua
+                        .create_string(value)
+                        .map_err(|e| script_error(flow.name(), &e))?,
+                )
+            }
             other => {
                 return Err(Failure::new(
                     ErrorKind::Script,
@@ -288,6 +303,68 @@ impl ScriptSession {
             }
         };
         Ok(MultiValue::from_iter([answer]))
+    }
+
+    /// Publishes `value` under `key` in the run-wide directory.
+    async fn publish(&self, flow: Flow, key: String, value: String) -> Result<(), Failure> {
+        directory::check(&key, Some(&value))
+            .map_err(|why| Failure::new(ErrorKind::Script, format!("{}: {why}", flow.name())))?;
+        let dir = Arc::clone(&self.directory);
+        let done = if dir.remote() {
+            tokio::task::spawn_blocking(move || dir.publish(&key, &value))
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r)
+        } else {
+            dir.publish(&key, &value)
+        };
+        done.map_err(|e| {
+            Failure::new(
+                ErrorKind::Other,
+                format!("{}: the run's directory: {e}", flow.name()),
+            )
+        })
+    }
+
+    /// The value under `key` in the run-wide directory, waiting up to `timeout` for some
+    /// user (of any shard) to publish it.
+    async fn lookup(&self, flow: Flow, key: String, timeout: Duration) -> Result<String, Failure> {
+        directory::check(&key, None)
+            .map_err(|why| Failure::new(ErrorKind::Script, format!("{}: {why}", flow.name())))?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let dir = Arc::clone(&self.directory);
+            let k = key.clone();
+            let found = if dir.remote() {
+                tokio::task::spawn_blocking(move || dir.lookup(&k))
+                    .await
+                    .map_err(std::io::Error::other)
+                    .and_then(|r| r)
+            } else {
+                dir.lookup(&k)
+            };
+            match found {
+                Ok(Some(v)) => return Ok(v),
+                Ok(None) if tokio::time::Instant::now() >= deadline => {
+                    return Err(Failure::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "{}: u:lookup(\"{key}\"): nobody published it within {timeout:?}",
+                            flow.name()
+                        ),
+                    ))
+                }
+                // Published by another user's flow soon: a short, bounded poll (the
+                // directory may be another process).
+                Ok(None) => tokio::time::sleep(LOOKUP_POLL).await,
+                Err(e) => {
+                    return Err(Failure::new(
+                        ErrorKind::Other,
+                        format!("{}: the run's directory: {e}", flow.name()),
+                    ))
+                }
+            }
+        }
     }
 
     /// A message a fetch returned: handed to `out` (when fetching for the ledger) unless
@@ -515,6 +592,18 @@ impl ScriptSession {
 fn take(waiting: &mut VecDeque<(String, u64)>, id: &str) -> Option<u64> {
     let i = waiting.iter().position(|(r, _)| r == id)?;
     waiting.remove(i).map(|(_, tag)| tag)
+}
+
+/// How often a lookup asks the directory again.
+const LOOKUP_POLL: Duration = Duration::from_millis(20);
+
+/// A timeout in seconds given by the script, if any.
+fn seconds(v: &Value) -> Option<Duration> {
+    match v {
+        Value::Integer(s) if *s > 0 => Some(Duration::from_secs(*s as u64)),
+        Value::Number(s) if *s > 0.0 => Some(Duration::from_secs_f64(*s)),
+        _ => None,
+    }
 }
 
 /// Whether `t` has a value at `key`.

@@ -327,6 +327,7 @@ item_seq = "seq"
             kinds: Vec::new(),
             options,
             dir: Default::default(),
+            directory: None,
         };
         let driver = WsJsonDriver::new(&config).expect("driver");
         let user = UserCtx {
