@@ -55,6 +55,10 @@ pub enum Command {
         /// Override a scenario key, e.g. `--set population.users=2000`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Also show the frames the driver would send for one user's login, a direct and a
+        /// group message, without connecting (`driver = "script"`).
+        #[arg(long)]
+        frames: bool,
     },
     /// Print the report of one result file, or of several shard results merged.
     Report {
@@ -241,9 +245,16 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Run(args) => run::run(args).await,
         Command::Find(args) => find::run(args).await,
         Command::Size(args) => size::run(args),
-        Command::Validate { scenario, set } => {
+        Command::Validate {
+            scenario,
+            set,
+            frames,
+        } => {
             let plan = crate::scenario::load(&scenario, &set, Shard::WHOLE)?;
             plan.warnings.iter().for_each(|w| note(w));
+            if frames {
+                dry_run(&plan)?;
+            }
             say(&format!(
                 "{}: ok — {} users, {} traffic pattern(s), {} check(s)",
                 scenario.display(),
@@ -382,6 +393,23 @@ fn compare(args: &CompareArgs) -> Result<u8> {
     } else {
         EXIT_OK
     })
+}
+
+/// `validate --frames`: the driver's dry run for the plan's first user, sending to its
+/// second user and to a group.
+fn dry_run(plan: &crate::scenario::Plan) -> Result<()> {
+    let config = plan.driver_config(0);
+    let (user, to) = (plan.population.user_id(0), plan.population.user_id(1));
+    let lines = crate::driver::dry_run(&config, &user, &to, "group-1")
+        .map_err(|e| Error::Usage(e.to_string()))?
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "--frames: driver `{}` has no dry run (it is for driver = \"script\")",
+                config.spec.name
+            ))
+        })?;
+    lines.iter().for_each(|l| say(l));
+    Ok(())
 }
 
 /// Prints a line of the command's output to stdout. A closed pipe (`msgstorm … | head`)

@@ -76,7 +76,7 @@ use crate::metrics::ErrorKind;
 use crate::scenario::TrafficKind;
 pub use body::Body;
 pub use endpoint::Endpoint;
-pub use registry::{check, for_each_spec, spec, specs, with_driver, WithDriver};
+pub use registry::{check, dry_run, for_each_spec, spec, specs, with_driver, WithDriver};
 
 /// What a driver is, declared once in its own file (`const SPEC`): everything the scenario
 /// layer, the CLI and the engine need to know about it without naming it.
@@ -336,6 +336,14 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// What the driver can do with the options it was built with.
     fn caps(&self) -> Caps {
         Self::SPEC.caps
+    }
+
+    /// What it would send for `user`'s login and a direct message to `to` and a group
+    /// message to `group`, found without connecting (`msgstorm validate --frames`), as
+    /// lines to print; `None` when the driver has no such dry run.
+    fn dry_run(&self, user: &str, to: &str, group: &str) -> Option<Vec<String>> {
+        let _ = (user, to, group);
+        None
     }
 
     /// Removes what the server keeps for `user` after its last connection of the run (MQTT

@@ -43,6 +43,20 @@ macro_rules! drivers {
             Err(not_built(config.spec.name))
         }
 
+        /// The dry run of the driver `config` names ([`Driver::dry_run`]); nothing
+        /// connects.
+        pub fn dry_run(
+            config: &Config,
+            user: &str,
+            to: &str,
+            group: &str,
+        ) -> Result<Option<Vec<String>>, OptionError> {
+            $($(#[$attr])* if config.spec.name == <$ty as Driver>::SPEC.name {
+                return <$ty as Driver>::new(config).map(|d| d.dry_run(user, to, group));
+            })*
+            Err(not_built(config.spec.name))
+        }
+
         /// Builds the driver `config` names and runs `job` with it.
         pub async fn with_driver<J: WithDriver>(
             config: &Config,

@@ -18,6 +18,7 @@
 //! `FILE:LINE`, before anything connects.
 
 mod codecs;
+mod dry;
 mod session;
 mod vm;
 mod wire;
@@ -164,6 +165,17 @@ impl super::Driver for ScriptDriver {
                 .clone()
                 .unwrap_or_else(|| Arc::new(directory::Local::default())),
         })
+    }
+
+    fn dry_run(&self, user: &str, to: &str, group: &str) -> Option<Vec<String>> {
+        let (username, password) = credentials(&self.auth, user);
+        Some(dry::lines(
+            &self.vms[0],
+            user,
+            (&username, &password),
+            to,
+            group,
+        ))
     }
 
     fn caps(&self) -> Caps {

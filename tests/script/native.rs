@@ -225,3 +225,36 @@ async fn a_lookup_nobody_answers_fails_the_login_naming_the_key() {
         "{examples:?}"
     );
 }
+
+/// `validate --frames` shows what the script would send — the login frame with the user's
+/// token, a direct and a group message with a real envelope and the id each acceptance
+/// carries — and where each flow waits for the server; another driver has no dry run.
+#[tokio::test]
+async fn validate_frames_shows_what_the_script_would_send() {
+    let ran = msgstorm(&["validate", "scenarios/script-native.toml", "--frames"]).await;
+    ran.expect_code(0);
+    let token = msgstorm::wire::token("u0", msgstorm::scenario::DEFAULT_SECRET);
+    let want = [
+        "login of u0:".to_owned(),
+        format!(
+            "  sends text {{\"token\":\"{token}\",\"type\":\"login\",\"user\":\"u0\",\"v\":1}}"
+        ),
+        "  then waits (\"wait\" \"login\" nil): the rest needs the server".to_owned(),
+        "direct message from u0 to u1:".to_owned(),
+    ];
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines[..4], want, "{ran}");
+    assert!(
+        lines[4].starts_with("  sends text {\"body\":\"ms1:")
+            && lines[4].contains("\"to\":{\"user\":\"u1\"}"),
+        "{ran}"
+    );
+    assert_eq!(lines[5], "  its acceptance is the reply with id 1", "{ran}");
+    assert!(
+        ran.stdout.contains("\"to\":{\"group\":\"group-1\"}"),
+        "{ran}"
+    );
+    let ran = msgstorm(&["validate", "scenarios/ws-json-native.toml", "--frames"]).await;
+    ran.expect_code(2);
+    assert!(ran.stderr.contains("has no dry run"), "{ran}");
+}

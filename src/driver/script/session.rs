@@ -6,9 +6,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mlua::{Function, MultiValue, String as LuaString, Table, Thread, ThreadStatus, Value};
+use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
-use super::vm::{one_line, Vm, REFUSED};
+use super::vm::{one_line, take_outbox, Vm, REFUSED};
 use super::wire::{Frame, Wire};
 use crate::driver::cursors::{Cursors, Push};
 use crate::driver::directory::{self, Directory};
@@ -172,26 +172,7 @@ impl ScriptSession {
 
     /// The frames in the outbox, which is left empty.
     fn take_outbox(&self) -> mlua::Result<Vec<Frame>> {
-        let out: Table = self.user.raw_get("_out")?;
-        let n = out.raw_len();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let bin: Table = self.user.raw_get("_bin")?;
-        let mut frames = Vec::with_capacity(n);
-        for i in 1..=n {
-            let frame: LuaString = out.raw_get(i)?;
-            let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
-            frames.push(Frame {
-                bytes: frame.as_bytes().to_vec(),
-                text: !binary,
-            });
-        }
-        self.user.raw_set("_out", self.lua.create_table()?)?;
-        if bin.raw_len() > 0 || !bin.is_empty() {
-            self.user.raw_set("_bin", self.lua.create_table()?)?;
-        }
-        Ok(frames)
+        take_outbox(&self.lua, &self.user)
     }
 
     /// Runs `f(u, args…)` as a coroutine: each operation it yields is carried out and

@@ -15,7 +15,7 @@
 //! entry points on the hot path (`direct`, `group`, `receive`, `heartbeat`) must not
 //! wait.
 
-use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
+use mlua::{Function, Lua, LuaOptions, StdLib, String as LuaString, Table, Value};
 use prost_reflect::DescriptorPool;
 
 /// The user object's methods, run before the script.
@@ -141,6 +141,30 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         request: get("request")?,
         new_user: need(get("__user")?)?,
     })
+}
+
+/// The frames in the outbox of `user` (a user object), which is left empty.
+pub fn take_outbox(lua: &Lua, user: &Table) -> mlua::Result<Vec<super::wire::Frame>> {
+    let out: Table = user.raw_get("_out")?;
+    let n = out.raw_len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let bin: Table = user.raw_get("_bin")?;
+    let mut frames = Vec::with_capacity(n);
+    for i in 1..=n {
+        let frame: LuaString = out.raw_get(i)?;
+        let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
+        frames.push(super::wire::Frame {
+            bytes: frame.as_bytes().to_vec(),
+            text: !binary,
+        });
+    }
+    user.raw_set("_out", lua.create_table()?)?;
+    if !bin.is_empty() {
+        user.raw_set("_bin", lua.create_table()?)?;
+    }
+    Ok(frames)
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
