@@ -103,6 +103,35 @@ fn data_key(path: &std::path::Path) -> String {
         .to_owned()
 }
 
+/// The files beside the scenario that its driver reads ([`Spec::files`]), to ship with it:
+/// each must be a plain file name in the scenario's folder.
+///
+/// [`Spec::files`]: crate::driver::Spec::files
+fn driver_files(plan: &Plan) -> Result<Vec<(String, String)>> {
+    let t = &plan.target;
+    let mut out = Vec::new();
+    for key in t.driver.files {
+        let names: Vec<&str> = match t.options.get(*key) {
+            Some(toml::Value::String(s)) => vec![s.as_str()],
+            Some(toml::Value::Array(a)) => a.iter().filter_map(toml::Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for name in names {
+            if data_key(name.as_ref()) != name {
+                return Err(Error::Usage(format!(
+                    "target.{}.{key}: `{name}` must be a file beside the scenario (a plain \
+                     name of letters, digits, `-`, `_` and `.`) to go into the pods' ConfigMap",
+                    t.driver.name
+                )));
+            }
+            let path = t.dir.join(name);
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            out.push((name.to_owned(), text));
+        }
+    }
+    Ok(out)
+}
+
 /// Runs `msgstorm k8s`.
 pub async fn run(args: K8sArgs) -> Result<u8> {
     let mut plan = crate::scenario::load(&args.scenario, &args.set, Shard::WHOLE)?;
@@ -156,6 +185,7 @@ fn job(args: &K8sArgs, plan: &Plan) -> Result<Job> {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
         scenario: (data_key(&args.scenario), text),
+        files: driver_files(plan)?,
         sets: args.set.clone(),
         shards: args.shards,
         run_id,

@@ -29,6 +29,7 @@ impl super::Driver for EchoDriver {
         requests: &[],
         auth: &[],
         source_addresses: true,
+        files: &[],
         caps: Caps {
             filters_own_echoes: true,
             skips_history: false,

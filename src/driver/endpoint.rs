@@ -170,6 +170,7 @@ mod tests {
         requests: &[],
         auth: &[],
         source_addresses: false,
+        files: &[],
         caps: Caps::NONE,
     };
 

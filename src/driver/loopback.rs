@@ -511,6 +511,7 @@ impl super::Driver for LoopbackDriver {
         requests: &[REQUEST_TIME],
         auth: &[],
         source_addresses: false,
+        files: &[],
         caps: Caps {
             acceptance: true,
             presence: true,

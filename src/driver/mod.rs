@@ -97,6 +97,9 @@ pub struct Spec {
     pub auth: &'static [AuthForm],
     /// Whether it binds client sockets to `[target] source_addresses`.
     pub source_addresses: bool,
+    /// The keys of `[target.<name>]` that name files beside the scenario (a name or a list
+    /// of names), which go wherever the scenario goes (a Kubernetes Job's ConfigMap).
+    pub files: &'static [&'static str],
     /// What it can do with its default options ([`Driver::caps`] may say less).
     pub caps: Caps,
 }

@@ -115,6 +115,7 @@ impl super::Driver for MqttDriver {
         requests: &[],
         auth: &[AuthForm::Password],
         source_addresses: false,
+        files: &[],
         caps: Caps {
             acceptance: true,
             presence: true,

@@ -72,6 +72,7 @@ impl super::Driver for NativeDriver {
         requests: &[REQUEST_TIME, REQUEST_KV_GET],
         auth: &[AuthForm::Secret],
         source_addresses: true,
+        files: &[],
         caps: Caps {
             acceptance: true,
             presence: false,

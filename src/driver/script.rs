@@ -122,6 +122,7 @@ impl super::Driver for ScriptDriver {
         requests: &[REQUEST],
         auth: &[AuthForm::Secret, AuthForm::Password],
         source_addresses: true,
+        files: &["file", "proto"],
         caps: Caps {
             acceptance: true,
             presence: false,

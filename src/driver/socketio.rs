@@ -70,6 +70,7 @@ impl super::Driver for SocketIoDriver {
         requests: &[],
         auth: &[AuthForm::Password],
         source_addresses: true,
+        files: &[],
         caps: Caps {
             acceptance: true,
             presence: true,

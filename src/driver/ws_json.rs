@@ -58,6 +58,7 @@ impl super::Driver for WsJsonDriver {
         requests: &[],
         auth: &[AuthForm::Secret, AuthForm::Password],
         source_addresses: true,
+        files: &[],
         caps: Caps {
             acceptance: true,
             presence: false,

@@ -138,6 +138,7 @@ impl super::Driver for XmppDriver {
         requests: &[],
         auth: &[AuthForm::Password],
         source_addresses: false,
+        files: &[],
         caps: Caps {
             acceptance: true,
             presence: true,

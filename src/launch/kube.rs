@@ -45,6 +45,9 @@ pub struct Job {
     pub image: String,
     /// The scenario file's name and text.
     pub scenario: (String, String),
+    /// The files beside it that the driver reads (an adapter script, `.proto` files):
+    /// names and texts, mounted next to it.
+    pub files: Vec<(String, String)>,
     /// `--set` overrides, run id and shard count.
     pub sets: Vec<String>,
     /// How many shards (pods).
@@ -132,7 +135,10 @@ impl Job {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": self.metadata(),
-            "data": { self.scenario.0.clone(): self.scenario.1 },
+            "data": std::iter::once(&self.scenario)
+                .chain(&self.files)
+                .map(|(name, text)| (name.clone(), Value::from(text.as_str())))
+                .collect::<serde_json::Map<String, Value>>(),
         })
     }
 
@@ -241,6 +247,7 @@ mod tests {
             namespace: Some("load".into()),
             image: "registry.example/msgstorm:1".into(),
             scenario: ("s.toml".into(), "name = \"x\"\n".into()),
+            files: vec![("a.lua".into(), "function login() end".into())],
             sets: vec!["population.users=10".into()],
             shards: 3,
             run_id: 0xabcd,
@@ -248,6 +255,13 @@ mod tests {
             resources: Resources::for_users(users),
             ports_needed: users,
         }
+    }
+
+    #[test]
+    fn the_config_map_holds_the_scenario_and_the_drivers_files() {
+        let data = &job(10).config_map()["data"];
+        assert_eq!(data["s.toml"], "name = \"x\"\n");
+        assert_eq!(data["a.lua"], "function login() end");
     }
 
     #[test]

@@ -357,3 +357,47 @@ async fn the_dockerfile_builds_the_image_the_job_runs() {
         .expect("runAsUser");
     assert_eq!(user.split(':').next(), Some(uid.to_string().as_str()));
 }
+
+/// An adapter script and its `.proto` go into the ConfigMap beside the scenario, so the
+/// pods find them where the scenario names them; a file outside the scenario's folder is
+/// refused, naming the key.
+#[tokio::test]
+async fn the_scripts_files_travel_with_the_scenario() {
+    let list = manifests(&[
+        "scenarios/netty-worldclock.toml",
+        "--shards",
+        "2",
+        "--image",
+        "m:t",
+    ])
+    .await;
+    let data = &list["items"][0]["data"];
+    assert_eq!(list["items"][0]["kind"], "ConfigMap");
+    for (name, path) in [
+        ("netty-worldclock.toml", "scenarios/netty-worldclock.toml"),
+        ("netty-worldclock.lua", "scenarios/netty-worldclock.lua"),
+        ("netty-worldclock.proto", "scenarios/netty-worldclock.proto"),
+    ] {
+        let text = std::fs::read_to_string(path).expect("shipped file");
+        assert_eq!(data[name].as_str(), Some(text.as_str()), "{name}");
+    }
+    let work = Work::new();
+    for name in ["netty-worldclock.lua", "netty-worldclock.proto"] {
+        let text = std::fs::read_to_string(format!("scenarios/{name}")).expect("shipped file");
+        work.write(name, &text);
+    }
+    let text = std::fs::read_to_string("scenarios/netty-worldclock.toml")
+        .expect("scenario")
+        .replace("\"netty-worldclock.", "\"../netty-worldclock.");
+    std::fs::create_dir_all(work.path("sub")).expect("sub folder");
+    let file = work.write("sub/elsewhere.toml", &text);
+    let path = file.display().to_string();
+    let ran = msgstorm(&["k8s", &path, "--shards", "2", "--image", "m:t"]).await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr.contains(
+            "target.script.file: `../netty-worldclock.lua` must be a file beside the scenario"
+        ),
+        "{ran}"
+    );
+}
