@@ -117,6 +117,9 @@ mod script_native;
 #[cfg(feature = "script")]
 #[path = "script/netty.rs"]
 mod script_netty;
+#[cfg(all(feature = "script", feature = "socketio"))]
+#[path = "script/socketio.rs"]
+mod script_socketio;
 #[path = "ws_json/centrifuge.rs"]
 mod ws_json_centrifuge;
 #[path = "ws_json/native.rs"]

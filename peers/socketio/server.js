@@ -3,7 +3,7 @@
 // acks, connection state recovery, and two or more nodes behind Redis.
 //   node server.js [HOST:PORT] [--adapter=none|redis|streams] [--redis=URL] [--recovery=MS]
 //                  [--secret=TOKEN] [--drop-every=N] [--twice] [--welcome=0|1]
-//                  [--garbage=USER] [--deflate=0|1] [--exit-with-stdin]
+//                  [--garbage=USER] [--deflate=0|1] [--parser=text|msgpack] [--exit-with-stdin]
 // HOST:PORT defaults to 127.0.0.1:0 (any free port). --adapter: `redis` is
 // @socket.io/redis-adapter (pub/sub; no connection state recovery), `streams` is
 // @socket.io/redis-streams-adapter (recovery works across nodes); `none` is one node alone.
@@ -14,7 +14,9 @@
 // counted as `twice`). --welcome=0: no `welcome` broadcast on a new connection, so a user
 // that is sent nothing has no offset to recover its session from (default 1).
 // --garbage: a user of this id gets three malformed packets after connecting.
-// --deflate: perMessageDeflate (default 0). --exit-with-stdin: exit when standard input
+// --deflate: perMessageDeflate (default 0). --parser=msgpack: socket.io-msgpack-parser (Socket.IO
+// packets as binary MessagePack frames, W4's optimisation; default: the text parser).
+// --exit-with-stdin: exit when standard input
 // closes (tests: the app never outlives the test process that started it).
 // Events: `join` (room, ack), `dm` ({to, body}, ack), `group` ({room, body}, ack); each
 // message arrives as `message` {from, to|room, body}. GET /stats answers
@@ -59,6 +61,9 @@ async function main() {
     pingInterval: 25000,
     pingTimeout: 20000,
   };
+  if (opt('parser', 'text') === 'msgpack') {
+    opts.parser = require('socket.io-msgpack-parser');
+  }
   if (recovery > 0) {
     opts.connectionStateRecovery = { maxDisconnectionDuration: recovery, skipMiddlewares: true };
   }

@@ -47,9 +47,10 @@ const NAME: &str = "script";
 const REQUEST: &str = "call";
 
 /// The keys of `[target.script]`.
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "file",
     "proto",
+    "urls",
     "acceptance",
     "framing",
     "delimiter",
@@ -88,8 +89,9 @@ const SCHEMES: &[Scheme] = &[
 /// How users reach the target.
 #[derive(Debug, Clone)]
 enum Transport {
-    /// A WebSocket.
-    Ws(Dialer),
+    /// A WebSocket: the target URL's dialer, then one for each of `urls`; user `ix`
+    /// takes dialer `ix % len` (the nodes of a cluster).
+    Ws(Vec<Dialer>),
     /// TCP (or TLS) cut into frames.
     Tcp {
         connector: Connector,
@@ -196,7 +198,10 @@ impl super::Driver for ScriptDriver {
     ) -> Result<Connected<ScriptSession>, (Failure, Cursors)> {
         let started = Instant::now();
         let (wire, timeout) = match &self.transport {
-            Transport::Ws(dialer) => (dialer.dial(user.ix).await.map(Wire::Ws), dialer.timeout()),
+            Transport::Ws(dialers) => {
+                let dialer = &dialers[user.ix as usize % dialers.len()];
+                (dialer.dial(user.ix).await.map(Wire::Ws), dialer.timeout())
+            }
             Transport::Tcp {
                 connector,
                 framing,
@@ -286,7 +291,18 @@ fn transport(config: &Config) -> Result<Transport, OptionError> {
                 "only for tcp:// and tls:// (a WebSocket frames itself)".into(),
             ));
         }
-        return Ok(Transport::Ws(Dialer::new(config)?));
+        let mut dialers = vec![Dialer::new(config)?];
+        for ep in more_urls(config)? {
+            let node = Config {
+                endpoint: Some(ep),
+                ..config.clone()
+            };
+            dialers.push(Dialer::new(&node)?);
+        }
+        return Ok(Transport::Ws(dialers));
+    }
+    if config.options.contains_key("urls") {
+        return Err(err("urls", "only for ws:// and wss:// targets".into()));
     }
     if config.endpoint.as_ref().is_some_and(|ep| ep.port == 0) {
         return Err(OptionError::url(
@@ -305,6 +321,29 @@ fn transport(config: &Config) -> Result<Transport, OptionError> {
         framing,
         max: config.max_body + (64 << 10),
     })
+}
+
+/// `urls`: more WebSocket nodes of the same service, users spread over them and the
+/// target URL in turn.
+fn more_urls(config: &Config) -> Result<Vec<super::Endpoint>, OptionError> {
+    let err = |msg: String| OptionError::option(NAME, "urls", msg);
+    match config.options.get("urls") {
+        None => Ok(Vec::new()),
+        Some(toml::Value::Array(urls)) => urls
+            .iter()
+            .map(|u| match u {
+                toml::Value::String(s) => {
+                    let ep = super::Endpoint::parse(s, config.spec).map_err(err)?;
+                    match ep.scheme.name {
+                        "ws" | "wss" => Ok(ep),
+                        _ => Err(err(format!("`{s}`: more nodes are ws:// or wss:// URLs"))),
+                    }
+                }
+                v => Err(err(format!("must be URLs, got {v}"))),
+            })
+            .collect(),
+        Some(v) => Err(err(format!("must be a list of ws:// URLs, got {v}"))),
+    }
 }
 
 /// The TCP connector, with TLS for `tls://`.

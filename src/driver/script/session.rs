@@ -387,7 +387,7 @@ impl ScriptSession {
         let exchange = async {
             loop {
                 let frame = self.wire.next().await?;
-                let Judged::Table(t) = self.receive(&frame)? else {
+                let Judged::Table(t) = self.receive(&frame).await? else {
                     continue;
                 };
                 let answers = ["reply", "error", "ack"].iter().any(|k| {
@@ -424,9 +424,27 @@ impl ScriptSession {
         }
     }
 
+    /// What `receive(u, frame, kind)` says the frame is, after writing what it sent in
+    /// answer (a pong, a subscription the frame asked for).
+    async fn receive(&mut self, frame: &Frame) -> Result<Judged, Failure> {
+        let judged = self.judge_frame(frame)?;
+        if self.outbox_len() > 0 {
+            self.write_outbox().await?;
+            self.wire.flush().await?;
+        }
+        Ok(judged)
+    }
+
+    /// How many frames the script queued.
+    fn outbox_len(&self) -> usize {
+        self.user
+            .raw_get::<Table>("_out")
+            .map_or(0, |t| t.raw_len())
+    }
+
     /// What `receive(u, frame, kind)` says the frame is. A script error is kind `script`
     /// and the connection stays.
-    fn receive(&mut self, frame: &Frame) -> Result<Judged, Failure> {
+    fn judge_frame(&mut self, frame: &Frame) -> Result<Judged, Failure> {
         let kind = if frame.text { "text" } else { "binary" };
         let frame = self
             .lua
@@ -742,10 +760,11 @@ impl Session for ScriptSession {
                 Ok(f) => f,
                 Err(f) => return Event::Closed(f),
             };
-            match self.receive(&frame) {
+            match self.receive(&frame).await {
                 Ok(Judged::Table(t)) => self.judge(&t),
                 Ok(Judged::Ignore) => {}
-                Err(f) => return Event::ProtocolError(f),
+                Err(f) if f.kind == ErrorKind::Script => return Event::ProtocolError(f),
+                Err(f) => return Event::Closed(f),
             }
         }
     }
