@@ -15,6 +15,11 @@ pub trait Directory: Send + Sync + std::fmt::Debug {
     /// The value under `key`, if it was published yet.
     fn lookup(&self, key: &str) -> std::io::Result<Option<String>>;
 
+    /// Publishes `value` under `key` unless a value is there already, atomically for the
+    /// whole run; returns the value under `key` then (this one, or the earlier one). Decides
+    /// who of several users does something once (creates a group, say).
+    fn claim(&self, key: &str, value: &str) -> std::io::Result<String>;
+
     /// Whether the values live in another process (calls may block on the network).
     fn remote(&self) -> bool {
         false
@@ -67,6 +72,16 @@ impl Directory for Local {
             .get(key)
             .cloned())
     }
+
+    fn claim(&self, key: &str, value: &str) -> std::io::Result<String> {
+        Ok(self
+            .values
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.to_owned())
+            .or_insert_with(|| value.to_owned())
+            .clone())
+    }
 }
 
 #[cfg(test)]
@@ -80,6 +95,12 @@ mod tests {
         d.publish("grp", "grpAbc").expect("publish");
         d.publish("grp", "grpXyz").expect("publish");
         assert_eq!(d.lookup("grp").expect("lookup").as_deref(), Some("grpXyz"));
+        assert_eq!(d.claim("creator", "u1").expect("claim"), "u1");
+        assert_eq!(
+            d.claim("creator", "u2").expect("claim"),
+            "u1",
+            "the first claim stays"
+        );
         assert!(check("a b", None).is_err());
         assert!(check("", None).is_err());
         assert!(check("k", Some("two\nlines")).is_err());

@@ -97,6 +97,26 @@ impl Directory for FileDirectory {
             Err(e) => Err(e),
         }
     }
+
+    /// Written whole beside, then hard-linked into place: the link fails when a value is
+    /// there already, so exactly one claim wins, whichever shard makes it.
+    fn claim(&self, key: &str, value: &str) -> std::io::Result<String> {
+        directory::check(key, Some(value)).map_err(std::io::Error::other)?;
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = self
+            .dir
+            .join(format!(".claim-{}-{}", hex_name(key), std::process::id()));
+        std::fs::write(&tmp, value)?;
+        let linked = std::fs::hard_link(&tmp, self.file(key));
+        std::fs::remove_file(&tmp)?;
+        match linked {
+            Ok(()) => Ok(value.to_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::read_to_string(self.file(key))
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 impl StartBarrier for FileBarrier {
@@ -150,6 +170,12 @@ mod tests {
         assert_eq!(
             b.lookup("grp/1").expect("lookup").as_deref(),
             Some("grpAbc")
+        );
+        assert_eq!(b.claim("creator", "u1").expect("claim"), "u1");
+        assert_eq!(
+            a.claim("creator", "u0").expect("claim"),
+            "u1",
+            "the first claim stays"
         );
         FileBarrier::reset(dir.path()).expect("reset");
         assert_eq!(

@@ -15,7 +15,8 @@
 //! Protocol, one request line and one reply line: `time` → wall-clock µs; `ready I` → `ok`
 //! (shard I's users are in); `missing` → `missing I J …` (shards not yet ready); `done I` →
 //! `ok` (shard I took its final time sample); `put KEY VALUE` → `ok` and `get KEY` →
-//! `value VALUE` or `none` (the run-wide directory, [`crate::driver::directory`]).
+//! `value VALUE` or `none`, `claim KEY VALUE` → `value WINNER` (the run-wide directory,
+//! [`crate::driver::directory`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -202,18 +203,24 @@ fn answer(line: &str, state: &Mutex<State>) -> String {
             }
             None => "error: done needs a shard index\n".to_owned(),
         },
-        Some("put") => {
+        Some(verb @ ("put" | "claim")) => {
             // The value is the rest of the line, spaces and all.
-            let rest = line.trim_end_matches(['\n', '\r']);
-            let rest = rest.trim_start().strip_prefix("put ").unwrap_or_default();
+            let rest = line.trim_end_matches(['\n', '\r']).trim_start();
+            let rest = rest[verb.len()..].strip_prefix(' ').unwrap_or_default();
             let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
-            match directory::check(key, Some(value)) {
-                Ok(()) => {
-                    lock(state).values.insert(key.to_owned(), value.to_owned());
-                    "ok\n".to_owned()
-                }
-                Err(e) => format!("error: {e}\n"),
+            if let Err(e) = directory::check(key, Some(value)) {
+                return format!("error: {e}\n");
             }
+            let mut s = lock(state);
+            if verb == "put" {
+                s.values.insert(key.to_owned(), value.to_owned());
+                return "ok\n".to_owned();
+            }
+            let winner = s
+                .values
+                .entry(key.to_owned())
+                .or_insert_with(|| value.to_owned());
+            format!("value {winner}\n")
         }
         Some("get") => match words
             .next()
@@ -266,6 +273,15 @@ impl Directory for LocalDirectory {
     fn lookup(&self, key: &str) -> std::io::Result<Option<String>> {
         Ok(lock(&self.state).values.get(key).cloned())
     }
+
+    fn claim(&self, key: &str, value: &str) -> std::io::Result<String> {
+        directory::check(key, Some(value)).map_err(std::io::Error::other)?;
+        Ok(lock(&self.state)
+            .values
+            .entry(key.to_owned())
+            .or_insert_with(|| value.to_owned())
+            .clone())
+    }
 }
 
 /// Another shard's side of the directory: one exchange with shard 0 per call.
@@ -286,6 +302,15 @@ impl Directory for RemoteDirectory {
         directory::check(key, None).map_err(std::io::Error::other)?;
         let reply = Link::connect(&self.addr)?.ask(&format!("get {key}"))?;
         Ok(reply.strip_prefix("value ").map(str::to_owned))
+    }
+
+    fn claim(&self, key: &str, value: &str) -> std::io::Result<String> {
+        directory::check(key, Some(value)).map_err(std::io::Error::other)?;
+        let reply = Link::connect(&self.addr)?.ask(&format!("claim {key} {value}"))?;
+        reply
+            .strip_prefix("value ")
+            .map(str::to_owned)
+            .ok_or_else(|| std::io::Error::other(format!("shard 0 answered `{reply}`")))
     }
 
     fn remote(&self) -> bool {
@@ -590,11 +615,16 @@ mod tests {
             theirs.publish("user.7", "usrXyz").expect("publish");
             let missing = theirs.lookup("nobody").expect("lookup");
             let refused = theirs.publish("two words", "v").is_err();
-            (seen, missing, refused)
+            let won = theirs.claim("creator", "usr 1").expect("claim");
+            (seen, missing, refused, won)
         })
         .await
         .expect("joins");
-        assert_eq!(got, (Some("grp Abc 1".to_owned()), None, true));
+        assert_eq!(
+            got,
+            (Some("grp Abc 1".to_owned()), None, true, "usr 1".to_owned())
+        );
+        assert_eq!(ours.claim("creator", "usr0").expect("claim"), "usr 1");
         assert_eq!(
             ours.lookup("user.7").expect("lookup").as_deref(),
             Some("usrXyz")

@@ -171,6 +171,8 @@ fn directory_script(key: &str) -> impl Fn(String) -> String + '_ {
             "{s}\nlocal base_login = login\n\
              function login(u)\n  base_login(u)\n\
              \x20 if u.ix == 0 then u:publish(\"first\", \"hello from \" .. u.id) end\n\
+             \x20 local leader = u:claim(\"leader\", u.id)\n\
+             \x20 if leader ~= u:lookup(\"leader\") then error(\"two leaders\") end\n\
              \x20 local v = u:lookup(\"{key}\", 20)\n\
              \x20 if v:sub(1, 11) ~= \"hello from \" then error(\"looked up \" .. v) end\n\
              end\n"

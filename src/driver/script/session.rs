@@ -263,8 +263,17 @@ impl ScriptSession {
             }
             "publish" => {
                 let (key, value) = (text(&arg()), text(&arg()));
-                self.publish(flow, key, value).await?;
+                self.publish(flow, key, value, false).await?;
                 Value::Nil
+            }
+            "claim" => {
+                let (key, value) = (text(&arg()), text(&arg()));
+                let winner = self.publish(flow, key, value, true).await?;
+                Value::String(
+                    self.lua
+                        .create_string(winner)
+                        .map_err(|e| script_error(flow.name(), &e))?,
+                )
             }
             "lookup" => {
                 let key = text(&arg());
@@ -286,18 +295,32 @@ impl ScriptSession {
         Ok(MultiValue::from_iter([answer]))
     }
 
-    /// Publishes `value` under `key` in the run-wide directory.
-    async fn publish(&self, flow: Flow, key: String, value: String) -> Result<(), Failure> {
+    /// Publishes `value` under `key` in the run-wide directory — when `claim`, only if
+    /// the key is free — and returns the value under the key then.
+    async fn publish(
+        &self,
+        flow: Flow,
+        key: String,
+        value: String,
+        claim: bool,
+    ) -> Result<String, Failure> {
         directory::check(&key, Some(&value))
             .map_err(|why| Failure::new(ErrorKind::Script, format!("{}: {why}", flow.name())))?;
         let dir = Arc::clone(&self.directory);
-        let done = if dir.remote() {
-            tokio::task::spawn_blocking(move || dir.publish(&key, &value))
+        let put = move || {
+            if claim {
+                dir.claim(&key, &value)
+            } else {
+                dir.publish(&key, &value).map(|()| value)
+            }
+        };
+        let done = if self.directory.remote() {
+            tokio::task::spawn_blocking(put)
                 .await
                 .map_err(std::io::Error::other)
                 .and_then(|r| r)
         } else {
-            dir.publish(&key, &value)
+            put()
         };
         done.map_err(|e| {
             Failure::new(

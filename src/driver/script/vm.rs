@@ -36,6 +36,7 @@ function U:cover(conv, seq) return coroutine.yield("cover", conv, seq) end
 function U:deliver(body, conv, seq, from) return coroutine.yield("deliver", body, conv, seq, from) end
 function U:publish(key, value) return coroutine.yield("publish", key, value) end
 function U:lookup(key, timeout) return coroutine.yield("lookup", key, timeout) end
+function U:claim(key, value) return coroutine.yield("claim", key, value) end
 function refuse(reason) error("msgstorm:refused:" .. tostring(reason), 0) end
 function __user(id, ix, username, password)
   return setmetatable({ id = id, ix = ix, username = username, password = password,
