@@ -336,6 +336,7 @@ impl ScriptSession {
         directory::check(&key, None)
             .map_err(|why| Failure::new(ErrorKind::Script, format!("{}: {why}", flow.name())))?;
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut poll = LOOKUP_POLL;
         loop {
             let dir = Arc::clone(&self.directory);
             let k = key.clone();
@@ -358,9 +359,14 @@ impl ScriptSession {
                         ),
                     ))
                 }
-                // Published by another user's flow soon: a short, bounded poll (the
-                // directory may be another process).
-                Ok(None) => tokio::time::sleep(LOOKUP_POLL).await,
+                // Published by another user's flow soon: a bounded poll (the directory
+                // may be another process), backing off so that many users waiting on a
+                // remote directory do not flood shard 0.
+                Ok(None) => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    tokio::time::sleep(poll.min(left)).await;
+                    poll = (poll * 2).min(LOOKUP_POLL_MAX);
+                }
                 Err(e) => {
                     return Err(Failure::new(
                         ErrorKind::Other,
@@ -616,8 +622,10 @@ fn take(waiting: &mut VecDeque<(String, u64)>, id: &str) -> Option<u64> {
     waiting.remove(i).map(|(_, tag)| tag)
 }
 
-/// How often a lookup asks the directory again.
+/// How soon a lookup asks the directory again, at first.
 const LOOKUP_POLL: Duration = Duration::from_millis(20);
+/// The longest a lookup waits between two asks.
+const LOOKUP_POLL_MAX: Duration = Duration::from_millis(500);
 
 /// A timeout in seconds given by the script, if any.
 fn seconds(v: &Value) -> Option<Duration> {
