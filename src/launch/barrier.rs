@@ -7,6 +7,7 @@
 //! users in (unless the engine's bounded wait runs out; the run's notes say so).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::driver::directory::{self, Directory};
@@ -71,6 +72,14 @@ impl FileDirectory {
     fn file(&self, key: &str) -> PathBuf {
         self.dir.join(hex_name(key))
     }
+
+    /// A file of its own for one write (users of one process write at once, so the
+    /// process id alone is not enough).
+    fn scratch(&self) -> PathBuf {
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!(".write-{}-{n}", std::process::id()))
+    }
 }
 
 /// `key` as a file name: its bytes in hex, so any key is one safe name.
@@ -82,9 +91,7 @@ impl Directory for FileDirectory {
     fn publish(&self, key: &str, value: &str) -> std::io::Result<()> {
         directory::check(key, Some(value)).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.dir)?;
-        let tmp = self
-            .dir
-            .join(format!(".{}-{}", hex_name(key), std::process::id()));
+        let tmp = self.scratch();
         std::fs::write(&tmp, value)?;
         std::fs::rename(tmp, self.file(key))
     }
@@ -103,9 +110,7 @@ impl Directory for FileDirectory {
     fn claim(&self, key: &str, value: &str) -> std::io::Result<String> {
         directory::check(key, Some(value)).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.dir)?;
-        let tmp = self
-            .dir
-            .join(format!(".claim-{}-{}", hex_name(key), std::process::id()));
+        let tmp = self.scratch();
         std::fs::write(&tmp, value)?;
         let linked = std::fs::hard_link(&tmp, self.file(key));
         std::fs::remove_file(&tmp)?;
@@ -177,6 +182,24 @@ mod tests {
             "u1",
             "the first claim stays"
         );
+        // Many users of one process claiming and publishing at once: one winner, no
+        // write trips over another's (the scratch files were once named by process only).
+        let winners: Vec<String> = std::thread::scope(|s| {
+            let tries: Vec<_> = (0..16)
+                .map(|i| {
+                    let d = if i % 2 == 0 { &a } else { &b };
+                    s.spawn(move || {
+                        d.publish(&format!("k{i}"), "v").expect("publish");
+                        d.claim("race", &format!("u{i}")).expect("claim")
+                    })
+                })
+                .collect();
+            tries
+                .into_iter()
+                .map(|t| t.join().expect("joins"))
+                .collect()
+        });
+        assert!(winners.iter().all(|w| *w == winners[0]), "{winners:?}");
         FileBarrier::reset(dir.path()).expect("reset");
         assert_eq!(
             b.lookup("grp/1").expect("lookup"),
