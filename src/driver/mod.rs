@@ -111,7 +111,7 @@ impl PartialEq for Spec {
 }
 
 /// A URL scheme a driver speaks.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheme {
     /// `ws`, `mqtts`, …
     pub name: &'static str,

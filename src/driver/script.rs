@@ -58,20 +58,10 @@ const KEYS: [&str; 8] = [
     TLS_KEYS[1],
 ];
 
-/// The URL schemes: WebSocket, and TCP framed by `framing`.
+/// The URL schemes: WebSocket's, and TCP framed by `framing`.
 const SCHEMES: &[Scheme] = &[
-    Scheme {
-        name: "ws",
-        default_port: 80,
-        tls: false,
-        example: "ws://127.0.0.1:7700/ws",
-    },
-    Scheme {
-        name: "wss",
-        default_port: 443,
-        tls: true,
-        example: "wss://chat.example.com/ws",
-    },
+    super::ws::SCHEMES[0],
+    super::ws::SCHEMES[1],
     Scheme {
         name: "tcp",
         default_port: 0,

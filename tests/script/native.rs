@@ -4,12 +4,9 @@
 //! injected faults counted exactly — and a script that fails, or a server that refuses,
 //! is named in the result and never passes.
 
-use msgstorm::serve::faults::FaultSpec;
-use msgstorm::serve::ServeConfig;
-
 use crate::common::run::{msgstorm, run_text, target, Work};
-use crate::common::{config, fault_log, start};
-use crate::ws_json_native::{counts, run, LATE, ONE_TO_MANY};
+use crate::common::{config, start};
+use crate::ws_json_native::{counts, counts_faults_exactly_as_native, run, LATE, ONE_TO_MANY};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_and_native_give_the_same_ledger_with_late_users() {
@@ -28,34 +25,7 @@ async fn script_and_native_give_the_same_ledger_with_late_users() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_counts_injected_faults_exactly_as_native_does() {
-    let faulty = |log: &std::path::Path| ServeConfig {
-        faults: FaultSpec::parse("drop=0.05,dup=0.05,reorder=0.05,corrupt=0.05")
-            .expect("fault spec"),
-        fault_seed: Some(20_240_601),
-        fault_log: Some(log.to_path_buf()),
-        ..config()
-    };
-    let logs = Work::new();
-    let (_, _, n) = run("native", faulty(&logs.path("native.jsonl")), ONE_TO_MANY).await;
-    let (sran, _, s) = run("script", faulty(&logs.path("script.jsonl")), ONE_TO_MANY).await;
-    let log = fault_log(&logs.path("script.jsonl"));
-    let logged = |kind: &str| log.iter().filter(|r| r["kind"] == kind).count() as u64;
-    let (drops, dups, bad) = (logged("drop"), logged("dup"), logged("corrupt"));
-    assert!(drops > 0 && dups > 0 && bad > 0, "too few faults: {log:?}");
-    assert_eq!(s.expected, 600, "{s:?}");
-    assert_eq!(
-        s.repaired, drops,
-        "dropped pushes repaired by sync\n{s:?}\n{sran}"
-    );
-    assert_eq!(s.duplicated, dups, "{s:?}");
-    assert_eq!(s.corrupted, bad, "{s:?}");
-    assert_eq!(s.lost, 0, "{s:?}");
-    // Whether a held push is overtaken depends on timing in each run (see the ws-json
-    // test); everything else is the server's fault log and must match exactly.
-    let (mut cn, mut cs) = (counts(&n), counts(&s));
-    cn[5] = 0;
-    cs[5] = 0;
-    assert_eq!(cn, cs, "native {n:?}\nscript {s:?}");
+    counts_faults_exactly_as_native("script").await;
 }
 
 /// The shipped script with `edit` applied, written next to a scenario that runs it.

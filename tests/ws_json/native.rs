@@ -135,8 +135,9 @@ interval = "1ms"
 verify_sync = true
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ws_json_counts_injected_faults_exactly_as_native_does() {
+/// `driver` against a server injecting seeded drop/dup/reorder/corrupt faults counts each
+/// exactly as the server's fault log lists it, and as `native` does against the same faults.
+pub(crate) async fn counts_faults_exactly_as_native(driver: &str) {
     let faulty = |log: &std::path::Path| ServeConfig {
         faults: FaultSpec::parse("drop=0.05,dup=0.05,reorder=0.05,corrupt=0.05")
             .expect("fault spec"),
@@ -146,7 +147,7 @@ async fn ws_json_counts_injected_faults_exactly_as_native_does() {
     };
     let logs = Work::new();
     let (_, _, n) = run("native", faulty(&logs.path("native.jsonl")), ONE_TO_MANY).await;
-    let (wran, _, w) = run("ws-json", faulty(&logs.path("ws.jsonl")), ONE_TO_MANY).await;
+    let (wran, _, w) = run(driver, faulty(&logs.path("ws.jsonl")), ONE_TO_MANY).await;
     let log = fault_log(&logs.path("ws.jsonl"));
     let logged = |kind: &str| log.iter().filter(|r| r["kind"] == kind).count() as u64;
     let (drops, dups, bad) = (logged("drop"), logged("dup"), logged("corrupt"));
@@ -166,8 +167,13 @@ async fn ws_json_counts_injected_faults_exactly_as_native_does() {
     let (mut cn, mut cw) = (counts(&n), counts(&w));
     cn[5] = 0;
     cw[5] = 0;
-    assert_eq!(cn, cw, "native {n:?}\nws-json {w:?}");
+    assert_eq!(cn, cw, "native {n:?}\n{driver} {w:?}");
     assert!(n.reordered > 0, "{n:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ws_json_counts_injected_faults_exactly_as_native_does() {
+    counts_faults_exactly_as_native("ws-json").await;
 }
 
 /// Frames no rule matches are counted as protocol errors with the frame as the example,
