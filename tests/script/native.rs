@@ -4,7 +4,9 @@
 //! injected faults counted exactly — and a script that fails, or a server that refuses,
 //! is named in the result and never passes.
 
-use crate::common::run::{msgstorm, run_text, target, Work};
+use msgstorm::artifact::Artifact;
+
+use crate::common::run::{msgstorm, run_text, target, Ran, Work};
 use crate::common::{config, start};
 use crate::ws_json_native::{counts, counts_faults_exactly_as_native, run, LATE, ONE_TO_MANY};
 
@@ -26,6 +28,18 @@ async fn script_and_native_give_the_same_ledger_with_late_users() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_counts_injected_faults_exactly_as_native_does() {
     counts_faults_exactly_as_native("script").await;
+}
+
+/// The examples of the first error kind among `kinds` the run counted (at least once, or
+/// the test fails showing the run).
+fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
+    let (kind, count, examples) = artifact
+        .metrics
+        .errors()
+        .find(|(k, _, _)| kinds.contains(&k.name()))
+        .unwrap_or_else(|| panic!("no {kinds:?} errors\n{ran}"));
+    assert!(kinds.contains(&kind.name()) && count > 0, "{ran}");
+    examples.to_vec()
 }
 
 /// The shipped script with `edit` applied, written next to a scenario that runs it.
@@ -57,13 +71,7 @@ async fn a_script_error_is_counted_with_its_line_and_fails_the_run() {
     let (ran, artifact) = run_text(&work, &text).await;
     server.shutdown().await.expect("server stops");
     ran.expect_code(1);
-    let (kind, count, examples) = artifact
-        .metrics
-        .errors()
-        .find(|(k, _, _)| k.name() == "script")
-        .unwrap_or_else(|| panic!("no script errors\n{ran}"));
-    assert_eq!(kind.name(), "script");
-    assert!(count > 0, "{ran}");
+    let examples = examples_of(&artifact, &["script"], &ran);
     assert!(
         examples
             .iter()
@@ -90,11 +98,7 @@ async fn a_refused_login_is_auth_failed_with_the_servers_reason() {
     let (ran, artifact) = run_text(&work, &text).await;
     server.shutdown().await.expect("server stops");
     assert_ne!(ran.code, 0, "{ran}");
-    let (_, _, examples) = artifact
-        .metrics
-        .errors()
-        .find(|(k, _, _)| k.name() == "auth_failed")
-        .unwrap_or_else(|| panic!("no auth_failed\n{ran}"));
+    let examples = examples_of(&artifact, &["auth_failed"], &ran);
     assert!(
         examples
             .iter()
@@ -185,11 +189,7 @@ async fn a_lookup_nobody_answers_fails_the_login_naming_the_key() {
     let (ran, artifact) = run_text(&work, &text).await;
     server.shutdown().await.expect("server stops");
     assert_ne!(ran.code, 0, "{ran}");
-    let (_, _, examples) = artifact
-        .metrics
-        .errors()
-        .find(|(k, _, _)| k.name() == "timeout" || k.name() == "connect_timeout")
-        .unwrap_or_else(|| panic!("no timeout\n{ran}"));
+    let examples = examples_of(&artifact, &["timeout", "connect_timeout"], &ran);
     assert!(
         examples
             .iter()

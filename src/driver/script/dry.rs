@@ -46,7 +46,7 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
         let args = (u.clone(), dest, body());
         match f.call::<Value>(args) {
             Ok(id) => {
-                frames(vm, &u, &mut out);
+                frames(&u, &mut out);
                 out.push(format!(
                     "  its acceptance is the reply with id {}",
                     show(&id)
@@ -59,7 +59,7 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
         out.push(format!("request `call` from {user}:"));
         match request.call::<Value>((u.clone(), "call")) {
             Ok(id) => {
-                frames(vm, &u, &mut out);
+                frames(&u, &mut out);
                 out.push(format!("  its reply is the one with id {}", show(&id)));
             }
             Err(e) => out.push(format!("  error: {}", one_line(&e))),
@@ -78,7 +78,7 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
     input.push_back(Value::Table(u.clone()));
     input.extend(args);
     let yielded = thread.resume::<MultiValue>(input);
-    frames(vm, u, out);
+    frames(u, out);
     match yielded {
         Err(e) => out.push(format!("  error: {}", one_line(&e))),
         Ok(_) if thread.status() != ThreadStatus::Resumable => out.push("  done".to_owned()),
@@ -93,8 +93,8 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
 }
 
 /// Shows the frames `u` queued.
-fn frames(vm: &Vm, u: &Table, out: &mut Vec<String>) {
-    match take_outbox(&vm.lua, u) {
+fn frames(u: &Table, out: &mut Vec<String>) {
+    match take_outbox(u) {
         Ok(frames) => out.extend(frames.iter().map(|f| format!("  sends {}", shown(f)))),
         Err(e) => out.push(format!("  error: {}", one_line(&e))),
     }

@@ -172,7 +172,7 @@ impl ScriptSession {
 
     /// The frames in the outbox, which is left empty.
     fn take_outbox(&self) -> mlua::Result<Vec<Frame>> {
-        take_outbox(&self.lua, &self.user)
+        take_outbox(&self.user)
     }
 
     /// Runs `f(u, args…)` as a coroutine: each operation it yields is carried out and
