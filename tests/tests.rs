@@ -120,6 +120,9 @@ mod script_netty;
 #[cfg(all(feature = "script", feature = "socketio"))]
 #[path = "script/socketio.rs"]
 mod script_socketio;
+#[cfg(feature = "script")]
+#[path = "script/tinode.rs"]
+mod script_tinode;
 #[path = "ws_json/centrifuge.rs"]
 mod ws_json_centrifuge;
 #[path = "ws_json/native.rs"]

@@ -68,9 +68,31 @@ pub const CENTRIFUGE: &str = "peers/centrifuge/centrifuge-chat";
 /// `dependency:build-classpath` in `peers/netty-worldclock`).
 pub const NETTY_CLASSPATH: &str = "peers/netty-worldclock/cp.txt";
 
+/// Tinode's server and its database tool, in the repository (`go build` of
+/// github.com/tinode/chat by `scripts/test`).
+pub const TINODE: &str = "peers/tinode/bin/tinode";
+
+/// The directory of PostgreSQL's server programs (Debian's `postgresql` package: one
+/// folder per major version; the newest is taken).
+pub fn postgres_bin() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|d| d.join("postgres").is_file() && d.join("initdb").is_file())
+        .collect();
+    dirs.sort_by_key(|d| {
+        d.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    dirs.pop()
+}
+
 /// Every peer as its `cfg(peer_<name>)` name and whether it is installed (`root`: the
 /// repository). `scripts/test` installs them all.
-pub fn peers(root: &Path) -> [(&'static str, bool); 14] {
+pub fn peers(root: &Path) -> [(&'static str, bool); 15] {
     let found = |name| program(name).is_some();
     let node = node().is_some();
     [
@@ -94,18 +116,26 @@ pub fn peers(root: &Path) -> [(&'static str, bool); 14] {
             "netty",
             found("java") && root.join(NETTY_CLASSPATH).exists(),
         ),
+        (
+            "tinode",
+            postgres_bin().is_some() && root.join(TINODE).exists(),
+        ),
     ]
 }
 
 /// What changes when a peer is installed or removed, all existing paths (`root`: the
 /// repository): the program directories (Debian's packages of ejabberd, Prosody,
-/// redis-server and node each put a program into `/usr/bin` or `/usr/sbin`), and for a
+/// redis-server and node each put a program into `/usr/bin` or `/usr/sbin`; PostgreSQL's
+/// folder), and for a
 /// peer in the repository its files, or while they are missing the nearest folder of its
 /// own they would appear in.
 pub fn watched(root: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = program_dirs()
         .into_iter()
-        .chain([PathBuf::from("/usr/local/bin")])
+        .chain([
+            PathBuf::from("/usr/local/bin"),
+            PathBuf::from("/usr/lib/postgresql"),
+        ])
         .filter(|d| d.is_absolute() && d.is_dir())
         .collect();
     for (peer, files) in [
@@ -113,6 +143,7 @@ pub fn watched(root: &Path) -> Vec<PathBuf> {
         ("peers/socketcluster", SOCKETCLUSTER_MODULES),
         ("peers/centrifuge", CENTRIFUGE),
         ("peers/netty-worldclock", NETTY_CLASSPATH),
+        ("peers/tinode", TINODE),
     ] {
         let (peer, mut path) = (root.join(peer), root.join(files));
         while !path.exists() && path != peer && path.pop() {}

@@ -43,6 +43,19 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
             out.push(format!("  (the script defines no `{what}`)"));
             continue;
         };
+        if let (Some(open), "direct") = (&vm.entry.open, what) {
+            out.push(format!("  open({dest}) first:"));
+            if !flow(
+                vm,
+                &u,
+                open,
+                MultiValue::from_iter([text(vm, dest)]),
+                &mut out,
+            ) {
+                out.push("  the message itself needs what open waits for".to_owned());
+                continue;
+            }
+        }
         let args = (u.clone(), dest, body());
         match f.call::<Value>(args) {
             Ok(id) => {
@@ -68,11 +81,20 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
     out
 }
 
-/// Runs `f(u, args…)` as a coroutine up to its end or its first operation.
-fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String>) {
+/// A Lua string argument (nil when Lua cannot make one).
+fn text(vm: &Vm, s: &str) -> Value {
+    vm.lua.create_string(s).map_or(Value::Nil, Value::String)
+}
+
+/// Runs `f(u, args…)` as a coroutine up to its end or its first operation; returns
+/// whether it ended without waiting.
+fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String>) -> bool {
     let thread = match vm.lua.create_thread(f.clone()) {
         Ok(t) => t,
-        Err(e) => return out.push(format!("  error: {}", one_line(&e))),
+        Err(e) => {
+            out.push(format!("  error: {}", one_line(&e)));
+            return false;
+        }
     };
     let mut input = MultiValue::new();
     input.push_back(Value::Table(u.clone()));
@@ -80,14 +102,21 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
     let yielded = thread.resume::<MultiValue>(input);
     frames(u, out);
     match yielded {
-        Err(e) => out.push(format!("  error: {}", one_line(&e))),
-        Ok(_) if thread.status() != ThreadStatus::Resumable => out.push("  done".to_owned()),
+        Err(e) => {
+            out.push(format!("  error: {}", one_line(&e)));
+            false
+        }
+        Ok(_) if thread.status() != ThreadStatus::Resumable => {
+            out.push("  done".to_owned());
+            true
+        }
         Ok(op) => {
             let words: Vec<String> = op.iter().map(show).collect();
             out.push(format!(
                 "  then waits ({}): the rest needs the server",
                 words.join(" ")
             ));
+            false
         }
     }
 }

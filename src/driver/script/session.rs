@@ -2,7 +2,7 @@
 //! directly, waiting ones as coroutines), the frames they queue written, every incoming
 //! frame judged by `receive` into the engine's events.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +34,8 @@ pub struct ScriptSession {
     reply_timeout: Duration,
     acceptance: bool,
     directory: Arc<dyn Directory>,
+    /// The users this connection opened a conversation with (`open` ran for them).
+    opened: HashSet<String>,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -43,6 +45,7 @@ struct Entry {
     receive: Function,
     direct: Option<Function>,
     group: Option<Function>,
+    open: Option<Function>,
     join: Option<Function>,
     heartbeat: Option<Function>,
     fetch: Option<Function>,
@@ -50,19 +53,11 @@ struct Entry {
     request: Option<Function>,
 }
 
-/// What an incoming frame is, as the script's `receive` said.
-#[derive(Debug)]
-enum Judged {
-    /// Nothing to count (nil).
-    Ignore,
-    /// The table `receive` returned.
-    Table(Table),
-}
-
 /// Which flow a coroutine runs, for the kind of a refusal.
 #[derive(Debug, Clone, Copy)]
 enum Flow {
     Login,
+    Open,
     Join,
     Fetch,
     Close,
@@ -72,6 +67,7 @@ impl Flow {
     fn refused(self) -> ErrorKind {
         match self {
             Flow::Login => ErrorKind::AuthFailed,
+            Flow::Open => ErrorKind::SendFailed,
             Flow::Join => ErrorKind::JoinFailed,
             Flow::Fetch | Flow::Close => ErrorKind::Protocol,
         }
@@ -80,6 +76,7 @@ impl Flow {
     fn name(self) -> &'static str {
         match self {
             Flow::Login => "login",
+            Flow::Open => "open",
             Flow::Join => "join",
             Flow::Fetch => "fetch",
             Flow::Close => "close",
@@ -131,6 +128,7 @@ impl ScriptSession {
                 receive: e.receive.clone(),
                 direct: e.direct.clone(),
                 group: e.group.clone(),
+                open: e.open.clone(),
                 join: e.join.clone(),
                 heartbeat: e.heartbeat.clone(),
                 fetch: e.fetch.clone(),
@@ -146,6 +144,7 @@ impl ScriptSession {
             reply_timeout,
             acceptance,
             directory,
+            opened: HashSet::new(),
         })
     }
 
@@ -261,6 +260,12 @@ impl ScriptSession {
                 let new = self.fetched(&body, &conv, &seq, &from, out);
                 Value::Boolean(new)
             }
+            "sleep" => {
+                // Bounded like any wait: a script cannot park a user for longer.
+                let pause = seconds(&arg()).unwrap_or_default().min(self.reply_timeout);
+                tokio::time::sleep(pause).await;
+                Value::Nil
+            }
             "publish" => {
                 let (key, value) = (text(&arg()), text(&arg()));
                 self.publish(flow, key, value, false).await?;
@@ -277,13 +282,19 @@ impl ScriptSession {
             }
             "lookup" => {
                 let key = text(&arg());
-                let timeout = seconds(&arg()).unwrap_or(self.reply_timeout);
-                let value = self.lookup(flow, key, timeout).await?;
-                Value::String(
-                    self.lua
-                        .create_string(value)
-                        .map_err(|e| script_error(flow.name(), &e))?,
-                )
+                // A timeout of 0 asks once: nil when nobody published the key yet.
+                let limit = arg();
+                let peek = matches!(limit, Value::Integer(0))
+                    || matches!(limit, Value::Number(n) if n == 0.0);
+                let timeout = seconds(&limit).unwrap_or(self.reply_timeout);
+                match self.lookup(flow, key, timeout, peek).await? {
+                    Some(value) => Value::String(
+                        self.lua
+                            .create_string(value)
+                            .map_err(|e| script_error(flow.name(), &e))?,
+                    ),
+                    None => Value::Nil,
+                }
             }
             other => {
                 return Err(Failure::new(
@@ -331,8 +342,14 @@ impl ScriptSession {
     }
 
     /// The value under `key` in the run-wide directory, waiting up to `timeout` for some
-    /// user (of any shard) to publish it.
-    async fn lookup(&self, flow: Flow, key: String, timeout: Duration) -> Result<String, Failure> {
+    /// user (of any shard) to publish it; with `peek`, asked once (None: not published).
+    async fn lookup(
+        &self,
+        flow: Flow,
+        key: String,
+        timeout: Duration,
+        peek: bool,
+    ) -> Result<Option<String>, Failure> {
         directory::check(&key, None)
             .map_err(|why| Failure::new(ErrorKind::Script, format!("{}: {why}", flow.name())))?;
         let deadline = tokio::time::Instant::now() + timeout;
@@ -349,7 +366,8 @@ impl ScriptSession {
                 dir.lookup(&k)
             };
             match found {
-                Ok(Some(v)) => return Ok(v),
+                Ok(Some(v)) => return Ok(Some(v)),
+                Ok(None) if peek => return Ok(None),
                 Ok(None) if tokio::time::Instant::now() >= deadline => {
                     return Err(Failure::new(
                         ErrorKind::Timeout,
@@ -416,28 +434,33 @@ impl ScriptSession {
         let exchange = async {
             loop {
                 let frame = self.wire.next().await?;
-                let Judged::Table(t) = self.receive(&frame).await? else {
-                    continue;
-                };
-                let answers = ["reply", "error", "ack"].iter().any(|k| {
-                    let v: Value = if *k == "error" {
-                        t.raw_get("id").unwrap_or(Value::Nil)
+                let mut answer = None;
+                for t in self.receive(&frame).await? {
+                    let answers = ["reply", "error", "ack"].iter().any(|k| {
+                        let v: Value = if *k == "error" {
+                            t.raw_get("id").unwrap_or(Value::Nil)
+                        } else {
+                            t.raw_get(*k).unwrap_or(Value::Nil)
+                        };
+                        want.is_some() && id_key(&v) == want
+                    });
+                    if answers && answer.is_none() {
+                        answer = Some(t);
+                    } else if has(&t, "item") && matches!(flow, Flow::Fetch) {
+                        let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
+                        let (body, conv, seq, from) =
+                            (field("item"), field("conv"), field("seq"), field("from"));
+                        self.fetched(&body, &conv, &seq, &from, out.as_deref_mut());
                     } else {
-                        t.raw_get(*k).unwrap_or(Value::Nil)
-                    };
-                    want.is_some() && id_key(&v) == want
-                });
-                if answers {
+                        self.judge(&t);
+                    }
+                }
+                if let Some(out) = out.as_deref_mut() {
+                    self.divert(out);
+                }
+                if let Some(t) = answer {
                     return Ok(t);
                 }
-                if has(&t, "item") {
-                    let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
-                    let (body, conv, seq, from) =
-                        (field("item"), field("conv"), field("seq"), field("from"));
-                    self.fetched(&body, &conv, &seq, &from, out.as_deref_mut());
-                    continue;
-                }
-                self.judge(&t);
             }
         };
         match tokio::time::timeout(timeout, exchange).await {
@@ -453,9 +476,30 @@ impl ScriptSession {
         }
     }
 
-    /// What `receive(u, frame, kind)` says the frame is, after writing what it sent in
-    /// answer (a pong, a subscription the frame asked for).
-    async fn receive(&mut self, frame: &Frame) -> Result<Judged, Failure> {
+    /// Moves the messages pushed while a fetch runs into what it fetched, in the order
+    /// they came: the ledger then sees the user's arrivals in order (a push that came
+    /// before a fetched page is not a reordering of it).
+    fn divert(&mut self, out: &mut Vec<String>) {
+        if !self
+            .ready
+            .iter()
+            .any(|e| matches!(e, Event::Delivered { .. }))
+        {
+            return;
+        }
+        let mut rest = VecDeque::with_capacity(self.ready.len());
+        for ev in self.ready.drain(..) {
+            match ev {
+                Event::Delivered { body } => out.push(body.as_str().to_owned()),
+                other => rest.push_back(other),
+            }
+        }
+        self.ready = rest;
+    }
+
+    /// What `receive(u, frame, kind)` says the frame is (none, one or several things),
+    /// after writing what it sent in answer (a pong, a subscription the frame asked for).
+    async fn receive(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
         let judged = self.judge_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;
@@ -471,9 +515,10 @@ impl ScriptSession {
             .map_or(0, |t| t.raw_len())
     }
 
-    /// What `receive(u, frame, kind)` says the frame is. A script error is kind `script`
-    /// and the connection stays.
-    fn judge_frame(&mut self, frame: &Frame) -> Result<Judged, Failure> {
+    /// What `receive(u, frame, kind)` says the frame is: nil is nothing, a table one
+    /// thing, a list of tables several (history a script held back to hand over in order).
+    /// A script error is kind `script` and the connection stays.
+    fn judge_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
         let kind = if frame.text { "text" } else { "binary" };
         let frame = self
             .lua
@@ -484,12 +529,19 @@ impl ScriptSession {
             .receive
             .call::<Value>((self.user.clone(), frame, kind))
         {
-            Ok(Value::Table(t)) => Ok(Judged::Table(t)),
-            Ok(Value::Nil) => Ok(Judged::Ignore),
+            Ok(Value::Table(t)) => match t.raw_get::<Value>(1) {
+                Ok(Value::Table(_)) => t
+                    .sequence_values::<Table>()
+                    .collect::<mlua::Result<Vec<Table>>>()
+                    .map_err(|e| script_error("receive (a list of tables)", &e)),
+                _ => Ok(vec![t]),
+            },
+            Ok(Value::Nil) => Ok(Vec::new()),
             Ok(other) => Err(Failure::new(
                 ErrorKind::Script,
                 format!(
-                    "receive returned a {} (a table, or nil to ignore the frame)",
+                    "receive returned a {} (a table, a list of tables, or nil to ignore the \
+                     frame)",
                     other.type_name()
                 ),
             )),
@@ -594,6 +646,15 @@ impl ScriptSession {
             .push_back(Event::ProtocolError(Failure::new(ErrorKind::Protocol, why)));
     }
 
+    /// `fetch`'s second argument: why it runs (`"start"` or `"missed"`).
+    fn why(&self, why: &str) -> Result<MultiValue, Failure> {
+        let why = self
+            .lua
+            .create_string(why)
+            .map_err(|e| script_error("fetch", &e))?;
+        Ok(MultiValue::from_iter([Value::String(why)]))
+    }
+
     /// The tag of the pending send with id `id`, removed.
     fn take_pending(&mut self, id: &str) -> Option<u64> {
         take(&mut self.pending, id)
@@ -666,6 +727,18 @@ impl Session for ScriptSession {
     type Resume = Cursors;
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        if let (Dest::User(to), Some(open)) = (&dest, &self.entry.open) {
+            if !self.opened.contains(*to) {
+                let open = open.clone();
+                let peer = self
+                    .lua
+                    .create_string(to)
+                    .map_err(|e| script_error("open", &e))?;
+                let args = MultiValue::from_iter([Value::String(peer)]);
+                self.flow(Flow::Open, &open, args, None).await?;
+                self.opened.insert((*to).to_owned());
+            }
+        }
         let (f, to, what) = match dest {
             Dest::User(u) => (self.entry.direct.clone(), u, "direct"),
             Dest::Group(g) => (self.entry.group.clone(), g, "group"),
@@ -767,7 +840,10 @@ impl Session for ScriptSession {
 
     async fn skip_history(&mut self) -> Result<(), Failure> {
         match self.entry.fetch.clone() {
-            Some(f) => self.flow(Flow::Fetch, &f, MultiValue::new(), None).await,
+            Some(f) => {
+                let why = self.why("start")?;
+                self.flow(Flow::Fetch, &f, why, None).await
+            }
             None => Ok(()),
         }
     }
@@ -775,8 +851,10 @@ impl Session for ScriptSession {
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
         match self.entry.fetch.clone() {
             Some(f) => {
-                self.flow(Flow::Fetch, &f, MultiValue::new(), Some(out))
-                    .await
+                // What was pushed before the fetch came before what it fetches.
+                self.divert(out);
+                let why = self.why("missed")?;
+                self.flow(Flow::Fetch, &f, why, Some(out)).await
             }
             None => Ok(()),
         }
@@ -792,8 +870,7 @@ impl Session for ScriptSession {
                 Err(f) => return Event::Closed(f),
             };
             match self.receive(&frame).await {
-                Ok(Judged::Table(t)) => self.judge(&t),
-                Ok(Judged::Ignore) => {}
+                Ok(said) => said.iter().for_each(|t| self.judge(t)),
                 Err(f) if f.kind == ErrorKind::Script => return Event::ProtocolError(f),
                 Err(f) => return Event::Closed(f),
             }

@@ -37,6 +37,7 @@ function U:deliver(body, conv, seq, from) return coroutine.yield("deliver", body
 function U:publish(key, value) return coroutine.yield("publish", key, value) end
 function U:lookup(key, timeout) return coroutine.yield("lookup", key, timeout) end
 function U:claim(key, value) return coroutine.yield("claim", key, value) end
+function U:sleep(seconds) return coroutine.yield("sleep", seconds) end
 function refuse(reason) error("msgstorm:refused:" .. tostring(reason), 0) end
 function __user(id, ix, username, password)
   return setmetatable({ id = id, ix = ix, username = username, password = password,
@@ -56,11 +57,16 @@ pub struct Entry {
     pub direct: Option<Function>,
     /// `group(u, group, body)`: sends to a group; returns the id its acceptance carries.
     pub group: Option<Function>,
+    /// `open(u, to)`: opens a one-to-one conversation before the first direct message to
+    /// `to` on a connection (may wait).
+    pub open: Option<Function>,
     /// `join(u, group)`: joins (or creates) a group before traffic.
     pub join: Option<Function>,
     /// `heartbeat(u)`: sends a heartbeat.
     pub heartbeat: Option<Function>,
-    /// `fetch(u)`: fetches what the user missed (`u:deliver` for each message).
+    /// `fetch(u, why)`: fetches what the user missed (`u:deliver` for each message);
+    /// `why` is `"start"` (before traffic: note where each conversation stands) or
+    /// `"missed"` (a late or returning user).
     pub fetch: Option<Function>,
     /// `close(u)`: says goodbye before the connection closes.
     pub close: Option<Function>,
@@ -135,6 +141,7 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         receive: need(get("receive")?)?,
         direct: get("direct")?,
         group: get("group")?,
+        open: get("open")?,
         join: get("join")?,
         heartbeat: get("heartbeat")?,
         fetch: get("fetch")?,
