@@ -230,3 +230,63 @@ async fn validate_frames_shows_what_the_script_would_send() {
     ran.expect_code(2);
     assert!(ran.stderr.contains("has no dry run"), "{ran}");
 }
+
+/// `open(u, to)` runs once per peer and connection, before the first direct message to
+/// it; `u:lookup(key, 0)` asks once (nil for a key nobody published); `u:sleep` pauses a
+/// flow; `receive` may return a list of tables, each judged in order. With all of them in
+/// the adapter, the run is still exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_runs_once_per_peer_before_its_first_message() {
+    let work = Work::new();
+    let server = start(config()).await;
+    let text = scenario_with(&work, &target(&server), |s| {
+        format!(
+            "{s}\nlocal base_login, base_direct, base_receive = login, direct, receive\n\
+             function login(u)\n\
+             \x20 base_login(u)\n\
+             \x20 if u:lookup(\"nobody-published-this\", 0) ~= nil then error(\"peeked a value\") end\n\
+             \x20 u:sleep(0.01)\n\
+             \x20 u.state.opened = {{}}\n\
+             end\n\
+             function open(u, to)\n\
+             \x20 if u.state.opened[to] then error(\"opened \" .. to .. \" twice\") end\n\
+             \x20 u:sleep(0.01)\n\
+             \x20 u.state.opened[to] = true\n\
+             \x20 u:publish(\"opened:\" .. u.id .. \":\" .. to, \"yes\")\n\
+             end\n\
+             function direct(u, to, body)\n\
+             \x20 if not u.state.opened[to] then error(\"no open before the message to \" .. to) end\n\
+             \x20 return base_direct(u, to, body)\n\
+             end\n\
+             function receive(u, frame, kind)\n\
+             \x20 local t = base_receive(u, frame, kind)\n\
+             \x20 if t == nil then return nil end\n\
+             \x20 return {{ t }}\n\
+             end\n"
+        )
+    });
+    let (ran, artifact) = run_text(&work, &text).await;
+    server.shutdown().await.expect("server stops");
+    ran.expect_code(0);
+    let d = artifact.ledger.summary();
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{ran}");
+    assert!(d.delivered > 0 && d.delivered == d.expected, "{ran}");
+    let errors: Vec<_> = artifact.metrics.errors().collect();
+    assert!(errors.is_empty(), "{errors:?}\n{ran}");
+}
+
+/// A dry run of an adapter with `open`: the direct message shows `open` first and stops
+/// where it needs the server (Tinode's p2p topic is the peer's server-assigned id).
+#[tokio::test]
+async fn validate_frames_shows_open_before_a_direct_message() {
+    let ran = msgstorm(&["validate", "scenarios/tinode.toml", "--frames"]).await;
+    ran.expect_code(0);
+    let want = "direct message from u0 to u1:\n  open(u1) first:\n  \
+                then waits (\"lookup\" \"usr:u1\" nil): the rest needs the server\n  \
+                the message itself needs what open waits for\n";
+    assert!(ran.stdout.contains(want), "{ran}");
+    assert!(
+        ran.stdout.contains("sends text {\"hi\":{\"id\":\"1\""),
+        "the login's first frame\n{ran}"
+    );
+}
