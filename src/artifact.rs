@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::chaos::StepRecord;
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
@@ -73,6 +74,9 @@ pub struct Artifact {
     /// Series scraped from the `[monitor] prometheus` endpoints, once a second.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<ScrapedSeries>,
+    /// What each `[[chaos]]` step did, in plan order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chaos: Vec<StepRecord>,
 }
 
 /// The scenario as run, for the report to show.
@@ -210,6 +214,9 @@ pub enum CheckMetric {
     /// Run-time failures of an adapter script: `script` errors (count).
     #[serde(rename = "script_errors")]
     ScriptErrors,
+    /// The longest recovery after a chaos step (µs).
+    #[serde(rename = "recovery")]
+    Recovery,
 }
 
 /// The comparison of a check.
@@ -278,6 +285,7 @@ impl From<scenario::CheckMetric> for CheckMetric {
             M::Foreign => CheckMetric::Foreign,
             M::JoinFailures => CheckMetric::JoinFailures,
             M::ScriptErrors => CheckMetric::ScriptErrors,
+            M::Recovery => CheckMetric::Recovery,
         }
     }
 }
@@ -324,6 +332,8 @@ pub struct RunFacts {
     pub scenario_source: Option<ScenarioSource>,
     /// What the Prometheus endpoints said.
     pub server_metrics: Vec<ScrapedSeries>,
+    /// What the chaos steps did.
+    pub chaos: Vec<StepRecord>,
 }
 
 impl Artifact {
@@ -367,6 +377,7 @@ impl Artifact {
             processes: facts.processes,
             scenario_source: facts.scenario_source,
             server_metrics: facts.server_metrics,
+            chaos: facts.chaos,
         }
     }
 
@@ -419,6 +430,7 @@ impl Artifact {
                 self.server_metrics.push(s.clone());
             }
         }
+        crate::chaos::merge(&mut self.chaos, &other.chaos);
         Ok(())
     }
 

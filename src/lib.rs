@@ -29,6 +29,9 @@
 //!   makes it choosable by name (`loopback` is an in-process hub for engine tests); the
 //!   drivers share a toolkit (connect skeleton, I/O-error classifier, JSON mapping, cursors).
 //! - [`monitor`] samples CPU and memory of the generator and of target processes.
+//! - [`chaos`] carries out a plan's fault steps during the load (processes killed, paused
+//!   or restarted, connections cut, the network slowed through its own proxy) and says
+//!   what each cost.
 //! - [`artifact`] is the versioned, mergeable result file; [`report`] computes one model from
 //!   artifacts (checks, findings, series) and renders it through one renderer trait in
 //!   each format (text, JSON, HTML, JUnit, Markdown).
@@ -39,6 +42,7 @@
 //! - [`cli`] is the only place that prints; [`error`] is the crate error and the exit-code contract.
 
 pub mod artifact;
+pub mod chaos;
 pub mod cli;
 pub mod clock;
 pub mod driver;

@@ -42,10 +42,13 @@ impl Connector {
     /// Plain TCP to the configured endpoint, from the configured source addresses.
     pub fn plain(config: &Config) -> Connector {
         Connector {
-            target: config
-                .endpoint
-                .as_ref()
-                .map(|ep| (ep.host.clone(), ep.port)),
+            target: match config.relay {
+                Some(relay) => Some((relay.ip().to_string(), relay.port())),
+                None => config
+                    .endpoint
+                    .as_ref()
+                    .map(|ep| (ep.host.clone(), ep.port)),
+            },
             sources: config.source_addrs.clone(),
             timeout: config.connect_timeout,
             #[cfg(feature = "tls")]

@@ -168,6 +168,7 @@ mod tests {
             options: toml::Table::new(),
             dir: Default::default(),
             directory: None,
+            relay: None,
         };
         let driver = EchoDriver::new(&config).expect("driver");
         let user = UserCtx {

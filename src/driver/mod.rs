@@ -225,6 +225,9 @@ pub struct Config {
     /// The run-wide directory shared with the run's other shards (`None`: this process
     /// alone; a driver that needs one keeps its own).
     pub directory: Option<std::sync::Arc<dyn directory::Directory>>,
+    /// Where connections go instead of the endpoint's host and port (msgstorm's chaos
+    /// proxy); TLS and the protocol still name the endpoint.
+    pub relay: Option<std::net::SocketAddr>,
 }
 
 /// A bad driver option or URL, found before anything connects.

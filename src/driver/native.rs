@@ -579,6 +579,7 @@ mod tests {
             options: toml::Table::new(),
             dir: Default::default(),
             directory: None,
+            relay: None,
         };
         let driver = NativeDriver::new(&config).expect("driver");
         let user = UserCtx {

@@ -88,6 +88,8 @@ pub struct RunOptions {
     /// The run's clock: this host's corrected by its offset to the run's reference, so
     /// that due and receive times of all shards are on one clock.
     pub clock: Clock,
+    /// Told the instant traffic starts (the chaos steps count from it).
+    pub traffic_seen: Option<watch::Sender<Option<Instant>>>,
 }
 
 /// Where the processes of one run tell each other that their users are logged in, so that
@@ -143,6 +145,14 @@ pub async fn run<D: Driver>(
         interrupted: false,
         last_tick: Instant::now(),
     };
+    if let Some(seen) = opts.traffic_seen.clone() {
+        let mut start = users.shared.traffic_start.subscribe();
+        tokio::spawn(async move {
+            if let Ok(t) = start.wait_for(Option::is_some).await {
+                seen.send_replace(*t);
+            }
+        });
+    }
     let mut notes = Vec::new();
     if login(&mut conductor, &opts, &mut notes).await {
         notes.extend(traffic(&mut conductor, &plan.population, users.sched_end).await);

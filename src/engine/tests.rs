@@ -34,6 +34,7 @@ async fn run_loopback(plan: &Plan, opts: LoopbackOptions) -> (Outcome, Delivery,
         traffic_at: None,
         barrier: None,
         clock: crate::clock::Clock::default(),
+        traffic_seen: None,
     };
     let outcome = run(plan, driver, opts, signals, |_| {}).await;
     let delivery = outcome.ledger.summary();
@@ -232,6 +233,7 @@ async fn a_late_generator_still_counts_latency_from_the_due_time() {
         traffic_at: None,
         barrier: None,
         clock: crate::clock::Clock::default(),
+        traffic_seen: None,
     };
     let out = run(&direct(5, ""), driver, opts, signals, |_| {}).await;
     let d = out.ledger.summary();

@@ -139,6 +139,9 @@ pub enum RunMetric {
     Interrupted,
     /// `run.engine`: user tasks of the generator that failed (there must be none).
     EngineErrors,
+    /// `run.chaos`: chaos steps that did not do what they were to do (there must be none:
+    /// a run whose fault did not happen measured nothing of it).
+    Chaos,
 }
 
 /// The unit of a check's bound and value.
@@ -203,6 +206,7 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             RunMetric::Logins => "run.logins",
             RunMetric::Interrupted => "run.completed",
             RunMetric::EngineErrors => "run.engine",
+            RunMetric::Chaos => "run.chaos",
         }
         .to_owned(),
         metric: Measure::Run(metric),
@@ -231,6 +235,10 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
     }
     if a.interrupted {
         out.push(failed(RunMetric::Interrupted, Op::AtMost, 0.0, 1.0));
+    }
+    let undone = a.chaos.iter().filter(|s| !s.ok).count();
+    if undone > 0 {
+        out.push(failed(RunMetric::Chaos, Op::AtMost, 0.0, undone as f64));
     }
     let engine = errors_of(a, ErrorKind::Engine);
     if engine > 0 {
@@ -335,6 +343,7 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         ),
         CheckMetric::JoinFailures => (count(errors_of(a, ErrorKind::JoinFailed)), Unit::Count),
         CheckMetric::ScriptErrors => (count(errors_of(a, ErrorKind::Script)), Unit::Count),
+        CheckMetric::Recovery => (recovery_us(a), Unit::Micros),
     };
     let not_measured = match value {
         Some(_) => None,
@@ -357,4 +366,18 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         default_bound: None,
         reason: None,
     }
+}
+
+/// The longest recovery after a chaos step, µs: a step not recovered by the end of the
+/// run counts as the rest of the run; `None` when the run had no step.
+fn recovery_us(a: &Artifact) -> Option<f64> {
+    let series = super::series::of(&a.metrics);
+    let rows = super::model::chaos_rows(a, &series);
+    rows.iter()
+        .map(|c| match c.effect.recovery_s {
+            Some(s) => s,
+            None => (a.duration_s - c.effect.to_s).max(0.0),
+        })
+        .map(|s| s * 1e6)
+        .reduce(f64::max)
 }

@@ -199,6 +199,7 @@ fn distribution(out: &mut String, r: &Report) {
     if !lines.is_empty() {
         body.push_str(
             &Chart {
+                marks: Vec::new(),
                 id: "percentiles".to_owned(),
                 title: "latency by percentile".to_owned(),
                 x: XAxis::Percentile(most),
@@ -407,6 +408,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
     let mut body = String::from("<h3>Throughput by concurrency</h3>");
     body.push_str(
         &Chart {
+            marks: Vec::new(),
             id: if i == 0 {
                 "sweep-tps".to_owned()
             } else {
@@ -423,6 +425,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
     body.push_str("<h3>Response time by concurrency</h3>");
     body.push_str(
         &Chart {
+            marks: Vec::new(),
             id: if i == 0 {
                 "sweep-rt".to_owned()
             } else {

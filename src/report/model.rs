@@ -73,6 +73,18 @@ pub struct Report {
     /// Series scraped from the `[monitor] prometheus` endpoints.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<ScrapedSeries>,
+    /// Each `[[chaos]]` step: what it did and what it cost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chaos: Vec<ChaosRow>,
+}
+
+/// One chaos step in the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChaosRow {
+    /// What it did.
+    pub step: crate::chaos::StepRecord,
+    /// What it cost.
+    pub effect: crate::chaos::effect::Effect,
 }
 
 /// The verdict of a run.
@@ -286,7 +298,9 @@ impl Report {
                 .collect(),
             scenario_source: a.scenario_source.clone(),
             server_metrics: a.server_metrics.clone(),
+            chaos: Vec::new(),
         };
+        report.chaos = chaos_rows(a, &report.series);
         let reasons: Vec<Option<String>> = report
             .checks
             .iter()
@@ -376,4 +390,21 @@ fn accounts(m: &crate::metrics::Metrics) -> Option<Accounts> {
             .map_or(0, |e| e.1),
     };
     (a != Accounts::default()).then_some(a)
+}
+
+/// Each chaos step of `a` with its effect on `series`.
+pub(super) fn chaos_rows(a: &Artifact, series: &[SecondPoint]) -> Vec<ChaosRow> {
+    let traffic_s = a.traffic_started_s.unwrap_or(0.0);
+    let end_s = series
+        .iter()
+        .filter(|p| p.sent > 0)
+        .map(|p| f64::from(p.sec) + 1.0)
+        .fold(traffic_s, f64::max);
+    a.chaos
+        .iter()
+        .map(|step| ChaosRow {
+            effect: crate::chaos::effect::of(step, series, traffic_s, end_s),
+            step: step.clone(),
+        })
+        .collect()
 }

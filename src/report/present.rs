@@ -236,6 +236,22 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
             "the run ends on its own".to_owned(),
             "interrupted by a signal".to_owned(),
         ),
+        Measure::Run(RunMetric::Chaos) => {
+            let first = r
+                .chaos
+                .iter()
+                .find(|c| !c.step.ok)
+                .map_or_else(String::new, |c| {
+                    format!(": {} {}", c.step.key, c.step.outcome)
+                });
+            (
+                "every chaos step does what it says".to_owned(),
+                format!(
+                    "{} did not{first}",
+                    thousands(c.value.map_or(0, |n| n as u64))
+                ),
+            )
+        }
         Measure::Run(RunMetric::EngineErrors) => {
             let example = r
                 .errors

@@ -57,6 +57,23 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(value as u64),
             example(r, &[ErrorKind::Script])
         ),
+        CheckMetric::Recovery => {
+            let slowest = r
+                .chaos
+                .iter()
+                .max_by(|a, b| {
+                    let k = |c: &&super::model::ChaosRow| c.effect.recovery_s.unwrap_or(f64::MAX);
+                    k(a).total_cmp(&k(b))
+                })
+                .map_or_else(String::new, |c| match c.effect.recovery_s {
+                    Some(s) => format!(": {} ({}) took {s:.1} s", c.step.key, c.step.outcome),
+                    None => format!(": {} ({}) never recovered", c.step.key, c.step.outcome),
+                });
+            format!(
+                "latency p99 and delivered rate came back within the band of their baseline                  {} after a chaos step at the longest{slowest}",
+                show(c.unit, value)
+            )
+        }
         CheckMetric::Lost if d.unverified > 0 => format!(
             "{} lost + {} unverified (recipients never logged in again)",
             thousands(value as u64),

@@ -51,6 +51,7 @@ pub fn render(r: &Report) -> String {
     }
     delivery(&mut out, r);
     errors(&mut out, r);
+    chaos(&mut out, r);
     for s in &r.sweeps {
         sweep(&mut out, s);
     }
@@ -289,6 +290,66 @@ fn errors(out: &mut String, r: &Report) {
         ]);
     }
     let _ = writeln!(out, "\n{t}");
+}
+
+/// Each chaos step: what it did, the latency and delivered rate before, during and after
+/// it, and how long the service took to recover.
+fn chaos(out: &mut String, r: &Report) {
+    if r.chaos.is_empty() {
+        return;
+    }
+    let mut t = table(&[
+        "chaos step",
+        "at",
+        "what happened",
+        "e2e p50 before → during",
+        "e2e p99 during",
+        "received/s before → during → after",
+        "recovered",
+    ]);
+    for c in &r.chaos {
+        let (s, e) = (&c.step, &c.effect);
+        let at = match s.began_s {
+            Some(b) if s.duration_s > 0.0 => format!("{b:.1} s for {:.1} s", s.duration_s),
+            Some(b) => format!("{b:.1} s"),
+            None => "—".to_owned(),
+        };
+        let mark = if s.ok { "" } else { "FAILED: " };
+        t.add_row(vec![
+            format!("{} {}", s.key, s.action),
+            at,
+            format!("{mark}{}", s.outcome),
+            format!(
+                "{} → {}",
+                ms(e.before.e2e_p50_us as f64),
+                ms(e.during.e2e_p50_us as f64)
+            ),
+            ms(e.during.e2e_p99_us as f64),
+            format!(
+                "{:.0} → {:.0} → {:.0}",
+                e.before.received_per_s, e.during.received_per_s, e.after.received_per_s
+            ),
+            match e.recovery_s {
+                Some(s) => format!("after {s:.1} s"),
+                None => "not by the end".to_owned(),
+            },
+        ]);
+    }
+    let _ = writeln!(out, "\n{t}");
+    for c in r.chaos.iter().filter(|c| !c.effect.errors.is_empty()) {
+        let errors: Vec<String> = c
+            .effect
+            .errors
+            .iter()
+            .map(|(k, n)| format!("{k} {}", thousands(*n)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}: errors from its start until recovery: {}",
+            c.step.key,
+            errors.join(", ")
+        );
+    }
 }
 
 fn sweep(out: &mut String, s: &Sweep) {

@@ -57,6 +57,9 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
     let mut notes = Vec::new();
     let fd_limit = host::check_fd_limit(&plan, &mut notes)?;
     let (server, shown) = target::prepare(&mut plan, &mut notes).await?;
+    let mut chaos = crate::chaos::Chaos::prepare(&mut plan)
+        .await
+        .map_err(|e| Error::Usage(format!("chaos: starting msgstorm's proxy: {e}")))?;
     let watchers = watchers::Watchers::start(&plan, Instant::now(), &mut notes);
     let run_id = options.run_id.unwrap_or_else(|| fastrand::u32(..));
     let meeting = meet::meet(options.rendezvous.as_ref(), plan.shard).await?;
@@ -65,7 +68,11 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         traffic_at: options.traffic_at,
         barrier: meeting.barrier.clone(),
         clock: meeting.clock,
+        traffic_seen: chaos.as_ref().map(crate::chaos::Chaos::traffic_start),
     };
+    if let Some(c) = chaos.as_mut() {
+        c.start();
+    }
     let load = load(
         &plan,
         engine,
@@ -74,6 +81,10 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         sink,
     )
     .await?;
+    let chaos = match chaos {
+        Some(c) => c.finish().await,
+        None => Vec::new(),
+    };
     let watched = watchers.stop(&mut notes).await;
     let target = target::named(shown, server.is_some());
     target::stop(server).await?;
@@ -103,6 +114,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         processes: watched.processes,
         scenario_source: options.source,
         server_metrics: watched.server_metrics,
+        chaos,
     };
     Ok(Artifact::new(
         &plan,

@@ -81,6 +81,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
         shard,
         find: c.find,
         warnings: c.warnings,
+        chaos: c.chaos,
     }
 }
 

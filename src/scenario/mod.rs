@@ -19,6 +19,7 @@
 //! `docs/scenario.md` documents every key.
 
 mod arrival;
+mod chaos;
 mod draw;
 mod find;
 mod kind;
@@ -53,6 +54,9 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
 /// The secret the embedded reference server must be started with: the default
 /// `[target.auth] secret` of drivers that mint tokens.
 pub use target::DEFAULT_SECRET;
+
+/// A duration as people write it (`12.5s`, `200ms`), as validation shows them.
+pub use values::show as show_duration;
 
 /// Reads, overrides, validates and lowers the scenario file at `path`.
 pub fn load(path: &Path, overrides: &[String], shard: Shard) -> Result<Plan> {

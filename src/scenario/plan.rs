@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+pub use super::chaos::{
+    ChaosAction, ChaosStep, NetFault, ProcRef, RESTART_WAIT, RETRANSMIT_TIMEOUT,
+};
 pub use crate::driver::Auth;
 use crate::driver::{Caps, Config, Endpoint, Spec};
 
@@ -47,6 +50,8 @@ pub struct Plan {
     /// What the run cannot verify as the scenario asks, one `warning: FILE:LINE: KEY: …`
     /// line each: printed by `validate` and `run`, never an error.
     pub warnings: Vec<String>,
+    /// Fault steps during the load (`[[chaos]]`), in file order.
+    pub chaos: Vec<ChaosStep>,
 }
 
 /// A number of `[find]` and whether it is written whole (then every step is whole).
@@ -105,6 +110,10 @@ pub struct Target {
     pub caps: Caps,
     /// The traffic kinds of the scenario, for drivers configured per kind.
     pub kinds: Vec<&'static str>,
+    /// Where the users connect instead of the endpoint's host and port: msgstorm's chaos
+    /// proxy, set at run time when a `[[chaos]]` step needs it (TLS and the protocol still
+    /// name the endpoint).
+    pub relay: Option<std::net::SocketAddr>,
 }
 
 impl Target {
@@ -123,6 +132,7 @@ impl Target {
             options: self.options.clone(),
             dir: self.dir.clone(),
             directory: None,
+            relay: self.relay,
         }
     }
 }
@@ -416,6 +426,9 @@ pub enum CheckMetric {
     JoinFailures,
     /// Run-time failures of the `script` driver's adapter (`script` errors).
     ScriptErrors,
+    /// The longest recovery after a chaos step, microseconds (a step not recovered by the
+    /// end of the run counts as the whole run).
+    Recovery,
 }
 
 /// A bound on a metric.

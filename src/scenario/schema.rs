@@ -43,6 +43,9 @@ pub struct Scenario {
     pub monitor: Option<MonitorSpec>,
     /// How `msgstorm find` searches (`src/scenario/find.rs`).
     pub find: Option<Spanned<FindSpec>>,
+    /// Fault steps during the load (`src/scenario/chaos.rs`).
+    #[serde(default)]
+    pub chaos: Vec<Spanned<ChaosSpec>>,
 }
 
 /// `[target]`.
@@ -297,6 +300,8 @@ pub struct ChecksSpec {
     /// Bound on run-time failures of an adapter script (a built-in check with the
     /// `script` driver: 0 when not set).
     pub max_script_errors: Opt<i64>,
+    /// Bound on the time to recover after each `[[chaos]]` step.
+    pub max_recovery: Opt<Dur>,
 }
 
 /// `[report]`.
@@ -345,4 +350,65 @@ pub struct FindSpec {
     pub max_steps: Opt<i64>,
     /// Everyone connects at once in each step (with `vary = "population.users"`).
     pub storm: Opt<bool>,
+}
+
+/// One `[[chaos]]` step as written: the union of every action's keys; validation checks
+/// that only the keys of its `action` are present.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosSpec {
+    /// What it does.
+    pub action: Spanned<String>,
+    /// When, from traffic start.
+    pub at: Opt<Dur>,
+    /// A seeded random start inside these two times.
+    pub window: Opt<Vec<Dur>>,
+    /// How long it lasts.
+    pub duration: Opt<Dur>,
+    /// The process, by id.
+    pub pid: Opt<i64>,
+    /// The process, by name.
+    pub process: Opt<String>,
+    /// `restart`: the command that starts the process again.
+    pub start: Opt<String>,
+    /// `restart`: where it listens once up.
+    pub listen: Opt<String>,
+    /// `exec`: the command.
+    pub command: Opt<String>,
+    /// `cut`: share of online users; `loss`: share of segments.
+    pub fraction: Opt<f64>,
+    /// `delay`: added delay.
+    pub delay: Opt<Dur>,
+    /// `delay`: extra random delay.
+    pub jitter: Opt<Dur>,
+    /// `bandwidth`: bytes per second.
+    pub bandwidth: Opt<String>,
+    /// Per-step bound on lost messages.
+    pub max_lost: Opt<i64>,
+    /// Per-step bound on duplicated deliveries.
+    pub max_duplicated: Opt<i64>,
+}
+
+impl ChaosSpec {
+    /// The keys present besides `action`, `at`, `window` and the per-step bounds, with
+    /// their spans (each action takes some of them).
+    pub fn present(&self) -> Vec<(&'static str, Range<usize>)> {
+        let mut v = Vec::new();
+        let mut add = |name: &'static str, span: Option<Range<usize>>| {
+            if let Some(span) = span {
+                v.push((name, span));
+            }
+        };
+        add("duration", self.duration.as_ref().map(Spanned::span));
+        add("pid", self.pid.as_ref().map(Spanned::span));
+        add("process", self.process.as_ref().map(Spanned::span));
+        add("start", self.start.as_ref().map(Spanned::span));
+        add("listen", self.listen.as_ref().map(Spanned::span));
+        add("command", self.command.as_ref().map(Spanned::span));
+        add("fraction", self.fraction.as_ref().map(Spanned::span));
+        add("delay", self.delay.as_ref().map(Spanned::span));
+        add("jitter", self.jitter.as_ref().map(Spanned::span));
+        add("bandwidth", self.bandwidth.as_ref().map(Spanned::span));
+        v
+    }
 }

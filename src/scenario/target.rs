@@ -98,6 +98,7 @@ pub fn target(
         dir: src.file.parent().map(Path::to_path_buf).unwrap_or_default(),
         caps: driver.caps,
         kinds: Vec::new(),
+        relay: None,
     })
 }
 

@@ -47,6 +47,8 @@ pub struct Checked {
     pub find: Option<super::plan::FindOpts>,
     /// What the run cannot verify (see `warnings.rs`).
     pub warnings: Vec<String>,
+    /// Fault steps during the load.
+    pub chaos: Vec<super::chaos::ChaosStep>,
 }
 
 /// Validates a whole scenario read from `file`; `root` is its spanned tree (after
@@ -85,6 +87,17 @@ pub fn validate(
     let warnings = super::warnings::warnings(src, &s.population, &population, &traffic, &target);
     let ledger = ledger(src, s.ledger.as_ref())?;
     sampled_streams(src, s.ledger.as_ref(), &ledger, &traffic)?;
+    let chaos = super::chaos::steps(
+        src,
+        &s.chaos,
+        &super::chaos::Context {
+            seed,
+            traffic: &traffic,
+            target_addr: target.endpoint.as_ref().map(|ep| ep.addr()),
+            more_nodes: target.options.contains_key("urls"),
+            in_process: target.driver.schemes.is_empty(),
+        },
+    )?;
     Ok(Checked {
         name,
         seed,
@@ -106,6 +119,7 @@ pub fn validate(
         monitor: monitor(src, s.monitor.as_ref())?,
         find: super::find::find(src, s.find.as_ref())?,
         warnings,
+        chaos,
     })
 }
 
@@ -341,6 +355,7 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
         ("e2e_p99", &c.e2e_p99, CheckMetric::E2eP99),
         ("ack_p99", &c.ack_p99, CheckMetric::AckP99),
         ("request_p99", &c.request_p99, CheckMetric::RequestP99),
+        ("max_recovery", &c.max_recovery, CheckMetric::Recovery),
     ];
     for (key, v, metric) in latencies {
         if let Some(v) = v {

@@ -108,6 +108,7 @@ verify_sync = false
         traffic_at: None,
         barrier: Some(gate.clone()),
         clock: msgstorm::clock::Clock::default(),
+        traffic_seen: None,
     };
     let (_signal_tx, signals) = watch::channel(0u32);
     let run = tokio::spawn(async move { engine::run(&plan, driver, opts, signals, |_| {}).await });

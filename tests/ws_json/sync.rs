@@ -42,6 +42,7 @@ fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
         options,
         dir: Default::default(),
         directory: None,
+        relay: None,
     })
     .expect("driver")
 }

@@ -328,6 +328,7 @@ item_seq = "seq"
             options,
             dir: Default::default(),
             directory: None,
+            relay: None,
         };
         let driver = WsJsonDriver::new(&config).expect("driver");
         let user = UserCtx {

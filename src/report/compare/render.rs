@@ -428,6 +428,7 @@ fn distributions(runs: &[Run<'_>]) -> String {
         }
     }
     Chart {
+        marks: Vec::new(),
         id: "percentiles".to_owned(),
         title: "latency by percentile".to_owned(),
         x: XAxis::Percentile(most),

@@ -96,6 +96,19 @@ pub struct Chart {
     pub lines: Vec<Line>,
     /// A gap in x wider than this breaks a line (no samples there), when set.
     pub gap: Option<f64>,
+    /// Spans of x to mark (the chaos steps of a run), each with its label.
+    pub marks: Vec<Mark>,
+}
+
+/// A marked span of a time chart: a chaos step from `from` to `to` (equal: an instant).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    /// Start, in x units.
+    pub from: f64,
+    /// End, in x units.
+    pub to: f64,
+    /// What it is (`chaos[0] kill`).
+    pub label: String,
 }
 
 impl Chart {
@@ -147,6 +160,20 @@ impl Chart {
                 esc(&y_label(self.y, v, ystep))
             );
             v += ystep;
+        }
+        for m in &self.marks {
+            let (a, b) = (sx(m.from.max(dx0)), sx(m.to.min(dx1)));
+            let _ = write!(
+                s,
+                r#"<rect class="mark" x="{a:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{}</title></rect><text class="marktext" x="{:.1}" y="{:.1}">{}</text>"#,
+                plot.y0,
+                (b - a).max(2.0),
+                plot.y1 - plot.y0,
+                esc(&m.label),
+                a + 3.0,
+                plot.y0 + 12.0,
+                esc(&m.label)
+            );
         }
         // X ticks.
         for (x, label) in self.x_ticks(dx0, dx1) {
@@ -404,6 +431,7 @@ mod tests {
     #[test]
     fn a_gap_breaks_a_line() {
         let chart = Chart {
+            marks: Vec::new(),
             id: "c".to_owned(),
             title: "t".to_owned(),
             x: XAxis::Time(10.0),

@@ -38,6 +38,8 @@ pre{background:#f6f8fa;border:1px solid var(--line);border-radius:6px;padding:8p
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 svg.chart{display:block;width:100%;height:auto;margin:2px 0 10px;font-size:12px}
 svg .grid{stroke:#e6e9ed;stroke-width:1}
+svg .mark{fill:#d9480f;fill-opacity:.12;stroke:#d9480f;stroke-opacity:.5}
+svg .marktext{fill:#d9480f;font-size:11px}
 svg .frame{fill:none;stroke:#afb8c1;stroke-width:1}
 svg .tick{fill:var(--muted)}
 svg .series{fill:none;stroke-width:1.8;stroke-linejoin:round}

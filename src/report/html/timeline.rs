@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use std::fmt::Write;
 
-use super::chart::{Chart, Line, XAxis, YUnit};
+use super::chart::{Chart, Line, Mark, XAxis, YUnit};
 use super::esc;
 use super::page::section as page_section;
 use crate::metrics::ErrorKind;
@@ -152,7 +152,22 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
         .fold(1.0, f64::max)
         .ceil();
     let bucket = bucket_for(end);
+    let marks: Vec<Mark> = runs
+        .first()
+        .map(|r| {
+            r.report
+                .chaos
+                .iter()
+                .map(|c| Mark {
+                    from: c.effect.from_s,
+                    to: c.effect.to_s,
+                    label: format!("{} {}", c.step.key, c.step.action),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let chart = |id: &str, title: &str, y: YUnit, lines: Vec<Line>, gap: bool| Chart {
+        marks: marks.clone(),
         id: id.to_owned(),
         title: title.to_owned(),
         x: XAxis::Time(end),

@@ -1,0 +1,173 @@
+//! The process actions of `[[chaos]]`: signals to processes on this host, a user's command,
+//! and a restart that waits until the process listens again.
+
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
+use tokio::process::Command;
+
+use crate::scenario::ProcRef;
+
+/// Whether process `pid` exists on this host.
+pub fn exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The processes named `name` (as in `/proc/PID/comm`), ascending.
+pub fn named(name: &str) -> Vec<u32> {
+    crate::monitor::pids_named(name)
+}
+
+/// The process ids `process` names now; `moved` maps a pid a restart replaced to its
+/// successor.
+pub fn resolve(process: &ProcRef, moved: &[(u32, u32)]) -> Vec<u32> {
+    match process {
+        ProcRef::Pid(p) => {
+            let mut pid = *p;
+            while let Some(&(_, next)) = moved.iter().find(|(old, _)| *old == pid) {
+                pid = next;
+            }
+            vec![pid]
+        }
+        ProcRef::Name(n) => named(n),
+    }
+}
+
+/// A signal a step sends.
+#[derive(Debug, Clone, Copy)]
+pub enum Sig {
+    /// SIGKILL.
+    Kill,
+    /// SIGTERM.
+    Term,
+    /// SIGSTOP.
+    Stop,
+    /// SIGCONT.
+    Cont,
+}
+
+/// Sends `sig` to `pid`; the error says why not.
+pub fn signal(pid: u32, sig: Sig) -> Result<(), String> {
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| format!("{pid} is not a process id"))?;
+    let s = match sig {
+        Sig::Kill => Signal::KILL,
+        Sig::Term => Signal::TERM,
+        Sig::Stop => Signal::STOP,
+        Sig::Cont => Signal::CONT,
+    };
+    kill_process(target, s).map_err(|e| format!("signalling process {pid}: {e}"))
+}
+
+/// Waits (bounded by `limit`) until process `pid` has gone; whether it did.
+pub async fn gone(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    // No event tells another process's end to a non-parent: /proc is polled, briefly.
+    while exists(pid) && !zombie(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// Whether `pid` has exited and waits for its parent to reap it.
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// What a command did.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// Its exit code (`None`: killed by a signal, or it could not start).
+    pub code: Option<i32>,
+    /// The first [`OUTPUT`] bytes of its standard output and error, lossily as text.
+    pub output: String,
+    /// How long it took.
+    pub took: Duration,
+}
+
+/// The most output kept of a command.
+pub const OUTPUT: usize = 4096;
+
+/// Runs `command` by `sh -c` to its end, bounded by `limit` (then killed).
+pub async fn exec(command: &str, limit: Duration) -> Ran {
+    let started = Instant::now();
+    let child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(limit, child).await {
+        Ok(Ok(out)) => {
+            let mut bytes = out.stdout;
+            bytes.extend_from_slice(&out.stderr);
+            bytes.truncate(OUTPUT);
+            Ran {
+                code: out.status.code(),
+                output: String::from_utf8_lossy(&bytes).into_owned(),
+                took: started.elapsed(),
+            }
+        }
+        Ok(Err(e)) => Ran {
+            code: None,
+            output: format!("could not run `sh -c`: {e}"),
+            took: started.elapsed(),
+        },
+        Err(_) => Ran {
+            code: None,
+            output: format!("still running after {limit:?}: killed"),
+            took: started.elapsed(),
+        },
+    }
+}
+
+/// Starts `command` by `sh -c` in the background (its own session, so that it outlives
+/// nothing of ours but is not killed with the step) and waits until `listen` accepts a
+/// TCP connection, at most `limit`. Returns the new process's pid (the shell's, which
+/// `exec`s a simple command) and how long it took to listen.
+pub async fn start(
+    command: &str,
+    listen: &str,
+    limit: Duration,
+) -> Result<(u32, Duration), String> {
+    let started = Instant::now();
+    let child = std::process::Command::new("sh")
+        .args(["-c", &format!("exec {command}")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("could not start `{command}`: {e}"))?;
+    let pid = child.id();
+    // Reaped by a thread of its own: the restarted server outlives this step.
+    std::thread::spawn(move || {
+        let mut child = child;
+        let _ = child.wait();
+    });
+    let deadline = started + limit;
+    loop {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            return Ok((pid, started.elapsed()));
+        }
+        if !exists(pid) || zombie(pid) {
+            return Err(format!("`{command}` exited before it listened on {listen}"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "`{command}` did not listen on {listen} within {limit:?}"
+            ));
+        }
+        // Nothing announces a listening socket to another process: retried, briefly.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

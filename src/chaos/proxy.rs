@@ -1,0 +1,316 @@
+//! msgstorm's own TCP proxy between the users and the target, for the network steps of
+//! `[[chaos]]` (`tc netem` is not on every host) and for `cut`.
+//!
+//! Each connection is carried by one task: two directions, each a reader that stamps
+//! every chunk with its arrival time and a writer that releases it when the current fault
+//! allows — at once when there is none, after the delay (order kept), after a
+//! retransmission timeout for a "lost" one, paced to a bandwidth, or not at all while the
+//! network is a black hole (what was held passes afterwards, as TCP would retransmit it).
+//! A cut drops connections with a reset, no close handshake, on both sides.
+//!
+//! Written by hand: proxies in crates (e.g. toxiproxy's ports) are whole servers with
+//! their own control API; this is the few hundred lines the steps need.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fastrand::Rng;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::scenario::{NetFault, RETRANSMIT_TIMEOUT};
+
+/// The largest chunk read at once.
+const CHUNK: usize = 16 * 1024;
+/// Chunks a direction holds before its reader waits (back pressure, as a full TCP window).
+const HELD: usize = 256;
+
+/// The connections being carried, by id, each with what cuts it.
+type Carried = Arc<Mutex<BTreeMap<u64, Arc<Notify>>>>;
+
+/// A listening proxy to one upstream address.
+#[derive(Debug)]
+pub struct Proxy {
+    /// Where the users connect.
+    pub addr: SocketAddr,
+    fault: watch::Sender<Option<NetFault>>,
+    carried: Carried,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// A proxy on a free loopback port to `upstream` (`host:port`); `seed` drives its
+    /// random choices (jitter, loss).
+    pub async fn start(upstream: String, seed: u64) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (fault, _) = watch::channel(None);
+        let carried: Carried = Arc::default();
+        let accept = tokio::spawn(accept(
+            listener,
+            upstream,
+            fault.clone(),
+            Arc::clone(&carried),
+            seed,
+        ));
+        Ok(Proxy {
+            addr,
+            fault,
+            carried,
+            accept,
+        })
+    }
+
+    /// What the network does from now on (`None`: nothing).
+    pub fn set(&self, fault: Option<NetFault>) {
+        self.fault.send_replace(fault);
+    }
+
+    /// Drops `fraction` of the connections carried now (chosen by `rng`) with a reset;
+    /// returns how many it cut and how many there were.
+    pub fn cut(&self, fraction: f64, rng: &mut Rng) -> (usize, usize) {
+        let carried = self.carried.lock().unwrap_or_else(|p| p.into_inner());
+        let all: Vec<&Arc<Notify>> = carried.values().collect();
+        let n = ((all.len() as f64) * fraction).round() as usize;
+        let mut chosen: Vec<usize> = (0..all.len()).collect();
+        rng.shuffle(&mut chosen);
+        for &i in &chosen[..n] {
+            all[i].notify_one();
+        }
+        (n, all.len())
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Accepts users' connections and carries each to `upstream` in a task of its own.
+async fn accept(
+    listener: TcpListener,
+    upstream: String,
+    fault: watch::Sender<Option<NetFault>>,
+    carried: Carried,
+    seed: u64,
+) {
+    let mut next = 0u64;
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            continue;
+        };
+        next += 1;
+        let (id, upstream, fault, carried) = (
+            next,
+            upstream.clone(),
+            fault.subscribe(),
+            Arc::clone(&carried),
+        );
+        tokio::spawn(async move {
+            let Ok(server) = TcpStream::connect(&upstream).await else {
+                // The target refuses: so does the proxy (the user sees its connection end).
+                return;
+            };
+            let cut = Arc::new(Notify::new());
+            carried
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, Arc::clone(&cut));
+            carry(client, server, fault, &cut, seed ^ id).await;
+            carried
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        });
+    }
+}
+
+/// Carries one connection both ways until both sides closed, or a cut resets both.
+async fn carry(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    fault: watch::Receiver<Option<NetFault>>,
+    cut: &Notify,
+    seed: u64,
+) {
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let was_cut = {
+        let (cr, cw) = client.split();
+        let (sr, sw) = server.split();
+        let up = pump(cr, sw, fault.clone(), Rng::with_seed(seed));
+        let down = pump(sr, cw, fault, Rng::with_seed(seed.rotate_left(32)));
+        tokio::select! {
+            _ = async { tokio::join!(up, down) } => false,
+            () = cut.notified() => true,
+        }
+    };
+    if was_cut {
+        // A reset, not a close handshake: what a dead link or a crashed peer looks like.
+        let _ = client.set_zero_linger();
+        let _ = server.set_zero_linger();
+    }
+}
+
+/// One direction: chunks read from `r`, stamped, released to `w` as the fault allows;
+/// `w` is shut down after `r`'s end.
+async fn pump<R, W>(mut r: R, mut w: W, mut fault: watch::Receiver<Option<NetFault>>, mut rng: Rng)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(HELD);
+    let read = async move {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.send((Instant::now(), buf[..n].to_vec())).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    let write = async move {
+        // Release times never go backwards: a stream's bytes keep their order.
+        let mut floor = Instant::now();
+        while let Some((arrived, chunk)) = rx.recv().await {
+            loop {
+                let blackhole = matches!(*fault.borrow_and_update(), Some(NetFault::Blackhole));
+                if !blackhole || fault.changed().await.is_err() {
+                    break;
+                }
+            }
+            let now_fault = *fault.borrow();
+            let due = match now_fault {
+                None | Some(NetFault::Blackhole) | Some(NetFault::Bandwidth(_)) => arrived,
+                Some(NetFault::Delay { delay, jitter }) => {
+                    let extra = if jitter.is_zero() {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_nanos(rng.u64(0..=jitter.as_nanos() as u64))
+                    };
+                    // Half each way: a round trip, and a message through the target, take
+                    // `delay` longer (as `tc netem delay` on one side would).
+                    arrived + delay / 2 + extra / 2
+                }
+                Some(NetFault::Loss(p)) if rng.f64() < p => arrived + RETRANSMIT_TIMEOUT,
+                Some(NetFault::Loss(_)) => arrived,
+            };
+            let release = due.max(floor);
+            if release > Instant::now() {
+                tokio::time::sleep_until(release).await;
+            }
+            if w.write_all(&chunk).await.is_err() {
+                break;
+            }
+            floor = release;
+            if let Some(NetFault::Bandwidth(bytes_per_s)) = now_fault {
+                floor = release + Duration::from_secs_f64(chunk.len() as f64 / bytes_per_s as f64);
+            }
+        }
+        let _ = w.shutdown().await;
+    };
+    tokio::join!(read, write);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo server on a free port: what it reads it writes back.
+    async fn echo() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        addr
+    }
+
+    async fn round_trip(c: &mut TcpStream, bytes: &[u8]) -> Duration {
+        let t = Instant::now();
+        c.write_all(bytes).await.expect("write");
+        let mut back = vec![0; bytes.len()];
+        c.read_exact(&mut back).await.expect("read");
+        assert_eq!(back, bytes, "bytes pass unchanged and in order");
+        t.elapsed()
+    }
+
+    #[tokio::test]
+    async fn carries_bytes_and_adds_the_delay_both_ways_while_a_step_lasts() {
+        let proxy = Proxy::start(echo().await.to_string(), 1)
+            .await
+            .expect("proxy");
+        let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
+        let idle = round_trip(&mut c, b"hello").await;
+        proxy.set(Some(NetFault::Delay {
+            delay: Duration::from_millis(50),
+            jitter: Duration::ZERO,
+        }));
+        let slowed = round_trip(&mut c, b"slow").await;
+        assert!(
+            slowed >= Duration::from_millis(100),
+            "50 ms each way: {slowed:?}"
+        );
+        proxy.set(None);
+        let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        round_trip(&mut c, &big).await;
+        assert!(idle < Duration::from_millis(100), "{idle:?}");
+    }
+
+    #[tokio::test]
+    async fn a_black_hole_holds_everything_until_it_ends() {
+        let proxy = Proxy::start(echo().await.to_string(), 2)
+            .await
+            .expect("proxy");
+        let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
+        round_trip(&mut c, b"up").await;
+        proxy.set(Some(NetFault::Blackhole));
+        c.write_all(b"held").await.expect("write");
+        let mut back = [0u8; 4];
+        let early = tokio::time::timeout(Duration::from_millis(200), c.read_exact(&mut back)).await;
+        assert!(early.is_err(), "nothing passes a black hole");
+        proxy.set(None);
+        c.read_exact(&mut back).await.expect("read after");
+        assert_eq!(&back, b"held", "what was held passes afterwards");
+    }
+
+    #[tokio::test]
+    async fn a_cut_resets_the_chosen_share_of_connections() {
+        let proxy = Proxy::start(echo().await.to_string(), 3)
+            .await
+            .expect("proxy");
+        let mut conns = Vec::new();
+        for _ in 0..10 {
+            let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
+            round_trip(&mut c, b"x").await;
+            conns.push(c);
+        }
+        let (cut, of) = proxy.cut(0.3, &mut Rng::with_seed(7));
+        assert_eq!((cut, of), (3, 10));
+        let mut ended = 0;
+        for c in &mut conns {
+            let mut b = [0u8; 1];
+            let _ = c.write_all(b"y").await;
+            match c.read(&mut b).await {
+                Ok(1) => {}
+                _ => ended += 1,
+            }
+        }
+        assert_eq!(ended, 3, "exactly the cut connections ended");
+    }
+}
