@@ -111,6 +111,10 @@ mod k8s_kubelet;
 #[path = "run/library.rs"]
 mod run_library;
 
+#[path = "chaos/steps.rs"]
+mod chaos_steps;
+#[path = "chaos/validate.rs"]
+mod chaos_validate;
 #[cfg(feature = "script")]
 #[path = "script/native.rs"]
 mod script_native;

@@ -251,20 +251,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn carries_bytes_and_adds_the_delay_both_ways_while_a_step_lasts() {
+    async fn carries_bytes_and_adds_the_delay_to_a_round_trip_while_a_step_lasts() {
         let proxy = Proxy::start(echo().await.to_string(), 1)
             .await
             .expect("proxy");
         let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
         let idle = round_trip(&mut c, b"hello").await;
         proxy.set(Some(NetFault::Delay {
-            delay: Duration::from_millis(50),
+            delay: Duration::from_millis(100),
             jitter: Duration::ZERO,
         }));
         let slowed = round_trip(&mut c, b"slow").await;
         assert!(
             slowed >= Duration::from_millis(100),
-            "50 ms each way: {slowed:?}"
+            "half of 100 ms each way: {slowed:?}"
         );
         proxy.set(None);
         let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();

@@ -1,0 +1,190 @@
+//! `[[chaos]]` steps against real targets: msgstorm's proxy slowing the network by a known
+//! delay, the reference server paused, killed and restarted on its data, and connections
+//! cut under traffic — each measured from the ledger and the per-second series, as the
+//! report states it.
+
+use msgstorm::artifact::Artifact;
+use msgstorm::metrics::{Counter, Hist};
+use msgstorm::report::series::SecondPoint;
+use msgstorm::report::Report;
+
+use crate::common::run::{run_text, Ran, Work, BIN};
+use crate::common::{ChildServer, SECRET};
+
+/// Direct traffic at `rate` for `secs` seconds among 40 users, then `rest`.
+fn scenario(target: &str, rate: u32, secs: u32, rest: &str) -> String {
+    format!(
+        "name = \"chaos\"\nseed = 3\ndrain = \"3s\"\n\n{target}\n\
+         [population]\nusers = 40\nlogin_rate = 400\n\n\
+         [[traffic]]\nname = \"chat\"\nkind = \"direct\"\nsenders = 20\nreceivers = 20\n\
+         rate = {rate}\nduration = \"{secs}s\"\n\n{rest}"
+    )
+}
+
+/// The target tables of a child server.
+fn target(server: &ChildServer) -> String {
+    format!(
+        "[target]\nurl = \"{}\"\n\n[target.auth]\nsecret = \"{SECRET}\"\n",
+        server.ws_url()
+    )
+}
+
+/// The seconds of the series entirely inside `from..to` (seconds from the run's start).
+fn inside(series: &[SecondPoint], from: f64, to: f64) -> Vec<&SecondPoint> {
+    series
+        .iter()
+        .filter(|p| f64::from(p.sec) >= from && f64::from(p.sec) + 1.0 <= to && p.e2e.count > 0)
+        .collect()
+}
+
+/// The run's report, its one chaos step checked to have done its work.
+fn report(ran: &Ran, artifact: &Artifact) -> Report {
+    let r = Report::new(artifact);
+    assert_eq!(r.chaos.len(), 1, "{ran}");
+    assert!(
+        r.chaos[0].step.ok,
+        "the step did its work: {:?}\n{ran}",
+        r.chaos[0].step
+    );
+    assert!(
+        ran.stdout.contains("| chaos step"),
+        "the text report lists the step\n{ran}"
+    );
+    r
+}
+
+/// 100 ms of delay through msgstorm's proxy for 3 s: end-to-end latency rises by 100 ms
+/// (half each way, so a message through the server takes 100 ms longer) inside the window,
+/// and falls back after it; nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_step_adds_its_delay_inside_its_window_only() {
+    let work = Work::new();
+    let text = scenario(
+        "",
+        100,
+        8,
+        "[[chaos]]\naction = \"delay\"\nat = \"2s\"\nduration = \"3s\"\ndelay = \"100ms\"\n\n\
+         [checks]\nmax_lost = 0\nmax_recovery = \"2s\"\n",
+    );
+    let (ran, artifact) = run_text(&work, &text).await;
+    ran.expect_code(0);
+    let r = report(&ran, &artifact);
+    let (c, traffic) = (&r.chaos[0], artifact.traffic_started_s.expect("traffic"));
+    let median = |secs: Vec<&SecondPoint>| {
+        let mut v: Vec<u64> = secs.iter().map(|p| p.e2e.p50).collect();
+        v.sort_unstable();
+        assert!(!v.is_empty(), "seconds with deliveries\n{ran}");
+        v[v.len() / 2] as f64 / 1000.0
+    };
+    let before = median(inside(&r.series, traffic, c.effect.from_s));
+    let during = median(inside(&r.series, c.effect.from_s, c.effect.to_s));
+    let after = median(inside(&r.series, c.effect.to_s + 0.5, traffic + 8.0));
+    assert!(
+        (during - before - 100.0).abs() <= 10.0,
+        "e2e p50 {before:.1} ms before, {during:.1} ms during: +100 ms ± 10\n{ran}"
+    );
+    assert!(
+        after < before + 10.0,
+        "back after the window: {after:.1} ms\n{ran}"
+    );
+    assert_eq!(artifact.ledger.summary().lost, 0, "{ran}");
+    assert!(c.effect.recovery_s.is_some(), "{ran}");
+}
+
+/// The target paused (SIGSTOP) for 2 s: the longest delivery took about 2 s, and about
+/// rate × 2 s messages waited — counted from their due times, open loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_target_delays_what_was_due_while_it_slept() {
+    let server = ChildServer::start(&[]);
+    let work = Work::new();
+    let rest = format!(
+        "[[chaos]]\naction = \"pause\"\npid = {}\nat = \"2s\"\nduration = \"2s\"\n\n\
+         [checks]\nmax_lost = 0\n",
+        server.pid()
+    );
+    let (ran, artifact) = run_text(&work, &scenario(&target(&server), 100, 6, &rest)).await;
+    ran.expect_code(0);
+    let r = report(&ran, &artifact);
+    assert_eq!(r.chaos[0].step.pids, vec![server.pid()], "{ran}");
+    let e2e = artifact.metrics.hist(Hist::EndToEnd);
+    let max_ms = e2e.max() as f64 / 1000.0;
+    assert!(
+        (1_900.0..2_600.0).contains(&max_ms),
+        "the longest delivery waited the pause: {max_ms:.0} ms\n{ran}"
+    );
+    let waited = e2e.count_between(50_000, u64::MAX);
+    assert!(
+        (150..=250).contains(&waited),
+        "about 100/s × 2 s messages waited: {waited}\n{ran}"
+    );
+}
+
+/// The reference server killed (-9) and restarted on its data directory mid-run: no
+/// acknowledged message is lost, every send is counted exactly (delivered, or refused and
+/// expected nowhere), and the time to recover is stated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_and_restarted_server_loses_no_acknowledged_message() {
+    let data = tempfile::tempdir().expect("data dir");
+    let data_arg = data.path().display().to_string();
+    let server = ChildServer::start(&["--data", &data_arg]);
+    let work = Work::new();
+    let start = format!(
+        "{BIN} serve --listen {} --secret {SECRET} --data {data_arg}",
+        server.addr
+    );
+    let rest = format!(
+        "[[chaos]]\naction = \"restart\"\npid = {}\nat = \"2s\"\nstart = \"{start}\"\n\n\
+         [checks]\nmax_lost = 0\nmax_duplicated = 0\nmax_recovery = \"4s\"\n",
+        server.pid()
+    );
+    let (ran, artifact) = run_text(&work, &scenario(&target(&server), 100, 6, &rest)).await;
+    let r = Report::new(&artifact);
+    if let Some(&new) = r.chaos.first().and_then(|c| c.step.pids.get(1)) {
+        let _ = std::process::Command::new("kill")
+            .arg(new.to_string())
+            .status();
+    }
+    ran.expect_code(0);
+    let r = report(&ran, &artifact);
+    let step = &r.chaos[0].step;
+    assert_eq!(step.pids[0], server.pid(), "{ran}");
+    assert!(step.back_after_s.is_some_and(|s| s < 4.0), "{step:?}");
+    let d = artifact.ledger.summary();
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{ran}");
+    assert_eq!(
+        d.delivered + d.refused,
+        d.sent,
+        "every send delivered or refused, none unaccounted\n{ran}"
+    );
+    assert!(
+        artifact.metrics.count(Counter::Disconnects) > 0,
+        "the kill dropped the users\n{ran}"
+    );
+    assert!(r.chaos[0].effect.recovery_s.is_some(), "{ran}");
+}
+
+/// 30% of the users' connections cut (reset) under traffic: each cut user reconnects and
+/// fetches what it missed; nothing is lost; the storm's size is in the step's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_users_reconnect_and_miss_nothing() {
+    let work = Work::new();
+    let text = scenario(
+        "",
+        100,
+        6,
+        "[[chaos]]\naction = \"cut\"\nat = \"2s\"\nfraction = 0.3\n\n\
+         [checks]\nmax_lost = 0\nmax_duplicated = 0\n",
+    );
+    let (ran, artifact) = run_text(&work, &text).await;
+    ran.expect_code(0);
+    let r = report(&ran, &artifact);
+    assert_eq!(r.chaos[0].step.cut, Some((12, 40)), "30% of 40: {ran}");
+    assert_eq!(artifact.metrics.count(Counter::Disconnects), 12, "{ran}");
+    assert_eq!(
+        artifact.metrics.count(Counter::LoginOk),
+        52,
+        "40 logins, then the 12 cut users again\n{ran}"
+    );
+    let d = artifact.ledger.summary();
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{ran}");
+}
