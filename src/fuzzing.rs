@@ -119,6 +119,7 @@ pub fn ledger(data: &[u8]) {
         late_after: Duration::from_micros(u64::from(r.u8()) * 100),
         examples: usize::from(r.u8() % 5),
         verify_sync: false,
+        bounds_us: Vec::new(),
     };
     let flip = r.u8();
     let mut whole = Ledger::new(&opts);

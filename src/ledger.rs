@@ -209,6 +209,41 @@ pub struct Ledger {
     noted: [Vec<Noted>; Problem::ALL.len()],
     /// Recipients the run had no session for at its end (see [`Ledger::unreached`]).
     unreached: BTreeSet<UserIx>,
+    /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
+    bounds_us: Vec<u64>,
+    /// With bounds: the event counters per span between them, by due time (`bounds + 1`
+    /// spans; empty without bounds).
+    spans: Vec<Counts>,
+}
+
+/// What happened to the messages due in one span between chaos bounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SpanDelivery {
+    /// Delivered (first copies, intact).
+    pub delivered: u64,
+    /// Never received.
+    pub lost: u64,
+    /// Extra copies.
+    pub duplicated: u64,
+    /// Out of order.
+    pub reordered: u64,
+    /// Later than `late_after`.
+    pub late: u64,
+}
+
+impl std::ops::Add for SpanDelivery {
+    type Output = SpanDelivery;
+
+    /// The sum of `self` and `o`.
+    fn add(self, o: SpanDelivery) -> SpanDelivery {
+        SpanDelivery {
+            delivered: self.delivered + o.delivered,
+            lost: self.lost + o.lost,
+            duplicated: self.duplicated + o.duplicated,
+            reordered: self.reordered + o.reordered,
+            late: self.late + o.late,
+        }
+    }
 }
 
 /// An example as recorded: (stream, recipient, seq, detail number). The detail number is
@@ -217,7 +252,7 @@ pub struct Ledger {
 type Noted = (StreamId, UserIx, u64, u64);
 
 /// Event counters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Counts {
     via_push: u64,
@@ -243,7 +278,102 @@ impl Ledger {
             counts: Counts::default(),
             noted: Default::default(),
             unreached: BTreeSet::new(),
+            spans: if opts.bounds_us.is_empty() {
+                Vec::new()
+            } else {
+                vec![Counts::default(); opts.bounds_us.len() + 1]
+            },
+            bounds_us: opts.bounds_us.clone(),
         }
+    }
+
+    /// The span of a message due `due_us` after traffic start: how many bounds are at or
+    /// before it (0 without chaos steps).
+    pub fn span_of(bounds_us: &[u64], due_us: u64) -> usize {
+        bounds_us.partition_point(|&b| b <= due_us)
+    }
+
+    /// The chaos bounds this ledger counts spans by, µs from traffic start.
+    pub fn bounds_us(&self) -> &[u64] {
+        &self.bounds_us
+    }
+
+    /// `seq` of `stream`, sent, was due in span `span`: it is the first of its span the
+    /// ledger hears of unless a lower one came before.
+    pub fn sent_in(&mut self, stream: StreamId, seq: u64, span: usize) {
+        self.sent(stream, seq);
+        if span == 0 || self.bounds_us.is_empty() || !self.sampled(stream) {
+            return;
+        }
+        let n = self.bounds_us.len();
+        let s = self.streams.entry(stream).or_default();
+        if s.cuts.len() < n {
+            s.cuts.resize(n, u64::MAX);
+        }
+        for cut in &mut s.cuts[..span.min(n)] {
+            *cut = (*cut).min(seq);
+        }
+    }
+
+    /// [`Ledger::received`] of a message due in span `span`: also counted in that span.
+    #[allow(clippy::too_many_arguments)]
+    pub fn received_in(
+        &mut self,
+        recipient: UserIx,
+        stream: StreamId,
+        seq: u64,
+        latency_us: u64,
+        via: Via,
+        corrupt: bool,
+        span: usize,
+    ) -> Arrival {
+        if self.spans.is_empty() {
+            return self.received(recipient, stream, seq, latency_us, via, corrupt);
+        }
+        let before = self.counts;
+        let arrival = self.received(recipient, stream, seq, latency_us, via, corrupt);
+        let (a, b) = (self.counts, before);
+        let i = span.min(self.spans.len() - 1);
+        let s = &mut self.spans[i];
+        s.via_push += a.via_push - b.via_push;
+        s.via_sync += a.via_sync - b.via_sync;
+        s.repaired += a.repaired - b.repaired;
+        s.duplicated += a.duplicated - b.duplicated;
+        s.reordered += a.reordered - b.reordered;
+        s.corrupted += a.corrupted - b.corrupted;
+        s.late += a.late - b.late;
+        arrival
+    }
+
+    /// What happened to the messages due in each span between the chaos bounds (empty
+    /// without bounds): lost ones are placed by their stream's cuts.
+    pub fn spans(&self) -> Vec<SpanDelivery> {
+        let mut out: Vec<SpanDelivery> = self
+            .spans
+            .iter()
+            .map(|c| SpanDelivery {
+                delivered: c.via_push + c.via_sync + c.repaired,
+                lost: 0,
+                duplicated: c.duplicated,
+                reordered: c.reordered,
+                late: c.late,
+            })
+            .collect();
+        if out.is_empty() {
+            return out;
+        }
+        let none = Stream::default();
+        for (key, t) in self.tracks.iter().filter(|(_, t)| t.expected) {
+            if self.unreached.contains(&key.1) {
+                continue;
+            }
+            let s = self.streams.get(&key.0).unwrap_or(&none);
+            for seq in t.missing(s) {
+                let last = out.len() - 1;
+                out[s.cuts.partition_point(|&c| c <= seq).min(last)].lost += 1;
+            }
+        }
+        out
     }
 
     /// Whether `stream` is tracked: a fixed hash of its id, mapped to `[0, 1)`, is below
@@ -409,6 +539,12 @@ impl Ledger {
             for &seq in &o.dropped {
                 insert_sorted(&mut s.dropped, seq);
             }
+            if s.cuts.len() < o.cuts.len() {
+                s.cuts.resize(o.cuts.len(), u64::MAX);
+            }
+            for (a, &b) in s.cuts.iter_mut().zip(&o.cuts) {
+                *a = (*a).min(b);
+            }
         }
         for (key, o) in &other.tracks {
             match self.tracks.get_mut(key) {
@@ -428,6 +564,21 @@ impl Ledger {
         c.late += o.late;
         c.damaged += o.damaged;
         c.unexpected += o.unexpected;
+        if self.spans.len() < other.spans.len() {
+            self.spans.resize(other.spans.len(), Counts::default());
+            self.bounds_us.clone_from(&other.bounds_us);
+        }
+        for (a, b) in self.spans.iter_mut().zip(&other.spans) {
+            a.via_push += b.via_push;
+            a.via_sync += b.via_sync;
+            a.repaired += b.repaired;
+            a.duplicated += b.duplicated;
+            a.reordered += b.reordered;
+            a.corrupted += b.corrupted;
+            a.late += b.late;
+            a.damaged += b.damaged;
+            a.unexpected += b.unexpected;
+        }
         self.unreached.extend(other.unreached.iter().copied());
         for kind in Problem::ALL {
             for &n in &other.noted[kind as usize] {
@@ -441,6 +592,7 @@ impl Ledger {
         self.streams.is_empty()
             && self.tracks.is_empty()
             && self.counts == Counts::default()
+            && self.spans.iter().all(|s| *s == Counts::default())
             && self.unreached.is_empty()
     }
 
@@ -583,6 +735,15 @@ struct Repr {
     /// (stream, seqs not sent because their sender was offline: a subset of its refused)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     dropped: Vec<(StreamId, Vec<u64>)>,
+    /// The chaos bounds, µs from traffic start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bounds_us: Vec<u64>,
+    /// Counters per span between the bounds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    spans: Vec<Counts>,
+    /// (stream, first seq due at or after each bound)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    cuts: Vec<(StreamId, Vec<u64>)>,
 }
 
 impl From<Ledger> for Repr {
@@ -594,6 +755,13 @@ impl From<Ledger> for Repr {
             .map(|(id, s)| (*id, s.dropped.clone()))
             .collect();
         dropped.sort_unstable_by_key(|d| d.0);
+        let mut cuts: Vec<_> = l
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.cuts.is_empty())
+            .map(|(id, s)| (*id, s.cuts.clone()))
+            .collect();
+        cuts.sort_unstable_by_key(|c| c.0);
         let mut streams: Vec<_> = l
             .streams
             .into_iter()
@@ -624,6 +792,9 @@ impl From<Ledger> for Repr {
             noted,
             unreached: l.unreached.into_iter().collect(),
             dropped,
+            bounds_us: l.bounds_us,
+            spans: l.spans,
+            cuts,
         }
     }
 }
@@ -643,6 +814,7 @@ impl TryFrom<Repr> for Ledger {
                 sent,
                 refused,
                 dropped: Vec::new(),
+                cuts: Vec::new(),
             };
             if streams.insert(id, s).is_some() {
                 return Err(format!("ledger: stream {id} listed twice"));
@@ -661,6 +833,15 @@ impl TryFrom<Repr> for Ledger {
                     ))
                 }
             }
+        }
+        for (id, cuts) in r.cuts {
+            match streams.get_mut(&id) {
+                Some(s) if cuts.len() == r.bounds_us.len() => s.cuts = cuts,
+                _ => return Err(format!("ledger: stream {id}: cuts without their bounds")),
+            }
+        }
+        if !r.spans.is_empty() && r.spans.len() != r.bounds_us.len() + 1 {
+            return Err("ledger: spans do not match the chaos bounds".to_string());
         }
         let mut tracks = HashMap::with_capacity(r.tracks.len());
         for (s, u, expected, next, above) in r.tracks {
@@ -688,6 +869,8 @@ impl TryFrom<Repr> for Ledger {
             counts: r.counts,
             noted: Default::default(),
             unreached: BTreeSet::new(),
+            bounds_us: r.bounds_us,
+            spans: r.spans,
         };
         if !r.unreached.windows(2).all(|w| w[0] < w[1]) {
             return Err("ledger: unreached recipients out of order".to_string());

@@ -56,6 +56,12 @@ pub struct Effect {
     /// Seconds from the step's end until the first second back within the band of the
     /// baseline (p99 and delivered rate); `None`: not recovered by the end of the run.
     pub recovery_s: Option<f64>,
+    /// Users online before the step (the most in a second of the baseline), and the
+    /// fewest in a second from its start until they were all back.
+    pub online: (u64, u64),
+    /// When users went offline: seconds from the step's start until as many were online
+    /// as before it (`None`: never by the end of the run, or nobody went).
+    pub back_online_s: Option<f64>,
 }
 
 /// The effect of `step` on `series` (seconds from the run's start; traffic started at
@@ -82,7 +88,28 @@ pub fn of(step: &StepRecord, series: &[SecondPoint], traffic_s: f64, end_s: f64)
             *errors.entry(k.name().to_owned()).or_default() += n;
         }
     }
+    let online_before = series
+        .iter()
+        .filter(|p| p.sec >= start && p.sec < first)
+        .map(|p| p.online)
+        .max()
+        .unwrap_or(0);
+    let back = series
+        .iter()
+        .filter(|p| p.sec > first)
+        .find(|p| p.online >= online_before)
+        .map(|p| p.sec);
+    let fewest = series
+        .iter()
+        .filter(|p| p.sec >= first && back.is_none_or(|b| p.sec <= b))
+        .map(|p| p.online)
+        .min()
+        .unwrap_or(online_before);
     Effect {
+        online: (online_before, fewest),
+        back_online_s: back
+            .filter(|_| fewest < online_before)
+            .map(|b| (f64::from(b) - from).max(0.0)),
         key: step.key.clone(),
         from_s: from,
         to_s: to,

@@ -60,7 +60,8 @@ pub struct StepRecord {
     /// `cut`: connections cut (over all shards) and how many there were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<(u64, u64)>,
-    /// `restart`: seconds from the kill until the process listened again.
+    /// `restart`: seconds from the kill until the process listened again; `cut`: until
+    /// as many connections were carried as before the cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub back_after_s: Option<f64>,
     /// Per-step bounds (`max_lost`, `max_duplicated`).
@@ -307,9 +308,22 @@ async fn act(step: &ChaosStep, env: &Env, rec: &mut StepRecord, stop: &mut watch
         ChaosAction::Cut(fraction) => match &env.proxy {
             Some(proxy) => {
                 let mut rng = Rng::with_seed(env.seed ^ 0xC07);
+                let t = Instant::now();
                 let (cut, of) = proxy.cut(*fraction, &mut rng);
                 rec.cut = Some((cut as u64, of as u64));
-                (true, format!("cut {cut} of {of} connections"))
+                // The storm's length: until the proxy carries as many connections again.
+                // Nothing signals a reconnect to the proxy's owner: counted every 10 ms.
+                let mut back = None;
+                while back.is_none() && t.elapsed() < RESTART_WAIT && !*stop.borrow() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    back = (proxy.carried() >= of).then(|| t.elapsed());
+                }
+                rec.back_after_s = back.map(|d| d.as_secs_f64());
+                let storm = match back {
+                    Some(d) => format!("; all {of} back after {:.3} s", d.as_secs_f64()),
+                    None => format!("; not all {of} back within {RESTART_WAIT:?}"),
+                };
+                (true, format!("cut {cut} of {of} connections{storm}"))
             }
             None => (false, "no proxy carries the users' connections".to_owned()),
         },
@@ -407,7 +421,11 @@ pub fn merge(ours: &mut Vec<StepRecord>, theirs: &[StepRecord]) {
             Some(o) => {
                 if let (Some(a), Some(b)) = (o.cut, t.cut) {
                     o.cut = Some((a.0 + b.0, a.1 + b.1));
-                    o.outcome = format!("cut {} of {} connections", a.0 + b.0, a.1 + b.1);
+                    o.back_after_s = o.back_after_s.zip(t.back_after_s).map(|(x, y)| x.max(y));
+                    let back = o
+                        .back_after_s
+                        .map_or_else(String::new, |s| format!("; all back after {s:.3} s"));
+                    o.outcome = format!("cut {} of {} connections{back}", a.0 + b.0, a.1 + b.1);
                 }
                 o.ok &= t.ok;
             }

@@ -71,6 +71,11 @@ impl Proxy {
         self.fault.send_replace(fault);
     }
 
+    /// How many connections it carries now.
+    pub fn carried(&self) -> usize {
+        self.carried.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Drops `fraction` of the connections carried now (chosen by `rng`) with a reset;
     /// returns how many it cut and how many there were.
     pub fn cut(&self, fraction: f64, rng: &mut Rng) -> (usize, usize) {

@@ -96,6 +96,8 @@ pub struct Shared {
     pub phase: watch::Sender<Phase>,
     /// When traffic starts (set once every on-time user has tried to log in).
     pub traffic_start: watch::Sender<Option<Instant>>,
+    /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
+    pub bounds_us: Vec<u64>,
     /// On-time users that have not finished their first login attempt.
     pub logins_pending: AtomicUsize,
     /// Users that still have sends, logins or reconnects scheduled.
@@ -143,6 +145,7 @@ impl Shared {
             live: Live::default(),
             phase: watch::channel(Phase::Running).0,
             traffic_start: watch::channel(None).0,
+            bounds_us: ledger.bounds_us.clone(),
             logins_pending: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
             progress: Notify::new(),
@@ -192,6 +195,18 @@ impl Shared {
     pub fn wall_of(&self, at: Instant) -> u64 {
         let since = at.saturating_duration_since(self.t0).as_micros() as u64;
         self.t0_wall_us + since
+    }
+
+    /// The span between chaos bounds (see [`crate::ledger::Ledger::span_of`]) of a message
+    /// due at wall-clock `due_us`: 0 without chaos steps or before traffic.
+    pub fn span_of(&self, due_us: u64) -> usize {
+        if self.bounds_us.is_empty() {
+            return 0;
+        }
+        let Some(ts) = *self.traffic_start.borrow() else {
+            return 0;
+        };
+        crate::ledger::Ledger::span_of(&self.bounds_us, due_us.saturating_sub(self.wall_of(ts)))
     }
 
     /// Wall-clock µs now, on the run's clock (see [`Shared`]).

@@ -10,6 +10,7 @@ fn opts(sample: f64) -> LedgerOpts {
         late_after: Duration::from_millis(100),
         examples: 3,
         verify_sync: true,
+        bounds_us: Vec::new(),
     }
 }
 
@@ -388,6 +389,7 @@ fn an_unreached_recipient_is_unverified_in_the_merge_and_after_a_round_trip() {
         late_after: Duration::from_secs(1),
         examples: 3,
         verify_sync: true,
+        bounds_us: Vec::new(),
     };
     let mut sender = Ledger::new(&opts);
     let mut receivers = Ledger::new(&opts);
@@ -437,4 +439,41 @@ fn an_unjoined_recipient_expects_nothing_of_those_streams() {
     let d = l.summary();
     assert_eq!((d.tracks, d.expected, d.lost), (1, 3, 2), "{d:?}");
     assert!(d.examples.iter().all(|e| e.stream == 2), "{d:?}");
+}
+
+/// With chaos bounds, every delivery and every loss is also counted in the span its
+/// message was due in — lost ones placed by the stream's cuts, sent in one process and
+/// received in another — and the spans add up to the totals, also through a merge and
+/// through serialization.
+#[test]
+fn spans_between_chaos_bounds_add_up_to_the_totals() {
+    let o = LedgerOpts {
+        bounds_us: vec![2_000_000, 4_000_000],
+        ..opts(1.0)
+    };
+    // Seqs 0..10 due every 0.5 s: spans 0 (0..4), 1 (4..8), 2 (8..10).
+    let span = |seq: u64| Ledger::span_of(&o.bounds_us, seq * 500_000);
+    let mut sender = Ledger::new(&o);
+    for seq in 0..10 {
+        sender.sent_in(1, seq, span(seq));
+    }
+    let mut receiver = Ledger::new(&o);
+    receiver.expect(1, 7);
+    for seq in [0, 1, 2, 3, 4, 7, 8, 9, 9] {
+        receiver.received_in(7, 1, seq, 1_000, Via::Push, false, span(seq));
+    }
+    let mut l = sender.clone();
+    l.merge(&receiver);
+    let spans = l.spans();
+    let lost: Vec<u64> = spans.iter().map(|s| s.lost).collect();
+    let dup: Vec<u64> = spans.iter().map(|s| s.duplicated).collect();
+    let delivered: Vec<u64> = spans.iter().map(|s| s.delivered).collect();
+    assert_eq!(lost, vec![0, 2, 0], "seqs 5 and 6, due in the middle span");
+    assert_eq!(dup, vec![0, 0, 1]);
+    assert_eq!(delivered, vec![4, 2, 2]);
+    let d = l.summary();
+    assert_eq!((d.lost, d.duplicated, d.delivered), (2, 1, 8));
+    let back: Ledger = serde_json::from_str(&serde_json::to_string(&l).expect("ser")).expect("de");
+    assert_eq!(back, l);
+    assert_eq!(back.spans(), spans);
 }

@@ -10,6 +10,9 @@ pub(super) struct Stream {
     /// The refused ones that were never sent because their sender was offline when they
     /// were due: sorted, distinct, a subset of `refused`. Not planned deliveries.
     pub(super) dropped: Vec<u64>,
+    /// With chaos steps: `cuts[k]` is the first seq due at or after the ledger's bound `k`
+    /// (`u64::MAX`: none seen), so a seq's span is the number of cuts at or below it.
+    pub(super) cuts: Vec<u64>,
 }
 
 /// Receiver side of a stream × recipient.
@@ -158,6 +161,7 @@ mod tests {
                 sent: 40,
                 refused: vec![3, 17],
                 dropped: Vec::new(),
+                cuts: Vec::new(),
             };
             let missing: Vec<u64> = t.missing(&stream).collect();
             let want: Vec<u64> =

@@ -236,6 +236,7 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
     if a.interrupted {
         out.push(failed(RunMetric::Interrupted, Op::AtMost, 0.0, 1.0));
     }
+    out.extend(step_checks(a));
     let undone = a.chaos.iter().filter(|s| !s.ok).count();
     if undone > 0 {
         out.push(failed(RunMetric::Chaos, Op::AtMost, 0.0, undone as f64));
@@ -380,4 +381,40 @@ fn recovery_us(a: &Artifact) -> Option<f64> {
         })
         .map(|s| s * 1e6)
         .reduce(f64::max)
+}
+
+/// The per-step bounds of the chaos steps (`chaos[i].max_lost`, `chaos[i].max_duplicated`):
+/// the messages due in the step's window and after it, until the next step.
+fn step_checks(a: &Artifact) -> Vec<CheckOutcome> {
+    let spans = a.ledger.spans();
+    let mut out = Vec::new();
+    for step in &a.chaos {
+        let (during, after) = super::model::step_spans(a.ledger.bounds_us(), &spans, step);
+        let both = during + after;
+        for (key, bound, value, metric) in [
+            ("max_lost", step.max_lost, both.lost, CheckMetric::Lost),
+            (
+                "max_duplicated",
+                step.max_duplicated,
+                both.duplicated,
+                CheckMetric::Duplicated,
+            ),
+        ] {
+            let Some(bound) = bound else { continue };
+            out.push(CheckOutcome {
+                key: format!("{}.{key}", step.key),
+                metric: Measure::Check(metric),
+                op: Op::AtMost,
+                bound: bound as f64,
+                unit: Unit::Count,
+                value: Some(value as f64),
+                not_measured: None,
+                passed: value <= bound,
+                origin: Origin::Scenario,
+                default_bound: None,
+                reason: None,
+            });
+        }
+    }
+    out
 }

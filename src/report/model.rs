@@ -85,6 +85,10 @@ pub struct ChaosRow {
     pub step: crate::chaos::StepRecord,
     /// What it cost.
     pub effect: crate::chaos::effect::Effect,
+    /// The messages due in its window.
+    pub during: crate::ledger::SpanDelivery,
+    /// The messages due after it, until the next step begins or ends (or the traffic does).
+    pub after: crate::ledger::SpanDelivery,
 }
 
 /// The verdict of a run.
@@ -400,11 +404,37 @@ pub(super) fn chaos_rows(a: &Artifact, series: &[SecondPoint]) -> Vec<ChaosRow> 
         .filter(|p| p.sent > 0)
         .map(|p| f64::from(p.sec) + 1.0)
         .fold(traffic_s, f64::max);
+    let spans = a.ledger.spans();
     a.chaos
         .iter()
-        .map(|step| ChaosRow {
-            effect: crate::chaos::effect::of(step, series, traffic_s, end_s),
-            step: step.clone(),
+        .map(|step| {
+            let (during, after) = step_spans(a.ledger.bounds_us(), &spans, step);
+            ChaosRow {
+                effect: crate::chaos::effect::of(step, series, traffic_s, end_s),
+                step: step.clone(),
+                during,
+                after,
+            }
         })
         .collect()
+}
+
+/// The deliveries due in `step`'s planned window and in the span after it.
+pub(super) fn step_spans(
+    bounds: &[u64],
+    spans: &[crate::ledger::SpanDelivery],
+    step: &crate::chaos::StepRecord,
+) -> (crate::ledger::SpanDelivery, crate::ledger::SpanDelivery) {
+    use crate::ledger::{Ledger, SpanDelivery};
+    if spans.is_empty() {
+        return Default::default();
+    }
+    let us = |s: f64| (s * 1e6).round() as u64;
+    let first = Ledger::span_of(bounds, us(step.at_s));
+    let last = Ledger::span_of(bounds, us(step.at_s + step.duration_s));
+    let during = spans[first.min(spans.len())..last.min(spans.len())]
+        .iter()
+        .fold(SpanDelivery::default(), |a, s| a + *s);
+    let after = spans.get(last).copied().unwrap_or_default();
+    (during, after)
 }

@@ -708,6 +708,7 @@ fn built_in_fixture(sent: u64, refused: u64) -> Artifact {
         late_after: std::time::Duration::from_secs(5),
         examples: 3,
         verify_sync: true,
+        bounds_us: Vec::new(),
     });
     l.expect(7, 2);
     for seq in 0..sent {

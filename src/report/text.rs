@@ -305,6 +305,7 @@ fn chaos(out: &mut String, r: &Report) {
         "e2e p50 before → during",
         "e2e p99 during",
         "received/s before → during → after",
+        "due during / after: lost, dup",
         "recovered",
     ]);
     for c in &r.chaos {
@@ -329,6 +330,13 @@ fn chaos(out: &mut String, r: &Report) {
                 "{:.0} → {:.0} → {:.0}",
                 e.before.received_per_s, e.during.received_per_s, e.after.received_per_s
             ),
+            format!(
+                "{}, {} / {}, {}",
+                thousands(c.during.lost),
+                thousands(c.during.duplicated),
+                thousands(c.after.lost),
+                thousands(c.after.duplicated)
+            ),
             match e.recovery_s {
                 Some(s) => format!("after {s:.1} s"),
                 None => "not by the end".to_owned(),
@@ -336,6 +344,21 @@ fn chaos(out: &mut String, r: &Report) {
         ]);
     }
     let _ = writeln!(out, "\n{t}");
+    for c in &r.chaos {
+        let (before, fewest) = c.effect.online;
+        if fewest < before {
+            let back = match c.effect.back_online_s {
+                Some(s) => format!("all back online {s:.1} s after its start"),
+                None => "not all back by the end of the run".to_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "{}: users online {before} → {fewest} (a reconnect storm of {}); {back}",
+                c.step.key,
+                before - fewest
+            );
+        }
+    }
     for c in r.chaos.iter().filter(|c| !c.effect.errors.is_empty()) {
         let errors: Vec<String> = c
             .effect

@@ -411,6 +411,18 @@ fn step(
     Ok(step)
 }
 
+/// When the steps begin and end, µs from traffic start: sorted, distinct.
+pub fn bounds_us(steps: &[ChaosStep]) -> Vec<u64> {
+    let mut b: Vec<u64> = steps
+        .iter()
+        .flat_map(|s| [s.at, s.end()])
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .collect();
+    b.sort_unstable();
+    b.dedup();
+    b
+}
+
 /// `pid` or `process`: exactly one, naming a process on this host now.
 fn process(
     src: &Source<'_>,

@@ -85,7 +85,7 @@ pub fn validate(
     check_driver(src, root, &mut target, max_body(&traffic))?;
     missed_messages(src, &s.population, &population, &target)?;
     let warnings = super::warnings::warnings(src, &s.population, &population, &traffic, &target);
-    let ledger = ledger(src, s.ledger.as_ref())?;
+    let mut ledger = ledger(src, s.ledger.as_ref())?;
     sampled_streams(src, s.ledger.as_ref(), &ledger, &traffic)?;
     let chaos = super::chaos::steps(
         src,
@@ -98,6 +98,7 @@ pub fn validate(
             in_process: target.driver.schemes.is_empty(),
         },
     )?;
+    ledger.bounds_us = super::chaos::bounds_us(&chaos);
     Ok(Checked {
         name,
         seed,
@@ -272,6 +273,7 @@ fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
         late_after: Duration::from_secs(5),
         examples: 10,
         verify_sync: true,
+        bounds_us: Vec::new(),
     };
     let Some(l) = spec else { return Ok(opts) };
     if let Some(s) = &l.sample {

@@ -8,8 +8,11 @@ use msgstorm::metrics::{Counter, Hist};
 use msgstorm::report::series::SecondPoint;
 use msgstorm::report::Report;
 
-use crate::common::run::{run_text, Ran, Work, BIN};
-use crate::common::{ChildServer, SECRET};
+use msgstorm::serve::faults::FaultSpec;
+use msgstorm::serve::ServeConfig;
+
+use crate::common::run::{run_text, target as run_target, Ran, Work, BIN};
+use crate::common::{config, start, ChildServer, SECRET};
 
 /// Direct traffic at `rate` for `secs` seconds among 40 users, then `rest`.
 fn scenario(target: &str, rate: u32, secs: u32, rest: &str) -> String {
@@ -178,7 +181,12 @@ async fn cut_users_reconnect_and_miss_nothing() {
     let (ran, artifact) = run_text(&work, &text).await;
     ran.expect_code(0);
     let r = report(&ran, &artifact);
-    assert_eq!(r.chaos[0].step.cut, Some((12, 40)), "30% of 40: {ran}");
+    let step = &r.chaos[0].step;
+    assert_eq!(step.cut, Some((12, 40)), "30% of 40: {ran}");
+    assert!(
+        step.back_after_s.is_some_and(|s| s < 5.0),
+        "the storm's length is measured: {step:?}"
+    );
     assert_eq!(artifact.metrics.count(Counter::Disconnects), 12, "{ran}");
     assert_eq!(
         artifact.metrics.count(Counter::LoginOk),
@@ -187,4 +195,50 @@ async fn cut_users_reconnect_and_miss_nothing() {
     );
     let d = artifact.ledger.summary();
     assert_eq!((d.lost, d.duplicated), (0, 0), "{ran}");
+}
+
+/// Against a server that drops and duplicates pushes throughout, every loss and duplicate
+/// is counted once in the span its message was due in: the spans add up to the run's
+/// totals, each step's row shows its share, and a per-step bound fails the run naming the
+/// step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losses_are_counted_in_the_step_they_were_due_in() {
+    let server = start(ServeConfig {
+        faults: FaultSpec::parse("drop=0.05,dup=0.05").expect("fault spec"),
+        fault_seed: Some(7),
+        ..config()
+    })
+    .await;
+    let work = Work::new();
+    let text = scenario(
+        &run_target(&server),
+        100,
+        6,
+        "[ledger]\nverify_sync = false\n\n\
+         [[chaos]]\naction = \"delay\"\nat = \"2s\"\nduration = \"2s\"\ndelay = \"20ms\"\n\
+         max_lost = 0\n",
+    );
+    let (ran, artifact) = run_text(&work, &text).await;
+    server.shutdown().await.expect("server stops");
+    ran.expect_code(1);
+    assert!(ran.verdict().contains("chaos[0].max_lost"), "{ran}");
+    let d = artifact.ledger.summary();
+    let spans = artifact.ledger.spans();
+    assert_eq!(spans.len(), 3, "before, during, after the step");
+    let sum = |f: fn(&msgstorm::ledger::SpanDelivery) -> u64| spans.iter().map(f).sum::<u64>();
+    assert!(d.lost > 0 && d.duplicated > 0, "{ran}");
+    assert_eq!(sum(|s| s.lost), d.lost, "{ran}");
+    assert_eq!(sum(|s| s.duplicated), d.duplicated, "{ran}");
+    assert_eq!(sum(|s| s.delivered), d.delivered, "{ran}");
+    let r = Report::new(&artifact);
+    let row = &r.chaos[0];
+    assert_eq!(
+        (row.during.lost, row.after.lost),
+        (spans[1].lost, spans[2].lost),
+        "{ran}"
+    );
+    assert!(
+        row.during.lost > 0,
+        "5% of 200 messages due in the window: {ran}"
+    );
 }

@@ -61,15 +61,20 @@ impl<D: Driver> Vu<D> {
         let now = Instant::now();
         let now_us = self.shared.wall_of(now);
         let run = self.shared.run_id;
+        let decoded = envelope::decode(body);
+        let span = match &decoded {
+            Decoded::Intact(env) | Decoded::Corrupt(env) => self.shared.span_of(env.due_us),
+            Decoded::Damaged | Decoded::Foreign => 0,
+        };
         let receipt = |env: Envelope, corrupt| Receipt {
             stream: env.stream,
             seq: env.seq,
             latency_us: now_us.saturating_sub(env.due_us),
             at_us: now_us,
+            span,
             via,
             corrupt,
         };
-        let decoded = envelope::decode(body);
         let own = match decoded {
             Decoded::Intact(env) | Decoded::Corrupt(env) => {
                 env.run == run && self.own_streams.contains(&env.stream)

@@ -25,6 +25,8 @@ pub(super) struct Receipt {
     pub(super) latency_us: u64,
     /// When it arrived, wall-clock µs (for fan-out completion).
     pub(super) at_us: u64,
+    /// The span between chaos bounds it was due in.
+    pub(super) span: usize,
     pub(super) via: Via,
     pub(super) corrupt: bool,
 }
@@ -54,7 +56,8 @@ pub(super) struct Tally {
     lat: Vec<(Hist, u64)>,
     /// Highest seq sent per stream; consecutive sends of one stream share an entry (the
     /// ledger keeps only the highest).
-    sent: Vec<(StreamId, u64)>,
+    /// (stream, first seq, last seq, span): runs of one stream's sends in one span.
+    sent: Vec<(StreamId, u64, u64, usize)>,
     /// Sends refused or failed: expected nowhere.
     refused: Vec<(StreamId, u64)>,
     /// Sends never made (the sender was offline when due): expected nowhere, not planned.
@@ -84,10 +87,10 @@ impl Tally {
     }
 
     /// The user sent `seq` on `stream`.
-    pub(super) fn sent(&mut self, stream: StreamId, seq: u64) {
+    pub(super) fn sent(&mut self, stream: StreamId, seq: u64, span: usize) {
         match self.sent.last_mut() {
-            Some(last) if last.0 == stream => last.1 = last.1.max(seq),
-            _ => self.sent.push((stream, seq)),
+            Some(last) if last.0 == stream && last.3 == span => last.2 = last.2.max(seq),
+            _ => self.sent.push((stream, seq, seq, span)),
         }
     }
 
@@ -148,8 +151,9 @@ impl Tally {
         for (kind, text) in self.errors.drain(..) {
             r.metrics.error(sec, kind, || text);
         }
-        for (stream, seq) in self.sent.drain(..) {
-            r.ledger.sent(stream, seq);
+        for (stream, first, last, span) in self.sent.drain(..) {
+            r.ledger.sent_in(stream, first, span);
+            r.ledger.sent(stream, last);
         }
         for (stream, seq) in self.refused.drain(..) {
             r.ledger.refused(stream, seq);
@@ -169,9 +173,9 @@ impl Tally {
                     }
                 }
             }
-            let arrival = r
-                .ledger
-                .received(me, d.stream, d.seq, d.latency_us, d.via, d.corrupt);
+            let arrival =
+                r.ledger
+                    .received_in(me, d.stream, d.seq, d.latency_us, d.via, d.corrupt, d.span);
             if arrival == Arrival::Again {
                 continue;
             }

@@ -123,10 +123,11 @@ impl<D: Driver> Vu<D> {
         let sent = s.send(tag, dest, &self.body).await;
         let bytes = self.body.len() as u64;
         let acceptance = self.cfg.acceptance;
+        let span = self.shared.span_of(due_us);
         let t = self.tally(now);
         // Its lag is taken once the wake-up's writes are done (see `Vu::sends_written`).
         t.handed(due);
-        t.sent(next.stream, next.seq);
+        t.sent(next.stream, next.seq, span);
         match sent {
             Ok(()) => {
                 t.count(Counter::Sent, 1);

@@ -259,7 +259,8 @@ fn checks_and_defaults_lower() {
             sample: 1.0,
             late_after: Duration::from_secs(5),
             examples: 10,
-            verify_sync: true
+            verify_sync: true,
+            bounds_us: Vec::new(),
         }
     );
     assert_eq!(p.population.user_id(3), "u3");
