@@ -209,6 +209,13 @@ impl Shared {
         crate::ledger::Ledger::span_of(&self.bounds_us, due_us.saturating_sub(self.wall_of(ts)))
     }
 
+    /// `at` as wall-clock µs (see [`Shared::wall_of`]) and the span between chaos bounds
+    /// of a message due then ([`Shared::span_of`]).
+    pub fn wall_and_span(&self, at: Instant) -> (u64, usize) {
+        let us = self.wall_of(at);
+        (us, self.span_of(us))
+    }
+
     /// Wall-clock µs now, on the run's clock (see [`Shared`]).
     pub fn now_us(&self) -> u64 {
         self.wall_of(Instant::now())

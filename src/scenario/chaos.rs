@@ -8,128 +8,13 @@ use std::time::Duration;
 use fastrand::Rng;
 use toml::Spanned;
 
+use super::chaos_step::{ChaosAction, ChaosStep, NetFault, ProcRef};
 use super::draw::mix;
 use super::schema::{ChaosSpec, Opt};
 use super::source::{unknown_among, Source};
 use super::traffic::Pattern;
 use super::values::{duration, positive, show, unit};
 use crate::Result;
-
-/// A process a step acts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcRef {
-    /// By process id.
-    Pid(u32),
-    /// By name, as in `/proc/PID/comm` (every process of that name).
-    Name(String),
-}
-
-impl std::fmt::Display for ProcRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProcRef::Pid(p) => write!(f, "pid {p}"),
-            ProcRef::Name(n) => write!(f, "`{n}`"),
-        }
-    }
-}
-
-/// What the network between the users and the target does during a step (msgstorm's
-/// own TCP proxy carries every connection when a scenario has one).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum NetFault {
-    /// Every chunk is held this long (plus up to `jitter`, order kept).
-    Delay {
-        /// Added one-way delay.
-        delay: Duration,
-        /// Extra delay, uniform in `0..=jitter`.
-        jitter: Duration,
-    },
-    /// Each chunk, with this probability, is held for one TCP retransmission timeout
-    /// ([`RETRANSMIT_TIMEOUT`]) — what a lost segment costs a TCP connection — with everything
-    /// behind it on the connection.
-    Loss(f64),
-    /// At most this many bytes per second each way, per connection.
-    Bandwidth(u64),
-    /// Nothing passes; connections stay open and what was held passes after the step.
-    Blackhole,
-}
-
-/// What a lost segment costs: Linux's minimum retransmission timeout.
-pub const RETRANSMIT_TIMEOUT: Duration = Duration::from_millis(200);
-
-/// What a step does.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChaosAction {
-    /// SIGKILL.
-    Kill(ProcRef),
-    /// SIGTERM.
-    Term(ProcRef),
-    /// SIGSTOP for the step's duration, then SIGCONT.
-    Pause(ProcRef),
-    /// SIGKILL, then `start` run again (by `sh -c`), waiting until `listen` accepts.
-    Restart {
-        /// The process.
-        process: ProcRef,
-        /// The command that starts it.
-        start: String,
-        /// `host:port` it listens on once up.
-        listen: String,
-    },
-    /// A command (by `sh -c`), its exit code and output kept.
-    Exec(String),
-    /// This fraction of the online users lose their connection abruptly.
-    Cut(f64),
-    /// The network misbehaves for the step's duration.
-    Net(NetFault),
-}
-
-impl ChaosAction {
-    /// The action's name as written.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ChaosAction::Kill(_) => "kill",
-            ChaosAction::Term(_) => "term",
-            ChaosAction::Pause(_) => "pause",
-            ChaosAction::Restart { .. } => "restart",
-            ChaosAction::Exec(_) => "exec",
-            ChaosAction::Cut(_) => "cut",
-            ChaosAction::Net(NetFault::Delay { .. }) => "delay",
-            ChaosAction::Net(NetFault::Loss(_)) => "loss",
-            ChaosAction::Net(NetFault::Bandwidth(_)) => "bandwidth",
-            ChaosAction::Net(NetFault::Blackhole) => "blackhole",
-        }
-    }
-
-    /// Whether the users' connections must go through msgstorm's proxy for it.
-    pub fn needs_proxy(&self) -> bool {
-        matches!(self, ChaosAction::Net(_) | ChaosAction::Cut(_))
-    }
-}
-
-/// One checked `[[chaos]]` step.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChaosStep {
-    /// Its key, `chaos[i]`.
-    pub key: String,
-    /// What it does.
-    pub action: ChaosAction,
-    /// When, from traffic start (drawn from `window` with the seed when given so).
-    pub at: Duration,
-    /// How long it lasts (zero for an instant action).
-    pub duration: Duration,
-    /// Per-step bound on messages due in the step's window or in its recovery that were
-    /// lost.
-    pub max_lost: Option<u64>,
-    /// The same for duplicated deliveries.
-    pub max_duplicated: Option<u64>,
-}
-
-impl ChaosStep {
-    /// When it ends, from traffic start.
-    pub fn end(&self) -> Duration {
-        self.at + self.duration
-    }
-}
 
 /// The actions, as written.
 const ACTIONS: [&str; 10] = [
@@ -144,9 +29,6 @@ const ACTIONS: [&str; 10] = [
     "bandwidth",
     "blackhole",
 ];
-
-/// How a `restart` waits for the process to listen again, at most.
-pub const RESTART_WAIT: Duration = Duration::from_secs(30);
 
 /// What the checks of [`steps`] need to know about the rest of the scenario.
 pub struct Context<'a> {
@@ -216,199 +98,244 @@ fn step(
     cx: &Context<'_>,
     end: Option<Duration>,
 ) -> Result<ChaosStep> {
-    let key = format!("chaos[{i}]");
-    let k = |name: &str| format!("{key}.{name}");
-    let s = spec.get_ref();
-    let name = s.action.get_ref().as_str();
-    if !ACTIONS.contains(&name) {
-        return Err(src.at(
-            &s.action,
-            k("action"),
-            unknown_among("action", name, &ACTIONS),
-        ));
-    }
-    let allowed: &[&str] = match name {
-        "kill" | "term" => &["pid", "process"],
-        "pause" => &["pid", "process", "duration"],
-        "restart" => &["pid", "process", "start", "listen"],
-        "exec" => &["command"],
-        "cut" => &["fraction"],
-        "delay" => &["duration", "delay", "jitter"],
-        "loss" => &["duration", "fraction"],
-        "bandwidth" => &["duration", "bandwidth"],
-        _ => &["duration"],
+    let one = One {
+        src,
+        key: format!("chaos[{i}]"),
+        s: spec.get_ref(),
+        span: spec.span(),
     };
-    for (present, span) in s.present() {
-        if !allowed.contains(&present) {
-            let takes = if allowed.is_empty() {
-                "no other keys".to_owned()
-            } else {
-                allowed.join(", ")
-            };
-            return Err(src.error(
-                span,
-                k(present),
-                format!("action `{name}` does not take `{present}` (it takes {takes})"),
-            ));
-        }
-    }
-    let span = || spec.span();
-    let need = |o: bool, what: &str, why: &str| -> Result<()> {
-        if o {
-            Ok(())
-        } else {
-            Err(src.error(
-                span(),
-                k(what),
-                format!("action `{name}` needs `{what}` ({why})"),
-            ))
-        }
-    };
+    let name = one.name()?;
+    one.keys(name)?;
     let timed = matches!(name, "pause" | "delay" | "loss" | "bandwidth" | "blackhole");
-    let length = match &s.duration {
-        Some(d) => src.value(d, k("duration"), positive)?,
+    let length = match &one.s.duration {
+        Some(d) => src.value(d, one.k("duration"), positive)?,
         None if timed => {
-            need(false, "duration", "how long it lasts, e.g. \"10s\"")?;
-            Duration::ZERO
+            return Err(one.needs(name, "duration", "how long it lasts, e.g. \"10s\""))
         }
         None => Duration::ZERO,
     };
     let action = match name {
-        "kill" | "term" | "pause" | "restart" => {
-            let process = process(src, &k, s, span())?;
-            match name {
-                "kill" => ChaosAction::Kill(process),
-                "term" => ChaosAction::Term(process),
-                "pause" => ChaosAction::Pause(process),
-                _ => {
-                    let start = text(src, &k("start"), &s.start)?;
-                    need(
-                        start.is_some(),
-                        "start",
-                        "the command that starts the process again",
-                    )?;
-                    let listen = match text(src, &k("listen"), &s.listen)? {
-                        Some(l) => l,
-                        None => cx.target_addr.clone().ok_or_else(|| {
-                            src.error(
-                                span(),
-                                k("listen"),
-                                "a restart waits until the process listens again: give \
-                                 `listen = \"HOST:PORT\"` (the target has no URL to take it from)",
-                            )
-                        })?,
-                    };
-                    ChaosAction::Restart {
-                        process,
-                        start: start.unwrap_or_default(),
-                        listen,
-                    }
-                }
-            }
-        }
-        "exec" => {
-            let command = text(src, &k("command"), &s.command)?;
-            need(command.is_some(), "command", "what to run, by `sh -c`")?;
-            ChaosAction::Exec(command.unwrap_or_default())
-        }
-        "cut" => {
-            need(
-                s.fraction.is_some(),
-                "fraction",
-                "which share of the online users, e.g. 0.3",
-            )?;
-            let f = s
-                .fraction
-                .as_ref()
-                .map_or(Ok(0.0), |f| src.value(f, k("fraction"), unit))?;
-            ChaosAction::Cut(f)
-        }
-        "delay" => {
-            need(s.delay.is_some(), "delay", "how much, e.g. \"100ms\"")?;
-            let delay = s
-                .delay
-                .as_ref()
-                .map_or(Ok(Duration::ZERO), |d| src.value(d, k("delay"), positive))?;
-            let jitter = s
-                .jitter
-                .as_ref()
-                .map_or(Ok(Duration::ZERO), |d| src.value(d, k("jitter"), duration))?;
-            ChaosAction::Net(NetFault::Delay { delay, jitter })
-        }
-        "loss" => {
-            need(
-                s.fraction.is_some(),
-                "fraction",
-                "the share of segments lost, e.g. 0.05",
-            )?;
-            let f = s
-                .fraction
-                .as_ref()
-                .map_or(Ok(0.0), |f| src.value(f, k("fraction"), unit))?;
-            ChaosAction::Net(NetFault::Loss(f))
-        }
-        "bandwidth" => {
-            need(
-                s.bandwidth.is_some(),
-                "bandwidth",
-                "bytes per second, e.g. \"256KiB/s\"",
-            )?;
-            let b = s.bandwidth.as_ref().map_or(Ok(0), |b| {
-                bandwidth(b.get_ref()).map_err(|why| src.at(b, k("bandwidth"), why))
-            })?;
-            ChaosAction::Net(NetFault::Bandwidth(b))
-        }
-        _ => ChaosAction::Net(NetFault::Blackhole),
+        "kill" | "term" | "pause" | "restart" => one.process_action(name, cx)?,
+        "exec" => ChaosAction::Exec(one.required(
+            name,
+            "command",
+            &one.s.command,
+            "what to run, by `sh -c`",
+        )?),
+        _ => one.net_action(name)?,
     };
-    if action.needs_proxy() {
-        if cx.in_process {
-            return Err(src.at(
-                &s.action,
-                k("action"),
-                format!(
-                    "action `{name}` acts on the users' TCP connections, and this driver has none"
-                ),
-            ));
-        }
-        if cx.more_nodes {
-            return Err(src.at(
-                &s.action,
-                k("action"),
-                format!(
-                    "action `{name}` goes through msgstorm's proxy in front of `target.url`, \
-                     and the driver's `urls` name more nodes it would not carry"
-                ),
-            ));
-        }
-    }
-    let at = when(src, &k, s, length, (cx.seed, i, span()))?;
+    one.carried(name, &action, cx)?;
+    let at = when(
+        src,
+        &|n| one.k(n),
+        one.s,
+        length,
+        (cx.seed, i, one.span.clone()),
+    )?;
     let step = ChaosStep {
-        key: key.clone(),
+        key: one.key.clone(),
         action,
         at,
         duration: length,
-        max_lost: bound(src, &k("max_lost"), &s.max_lost)?,
-        max_duplicated: bound(src, &k("max_duplicated"), &s.max_duplicated)?,
+        max_lost: bound(src, &one.k("max_lost"), &one.s.max_lost)?,
+        max_duplicated: bound(src, &one.k("max_duplicated"), &one.s.max_duplicated)?,
     };
-    if let Some(end) = end {
-        if step.end() > end {
-            let at_span =
-                s.at.as_ref()
-                    .map(Spanned::span)
-                    .or(s.window.as_ref().map(Spanned::span));
-            return Err(src.error(
-                at_span.unwrap_or_else(span),
-                k(if s.window.is_some() { "window" } else { "at" }),
-                format!(
-                    "the step ({} to {} after traffic starts) ends after the traffic ({})",
-                    show(step.at),
-                    show(step.end()),
-                    show(end)
-                ),
-            ));
+    one.within(&step, end)?;
+    Ok(step)
+}
+
+/// One `[[chaos]]` entry being checked.
+struct One<'a> {
+    src: &'a Source<'a>,
+    key: String,
+    s: &'a ChaosSpec,
+    span: Range<usize>,
+}
+
+impl One<'_> {
+    /// `chaos[i].name`.
+    fn k(&self, name: &str) -> String {
+        format!("{}.{name}", self.key)
+    }
+
+    /// The action's name, one of [`ACTIONS`].
+    fn name(&self) -> Result<&str> {
+        let name = self.s.action.get_ref().as_str();
+        if ACTIONS.contains(&name) {
+            Ok(name)
+        } else {
+            Err(self.src.at(
+                &self.s.action,
+                self.k("action"),
+                unknown_among("action", name, &ACTIONS),
+            ))
         }
     }
-    Ok(step)
+
+    /// Only the keys action `name` takes are present.
+    fn keys(&self, name: &str) -> Result<()> {
+        let allowed: &[&str] = match name {
+            "kill" | "term" => &["pid", "process"],
+            "pause" => &["pid", "process", "duration"],
+            "restart" => &["pid", "process", "start", "listen"],
+            "exec" => &["command"],
+            "cut" => &["fraction"],
+            "delay" => &["duration", "delay", "jitter"],
+            "loss" => &["duration", "fraction"],
+            "bandwidth" => &["duration", "bandwidth"],
+            _ => &["duration"],
+        };
+        match self
+            .s
+            .present()
+            .into_iter()
+            .find(|(p, _)| !allowed.contains(p))
+        {
+            Some((present, span)) => Err(self.src.error(
+                span,
+                self.k(present),
+                format!(
+                    "action `{name}` does not take `{present}` (it takes {})",
+                    allowed.join(", ")
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The error of a missing key.
+    fn needs(&self, name: &str, what: &str, why: &str) -> crate::Error {
+        self.src.error(
+            self.span.clone(),
+            self.k(what),
+            format!("action `{name}` needs `{what}` ({why})"),
+        )
+    }
+
+    /// A string key action `name` needs.
+    fn required(&self, name: &str, what: &str, v: &Opt<String>, why: &str) -> Result<String> {
+        text(self.src, &self.k(what), v)?.ok_or_else(|| self.needs(name, what, why))
+    }
+
+    /// A fraction key action `name` needs.
+    fn fraction(&self, name: &str, why: &str) -> Result<f64> {
+        match &self.s.fraction {
+            Some(f) => self.src.value(f, self.k("fraction"), unit),
+            None => Err(self.needs(name, "fraction", why)),
+        }
+    }
+
+    /// `kill`, `term`, `pause`, `restart`.
+    fn process_action(&self, name: &str, cx: &Context<'_>) -> Result<ChaosAction> {
+        let process = process(self.src, &|n| self.k(n), self.s, self.span.clone())?;
+        Ok(match name {
+            "kill" => ChaosAction::Kill(process),
+            "term" => ChaosAction::Term(process),
+            "pause" => ChaosAction::Pause(process),
+            _ => {
+                let start = self.required(
+                    name,
+                    "start",
+                    &self.s.start,
+                    "the command that starts the process again",
+                )?;
+                let listen = match text(self.src, &self.k("listen"), &self.s.listen)? {
+                    Some(l) => l,
+                    None => cx.target_addr.clone().ok_or_else(|| {
+                        self.src.error(
+                            self.span.clone(),
+                            self.k("listen"),
+                            "a restart waits until the process listens again: give \
+                             `listen = \"HOST:PORT\"` (the target has no URL to take it from)",
+                        )
+                    })?,
+                };
+                ChaosAction::Restart {
+                    process,
+                    start,
+                    listen,
+                }
+            }
+        })
+    }
+
+    /// `cut` and the network actions.
+    fn net_action(&self, name: &str) -> Result<ChaosAction> {
+        let s = self.s;
+        Ok(match name {
+            "cut" => {
+                ChaosAction::Cut(self.fraction(name, "which share of the online users, e.g. 0.3")?)
+            }
+            "delay" => {
+                let delay = match &s.delay {
+                    Some(d) => self.src.value(d, self.k("delay"), positive)?,
+                    None => return Err(self.needs(name, "delay", "how much, e.g. \"100ms\"")),
+                };
+                let jitter = s.jitter.as_ref().map_or(Ok(Duration::ZERO), |d| {
+                    self.src.value(d, self.k("jitter"), duration)
+                })?;
+                ChaosAction::Net(NetFault::Delay { delay, jitter })
+            }
+            "loss" => ChaosAction::Net(NetFault::Loss(
+                self.fraction(name, "the share of segments lost, e.g. 0.05")?,
+            )),
+            "bandwidth" => {
+                let b = match &s.bandwidth {
+                    Some(b) => bandwidth(b.get_ref())
+                        .map_err(|why| self.src.at(b, self.k("bandwidth"), why))?,
+                    None => {
+                        return Err(self.needs(
+                            name,
+                            "bandwidth",
+                            "bytes per second, e.g. \"256KiB/s\"",
+                        ))
+                    }
+                };
+                ChaosAction::Net(NetFault::Bandwidth(b))
+            }
+            _ => ChaosAction::Net(NetFault::Blackhole),
+        })
+    }
+
+    /// An action on the users' connections needs connections msgstorm's proxy can carry.
+    fn carried(&self, name: &str, action: &ChaosAction, cx: &Context<'_>) -> Result<()> {
+        if !action.needs_proxy() {
+            return Ok(());
+        }
+        let why = if cx.in_process {
+            format!("action `{name}` acts on the users' TCP connections, and this driver has none")
+        } else if cx.more_nodes {
+            format!(
+                "action `{name}` goes through msgstorm's proxy in front of `target.url`, and \
+                 the driver's `urls` name more nodes it would not carry"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(self.src.at(&self.s.action, self.k("action"), why))
+    }
+
+    /// The step ends before the traffic does (when that end is known).
+    fn within(&self, step: &ChaosStep, end: Option<Duration>) -> Result<()> {
+        let Some(end) = end.filter(|&e| step.end() > e) else {
+            return Ok(());
+        };
+        let s = self.s;
+        let at =
+            s.at.as_ref()
+                .map(Spanned::span)
+                .or(s.window.as_ref().map(Spanned::span));
+        Err(self.src.error(
+            at.unwrap_or_else(|| self.span.clone()),
+            self.k(if s.window.is_some() { "window" } else { "at" }),
+            format!(
+                "the step ({} to {} after traffic starts) ends after the traffic ({})",
+                show(step.at),
+                show(step.end()),
+                show(end)
+            ),
+        ))
+    }
 }
 
 /// When the steps begin and end, µs from traffic start: sorted, distinct.

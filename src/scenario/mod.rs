@@ -20,6 +20,7 @@
 
 mod arrival;
 mod chaos;
+mod chaos_step;
 mod draw;
 mod find;
 mod kind;

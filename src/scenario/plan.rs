@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-pub use super::chaos::{
+pub use super::chaos_step::{
     ChaosAction, ChaosStep, NetFault, ProcRef, RESTART_WAIT, RETRANSMIT_TIMEOUT,
 };
 pub use crate::driver::Auth;

@@ -48,7 +48,7 @@ pub struct Checked {
     /// What the run cannot verify (see `warnings.rs`).
     pub warnings: Vec<String>,
     /// Fault steps during the load.
-    pub chaos: Vec<super::chaos::ChaosStep>,
+    pub chaos: Vec<super::chaos_step::ChaosStep>,
 }
 
 /// Validates a whole scenario read from `file`; `root` is its spanned tree (after

@@ -86,7 +86,7 @@ impl<D: Driver> Vu<D> {
         now: Instant,
     ) -> Result<(), Failure> {
         let program = &self.spec.plan.programs[i];
-        let due_us = self.shared.wall_of(due);
+        let (due_us, span) = self.shared.wall_and_span(due);
         self.body.clear();
         envelope::encode(
             &Envelope {
@@ -123,7 +123,6 @@ impl<D: Driver> Vu<D> {
         let sent = s.send(tag, dest, &self.body).await;
         let bytes = self.body.len() as u64;
         let acceptance = self.cfg.acceptance;
-        let span = self.shared.span_of(due_us);
         let t = self.tally(now);
         // Its lag is taken once the wake-up's writes are done (see `Vu::sends_written`).
         t.handed(due);
