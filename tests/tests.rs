@@ -111,6 +111,8 @@ mod k8s_kubelet;
 #[path = "run/library.rs"]
 mod run_library;
 
+#[path = "chaos/mosquitto.rs"]
+mod chaos_mosquitto;
 #[path = "chaos/steps.rs"]
 mod chaos_steps;
 #[path = "chaos/validate.rs"]

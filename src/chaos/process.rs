@@ -22,15 +22,92 @@ pub fn named(name: &str) -> Vec<u32> {
 /// successor.
 pub fn resolve(process: &ProcRef, moved: &[(u32, u32)]) -> Vec<u32> {
     match process {
-        ProcRef::Pid(p) => {
+        ProcRef::Pid(p, _) => {
             let mut pid = *p;
             while let Some(&(_, next)) = moved.iter().find(|(old, _)| *old == pid) {
                 pid = next;
             }
             vec![pid]
         }
-        ProcRef::Name(n) => named(n),
+        ProcRef::Name(n, _) => named(n),
+        ProcRef::Listening(addr, _) => listening(addr).into_iter().collect(),
     }
+}
+
+/// The process listening on TCP `addr` (`host:port`) on this host, if any: the socket's
+/// inode from `/proc/net/tcp{,6}`, then the process holding it (the first found).
+pub fn listening(addr: &str) -> Option<u32> {
+    use std::net::ToSocketAddrs;
+    let wanted: Vec<std::net::SocketAddr> = addr.to_socket_addrs().ok()?.collect();
+    let port = wanted.first()?.port();
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Fields: sl, local address (hex IP:port), remote, state (0A: listen), …, inode.
+            let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+            let (ip, p) = local.split_once(':')?;
+            let ok = *state == "0A"
+                && u16::from_str_radix(p, 16).ok()? == port
+                && (ip.chars().all(|c| c == '0') || wanted.iter().any(|w| hex_ip(w.ip()) == ip));
+            ok.then(|| (*inode).to_owned())
+        })
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    let sockets: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let fds = std::fs::read_dir(e.path().join("fd")).ok()?;
+        fds.flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|l| sockets.iter().any(|s| l.as_os_str() == s.as_str()))
+            .then_some(pid)
+    })
+}
+
+/// An address as `/proc/net/tcp` writes it: the bytes of a 32-bit word in host order, hex.
+fn hex_ip(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => format!("{:08X}", u32::from_ne_bytes(v4.octets())),
+        std::net::IpAddr::V6(v6) => v6
+            .octets()
+            .chunks(4)
+            .map(|c| format!("{:08X}", u32::from_ne_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+    }
+}
+
+/// Every process the plan's steps name exists now; otherwise the scenario error at the
+/// key that names the missing one (run before anything connects).
+pub fn check(steps: &[crate::scenario::ChaosStep]) -> crate::Result<()> {
+    for p in steps.iter().filter_map(crate::scenario::ChaosStep::process) {
+        let (found, origin, what) = match p {
+            ProcRef::Pid(pid, o) => (exists(*pid), o, format!("no process {pid} on this host")),
+            ProcRef::Name(n, o) => (
+                !named(n).is_empty(),
+                o,
+                format!("no process named `{n}` on this host"),
+            ),
+            ProcRef::Listening(a, o) => (
+                listening(a).is_some(),
+                o,
+                format!("no process of this host listens on {a} (give `pid` or `process`)"),
+            ),
+        };
+        if !found {
+            return Err(crate::Error::Scenario {
+                file: origin.file.clone(),
+                line: origin.line,
+                key: origin.key.clone(),
+                msg: what,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A signal a step sends.
@@ -169,5 +246,19 @@ pub async fn start(
         }
         // Nothing announces a listening socket to another process: retried, briefly.
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_process_listening_on_an_address() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        assert_eq!(listening(&addr), Some(std::process::id()));
+        drop(l);
+        assert_eq!(listening(&addr), None, "nobody listens once it is closed");
     }
 }

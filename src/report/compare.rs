@@ -278,6 +278,60 @@ impl Comparison {
                 Some(pick(&r.delivery) as f64)
             });
         }
+        // Each chaos step of either run, by its key: what it cost, side by side.
+        let mut steps: Vec<&str> = base
+            .chaos
+            .iter()
+            .chain(&new.chaos)
+            .map(|c| c.step.key.as_str())
+            .collect();
+        steps.sort_unstable();
+        steps.dedup();
+        type StepPick = fn(&super::model::ChaosRow) -> Option<f64>;
+        let parts: [(&str, &str, Kind, Better, StepPick); 5] = [
+            ("e2e_p99", "e2e p99 during it", Kind::Tail, Lower, |c| {
+                Some(c.effect.during.e2e_p99_us as f64)
+            }),
+            (
+                "received_per_s",
+                "received per second during it",
+                Kind::Rate,
+                Higher,
+                |c| Some(c.effect.during.received_per_s),
+            ),
+            (
+                "lost",
+                "lost of the messages due during and after it",
+                Kind::Problem,
+                Lower,
+                |c| Some((c.during.lost + c.after.lost) as f64),
+            ),
+            (
+                "duplicated",
+                "duplicated of those",
+                Kind::Problem,
+                Lower,
+                |c| Some((c.during.duplicated + c.after.duplicated) as f64),
+            ),
+            (
+                "recovery",
+                "time to recover (µs; none: not recovered)",
+                Kind::Tail,
+                Lower,
+                |c| c.effect.recovery_s.map(|s| s * 1e6),
+            ),
+        ];
+        for step in steps {
+            for (part, what, kind, better, pick) in parts {
+                add(
+                    format!("{step}.{part}"),
+                    format!("{step}: {what}"),
+                    kind,
+                    better,
+                    &|r| r.chaos.iter().find(|c| c.step.key == step).and_then(pick),
+                );
+            }
+        }
         // Every check of either run, built-in or written, by its key (`checks.min_verified`).
         let mut keys: Vec<&str> = base
             .checks

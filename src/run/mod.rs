@@ -56,6 +56,9 @@ pub struct Options {
 pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Result<Artifact> {
     let mut notes = Vec::new();
     let fd_limit = host::check_fd_limit(&plan, &mut notes)?;
+    if plan.shard.index == 0 {
+        crate::chaos::process::check(&plan.chaos)?;
+    }
     let (server, shown) = target::prepare(&mut plan, &mut notes).await?;
     let mut chaos = crate::chaos::Chaos::prepare(&mut plan)
         .await

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fastrand::Rng;
 use toml::Spanned;
 
-use super::chaos_step::{ChaosAction, ChaosStep, NetFault, ProcRef};
+use super::chaos_step::{ChaosAction, ChaosStep, NetFault, Origin, ProcRef};
 use super::draw::mix;
 use super::schema::{ChaosSpec, Opt};
 use super::source::{unknown_among, Source};
@@ -227,7 +227,7 @@ impl One<'_> {
 
     /// `kill`, `term`, `pause`, `restart`.
     fn process_action(&self, name: &str, cx: &Context<'_>) -> Result<ChaosAction> {
-        let process = process(self.src, &|n| self.k(n), self.s, self.span.clone())?;
+        let process = process(self.src, &|n| self.k(n), self.s, self.span.clone(), cx)?;
         Ok(match name {
             "kill" => ChaosAction::Kill(process),
             "term" => ChaosAction::Term(process),
@@ -356,6 +356,7 @@ fn process(
     k: &dyn Fn(&str) -> String,
     s: &ChaosSpec,
     span: Range<usize>,
+    cx: &Context<'_>,
 ) -> Result<ProcRef> {
     match (&s.pid, &s.process) {
         (Some(p), None) => {
@@ -369,10 +370,7 @@ fn process(
                         format!("must be a process id > 0, got {}", p.get_ref()),
                     )
                 })?;
-            if !crate::chaos::process::exists(pid) {
-                return Err(src.at(p, k("pid"), format!("no process {pid} on this host")));
-            }
-            Ok(ProcRef::Pid(pid))
+            Ok(ProcRef::Pid(pid, origin(src.at(p, k("pid"), ""))))
         }
         (None, Some(n)) => {
             let name = n.get_ref().trim();
@@ -383,21 +381,42 @@ fn process(
                     "must be a process name as in /proc/PID/comm, e.g. \"mosquitto\"",
                 ));
             }
-            if crate::chaos::process::named(name).is_empty() {
+            if name.starts_with("msgstorm") {
                 return Err(src.at(
                     n,
                     k("process"),
-                    format!("no process named `{name}` on this host"),
+                    "msgstorm's own processes (the generator, its shards) go by that name: \
+                     give a `msgstorm serve` by its `pid`",
                 ));
             }
-            Ok(ProcRef::Name(name.to_owned()))
+            Ok(ProcRef::Name(
+                name.to_owned(),
+                origin(src.at(n, k("process"), "")),
+            ))
         }
         (Some(p), Some(_)) => Err(src.at(p, k("pid"), "give `pid` or `process`, not both")),
-        (None, None) => Err(src.error(
-            span,
-            k("process"),
-            "needs the process: `pid = N` or `process = \"NAME\"`",
-        )),
+        (None, None) => match &cx.target_addr {
+            Some(addr) => Ok(ProcRef::Listening(
+                addr.clone(),
+                origin(src.error(span, k("action"), "")),
+            )),
+            None => Err(src.error(
+                span,
+                k("process"),
+                "needs the process: `pid = N` or `process = \"NAME\"` (without them, the \
+                 process listening on the target's address; this target has no URL)",
+            )),
+        },
+    }
+}
+
+/// Where a key is, for an error found at run time: (file, line, key).
+fn origin(e: crate::Error) -> Origin {
+    match e {
+        crate::Error::Scenario {
+            file, line, key, ..
+        } => Origin { file, line, key },
+        _ => Origin::default(),
     }
 }
 

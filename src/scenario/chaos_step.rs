@@ -3,20 +3,35 @@
 
 use std::time::Duration;
 
-/// A process a step acts on.
+/// A process a step acts on, with where the scenario names it (the process must exist
+/// when the run starts: checked then, before anything connects).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcRef {
     /// By process id.
-    Pid(u32),
+    Pid(u32, Origin),
     /// By name, as in `/proc/PID/comm` (every process of that name).
-    Name(String),
+    Name(String, Origin),
+    /// The process listening on this `host:port` (a step naming no process: the target).
+    Listening(String, Origin),
+}
+
+/// Where a key is written: its file, line and dotted key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The scenario file (`--set` for an override).
+    pub file: std::path::PathBuf,
+    /// Its 1-based line (0 for an override).
+    pub line: usize,
+    /// The key, e.g. `chaos[0].pid`.
+    pub key: String,
 }
 
 impl std::fmt::Display for ProcRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ProcRef::Pid(p) => write!(f, "pid {p}"),
-            ProcRef::Name(n) => write!(f, "`{n}`"),
+            ProcRef::Pid(p, _) => write!(f, "pid {p}"),
+            ProcRef::Name(n, _) => write!(f, "`{n}`"),
+            ProcRef::Listening(a, _) => write!(f, "the process listening on {a}"),
         }
     }
 }
@@ -113,6 +128,15 @@ pub struct ChaosStep {
 }
 
 impl ChaosStep {
+    /// The process it acts on, if it acts on one.
+    pub fn process(&self) -> Option<&ProcRef> {
+        match &self.action {
+            ChaosAction::Kill(p) | ChaosAction::Term(p) | ChaosAction::Pause(p) => Some(p),
+            ChaosAction::Restart { process, .. } => Some(process),
+            _ => None,
+        }
+    }
+
     /// When it ends, from traffic start.
     pub fn end(&self) -> Duration {
         self.at + self.duration

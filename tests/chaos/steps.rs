@@ -11,7 +11,7 @@ use msgstorm::report::Report;
 use msgstorm::serve::faults::FaultSpec;
 use msgstorm::serve::ServeConfig;
 
-use crate::common::run::{run_text, target as run_target, Ran, Work, BIN};
+use crate::common::run::{msgstorm, run_text, target as run_target, Ran, Work, BIN};
 use crate::common::{config, start, ChildServer, SECRET};
 
 /// Direct traffic at `rate` for `secs` seconds among 40 users, then `rest`.
@@ -92,6 +92,13 @@ async fn a_delay_step_adds_its_delay_inside_its_window_only() {
     );
     assert_eq!(artifact.ledger.summary().lost, 0, "{ran}");
     assert!(c.effect.recovery_s.is_some(), "{ran}");
+    // `compare` puts each step's figures side by side.
+    let result = work.path("out").join("result.json").display().to_string();
+    let compared = msgstorm(&["compare", &result, &result, "--format", "json"]).await;
+    compared.expect_code(0);
+    for row in ["\"chaos[0].e2e_p99\"", "\"chaos[0].recovery\"", "\"chaos[0].lost\""] {
+        assert!(compared.stdout.contains(row), "{row}\n{compared}");
+    }
 }
 
 /// The target paused (SIGSTOP) for 2 s: the longest delivery took about 2 s, and about

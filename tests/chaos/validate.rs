@@ -35,8 +35,8 @@ async fn chaos_mistakes_name_the_step_and_key_at_their_line() {
         ),
         (
             "",
-            "[[chaos]]\naction = \"kill\"\nprocess = \"no-such-process-here\"\nat = \"1s\"\n",
-            "s.toml:16: chaos[0].process: no process named `no-such-process-here` on this host",
+            "[[chaos]]\naction = \"kill\"\nprocess = \"msgstorm\"\nat = \"1s\"\n",
+            "s.toml:16: chaos[0].process: msgstorm's own processes",
         ),
         (
             "",
@@ -81,4 +81,26 @@ async fn a_step_at_a_seeded_time_inside_its_window_validates() {
     let file = work.write("s.toml", &text);
     let ran = msgstorm(&["validate", &file.display().to_string()]).await;
     ran.expect_code(0);
+}
+
+/// A process that does not exist stops `msgstorm run` before anything connects, naming the
+/// key at its line (`validate` cannot know the host the run will be on).
+#[tokio::test]
+async fn a_missing_process_stops_the_run_before_it_connects() {
+    let work = Work::new();
+    let text = scenario(
+        "[target]\nurl = \"ws://127.0.0.1:1/ws\"\n",
+        "[[chaos]]\naction = \"kill\"\nprocess = \"no-such-process-here\"\nat = \"1s\"\n",
+    );
+    let file = work.write("s.toml", &text);
+    let file = file.display().to_string();
+    msgstorm(&["validate", &file]).await.expect_code(0);
+    let ran = msgstorm(&["run", &file, "-q"]).await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr.contains(
+            "s.toml:18: chaos[0].process: no process named `no-such-process-here` on this host"
+        ),
+        "before the unreachable target is even tried\n{ran}"
+    );
 }

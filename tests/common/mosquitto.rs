@@ -78,6 +78,11 @@ impl Mosquitto {
         Some(m)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `mqtt://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
