@@ -33,7 +33,7 @@ printf 'run\tpath\te2e_p50\te2e_p99\tack_p50\tack_p99\n'
 for i in $(seq 1 "$runs"); do
     for path in direct proxied; do
         out="$work/$path-$i"
-        "$bin" run "$work/$path.toml" --out "$out" -q >/dev/null || true
+        "$bin" run "$work/$path.toml" --out "$out" -q >/dev/null 2>&1 || true
         python3 - "$out/result.json" "$i" "$path" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))

@@ -11,7 +11,7 @@
 //! Written by hand: proxies in crates (e.g. toxiproxy's ports) are whole servers with
 //! their own control API; this is the few hundred lines the steps need.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use std::time::Duration;
 use fastrand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -27,7 +27,7 @@ use crate::scenario::{NetFault, RETRANSMIT_TIMEOUT};
 
 /// The largest chunk read at once.
 const CHUNK: usize = 16 * 1024;
-/// Chunks a direction holds before its reader waits (back pressure, as a full TCP window).
+/// Chunks a direction holds before it stops reading (back pressure, as a full TCP window).
 const HELD: usize = 256;
 
 /// The connections being carried, by id, each with what cuts it.
@@ -163,68 +163,104 @@ async fn carry(
     }
 }
 
-/// One direction: chunks read from `r`, stamped, released to `w` as the fault allows;
-/// `w` is shut down after `r`'s end.
+/// One direction: chunks read from `r` released to `w` as the fault allows; `w` is shut
+/// down after `r`'s end. With no fault and nothing held, a chunk is written as soon as it
+/// is read (no hop through a queue: the proxy costs a read and a write); otherwise each
+/// chunk is given its release time when it arrives (as netem decides a packet's delay when
+/// it is queued) and waits in order while reading goes on.
 async fn pump<R, W>(mut r: R, mut w: W, mut fault: watch::Receiver<Option<NetFault>>, mut rng: Rng)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(HELD);
-    let read = async move {
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            match r.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
+    let mut buf = vec![0u8; CHUNK];
+    let mut held: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    // The latest release time given: a stream's bytes keep their order.
+    let mut last = Instant::now();
+    let mut open = true;
+    // False once the proxy is gone: its last condition stays.
+    let mut watching = true;
+    loop {
+        let now_fault = *fault.borrow_and_update();
+        if held.is_empty() && now_fault.is_none() {
+            if !open {
+                break;
+            }
+            tokio::select! {
+                n = r.read(&mut buf) => match n {
+                    Ok(0) | Err(_) => open = false,
+                    Ok(n) => {
+                        if w.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                },
+                c = fault.changed(), if watching => watching = c.is_ok(),
+            }
+            continue;
+        }
+        let blackhole = matches!(now_fault, Some(NetFault::Blackhole));
+        let due = held.front().filter(|_| !blackhole).map(|h| h.0);
+        let reading = open && held.len() < HELD;
+        tokio::select! {
+            n = r.read(&mut buf), if reading => match n {
+                Ok(0) | Err(_) => open = false,
                 Ok(n) => {
-                    if tx.send((Instant::now(), buf[..n].to_vec())).await.is_err() {
-                        break;
+                    let at = stamp(now_fault, n, &mut last, &mut rng);
+                    held.push_back((at, buf[..n].to_vec()));
+                }
+            },
+            () = sleep_until_some(due) => {
+                if let Some((_, chunk)) = held.pop_front() {
+                    if w.write_all(&chunk).await.is_err() {
+                        return;
                     }
                 }
             }
+            c = fault.changed(), if watching => watching = c.is_ok(),
         }
-    };
-    let write = async move {
-        // Release times never go backwards: a stream's bytes keep their order.
-        let mut floor = Instant::now();
-        while let Some((arrived, chunk)) = rx.recv().await {
-            loop {
-                let blackhole = matches!(*fault.borrow_and_update(), Some(NetFault::Blackhole));
-                if !blackhole || fault.changed().await.is_err() {
-                    break;
-                }
-            }
-            let now_fault = *fault.borrow();
-            let due = match now_fault {
-                None | Some(NetFault::Blackhole) | Some(NetFault::Bandwidth(_)) => arrived,
-                Some(NetFault::Delay { delay, jitter }) => {
-                    let extra = if jitter.is_zero() {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_nanos(rng.u64(0..=jitter.as_nanos() as u64))
-                    };
-                    // Half each way: a round trip, and a message through the target, take
-                    // `delay` longer (as `tc netem delay` on one side would).
-                    arrived + delay / 2 + extra / 2
-                }
-                Some(NetFault::Loss(p)) if rng.f64() < p => arrived + RETRANSMIT_TIMEOUT,
-                Some(NetFault::Loss(_)) => arrived,
+        if !open && held.is_empty() {
+            break;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// The release time of a chunk of `len` bytes arriving now under `fault`, after `last`
+/// (the previous chunk's; moved on, by the chunk's transmission time under a bandwidth).
+fn stamp(fault: Option<NetFault>, len: usize, last: &mut Instant, rng: &mut Rng) -> Instant {
+    let now = Instant::now();
+    let due = match fault {
+        None | Some(NetFault::Blackhole) | Some(NetFault::Bandwidth(_)) => now,
+        Some(NetFault::Delay { delay, jitter }) => {
+            let extra = if jitter.is_zero() {
+                Duration::ZERO
+            } else {
+                Duration::from_nanos(rng.u64(0..=jitter.as_nanos() as u64))
             };
-            let release = due.max(floor);
-            if release > Instant::now() {
-                tokio::time::sleep_until(release).await;
-            }
-            if w.write_all(&chunk).await.is_err() {
-                break;
-            }
-            floor = release;
-            if let Some(NetFault::Bandwidth(bytes_per_s)) = now_fault {
-                floor = release + Duration::from_secs_f64(chunk.len() as f64 / bytes_per_s as f64);
-            }
+            // Half each way: a round trip, and a message through the target, take `delay`
+            // longer (as `tc netem delay` on one side would).
+            now + delay / 2 + extra / 2
         }
-        let _ = w.shutdown().await;
+        Some(NetFault::Loss(p)) if rng.f64() < p => now + RETRANSMIT_TIMEOUT,
+        Some(NetFault::Loss(_)) => now,
+    }
+    .max(*last);
+    *last = match fault {
+        Some(NetFault::Bandwidth(bytes_per_s)) => {
+            due + Duration::from_secs_f64(len as f64 / bytes_per_s as f64)
+        }
+        _ => due,
     };
-    tokio::join!(read, write);
+    due
+}
+
+/// Sleeps until `at`, or forever when there is nothing to wait for.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

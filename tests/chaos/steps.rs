@@ -92,11 +92,21 @@ async fn a_delay_step_adds_its_delay_inside_its_window_only() {
     );
     assert_eq!(artifact.ledger.summary().lost, 0, "{ran}");
     assert!(c.effect.recovery_s.is_some(), "{ran}");
+    let html = std::fs::read_to_string(work.path("out").join("report.html")).expect("report.html");
+    assert!(
+        html.matches("<rect class=\"mark\"").count() >= 3
+            && html.contains("<title>chaos[0] delay</title>"),
+        "the step is marked on the time charts"
+    );
     // `compare` puts each step's figures side by side.
     let result = work.path("out").join("result.json").display().to_string();
     let compared = msgstorm(&["compare", &result, &result, "--format", "json"]).await;
     compared.expect_code(0);
-    for row in ["\"chaos[0].e2e_p99\"", "\"chaos[0].recovery\"", "\"chaos[0].lost\""] {
+    for row in [
+        "\"chaos[0].e2e_p99\"",
+        "\"chaos[0].recovery\"",
+        "\"chaos[0].lost\"",
+    ] {
         assert!(compared.stdout.contains(row), "{row}\n{compared}");
     }
 }
