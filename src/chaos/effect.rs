@@ -47,12 +47,14 @@ pub struct Effect {
     pub to_s: f64,
     /// Before it (up to 10 s, from traffic start).
     pub before: Span,
-    /// During its window (the second it began to the second it ended).
+    /// During its window (the second it began up to the second it ended).
     pub during: Span,
     /// From its end to the end of the traffic.
     pub after: Span,
     /// Errors by kind during the window and until recovery.
     pub errors: Vec<(String, u64)>,
+    /// Logins from the step's start until recovery (users coming back, and any other).
+    pub logins: u64,
     /// Seconds from the step's end until the first second back within the band of the
     /// baseline (p99 and delivered rate); `None`: not recovered by the end of the run.
     pub recovery_s: Option<f64>,
@@ -65,16 +67,30 @@ pub struct Effect {
 }
 
 /// The effect of `step` on `series` (seconds from the run's start; traffic started at
-/// `traffic_s`, and the run's traffic ended at `end_s`, both from the run's start).
-pub fn of(step: &StepRecord, series: &[SecondPoint], traffic_s: f64, end_s: f64) -> Effect {
+/// `traffic_s`, and the run's traffic ended at `end_s`, both from the run's start). Its
+/// baseline starts after `earlier_s`, when the steps before it ended (from traffic start),
+/// so that one step is not measured against another.
+pub fn of(
+    step: &StepRecord,
+    series: &[SecondPoint],
+    (traffic_s, end_s): (f64, f64),
+    earlier_s: f64,
+) -> Effect {
     let (from, to) = step.window();
     let (from, to) = (traffic_s + from, traffic_s + to);
     let first = from.floor() as u32;
     let last = (to.ceil() as u32).max(first + 1);
-    let start = (traffic_s.ceil() as u32).max(first.saturating_sub(BASELINE_S));
+    let start = (traffic_s.ceil() as u32)
+        .max(first.saturating_sub(BASELINE_S))
+        .max(((traffic_s + earlier_s).ceil() as u32).min(first));
     let end = end_s.floor() as u32;
     let before = span(series, start, first);
-    let during = span(series, first, last);
+    // Latency by the second a message arrived: what the window held shows in the second it
+    // ended, so that second counts; the rate, over the seconds inside the window only.
+    let during = Span {
+        received_per_s: span(series, first, (to.floor() as u32).max(first + 1)).received_per_s,
+        ..span(series, first, last)
+    };
     let after = span(series, last, end.max(last));
     let recovered = series
         .iter()
@@ -83,7 +99,9 @@ pub fn of(step: &StepRecord, series: &[SecondPoint], traffic_s: f64, end_s: f64)
         .map(|p| p.sec);
     let until = recovered.unwrap_or(end);
     let mut errors: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut logins = 0;
     for p in series.iter().filter(|p| p.sec >= first && p.sec <= until) {
+        logins += p.logins;
         for (k, n) in &p.error_kinds {
             *errors.entry(k.name().to_owned()).or_default() += n;
         }
@@ -117,6 +135,7 @@ pub fn of(step: &StepRecord, series: &[SecondPoint], traffic_s: f64, end_s: f64)
         during,
         after,
         errors: errors.into_iter().collect(),
+        logins,
         recovery_s: recovered.map(|s| (f64::from(s) - to).max(0.0)),
     }
 }

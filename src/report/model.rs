@@ -409,8 +409,15 @@ pub(super) fn chaos_rows(a: &Artifact, series: &[SecondPoint]) -> Vec<ChaosRow> 
         .iter()
         .map(|step| {
             let (during, after) = step_spans(a.ledger.bounds_us(), &spans, step);
+            let earlier = a
+                .chaos
+                .iter()
+                .map(crate::chaos::StepRecord::window)
+                .filter(|w| w.1 <= step.window().0)
+                .map(|w| w.1)
+                .fold(0.0, f64::max);
             ChaosRow {
-                effect: crate::chaos::effect::of(step, series, traffic_s, end_s),
+                effect: crate::chaos::effect::of(step, series, (traffic_s, end_s), earlier),
                 step: step.clone(),
                 during,
                 after,

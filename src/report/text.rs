@@ -359,6 +359,14 @@ fn chaos(out: &mut String, r: &Report) {
             );
         }
     }
+    for c in r.chaos.iter().filter(|c| c.effect.logins > 0) {
+        let _ = writeln!(
+            out,
+            "{}: {} logins from its start until recovery (users reconnecting)",
+            c.step.key,
+            thousands(c.effect.logins)
+        );
+    }
     for c in r.chaos.iter().filter(|c| !c.effect.errors.is_empty()) {
         let errors: Vec<String> = c
             .effect

@@ -88,10 +88,12 @@ max_duplicated = 0
         run.stdout
     );
     assert_eq!(d.duplicated, 0, "{d:?}");
-    assert_eq!(
-        d.delivered + d.lost + d.unverified,
-        d.expected,
-        "every expected delivery accounted for\n{d:?}"
+    // A publish in flight at the kill is refused (its PUBACK never came) and so expected
+    // nowhere, yet the broker may have saved and delivered it: then delivered exceeds
+    // expected by that many, and nothing expected is unaccounted for.
+    assert!(
+        d.delivered + d.lost >= d.expected && d.refused > 0,
+        "every expected delivery delivered or lost; publishes in flight refused\n{d:?}"
     );
     let spans: u64 = artifact.ledger.spans().iter().map(|s| s.lost).sum();
     assert_eq!(spans, d.lost, "every loss placed by its due time: {d:?}");
