@@ -111,8 +111,12 @@ mod k8s_kubelet;
 #[path = "run/library.rs"]
 mod run_library;
 
+#[cfg(feature = "mqtt")]
 #[path = "chaos/mosquitto.rs"]
 mod chaos_mosquitto;
+#[cfg(feature = "socketio")]
+#[path = "chaos/socketio.rs"]
+mod chaos_socketio;
 #[path = "chaos/steps.rs"]
 mod chaos_steps;
 #[path = "chaos/validate.rs"]

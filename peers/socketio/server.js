@@ -3,7 +3,8 @@
 // acks, connection state recovery, and two or more nodes behind Redis.
 //   node server.js [HOST:PORT] [--adapter=none|redis|streams] [--redis=URL] [--recovery=MS]
 //                  [--secret=TOKEN] [--drop-every=N] [--twice] [--welcome=0|1]
-//                  [--garbage=USER] [--deflate=0|1] [--parser=text|msgpack] [--exit-with-stdin]
+//                  [--garbage=USER] [--deflate=0|1] [--parser=text|msgpack] [--nobody=0|1]
+//                  [--exit-with-stdin]
 // HOST:PORT defaults to 127.0.0.1:0 (any free port). --adapter: `redis` is
 // @socket.io/redis-adapter (pub/sub; no connection state recovery), `streams` is
 // @socket.io/redis-streams-adapter (recovery works across nodes); `none` is one node alone.
@@ -16,11 +17,15 @@
 // --garbage: a user of this id gets three malformed packets after connecting.
 // --deflate: perMessageDeflate (default 0). --parser=msgpack: socket.io-msgpack-parser (Socket.IO
 // packets as binary MessagePack frames, W4's optimisation; default: the text parser).
+// --nobody=1: before routing a direct message, ask the whole cluster (fetchSockets, through
+// the adapter) whether its recipient is connected anywhere; if not, the message is routed to
+// nobody — counted as `nobody` and not emitted (it is still acknowledged to its sender: the
+// app accepted it), so what the app logs as routed to nobody is exactly what no one got.
 // --exit-with-stdin: exit when standard input
 // closes (tests: the app never outlives the test process that started it).
 // Events: `join` (room, ack), `dm` ({to, body}, ack), `group` ({room, body}, ack); each
 // message arrives as `message` {from, to|room, body}. GET /stats answers
-// {"routed":N,"dropped":N,"twice":N,"offline":N,"connections":N}; `offline` counts direct messages to a
+// {"routed":N,"dropped":N,"twice":N,"offline":N,"nobody":N,"connections":N}; `offline` counts direct messages to a
 // user with no connection on this node (one node alone: a user that was offline, whose
 // message only connection state recovery can bring). Prints "listening on HOST:PORT" once it accepts
 // connections.
@@ -43,8 +48,9 @@ const dropEvery = Number(opt('drop-every', '0'));
 const garbage = opt('garbage', '');
 const twice = args.includes('--twice');
 const welcome = opt('welcome', '1') === '1';
+const nobody = opt('nobody', '0') === '1';
 
-const stats = { routed: 0, dropped: 0, twice: 0, offline: 0, connections: 0 };
+const stats = { routed: 0, dropped: 0, twice: 0, offline: 0, nobody: 0, connections: 0 };
 const httpServer = http.createServer((req, res) => {
   if (req.url === '/stats') {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -126,6 +132,20 @@ async function main() {
       if (typeof ack === 'function') ack({ ok: true });
     });
     socket.on('dm', (m, ack) => {
+      if (nobody) {
+        const room = `user:${m && m.to}`;
+        io.in(room).fetchSockets().then((found) => {
+          if (found.length === 0) {
+            stats.nobody += 1;
+          } else {
+            route(io.to(room), { from: user, to: m && m.to, body: m && m.body });
+          }
+          if (typeof ack === 'function') ack({ ok: true });
+        }, (e) => {
+          if (typeof ack === 'function') ack({ error: String(e) });
+        });
+        return;
+      }
       if (!io.sockets.adapter.rooms.has(`user:${m && m.to}`)) stats.offline += 1;
       const msg = { from: user, to: m && m.to, body: m && m.body };
       route(io.to(`user:${m && m.to}`), msg);

@@ -41,6 +41,11 @@ impl Proc {
         Proc { child, stdin }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills it at once (SIGKILL), as a crashed node.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
