@@ -266,6 +266,36 @@ struct Counts {
     unexpected: u64,
 }
 
+impl Counts {
+    /// Adds `o`'s counts.
+    fn add(&mut self, o: &Counts) {
+        self.via_push += o.via_push;
+        self.via_sync += o.via_sync;
+        self.repaired += o.repaired;
+        self.duplicated += o.duplicated;
+        self.reordered += o.reordered;
+        self.corrupted += o.corrupted;
+        self.late += o.late;
+        self.damaged += o.damaged;
+        self.unexpected += o.unexpected;
+    }
+
+    /// What was counted since `before` (an earlier copy of these counts).
+    fn since(&self, before: &Counts) -> Counts {
+        Counts {
+            via_push: self.via_push - before.via_push,
+            via_sync: self.via_sync - before.via_sync,
+            repaired: self.repaired - before.repaired,
+            duplicated: self.duplicated - before.duplicated,
+            reordered: self.reordered - before.reordered,
+            corrupted: self.corrupted - before.corrupted,
+            late: self.late - before.late,
+            damaged: self.damaged - before.damaged,
+            unexpected: self.unexpected - before.unexpected,
+        }
+    }
+}
+
 impl Ledger {
     /// An empty ledger with the plan's settings.
     pub fn new(opts: &LedgerOpts) -> Self {
@@ -332,16 +362,8 @@ impl Ledger {
         }
         let before = self.counts;
         let arrival = self.received(recipient, stream, seq, latency_us, via, corrupt);
-        let (a, b) = (self.counts, before);
         let i = span.min(self.spans.len() - 1);
-        let s = &mut self.spans[i];
-        s.via_push += a.via_push - b.via_push;
-        s.via_sync += a.via_sync - b.via_sync;
-        s.repaired += a.repaired - b.repaired;
-        s.duplicated += a.duplicated - b.duplicated;
-        s.reordered += a.reordered - b.reordered;
-        s.corrupted += a.corrupted - b.corrupted;
-        s.late += a.late - b.late;
+        self.spans[i].add(&self.counts.since(&before));
         arrival
     }
 
@@ -554,30 +576,13 @@ impl Ledger {
                 }
             }
         }
-        let (c, o) = (&mut self.counts, &other.counts);
-        c.via_push += o.via_push;
-        c.via_sync += o.via_sync;
-        c.repaired += o.repaired;
-        c.duplicated += o.duplicated;
-        c.reordered += o.reordered;
-        c.corrupted += o.corrupted;
-        c.late += o.late;
-        c.damaged += o.damaged;
-        c.unexpected += o.unexpected;
+        self.counts.add(&other.counts);
         if self.spans.len() < other.spans.len() {
             self.spans.resize(other.spans.len(), Counts::default());
             self.bounds_us.clone_from(&other.bounds_us);
         }
         for (a, b) in self.spans.iter_mut().zip(&other.spans) {
-            a.via_push += b.via_push;
-            a.via_sync += b.via_sync;
-            a.repaired += b.repaired;
-            a.duplicated += b.duplicated;
-            a.reordered += b.reordered;
-            a.corrupted += b.corrupted;
-            a.late += b.late;
-            a.damaged += b.damaged;
-            a.unexpected += b.unexpected;
+            a.add(b);
         }
         self.unreached.extend(other.unreached.iter().copied());
         for kind in Problem::ALL {

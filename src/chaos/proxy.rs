@@ -314,6 +314,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn loss_holds_a_chunk_one_retransmission_timeout_and_bandwidth_paces() {
+        let proxy = Proxy::start(echo().await.to_string(), 4)
+            .await
+            .expect("proxy");
+        let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
+        round_trip(&mut c, b"up").await;
+        proxy.set(Some(NetFault::Loss(1.0)));
+        let lost = round_trip(&mut c, b"lost").await;
+        assert!(
+            lost >= RETRANSMIT_TIMEOUT * 2,
+            "held one timeout each way: {lost:?}"
+        );
+        proxy.set(Some(NetFault::Bandwidth(100_000)));
+        let big: Vec<u8> = (0..50_000u32).map(|i| i as u8).collect();
+        let paced = round_trip(&mut c, &big).await;
+        assert!(
+            paced >= Duration::from_millis(450),
+            "50 kB at 100 kB/s takes half a second: {paced:?}"
+        );
+        proxy.set(None);
+        assert!(round_trip(&mut c, b"free").await < Duration::from_millis(200));
+    }
+
+    #[tokio::test]
     async fn a_black_hole_holds_everything_until_it_ends() {
         let proxy = Proxy::start(echo().await.to_string(), 2)
             .await

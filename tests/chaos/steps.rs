@@ -259,3 +259,28 @@ async fn losses_are_counted_in_the_step_they_were_due_in() {
         "5% of 200 messages due in the window: {ran}"
     );
 }
+
+/// An `exec` step keeps its command's exit code and output; a command that fails is a step
+/// that did not do its work, and the run cannot pass (`run.chaos`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_exec_step_is_kept_and_fails_the_run() {
+    let work = Work::new();
+    let text = scenario(
+        "",
+        50,
+        3,
+        "[[chaos]]\naction = \"exec\"\nat = \"1s\"\ncommand = \"echo from-the-step; exit 3\"\n\n\
+         [checks]\nmax_lost = 0\n",
+    );
+    let (ran, artifact) = run_text(&work, &text).await;
+    ran.expect_code(1);
+    assert!(ran.verdict().contains("run.chaos"), "{ran}");
+    let step = &artifact.chaos[0];
+    assert_eq!(step.exit_code, Some(3), "{step:?}");
+    assert_eq!(step.output.as_deref(), Some("from-the-step\n"), "{step:?}");
+    assert!(
+        !step.ok && step.outcome.starts_with("exit code 3"),
+        "{step:?}"
+    );
+    assert!(ran.stdout.contains("FAILED: exit code 3"), "{ran}");
+}
