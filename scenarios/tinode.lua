@@ -124,10 +124,9 @@ end
 
 -- Pages topic `t` backwards from its newest message down to `since`; each data frame is
 -- an `item` while `state.fetching` names the topic.
-local function page_back(u, t, since)
+local function pages(u, t, since)
   local st = u.state
   local before = nil
-  st.fetching, st.low = t, nil
   while true do
     local r
     for try = 1, TRIES do
@@ -144,12 +143,21 @@ local function page_back(u, t, since)
       if r.code ~= LOCKED then break end
       u:sleep(0.05 * try)
     end
-    if r.error then error("fetching " .. t .. ": " .. r.error) end
+    if r.error then error("fetching " .. t .. ": " .. r.error, 0) end
     st.topics[t] = "attached"
     if (r.count or 0) == 0 or st.low == nil or st.low <= since then break end
     before, st.low = st.low, nil
   end
+end
+
+local function page_back(u, t, since)
+  local st = u.state
+  -- A notice may have started attaching it (before the joins): `get` needs it attached.
+  if type(st.topics[t]) == "table" then attached(u, t) end
+  st.fetching, st.low = t, nil
+  local ok, err = pcall(pages, u, t, since)
   st.fetching = nil
+  if not ok then error(err, 0) end
 end
 
 -- Before traffic (`why` = "start"): note where every conversation stands. A late or

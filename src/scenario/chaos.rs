@@ -43,6 +43,8 @@ pub struct Context<'a> {
     pub more_nodes: bool,
     /// The driver talks to nothing over TCP (`loopback`).
     pub in_process: bool,
+    /// The scenario's `[monitor]` processes (a step may name one of them).
+    pub monitor: &'a super::plan::MonitorOpts,
 }
 
 /// Checks every `[[chaos]]` step.
@@ -175,9 +177,9 @@ impl One<'_> {
     /// Only the keys action `name` takes are present.
     fn keys(&self, name: &str) -> Result<()> {
         let allowed: &[&str] = match name {
-            "kill" | "term" => &["pid", "process"],
-            "pause" => &["pid", "process", "duration"],
-            "restart" => &["pid", "process", "start", "listen"],
+            "kill" | "term" => &["pid", "process", "monitor"],
+            "pause" => &["pid", "process", "monitor", "duration"],
+            "restart" => &["pid", "process", "monitor", "start", "listen"],
             "exec" => &["command"],
             "cut" => &["fraction"],
             "delay" => &["duration", "delay", "jitter"],
@@ -358,6 +360,30 @@ fn process(
     span: Range<usize>,
     cx: &Context<'_>,
 ) -> Result<ProcRef> {
+    if let Some(m) = &s.monitor {
+        if s.pid.is_some() || s.process.is_some() {
+            return Err(src.at(m, k("monitor"), "give one of `pid`, `process`, `monitor`"));
+        }
+        let at = origin(src.at(m, k("monitor"), ""));
+        return match m.get_ref() {
+            toml::Value::String(n) if cx.monitor.names.iter().any(|x| x == n) => {
+                Ok(ProcRef::Name(n.clone(), at))
+            }
+            toml::Value::Integer(p)
+                if u32::try_from(*p).is_ok_and(|p| cx.monitor.pids.contains(&p)) =>
+            {
+                Ok(ProcRef::Pid(*p as u32, at))
+            }
+            other => Err(src.at(
+                m,
+                k("monitor"),
+                format!(
+                    "{other} is none of `[monitor]`'s entries (names {:?}, pids {:?})",
+                    cx.monitor.names, cx.monitor.pids
+                ),
+            )),
+        };
+    }
     match (&s.pid, &s.process) {
         (Some(p), None) => {
             let pid = u32::try_from(*p.get_ref())

@@ -369,6 +369,8 @@ pub struct ChaosSpec {
     pub pid: Opt<i64>,
     /// The process, by name.
     pub process: Opt<String>,
+    /// The process, as a `[monitor]` entry: one of its `names`, or one of its `pids`.
+    pub monitor: Opt<toml::Value>,
     /// `restart`: the command that starts the process again.
     pub start: Opt<String>,
     /// `restart`: where it listens once up.
@@ -402,6 +404,7 @@ impl ChaosSpec {
         add("duration", self.duration.as_ref().map(Spanned::span));
         add("pid", self.pid.as_ref().map(Spanned::span));
         add("process", self.process.as_ref().map(Spanned::span));
+        add("monitor", self.monitor.as_ref().map(Spanned::span));
         add("start", self.start.as_ref().map(Spanned::span));
         add("listen", self.listen.as_ref().map(Spanned::span));
         add("command", self.command.as_ref().map(Spanned::span));

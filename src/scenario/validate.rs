@@ -86,6 +86,7 @@ pub fn validate(
     missed_messages(src, &s.population, &population, &target)?;
     let warnings = super::warnings::warnings(src, &s.population, &population, &traffic, &target);
     let mut ledger = ledger(src, s.ledger.as_ref())?;
+    let monitor = monitor(src, s.monitor.as_ref())?;
     sampled_streams(src, s.ledger.as_ref(), &ledger, &traffic)?;
     let chaos = super::chaos::steps(
         src,
@@ -96,6 +97,7 @@ pub fn validate(
             target_addr: target.endpoint.as_ref().map(|ep| ep.addr()),
             more_nodes: target.options.contains_key("urls"),
             in_process: target.driver.schemes.is_empty(),
+            monitor: &monitor,
         },
     )?;
     ledger.bounds_us = super::chaos::bounds_us(&chaos);
@@ -117,7 +119,7 @@ pub fn validate(
                 None => None,
             },
         },
-        monitor: monitor(src, s.monitor.as_ref())?,
+        monitor,
         find: super::find::find(src, s.find.as_ref())?,
         warnings,
         chaos,

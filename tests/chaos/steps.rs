@@ -117,15 +117,21 @@ async fn a_delay_step_adds_its_delay_inside_its_window_only() {
 async fn a_paused_target_delays_what_was_due_while_it_slept() {
     let server = ChildServer::start(&[]);
     let work = Work::new();
+    // Named through its `[monitor]` entry: the report shows the paused server's CPU too.
     let rest = format!(
-        "[[chaos]]\naction = \"pause\"\npid = {}\nat = \"2s\"\nduration = \"2s\"\n\n\
+        "[monitor]\npids = [{pid}]\n\n\
+         [[chaos]]\naction = \"pause\"\nmonitor = {pid}\nat = \"2s\"\nduration = \"2s\"\n\n\
          [checks]\nmax_lost = 0\n",
-        server.pid()
+        pid = server.pid()
     );
     let (ran, artifact) = run_text(&work, &scenario(&target(&server), 100, 6, &rest)).await;
     ran.expect_code(0);
     let r = report(&ran, &artifact);
     assert_eq!(r.chaos[0].step.pids, vec![server.pid()], "{ran}");
+    assert!(
+        artifact.processes.iter().any(|p| p.pid == server.pid()),
+        "the monitor watched the paused server\n{ran}"
+    );
     let e2e = artifact.metrics.hist(Hist::EndToEnd);
     let max_ms = e2e.max() as f64 / 1000.0;
     assert!(

@@ -22,7 +22,12 @@ async fn refused(text: &str) -> String {
 
 #[tokio::test]
 async fn chaos_mistakes_name_the_step_and_key_at_their_line() {
-    let cases: [(&str, &str, &str); 8] = [
+    let cases: [(&str, &str, &str); 9] = [
+        (
+            "",
+            "[monitor]\nnames = [\"mosquitto\"]\n\n[[chaos]]\naction = \"kill\"\nmonitor = \"redis\"\nat = \"1s\"\n",
+            "chaos[0].monitor: \"redis\" is none of `[monitor]`'s entries (names [\"mosquitto\"], pids [])",
+        ),
         (
             "",
             "[[chaos]]\naction = \"explode\"\nat = \"1s\"\n",
