@@ -364,25 +364,7 @@ fn process(
         if s.pid.is_some() || s.process.is_some() {
             return Err(src.at(m, k("monitor"), "give one of `pid`, `process`, `monitor`"));
         }
-        let at = origin(src.at(m, k("monitor"), ""));
-        return match m.get_ref() {
-            toml::Value::String(n) if cx.monitor.names.iter().any(|x| x == n) => {
-                Ok(ProcRef::Name(n.clone(), at))
-            }
-            toml::Value::Integer(p)
-                if u32::try_from(*p).is_ok_and(|p| cx.monitor.pids.contains(&p)) =>
-            {
-                Ok(ProcRef::Pid(*p as u32, at))
-            }
-            other => Err(src.at(
-                m,
-                k("monitor"),
-                format!(
-                    "{other} is none of `[monitor]`'s entries (names {:?}, pids {:?})",
-                    cx.monitor.names, cx.monitor.pids
-                ),
-            )),
-        };
+        return monitored(src, &k("monitor"), m, cx.monitor);
     }
     match (&s.pid, &s.process) {
         (Some(p), None) => {
@@ -433,6 +415,32 @@ fn process(
                  process listening on the target's address; this target has no URL)",
             )),
         },
+    }
+}
+
+/// `monitor = "NAME"` or `monitor = PID`: one of the `[monitor]` entries.
+fn monitored(
+    src: &Source<'_>,
+    key: &str,
+    m: &Spanned<toml::Value>,
+    monitor: &super::plan::MonitorOpts,
+) -> Result<ProcRef> {
+    let at = origin(src.at(m, key, ""));
+    match m.get_ref() {
+        toml::Value::String(n) if monitor.names.iter().any(|x| x == n) => {
+            Ok(ProcRef::Name(n.clone(), at))
+        }
+        toml::Value::Integer(p) if u32::try_from(*p).is_ok_and(|p| monitor.pids.contains(&p)) => {
+            Ok(ProcRef::Pid(*p as u32, at))
+        }
+        other => Err(src.at(
+            m,
+            key,
+            format!(
+                "{other} is none of `[monitor]`'s entries (names {:?}, pids {:?})",
+                monitor.names, monitor.pids
+            ),
+        )),
     }
 }
 
