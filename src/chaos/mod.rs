@@ -154,7 +154,8 @@ pub struct Chaos {
     env: Arc<Env>,
     traffic: watch::Sender<Option<Instant>>,
     stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<StepRecord>>,
+    /// The steps this process carries out, each with its task.
+    tasks: Vec<(ChaosStep, JoinHandle<StepRecord>)>,
 }
 
 impl Chaos {
@@ -202,7 +203,8 @@ impl Chaos {
             let here = self.shard0 || step.action.needs_proxy();
             if here {
                 let env = Arc::clone(&self.env);
-                self.tasks.push(tokio::spawn(run_step(step.clone(), env)));
+                let task = tokio::spawn(run_step(step.clone(), env));
+                self.tasks.push((step.clone(), task));
             }
         }
     }
@@ -212,10 +214,10 @@ impl Chaos {
     pub async fn finish(self) -> Vec<StepRecord> {
         self.stop.send_replace(true);
         let mut records = Vec::new();
-        for (task, step) in self.tasks.into_iter().zip(&self.steps) {
+        for (step, task) in self.tasks {
             records.push(task.await.unwrap_or_else(|e| StepRecord {
                 outcome: format!("the step's task failed: {e}"),
-                ..StepRecord::planned(step)
+                ..StepRecord::planned(&step)
             }));
         }
         if let Some(p) = &self.env.proxy {
