@@ -359,6 +359,15 @@ fn chaos(out: &mut String, r: &Report) {
             );
         }
     }
+    for c in &r.chaos {
+        let _ = writeln!(
+            out,
+            "{}: due during it {}; due after it {}",
+            c.step.key,
+            span_line(&c.during),
+            span_line(&c.after)
+        );
+    }
     for c in r.chaos.iter().filter(|c| c.effect.logins > 0) {
         let _ = writeln!(
             out,
@@ -381,6 +390,18 @@ fn chaos(out: &mut String, r: &Report) {
             errors.join(", ")
         );
     }
+}
+
+/// `delivered N, lost N, duplicated N, reordered N, late N` of one span of a chaos step.
+fn span_line(d: &crate::ledger::SpanDelivery) -> String {
+    format!(
+        "delivered {}, lost {}, duplicated {}, reordered {}, late {}",
+        thousands(d.delivered),
+        thousands(d.lost),
+        thousands(d.duplicated),
+        thousands(d.reordered),
+        thousands(d.late)
+    )
 }
 
 fn sweep(out: &mut String, s: &Sweep) {

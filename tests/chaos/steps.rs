@@ -5,6 +5,7 @@
 
 use msgstorm::artifact::Artifact;
 use msgstorm::metrics::{Counter, Hist};
+use msgstorm::report::present::thousands;
 use msgstorm::report::series::SecondPoint;
 use msgstorm::report::Report;
 
@@ -53,10 +54,23 @@ fn report(ran: &Ran, artifact: &Artifact) -> Report {
         ran.stdout.contains("| chaos step"),
         "the text report lists the step\n{ran}"
     );
+    let d = &r.chaos[0].during;
+    let line = format!(
+        "chaos[0]: due during it delivered {}, lost {}, duplicated {}, reordered {}, late {}",
+        thousands(d.delivered),
+        thousands(d.lost),
+        thousands(d.duplicated),
+        thousands(d.reordered),
+        thousands(d.late)
+    );
+    assert!(
+        d.delivered + r.chaos[0].after.delivered > 0 && ran.stdout.contains(&line),
+        "the text report gives what was due during the step: {line}\n{ran}"
+    );
     r
 }
 
-/// 100 ms of delay through msgstorm's proxy for 3 s: end-to-end latency rises by 100 ms
+/// 100 ms of delay through msgstorm's proxy for 10 s: end-to-end latency rises by 100 ms
 /// (half each way, so a message through the server takes 100 ms longer) inside the window,
 /// and falls back after it; nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,8 +79,8 @@ async fn a_delay_step_adds_its_delay_inside_its_window_only() {
     let text = scenario(
         "",
         100,
-        8,
-        "[[chaos]]\naction = \"delay\"\nat = \"2s\"\nduration = \"3s\"\ndelay = \"100ms\"\n\n\
+        15,
+        "[[chaos]]\naction = \"delay\"\nat = \"2s\"\nduration = \"10s\"\ndelay = \"100ms\"\n\n\
          [checks]\nmax_lost = 0\nmax_recovery = \"2s\"\n",
     );
     let (ran, artifact) = run_text(&work, &text).await;
@@ -81,7 +95,7 @@ async fn a_delay_step_adds_its_delay_inside_its_window_only() {
     };
     let before = median(inside(&r.series, traffic, c.effect.from_s));
     let during = median(inside(&r.series, c.effect.from_s, c.effect.to_s));
-    let after = median(inside(&r.series, c.effect.to_s + 0.5, traffic + 8.0));
+    let after = median(inside(&r.series, c.effect.to_s + 0.5, traffic + 15.0));
     assert!(
         (during - before - 100.0).abs() <= 10.0,
         "e2e p50 {before:.1} ms before, {during:.1} ms during: +100 ms ± 10\n{ran}"
