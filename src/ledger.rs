@@ -251,6 +251,36 @@ impl std::ops::Add for SpanDelivery {
 /// reordered, and the latency in µs for late.
 type Noted = (StreamId, UserIx, u64, u64);
 
+/// The ledger's tallies that are certain as soon as they are counted (a loss is known only
+/// at the end): what a live view shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Running {
+    /// First intact copies received (pushed, synced or repaired).
+    pub delivered: u64,
+    /// Extra copies.
+    pub duplicated: u64,
+    /// Out of order.
+    pub reordered: u64,
+    /// Checksum mismatches.
+    pub corrupted: u64,
+    /// Later than `late_after`.
+    pub late: u64,
+    /// For a recipient not registered for their stream.
+    pub unexpected: u64,
+}
+
+impl Running {
+    /// Adds `o`'s tallies.
+    pub fn add(&mut self, o: &Running) {
+        self.delivered += o.delivered;
+        self.duplicated += o.duplicated;
+        self.reordered += o.reordered;
+        self.corrupted += o.corrupted;
+        self.late += o.late;
+        self.unexpected += o.unexpected;
+    }
+}
+
 /// Event counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -599,6 +629,19 @@ impl Ledger {
             && self.counts == Counts::default()
             && self.spans.iter().all(|s| *s == Counts::default())
             && self.unreached.is_empty()
+    }
+
+    /// The tallies counted so far that no later event can change (see [`Running`]).
+    pub fn running(&self) -> Running {
+        let c = &self.counts;
+        Running {
+            delivered: c.via_push + c.via_sync + c.repaired,
+            duplicated: c.duplicated,
+            reordered: c.reordered,
+            corrupted: c.corrupted,
+            late: c.late,
+            unexpected: c.unexpected,
+        }
     }
 
     /// The delivery verdict so far (pure: may be called at any time).

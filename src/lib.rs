@@ -54,6 +54,8 @@ pub mod find;
 pub mod fuzzing;
 pub mod launch;
 pub mod ledger;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod metrics;
 pub mod monitor;
 pub mod report;

@@ -560,14 +560,8 @@ impl Metrics {
 
     /// Adds everything `other` recorded.
     pub fn merge(&mut self, other: &Metrics) {
-        for (h, o) in self.hists.iter_mut().zip(&other.hists) {
-            h.add(o).expect("all histograms have the same bounds");
-        }
-        for (c, o) in self.counters.iter_mut().zip(&other.counters) {
-            *c = c.saturating_add(*o);
-        }
+        self.merge_totals(other);
         for (e, o) in self.errors.iter_mut().zip(&other.errors) {
-            e.count += o.count;
             for (sec, text) in o.secs.iter().zip(&o.texts) {
                 e.keep(*sec, text.clone());
             }
@@ -585,6 +579,20 @@ impl Metrics {
                 .or_insert_with(new_hist)
                 .add(h)
                 .expect("all histograms have the same bounds");
+        }
+    }
+
+    /// Adds the histograms, counters and error counts `other` recorded (not its series,
+    /// error examples or cross-shard histograms): the totals a live view shows.
+    pub fn merge_totals(&mut self, other: &Metrics) {
+        for (h, o) in self.hists.iter_mut().zip(&other.hists) {
+            h.add(o).expect("all histograms have the same bounds");
+        }
+        for (c, o) in self.counters.iter_mut().zip(&other.counters) {
+            *c = c.saturating_add(*o);
+        }
+        for (e, o) in self.errors.iter_mut().zip(&other.errors) {
+            e.count += o.count;
         }
     }
 

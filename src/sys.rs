@@ -58,6 +58,11 @@ pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status").map_or(0, |s| status_value(&s, "VmHWM:") * 1024)
 }
 
+/// Resident memory of this process now, in bytes (0 when /proc is unavailable).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status").map_or(0, |s| status_value(&s, "VmRSS:") * 1024)
+}
+
 /// The number after `name` (e.g. `"VmRSS:"`, `"Threads:"`) in a `/proc/PID/status` text;
 /// 0 when it is missing.
 pub fn status_value(status: &str, name: &str) -> u64 {

@@ -16,6 +16,9 @@ mod formats_junit;
 mod formats_markdown;
 #[path = "house/shape.rs"]
 mod house_shape;
+#[cfg(all(feature = "live", feature = "prometheus"))]
+#[path = "live/metrics.rs"]
+mod live_metrics;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

@@ -303,6 +303,7 @@ fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs 
         traffic_at: None,
         start_barrier: None,
         log_result: false,
+        metrics_listen: None,
         format: super::output::FormatArgs::default(),
     }
 }

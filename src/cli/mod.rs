@@ -200,6 +200,12 @@ pub struct RunArgs {
     /// collect` reads it back).
     #[arg(long)]
     pub log_result: bool,
+    /// Serve the run's OpenMetrics at http://ADDR/metrics while it lasts, for Prometheus
+    /// (users online, counters, latency histograms, errors, the generator's CPU and
+    /// memory: docs/metrics.md). Port 0 picks one (the run's notes say which); with
+    /// `--shards N`, shard I listens on the port + I. Also `report.metrics_listen`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Output formats of the report (the run also writes `result.json` and `report.html`
     /// into its results folder).
     #[command(flatten)]

@@ -117,6 +117,7 @@ pub(super) async fn execute(plan: Plan, args: &RunArgs) -> Result<Artifact> {
         rendezvous: args.start_barrier.clone(),
         source: Some(scenario_source(args)),
         stops,
+        metrics_listen: args.metrics_listen,
     };
     crate::run::run(plan, options, &mut watch).await
 }

@@ -19,7 +19,16 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
     let out = out_dir(&plan)?;
     let split = Split {
         scenario: args.scenario.clone(),
-        sets: args.set.clone(),
+        // Each shard serves its own endpoint, at the port + its index.
+        sets: args
+            .set
+            .iter()
+            .cloned()
+            .chain(
+                args.metrics_listen
+                    .map(|a| format!("report.metrics_listen=\"{a}\"")),
+            )
+            .collect(),
         count: shards,
         run_id: args.run_id,
         out: out.clone(),

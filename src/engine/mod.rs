@@ -16,6 +16,7 @@ pub mod arrival;
 pub mod pacer;
 pub mod schedule;
 pub mod shared;
+pub mod snapshot;
 pub mod vu;
 
 #[cfg(test)]
@@ -90,6 +91,8 @@ pub struct RunOptions {
     pub clock: Clock,
     /// Told the instant traffic starts (the chaos steps count from it).
     pub traffic_seen: Option<watch::Sender<Option<Instant>>>,
+    /// Where live views look at the run (the OpenMetrics endpoint).
+    pub live: Option<Arc<snapshot::LiveTap>>,
 }
 
 /// Where the processes of one run tell each other that their users are logged in, so that
@@ -138,6 +141,9 @@ pub async fn run<D: Driver>(
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
     let users = Users::launch(plan, driver, &opts);
+    if let Some(tap) = &opts.live {
+        tap.attach(&users.shared);
+    }
     let mut conductor = Conductor {
         shared: users.shared.clone(),
         signals,
@@ -162,6 +168,9 @@ pub async fn run<D: Driver>(
     users.pacer.abort();
 
     let shared = &users.shared;
+    if let Some(tap) = &opts.live {
+        tap.close(shared);
+    }
     let all = shared.collect(&plan.ledger);
     if let Some((_, n, examples)) = all.metrics.errors().find(|e| e.0 == ErrorKind::Engine) {
         notes.push(format!(
@@ -585,13 +594,7 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
         let p99 = s
             .settled_e2e(sec.saturating_sub(1)..sec)
             .map_or(0, |w| w.p99);
-        let phase = match s.phase() {
-            Phase::Running if s.traffic_start.borrow().is_none() => "login",
-            Phase::Running => "traffic",
-            Phase::Draining => "drain",
-            Phase::Closing => "closing",
-            Phase::Abort => "abort",
-        };
+        let phase = s.phase_name();
         let l = &s.live;
         (self.on_progress)(&Progress {
             elapsed: now.saturating_duration_since(s.t0),

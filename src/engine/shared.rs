@@ -167,6 +167,23 @@ impl Shared {
         slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many recorders there are.
+    pub fn recorder_count(&self) -> usize {
+        self.recorders.len()
+    }
+
+    /// Where the run is, as live views name it: `login`, `traffic`, `drain`, `closing`
+    /// or `abort`.
+    pub fn phase_name(&self) -> &'static str {
+        match self.phase() {
+            Phase::Running if self.traffic_start.borrow().is_none() => "login",
+            Phase::Running => "traffic",
+            Phase::Draining => "drain",
+            Phase::Closing => "closing",
+            Phase::Abort => "abort",
+        }
+    }
+
     /// Moves the per-second series before second `sec` out of every recorder into the
     /// merged series (exactly: what a user records late for one of those seconds is moved
     /// at the next call), so recorders hold only the seconds not yet over.

@@ -35,6 +35,7 @@ async fn run_loopback(plan: &Plan, opts: LoopbackOptions) -> (Outcome, Delivery,
         barrier: None,
         clock: crate::clock::Clock::default(),
         traffic_seen: None,
+        live: None,
     };
     let outcome = run(plan, driver, opts, signals, |_| {}).await;
     let delivery = outcome.ledger.summary();
@@ -234,6 +235,7 @@ async fn a_late_generator_still_counts_latency_from_the_due_time() {
         barrier: None,
         clock: crate::clock::Clock::default(),
         traffic_seen: None,
+        live: None,
     };
     let out = run(&direct(5, ""), driver, opts, signals, |_| {}).await;
     let d = out.ledger.summary();

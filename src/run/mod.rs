@@ -13,6 +13,7 @@
 
 pub mod event;
 pub mod host;
+mod live;
 mod meet;
 pub mod shards;
 pub mod target;
@@ -48,6 +49,9 @@ pub struct Options {
     /// Stop requests, counted: the first drains the load, the second stops it at once;
     /// both still give the result. Looked at from [`Phase::Load`] to [`Phase::Collect`].
     pub stops: watch::Receiver<u32>,
+    /// Where to serve the run's OpenMetrics (`--metrics-listen`; over the plan's
+    /// `report.metrics_listen`).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Runs `plan` once in this process — the embedded server when it names no target, the
@@ -65,6 +69,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         .map_err(|e| Error::Usage(format!("chaos: starting msgstorm's proxy: {e}")))?;
     let watchers = watchers::Watchers::start(&plan, Instant::now(), &mut notes);
     let run_id = options.run_id.unwrap_or_else(|| fastrand::u32(..));
+    let live = live::start(&plan, &options, run_id, sink).await?;
     let meeting = meet::meet(options.rendezvous.as_ref(), plan.shard).await?;
     let engine = RunOptions {
         run_id,
@@ -72,6 +77,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         barrier: meeting.barrier.clone(),
         clock: meeting.clock,
         traffic_seen: chaos.as_ref().map(crate::chaos::Chaos::traffic_start),
+        live: live.tap.clone(),
     };
     if let Some(c) = chaos.as_mut() {
         c.start();
@@ -84,6 +90,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         sink,
     )
     .await?;
+    drop(live);
     let chaos = match chaos {
         Some(c) => c.finish().await,
         None => Vec::new(),

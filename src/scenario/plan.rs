@@ -473,6 +473,9 @@ pub struct MonitorOpts {
 pub struct ReportOpts {
     /// Where results go (`None`: a new timestamped folder under `./msgstorm-results/`).
     pub out: Option<std::path::PathBuf>,
+    /// Where the run serves its OpenMetrics while it lasts (`report.metrics_listen`,
+    /// `--metrics-listen`); shards on one host add their index to the port.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// A slice of the user range: shard `index` of `count` owns users

@@ -310,6 +310,8 @@ pub struct ChecksSpec {
 pub struct ReportSpec {
     /// Output folder.
     pub out: Opt<String>,
+    /// Where to serve the run's OpenMetrics while it lasts (`HOST:PORT`).
+    pub metrics_listen: Opt<String>,
 }
 
 /// `[monitor]`.

@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::plan::{Bound, Check, CheckMetric, LedgerOpts, MonitorOpts, ReportOpts, Target};
 use super::population::{population, Pop};
-use super::schema::{ChecksSpec, LedgerSpec, MonitorSpec, PopulationSpec, Scenario};
+use super::schema::{ChecksSpec, LedgerSpec, MonitorSpec, PopulationSpec, ReportSpec, Scenario};
 use super::source::Source;
 use super::target::{check_driver, target, DriverTable};
 use super::traffic::{traffic, Pattern};
@@ -110,15 +110,7 @@ pub fn validate(
         traffic,
         ledger,
         checks: checks(src, s.checks.as_ref())?,
-        report: ReportOpts {
-            out: match s.report.as_ref().and_then(|r| r.out.as_ref()) {
-                Some(o) if o.get_ref().is_empty() => {
-                    return Err(src.at(o, "report.out", "must name a folder"))
-                }
-                Some(o) => Some(PathBuf::from(o.get_ref())),
-                None => None,
-            },
-        },
+        report: report(src, s.report.as_ref())?,
         monitor,
         find: super::find::find(src, s.find.as_ref())?,
         warnings,
@@ -306,6 +298,29 @@ fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
     }
     if let Some(v) = &l.verify_sync {
         opts.verify_sync = *v.get_ref();
+    }
+    Ok(opts)
+}
+
+/// `[report]`: the results folder and the live metrics endpoint.
+fn report(src: &Source<'_>, spec: Option<&ReportSpec>) -> Result<ReportOpts> {
+    let mut opts = ReportOpts::default();
+    let Some(r) = spec else { return Ok(opts) };
+    if let Some(o) = &r.out {
+        if o.get_ref().is_empty() {
+            return Err(src.at(o, "report.out", "must name a folder"));
+        }
+        opts.out = Some(PathBuf::from(o.get_ref()));
+    }
+    if let Some(a) = &r.metrics_listen {
+        let addr = a.get_ref().parse().map_err(|_| {
+            src.at(
+                a,
+                "report.metrics_listen",
+                format!("`{}` is not an address such as 127.0.0.1:9464", a.get_ref()),
+            )
+        })?;
+        opts.metrics_listen = Some(addr);
     }
     Ok(opts)
 }

@@ -1,7 +1,9 @@
 //! mosquitto killed (-9) mid-run and restarted on its persistence file, with QoS 1 and
-//! persistent sessions: the loss of every recipient equals, message for message, what the
-//! broker's own log says it had acknowledged to the sender and neither saved nor sent on
-//! before the kill. Eight users are away from 1 s to 4 s, so the broker holds messages for
+//! persistent sessions: the loss and the duplicates of every recipient are what the
+//! broker's own log says — acknowledged to the sender and neither saved nor sent on before
+//! the kill (lost), saved and acknowledged by the recipient after that save (sent again) —
+//! give or take the few messages in flight on the recipient's connection at the kill, which
+//! no log can place. Eight users are away from 1 s to 4 s, so the broker holds messages for
 //! them at the kill (2 s), some saved and some not.
 
 use std::collections::BTreeMap;
@@ -113,8 +115,9 @@ examples = 1000
         "every duplicate listed"
     );
     let broker_says = BrokerLog::read(&log).at_kill();
+    let matched = broker_says.iter().find(|said| said.admits(&ledger));
     assert!(
-        broker_says.contains(&ledger),
+        matched.is_some_and(|said| said.in_flight() <= 10),
         "per recipient, the ledger: {ledger:?}\nthe broker's log (last save, the one before): {broker_says:?}\n{}",
         run.stdout
     );
@@ -128,7 +131,7 @@ examples = 1000
 }
 
 /// What each recipient (`u7`…) lost and got twice.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Debug, Default)]
 struct Outcome {
     lost: BTreeMap<String, u64>,
     duplicated: BTreeMap<String, u64>,
@@ -217,9 +220,12 @@ impl BrokerLog {
     /// What the second broker gives each recipient, restarted from the last save and from the
     /// one before (if the last was still being written at the kill): lost are the messages
     /// acknowledged to their sender after that save and not yet sent on; duplicated those
-    /// saved, sent on before the kill and not acknowledged by the recipient by that save
-    /// (QoS 1 sends them again).
-    fn at_kill(&self) -> Vec<Outcome> {
+    /// saved and acknowledged by the recipient after that save (QoS 1 sends them again).
+    /// A message sent on whose acknowledgement never came was in flight at the kill: the
+    /// recipient may have read it or not (a reset connection discards what it had not read),
+    /// so it widens the range by one — lost or delivered if unsaved, duplicated or not if
+    /// saved.
+    fn at_kill(&self) -> Vec<Said> {
         let n = self.saves.len();
         [n.checked_sub(1), n.checked_sub(2)]
             .into_iter()
@@ -228,31 +234,55 @@ impl BrokerLog {
     }
 
     /// The outcome if the broker restarts from save number `save` (none: nothing saved).
-    fn restarted_from(&self, save: Option<usize>) -> Outcome {
+    fn restarted_from(&self, save: Option<usize>) -> Said {
         let saved = |k: usize| save.is_some_and(|j| k < self.saves[j]);
-        let mut o = Outcome::default();
+        let mut o = Said::default();
         for (r, q) in &self.queues {
             let sent = self.sent.get(r).copied().unwrap_or(0);
             let lost = q[sent..]
                 .iter()
                 .filter(|&&k| !saved(k) && self.held[k].1)
                 .count() as u64;
-            let again = q[..sent]
-                .iter()
-                .filter(|&&k| {
-                    let saves_before_ack = self.acked_after.get(&(r.clone(), k));
-                    let acked_by_then =
-                        saves_before_ack.is_some_and(|&c| save.is_some_and(|j| c <= j));
-                    saved(k) && !acked_by_then
-                })
-                .count() as u64;
-            for (map, n) in [(&mut o.lost, lost), (&mut o.duplicated, again)] {
-                if n > 0 {
-                    map.insert(r.clone(), n);
+            let (mut maybe_lost, mut again, mut maybe_again) = (0, 0, 0);
+            for &k in &q[..sent] {
+                match (self.acked_after.get(&(r.clone(), k)), saved(k)) {
+                    (None, true) => maybe_again += 1,
+                    (None, false) if self.held[k].1 => maybe_lost += 1,
+                    (Some(&c), true) if save.is_some_and(|j| c > j) => again += 1,
+                    _ => {}
                 }
             }
+            o.lost.insert(r.clone(), (lost, lost + maybe_lost));
+            o.duplicated.insert(r.clone(), (again, again + maybe_again));
         }
         o
+    }
+}
+
+/// Per recipient, the least and most it can have lost and got twice.
+#[derive(Debug, Default)]
+struct Said {
+    lost: BTreeMap<String, (u64, u64)>,
+    duplicated: BTreeMap<String, (u64, u64)>,
+}
+
+impl Said {
+    /// Whether the ledger's outcome is inside these ranges for every recipient.
+    fn admits(&self, o: &Outcome) -> bool {
+        let fits = |ranges: &BTreeMap<String, (u64, u64)>, got: &BTreeMap<String, u64>| {
+            got.keys().all(|r| ranges.contains_key(r))
+                && ranges.iter().all(|(r, (lo, hi))| {
+                    let v = got.get(r).copied().unwrap_or(0);
+                    *lo <= v && v <= *hi
+                })
+        };
+        fits(&self.lost, &o.lost) && fits(&self.duplicated, &o.duplicated)
+    }
+
+    /// How many messages were in flight at the kill (the ranges' total width).
+    fn in_flight(&self) -> u64 {
+        let width = |m: &BTreeMap<String, (u64, u64)>| m.values().map(|(a, b)| b - a).sum::<u64>();
+        width(&self.lost) + width(&self.duplicated)
     }
 }
 

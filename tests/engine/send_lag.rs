@@ -109,6 +109,7 @@ verify_sync = false
         barrier: Some(gate.clone()),
         clock: msgstorm::clock::Clock::default(),
         traffic_seen: None,
+        live: None,
     };
     let (_signal_tx, signals) = watch::channel(0u32);
     let run = tokio::spawn(async move { engine::run(&plan, driver, opts, signals, |_| {}).await });

@@ -58,6 +58,7 @@ fn options(text: &str) -> (Options, watch::Sender<u32>) {
             overrides: Vec::new(),
         }),
         stops,
+        metrics_listen: None,
     };
     (options, stop)
 }

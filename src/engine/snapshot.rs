@@ -1,0 +1,90 @@
+//! A look at a running engine from outside it, for live views (the OpenMetrics endpoint):
+//! totals so far, taken on demand without stopping the users.
+//!
+//! The engine hands its run-wide state to a [`LiveTap`] when it starts and its final
+//! totals when it ends; a view asks the tap for a [`Snapshot`] whenever it wants one.
+//! Taking one locks each recorder in turn, briefly (its histograms and counters are added
+//! into the snapshot's), so nothing is copied while nobody looks.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use super::shared::Shared;
+use crate::ledger::Running;
+use crate::metrics::Metrics;
+
+/// The totals of a run so far.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Time since the run started.
+    pub elapsed: Duration,
+    /// `login`, `traffic`, `drain`, `closing`, `abort`, or `done` once the engine ended.
+    pub phase: &'static str,
+    /// Users logged in now.
+    pub online: u64,
+    /// On-time users whose first login attempt has not finished.
+    pub logging_in: u64,
+    /// Histograms, counters and error counts so far (no series).
+    pub metrics: Metrics,
+    /// The ledger's running tallies that are already certain.
+    pub deliveries: Running,
+    /// Deliveries this process's users should have seen for what was accepted so far and
+    /// have not (in flight, late or lost: the final verdict comes at the end).
+    pub overdue: u64,
+}
+
+/// Where the engine publishes its state for live views.
+#[derive(Debug, Default)]
+pub struct LiveTap {
+    /// The running engine's state, once it started.
+    shared: OnceLock<Weak<Shared>>,
+    /// The totals at the engine's end.
+    last: Mutex<Option<Snapshot>>,
+}
+
+impl LiveTap {
+    /// The run's totals now: `None` before the engine started.
+    pub fn snapshot(&self) -> Option<Snapshot> {
+        if let Some(shared) = self.shared.get().and_then(Weak::upgrade) {
+            return Some(shared.snapshot());
+        }
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Called by the engine when its users start.
+    pub(super) fn attach(&self, shared: &std::sync::Arc<Shared>) {
+        let _ = self.shared.set(std::sync::Arc::downgrade(shared));
+    }
+
+    /// Called by the engine when it ends, with its final state.
+    pub(super) fn close(&self, shared: &Shared) {
+        let mut last = shared.snapshot();
+        last.phase = "done";
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(last);
+    }
+}
+
+impl Shared {
+    /// The run's totals now (see the module documentation).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut metrics = Metrics::new();
+        let mut deliveries = Running::default();
+        for i in 0..self.recorder_count() {
+            let r = self.recorder(i);
+            metrics.merge_totals(&r.metrics);
+            deliveries.add(&r.ledger.running());
+        }
+        let l = &self.live;
+        let expected = l.expected.load(Ordering::Relaxed);
+        Snapshot {
+            elapsed: self.t0.elapsed(),
+            phase: self.phase_name(),
+            online: l.online.load(Ordering::Relaxed),
+            logging_in: self.logins_pending.load(Ordering::Relaxed) as u64,
+            metrics,
+            deliveries,
+            overdue: expected.saturating_sub(l.received.load(Ordering::Relaxed)),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! `--metrics-listen`: a running `msgstorm run` serves its OpenMetrics, scraped here over
+//! real HTTP and parsed as Prometheus would; bad addresses and a port in use are exit 2
+//! naming the setting; a scraper that stalls does not hold the run up.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::peers::free_port;
+use crate::common::run::{msgstorm, Running, Work};
+
+/// A run of the embedded server: 40 users, direct and group traffic for `secs` seconds.
+fn scenario(secs: u32) -> String {
+    format!(
+        "name = \"live\"\ndrain = \"1s\"\n\n[population]\nusers = 40\nlogin_rate = 400\n\n\
+         [[traffic]]\nkind = \"direct\"\nsenders = 20\nreceivers = 20\nrate = 200\n\
+         duration = \"{secs}s\"\n\n[[traffic]]\nkind = \"group\"\ngroups = 2\ngroup_size = 10\n\
+         rate = 20\nduration = \"{secs}s\"\n"
+    )
+}
+
+/// `GET path` on 127.0.0.1:`port`: (status line and headers, body); `None` when nothing
+/// listens.
+pub async fn get(port: u16, path: &str) -> Option<(String, String)> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    // Chunked bodies (axum streams) are joined back.
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Some((head.to_owned(), body))
+}
+
+/// The body of a chunked HTTP/1.1 response.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = &after[n + 2..];
+    }
+    out
+}
+
+/// A scrape parsed: `name{sorted labels}` → value (histogram buckets as `name_bucket` with
+/// their `le`).
+pub fn parse(text: &str) -> BTreeMap<String, f64> {
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("OpenMetrics that parses");
+    let mut out = BTreeMap::new();
+    for s in scrape.samples {
+        let labels: BTreeMap<_, _> = s.labels.iter().collect();
+        let key = |name: &str, extra: Option<(&str, String)>| {
+            let mut l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            l.extend(extra.map(|(k, v)| format!("{k}={v}")));
+            l.sort();
+            format!("{name}{{{}}}", l.join(","))
+        };
+        match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => {
+                out.insert(key(&s.metric, None), v);
+            }
+            prometheus_parse::Value::Histogram(buckets) => {
+                for b in buckets {
+                    let le = if b.less_than.is_infinite() {
+                        "+Inf".to_owned()
+                    } else {
+                        b.less_than.to_string()
+                    };
+                    out.insert(
+                        key(&format!("{}_bucket", s.metric), Some(("le", le))),
+                        b.count,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The value of the one series named `name` (labels ignored).
+fn value(scrape: &BTreeMap<String, f64>, name: &str) -> f64 {
+    let prefix = format!("{name}{{");
+    let found: Vec<f64> = scrape
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(found.len(), 1, "one series {name}: {scrape:#?}");
+    found[0]
+}
+
+/// Scrapes `port` until `until` holds for the parsed scrape (bounded by the run's life).
+async fn scrape_until(
+    port: u16,
+    run: &mut Running,
+    until: impl Fn(&BTreeMap<String, f64>) -> bool,
+) -> (String, BTreeMap<String, f64>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            !run.exited(),
+            "the run ended before the scrape it waited for"
+        );
+        assert!(Instant::now() < deadline, "no such scrape within 30 s");
+        if let Some((head, body)) = get(port, "/metrics").await {
+            let parsed = parse(&body);
+            if until(&parsed) {
+                return (head, parsed);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_run_serves_its_openmetrics() {
+    let work = Work::new();
+    let file = work.write("s.toml", &scenario(6));
+    let out = work.path("out");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+        "--metrics-listen",
+        &addr,
+    ];
+    let mut run = Running::start(&args);
+    let sent = |s: &BTreeMap<String, f64>| value(s, "msgstorm_messages_sent_total");
+    let (head, first) = scrape_until(port, &mut run, |s| {
+        s.keys()
+            .any(|k| k.starts_with("msgstorm_messages_sent_total"))
+            && sent(s) > 0.0
+    })
+    .await;
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    let (_, later) = scrape_until(port, &mut run, |s| sent(s) >= sent(&first) + 200.0).await;
+    let ran = run.finish().await;
+    ran.expect_code(0);
+    assert!(
+        ran.stderr
+            .contains(&format!("metrics: http://{addr}/metrics")),
+        "{ran}"
+    );
+    for name in [
+        "msgstorm_users_online",
+        "msgstorm_messages_accepted_total",
+        "msgstorm_messages_received_total",
+        "msgstorm_deliveries_total",
+        "msgstorm_deliveries_overdue",
+        "msgstorm_generator_cpu_seconds_total",
+        "msgstorm_generator_resident_memory_bytes",
+    ] {
+        let key = later.keys().find(|k| k.starts_with(&format!("{name}{{")));
+        let key = key.unwrap_or_else(|| panic!("{name} in the scrape: {later:#?}"));
+        for label in ["driver=native", "scenario=live", "shard=0", "run="] {
+            assert!(key.contains(label), "{key} has {label}");
+        }
+    }
+    assert!(
+        value(&later, "msgstorm_users_online") >= 40.0,
+        "users online: {later:#?}"
+    );
+    assert!(value(&later, "msgstorm_generator_resident_memory_bytes") > 1e6);
+    assert!(
+        value(&later, "msgstorm_messages_received_total")
+            > value(&first, "msgstorm_messages_received_total"),
+        "counters rise between scrapes"
+    );
+    // The end-to-end histogram: cumulative buckets up to +Inf, which counts them all.
+    let buckets: Vec<(&String, &f64)> = later
+        .iter()
+        .filter(|(k, _)| k.starts_with("msgstorm_e2e_latency_seconds_bucket{"))
+        .collect();
+    assert_eq!(buckets.len(), 17, "16 bounds and +Inf: {buckets:?}");
+    let inf = buckets
+        .iter()
+        .find(|(k, _)| k.contains("le=+Inf"))
+        .expect("+Inf")
+        .1;
+    assert!(
+        *inf >= value(&later, "msgstorm_deliveries_total") * 0.5,
+        "{later:#?}"
+    );
+    assert!(
+        later
+            .keys()
+            .any(|k| k.starts_with("msgstorm_errors_total{") && k.contains("kind=")),
+        "errors by kind"
+    );
+    let artifact = msgstorm::artifact::Artifact::read(&out.join("result.json")).expect("result");
+    let total = artifact.metrics.count(msgstorm::metrics::Counter::Sent) as f64;
+    assert!(
+        sent(&later) <= total,
+        "a scrape never counts more than the run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_scraper_does_not_hold_the_run_up() {
+    let work = Work::new();
+    let file = work.write("s.toml", &scenario(3));
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let out = work.path("out");
+    let args = [
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--metrics-listen", &addr, "--set", "checks.max_lost=0"]);
+    let mut run = Running::start(&all);
+    let first = scrape_until(port, &mut run, |_| true).await;
+    assert!(!first.1.is_empty());
+    // One connection sends half a request, another asks and never reads; 16 of each.
+    let mut stalled = Vec::new();
+    for _ in 0..16 {
+        let mut half = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let mut deaf = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        deaf.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        stalled.extend([half, deaf]);
+    }
+    // Another scraper is still answered while they stall.
+    let again = scrape_until(port, &mut run, |s| {
+        value(s, "msgstorm_messages_sent_total") > value(&first.1, "msgstorm_messages_sent_total")
+    })
+    .await;
+    assert!(!again.1.is_empty());
+    let ran = run.finish().await;
+    ran.expect_code(0);
+    assert!(ran.took < Duration::from_secs(30), "{ran}");
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn a_metrics_address_in_use_or_unparsable_is_exit_2_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let work = Work::new();
+    let file = work.write("s.toml", &scenario(1));
+    let out = work.path("out");
+    let base = [
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--metrics-listen", &addr]);
+    let ran = msgstorm(&args).await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr
+            .contains(&format!("--metrics-listen {addr}: cannot listen")),
+        "{ran}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--metrics-listen", "localhost:nine"]);
+    let ran = msgstorm(&args).await;
+    ran.expect_code(2);
+    assert!(ran.stderr.contains("--metrics-listen"), "{ran}");
+    let bad = work.write(
+        "bad.toml",
+        &format!("{}\n[report]\nmetrics_listen = \"here\"\n", scenario(1)),
+    );
+    let ran = msgstorm(&["validate", bad.to_str().unwrap()]).await;
+    ran.expect_code(2);
+    assert!(
+        ran.stderr.contains("bad.toml:") && ran.stderr.contains("report.metrics_listen"),
+        "{ran}"
+    );
+}
