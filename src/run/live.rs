@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{Event, Options, Sink};
+use super::{Options, Sink};
 use crate::engine::snapshot::LiveTap;
 use crate::error::{Error, Result};
 use crate::launch::Rendezvous;
@@ -63,7 +63,7 @@ pub(super) async fn start(
         let endpoint = crate::live::Endpoint::start(addr, tap.clone(), labels)
             .await
             .map_err(|e| Error::Usage(format!("{origin} {addr}: cannot listen: {e}")))?;
-        sink.event(Event::Note(format!(
+        sink.event(super::Event::Note(format!(
             "metrics: http://{}/metrics (OpenMetrics, while the run lasts)",
             endpoint.addr
         )));
