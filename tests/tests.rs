@@ -19,6 +19,9 @@ mod house_shape;
 #[cfg(all(feature = "live", feature = "prometheus"))]
 #[path = "live/metrics.rs"]
 mod live_metrics;
+#[cfg(all(feature = "live", feature = "prometheus"))]
+#[path = "live/grafana.rs"]
+mod live_grafana;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

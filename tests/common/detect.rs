@@ -92,7 +92,7 @@ pub fn postgres_bin() -> Option<PathBuf> {
 
 /// Every peer as its `cfg(peer_<name>)` name and whether it is installed (`root`: the
 /// repository). `scripts/test` installs them all.
-pub fn peers(root: &Path) -> [(&'static str, bool); 15] {
+pub fn peers(root: &Path) -> [(&'static str, bool); 16] {
     let found = |name| program(name).is_some();
     let node = node().is_some();
     [
@@ -112,6 +112,7 @@ pub fn peers(root: &Path) -> [(&'static str, bool); 15] {
         ),
         ("centrifuge", root.join(CENTRIFUGE).exists()),
         ("xmllint", found("xmllint")),
+        ("prometheus", found("prometheus")),
         (
             "netty",
             found("java") && root.join(NETTY_CLASSPATH).exists(),
