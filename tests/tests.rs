@@ -17,11 +17,11 @@ mod formats_markdown;
 #[path = "house/shape.rs"]
 mod house_shape;
 #[cfg(all(feature = "live", feature = "prometheus"))]
-#[path = "live/metrics.rs"]
-mod live_metrics;
-#[cfg(all(feature = "live", feature = "prometheus"))]
 #[path = "live/grafana.rs"]
 mod live_grafana;
+#[cfg(all(feature = "live", feature = "prometheus"))]
+#[path = "live/metrics.rs"]
+mod live_metrics;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

@@ -177,6 +177,22 @@ fn job(args: &K8sArgs, plan: &Plan) -> Result<Job> {
         )));
     }
     let text = std::fs::read_to_string(&args.scenario).map_err(|e| Error::io(&args.scenario, e))?;
+    let mut sets = args.set.clone();
+    let metrics_port = match plan.report.metrics_listen.map(|a| a.port()) {
+        Some(0) => {
+            return Err(Error::Usage(
+                "report.metrics_listen: pods need a fixed port for their scrape annotations, \
+                 not 0"
+                    .to_owned(),
+            ))
+        }
+        Some(port) => {
+            // A pod is scraped from outside: it listens on every interface.
+            sets.push(format!("report.metrics_listen=\"0.0.0.0:{port}\""));
+            Some(port)
+        }
+        None => None,
+    };
     let run_id = args.run_id.unwrap_or_else(|| fastrand::u32(..));
     let per_shard = u64::from(plan.population.users.div_ceil(args.shards));
     let sources = plan.target.source_addrs.len().max(1) as u64;
@@ -186,12 +202,13 @@ fn job(args: &K8sArgs, plan: &Plan) -> Result<Job> {
         image: args.image.clone(),
         scenario: (data_key(&args.scenario), text),
         files: driver_files(plan)?,
-        sets: args.set.clone(),
+        sets,
         shards: args.shards,
         run_id,
         port: args.port,
         resources: Resources::for_users(per_shard),
         ports_needed: per_shard.div_ceil(sources),
+        metrics_port,
     })
 }
 

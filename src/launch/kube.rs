@@ -60,6 +60,9 @@ pub struct Job {
     pub resources: Resources,
     /// Connections of the largest shard to one target address from one source address.
     pub ports_needed: u64,
+    /// The port every pod serves its OpenMetrics on (`report.metrics_listen`): a named
+    /// container port `metrics` and the usual `prometheus.io/*` scrape annotations.
+    pub metrics_port: Option<u16>,
 }
 
 /// CPU and memory of one pod.
@@ -176,7 +179,7 @@ impl Job {
             pod_security["sysctls"] =
                 json!([{ "name": "net.ipv4.ip_local_port_range", "value": WIDE_PORT_RANGE }]);
         }
-        json!({
+        let mut job = json!({
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": self.metadata(),
@@ -233,7 +236,19 @@ impl Job {
                     },
                 },
             },
-        })
+        });
+        if let Some(port) = self.metrics_port {
+            let template = &mut job["spec"]["template"];
+            template["metadata"]["annotations"] = json!({
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": port.to_string(),
+                "prometheus.io/path": "/metrics",
+            });
+            if let Some(ports) = template["spec"]["containers"][0]["ports"].as_array_mut() {
+                ports.push(json!({ "name": "metrics", "containerPort": port }));
+            }
+        }
+        job
     }
 }
 
@@ -254,7 +269,31 @@ mod tests {
             port: DEFAULT_PORT,
             resources: Resources::for_users(users),
             ports_needed: users,
+            metrics_port: None,
         }
+    }
+
+    #[test]
+    fn pods_serving_metrics_have_a_named_port_and_scrape_annotations() {
+        assert!(job(10).job()["spec"]["template"]["metadata"]
+            .get("annotations")
+            .is_none());
+        let j = Job {
+            metrics_port: Some(9464),
+            ..job(10)
+        }
+        .job();
+        let template = &j["spec"]["template"];
+        let a = &template["metadata"]["annotations"];
+        assert_eq!(
+            (&a["prometheus.io/scrape"], &a["prometheus.io/port"]),
+            (&json!("true"), &json!("9464"))
+        );
+        let ports = &template["spec"]["containers"][0]["ports"];
+        assert_eq!(
+            ports[1],
+            json!({ "name": "metrics", "containerPort": 9464 })
+        );
     }
 
     #[test]

@@ -34,7 +34,10 @@ impl Prometheus {
         let log = std::fs::File::create(dir.path("prometheus.log")).expect("log");
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -50,7 +53,11 @@ impl Prometheus {
 
     /// The `data.result` of an instant query, or `None` while Prometheus does not answer.
     async fn query(&self, promql: &str) -> Option<Vec<serde_json::Value>> {
-        let (_, body) = get(self.port, &format!("/api/v1/query?query={}", encode(promql))).await?;
+        let (_, body) = get(
+            self.port,
+            &format!("/api/v1/query?query={}", encode(promql)),
+        )
+        .await?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         assert_eq!(v["status"], "success", "{promql}: {body}");
         v["data"]["result"].as_array().cloned()
@@ -92,7 +99,11 @@ fn dashboard_queries() -> Vec<String> {
     for v in d["templating"]["list"].as_array().expect("variables") {
         if let Some(q) = v["query"]["query"].as_str() {
             // label_values(METRIC, LABEL): the series of METRIC.
-            let metric = q.trim_start_matches("label_values(").split(',').next().unwrap();
+            let metric = q
+                .trim_start_matches("label_values(")
+                .split(',')
+                .next()
+                .expect("label_values(METRIC, LABEL)");
             exprs.push(metric.to_owned());
         }
     }
@@ -120,7 +131,13 @@ async fn every_dashboard_query_answers_from_a_real_scrape() {
          duration = \"25s\"\n",
     );
     let (out, addr) = (work.path("out"), format!("127.0.0.1:{metrics_port}"));
-    let args = ["run", file.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"];
+    let args = [
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
     let mut all = args.to_vec();
     all.extend(["--metrics-listen", &addr]);
     let mut run = Running::start(&all);
@@ -128,23 +145,39 @@ async fn every_dashboard_query_answers_from_a_real_scrape() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let ready = "sum(rate(msgstorm_messages_received_total[10s])) > 0";
     while prometheus.query(ready).await.is_none_or(|r| r.is_empty()) {
-        assert!(!run.exited(), "the run ended before Prometheus had its data");
-        assert!(Instant::now() < deadline, "Prometheus has no rate within 20 s");
+        assert!(
+            !run.exited(),
+            "the run ended before Prometheus had its data"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus has no rate within 20 s"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     for q in &queries {
         let result = prometheus.query(q).await.expect("Prometheus answers");
-        assert!(!result.is_empty(), "the dashboard's query has no series: {q}");
+        assert!(
+            !result.is_empty(),
+            "the dashboard's query has no series: {q}"
+        );
     }
     let (_, body) = get(metrics_port, "/metrics").await.expect("a scrape");
     let scraped: BTreeSet<String> = parse(&body)
         .keys()
-        .map(|k| k.split('{').next().unwrap().to_owned())
+        .map(|k| {
+            k.split_once('{')
+                .map_or(k.as_str(), |(name, _)| name)
+                .to_owned()
+        })
         .collect();
     for q in &queries {
         for name in q.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
             if name.starts_with("msgstorm_") {
-                assert!(scraped.contains(name), "{name} of `{q}` is not scraped: {scraped:?}");
+                assert!(
+                    scraped.contains(name),
+                    "{name} of `{q}` is not scraped: {scraped:?}"
+                );
             }
         }
     }
