@@ -22,6 +22,9 @@ mod live_grafana;
 #[cfg(all(feature = "live", feature = "prometheus"))]
 #[path = "live/metrics.rs"]
 mod live_metrics;
+#[cfg(all(feature = "live", feature = "prometheus"))]
+#[path = "live/push.rs"]
+mod live_push;
 #[cfg(feature = "mqtt")]
 #[path = "mqtt/delivery.rs"]
 mod mqtt_delivery;

@@ -304,6 +304,7 @@ fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs 
         start_barrier: None,
         log_result: false,
         metrics_listen: None,
+        metrics_push: None,
         format: super::output::FormatArgs::default(),
     }
 }

@@ -206,6 +206,11 @@ pub struct RunArgs {
     /// `--shards N`, shard I listens on the port + I. Also `report.metrics_listen`.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Push the same series by Prometheus remote-write to URL (`http://HOST:PORT/PATH`,
+    /// Prometheus: `/api/v1/write`) every 5 s and once more with the final totals at the
+    /// end: for runs nobody can scrape. Also `report.metrics_push`.
+    #[arg(long, value_name = "URL", value_parser = crate::scenario::push_url)]
+    pub metrics_push: Option<http::Uri>,
     /// Output formats of the report (the run also writes `result.json` and `report.html`
     /// into its results folder).
     #[command(flatten)]

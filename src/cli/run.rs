@@ -118,6 +118,7 @@ pub(super) async fn execute(plan: Plan, args: &RunArgs) -> Result<Artifact> {
         source: Some(scenario_source(args)),
         stops,
         metrics_listen: args.metrics_listen,
+        metrics_push: args.metrics_push.clone(),
     };
     crate::run::run(plan, options, &mut watch).await
 }

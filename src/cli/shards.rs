@@ -28,6 +28,11 @@ pub async fn run(args: RunArgs, shards: u32) -> Result<u8> {
                 args.metrics_listen
                     .map(|a| format!("report.metrics_listen=\"{a}\"")),
             )
+            .chain(
+                args.metrics_push
+                    .as_ref()
+                    .map(|u| format!("report.metrics_push=\"{u}\"")),
+            )
             .collect(),
         count: shards,
         run_id: args.run_id,

@@ -1,22 +1,26 @@
-//! The run's OpenMetrics endpoint ([`crate::live`]), started before the load when the
-//! plan or `--metrics-listen` asks for one, and where it listens.
+//! The run's live metrics ([`crate::live`]): the OpenMetrics endpoint and the
+//! remote-write pusher, started before the load when the plan or the flags ask for them,
+//! and the final push after it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::{Options, Sink};
 use crate::engine::snapshot::LiveTap;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::launch::Rendezvous;
 use crate::scenario::Plan;
 
-/// The live endpoint of one process's run, if it has one: the tap the engine fills and
-/// the server, which stops when this is dropped.
+/// The live metrics of one process's run: the tap the engine fills, the endpoint (stops
+/// when this is dropped) and the pusher.
+#[derive(Default)]
 pub(super) struct Live {
-    /// What the engine publishes to.
+    /// What the engine publishes to (none when nothing watches live).
     pub tap: Option<Arc<LiveTap>>,
     #[cfg(feature = "live")]
-    _endpoint: Option<crate::live::Endpoint>,
+    endpoint: Option<crate::live::Endpoint>,
+    #[cfg(feature = "live")]
+    pusher: Option<crate::live::Pusher>,
 }
 
 /// The address this process serves its metrics on: `--metrics-listen` over
@@ -36,21 +40,22 @@ fn address(plan: &Plan, options: &Options) -> Option<(SocketAddr, &'static str)>
     Some((addr, origin))
 }
 
-/// Starts the endpoint when one is asked for (a note says where); an address that cannot
-/// be listened on is a usage error naming the setting.
+/// Starts what is asked for (a note says where the endpoint listens); an address that
+/// cannot be listened on is a usage error naming the setting.
 pub(super) async fn start(
     plan: &Plan,
     options: &Options,
     run_id: u32,
     sink: &mut dyn Sink,
 ) -> Result<Live> {
-    let Some((addr, origin)) = address(plan, options) else {
-        return Ok(Live {
-            tap: None,
-            #[cfg(feature = "live")]
-            _endpoint: None,
-        });
-    };
+    let listen = address(plan, options);
+    let push = options
+        .metrics_push
+        .clone()
+        .or_else(|| plan.report.metrics_push.clone());
+    if listen.is_none() && push.is_none() {
+        return Ok(Live::default());
+    }
     #[cfg(feature = "live")]
     {
         let tap = Arc::new(LiveTap::default());
@@ -60,23 +65,53 @@ pub(super) async fn start(
             ("driver", plan.target.driver.name.to_owned()),
             ("scenario", plan.name.clone()),
         ];
-        let endpoint = crate::live::Endpoint::start(addr, tap.clone(), labels)
-            .await
-            .map_err(|e| Error::Usage(format!("{origin} {addr}: cannot listen: {e}")))?;
-        sink.event(super::Event::Note(format!(
-            "metrics: http://{}/metrics (OpenMetrics, while the run lasts)",
-            endpoint.addr
-        )));
-        Ok(Live {
-            tap: Some(tap),
-            _endpoint: Some(endpoint),
-        })
+        let mut live = Live {
+            tap: Some(tap.clone()),
+            ..Live::default()
+        };
+        if let Some((addr, origin)) = listen {
+            let endpoint = crate::live::Endpoint::start(addr, tap.clone(), labels.clone())
+                .await
+                .map_err(|e| {
+                    crate::error::Error::Usage(format!("{origin} {addr}: cannot listen: {e}"))
+                })?;
+            sink.event(super::Event::Note(format!(
+                "metrics: http://{}/metrics (OpenMetrics, while the run lasts)",
+                endpoint.addr
+            )));
+            live.endpoint = Some(endpoint);
+        }
+        if let Some(uri) = push {
+            live.pusher = Some(crate::live::Pusher::start(uri, tap, labels));
+        }
+        Ok(live)
     }
     #[cfg(not(feature = "live"))]
     {
         let _ = (run_id, sink);
-        Err(Error::Usage(format!(
-            "{origin} {addr}: this msgstorm was built without the `live` feature"
+        let setting = listen.map_or("--metrics-push", |(_, origin)| origin);
+        Err(crate::error::Error::Usage(format!(
+            "{setting}: this msgstorm was built without the `live` feature"
         )))
+    }
+}
+
+impl Live {
+    /// After the load: the endpoint stops, the pusher sends the final totals; a note when
+    /// pushes failed.
+    pub(super) async fn finish(self) -> Option<String> {
+        #[cfg(feature = "live")]
+        {
+            drop(self.endpoint);
+            match self.pusher {
+                Some(p) => p.finish().await,
+                None => None,
+            }
+        }
+        #[cfg(not(feature = "live"))]
+        {
+            let _ = self;
+            None
+        }
     }
 }

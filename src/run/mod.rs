@@ -52,6 +52,8 @@ pub struct Options {
     /// Where to serve the run's OpenMetrics (`--metrics-listen`; over the plan's
     /// `report.metrics_listen`).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Where to push them by remote-write (`--metrics-push`; over `report.metrics_push`).
+    pub metrics_push: Option<http::Uri>,
 }
 
 /// Runs `plan` once in this process — the embedded server when it names no target, the
@@ -90,7 +92,9 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         sink,
     )
     .await?;
-    drop(live);
+    if let Some(note) = live.finish().await {
+        notes.push(note);
+    }
     let chaos = match chaos {
         Some(c) => c.finish().await,
         None => Vec::new(),

@@ -55,6 +55,7 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
 /// The secret the embedded reference server must be started with: the default
 /// `[target.auth] secret` of drivers that mint tokens.
 pub use target::DEFAULT_SECRET;
+pub use validate::push_url;
 
 /// A duration as people write it (`12.5s`, `200ms`), as validation shows them.
 pub use values::show as show_duration;

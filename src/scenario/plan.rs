@@ -469,13 +469,16 @@ pub struct MonitorOpts {
 }
 
 /// Output settings.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReportOpts {
     /// Where results go (`None`: a new timestamped folder under `./msgstorm-results/`).
     pub out: Option<std::path::PathBuf>,
     /// Where the run serves its OpenMetrics while it lasts (`report.metrics_listen`,
     /// `--metrics-listen`); shards on one host add their index to the port.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Where the run pushes the same series by Prometheus remote-write every few seconds
+    /// and at its end (`report.metrics_push`, `--metrics-push`).
+    pub metrics_push: Option<http::Uri>,
 }
 
 /// A slice of the user range: shard `index` of `count` owns users

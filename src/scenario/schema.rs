@@ -312,6 +312,8 @@ pub struct ReportSpec {
     pub out: Opt<String>,
     /// Where to serve the run's OpenMetrics while it lasts (`HOST:PORT`).
     pub metrics_listen: Opt<String>,
+    /// Where to push them by Prometheus remote-write (`http://HOST:PORT/PATH`).
+    pub metrics_push: Opt<String>,
 }
 
 /// `[monitor]`.

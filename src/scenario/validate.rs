@@ -322,7 +322,27 @@ fn report(src: &Source<'_>, spec: Option<&ReportSpec>) -> Result<ReportOpts> {
         })?;
         opts.metrics_listen = Some(addr);
     }
+    if let Some(u) = &r.metrics_push {
+        let uri = push_url(u.get_ref()).map_err(|why| {
+            src.at(
+                u,
+                "report.metrics_push",
+                format!("`{}`: {why}", u.get_ref()),
+            )
+        })?;
+        opts.metrics_push = Some(uri);
+    }
     Ok(opts)
+}
+
+/// A remote-write URL: `http://HOST[:PORT]/PATH` (plain HTTP: a receiver beside the run or
+/// a local agent; TLS is not taken).
+pub fn push_url(s: &str) -> std::result::Result<http::Uri, String> {
+    let uri: http::Uri = s.parse().map_err(|e| format!("not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return Err("expected http://HOST[:PORT]/PATH (Prometheus: /api/v1/write)".to_owned());
+    }
+    Ok(uri)
 }
 
 fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {

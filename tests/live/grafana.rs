@@ -11,24 +11,28 @@ use crate::common::peers::free_port;
 use crate::common::run::{Running, Work};
 use crate::live_metrics::{get, parse};
 
-/// Prometheus on a free loopback port, scraping 127.0.0.1:`target` every second; killed
-/// on drop.
-struct Prometheus {
+/// Prometheus on a free loopback port, scraping 127.0.0.1:`target` every second (if
+/// any) and taking remote-write at `/api/v1/write`; killed on drop.
+pub struct Prometheus {
     child: Child,
-    port: u16,
+    /// Its HTTP port on 127.0.0.1.
+    pub port: u16,
     _dir: Work,
 }
 
 impl Prometheus {
-    fn start(target: u16) -> Prometheus {
+    /// Starts it; it answers once [`Prometheus::query`] gives `Some`.
+    pub fn start(target: Option<u16>) -> Prometheus {
         let dir = Work::new();
+        let scrape = target.map_or(String::new(), |t| {
+            format!(
+                "scrape_configs:\n  - job_name: msgstorm\n    static_configs:\n\
+                 \x20     - targets: ['127.0.0.1:{t}']\n"
+            )
+        });
         let config = dir.write(
             "prometheus.yml",
-            &format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: msgstorm\n    static_configs:\n\
-                 \x20     - targets: ['127.0.0.1:{target}']\n"
-            ),
+            &format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{scrape}"),
         );
         let port = free_port();
         let log = std::fs::File::create(dir.path("prometheus.log")).expect("log");
@@ -39,6 +43,7 @@ impl Prometheus {
                 dir.path("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.enable-remote-write-receiver")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -52,7 +57,7 @@ impl Prometheus {
     }
 
     /// The `data.result` of an instant query, or `None` while Prometheus does not answer.
-    async fn query(&self, promql: &str) -> Option<Vec<serde_json::Value>> {
+    pub async fn query(&self, promql: &str) -> Option<Vec<serde_json::Value>> {
         let (_, body) = get(
             self.port,
             &format!("/api/v1/query?query={}", encode(promql)),
@@ -122,7 +127,7 @@ async fn every_dashboard_query_answers_from_a_real_scrape() {
     let queries = dashboard_queries();
     assert!(queries.len() >= 15, "{queries:?}");
     let metrics_port = free_port();
-    let prometheus = Prometheus::start(metrics_port);
+    let prometheus = Prometheus::start(Some(metrics_port));
     let work = Work::new();
     let file = work.write(
         "s.toml",

@@ -59,6 +59,7 @@ fn options(text: &str) -> (Options, watch::Sender<u32>) {
         }),
         stops,
         metrics_listen: None,
+        metrics_push: None,
     };
     (options, stop)
 }
