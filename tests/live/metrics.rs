@@ -310,3 +310,47 @@ async fn a_metrics_address_in_use_or_unparsable_is_exit_2_naming_it() {
         "{ran}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_on_one_host_serve_one_endpoint_each_at_port_plus_index() {
+    let work = Work::new();
+    let file = work.write("s.toml", &scenario(6));
+    let out = work.path("out");
+    // Two free ports in a row: the second is the first + 1 only when it is free too.
+    let port = loop {
+        let p = free_port();
+        if std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            break p;
+        }
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+        "--shards",
+        "2",
+        "--metrics-listen",
+        &addr,
+    ];
+    let mut run = Running::start(&args);
+    for (shard, port) in [(0, port), (1, port + 1)] {
+        let (_, scrape) = scrape_until(port, &mut run, |s| {
+            s.keys()
+                .any(|k| k.starts_with("msgstorm_messages_sent_total{"))
+                && value(s, "msgstorm_messages_sent_total") > 0.0
+        })
+        .await;
+        let key = scrape
+            .keys()
+            .find(|k| k.starts_with("msgstorm_messages_sent_total{"))
+            .expect("sent");
+        assert!(
+            key.contains(&format!("shard={shard}")),
+            "{key} on port {port}"
+        );
+    }
+    run.finish().await.expect_code(0);
+}
