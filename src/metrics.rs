@@ -585,7 +585,8 @@ impl Metrics {
     /// Adds the histograms, counters and error counts `other` recorded (not its series,
     /// error examples or cross-shard histograms): the totals a live view shows.
     pub fn merge_totals(&mut self, other: &Metrics) {
-        for (h, o) in self.hists.iter_mut().zip(&other.hists) {
+        // Adding walks the whole counts array: an empty histogram is skipped.
+        for (h, o) in self.hists.iter_mut().zip(&other.hists).filter(|(_, o)| o.len() > 0) {
             h.add(o).expect("all histograms have the same bounds");
         }
         for (c, o) in self.counters.iter_mut().zip(&other.counters) {

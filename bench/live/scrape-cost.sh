@@ -2,7 +2,8 @@
 # What the live metrics endpoint costs the generator: 10,000 users against `msgstorm serve`
 # (its own process) at 1,000 msg/s with `--metrics-listen`; the generator's CPU time (from
 # /proc/PID/stat) over windows of WINDOW seconds with no scrape, one scrape a second, and
-# ten a second; prints each window's CPU (cores) and the cost of one scrape.
+# ten a second, then a burst of BURST scrapes back to back; prints each window's CPU (cores)
+# and, from the burst, the CPU one scrape costs.
 # Usage: bench/live/scrape-cost.sh [WINDOW]   (builds the release binary first)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +39,7 @@ kind = "direct"
 senders = 5000
 receivers = 5000
 rate = 1000
-duration = "$((window * 3 + 20))s"
+duration = "$((window * 6 + 30))s"
 TOML
 sleep 1
 "$bin" run "$work/s.toml" --out "$work/out" -q --metrics-listen "127.0.0.1:$metrics_port" \
@@ -73,6 +74,20 @@ measure none 0
 measure "1/s" 1
 measure "10/s" 10
 measure none 0
+burst=300
+before=$(cpu)
+start=$(date +%s.%N)
+for i in $(seq 1 $burst); do curl -s -o /dev/null "http://127.0.0.1:$metrics_port/metrics"; done
+after=$(cpu)
+measure none 0 >"$work/baseline"
+awk -v a="$before" -v b="$after" -v s="$start" -v e="$(date +%s.%N)" -v n="$burst" \
+    -v base="$(awk '{ print $(NF-1) }' "$work/baseline")" -v w="$window" 'BEGIN {
+        d = (e - s) - w;   # the burst alone (the baseline window ran after it)
+        per = ((b - a) - base * d) / n;
+        printf "burst\t%d scrapes in %.2f s\tCPU %.3f s, baseline %.4f cores\n", n, d, b - a, base;
+        printf "one scrape: %.2f ms of generator CPU; at one a second %.3f%% of one core\n", per * 1000, per * 100
+    }'
+cat "$work/baseline"
 curl -s "http://127.0.0.1:$metrics_port/metrics" | wc -c | awk '{ print "one scrape: " $1 " bytes" }'
 for i in 1 2 3 4 5; do
     curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$metrics_port/metrics"
