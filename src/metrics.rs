@@ -586,7 +586,12 @@ impl Metrics {
     /// error examples or cross-shard histograms): the totals a live view shows.
     pub fn merge_totals(&mut self, other: &Metrics) {
         // Adding walks the whole counts array: an empty histogram is skipped.
-        for (h, o) in self.hists.iter_mut().zip(&other.hists).filter(|(_, o)| o.len() > 0) {
+        for (h, o) in self
+            .hists
+            .iter_mut()
+            .zip(&other.hists)
+            .filter(|(_, o)| !o.is_empty())
+        {
             h.add(o).expect("all histograms have the same bounds");
         }
         for (c, o) in self.counters.iter_mut().zip(&other.counters) {

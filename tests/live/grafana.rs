@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::peers::free_port;
-use crate::common::run::{Running, Work};
-use crate::live_metrics::{get, parse};
+use crate::common::run::Work;
+use crate::live_metrics::{get, parse, RunJob};
 
 /// Prometheus on a free loopback port, scraping 127.0.0.1:`target` every second (if
 /// any) and taking remote-write at `/api/v1/write`; killed on drop.
@@ -128,24 +128,14 @@ async fn every_dashboard_query_answers_from_a_real_scrape() {
     assert!(queries.len() >= 15, "{queries:?}");
     let metrics_port = free_port();
     let prometheus = Prometheus::start(Some(metrics_port));
-    let work = Work::new();
-    let file = work.write(
-        "s.toml",
+    let addr = format!("127.0.0.1:{metrics_port}");
+    let job = RunJob::new(
         "name = \"grafana\"\ndrain = \"1s\"\n\n[population]\nusers = 40\nlogin_rate = 400\n\n\
          [[traffic]]\nkind = \"direct\"\nsenders = 20\nreceivers = 20\nrate = 200\n\
          duration = \"25s\"\n",
+        &["--metrics-listen", &addr],
     );
-    let (out, addr) = (work.path("out"), format!("127.0.0.1:{metrics_port}"));
-    let args = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    let mut all = args.to_vec();
-    all.extend(["--metrics-listen", &addr]);
-    let mut run = Running::start(&all);
+    let mut run = job.start();
     // Prometheus has two scrapes with traffic in them: rates exist.
     let deadline = Instant::now() + Duration::from_secs(20);
     let ready = "sum(rate(msgstorm_messages_received_total[10s])) > 0";

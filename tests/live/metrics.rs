@@ -20,6 +20,54 @@ fn scenario(secs: u32) -> String {
     )
 }
 
+/// A scenario written into a work folder and the `msgstorm run` of it (quiet, into the
+/// folder's `out`) with extra arguments.
+pub struct RunJob {
+    /// The results folder.
+    pub out: std::path::PathBuf,
+    args: Vec<String>,
+    _work: Work,
+}
+
+impl RunJob {
+    /// `text` as the scenario, run with `extra` after the usual arguments.
+    pub fn new(text: &str, extra: &[&str]) -> RunJob {
+        let work = Work::new();
+        let file = work.write("s.toml", text);
+        let out = work.path("out");
+        let mut args: Vec<String> = ["run", &file.display().to_string(), "--out"]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+        args.extend([out.display().to_string(), "-q".to_owned()]);
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        RunJob {
+            out,
+            args,
+            _work: work,
+        }
+    }
+
+    fn args(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+
+    /// Starts the run in the background.
+    pub fn start(&self) -> Running {
+        Running::start(&self.args())
+    }
+
+    /// Runs it to its end.
+    pub async fn run(&self) -> crate::common::run::Ran {
+        msgstorm(&self.args()).await
+    }
+
+    /// Its `result.json`.
+    pub fn result(&self) -> msgstorm::artifact::Artifact {
+        msgstorm::artifact::Artifact::read(&self.out.join("result.json")).expect("result.json")
+    }
+}
+
 /// `GET path` on 127.0.0.1:`port`: (status line and headers, body); `None` when nothing
 /// listens.
 pub async fn get(port: u16, path: &str) -> Option<(String, String)> {
@@ -134,21 +182,10 @@ async fn scrape_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_run_serves_its_openmetrics() {
-    let work = Work::new();
-    let file = work.write("s.toml", &scenario(6));
-    let out = work.path("out");
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let args = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-        "--metrics-listen",
-        &addr,
-    ];
-    let mut run = Running::start(&args);
+    let job = RunJob::new(&scenario(6), &["--metrics-listen", &addr]);
+    let mut run = job.start();
     let sent = |s: &BTreeMap<String, f64>| value(s, "msgstorm_messages_sent_total");
     let (head, first) = scrape_until(port, &mut run, |s| {
         s.keys()
@@ -215,7 +252,7 @@ async fn a_running_run_serves_its_openmetrics() {
             .any(|k| k.starts_with("msgstorm_errors_total{") && k.contains("kind=")),
         "errors by kind"
     );
-    let artifact = msgstorm::artifact::Artifact::read(&out.join("result.json")).expect("result");
+    let artifact = job.result();
     let total = artifact.metrics.count(msgstorm::metrics::Counter::Sent) as f64;
     assert!(
         sent(&later) <= total,
@@ -225,21 +262,11 @@ async fn a_running_run_serves_its_openmetrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_scraper_does_not_hold_the_run_up() {
-    let work = Work::new();
-    let file = work.write("s.toml", &scenario(3));
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let out = work.path("out");
-    let args = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--metrics-listen", &addr, "--set", "checks.max_lost=0"]);
-    let mut run = Running::start(&all);
+    let extra = ["--metrics-listen", &addr, "--set", "checks.max_lost=0"];
+    let job = RunJob::new(&scenario(3), &extra);
+    let mut run = job.start();
     let first = scrape_until(port, &mut run, |_| true).await;
     assert!(!first.1.is_empty());
     // One connection sends half a request, another asks and never reads; 16 of each.
@@ -275,30 +302,21 @@ async fn a_stalled_scraper_does_not_hold_the_run_up() {
 async fn a_metrics_address_in_use_or_unparsable_is_exit_2_naming_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let work = Work::new();
-    let file = work.write("s.toml", &scenario(1));
-    let out = work.path("out");
-    let base = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    let mut args = base.to_vec();
-    args.extend(["--metrics-listen", &addr]);
-    let ran = msgstorm(&args).await;
+    let ran = RunJob::new(&scenario(1), &["--metrics-listen", &addr])
+        .run()
+        .await;
     ran.expect_code(2);
     assert!(
         ran.stderr
             .contains(&format!("--metrics-listen {addr}: cannot listen")),
         "{ran}"
     );
-    let mut args = base.to_vec();
-    args.extend(["--metrics-listen", "localhost:nine"]);
-    let ran = msgstorm(&args).await;
+    let ran = RunJob::new(&scenario(1), &["--metrics-listen", "localhost:nine"])
+        .run()
+        .await;
     ran.expect_code(2);
     assert!(ran.stderr.contains("--metrics-listen"), "{ran}");
+    let work = Work::new();
     let bad = work.write(
         "bad.toml",
         &format!("{}\n[report]\nmetrics_listen = \"here\"\n", scenario(1)),
@@ -313,9 +331,6 @@ async fn a_metrics_address_in_use_or_unparsable_is_exit_2_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_on_one_host_serve_one_endpoint_each_at_port_plus_index() {
-    let work = Work::new();
-    let file = work.write("s.toml", &scenario(6));
-    let out = work.path("out");
     // Two free ports in a row: the second is the first + 1 only when it is free too.
     let port = loop {
         let p = free_port();
@@ -324,18 +339,8 @@ async fn shards_on_one_host_serve_one_endpoint_each_at_port_plus_index() {
         }
     };
     let addr = format!("127.0.0.1:{port}");
-    let args = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-        "--shards",
-        "2",
-        "--metrics-listen",
-        &addr,
-    ];
-    let mut run = Running::start(&args);
+    let job = RunJob::new(&scenario(6), &["--shards", "2", "--metrics-listen", &addr]);
+    let mut run = job.start();
     for (shard, port) in [(0, port), (1, port + 1)] {
         let (_, scrape) = scrape_until(port, &mut run, |s| {
             s.keys()

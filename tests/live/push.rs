@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use crate::common::peers::free_port;
-use crate::common::run::{msgstorm, Work};
 use crate::live_grafana::Prometheus;
+use crate::live_metrics::RunJob;
 
 /// A short run of the embedded server.
 const SCENARIO: &str = "name = \"push\"\ndrain = \"1s\"\n\n[population]\nusers = 20\n\
@@ -28,26 +28,15 @@ async fn the_final_push_carries_the_runs_totals() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let work = Work::new();
-    let file = work.write("s.toml", SCENARIO);
-    let out = work.path("out");
     let url = format!("http://127.0.0.1:{}/api/v1/write", prometheus.port);
-    let args = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    let mut all = args.to_vec();
-    all.extend(["--metrics-push", &url]);
-    let ran = msgstorm(&all).await;
+    let job = RunJob::new(SCENARIO, &["--metrics-push", &url]);
+    let ran = job.run().await;
     ran.expect_code(0);
     assert!(
         !ran.stdout.contains("metrics push:"),
         "every push landed\n{ran}"
     );
-    let artifact = msgstorm::artifact::Artifact::read(&out.join("result.json")).expect("result");
+    let artifact = job.result();
     let run = &artifact.run_id;
     let sent = artifact.metrics.count(msgstorm::metrics::Counter::Sent);
     assert!(sent > 0);
@@ -71,28 +60,16 @@ async fn the_final_push_carries_the_runs_totals() {
 
 #[tokio::test]
 async fn a_missing_receiver_is_a_note_and_a_bad_url_is_exit_2() {
-    let work = Work::new();
-    let file = work.write("s.toml", SCENARIO);
-    let out = work.path("out");
     let url = format!("http://127.0.0.1:{}/api/v1/write", free_port());
-    let args = [
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    let mut all = args.to_vec();
-    all.extend(["--metrics-push", &url]);
-    let ran = msgstorm(&all).await;
+    let ran = RunJob::new(SCENARIO, &["--metrics-push", &url]).run().await;
     ran.expect_code(0);
     assert!(
         ran.stdout.contains("metrics push: 1 of 1 pushes failed"),
         "{ran}"
     );
-    let mut all = args.to_vec();
-    all.extend(["--metrics-push", "ftp://127.0.0.1/write"]);
-    let ran = msgstorm(&all).await;
+    let ran = RunJob::new(SCENARIO, &["--metrics-push", "ftp://127.0.0.1/write"])
+        .run()
+        .await;
     ran.expect_code(2);
     assert!(ran.stderr.contains("--metrics-push"), "{ran}");
 }
