@@ -52,6 +52,8 @@ pub mod error;
 pub mod find;
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(any(feature = "prometheus", feature = "live"))]
+pub mod http1;
 pub mod launch;
 pub mod ledger;
 #[cfg(feature = "live")]

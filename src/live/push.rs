@@ -12,9 +12,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use prost::Message;
 use tokio::sync::watch;
 
@@ -216,38 +215,17 @@ fn series(text: &str, now_ms: i64) -> Vec<TimeSeries> {
 
 /// POSTs one compressed `WriteRequest` to `uri`.
 async fn post(uri: &http::Uri, body: Vec<u8>) -> Result<(), String> {
-    let host = uri.host().ok_or("the URL has no host")?;
-    let port = uri.port_u16().unwrap_or(80);
-    let stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("HTTP handshake: {e}"))?;
-    let conn = tokio::spawn(conn);
-    let authority = uri.authority().map_or(host, |a| a.as_str());
-    let request = http::Request::post(uri.path_and_query().map_or("/", |p| p.as_str()))
-        .header(http::header::HOST, authority)
+    let request = http::Request::post("/")
         .header(http::header::CONTENT_TYPE, "application/x-protobuf")
         .header(http::header::CONTENT_ENCODING, "snappy")
-        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("bad request: {e}"))?;
-    let answer = match sender.send_request(request).await {
-        Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) => {
-            let status = r.status();
-            let text = Limited::new(r.into_body(), MAX_ANSWER)
-                .collect()
-                .await
-                .map(|b| String::from_utf8_lossy(&b.to_bytes()).trim().to_owned())
-                .unwrap_or_default();
-            Err(format!("HTTP status {status}: {text}"))
-        }
-        Err(e) => Err(format!("HTTP request: {e}")),
-    };
-    conn.abort();
-    answer
+        .header("X-Prometheus-Remote-Write-Version", "0.1.0");
+    let (status, answer) =
+        crate::http1::send(uri, request, Full::new(Bytes::from(body)), MAX_ANSWER).await?;
+    if status.is_success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&answer).trim().to_owned();
+    Err(format!("HTTP status {status}: {text}"))
 }
 
 #[cfg(test)]

@@ -7,9 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::Empty;
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 
 use super::{ScrapedSeries, SeriesFilter};
 
@@ -191,41 +190,18 @@ impl Endpoint {
 
 /// The body of a GET of `uri`, or why there is none.
 async fn get(uri: &http::Uri) -> Result<String, String> {
-    let fetch = async {
-        let host = uri.host().ok_or("the URL has no host")?;
-        let port = uri.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("HTTP handshake: {e}"))?;
-        let conn = tokio::spawn(conn);
-        let authority = uri.authority().map_or(host, |a| a.as_str());
-        let request = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
-            .header(http::header::HOST, authority)
-            .header(
-                http::header::ACCEPT,
-                "text/plain;version=0.0.4, application/openmetrics-text;q=0.5",
-            )
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| format!("bad request: {e}"))?;
-        let response = sender.send_request(request).await;
-        let body = match response {
-            Ok(r) if r.status().is_success() => Limited::new(r.into_body(), MAX_BODY)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .map_err(|e| format!("reading the body: {e}")),
-            Ok(r) => Err(format!("HTTP status {}", r.status())),
-            Err(e) => Err(format!("HTTP request: {e}")),
-        };
-        conn.abort();
-        String::from_utf8(body?.to_vec()).map_err(|_| "the body is not UTF-8 text".to_owned())
-    };
-    tokio::time::timeout(SCRAPE_TIMEOUT, fetch)
+    let request = http::Request::get("/").header(
+        http::header::ACCEPT,
+        "text/plain;version=0.0.4, application/openmetrics-text;q=0.5",
+    );
+    let fetch = crate::http1::send(uri, request, Empty::<Bytes>::new(), MAX_BODY);
+    let (status, body) = tokio::time::timeout(SCRAPE_TIMEOUT, fetch)
         .await
-        .map_err(|_| format!("no answer within {} ms", SCRAPE_TIMEOUT.as_millis()))?
+        .map_err(|_| format!("no answer within {} ms", SCRAPE_TIMEOUT.as_millis()))??;
+    if !status.is_success() {
+        return Err(format!("HTTP status {status}"));
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| "the body is not UTF-8 text".to_owned())
 }
 
 #[cfg(test)]

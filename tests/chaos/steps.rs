@@ -152,9 +152,12 @@ async fn a_paused_target_delays_what_was_due_while_it_slept() {
         (1_900.0..2_600.0).contains(&max_ms),
         "the longest delivery waited the pause: {max_ms:.0} ms\n{ran}"
     );
+    // The sends due in the pause (~200) waited; so do a few due just after it, while the
+    // woken server works off the backlog (up to ~1 s of them on a loaded machine: 254 in one
+    // CI run with both cores busy).
     let waited = e2e.count_between(50_000, u64::MAX);
     assert!(
-        (150..=250).contains(&waited),
+        (150..=300).contains(&waited),
         "about 100/s × 2 s messages waited: {waited}\n{ran}"
     );
 }
