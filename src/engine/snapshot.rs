@@ -44,12 +44,14 @@ pub struct LiveTap {
 }
 
 impl LiveTap {
-    /// The run's totals now: `None` before the engine started.
+    /// The run's totals now: `None` before the engine started; once it ended, its final
+    /// totals (even while a user task still holds the engine's state).
     pub fn snapshot(&self) -> Option<Snapshot> {
-        if let Some(shared) = self.shared.get().and_then(Weak::upgrade) {
-            return Some(shared.snapshot());
+        if let Some(last) = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Some(last);
         }
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let shared = self.shared.get().and_then(Weak::upgrade)?;
+        Some(shared.snapshot())
     }
 
     /// Called by the engine when its users start.
