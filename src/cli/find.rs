@@ -305,6 +305,7 @@ fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs 
         log_result: false,
         metrics_listen: None,
         metrics_push: None,
+        live: None,
         format: super::output::FormatArgs::default(),
     }
 }
@@ -534,7 +535,7 @@ impl Searching<'_> {
         let mut plan = load_plan(&run_args, Shard::WHOLE)?;
         adjust(&mut plan);
         let step_dir = out_dir(&plan)?;
-        let artifact = execute(plan, &run_args).await?;
+        let artifact = execute(plan, &run_args, None).await?;
         artifact.write(&step_dir).map_err(Error::in_output)?;
         self.target.clone_from(&artifact.target);
         self.scenario.clone_from(&artifact.scenario);

@@ -3,6 +3,7 @@
 mod collect;
 mod find;
 mod k8s;
+mod live_page;
 mod output;
 mod progress;
 mod run;
@@ -211,6 +212,13 @@ pub struct RunArgs {
     /// end: for runs nobody can scrape. Also `report.metrics_push`.
     #[arg(long, value_name = "URL", value_parser = crate::scenario::push_url)]
     pub metrics_push: Option<http::Uri>,
+    /// Serve a page at http://ADDR/ that follows the run: the charts and tables of
+    /// `report.html` for the run so far, refreshed every second, the phase, the checks as
+    /// they stand (those only the end can judge, such as losses, pending), and the final
+    /// report in their place when the run ends. Port 0 picks one (the run's notes say
+    /// which). One process's run: not with `--shards N`.
+    #[arg(long, value_name = "ADDR", conflicts_with = "shards")]
+    pub live: Option<std::net::SocketAddr>,
     /// Output formats of the report (the run also writes `result.json` and `report.html`
     /// into its results folder).
     #[command(flatten)]

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::live_page::LivePage;
 use super::output::{write_file, Outputs};
 use super::watch::Watch;
 use super::{note, say, RunArgs};
@@ -95,8 +96,15 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         plan.warnings.iter().for_each(|w| note(w));
     }
     let dir = out_dir(&plan)?;
-    let artifact = execute(plan, &args).await?;
+    let page = match args.live {
+        Some(addr) => Some(LivePage::open(addr).await?),
+        None => None,
+    };
+    let artifact = execute(plan, &args, page.as_ref().map(LivePage::viewer)).await?;
     let finished = finish(&artifact, &dir, &outputs);
+    if let Some(page) = &page {
+        page.finish(&artifact).await?;
+    }
     // The log is the result's way out of a pod: framed even when the file failed.
     if args.log_result {
         log_result(&artifact)?;
@@ -106,8 +114,13 @@ pub async fn run(args: RunArgs) -> Result<u8> {
 
 /// Runs `plan` once in this process ([`crate::run::run`]) with its progress on the
 /// terminal and Ctrl-C / SIGTERM as its stop requests, and returns its artifact, written
-/// nowhere. `args` gives the run id, the start time and barrier of a shard, and `--quiet`.
-pub(super) async fn execute(plan: Plan, args: &RunArgs) -> Result<Artifact> {
+/// nowhere. `args` gives the run id, the start time and barrier of a shard, and `--quiet`;
+/// `viewer` follows the run while it lasts (the `--live` page).
+pub(super) async fn execute(
+    plan: Plan,
+    args: &RunArgs,
+    viewer: Option<std::sync::Arc<dyn crate::run::Viewer>>,
+) -> Result<Artifact> {
     let (mut watch, stops) = Watch::run(&plan, args.quiet);
     let options = crate::run::Options {
         run_id: args.run_id,
@@ -119,6 +132,7 @@ pub(super) async fn execute(plan: Plan, args: &RunArgs) -> Result<Artifact> {
         stops,
         metrics_listen: args.metrics_listen,
         metrics_push: args.metrics_push.clone(),
+        viewer,
     };
     crate::run::run(plan, options, &mut watch).await
 }

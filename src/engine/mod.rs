@@ -142,7 +142,7 @@ pub async fn run<D: Driver>(
 ) -> Outcome {
     let users = Users::launch(plan, driver, &opts);
     if let Some(tap) = &opts.live {
-        tap.attach(&users.shared);
+        tap.attach(&users.shared, users.acceptance);
     }
     let mut conductor = Conductor {
         shared: users.shared.clone(),

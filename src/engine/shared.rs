@@ -196,6 +196,14 @@ impl Shared {
         }
     }
 
+    /// A copy of the merged series (see [`Shared::settle`]), for live views.
+    pub fn settled_series(&self) -> Metrics {
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// End-to-end latency over the seconds in `secs` of the merged series (see
     /// [`Shared::settle`]).
     pub fn settled_e2e(&self, secs: std::ops::Range<u32>) -> Option<Window> {

@@ -21,6 +21,8 @@ pub struct Snapshot {
     pub elapsed: Duration,
     /// `login`, `traffic`, `drain`, `closing`, `abort`, or `done` once the engine ended.
     pub phase: &'static str,
+    /// When traffic started, from the start of the run (`None` while users log in).
+    pub traffic_started: Option<Duration>,
     /// Users logged in now.
     pub online: u64,
     /// On-time users whose first login attempt has not finished.
@@ -39,8 +41,12 @@ pub struct Snapshot {
 pub struct LiveTap {
     /// The running engine's state, once it started.
     shared: OnceLock<Weak<Shared>>,
+    /// Whether the driver's sends get an acceptance, once the engine started.
+    acceptance: OnceLock<bool>,
     /// The totals at the engine's end.
     last: Mutex<Option<Snapshot>>,
+    /// The series of the seconds that were over at the engine's end.
+    last_series: Mutex<Option<Metrics>>,
 }
 
 impl LiveTap {
@@ -54,13 +60,37 @@ impl LiveTap {
         Some(shared.snapshot())
     }
 
+    /// The per-second series of the seconds that are over, merged across the recorders
+    /// (its totals are empty): `None` before the engine started; once it ended, those
+    /// that were over then (the run's result has them all).
+    pub fn series(&self) -> Option<Metrics> {
+        if let Some(last) = self
+            .last_series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Some(last);
+        }
+        let shared = self.shared.get().and_then(Weak::upgrade)?;
+        Some(shared.settled_series())
+    }
+
+    /// Whether the driver's sends get an acceptance (send → ack is measured): `None`
+    /// before the engine started.
+    pub fn acceptance(&self) -> Option<bool> {
+        self.acceptance.get().copied()
+    }
+
     /// Called by the engine when its users start.
-    pub(super) fn attach(&self, shared: &std::sync::Arc<Shared>) {
+    pub(super) fn attach(&self, shared: &std::sync::Arc<Shared>, acceptance: bool) {
+        let _ = self.acceptance.set(acceptance);
         let _ = self.shared.set(std::sync::Arc::downgrade(shared));
     }
 
     /// Called by the engine when it ends, with its final state.
     pub(super) fn close(&self, shared: &Shared) {
+        *self.last_series.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.settled_series());
         let mut last = shared.snapshot();
         last.phase = "done";
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(last);
@@ -82,6 +112,10 @@ impl Shared {
         Snapshot {
             elapsed: self.t0.elapsed(),
             phase: self.phase_name(),
+            traffic_started: self
+                .traffic_start
+                .borrow()
+                .map(|t| t.saturating_duration_since(self.t0)),
             online: l.online.load(Ordering::Relaxed),
             logging_in: self.logins_pending.load(Ordering::Relaxed) as u64,
             metrics,

@@ -52,7 +52,10 @@ impl Renderer<Report> for Html {
 
 /// Renders the whole page.
 pub fn render(r: &Report) -> String {
-    let title = format!("{} — {}", r.scenario, present::verdict(r));
+    let title = match &r.live {
+        Some(l) => format!("{} — running: {} {:.0} s", r.scenario, l.phase, l.elapsed_s),
+        None => format!("{} — {}", r.scenario, present::verdict(r)),
+    };
     let mut body = String::new();
     header(&mut body, r);
     checks(&mut body, r);
@@ -67,7 +70,7 @@ pub fn render(r: &Report) -> String {
     }
     resources(&mut body, r);
     scenario(&mut body, r);
-    page::document(&title, &body)
+    page::document(&title, &body, r.live.as_ref().map(|l| l.phase.as_str()))
 }
 
 /// Short lowercase verdict for the banner's CSS class.
@@ -79,21 +82,34 @@ fn verdict_class(v: Verdict) -> &'static str {
     }
 }
 
+/// The banner: the verdict, or for a run still going its phase; then the headline counts,
+/// each in an element with an id (`n-logins`, `n-sent`, `n-delivered`, `n-lost` or
+/// `n-overdue`) for whoever reads the page.
 fn header(out: &mut String, r: &Report) {
     let e2e = r
         .latency_us
         .get(&Hist::EndToEnd)
         .map_or_else(|| "–".to_owned(), |l| ms(l.p99 as f64));
+    let (class, heading, missing) = match &r.live {
+        Some(l) => (
+            "live",
+            format!("RUNNING — {} · {:.0} s", l.phase, l.elapsed_s),
+            format!(r#"<b id="n-overdue">{}</b> overdue"#, thousands(l.overdue)),
+        ),
+        None => (
+            verdict_class(r.verdict),
+            present::verdict(r),
+            format!(r#"<b id="n-lost">{}</b> lost"#, thousands(r.delivery.lost)),
+        ),
+    };
     let _ = write!(
         out,
-        r#"<header class="verdict {}"><h1>{}</h1><p class="scenario">Scenario <b>{}</b> · {} logins · {} messages sent · {} delivered · {} lost · end-to-end p99 {}</p></header>"#,
-        verdict_class(r.verdict),
-        esc(&present::verdict(r)),
+        r#"<header class="verdict {class}"><h1>{}</h1><p class="scenario">Scenario <b>{}</b> · <b id="n-logins">{}</b> logins · <b id="n-sent">{}</b> messages sent · <b id="n-delivered">{}</b> delivered · {missing} · end-to-end p99 {}</p></header>"#,
+        esc(&heading),
         esc(&r.scenario),
         thousands(r.count(Counter::LoginOk)),
         thousands(r.count(Counter::Sent)),
         thousands(r.delivery.delivered),
-        thousands(r.delivery.lost),
         esc(&e2e)
     );
     let generators = if r.generators.len() > 1 {
@@ -115,11 +131,24 @@ fn header(out: &mut String, r: &Report) {
 
 fn checks(out: &mut String, r: &Report) {
     let mut rows = Vec::new();
+    let pending = |key: &str| {
+        r.live
+            .as_ref()
+            .is_some_and(|l| l.pending.iter().any(|k| k == key))
+    };
     for c in &r.checks {
         let (bound, measured) = present::check(r, c);
-        let result = match &c.reason {
-            Some(why) => format!("FAIL: {why}"),
-            None => "pass".to_owned(),
+        let result = match (&c.reason, &r.live) {
+            _ if pending(&c.key) => "pending: judged when the run ends".to_owned(),
+            (Some(why), Some(_)) => format!("FAIL so far: {why}"),
+            (None, Some(_)) => "pass so far".to_owned(),
+            (Some(why), None) => format!("FAIL: {why}"),
+            (None, None) => "pass".to_owned(),
+        };
+        let measured = if pending(&c.key) {
+            "–".to_owned()
+        } else {
+            measured
         };
         rows.push(vec![
             c.key.clone(),
@@ -238,6 +267,9 @@ fn distribution(out: &mut String, r: &Report) {
 }
 
 fn delivery(out: &mut String, r: &Report) {
+    if let Some(l) = &r.live {
+        return live_delivery(out, r, l);
+    }
     let d = &r.delivery;
     let rows: Vec<Vec<String>> = super::present::delivery_rows(d)
         .into_iter()
@@ -275,6 +307,32 @@ fn delivery(out: &mut String, r: &Report) {
             thousands(d.tracks)
         ),
         &body,
+    );
+}
+
+/// Delivery while the run goes on: the tallies already certain, and what is overdue.
+fn live_delivery(out: &mut String, r: &Report, l: &super::live::LiveView) {
+    let d = &r.delivery;
+    let rows: Vec<Vec<String>> = [
+        ("delivered", d.delivered),
+        ("overdue (in flight, late or lost)", l.overdue),
+        ("duplicated", d.duplicated),
+        ("reordered", d.reordered),
+        ("corrupted", d.corrupted),
+        ("late", d.late),
+        ("to a recipient not registered", d.unexpected),
+    ]
+    .into_iter()
+    .map(|(label, n)| vec![label.to_owned(), thousands(n)])
+    .collect();
+    section(
+        out,
+        "delivery",
+        "Delivery so far",
+        "The ledger's tallies that are already certain. Which overdue messages are lost \
+         only the end of the run can tell: late ones may still come, and the final \
+         verification sync may find more.",
+        &table(&["outcome", "count"], &rows),
     );
 }
 

@@ -16,6 +16,7 @@ pub mod format;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod live;
 pub mod markdown;
 pub mod model;
 pub mod phases;

@@ -76,6 +76,9 @@ pub struct Report {
     /// Each `[[chaos]]` step: what it did and what it cost.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub chaos: Vec<ChaosRow>,
+    /// Where a run that is still going is (the `--live` page); `None` in a run's report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<super::live::LiveView>,
 }
 
 /// One chaos step in the report.
@@ -207,8 +210,17 @@ impl Report {
         let mut clocks = super::clocks::of(a);
         let trimmed = clocks.as_mut().and_then(|c| c.exclude(a));
         let a = trimmed.as_ref().unwrap_or(a);
+        Report::of(a, a.ledger.summary(), clocks)
+    }
+
+    /// The report of `a` with `delivery` as its delivery accounting (a finished run's is
+    /// its ledger's summary; a running one's, the tallies already certain).
+    pub(super) fn of(
+        a: &Artifact,
+        delivery: Delivery,
+        clocks: Option<super::clocks::Clocks>,
+    ) -> Report {
         let m = &a.metrics;
-        let delivery = a.ledger.summary();
         let checks = checks::evaluate(a, &delivery);
         let series = series::of(m);
         let sweeps = Sweep::all(a);
@@ -303,6 +315,7 @@ impl Report {
             scenario_source: a.scenario_source.clone(),
             server_metrics: a.server_metrics.clone(),
             chaos: Vec::new(),
+            live: None,
         };
         report.chaos = chaos_rows(a, &report.series);
         let reasons: Vec<Option<String>> = report

@@ -915,3 +915,86 @@ fn issue_24_sends_due_while_nothing_went_out_are_nothing_verified() {
         "{c:?}"
     );
 }
+
+/// A running run's report: `built_in_fixture`'s metrics with the ledger still empty (as
+/// the live page has it), a loss bound and a duplicate bound.
+fn live_report() -> Report {
+    let mut a = built_in_fixture(100, 0);
+    a.ledger = crate::ledger::Ledger::new(&crate::scenario::LedgerOpts {
+        sample: 1.0,
+        late_after: std::time::Duration::from_secs(5),
+        examples: 3,
+        verify_sync: true,
+        bounds_us: Vec::new(),
+    });
+    for (key, metric) in [
+        ("checks.max_lost", CheckMetric::Lost),
+        ("checks.max_duplicated", CheckMetric::Duplicated),
+    ] {
+        a.checks.push(crate::artifact::CheckSpec {
+            key: key.to_owned(),
+            metric,
+            op: Op::AtMost,
+            value: 0.0,
+        });
+    }
+    let progress = super::live::Progress {
+        phase: "traffic".to_owned(),
+        running: crate::ledger::Running {
+            delivered: 90,
+            duplicated: 2,
+            ..Default::default()
+        },
+        overdue: 10,
+    };
+    super::live::report(&a, &progress)
+}
+
+#[test]
+fn issue_28_a_running_run_shows_its_checks_as_they_stand_and_leaves_losses_pending() {
+    let r = live_report();
+    let live = r.live.as_ref().expect("a live view");
+    assert_eq!(
+        live.pending,
+        [
+            "checks.max_lost",
+            "checks.min_verified",
+            "checks.max_repaired_rate"
+        ]
+    );
+    assert_eq!((live.phase.as_str(), live.overdue), ("traffic", 10));
+    // Counts already certain stand as they are: two duplicates fail a bound of 0 now.
+    let dup = outcome(&r, "checks.max_duplicated");
+    assert!(!dup.passed && dup.value == Some(2.0), "{dup:?}");
+    assert!(outcome(&r, "checks.max_send_error_rate").passed);
+    assert_eq!(r.delivery.delivered, 90);
+
+    let page = html::render(&r);
+    for shown in [
+        "RUNNING — traffic",
+        "<main data-live=\"traffic\">",
+        "<b id=\"n-overdue\">10</b> overdue",
+        "<b id=\"n-delivered\">90</b> delivered",
+        "pending: judged when the run ends",
+        "FAIL so far: ",
+        "pass so far",
+        "Delivery so far",
+        "data-refreshes",
+    ] {
+        assert!(page.contains(shown), "{shown} is not on the live page");
+    }
+    assert!(
+        !page.contains("id=\"n-lost\""),
+        "no loss count while running"
+    );
+
+    // A finished run's page neither refreshes nor says it is running.
+    let done = html::render(&Report::new(&fixture()));
+    for live_only in ["data-live", "data-refreshes", "RUNNING", "so far"] {
+        assert!(
+            !done.contains(live_only),
+            "{live_only} on a finished run's page"
+        );
+    }
+    assert!(done.contains("id=\"n-lost\""));
+}

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{Options, Sink};
+use super::{Followed, Options, Sink};
 use crate::engine::snapshot::LiveTap;
 use crate::error::Result;
 use crate::launch::Rendezvous;
@@ -45,7 +45,7 @@ fn address(plan: &Plan, options: &Options) -> Option<(SocketAddr, &'static str)>
 pub(super) async fn start(
     plan: &Plan,
     options: &Options,
-    run_id: u32,
+    run: Followed,
     sink: &mut dyn Sink,
 ) -> Result<Live> {
     let listen = address(plan, options);
@@ -53,12 +53,22 @@ pub(super) async fn start(
         .metrics_push
         .clone()
         .or_else(|| plan.report.metrics_push.clone());
-    if listen.is_none() && push.is_none() {
+    if listen.is_none() && push.is_none() && options.viewer.is_none() {
         return Ok(Live::default());
+    }
+    let run_id = run.run_id;
+    let tap = Arc::new(LiveTap::default());
+    if let Some(v) = &options.viewer {
+        v.follow(tap.clone(), run);
+    }
+    if listen.is_none() && push.is_none() {
+        return Ok(Live {
+            tap: Some(tap),
+            ..Live::default()
+        });
     }
     #[cfg(feature = "live")]
     {
-        let tap = Arc::new(LiveTap::default());
         let labels = vec![
             ("run", format!("{run_id:08x}")),
             ("shard", plan.shard.index.to_string()),
@@ -88,7 +98,7 @@ pub(super) async fn start(
     }
     #[cfg(not(feature = "live"))]
     {
-        let _ = (run_id, sink);
+        let _ = (run_id, sink, tap);
         let setting = listen.map_or("--metrics-push", |(_, origin)| origin);
         Err(crate::error::Error::Usage(format!(
             "{setting}: this msgstorm was built without the `live` feature"

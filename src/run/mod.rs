@@ -54,6 +54,30 @@ pub struct Options {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Where to push them by remote-write (`--metrics-push`; over `report.metrics_push`).
     pub metrics_push: Option<http::Uri>,
+    /// What shows the run while it lasts (the `--live` page), told what to show once the
+    /// engine is about to start.
+    pub viewer: Option<Arc<dyn Viewer>>,
+}
+
+/// Something that shows a run while it lasts (the `--live` page): told where the engine
+/// publishes its state and what the run is, before the users start.
+pub trait Viewer: Send + Sync + std::fmt::Debug {
+    /// Shows the run of `plan` (id `run_id`, against `target` as the report names it)
+    /// from what the engine publishes to `tap`.
+    fn follow(&self, tap: Arc<crate::engine::snapshot::LiveTap>, run: Followed);
+}
+
+/// What a [`Viewer`] is told of the run it shows.
+#[derive(Debug)]
+pub struct Followed {
+    /// The plan being run.
+    pub plan: Plan,
+    /// The run id.
+    pub run_id: u32,
+    /// The target as the report names it.
+    pub target: String,
+    /// The scenario as run.
+    pub scenario_source: Option<ScenarioSource>,
 }
 
 /// Runs `plan` once in this process — the embedded server when it names no target, the
@@ -71,7 +95,13 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         .map_err(|e| Error::Usage(format!("chaos: starting msgstorm's proxy: {e}")))?;
     let watchers = watchers::Watchers::start(&plan, Instant::now(), &mut notes);
     let run_id = options.run_id.unwrap_or_else(|| fastrand::u32(..));
-    let live = live::start(&plan, &options, run_id, sink).await?;
+    let followed = Followed {
+        plan: plan.clone(),
+        run_id,
+        target: target::named(shown.clone(), server.is_some()),
+        scenario_source: options.source.clone(),
+    };
+    let live = live::start(&plan, &options, followed, sink).await?;
     let meeting = meet::meet(options.rendezvous.as_ref(), plan.shard).await?;
     let engine = RunOptions {
         run_id,

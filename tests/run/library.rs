@@ -60,6 +60,7 @@ fn options(text: &str) -> (Options, watch::Sender<u32>) {
         stops,
         metrics_listen: None,
         metrics_push: None,
+        viewer: None,
     };
     (options, stop)
 }

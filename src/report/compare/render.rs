@@ -396,7 +396,7 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
         "The latency each percentile of the measurements stayed under; base dashed, new solid.",
         &distributions(&runs),
     );
-    page::document(&title, &body)
+    page::document(&title, &body, None)
 }
 
 /// The end-to-end, send → ack and request distributions of both runs on one plot.

@@ -12,7 +12,7 @@ const STYLE: &str = r#"
 body{margin:0;background:#f6f8fa;color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
 main{max-width:1100px;margin:0 auto;padding:16px 20px 40px}
 header.verdict{border-radius:8px;padding:14px 18px;color:#fff;margin:8px 0 10px}
-header.pass{background:var(--pass)}header.fail{background:var(--fail)}header.warn{background:var(--warn)}
+header.pass{background:var(--pass)}header.live{background:#0969da}header.fail{background:var(--fail)}header.warn{background:var(--warn)}
 header h1{margin:0;font-size:22px;word-break:break-word}
 header p{margin:4px 0 0;opacity:.95}
 dl.meta{display:grid;grid-template-columns:max-content 1fr max-content 1fr max-content 1fr;gap:2px 12px;margin:0 0 12px;color:var(--muted)}
@@ -55,9 +55,10 @@ footer{color:var(--muted);font-size:12px;text-align:center}
 /// The cross-hair: moving over any time chart marks the same second on all of them, so a
 /// latency spike can be matched with the CPU or the logins at that moment. The charts are
 /// complete without it. When set up, it records the number of time charts in the root
-/// element's `data-time-charts`.
+/// element's `data-time-charts`. It is `window.msgstormCrosshair`, so that the live page
+/// sets it up again on the charts it swapped in.
 const SCRIPT: &str = r#"
-(function () {
+(window.msgstormCrosshair = function () {
   var NS = "http://www.w3.org/2000/svg";
   var charts = Array.prototype.slice.call(document.querySelectorAll("svg.tc"));
   function mark(svg) {
@@ -108,17 +109,64 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
-/// The whole HTML document.
-pub fn document(title: &str, body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + STYLE.len() + SCRIPT.len() + 512);
+/// The live page's refresh: every second it fetches the page again and swaps its `main`
+/// in place (the reader keeps their scroll position), until the page it gets is no longer
+/// live (`main` without `data-live`): the run's final report, which stays. The root
+/// element's `data-refreshes` counts the swaps; when the run cannot be reached the
+/// banner says so and it keeps trying.
+const LIVE_SCRIPT: &str = r#"
+(function () {
+  var root = document.documentElement, swaps = 0;
+  function again() { setTimeout(tick, 1000); }
+  function tick() {
+    fetch(location.href, { cache: "no-store" })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
+      .then(function (text) {
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        var next = doc.querySelector("main");
+        if (!next) throw new Error("no page");
+        document.querySelector("main").replaceWith(document.adoptNode(next));
+        document.title = doc.title;
+        swaps += 1;
+        root.setAttribute("data-refreshes", String(swaps));
+        window.msgstormCrosshair();
+        if (next.hasAttribute("data-live")) again();
+      })
+      .catch(function () {
+        var h = document.querySelector("header h1");
+        if (h) h.textContent = "The run cannot be reached: trying again every second";
+        again();
+      });
+  }
+  again();
+})();
+"#;
+
+/// The whole HTML document. `live` is the phase of a run still going: the page then
+/// refreshes itself every second ([`LIVE_SCRIPT`]) and its `main` carries `data-live`.
+pub fn document(title: &str, body: &str, live: Option<&str>) -> String {
+    let mut out = String::with_capacity(body.len() + STYLE.len() + SCRIPT.len() + 1024);
+    let (main, footer, refresh) = match live {
+        Some(phase) => (
+            format!("<main data-live=\"{}\">", esc(phase)),
+            "this page follows the run: it refreshes every second, and shows the final \
+             report when the run ends",
+            LIVE_SCRIPT,
+        ),
+        None => (
+            "<main>".to_owned(),
+            "this page is self-contained: it needs no network",
+            "",
+        ),
+    };
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"generator\" content=\"msgstorm {}\">\
-         <title>{}</title><style>{STYLE}</style></head><body><main>{body}\
-         <footer>msgstorm {} · this page is self-contained: it needs no network</footer>\
-         </main><script>{SCRIPT}</script></body></html>\n",
+         <title>{}</title><style>{STYLE}</style></head><body>{main}{body}\
+         <footer>msgstorm {} · {footer}</footer>\
+         </main><script>{SCRIPT}{refresh}</script></body></html>\n",
         env!("CARGO_PKG_VERSION"),
         esc(title),
         env!("CARGO_PKG_VERSION"),

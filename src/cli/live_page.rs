@@ -1,0 +1,77 @@
+//! `msgstorm run --live ADDR`: the page that follows the run ([`crate::live::page`]),
+//! listening before the run starts, told the final report when the result is written.
+
+use std::sync::Arc;
+
+use crate::artifact::Artifact;
+use crate::error::{Error, Result};
+use crate::run::Viewer;
+
+/// The listening page of `--live`.
+#[derive(Debug)]
+pub(super) struct LivePage {
+    #[cfg(feature = "live")]
+    page: Arc<crate::live::Page>,
+}
+
+impl LivePage {
+    /// Listens on `addr` (a note says where); an address that cannot be listened on is a
+    /// usage error naming the flag.
+    pub(super) async fn open(addr: std::net::SocketAddr) -> Result<LivePage> {
+        #[cfg(feature = "live")]
+        {
+            let page = crate::live::Page::start(addr)
+                .await
+                .map_err(|e| Error::Usage(format!("--live {addr}: cannot listen: {e}")))?;
+            super::note(&format!(
+                "live: http://{}/ follows the run (the final report when it ends)",
+                page.addr
+            ));
+            Ok(LivePage {
+                page: Arc::new(page),
+            })
+        }
+        #[cfg(not(feature = "live"))]
+        {
+            Err(Error::Usage(format!(
+                "--live {addr}: this msgstorm was built without the `live` feature"
+            )))
+        }
+    }
+
+    /// What the run tells what it is.
+    pub(super) fn viewer(&self) -> Arc<dyn Viewer> {
+        #[cfg(feature = "live")]
+        {
+            self.page.clone()
+        }
+        #[cfg(not(feature = "live"))]
+        {
+            unreachable!("a LivePage exists only with the `live` feature")
+        }
+    }
+
+    /// Serves the final report of `artifact` in the page's place, and waits (bounded) for
+    /// a viewer who was following the run to see it.
+    pub(super) async fn finish(&self, artifact: &Artifact) -> Result<()> {
+        #[cfg(feature = "live")]
+        {
+            let rendered = crate::report::render(artifact);
+            let html = crate::report::format::Format::Html
+                .for_run()
+                .render(&rendered.report)?;
+            if self.page.finish(html).await {
+                super::note(&format!(
+                    "live: http://{}/ shows the final report",
+                    self.page.addr
+                ));
+            }
+            Ok(())
+        }
+        #[cfg(not(feature = "live"))]
+        {
+            let _ = artifact;
+            Ok(())
+        }
+    }
+}
