@@ -23,6 +23,9 @@ mod live_grafana;
 #[path = "live/metrics.rs"]
 mod live_metrics;
 #[cfg(all(feature = "live", feature = "prometheus"))]
+#[path = "live/page.rs"]
+mod live_page;
+#[cfg(all(feature = "live", feature = "prometheus"))]
 #[path = "live/push.rs"]
 mod live_push;
 #[cfg(feature = "mqtt")]

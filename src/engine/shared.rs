@@ -90,6 +90,8 @@ pub struct Shared {
     /// The per-second series of the seconds that are over, merged across the recorders
     /// (only its series is used).
     series: Mutex<Metrics>,
+    /// The seconds before this one are in `series` (changed under its lock).
+    settled_before: AtomicU32,
     /// Live counters.
     pub live: Live,
     /// The run phase.
@@ -142,6 +144,7 @@ impl Shared {
                 })
                 .collect(),
             series: Mutex::new(Metrics::new()),
+            settled_before: AtomicU32::new(0),
             live: Live::default(),
             phase: watch::channel(Phase::Running).0,
             traffic_start: watch::channel(None).0,
@@ -194,14 +197,14 @@ impl Shared {
                 .metrics
                 .move_series_before(sec, &mut series);
         }
+        self.settled_before.fetch_max(sec, Ordering::Relaxed);
     }
 
-    /// A copy of the merged series (see [`Shared::settle`]), for live views.
-    pub fn settled_series(&self) -> Metrics {
-        self.series
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// A copy of the merged series (see [`Shared::settle`]) and the second it ends before,
+    /// for live views.
+    pub fn settled_series(&self) -> (Metrics, u32) {
+        let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        (series.clone(), self.settled_before.load(Ordering::Relaxed))
     }
 
     /// End-to-end latency over the seconds in `secs` of the merged series (see

@@ -45,8 +45,9 @@ pub struct LiveTap {
     acceptance: OnceLock<bool>,
     /// The totals at the engine's end.
     last: Mutex<Option<Snapshot>>,
-    /// The series of the seconds that were over at the engine's end.
-    last_series: Mutex<Option<Metrics>>,
+    /// The series of the seconds that were over at the engine's end, and the second it
+    /// ends before.
+    last_series: Mutex<Option<(Metrics, u32)>>,
 }
 
 impl LiveTap {
@@ -61,9 +62,9 @@ impl LiveTap {
     }
 
     /// The per-second series of the seconds that are over, merged across the recorders
-    /// (its totals are empty): `None` before the engine started; once it ended, those
-    /// that were over then (the run's result has them all).
-    pub fn series(&self) -> Option<Metrics> {
+    /// (its totals are empty), and the second it ends before: `None` before the engine
+    /// started; once it ended, those that were over then (the run's result has them all).
+    pub fn series(&self) -> Option<(Metrics, u32)> {
         if let Some(last) = self
             .last_series
             .lock()

@@ -145,7 +145,7 @@ fn so_far(source: Option<&Source>) -> String {
     };
     match (tap.snapshot(), tap.acceptance()) {
         (Some(snap), Some(acceptance)) => {
-            let mut metrics = tap.series().unwrap_or_default();
+            let (mut metrics, over) = tap.series().unwrap_or_default();
             metrics.merge_totals(&snap.metrics);
             let now_us = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -155,7 +155,8 @@ fn so_far(source: Option<&Source>) -> String {
                 target: run.target.clone(),
                 acceptance,
                 started_unix_us: now_us.saturating_sub(snap.elapsed.as_micros() as u64),
-                duration: snap.elapsed,
+                // The seconds that are over: those the series has, and the charts show.
+                duration: Duration::from_secs(u64::from(over)),
                 traffic_started: snap.traffic_started,
                 interrupted: false,
                 shard: generator(&run.plan, snap.elapsed),
@@ -170,6 +171,7 @@ fn so_far(source: Option<&Source>) -> String {
                 phase: snap.phase.to_owned(),
                 running: snap.deliveries,
                 overdue: snap.overdue,
+                elapsed: snap.elapsed,
             };
             html::render(&live::report(&a, &progress))
         }

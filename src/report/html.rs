@@ -93,7 +93,7 @@ fn header(out: &mut String, r: &Report) {
     let (class, heading, missing) = match &r.live {
         Some(l) => (
             "live",
-            format!("RUNNING — {} · {:.0} s", l.phase, l.elapsed_s),
+            format!("RUNNING — {} · {:.1} s", l.phase, l.elapsed_s),
             format!(r#"<b id="n-overdue">{}</b> overdue"#, thousands(l.overdue)),
         ),
         None => (
@@ -122,7 +122,7 @@ fn header(out: &mut String, r: &Report) {
         r#"<dl class="meta"><dt>run</dt><dd>{}</dd><dt>started</dt><dd>{}</dd><dt>length</dt><dd>{:.1} s</dd><dt>target</dt><dd>{}</dd><dt>driver</dt><dd>{}</dd><dt>generators</dt><dd>{}</dd></dl>"#,
         esc(&r.run_id),
         esc(&r.started_at),
-        r.duration_s,
+        r.live.as_ref().map_or(r.duration_s, |l| l.elapsed_s),
         esc(&r.target),
         esc(&r.driver),
         generators

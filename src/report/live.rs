@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::checks::{CheckOutcome, Measure};
 use super::model::Report;
+use super::series::SecondPoint;
 use crate::artifact::{Artifact, CheckMetric};
 use crate::ledger::{Delivery, Running};
 
@@ -33,6 +34,9 @@ pub struct Progress {
     pub running: Running,
     /// [`LiveView::overdue`].
     pub overdue: u64,
+    /// Time since the run started (the artifact's length is the seconds that are over,
+    /// those its series has).
+    pub elapsed: std::time::Duration,
 }
 
 /// The report of `a`, an artifact of the run so far whose ledger is still empty: its
@@ -65,13 +69,43 @@ pub fn report(a: &Artifact, p: &Progress) -> Report {
     {
         c.reason = None;
     }
+    let elapsed_s = p.elapsed.as_secs_f64();
+    if let Some(window) = traffic_so_far(&report.series, a.duration_s, elapsed_s) {
+        let rates = &mut report.rates;
+        let scale = rates.window_s.max(1.0) / window;
+        rates.sent_per_s *= scale;
+        rates.accepted_per_s *= scale;
+        rates.received_per_s *= scale;
+        rates.replies_per_s *= scale;
+        rates.window_s = window;
+    }
     report.live = Some(LiveView {
         phase: p.phase.clone(),
-        elapsed_s: a.duration_s,
+        elapsed_s,
         overdue: p.overdue,
         pending,
     });
     report
+}
+
+/// The seconds of traffic so far, for rates of totals that include the seconds not yet
+/// over (`series` has those before `over_s`): from the first second with a send or a
+/// reply until now while the last second that is over had one (traffic goes on), else
+/// until the end of that second. `None` before any traffic.
+fn traffic_so_far(series: &[SecondPoint], over_s: f64, elapsed_s: f64) -> Option<f64> {
+    let mut active = series.iter().filter(|s| s.sent > 0 || s.replies > 0);
+    let first = f64::from(active.next()?.sec);
+    let last = series
+        .iter()
+        .rev()
+        .find(|s| s.sent > 0 || s.replies > 0)
+        .map_or(first, |s| f64::from(s.sec));
+    let end = if last + 1.0 >= over_s {
+        elapsed_s
+    } else {
+        last + 1.0
+    };
+    Some((end - first).max(1.0))
 }
 
 /// Whether only the end of the run can judge `c`: a loss is known only when nothing more
@@ -90,4 +124,25 @@ fn judged_at_end(c: &CheckOutcome) -> bool {
         )
     );
     at_end || c.key.starts_with("chaos[")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Counter, Metrics};
+
+    #[test]
+    fn rates_so_far_count_the_second_not_yet_over_while_traffic_goes_on() {
+        let mut m = Metrics::new();
+        for sec in 2..=5 {
+            m.add(sec, Counter::Sent, 100);
+        }
+        m.add(7, Counter::LoginOk, 1);
+        let series = crate::report::series::of(&m);
+        // At 6.5 s the last second that is over (5) had sends: traffic goes on until now.
+        assert_eq!(traffic_so_far(&series[..4], 6.0, 6.5), Some(4.5));
+        // At 9.5 s it ended with second 5.
+        assert_eq!(traffic_so_far(&series, 9.0, 9.5), Some(4.0));
+        assert_eq!(traffic_so_far(&series[4..], 9.0, 9.5), None);
+    }
 }

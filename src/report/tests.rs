@@ -946,6 +946,7 @@ fn live_report() -> Report {
             ..Default::default()
         },
         overdue: 10,
+        elapsed: std::time::Duration::from_secs_f64(a.duration_s),
     };
     super::live::report(&a, &progress)
 }

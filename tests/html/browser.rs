@@ -18,14 +18,14 @@ use crate::common::run::{msgstorm, Work};
 const BROWSER_LIMIT: Duration = Duration::from_secs(60);
 
 /// Chromium (`chromium` or `chromium-browser`); a missing one fails the test.
-fn chromium() -> PathBuf {
+pub fn chromium() -> PathBuf {
     detect::program("chromium")
         .or_else(|| detect::program("chromium-browser"))
         .unwrap_or_else(|| missing("chromium"))
 }
 
-/// What Chromium printed: (stdout, stderr).
-fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], page: &Path) -> (String, String) {
+/// What headless Chromium printed for `url` with the `extra` flags: (stdout, stderr).
+pub fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], url: &str) -> (String, String) {
     let out = profile.with_extension("out");
     let err = profile.with_extension("err");
     let mut child = Command::new(bin)
@@ -43,7 +43,7 @@ fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], page: &Path) -> (Str
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(url)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).expect("stdout file"))
         .stderr(std::fs::File::create(&err).expect("stderr file"))
@@ -65,23 +65,28 @@ fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], page: &Path) -> (Str
     (read(&out), read(&err))
 }
 
-/// The share of pixels that differ from the most common colour, and the image size.
-fn ink(png_file: &Path) -> (f64, u32, u32) {
+/// A PNG's pixels: (samples, samples per pixel, width, height).
+pub fn pixels(png_file: &Path) -> (Vec<u8>, usize, u32, u32) {
     let decoder = png::Decoder::new(std::io::BufReader::new(
         std::fs::File::open(png_file).expect("the screenshot exists"),
     ));
     let mut reader = decoder.read_info().expect("a PNG");
     let mut buf = vec![0; reader.output_buffer_size().expect("a sane PNG size")];
     let info = reader.next_frame(&mut buf).expect("a PNG frame");
-    let bytes = &buf[..info.buffer_size()];
-    let px = info.color_type.samples();
+    buf.truncate(info.buffer_size());
+    (buf, info.color_type.samples(), info.width, info.height)
+}
+
+/// The share of pixels that differ from the most common colour, and the image size.
+pub fn ink(png_file: &Path) -> (f64, u32, u32) {
+    let (bytes, px, width, height) = pixels(png_file);
     let mut counts = std::collections::HashMap::new();
     for p in bytes.chunks_exact(px) {
         *counts.entry(p.to_vec()).or_insert(0u64) += 1;
     }
     let total = (bytes.len() / px) as f64;
     let most = counts.values().copied().max().unwrap_or(0) as f64;
-    (1.0 - most / total, info.width, info.height)
+    (1.0 - most / total, width, height)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +162,7 @@ max_lost = 0
         &bin,
         &work.path("profile-dom"),
         &["--virtual-time-budget=2000", "--dump-dom"],
-        &page,
+        &format!("file://{}", page.display()),
     );
     for id in [
         "users",
@@ -204,7 +209,7 @@ max_lost = 0
             "--hide-scrollbars",
             &format!("--screenshot={}", shot.display()),
         ],
-        &page,
+        &format!("file://{}", page.display()),
     );
     let (ink, w, h) = ink(&shot);
     assert_eq!((w, h), (1200, 3000), "{log}");

@@ -11,7 +11,7 @@ use crate::common::peers::free_port;
 use crate::common::run::{msgstorm, Running, Work};
 
 /// A run of the embedded server: 40 users, direct and group traffic for `secs` seconds.
-fn scenario(secs: u32) -> String {
+pub fn scenario(secs: u32) -> String {
     format!(
         "name = \"live\"\ndrain = \"1s\"\n\n[population]\nusers = 40\nlogin_rate = 400\n\n\
          [[traffic]]\nkind = \"direct\"\nsenders = 20\nreceivers = 20\nrate = 200\n\
