@@ -14,6 +14,7 @@
 
 pub mod arrival;
 pub mod pacer;
+pub mod patterns;
 pub mod schedule;
 pub mod shared;
 pub mod snapshot;
@@ -293,6 +294,9 @@ fn shared_state(
         std::mem::take(&mut sched.expect.group_of_stream),
     );
     shared.senders = crate::scenario::Shard::senders(plan);
+    if opts.live.is_some() {
+        shared.patterns = patterns::Patterns::of(plan);
+    }
     let shared = Arc::new(shared);
     // Each recipient's expectations go into the recorder its deliveries go to: the
     // ledger merges exactly only when a track lives in one ledger.

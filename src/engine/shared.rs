@@ -9,6 +9,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::pacer::Pacer;
+use super::patterns::{PatternTotals, Patterns};
 use super::schedule::GroupInfo;
 use crate::clock::Clock;
 use crate::ledger::Ledger;
@@ -36,6 +37,8 @@ pub struct Recorder {
     pub metrics: Metrics,
     /// Delivery accounting.
     pub ledger: Ledger,
+    /// Totals by traffic pattern, indexed as [`Shared::patterns`] (only with a live view).
+    pub patterns: Vec<PatternTotals>,
 }
 
 /// Counters read by live progress and by the drain; relaxed atomics, not the result.
@@ -116,6 +119,9 @@ pub struct Shared {
     pub senders: Option<SenderShards>,
     /// The users' timer for due work (its task runs while the users do).
     pub pacer: Arc<Pacer>,
+    /// The message patterns, when a live view shows totals by pattern (else empty, and
+    /// nothing is recorded by pattern).
+    pub patterns: Patterns,
     fanout: Fanout,
 }
 
@@ -140,6 +146,7 @@ impl Shared {
                     Mutex::new(Recorder {
                         metrics: Metrics::new(),
                         ledger: Ledger::new(ledger),
+                        patterns: Vec::new(),
                     })
                 })
                 .collect(),
@@ -157,6 +164,7 @@ impl Shared {
             group_of_stream,
             senders: None,
             pacer: Arc::default(),
+            patterns: Patterns::default(),
             fanout: Fanout {
                 slots: (0..16).map(|_| Mutex::default()).collect(),
             },
@@ -368,6 +376,7 @@ impl Shared {
         let mut all = Recorder {
             metrics: series,
             ledger: Ledger::new(ledger),
+            patterns: Vec::new(),
         };
         for i in 0..self.recorders.len() {
             let r = self.recorder(i);

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use super::patterns::{slot, PatternTotals};
 use super::shared::Shared;
 use crate::ledger::Running;
 use crate::metrics::Metrics;
@@ -34,6 +35,9 @@ pub struct Snapshot {
     /// Deliveries this process's users should have seen for what was accepted so far and
     /// have not (in flight, late or lost: the final verdict comes at the end).
     pub overdue: u64,
+    /// Totals of each message pattern, by name (empty unless the run keeps them: see
+    /// [`super::patterns`]).
+    pub patterns: Vec<(String, PatternTotals)>,
 }
 
 /// Where the engine publishes its state for live views.
@@ -103,11 +107,22 @@ impl Shared {
     pub fn snapshot(&self) -> Snapshot {
         let mut metrics = Metrics::new();
         let mut deliveries = Running::default();
+        let mut patterns: Vec<PatternTotals> = Vec::new();
         for i in 0..self.recorder_count() {
             let r = self.recorder(i);
             metrics.merge_totals(&r.metrics);
             deliveries.add(&r.ledger.running());
+            for (j, p) in r.patterns.iter().enumerate() {
+                slot(&mut patterns, j).add(p);
+            }
         }
+        let patterns = self
+            .patterns
+            .names
+            .iter()
+            .enumerate()
+            .map(|(j, name)| (name.clone(), patterns.get(j).cloned().unwrap_or_default()))
+            .collect();
         let l = &self.live;
         let expected = l.expected.load(Ordering::Relaxed);
         Snapshot {
@@ -122,6 +137,7 @@ impl Shared {
             metrics,
             deliveries,
             overdue: expected.saturating_sub(l.received.load(Ordering::Relaxed)),
+            patterns,
         }
     }
 }

@@ -15,6 +15,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
+use hdrhistogram::Histogram;
+
+use crate::engine::patterns::PatternTotals;
 use crate::engine::snapshot::Snapshot;
 use crate::metrics::{Counter, ErrorKind, Hist};
 
@@ -120,6 +123,7 @@ impl Collector for View {
         }
         self.errors(&mut enc)?;
         self.histograms(&mut enc)?;
+        self.patterns(&mut enc)?;
         self.own(&mut enc)
     }
 }
@@ -157,20 +161,51 @@ impl View {
     fn histograms(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for h in Hist::ALL {
             let (name, help) = hist_name(h);
-            let hist = self.snapshot.metrics.hist(h);
-            let mut buckets: Vec<(f64, u64)> = BUCKETS_S
-                .iter()
-                .map(|&b| (b, 0))
-                .chain([(f64::MAX, 0)])
-                .collect();
-            for v in hist.iter_recorded() {
-                let s = v.value_iterated_to() as f64 / 1e6;
-                let i = BUCKETS_S.partition_point(|&b| b < s);
-                buckets[i].1 += v.count_at_value();
-            }
-            let sum = hist.mean() * hist.len() as f64 / 1e6;
+            let (sum, count, buckets) = bucketed(self.snapshot.metrics.hist(h));
             enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?
-                .encode_histogram::<NoLabelSet>(sum, hist.len(), &buckets, None)?;
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        }
+        Ok(())
+    }
+
+    /// Each message pattern's sends, receipts and end-to-end latency, labelled `pattern`
+    /// (summed over `pattern` they are the run's own messages: sent equals
+    /// `msgstorm_messages_sent_total`).
+    fn patterns(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let patterns = &self.snapshot.patterns;
+        if patterns.is_empty() {
+            return Ok(());
+        }
+        for (name, help, of) in [
+            (
+                "pattern_messages_sent",
+                "Messages sent, by traffic pattern",
+                (|p| p.sent) as fn(&PatternTotals) -> u64,
+            ),
+            (
+                "pattern_messages_received",
+                "Copies of the pattern's messages received intact, by traffic pattern",
+                |p| p.received,
+            ),
+        ] {
+            let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (pattern, totals) in patterns {
+                let labels = [("pattern", pattern.as_str())];
+                ConstCounter::new(of(totals)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut family = enc.encode_descriptor(
+            "pattern_e2e_latency",
+            "From a send's due time to its live receipt, by traffic pattern (two digits)",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (pattern, totals) in patterns {
+            let labels = [("pattern", pattern.as_str())];
+            let (sum, count, buckets) = bucketed(&totals.e2e);
+            family
+                .encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
         Ok(())
     }
@@ -206,6 +241,23 @@ impl View {
         .encode_family(&labels)?
         .encode_gauge(&1i64)
     }
+}
+
+/// An HDR histogram of µs in the exposition's buckets of seconds: (sum, count, buckets
+/// with their upper bounds, `+Inf` last).
+fn bucketed(hist: &Histogram<u64>) -> (f64, u64, Vec<(f64, u64)>) {
+    let mut buckets: Vec<(f64, u64)> = BUCKETS_S
+        .iter()
+        .map(|&b| (b, 0))
+        .chain([(f64::MAX, 0)])
+        .collect();
+    for v in hist.iter_recorded() {
+        let s = v.value_iterated_to() as f64 / 1e6;
+        let i = BUCKETS_S.partition_point(|&b| b < s);
+        buckets[i].1 += v.count_at_value();
+    }
+    let sum = hist.mean() * hist.len() as f64 / 1e6;
+    (sum, hist.len(), buckets)
 }
 
 /// The metric name (before `_total`) and help of a counter.

@@ -258,6 +258,27 @@ async fn a_running_run_serves_its_openmetrics() {
         sent(&later) <= total,
         "a scrape never counts more than the run"
     );
+    // By traffic pattern: the direct one and the group one, whose sends add up to the
+    // run's; a group message reaches several members.
+    let of = |name: &str, pattern: &str| -> f64 {
+        later
+            .iter()
+            .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && k.contains(pattern))
+            .map(|(_, v)| *v)
+            .sum()
+    };
+    let sent_by = |p| of("msgstorm_pattern_messages_sent_total", p);
+    let (direct, group) = ("pattern=traffic[0]", "pattern=traffic[1]");
+    assert!(sent_by(direct) > 0.0 && sent_by(group) > 0.0, "{later:#?}");
+    assert_eq!(sent_by(direct) + sent_by(group), sent(&later));
+    assert!(of("msgstorm_pattern_messages_received_total", group) > sent_by(group) * 2.0);
+    let group_buckets = later
+        .keys()
+        .filter(|k| {
+            k.starts_with("msgstorm_pattern_e2e_latency_seconds_bucket{") && k.contains(group)
+        })
+        .count();
+    assert_eq!(group_buckets, 17);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::Vu;
 use crate::driver::Driver;
+use crate::engine::patterns::slot;
 use crate::engine::shared::{Recorder, Shared};
 use crate::ledger::{Arrival, Via};
 use crate::metrics::{Counter, ErrorKind, Hist};
@@ -58,6 +59,8 @@ pub(super) struct Tally {
     /// ledger keeps only the highest).
     /// (stream, first seq, last seq, span): runs of one stream's sends in one span.
     sent: Vec<(StreamId, u64, u64, usize)>,
+    /// Streams of the sends written, when totals are kept by pattern.
+    written: Vec<StreamId>,
     /// Sends refused or failed: expected nowhere.
     refused: Vec<(StreamId, u64)>,
     /// Sends never made (the sender was offline when due): expected nowhere, not planned.
@@ -98,6 +101,11 @@ impl Tally {
     /// session's write buffer.
     pub(super) fn handed(&mut self, due: Instant) {
         self.unwritten.push(due);
+    }
+
+    /// A send of `stream` was written (counted by pattern when a live view asks).
+    pub(super) fn written(&mut self, stream: StreamId) {
+        self.written.push(stream);
     }
 
     /// `seq` of `stream` is expected nowhere (refused or failed).
@@ -164,6 +172,7 @@ impl Tally {
         for _ in 0..std::mem::take(&mut self.damaged) {
             r.ledger.damaged();
         }
+        by_pattern(r, shared, &mut self.written, &self.received);
         for d in self.received.drain(..) {
             // The same deliveries as `Vu::deliver` records end-to-end latency of.
             if d.via == Via::Push && !d.corrupt {
@@ -186,6 +195,31 @@ impl Tally {
                     r.metrics.record(sec, Hist::Fanout, fan);
                 }
             }
+        }
+    }
+}
+
+/// Counts `written` sends and the intact `received` copies by pattern, when the run keeps
+/// totals by pattern; empties `written`.
+fn by_pattern(
+    r: &mut Recorder,
+    shared: &Shared,
+    written: &mut Vec<StreamId>,
+    received: &[Receipt],
+) {
+    if shared.patterns.names.is_empty() {
+        written.clear();
+        return;
+    }
+    for stream in written.drain(..) {
+        if let Some(i) = shared.patterns.of_stream(stream) {
+            slot(&mut r.patterns, i).sent += 1;
+        }
+    }
+    for d in received.iter().filter(|d| !d.corrupt) {
+        if let Some(i) = shared.patterns.of_stream(d.stream) {
+            let push = (d.via == Via::Push).then_some(d.latency_us);
+            slot(&mut r.patterns, i).receipt(push);
         }
     }
 }

@@ -123,6 +123,7 @@ impl<D: Driver> Vu<D> {
         let sent = s.send(tag, dest, &self.body).await;
         let bytes = self.body.len() as u64;
         let acceptance = self.cfg.acceptance;
+        let by_pattern = !self.shared.patterns.names.is_empty();
         let t = self.tally(now);
         // Its lag is taken once the wake-up's writes are done (see `Vu::sends_written`).
         t.handed(due);
@@ -130,6 +131,9 @@ impl<D: Driver> Vu<D> {
         match sent {
             Ok(()) => {
                 t.count(Counter::Sent, 1);
+                if by_pattern {
+                    t.written(next.stream);
+                }
                 t.count(Counter::BytesOut, bytes);
                 t.live.sent += 1;
                 if !acceptance {
