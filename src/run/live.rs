@@ -42,10 +42,11 @@ fn address(plan: &Plan, options: &Options) -> Option<(SocketAddr, &'static str)>
 
 /// Starts what is asked for (a note says where the endpoint listens); an address that
 /// cannot be listened on is a usage error naming the setting.
+/// The run is named by its id and its target as the report names it.
 pub(super) async fn start(
     plan: &Plan,
     options: &Options,
-    run: Followed,
+    (run_id, target): (u32, String),
     sink: &mut dyn Sink,
 ) -> Result<Live> {
     let listen = address(plan, options);
@@ -56,9 +57,14 @@ pub(super) async fn start(
     if listen.is_none() && push.is_none() && options.viewer.is_none() {
         return Ok(Live::default());
     }
-    let run_id = run.run_id;
     let tap = Arc::new(LiveTap::default());
     if let Some(v) = &options.viewer {
+        let run = Followed {
+            plan: plan.clone(),
+            run_id,
+            target,
+            scenario_source: options.source.clone(),
+        };
         v.follow(tap.clone(), run);
     }
     if listen.is_none() && push.is_none() {

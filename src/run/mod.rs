@@ -95,13 +95,8 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         .map_err(|e| Error::Usage(format!("chaos: starting msgstorm's proxy: {e}")))?;
     let watchers = watchers::Watchers::start(&plan, Instant::now(), &mut notes);
     let run_id = options.run_id.unwrap_or_else(|| fastrand::u32(..));
-    let followed = Followed {
-        plan: plan.clone(),
-        run_id,
-        target: target::named(shown.clone(), server.is_some()),
-        scenario_source: options.source.clone(),
-    };
-    let live = live::start(&plan, &options, followed, sink).await?;
+    let shown_as = target::named(shown.clone(), server.is_some());
+    let live = live::start(&plan, &options, (run_id, shown_as), sink).await?;
     let meeting = meet::meet(options.rendezvous.as_ref(), plan.shard).await?;
     let engine = RunOptions {
         run_id,

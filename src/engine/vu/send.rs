@@ -87,16 +87,12 @@ impl<D: Driver> Vu<D> {
     ) -> Result<(), Failure> {
         let program = &self.spec.plan.programs[i];
         let (due_us, span) = self.shared.wall_and_span(due);
-        self.body.clear();
-        envelope::encode(
-            &Envelope {
-                run: self.shared.run_id,
-                stream: next.stream,
-                seq: next.seq,
-                due_us,
-            },
-            program.size,
+        body_of(
             &mut self.body,
+            self.shared.run_id,
+            next,
+            due_us,
+            program.size,
         );
         let recipients = match &program.sends {
             Sends::Direct { receivers, .. } => {
@@ -207,4 +203,17 @@ impl<D: Driver> Vu<D> {
         }
         best
     }
+}
+
+/// Writes into `body` (emptied first) the envelope of `next`, a send of run `run` due at
+/// `due_us`, padded to `size`.
+fn body_of(body: &mut String, run: u32, next: NextSend, due_us: u64, size: usize) {
+    body.clear();
+    let env = Envelope {
+        run,
+        stream: next.stream,
+        seq: next.seq,
+        due_us,
+    };
+    envelope::encode(&env, size, body);
 }
