@@ -60,7 +60,12 @@ impl LivePage {
             let html = crate::report::format::Format::Html
                 .for_run()
                 .render(&rendered.report)?;
-            if self.page.finish(html).await {
+            // The load's signal handling is over: a signal here ends the wait.
+            let seen = tokio::select! {
+                seen = self.page.finish(html) => seen,
+                () = signalled() => false,
+            };
+            if seen {
                 super::note(&format!(
                     "live: http://{}/ shows the final report",
                     self.page.addr
@@ -73,5 +78,23 @@ impl LivePage {
             let _ = artifact;
             Ok(())
         }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM (never, when they cannot be listened for).
+#[cfg(feature = "live")]
+async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
     }
 }

@@ -202,3 +202,60 @@ fn starting(doing: &str) -> String {
     );
     page::document("msgstorm — starting", &body, Some("starting"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `GET /` of the page at `addr`: the body.
+    async fn load(addr: SocketAddr) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("request");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).await.expect("answer");
+        raw.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nobody_looking_means_no_wait_at_the_end() {
+        let page = Page::start("127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("listens");
+        let start = tokio::time::Instant::now();
+        assert!(!page.finish("final".to_owned()).await);
+        // On the paused clock any wait would have moved time on.
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_viewer_who_followed_the_run_gets_the_final_report_before_the_end() {
+        let page = Arc::new(
+            Page::start("127.0.0.1:0".parse().expect("an address"))
+                .await
+                .expect("listens"),
+        );
+        let before = load(page.addr).await;
+        assert!(before.contains("STARTING") && before.contains("data-live=\"starting\""));
+        let finishing = tokio::spawn({
+            let page = page.clone();
+            async move { page.finish("<html>final</html>".to_owned()).await }
+        });
+        // The viewer's next load is the final report; then the wait is over.
+        let mut after = load(page.addr).await;
+        for _ in 0..1000 {
+            if after == "<html>final</html>" {
+                break;
+            }
+            assert!(after.contains("STARTING"), "{after}");
+            tokio::task::yield_now().await;
+            after = load(page.addr).await;
+        }
+        assert_eq!(after, "<html>final</html>");
+        assert!(finishing.await.expect("finish"));
+    }
+}

@@ -93,7 +93,11 @@ fn header(out: &mut String, r: &Report) {
     let (class, heading, missing) = match &r.live {
         Some(l) => (
             "live",
-            format!("RUNNING — {} · {:.1} s", l.phase, l.elapsed_s),
+            if l.phase == "done" {
+                format!("FINISHING — writing the result · {:.1} s", l.elapsed_s)
+            } else {
+                format!("RUNNING — {} · {:.1} s", l.phase, l.elapsed_s)
+            },
             format!(r#"<b id="n-overdue">{}</b> overdue"#, thousands(l.overdue)),
         ),
         None => (
