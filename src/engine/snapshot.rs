@@ -1,5 +1,6 @@
-//! A look at a running engine from outside it, for live views (the OpenMetrics endpoint):
-//! totals so far, taken on demand without stopping the users.
+//! A look at a running engine from outside it, for live views (the OpenMetrics endpoint,
+//! remote-write, the `--live` page): totals so far and the per-second series of the
+//! seconds that are over, taken on demand without stopping the users.
 //!
 //! The engine hands its run-wide state to a [`LiveTap`] when it starts and its final
 //! totals when it ends; a view asks the tap for a [`Snapshot`] whenever it wants one.
