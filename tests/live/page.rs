@@ -102,7 +102,7 @@ async fn screenshot(dir: &Path, name: &str, url: &str) -> std::path::PathBuf {
 )]
 async fn the_live_page_follows_the_run_in_chromium_and_ends_on_the_final_report() {
     let port = free_port();
-    let job = RunJob::new(&scenario(15), &["--live", &format!("127.0.0.1:{port}")]);
+    let job = RunJob::new(&scenario(20), &["--live", &format!("127.0.0.1:{port}")]);
     let dir = job.out.with_file_name("browser");
     std::fs::create_dir_all(&dir).expect("a folder for the browser");
     let url = format!("http://127.0.0.1:{port}/");
