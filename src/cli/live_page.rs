@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::artifact::Artifact;
 use crate::error::{Error, Result};
 use crate::run::Viewer;
 
@@ -12,6 +11,9 @@ use crate::run::Viewer;
 pub(super) struct LivePage {
     #[cfg(feature = "live")]
     page: Arc<crate::live::Page>,
+    /// Without the `live` feature there is no page: [`LivePage::open`] refuses.
+    #[cfg(not(feature = "live"))]
+    never: std::convert::Infallible,
 }
 
 impl LivePage {
@@ -46,20 +48,14 @@ impl LivePage {
             self.page.clone()
         }
         #[cfg(not(feature = "live"))]
-        {
-            unreachable!("a LivePage exists only with the `live` feature")
-        }
+        match self.never {}
     }
 
-    /// Serves the final report of `artifact` in the page's place, and waits (bounded) for
-    /// a viewer who was following the run to see it.
-    pub(super) async fn finish(&self, artifact: &Artifact) -> Result<()> {
+    /// Serves `html`, the run's final `report.html`, in the page's place, and waits
+    /// (bounded) for a viewer who was following the run to see it.
+    pub(super) async fn finish(&self, html: String) {
         #[cfg(feature = "live")]
         {
-            let rendered = crate::report::render(artifact);
-            let html = crate::report::format::Format::Html
-                .for_run()
-                .render(&rendered.report)?;
             // The load's signal handling is over: a signal here ends the wait.
             let seen = tokio::select! {
                 seen = self.page.finish(html) => seen,
@@ -71,13 +67,9 @@ impl LivePage {
                     self.page.addr
                 ));
             }
-            Ok(())
         }
         #[cfg(not(feature = "live"))]
-        {
-            let _ = artifact;
-            Ok(())
-        }
+        match (self.never, html) {}
     }
 }
 

@@ -102,8 +102,13 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     };
     let artifact = execute(plan, &args, page.as_ref().map(LivePage::viewer)).await?;
     let finished = finish(&artifact, &dir, &outputs);
-    if let Some(page) = &page {
-        page.finish(&artifact).await?;
+    // The page ends on the report as written: `finish` wrote it unless it failed before
+    // (a generator failure is found after writing it).
+    let wrote = matches!(finished, Ok(_) | Err(Error::Generator(_)));
+    if let (Some(page), true) = (&page, wrote) {
+        if let Ok(html) = std::fs::read_to_string(dir.join("report.html")) {
+            page.finish(html).await;
+        }
     }
     // The log is the result's way out of a pod: framed even when the file failed.
     if args.log_result {

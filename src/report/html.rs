@@ -324,7 +324,7 @@ fn live_delivery(out: &mut String, r: &Report, l: &super::live::LiveView) {
         ("reordered", d.reordered),
         ("corrupted", d.corrupted),
         ("late", d.late),
-        ("to a recipient not registered", d.unexpected),
+        ("unexpected recipient", d.unexpected),
     ]
     .into_iter()
     .map(|(label, n)| vec![label.to_owned(), thousands(n)])

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::checks::{CheckOutcome, Measure};
-use super::model::Report;
+use super::model::{Rates, Report};
 use super::series::SecondPoint;
 use crate::artifact::{Artifact, CheckMetric};
 use crate::ledger::{Delivery, Running};
@@ -71,13 +71,7 @@ pub fn report(a: &Artifact, p: &Progress) -> Report {
     }
     let elapsed_s = p.elapsed.as_secs_f64();
     if let Some(window) = traffic_so_far(&report.series, a.duration_s, elapsed_s) {
-        let rates = &mut report.rates;
-        let scale = rates.window_s.max(1.0) / window;
-        rates.sent_per_s *= scale;
-        rates.accepted_per_s *= scale;
-        rates.received_per_s *= scale;
-        rates.replies_per_s *= scale;
-        rates.window_s = window;
+        report.rates = Rates::of(&a.metrics, window);
     }
     report.live = Some(LiveView {
         phase: p.phase.clone(),

@@ -161,6 +161,23 @@ pub struct Rates {
     pub send_failure: Option<f64>,
 }
 
+impl Rates {
+    /// The rates of `m`'s totals over `window_s` seconds of traffic (at least 1).
+    pub fn of(m: &crate::metrics::Metrics, window_s: f64) -> Rates {
+        let count = |c: Counter| m.count(c);
+        let rate = |c: Counter| count(c) as f64 / window_s.max(1.0);
+        let (failed, tried) = crate::metrics::send_failures(count);
+        Rates {
+            window_s,
+            sent_per_s: rate(Counter::Sent),
+            accepted_per_s: rate(Counter::Accepted),
+            received_per_s: rate(Counter::Received),
+            replies_per_s: rate(Counter::Replies),
+            send_failure: (tried > 0).then(|| failed as f64 / tried as f64),
+        }
+    }
+}
+
 /// Latency of one histogram, µs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Latency {
@@ -236,8 +253,6 @@ impl Report {
         };
         let count = |c: Counter| m.count(c);
         let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
-        let window_s = active_seconds(&series);
-        let rate = |c: Counter| count(c) as f64 / window_s.max(1.0);
         let mut report = Report {
             verdict,
             scenario: a.scenario.clone(),
@@ -260,17 +275,7 @@ impl Report {
                 resumes_without_offset: Some(count(Counter::ResumesWithoutOffset))
                     .filter(|&n| n > 0),
             },
-            rates: Rates {
-                window_s,
-                sent_per_s: rate(Counter::Sent),
-                accepted_per_s: rate(Counter::Accepted),
-                received_per_s: rate(Counter::Received),
-                replies_per_s: rate(Counter::Replies),
-                send_failure: {
-                    let (failed, tried) = crate::metrics::send_failures(count);
-                    ratio(failed, tried)
-                },
-            },
+            rates: Rates::of(m, active_seconds(&series)),
             latency_us: Hist::ALL
                 .iter()
                 .filter(|&&h| !m.hist(h).is_empty())
