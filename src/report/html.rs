@@ -229,7 +229,8 @@ fn distribution(out: &mut String, r: &Report) {
         lines.push(Line::new(hist_label(h), points));
     }
     let mut body = String::new();
-    if !lines.is_empty() {
+    // The live page shows the plot from its first second, empty until samples come.
+    if !lines.is_empty() || r.live.is_some() {
         body.push_str(
             &Chart {
                 marks: Vec::new(),

@@ -999,3 +999,30 @@ fn issue_28_a_running_run_shows_its_checks_as_they_stand_and_leaves_losses_pendi
     }
     assert!(done.contains("id=\"n-lost\""));
 }
+
+#[test]
+fn a_live_page_has_every_chart_from_its_first_second_empty_until_samples_come() {
+    // The first second of traffic is not over: no series, no latency recorded yet.
+    let mut a = built_in_fixture(0, 0);
+    a.metrics = Metrics::new();
+    let progress = super::live::Progress {
+        phase: "traffic".to_owned(),
+        running: crate::ledger::Running::default(),
+        overdue: 0,
+        elapsed: std::time::Duration::from_millis(300),
+    };
+    let r = super::live::report(&a, &progress);
+    assert!(r.latency_us.is_empty() && r.series.iter().all(|s| s.e2e.count == 0));
+    let page = html::render(&r);
+    for chart in ["users", "messages", "e2e", "percentiles"] {
+        assert!(
+            page.contains(&format!("<svg id=\"{chart}\"")),
+            "chart {chart} is not on the live page in its first second"
+        );
+    }
+    assert!(page.contains("no samples"));
+    // A finished run without samples keeps no empty latency charts.
+    a.duration_s = 0.3;
+    let done = html::render(&Report::of(&a, crate::ledger::Delivery::default(), None));
+    assert!(!done.contains("<svg id=\"e2e\""));
+}

@@ -268,10 +268,16 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
             |s| s.request,
         ),
     ];
+    // A live page keeps the panels it will have from its first second, empty until the
+    // first second with samples is over, so that the page does not change shape.
+    let live = runs.iter().any(|r| r.report.live.is_some());
+    let acceptance = runs.iter().any(|r| r.report.acceptance);
     for (id, heading, why, pick) in latencies {
-        if !runs
-            .iter()
-            .any(|r| r.report.series.iter().any(|s| pick(s).count > 0))
+        let shown_empty = live && (id == "e2e" || (id == "ack" && acceptance));
+        if !shown_empty
+            && !runs
+                .iter()
+                .any(|r| r.report.series.iter().any(|s| pick(s).count > 0))
         {
             continue;
         }
