@@ -38,6 +38,11 @@ pub struct Artifact {
     pub driver: String,
     /// Whether sends had a server acceptance (false: send→ack latency is not measured).
     pub acceptance: bool,
+    /// The delivery checks (`lost`, `duplicated`, `reordered`) the driver's protocol does
+    /// not promise with the run's options (MQTT QoS 0: lost and reordered; QoS 1:
+    /// duplicated): they are not built in (a scenario may still write them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpromised: Vec<CheckMetric>,
     /// Start of the run, RFC 3339 UTC.
     pub started_at: String,
     /// Start of the run, µs since the Unix epoch.
@@ -217,6 +222,15 @@ pub enum CheckMetric {
     /// The longest recovery after a chaos step (µs).
     #[serde(rename = "recovery")]
     Recovery,
+    /// Users online ÷ users planned online, over the traffic outside chaos steps (ratio).
+    #[serde(rename = "online")]
+    Online,
+    /// The generator's send lag p99, µs.
+    #[serde(rename = "send_lag_p99_us")]
+    SendLag,
+    /// Sends made ÷ sends due by the schedule (ratio).
+    #[serde(rename = "offered")]
+    Offered,
 }
 
 /// The comparison of a check.
@@ -286,6 +300,9 @@ impl From<scenario::CheckMetric> for CheckMetric {
             M::JoinFailures => CheckMetric::JoinFailures,
             M::ScriptErrors => CheckMetric::ScriptErrors,
             M::Recovery => CheckMetric::Recovery,
+            M::Online => CheckMetric::Online,
+            M::SendLag => CheckMetric::SendLag,
+            M::Offered => CheckMetric::Offered,
         }
     }
 }
@@ -314,6 +331,8 @@ pub struct RunFacts {
     pub target: String,
     /// Whether the driver reports acceptance.
     pub acceptance: bool,
+    /// The delivery checks the driver's protocol does not promise.
+    pub unpromised: Vec<CheckMetric>,
     /// Start, µs since the Unix epoch.
     pub started_unix_us: u64,
     /// Length of the run.
@@ -362,6 +381,7 @@ impl Artifact {
             target: facts.target,
             driver: plan.target.driver.name.to_owned(),
             acceptance: facts.acceptance,
+            unpromised: facts.unpromised,
             started_at: humantime::format_rfc3339_seconds(started).to_string(),
             started_unix_us: facts.started_unix_us,
             duration_s: facts.duration.as_secs_f64(),

@@ -147,6 +147,10 @@ pub struct Delivery {
     /// the traffic asked for.
     #[serde(default)]
     pub planned: u64,
+    /// Σ over tracks of the messages the schedule made due that the generator never sent
+    /// (it fell behind, or its users were stopped first): planned, not expected.
+    #[serde(default)]
+    pub unsent: u64,
     /// Σ over tracks of the messages that should arrive (sent − refused).
     pub expected: u64,
     /// Intact first copies received, by any path (`via_push + via_sync + repaired`).
@@ -444,6 +448,15 @@ impl Ledger {
         }
     }
 
+    /// The schedule makes `n` sends due on `stream`: planned deliveries count them whether
+    /// the generator made them or not (one that fell behind did not offer them).
+    pub fn due(&mut self, stream: StreamId, n: u64) {
+        if self.sampled(stream) {
+            let s = self.streams.entry(stream).or_default();
+            s.due = s.due.max(n);
+        }
+    }
+
     /// The sender sent `seq` (dense from 0 in send order) on `stream`.
     pub fn sent(&mut self, stream: StreamId, seq: u64) {
         if self.sampled(stream) {
@@ -585,6 +598,7 @@ impl Ledger {
         for (id, o) in &other.streams {
             let s = self.streams.entry(*id).or_default();
             s.sent = s.sent.max(o.sent);
+            s.due = s.due.max(o.due);
             for &seq in &o.refused {
                 insert_sorted(&mut s.refused, seq);
             }
@@ -673,7 +687,8 @@ impl Ledger {
             let expected = s.sent - s.refused.len() as u64;
             let missing = expected - t.received_of(s);
             d.tracks += 1;
-            d.planned += s.sent - s.dropped.len() as u64;
+            d.planned += s.sent.max(s.due) - s.dropped.len() as u64;
+            d.unsent += s.due.saturating_sub(s.sent);
             d.expected += expected;
             let kind = if self.unreached.contains(&key.1) {
                 d.unverified += missing;
@@ -792,6 +807,9 @@ struct Repr {
     /// (stream, first seq due at or after each bound)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     cuts: Vec<(StreamId, Vec<u64>)>,
+    /// (stream, sends the schedule made due on it), for streams where it is known
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    due: Vec<(StreamId, u64)>,
 }
 
 impl From<Ledger> for Repr {
@@ -810,6 +828,13 @@ impl From<Ledger> for Repr {
             .map(|(id, s)| (*id, s.cuts.clone()))
             .collect();
         cuts.sort_unstable_by_key(|c| c.0);
+        let mut due: Vec<_> = l
+            .streams
+            .iter()
+            .filter(|(_, s)| s.due > 0)
+            .map(|(id, s)| (*id, s.due))
+            .collect();
+        due.sort_unstable_by_key(|d| d.0);
         let mut streams: Vec<_> = l
             .streams
             .into_iter()
@@ -843,6 +868,7 @@ impl From<Ledger> for Repr {
             bounds_us: l.bounds_us,
             spans: l.spans,
             cuts,
+            due,
         }
     }
 }
@@ -863,6 +889,7 @@ impl TryFrom<Repr> for Ledger {
                 refused,
                 dropped: Vec::new(),
                 cuts: Vec::new(),
+                due: 0,
             };
             if streams.insert(id, s).is_some() {
                 return Err(format!("ledger: stream {id} listed twice"));
@@ -886,6 +913,12 @@ impl TryFrom<Repr> for Ledger {
             match streams.get_mut(&id) {
                 Some(s) if cuts.len() == r.bounds_us.len() => s.cuts = cuts,
                 _ => return Err(format!("ledger: stream {id}: cuts without their bounds")),
+            }
+        }
+        for (id, due) in r.due {
+            match streams.get_mut(&id) {
+                Some(s) => s.due = due,
+                None => return Err(format!("ledger: stream {id}: due without the stream")),
             }
         }
         if !r.spans.is_empty() && r.spans.len() != r.bounds_us.len() + 1 {

@@ -137,11 +137,20 @@ pub enum Counter {
     /// Reconnects that carried nothing to resume the user's session from (Socket.IO: no
     /// offset, because the user had received nothing): what it missed cannot be fetched.
     ResumesWithoutOffset,
+    /// Message sends the schedule made due (counted once, when the schedule is built;
+    /// sends of patterns without a count or an end are not counted).
+    Due,
+    /// User-milliseconds online during the traffic: the users online, integrated over
+    /// time, per second.
+    OnlineUserMs,
+    /// User-milliseconds the plan puts online during the traffic (on-time users, late
+    /// users from their login, churning users outside their time away), per second.
+    PlannedUserMs,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 20] = [
+    pub const ALL: [Counter; 23] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -162,6 +171,9 @@ impl Counter {
         Counter::AccountsCreated,
         Counter::AccountsExisting,
         Counter::ResumesWithoutOffset,
+        Counter::Due,
+        Counter::OnlineUserMs,
+        Counter::PlannedUserMs,
     ];
 
     /// The name used in reports and result files.
@@ -187,6 +199,9 @@ impl Counter {
             Counter::AccountsCreated => "accounts_created",
             Counter::AccountsExisting => "accounts_existing",
             Counter::ResumesWithoutOffset => "resumes_without_offset",
+            Counter::Due => "due",
+            Counter::OnlineUserMs => "online_user_ms",
+            Counter::PlannedUserMs => "planned_user_ms",
         }
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::note;
 use super::output::Outputs;
 use crate::artifact::Artifact;
-use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::error::{Error, Result};
 use crate::launch::frame;
 
 /// A framed result and where it was found.
@@ -59,11 +59,7 @@ pub(super) fn run(logs: &[PathBuf], out: &Path, outputs: &Outputs) -> Result<u8>
     outputs.emit("report", |f| f.for_run().render(&report))?;
     let path = merged.write(out).map_err(Error::in_output)?;
     note(&format!("result: {}", path.display()));
-    Ok(if report.passed() {
-        EXIT_OK
-    } else {
-        EXIT_CHECK_FAILED
-    })
+    Ok(report.exit_code())
 }
 
 /// Adds the framed results in `log` (`-`: standard input) to `shards`, refusing a shard

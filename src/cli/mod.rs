@@ -30,7 +30,8 @@ use output::Outputs;
     about,
     after_help = "Exit codes: 0 every check passed, 1 a check failed, the run was interrupted or a \
                   compare gate held, \
-                  2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed."
+                  2 bad usage or scenario, 3 target unreachable, 4 msgstorm itself failed (also: the \
+                  generator fell behind the schedule, so the run is no verdict on the target)."
 )]
 pub struct Cli {
     /// What to do.
@@ -349,11 +350,7 @@ fn report(
     let artifact = Artifact::read_merged(results)?;
     let report = crate::report::Report::new(&artifact);
     outputs.emit("report", |f| f.for_run().render(&report))?;
-    Ok(if report.passed() {
-        EXIT_OK
-    } else {
-        EXIT_CHECK_FAILED
-    })
+    Ok(report.exit_code())
 }
 
 /// `--json`, the older spelling of `--format json`.

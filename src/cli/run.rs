@@ -8,7 +8,7 @@ use super::output::{write_file, Outputs};
 use super::watch::Watch;
 use super::{note, say, RunArgs};
 use crate::artifact::{default_out_dir, Artifact};
-use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
+use crate::error::{Error, Result, EXIT_OK};
 use crate::metrics::{Counter, ErrorKind};
 use crate::report::format::Format;
 use crate::scenario::{self, Plan, Shard};
@@ -66,11 +66,7 @@ pub(super) fn finish(artifact: &Artifact, dir: &std::path::Path, outputs: &Outpu
     if let Some(why) = generator_only(artifact) {
         return Err(Error::Generator(why));
     }
-    Ok(if rendered.passed {
-        EXIT_OK
-    } else {
-        EXIT_CHECK_FAILED
-    })
+    Ok(rendered.report.exit_code())
 }
 
 /// The first of the generator's own failures, when they are why no user ever logged in:

@@ -156,6 +156,26 @@ pub struct Caps {
     pub skips_history: bool,
 }
 
+/// What a protocol promises about the delivery of each message to each recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promise {
+    /// Every message arrives (at least once).
+    pub every: bool,
+    /// No message arrives twice (at most once).
+    pub once: bool,
+    /// Messages of one stream arrive in the order sent.
+    pub in_order: bool,
+}
+
+impl Promise {
+    /// Every message, once, in order: what an IM server owes its users.
+    pub const FULL: Promise = Promise {
+        every: true,
+        once: true,
+        in_order: true,
+    };
+}
+
 impl Caps {
     /// Nothing at all.
     pub const NONE: Caps = Caps {
@@ -342,6 +362,13 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// What the driver can do with the options it was built with.
     fn caps(&self) -> Caps {
         Self::SPEC.caps
+    }
+
+    /// What the protocol, with these options, promises about delivery: the built-in
+    /// delivery checks apply to what it promises (MQTT QoS 0 promises neither every message
+    /// nor their order; QoS 1 not once).
+    fn promise(&self) -> Promise {
+        Promise::FULL
     }
 
     /// What it would send for `user`'s login and a direct message to `to` and a group

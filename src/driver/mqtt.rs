@@ -176,6 +176,16 @@ impl super::Driver for MqttDriver {
 
     /// QoS 0 has no acceptance; a clean session, or QoS 0 (which brokers need not queue),
     /// keeps nothing for an offline user.
+    fn promise(&self) -> super::Promise {
+        // QoS 0 is at most once (no redelivery, no order across a reconnect); QoS 1 at
+        // least once (a redelivery after a lost PUBACK is a duplicate); QoS 2 exactly once.
+        super::Promise {
+            every: self.opts.qos > 0,
+            once: self.opts.qos != 1,
+            in_order: self.opts.qos > 0,
+        }
+    }
+
     fn caps(&self) -> Caps {
         let persistent = !self.opts.clean_session;
         Caps {

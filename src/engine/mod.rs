@@ -13,6 +13,7 @@
 //! metrics, and the report decides.
 
 pub mod arrival;
+pub mod held;
 pub mod pacer;
 pub mod patterns;
 pub mod schedule;
@@ -151,6 +152,10 @@ pub async fn run<D: Driver>(
         on_progress,
         interrupted: false,
         last_tick: Instant::now(),
+        held: held::Held::new(held::PlannedOnline::of(
+            &plan.population,
+            users.range.clone(),
+        )),
     };
     if let Some(seen) = opts.traffic_seen.clone() {
         let mut start = users.shared.traffic_start.subscribe();
@@ -167,6 +172,7 @@ pub async fn run<D: Driver>(
     drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
     close(&mut conductor, users.tasks).await;
     users.pacer.abort();
+    unverified_when_cut_off(&users.shared, users.range.clone());
 
     let shared = &users.shared;
     if let Some(tap) = &opts.live {
@@ -247,6 +253,16 @@ impl Users {
         shared.logins_pending.store(waiting, Ordering::Release);
         shared.busy.store(range.len(), Ordering::Release);
         let (sched_end, planned) = (sched.end, sched.planned);
+        let due: u64 = sched
+            .vus
+            .iter()
+            .flat_map(|v| &v.programs)
+            .map(schedule::Program::planned)
+            .sum();
+        shared
+            .recorder(0)
+            .metrics
+            .add(0, crate::metrics::Counter::Due, due);
         let tasks = spawn_users(
             plan,
             sched.vus,
@@ -265,6 +281,19 @@ impl Users {
             sched_end,
             acceptance: cfg.acceptance,
             planned: if sharded { planned } else { 0 },
+        }
+    }
+}
+
+/// Users the run stopped before they closed (a signal, or the close's grace over while
+/// they were still busy): their final verification never ran, so what they had not
+/// received counts as unverified, not as the server's loss.
+fn unverified_when_cut_off(shared: &Shared, range: std::ops::Range<UserIx>) {
+    let closed = std::mem::take(&mut *shared.closed_out.lock().unwrap_or_else(|p| p.into_inner()));
+    let slots = shared.recorder_count();
+    for (offset, ix) in range.enumerate() {
+        if !closed.contains(&ix) {
+            shared.user_unreached(ix, offset % slots);
         }
     }
 }
@@ -301,6 +330,12 @@ fn shared_state(
     // Each recipient's expectations go into the recorder its deliveries go to: the
     // ledger merges exactly only when a track lives in one ledger.
     let mut receives = vec![false; range.len()];
+    {
+        let mut first = shared.recorder(0);
+        for &(stream, due) in &sched.expect.due {
+            first.ledger.due(stream, due);
+        }
+    }
     for &(stream, recipient) in &sched.expect.tracks {
         let offset = (recipient - range.start) as usize;
         receives[offset] = true;
@@ -466,8 +501,9 @@ async fn traffic<F: FnMut(&Progress) + Send>(
         .await;
     (!done && !c.interrupted).then(|| {
         format!(
-            "{} users were still sending or reconnecting {} s after the schedule ended \
-             (waiting on an unresponsive target); the run drained and closed without them",
+            "{} users were still busy {} s after the schedule ended (sending what was due, \
+             reconnecting or waiting for a reply: `run.generator` says whether the generator \
+             fell behind); the run drained and closed without them",
             shared.busy.load(Ordering::Acquire),
             OVERRUN.as_secs()
         )
@@ -550,6 +586,8 @@ struct Conductor<F> {
     interrupted: bool,
     /// When progress was last reported.
     last_tick: Instant,
+    /// Users online against users planned online, over the traffic.
+    held: held::Held,
 }
 
 impl<F: FnMut(&Progress) + Send> Conductor<F> {
@@ -573,6 +611,7 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return false;
             }
+            self.hold();
             if self.last_tick.elapsed() >= Duration::from_secs(1) {
                 self.last_tick = Instant::now();
                 self.tick();
@@ -583,6 +622,19 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
                 _ = self.signals.changed() => {}
             }
         }
+    }
+
+    /// Integrates the users online and planned online while the traffic goes on.
+    fn hold(&mut self) {
+        let s = &self.shared;
+        if s.phase() != Phase::Running || s.traffic_start.borrow().is_none() {
+            return;
+        }
+        let now = Instant::now();
+        let online = s.live.online.load(Ordering::Relaxed);
+        let since_t0 = now.saturating_duration_since(s.t0);
+        self.held
+            .sample(&mut s.recorder(0).metrics, now, since_t0, online);
     }
 
     /// Records the online gauge and reports progress.

@@ -267,6 +267,9 @@ pub struct Expectations {
     pub tracks: Vec<(StreamId, UserIx)>,
     /// For group streams, the group they go to.
     pub group_of_stream: foldhash::HashMap<StreamId, Arc<GroupInfo>>,
+    /// Sends the schedule makes due on each stream of `tracks` (only count- or
+    /// time-bounded sends are counted).
+    pub due: Vec<(StreamId, u64)>,
 }
 
 /// The run's schedule for the users in `range`.
@@ -407,7 +410,11 @@ impl Builder<'_> {
                     // Send k goes to receiver k % R.
                     let r_pos = r_pos as u64;
                     let n = u64::from(n_recv);
-                    self.planned += sends / n + u64::from(sends % n > r_pos);
+                    let due = sends / n + u64::from(sends % n > r_pos);
+                    self.planned += due;
+                    self.expect
+                        .due
+                        .push((first_stream + r_pos as StreamId, due));
                 }
             }
             for (r_pos, &r) in d.receivers.iter().enumerate() {
@@ -461,6 +468,7 @@ impl Builder<'_> {
                         self.planned += sends;
                     }
                 }
+                self.expect.due.push((stream, sends));
                 if self.local(s) {
                     self.vu(s).programs.push(program);
                 }
@@ -497,7 +505,9 @@ impl Builder<'_> {
             let stream = e.stream_base + k as StreamId;
             if self.local(u) {
                 let start = start + stagger(e.interval, k, e.users.len());
-                self.planned += planned_sends(start, e.interval, None, end);
+                let due = planned_sends(start, e.interval, None, end);
+                self.planned += due;
+                self.expect.due.push((stream, due));
                 self.expect.tracks.push((stream, u));
                 self.vu(u).programs.push(Program {
                     start,

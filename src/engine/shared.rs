@@ -109,6 +109,9 @@ pub struct Shared {
     pub busy: AtomicUsize,
     /// Woken whenever `logins_pending` or `busy` drops.
     pub progress: Notify,
+    /// Users that got to the end of their close (final verification sync done or
+    /// impossible): what the others missed was cut off by the generator, not verified.
+    pub closed_out: Mutex<std::collections::BTreeSet<UserIx>>,
     /// Online members of each group in this process.
     pub group_online: Vec<AtomicU32>,
     /// Members of each group in this process.
@@ -159,6 +162,7 @@ impl Shared {
             logins_pending: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
             progress: Notify::new(),
+            closed_out: Mutex::default(),
             group_online: groups.iter().map(|_| AtomicU32::new(0)).collect(),
             group_local,
             group_of_stream,

@@ -535,6 +535,10 @@ async fn recorders_hold_only_the_seconds_not_yet_over() {
         on_progress: |_: &Progress| {},
         interrupted: false,
         last_tick: Instant::now(),
+        held: super::held::Held::new(super::held::PlannedOnline::of(
+            &plan(DIRECT).population,
+            0..0,
+        )),
     };
     let mut want = Metrics::new();
     let mut record = |slot: usize, sec: u32, h: Hist, us: u64| {

@@ -13,6 +13,9 @@ pub(super) struct Stream {
     /// With chaos steps: `cuts[k]` is the first seq due at or after the ledger's bound `k`
     /// (`u64::MAX`: none seen), so a seq's span is the number of cuts at or below it.
     pub(super) cuts: Vec<u64>,
+    /// Sends the schedule made due on it (0: not known, e.g. a pattern without a count or
+    /// an end): the deliveries planned count these, sent or not.
+    pub(super) due: u64,
 }
 
 /// Receiver side of a stream × recipient.
@@ -162,6 +165,7 @@ mod tests {
                 refused: vec![3, 17],
                 dropped: Vec::new(),
                 cuts: Vec::new(),
+                due: 0,
             };
             let missing: Vec<u64> = t.missing(&stream).collect();
             let want: Vec<u64> =

@@ -292,6 +292,15 @@ fn counter_name(c: Counter) -> (&'static str, &'static str) {
             "resumes_without_offset",
             "Reconnects with nothing to resume the session from",
         ),
+        Counter::Due => ("messages_due", "Message sends the schedule made due"),
+        Counter::OnlineUserMs => (
+            "online_user_milliseconds",
+            "Users online during the traffic, integrated over time",
+        ),
+        Counter::PlannedUserMs => (
+            "planned_online_user_milliseconds",
+            "Users the plan puts online during the traffic, integrated over time",
+        ),
     }
 }
 

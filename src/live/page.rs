@@ -154,6 +154,7 @@ fn so_far(source: Option<&Source>) -> String {
                 run_id: run.run_id,
                 target: run.target.clone(),
                 acceptance,
+                unpromised: Vec::new(),
                 started_unix_us: now_us.saturating_sub(snap.elapsed.as_micros() as u64),
                 // The seconds that are over: those the series has, and the charts show.
                 duration: Duration::from_secs(u64::from(over)),

@@ -70,11 +70,62 @@ pub struct BuiltIn {
 }
 
 /// The built-in checks, in report order: a failing adapter script first, since nothing
-/// after it measured what the scenario meant.
-pub const BUILT_IN: [BuiltIn; 7] = [
+/// after it measured what the scenario meant; then the generator's own schedule (a run that
+/// did not offer the asked load is no verdict on the target); then the users the plan put
+/// online, and what every delivery owes (bounds measured on the 2-core box the tests run
+/// on so that every shipped scenario passes: `bench/results/2026-11-28-promise.md`).
+pub const BUILT_IN: [BuiltIn; 15] = [
     BuiltIn {
         key: "checks.max_script_errors",
         metric: CheckMetric::ScriptErrors,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_send_lag",
+        metric: CheckMetric::SendLag,
+        op: Op::AtMost,
+        default: MAX_SEND_LAG_US,
+    },
+    BuiltIn {
+        key: "checks.min_offered",
+        metric: CheckMetric::Offered,
+        op: Op::AtLeast,
+        default: 0.99,
+    },
+    BuiltIn {
+        key: "checks.min_login_success",
+        metric: CheckMetric::LoginSuccess,
+        op: Op::AtLeast,
+        default: 0.999,
+    },
+    BuiltIn {
+        key: "checks.min_online",
+        metric: CheckMetric::Online,
+        op: Op::AtLeast,
+        default: 0.99,
+    },
+    BuiltIn {
+        key: "checks.max_lost",
+        metric: CheckMetric::Lost,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_duplicated",
+        metric: CheckMetric::Duplicated,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_reordered",
+        metric: CheckMetric::Reordered,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_corrupted",
+        metric: CheckMetric::Corrupted,
         op: Op::AtMost,
         default: 0.0,
     },
@@ -116,6 +167,14 @@ pub const BUILT_IN: [BuiltIn; 7] = [
     },
 ];
 
+/// The built-in bound on the generator's send lag p99, µs: a generator that sends 1% of
+/// its messages more than a second after they were due did not offer the asked load.
+pub const MAX_SEND_LAG_US: f64 = 1_000_000.0;
+
+/// The checks on the generator's own schedule: when one fails, the run did not offer what
+/// the scenario asked (`run.generator`).
+pub const GENERATOR_CHECKS: [CheckMetric; 2] = [CheckMetric::SendLag, CheckMetric::Offered];
+
 /// The metric of a check: a scenario check's, or one of the run's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -142,6 +201,9 @@ pub enum RunMetric {
     /// `run.chaos`: chaos steps that did not do what they were to do (there must be none:
     /// a run whose fault did not happen measured nothing of it).
     Chaos,
+    /// `run.generator`: the generator's schedule checks that failed (there must be none: a
+    /// run that did not offer the asked load is no verdict on the target). Listed first.
+    Generator,
 }
 
 /// The unit of a check's bound and value.
@@ -207,6 +269,7 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             RunMetric::Interrupted => "run.completed",
             RunMetric::EngineErrors => "run.engine",
             RunMetric::Chaos => "run.chaos",
+            RunMetric::Generator => "run.generator",
         }
         .to_owned(),
         metric: Measure::Run(metric),
@@ -241,6 +304,18 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
     if undone > 0 {
         out.push(failed(RunMetric::Chaos, Op::AtMost, 0.0, undone as f64));
     }
+    let behind = out
+        .iter()
+        .filter(|c| {
+            !c.passed && matches!(c.metric, Measure::Check(m) if GENERATOR_CHECKS.contains(&m))
+        })
+        .count();
+    if behind > 0 && !a.interrupted {
+        out.insert(
+            0,
+            failed(RunMetric::Generator, Op::AtMost, 0.0, behind as f64),
+        );
+    }
     let engine = errors_of(a, ErrorKind::Engine);
     if engine > 0 {
         out.push(failed(
@@ -265,6 +340,16 @@ fn applies(a: &Artifact, d: &Delivery, metric: CheckMetric) -> bool {
         }
         CheckMetric::SendErrorRate => m.count(Counter::Sent) + m.count(Counter::SendErrors) > 0,
         CheckMetric::RepairedRate => d.expected > 0,
+        CheckMetric::Lost | CheckMetric::Duplicated | CheckMetric::Reordered => {
+            (d.planned > 0 || d.expected > 0) && !a.unpromised.contains(&metric)
+        }
+        CheckMetric::Corrupted => d.planned > 0 || d.expected > 0,
+        CheckMetric::SendLag => !m.hist(Hist::SendLag).is_empty(),
+        // A run stopped by a signal did not make what was due after it, by design.
+        CheckMetric::Offered => m.count(Counter::Due) > 0 && !a.interrupted,
+        // A run in which nobody logged in fails `run.logins`, which says it better.
+        CheckMetric::LoginSuccess => m.count(Counter::LoginOk) > 0,
+        CheckMetric::Online => m.count(Counter::PlannedUserMs) > 0 && m.count(Counter::LoginOk) > 0,
         // Only adapter scripts fail this way: other runs' reports stay as they were.
         CheckMetric::ScriptErrors => a.driver == "script" || errors_of(a, ErrorKind::Script) > 0,
         _ => true,
@@ -327,10 +412,16 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         CheckMetric::AckP99 if !a.acceptance => (None, Unit::Micros),
         CheckMetric::AckP99 => (latency(Hist::SendAck), Unit::Micros),
         CheckMetric::RequestP99 => (latency(Hist::Request), Unit::Micros),
-        CheckMetric::LoginSuccess => (
-            ratio(m.count(Counter::LoginOk), m.count(Counter::ConnectAttempts)),
-            Unit::Ratio,
-        ),
+        CheckMetric::LoginSuccess => {
+            let (ok, tried) = outside_chaos(a, Counter::LoginOk, Counter::ConnectAttempts);
+            (ratio(ok, tried), Unit::Ratio)
+        }
+        CheckMetric::Online => {
+            let (online, planned) = outside_chaos(a, Counter::OnlineUserMs, Counter::PlannedUserMs);
+            (ratio(online, planned), Unit::Ratio)
+        }
+        CheckMetric::SendLag => (latency(Hist::SendLag), Unit::Micros),
+        CheckMetric::Offered => (offered(m), Unit::Ratio),
         CheckMetric::SendErrorRate => {
             let (failed, tried) = send_failures(|c| m.count(c));
             (ratio(failed, tried), Unit::Ratio)
@@ -367,6 +458,45 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         default_bound: None,
         reason: None,
     }
+}
+
+/// Sends made (sent, failed, or due while their sender was offline) ÷ sends the schedule
+/// made due, at most 1; `None` when nothing was due.
+pub fn offered(m: &crate::metrics::Metrics) -> Option<f64> {
+    let due = m.count(Counter::Due);
+    let made = offered_count(|c| m.count(c));
+    (due > 0).then(|| (made as f64 / due as f64).min(1.0))
+}
+
+/// Sends made, from counter totals: sent, failed, or due while their sender was offline.
+pub fn offered_count(count: impl Fn(Counter) -> u64) -> u64 {
+    count(Counter::Sent) + count(Counter::SendErrors) + count(Counter::Dropped)
+}
+
+/// The totals of `num` and `den` over the run's seconds, leaving out those in which a chaos
+/// step had users away: from the second its window began until the end of its window or,
+/// when users went offline, until the second after they were all back. A step after which
+/// they never came back leaves out only its window: the seconds after it count.
+fn outside_chaos(a: &Artifact, num: Counter, den: Counter) -> (u64, u64) {
+    let m = &a.metrics;
+    if a.chaos.is_empty() {
+        return (m.count(num), m.count(den));
+    }
+    let series = super::series::of(m);
+    let away: Vec<(f64, f64)> = super::model::chaos_rows(a, &series)
+        .iter()
+        .map(|c| {
+            let e = &c.effect;
+            let back = e.back_online_s.map_or(e.to_s, |s| e.from_s + s + 1.0);
+            (e.from_s.floor(), back.max(e.to_s).ceil())
+        })
+        .collect();
+    m.seconds()
+        .filter(|s| {
+            let t = f64::from(s.sec);
+            !away.iter().any(|&(from, to)| t >= from && t < to)
+        })
+        .fold((0, 0), |(n, d), s| (n + s.count(num), d + s.count(den)))
 }
 
 /// The longest recovery after a chaos step, µs: a step not recovered by the end of the

@@ -339,6 +339,26 @@ impl Report {
         self.verdict == Verdict::Pass
     }
 
+    /// Whether the generator did not offer the load the scenario asked (`run.generator`
+    /// failed): the run is no verdict on the target.
+    pub fn generator_fell_behind(&self) -> bool {
+        self.checks
+            .iter()
+            .any(|c| !c.passed && c.metric == checks::Measure::Run(checks::RunMetric::Generator))
+    }
+
+    /// The exit code of this report's verdict: 0 it passed; 4 the generator fell behind
+    /// (msgstorm could not do the job: no verdict on the target); 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if self.passed() {
+            crate::error::EXIT_OK
+        } else if self.generator_fell_behind() && self.verdict == Verdict::Fail {
+            crate::error::EXIT_TOOL_FAILED
+        } else {
+            crate::error::EXIT_CHECK_FAILED
+        }
+    }
+
     /// A counter's total.
     pub fn count(&self, c: Counter) -> u64 {
         self.counters.get(&c).copied().unwrap_or(0)

@@ -252,6 +252,10 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 ),
             )
         }
+        Measure::Run(RunMetric::Generator) => (
+            "the generator keeps the schedule the scenario asked".to_owned(),
+            fell_behind(r),
+        ),
         Measure::Run(RunMetric::EngineErrors) => {
             let example = r
                 .errors
@@ -267,6 +271,57 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
             )
         }
     }
+}
+
+/// What `run.generator` says: how far behind the generator was, and what its own process
+/// did meanwhile, so that a reader can tell its limits from the target's.
+fn fell_behind(r: &Report) -> String {
+    let mut how = Vec::new();
+    if let Some(l) = r.latency_us.get(&Hist::SendLag) {
+        how.push(format!("send lag p99 {}", ms(l.p99 as f64)));
+    }
+    let due = r.count(crate::metrics::Counter::Due);
+    if due > 0 {
+        let made = super::checks::offered_count(|c| r.count(c));
+        how.push(format!(
+            "{} of {} due sends made",
+            thousands(made.min(due)),
+            thousands(due)
+        ));
+    }
+    let cores: u32 = r
+        .generators
+        .iter()
+        .map(|g| g.shard.cores)
+        .max()
+        .unwrap_or(0);
+    let cause = r
+        .processes
+        .iter()
+        .filter(|p| p.generator)
+        .map(|p| p.cpu_peak_pct)
+        .reduce(f64::max)
+        .filter(|_| cores > 0)
+        .map_or_else(String::new, |peak| {
+            let embedded = r
+                .notes
+                .iter()
+                .any(|n| n == super::findings::EMBEDDED_IN_GENERATOR);
+            format!(
+                " (generator CPU peak {:.0}% of its {cores} cores{})",
+                peak / f64::from(cores),
+                if embedded {
+                    ", the embedded reference server included"
+                } else {
+                    ""
+                }
+            )
+        });
+    format!(
+        "the generator fell behind: {}{cause}; this run did not offer the asked load, so it \
+         is no verdict on the target",
+        how.join(", ")
+    )
 }
 
 /// A value with its unit.

@@ -87,6 +87,21 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         CheckMetric::E2eP99 | CheckMetric::AckP99 | CheckMetric::RequestP99 => {
             format!("p99 {}", show(c.unit, value))
         }
+        CheckMetric::Online => format!(
+            "{} of the users the plan puts online were online over the traffic (peak {} \
+             users){}",
+            show(c.unit, value),
+            thousands(r.connections.online_peak),
+            example(r, &first_error(r))
+        ),
+        CheckMetric::SendLag => format!(
+            "the generator sent late: send lag p99 {}",
+            show(c.unit, value)
+        ),
+        CheckMetric::Offered => format!(
+            "the generator made {} of the sends the schedule made due",
+            show(c.unit, value)
+        ),
         CheckMetric::LoginSuccess => format!(
             "{} of logins succeeded{}",
             show(c.unit, value),
@@ -110,8 +125,14 @@ fn verified(r: &Report) -> String {
             example(r, &[ErrorKind::SendFailed, ErrorKind::Timeout])
         );
     }
-    let refused = d.planned.saturating_sub(d.expected);
+    let refused = d.planned.saturating_sub(d.expected + d.unsent);
     let mut why = Vec::new();
+    if d.unsent > 0 {
+        why.push(format!(
+            "{} to sends due but never made (the generator fell behind or was stopped)",
+            thousands(d.unsent)
+        ));
+    }
     if refused > 0 {
         why.push(format!(
             "{} to sends refused or never confirmed",

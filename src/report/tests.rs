@@ -280,14 +280,13 @@ fn a_check_without_samples_fails_with_its_reason() {
 
 #[test]
 fn pseudo_checks_fail_a_run_without_logins_an_interrupted_run_and_engine_errors() {
-    let mut a = fixture();
-    a.checks.clear();
+    let mut a = fixture_passing();
     let report = Report::new(&a);
     assert_eq!(report.verdict, Verdict::Pass);
     assert!(report
         .checks
         .iter()
-        .all(|c| c.origin == Origin::BuiltIn && c.passed));
+        .all(|c| c.origin != Origin::Run && c.passed));
 
     let mut m = Metrics::new();
     m.add(0, Counter::ConnectAttempts, 3);
@@ -377,7 +376,7 @@ fn shard(index: u32, count: u32) -> Artifact {
 #[test]
 fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
     let mut lone = shard(0, 2);
-    lone.checks.clear();
+    lone.checks = fixture_passing().checks;
     assert_eq!(Report::new(&fixture_passing()).verdict, Verdict::Pass);
     let report = Report::new(&lone);
     assert_eq!(report.verdict, Verdict::Incomplete);
@@ -443,10 +442,16 @@ fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
     assert_eq!(Report::new(&lone).verdict, Verdict::Incomplete);
 }
 
-/// The fixture without its checks.
+/// The fixture without its checks, but for the one duplicate its run had (allowed).
 fn fixture_passing() -> Artifact {
     let mut a = fixture();
     a.checks.clear();
+    a.checks.push(crate::artifact::CheckSpec {
+        key: "checks.max_duplicated".to_owned(),
+        metric: CheckMetric::Duplicated,
+        op: Op::AtMost,
+        value: 1.0,
+    });
     a
 }
 
@@ -754,6 +759,11 @@ fn issue_24_built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did
     assert_eq!(
         keys,
         [
+            ("checks.min_login_success", Origin::BuiltIn),
+            ("checks.max_lost", Origin::BuiltIn),
+            ("checks.max_duplicated", Origin::BuiltIn),
+            ("checks.max_reordered", Origin::BuiltIn),
+            ("checks.max_corrupted", Origin::BuiltIn),
             ("checks.min_verified", Origin::BuiltIn),
             ("checks.max_send_error_rate", Origin::BuiltIn),
             ("checks.max_protocol_errors", Origin::BuiltIn),
@@ -764,7 +774,7 @@ fn issue_24_built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did
     );
     assert_eq!(outcome(&r, "checks.min_verified").value, Some(1.0));
     let text = text::render(&r);
-    assert!(text.starts_with("PASS (6 checks) — "), "{text}");
+    assert!(text.starts_with("PASS (11 checks) — "), "{text}");
     let row = text
         .lines()
         .find(|l| l.starts_with("| checks.min_verified "))
@@ -834,7 +844,11 @@ fn issue_24_a_relaxed_built_in_check_says_so_and_holds_its_new_bound() {
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.checks);
     let c = outcome(&r, "checks.max_send_error_rate");
     assert_eq!((c.origin, c.default_bound), (Origin::Relaxed, Some(0.01)));
-    assert_eq!(r.checks.len(), 6, "a written built-in is not applied twice");
+    assert_eq!(
+        r.checks.len(),
+        11,
+        "a written built-in is not applied twice"
+    );
     let text = text::render(&r);
     assert!(text.contains(" relaxed (built-in <= 1.000%) |"), "{text}");
     assert!(text.contains(" relaxed (built-in >= 90.000%) |"), "{text}");

@@ -26,9 +26,9 @@ use tokio::sync::watch;
 
 pub use event::{Event, Phase, Sink};
 
-use crate::artifact::{Artifact, RunFacts, ScenarioSource, ShardResult};
+use crate::artifact::{Artifact, CheckMetric, RunFacts, ScenarioSource, ShardResult};
 use crate::driver::directory::Directory;
-use crate::driver::{Config, Driver, WithDriver};
+use crate::driver::{Config, Driver, Promise, WithDriver};
 use crate::engine::{Outcome, RunOptions};
 use crate::error::{Error, Result};
 use crate::launch::Rendezvous;
@@ -144,6 +144,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         run_id,
         target,
         acceptance: load.acceptance,
+        unpromised: load.unpromised,
         started_unix_us: load.outcome.started_wall_us,
         duration: load.outcome.duration,
         traffic_started: load.outcome.traffic_started,
@@ -169,6 +170,8 @@ struct Load {
     outcome: Outcome,
     /// Whether sends had an acceptance (the driver's capability).
     acceptance: bool,
+    /// The delivery checks the driver's protocol does not promise.
+    unpromised: Vec<CheckMetric>,
     /// CPU time this process spent in the load.
     cpu: Duration,
     /// This process's peak resident memory, bytes.
@@ -196,15 +199,25 @@ async fn load(
         directory,
         ..plan.driver_config(job.opts.run_id)
     };
-    let (outcome, acceptance) = crate::driver::with_driver(&config, job)
+    let (outcome, acceptance, promise) = crate::driver::with_driver(&config, job)
         .await
         .map_err(|e| Error::Usage(e.to_string()))?;
     let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
     let peak_rss = crate::sys::peak_rss_bytes();
     sink.event(Event::Phase(Phase::Collect));
+    let unpromised = [
+        (promise.every, CheckMetric::Lost),
+        (promise.once, CheckMetric::Duplicated),
+        (promise.in_order, CheckMetric::Reordered),
+    ]
+    .into_iter()
+    .filter(|(kept, _)| !kept)
+    .map(|(_, metric)| metric)
+    .collect();
     Ok(Load {
         outcome,
         acceptance,
+        unpromised,
         cpu,
         peak_rss,
     })
@@ -219,16 +232,18 @@ struct EngineJob<'a> {
 }
 
 impl WithDriver for EngineJob<'_> {
-    /// What the engine recorded, and whether sends had an acceptance.
-    type Output = (Outcome, bool);
+    /// What the engine recorded, whether sends had an acceptance, and what the protocol
+    /// promises.
+    type Output = (Outcome, bool, Promise);
 
-    async fn run<D: Driver>(self, driver: D) -> (Outcome, bool) {
+    async fn run<D: Driver>(self, driver: D) -> (Outcome, bool, Promise) {
         let acceptance = driver.caps().acceptance;
+        let promise = driver.promise();
         let sink = self.sink;
         let outcome = crate::engine::run(self.plan, driver, self.opts, self.stops, |p| {
             sink.event(Event::Progress(*p));
         })
         .await;
-        (outcome, acceptance)
+        (outcome, acceptance, promise)
     }
 }

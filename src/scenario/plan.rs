@@ -433,6 +433,12 @@ pub enum CheckMetric {
     /// The longest recovery after a chaos step, microseconds (a step not recovered by the
     /// end of the run counts as the whole run).
     Recovery,
+    /// Users online ÷ users the plan puts online, over the traffic outside chaos steps.
+    Online,
+    /// The generator's send lag (due → written) p99, microseconds.
+    SendLag,
+    /// Sends made (sent, failed or due while their sender was offline) ÷ sends due.
+    Offered,
 }
 
 /// A bound on a metric.

@@ -302,6 +302,14 @@ pub struct ChecksSpec {
     pub max_script_errors: Opt<i64>,
     /// Bound on the time to recover after each `[[chaos]]` step.
     pub max_recovery: Opt<Dur>,
+    /// Lower bound on users online ÷ users the plan puts online, over the traffic (a
+    /// built-in check: 99% when not set).
+    pub min_online: Opt<f64>,
+    /// Bound on the generator's send lag p99 (a built-in check: 1 s when not set).
+    pub max_send_lag: Opt<Dur>,
+    /// Lower bound on sends made ÷ sends due by the schedule (a built-in check: 99% when
+    /// not set).
+    pub min_offered: Opt<f64>,
 }
 
 /// `[report]`.

@@ -395,6 +395,7 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
         ("ack_p99", &c.ack_p99, CheckMetric::AckP99),
         ("request_p99", &c.request_p99, CheckMetric::RequestP99),
         ("max_recovery", &c.max_recovery, CheckMetric::Recovery),
+        ("max_send_lag", &c.max_send_lag, CheckMetric::SendLag),
     ];
     for (key, v, metric) in latencies {
         if let Some(v) = v {
@@ -430,12 +431,19 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
             );
         }
     }
-    if let Some(v) = &c.min_verified {
-        push(
-            "min_verified",
-            CheckMetric::Verified,
-            Bound::AtLeast(src.value(v, "checks.min_verified", unit)?),
-        );
+    let shares = [
+        ("min_verified", &c.min_verified, CheckMetric::Verified),
+        ("min_online", &c.min_online, CheckMetric::Online),
+        ("min_offered", &c.min_offered, CheckMetric::Offered),
+    ];
+    for (key, v, metric) in shares {
+        if let Some(v) = v {
+            push(
+                key,
+                metric,
+                Bound::AtLeast(src.value(v, format!("checks.{key}"), unit)?),
+            );
+        }
     }
     Ok(out)
 }

@@ -354,6 +354,11 @@ impl<D: Driver> Vu<D> {
             }
             None => {}
         }
+        self.shared
+            .closed_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.spec.ctx.ix);
     }
 
     /// When the user must wake up next (if no event wakes it earlier); marks it idle once
