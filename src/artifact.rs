@@ -51,6 +51,10 @@ pub struct Artifact {
     pub duration_s: f64,
     /// When traffic started, seconds from the start (`null` when it never did).
     pub traffic_started_s: Option<f64>,
+    /// When the traffic was planned to end, seconds from the start (absent when it never
+    /// started, a pattern ran until its counts were done, or in files of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_ended_s: Option<f64>,
     /// True when a signal stopped the run (or any shard) early.
     pub interrupted: bool,
     /// One entry per generator process.
@@ -386,6 +390,10 @@ impl Artifact {
             started_unix_us: facts.started_unix_us,
             duration_s: facts.duration.as_secs_f64(),
             traffic_started_s: facts.traffic_started.map(|d| d.as_secs_f64()),
+            traffic_ended_s: facts
+                .traffic_started
+                .zip(traffic_len(plan))
+                .map(|(t, len)| (t + len).as_secs_f64().min(facts.duration.as_secs_f64())),
             interrupted: facts.interrupted,
             shards: vec![facts.shard],
             checks: plan.checks.iter().map(CheckSpec::from).collect(),
@@ -427,6 +435,10 @@ impl Artifact {
         .to_string();
         self.traffic_started_s = match (self.traffic_started_s, other.traffic_started_s) {
             (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.traffic_ended_s = match (self.traffic_ended_s, other.traffic_ended_s) {
+            (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
         self.interrupted |= other.interrupted;
@@ -613,6 +625,14 @@ impl Artifact {
         }
         None
     }
+}
+
+/// How long the plan's traffic lasts from its start, if every pattern has a duration.
+fn traffic_len(plan: &Plan) -> Option<Duration> {
+    plan.traffic
+        .iter()
+        .map(|t| t.duration.map(|d| t.start + d))
+        .try_fold(Duration::ZERO, |end, e| e.map(|e| end.max(e)))
 }
 
 /// A new results folder name: `./msgstorm-results/<UTC timestamp>-<scenario>`.

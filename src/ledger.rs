@@ -402,8 +402,12 @@ impl Ledger {
     }
 
     /// What happened to the messages due in each span between the chaos bounds (empty
-    /// without bounds): lost ones are placed by their stream's cuts.
-    pub fn spans(&self) -> Vec<SpanDelivery> {
+    /// without bounds). A lost message is charged to the span in which it was last seen
+    /// safe: placed by its stream's cuts in the span it was due in, unless the next bound
+    /// is a step's start (one of `starts_us`) and its recipient received nothing later of
+    /// its stream due before that bound — it was still on its way when the step began,
+    /// and the step is where it went: charged to the span from that bound.
+    pub fn spans(&self, starts_us: &[u64]) -> Vec<SpanDelivery> {
         let mut out: Vec<SpanDelivery> = self
             .spans
             .iter()
@@ -424,9 +428,17 @@ impl Ledger {
                 continue;
             }
             let s = self.streams.get(&key.0).unwrap_or(&none);
+            let last = out.len() - 1;
             for seq in t.missing(s) {
-                let last = out.len() - 1;
-                out[s.cuts.partition_point(|&c| c <= seq).min(last)].lost += 1;
+                let due = s.cuts.partition_point(|&c| c <= seq).min(last);
+                let next = self.bounds_us.get(due).filter(|b| starts_us.contains(b));
+                let cut = s.cuts.get(due).copied().unwrap_or(u64::MAX);
+                let at = if next.is_some() && !t.received_within(seq, cut) {
+                    due + 1
+                } else {
+                    due
+                };
+                out[at.min(last)].lost += 1;
             }
         }
         out

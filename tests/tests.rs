@@ -123,9 +123,13 @@ mod k8s_kubelet;
 #[path = "run/library.rs"]
 mod run_library;
 
+#[path = "chaos/aftermath.rs"]
+mod chaos_aftermath;
 #[cfg(feature = "mqtt")]
 #[path = "chaos/mosquitto.rs"]
 mod chaos_mosquitto;
+#[path = "chaos/process.rs"]
+mod chaos_process;
 #[cfg(feature = "socketio")]
 #[path = "chaos/socketio.rs"]
 mod chaos_socketio;

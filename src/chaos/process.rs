@@ -1,6 +1,7 @@
 //! The process actions of `[[chaos]]`: signals to processes on this host, a user's command,
 //! and a restart that waits until the process listens again.
 
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
@@ -138,11 +139,15 @@ pub fn signal(pid: u32, sig: Sig) -> Result<(), String> {
     kill_process(target, s).map_err(|e| format!("signalling process {pid}: {e}"))
 }
 
-/// Waits (bounded by `limit`) until process `pid` has gone; whether it did.
+/// Waits (bounded by `limit`) until process `pid` has gone; whether it did. Gone: no
+/// such process, or every thread of it has exited (a zombie waiting for its parent, which
+/// holds no file). A leader shown as a zombie is not enough: while another of its threads
+/// still exits, the process keeps its sockets open, and a listening one still completes
+/// connections.
 pub async fn gone(pid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     // No event tells another process's end to a non-parent: /proc is polled, briefly.
-    while exists(pid) && !zombie(pid) {
+    while !exited(pid) {
         if Instant::now() >= deadline {
             return false;
         }
@@ -151,15 +156,25 @@ pub async fn gone(pid: u32, limit: Duration) -> bool {
     true
 }
 
+/// Whether every thread of `pid` has exited (also when there is no such process).
+fn exited(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks
+        .flatten()
+        .all(|t| std::fs::read_to_string(t.path().join("stat")).map_or(true, |s| zombie_stat(&s)))
+}
+
+/// Whether a `/proc/…/stat` line is of a task that has exited (`Z`, or `X`: dead).
+fn zombie_stat(stat: &str) -> bool {
+    stat.rsplit_once(')')
+        .is_some_and(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+}
+
 /// Whether `pid` has exited and waits for its parent to reap it.
 fn zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| zombie_stat(&s))
 }
 
 /// What a command did.
@@ -208,8 +223,9 @@ pub async fn exec(command: &str, limit: Duration) -> Ran {
     }
 }
 
-/// Starts `command` by `sh -c` in the background (its own session, so that it outlives
-/// nothing of ours but is not killed with the step) and waits until `listen` accepts a
+/// Starts `command` by `sh -c` in the background (in a process group of its own, so that
+/// a signal to msgstorm's group — a Ctrl-C in its terminal — does not reach the restarted
+/// server) and waits until `listen` accepts a
 /// TCP connection, at most `limit`. Returns the new process's pid (the shell's, which
 /// `exec`s a simple command) and how long it took to listen.
 pub async fn start(
@@ -220,6 +236,7 @@ pub async fn start(
     let started = Instant::now();
     let child = std::process::Command::new("sh")
         .args(["-c", &format!("exec {command}")])
+        .process_group(0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -6,6 +6,8 @@
 //! allows — at once when there is none, after the delay (order kept), after a
 //! retransmission timeout for a "lost" one, paced to a bandwidth, or not at all while the
 //! network is a black hole (what was held passes afterwards, as TCP would retransmit it).
+//! When a bandwidth limit ends, what it still holds goes at once: the link is back to full
+//! speed, not paced on at the old rate long after the step.
 //! A cut drops connections with a reset, no close handshake, on both sides.
 //!
 //! Written by hand: proxies in crates (e.g. toxiproxy's ports) are whole servers with
@@ -167,7 +169,8 @@ async fn carry(
 /// down after `r`'s end. With no fault and nothing held, a chunk is written as soon as it
 /// is read (no hop through a queue: the proxy costs a read and a write); otherwise each
 /// chunk is given its release time when it arrives (as netem decides a packet's delay when
-/// it is queued) and waits in order while reading goes on.
+/// it is queued) and waits in order while reading goes on — except that the end of a
+/// bandwidth limit releases everything it paced at once.
 async fn pump<R, W>(mut r: R, mut w: W, mut fault: watch::Receiver<Option<NetFault>>, mut rng: Rng)
 where
     R: AsyncRead + Unpin,
@@ -180,8 +183,18 @@ where
     let mut open = true;
     // False once the proxy is gone: its last condition stays.
     let mut watching = true;
+    // The condition of the previous turn: a bandwidth limit that ends releases its queue.
+    let mut before: Option<NetFault> = None;
     loop {
         let now_fault = *fault.borrow_and_update();
+        if matches!(before, Some(NetFault::Bandwidth(_))) && now_fault != before {
+            let now = Instant::now();
+            for h in &mut held {
+                h.0 = h.0.min(now);
+            }
+            last = now;
+        }
+        before = now_fault;
         if held.is_empty() && now_fault.is_none() {
             if !open {
                 break;
@@ -335,6 +348,36 @@ mod tests {
         );
         proxy.set(None);
         assert!(round_trip(&mut c, b"free").await < Duration::from_millis(200));
+    }
+
+    #[tokio::test]
+    async fn what_a_bandwidth_limit_queued_passes_at_once_when_it_ends() {
+        let proxy = Proxy::start(echo().await.to_string(), 5)
+            .await
+            .expect("proxy");
+        let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
+        round_trip(&mut c, b"up").await;
+        proxy.set(Some(NetFault::Bandwidth(1_000)));
+        // 20 kB at 1 kB/s: 20 s each way if the limit outlived its step.
+        let big: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
+        c.write_all(&big).await.expect("write");
+        let mut first = [0u8; 1];
+        c.read_exact(&mut first)
+            .await
+            .expect("the first byte passes, paced");
+        proxy.set(None);
+        let mut rest = vec![0u8; big.len() - 1];
+        let ended = Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut rest))
+            .await
+            .expect("the queue passes once the limit ends")
+            .expect("read");
+        assert!(
+            ended.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            ended.elapsed()
+        );
+        assert_eq!((first[0], &rest[..]), (big[0], &big[1..]), "in order");
     }
 
     #[tokio::test]

@@ -464,7 +464,7 @@ fn spans_between_chaos_bounds_add_up_to_the_totals() {
     }
     let mut l = sender.clone();
     l.merge(&receiver);
-    let spans = l.spans();
+    let spans = l.spans(&[2_000_000]);
     let lost: Vec<u64> = spans.iter().map(|s| s.lost).collect();
     let dup: Vec<u64> = spans.iter().map(|s| s.duplicated).collect();
     let delivered: Vec<u64> = spans.iter().map(|s| s.delivered).collect();
@@ -475,5 +475,38 @@ fn spans_between_chaos_bounds_add_up_to_the_totals() {
     assert_eq!((d.lost, d.duplicated, d.delivered), (2, 1, 8));
     let back: Ledger = serde_json::from_str(&serde_json::to_string(&l).expect("ser")).expect("de");
     assert_eq!(back, l);
-    assert_eq!(back.spans(), spans);
+    assert_eq!(back.spans(&[2_000_000]), spans);
+}
+
+/// A lost message still on its way when a step began — its recipient received nothing
+/// later of its stream due before the step — is charged to the step's span, not to the
+/// span it was due in; one skipped while later ones arrived stays where it was due.
+#[test]
+fn a_loss_still_on_its_way_when_a_step_began_is_charged_to_the_step() {
+    let o = LedgerOpts {
+        bounds_us: vec![2_000_000],
+        ..opts(1.0)
+    };
+    // Seqs 0..10 due every 0.5 s: span 0 (0..4) before an instant step at 2 s, span 1 after.
+    let span = |seq: u64| Ledger::span_of(&o.bounds_us, seq * 500_000);
+    let mut l = Ledger::new(&o);
+    l.expect(1, 7);
+    for seq in 0..10 {
+        l.sent_in(1, seq, span(seq));
+    }
+    for seq in [0, 2, 6, 7, 8, 9] {
+        l.received_in(7, 1, seq, 1_000, Via::Push, false, span(seq));
+    }
+    let lost = |starts: &[u64]| -> Vec<u64> { l.spans(starts).iter().map(|s| s.lost).collect() };
+    assert_eq!(
+        lost(&[2_000_000]),
+        vec![1, 3],
+        "seq 1 was skipped before the step (2 came); 3 was on its way when it began"
+    );
+    assert_eq!(
+        lost(&[]),
+        vec![2, 2],
+        "by due time when the bound starts no step"
+    );
+    assert_eq!(l.summary().lost, 4);
 }

@@ -71,6 +71,19 @@ impl Track {
         true
     }
 
+    /// Whether any seq above `seq` and below `to` was received.
+    pub(super) fn received_within(&self, seq: u64, to: u64) -> bool {
+        let from = seq.saturating_add(1);
+        if from >= to {
+            return false;
+        }
+        if from < self.next {
+            return true;
+        }
+        let i = self.above.partition_point(|r| r.1 <= from);
+        self.above.get(i).is_some_and(|r| r.0 < to)
+    }
+
     /// Every received range, `[0, next)` first.
     pub(super) fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         std::iter::once((0, self.next))
@@ -171,6 +184,10 @@ mod tests {
             let want: Vec<u64> =
                 (0..40).filter(|s| !model.contains(s) && *s != 3 && *s != 17).collect();
             prop_assert_eq!(missing, want);
+            for (seq, to) in [(0, 40), (3, 9), (17, 18), (20, 5), (39, u64::MAX)] {
+                let any = model.iter().any(|&x| x > seq && x < to);
+                prop_assert_eq!(t.received_within(seq, to), any, "({}, {})", seq, to);
+            }
         }
     }
 }

@@ -514,9 +514,10 @@ fn recovery_us(a: &Artifact) -> Option<f64> {
 }
 
 /// The per-step bounds of the chaos steps (`chaos[i].max_lost`, `chaos[i].max_duplicated`):
-/// the messages due in the step's window and after it, until the next step.
+/// the messages due in the step's window and after it, until the next step, and those it
+/// found on their way.
 fn step_checks(a: &Artifact) -> Vec<CheckOutcome> {
-    let spans = a.ledger.spans();
+    let spans = super::model::step_charged_spans(a);
     let mut out = Vec::new();
     for step in &a.chaos {
         let (during, after) = super::model::step_spans(a.ledger.bounds_us(), &spans, step);

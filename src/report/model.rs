@@ -437,12 +437,14 @@ fn accounts(m: &crate::metrics::Metrics) -> Option<Accounts> {
 /// Each chaos step of `a` with its effect on `series`.
 pub(super) fn chaos_rows(a: &Artifact, series: &[SecondPoint]) -> Vec<ChaosRow> {
     let traffic_s = a.traffic_started_s.unwrap_or(0.0);
-    let end_s = series
-        .iter()
-        .filter(|p| p.sent > 0)
-        .map(|p| f64::from(p.sec) + 1.0)
-        .fold(traffic_s, f64::max);
-    let spans = a.ledger.spans();
+    let end_s = a.traffic_ended_s.unwrap_or_else(|| {
+        series
+            .iter()
+            .filter(|p| p.sent > 0)
+            .map(|p| f64::from(p.sec) + 1.0)
+            .fold(traffic_s, f64::max)
+    });
+    let spans = step_charged_spans(a);
     a.chaos
         .iter()
         .map(|step| {
@@ -464,6 +466,18 @@ pub(super) fn chaos_rows(a: &Artifact, series: &[SecondPoint]) -> Vec<ChaosRow> 
         .collect()
 }
 
+/// The ledger's spans of `a`, each loss charged to the step in whose window (or at whose
+/// instant) it was last seen safe ([`crate::ledger::Ledger::spans`]).
+pub(super) fn step_charged_spans(a: &Artifact) -> Vec<crate::ledger::SpanDelivery> {
+    let starts: Vec<u64> = a.chaos.iter().map(|s| us(s.at_s)).collect();
+    a.ledger.spans(&starts)
+}
+
+/// Seconds as whole µs, as the ledger's bounds are.
+fn us(s: f64) -> u64 {
+    (s * 1e6).round() as u64
+}
+
 /// The deliveries due in `step`'s planned window and in the span after it.
 pub(super) fn step_spans(
     bounds: &[u64],
@@ -474,7 +488,6 @@ pub(super) fn step_spans(
     if spans.is_empty() {
         return Default::default();
     }
-    let us = |s: f64| (s * 1e6).round() as u64;
     let first = Ledger::span_of(bounds, us(step.at_s));
     let last = Ledger::span_of(bounds, us(step.at_s + step.duration_s));
     let during = spans[first.min(spans.len())..last.min(spans.len())]

@@ -346,7 +346,17 @@ fn chaos(out: &mut String, r: &Report) {
     let _ = writeln!(out, "\n{t}");
     for c in &r.chaos {
         let (before, fewest) = c.effect.online;
-        if fewest < before {
+        if let (Some((cut, of)), true) = (c.step.cut, fewest >= before) {
+            // Back within the second: the per-second count of users online never dipped,
+            // but the step's own count of the connections carried did.
+            let back = match c.step.back_after_s {
+                Some(s) => format!("all {of} connections back after {s:.3} s"),
+                None => format!("not all {of} back by the end of the run"),
+            };
+            if cut > 0 {
+                let _ = writeln!(out, "{}: a reconnect storm of {cut}; {back}", c.step.key);
+            }
+        } else if fewest < before {
             let back = match c.effect.back_online_s {
                 Some(s) => format!("all back online {s:.1} s after its start"),
                 None => "not all back by the end of the run".to_owned(),

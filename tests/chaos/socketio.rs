@@ -72,7 +72,7 @@ at = "2100ms"
         "lost = what node A routed to nobody while node B's users were away\n{d:?}\n{ran}"
     );
     assert_eq!(d.duplicated, 0, "{d:?}");
-    let spans: u64 = artifact.ledger.spans().iter().map(|s| s.lost).sum();
+    let spans: u64 = artifact.ledger.spans(&[]).iter().map(|s| s.lost).sum();
     assert_eq!(spans, d.lost, "every loss placed by its due time");
     assert_eq!(
         step.during.lost + step.after.lost,

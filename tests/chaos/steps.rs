@@ -207,7 +207,8 @@ async fn a_killed_and_restarted_server_loses_no_acknowledged_message() {
 }
 
 /// 30% of the users' connections cut (reset) under traffic: each cut user reconnects and
-/// fetches what it missed; nothing is lost; the storm's size is in the step's record.
+/// fetches what it missed; nothing is lost; the storm's size is in the step's record and
+/// in the report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_users_reconnect_and_miss_nothing() {
     let work = Work::new();
@@ -226,6 +227,11 @@ async fn cut_users_reconnect_and_miss_nothing() {
     assert!(
         step.back_after_s.is_some_and(|s| s < 5.0),
         "the storm's length is measured: {step:?}"
+    );
+    assert!(
+        ran.stdout.contains("chaos[0]: a reconnect storm of 12")
+            || ran.stdout.contains("(a reconnect storm of 12)"),
+        "the storm is told, also when the users were back within the second\n{ran}"
     );
     assert_eq!(artifact.metrics.count(Counter::Disconnects), 12, "{ran}");
     assert_eq!(
@@ -263,7 +269,7 @@ async fn losses_are_counted_in_the_step_they_were_due_in() {
     ran.expect_code(1);
     assert!(ran.verdict().contains("chaos[0].max_lost"), "{ran}");
     let d = artifact.ledger.summary();
-    let spans = artifact.ledger.spans();
+    let spans = artifact.ledger.spans(&[2_000_000]);
     assert_eq!(spans.len(), 3, "before, during, after the step");
     let sum = |f: fn(&msgstorm::ledger::SpanDelivery) -> u64| spans.iter().map(f).sum::<u64>();
     assert!(d.lost > 0 && d.duplicated > 0, "{ran}");
