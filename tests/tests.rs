@@ -101,6 +101,8 @@ mod cli_exit_codes;
 mod cli_faults;
 #[path = "cli/flow.rs"]
 mod cli_flow;
+#[path = "cli/promise.rs"]
+mod cli_promise;
 #[path = "cli/report.rs"]
 mod cli_report;
 #[path = "cli/shards.rs"]

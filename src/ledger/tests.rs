@@ -510,3 +510,33 @@ fn a_loss_still_on_its_way_when_a_step_began_is_charged_to_the_step() {
     );
     assert_eq!(l.summary().lost, 4);
 }
+
+#[test]
+fn sends_due_but_never_made_are_planned_and_unsent_never_lost() {
+    let mut l = one_track(6);
+    l.due(1, 10);
+    for seq in 0..6 {
+        push(&mut l, seq);
+    }
+    let d = l.summary();
+    assert_eq!((d.planned, d.expected, d.unsent, d.lost), (10, 6, 4, 0));
+    // The due count survives a round trip and a merge (the largest of both).
+    let back: Ledger =
+        serde_json::from_str(&serde_json::to_string(&l).expect("json")).expect("read back");
+    assert_eq!(back.summary().planned, 10);
+    let mut other = Ledger::new(&opts(1.0));
+    other.due(1, 12);
+    l.merge(&other);
+    assert_eq!(l.summary().unsent, 6);
+}
+
+#[test]
+fn a_recipient_cut_off_before_its_final_check_is_unverified_not_lost() {
+    let mut l = one_track(10);
+    for seq in 0..7 {
+        push(&mut l, seq);
+    }
+    l.unreached(7);
+    let d = l.summary();
+    assert_eq!((d.lost, d.unverified), (0, 3));
+}

@@ -1040,3 +1040,37 @@ fn a_live_page_has_every_chart_from_its_first_second_empty_until_samples_come() 
     let done = html::render(&Report::of(&a, crate::ledger::Delivery::default(), None));
     assert!(!done.contains("<svg id=\"e2e\""));
 }
+
+#[test]
+fn delivery_bounds_follow_what_the_drivers_protocol_promises() {
+    let mut a = built_in_fixture(100, 0);
+    let keys = |a: &Artifact| -> Vec<String> {
+        Report::new(a)
+            .checks
+            .iter()
+            .map(|c| c.key.clone())
+            .collect()
+    };
+    for key in [
+        "checks.max_lost",
+        "checks.max_reordered",
+        "checks.max_duplicated",
+    ] {
+        assert!(keys(&a).iter().any(|k| k == key), "{key} is built in");
+    }
+    // MQTT QoS 0: at most once, no order across reconnects.
+    a.unpromised = vec![CheckMetric::Lost, CheckMetric::Reordered];
+    let k = keys(&a);
+    assert!(!k
+        .iter()
+        .any(|k| k == "checks.max_lost" || k == "checks.max_reordered"));
+    assert!(k.iter().any(|k| k == "checks.max_duplicated"));
+    // A scenario may still ask for them.
+    a.checks.push(crate::artifact::CheckSpec {
+        key: "checks.max_lost".to_owned(),
+        metric: CheckMetric::Lost,
+        op: Op::AtMost,
+        value: 0.0,
+    });
+    assert!(keys(&a).iter().any(|k| k == "checks.max_lost"));
+}
