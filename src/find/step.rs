@@ -186,7 +186,12 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
         value,
         passed: checks.iter().all(|c| c.passed),
         failed: checks.iter().filter(|c| !c.passed).map(describe).collect(),
-        generator_limit: generator_limit(&report.findings),
+        // A step whose generator fell behind (`run.generator`) is no capacity of the target.
+        generator_limit: generator_limit(&report.findings).or_else(|| {
+            report
+                .generator_fell_behind()
+                .then(|| "it did not offer the asked load (run.generator)".to_owned())
+        }),
         row: StepRow {
             window,
             offered_per_s: offered as f64 / secs,

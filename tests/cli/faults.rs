@@ -201,7 +201,12 @@ async fn corrupt_faults_count_as_corrupted_exactly() {
         r.d.damaged, 0,
         "corruption at the end of the body hits the padding\n{r}"
     );
-    r.ran.expect_code(0);
+    // A corrupted delivery breaks the promise: a built-in check fails the run.
+    r.ran.expect_code(1);
+    assert!(
+        r.ran.verdict().starts_with("FAIL: checks.max_corrupted: "),
+        "{r}"
+    );
 }
 
 /// Issue 10: with 40-byte bodies (as the W4 scenario sends) the body is all envelope header,
@@ -220,7 +225,11 @@ async fn regression_10_corrupt_faults_in_small_bodies_count_as_corrupted_exactly
         (0, 0, 0, 0),
         "{r}"
     );
-    r.ran.expect_code(0);
+    r.ran.expect_code(1);
+    assert!(
+        r.ran.verdict().starts_with("FAIL: checks.max_corrupted: "),
+        "{r}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,8 +32,11 @@ async fn run(sets: &[&str]) -> Ran {
 async fn issue_24_the_right_scenario_passes_every_built_in_check() {
     let ran = run(&[]).await;
     ran.expect_code(0);
-    assert!(ran.verdict().starts_with("PASS (11 checks) — "), "{ran}");
+    assert!(ran.verdict().starts_with("PASS (14 checks) — "), "{ran}");
     for key in [
+        "checks.max_send_lag",
+        "checks.min_offered",
+        "checks.min_online",
         "checks.min_verified",
         "checks.max_send_error_rate",
         "checks.max_protocol_errors",

@@ -8,7 +8,7 @@
 //! | `direct` | relays direct messages | each delivered once: the exact expected count, nothing lost |
 //! | `group` | relays group messages | the same for groups |
 //! | `late_fetch` | stores what a late user missed | all of it fetched after the login (`via_sync`) |
-//! | `dup_fetch` | stores some messages twice for the late user | `duplicated` = the copies the peer made |
+//! | `dup_fetch` | stores some messages twice for the late user | `duplicated` = the copies the peer made; exit 1 on `checks.max_duplicated` |
 //! | `server_close` | closes every connection mid-traffic | one `closed_by_peer` per connection, nothing else |
 //! | `garbage` | sends bytes its protocol does not allow | one `protocol` error per garbage frame, nothing else |
 //! | `unreachable` | is not there | exit 3, one line naming the target |
@@ -360,7 +360,12 @@ pub async fn late_fetch<P: Peer>() {
 pub async fn dup_fetch<P: Peer>() {
     let body = late(P::STYLE, P::LATE_AT);
     let (ran, _, d, made) = run::<P>("dup", Setup::Duplicating, &body).await;
-    ran.expect_code(0);
+    // A second copy breaks the promise of exactly once: the built-in check fails the run.
+    ran.expect_code(1);
+    assert!(
+        ran.verdict().starts_with("FAIL: checks.max_duplicated: "),
+        "{ran}"
+    );
     assert!(made > 0, "the peer made no second copy\n{ran}");
     let expected = LATE_USERS * LATE_MESSAGES;
     assert_eq!(
