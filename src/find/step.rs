@@ -113,7 +113,7 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
     let mut offered = 0;
     let mut achieved = 0;
     let mut errors = 0;
-    let mut counted = [0u64; 6];
+    let mut counted = [0u64; 8];
     let counters = [
         Counter::ConnectAttempts,
         Counter::LoginOk,
@@ -121,6 +121,8 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
         Counter::SendErrors,
         Counter::Refused,
         Counter::Unconfirmed,
+        Counter::OnlineUserMs,
+        Counter::PlannedUserMs,
     ];
     for s in a.metrics.seconds() {
         let inside = span.whole_run || (span.from..hi).contains(&s.sec);
@@ -135,7 +137,8 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
             achieved += s.count(Counter::Received) + s.count(Counter::Replies);
         }
     }
-    let [attempts, logins_ok, sent, send_errors, refused, unconfirmed] = counted;
+    let [attempts, logins_ok, sent, send_errors, refused, unconfirmed, online_ms, planned_ms] =
+        counted;
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let win = |h| a.metrics.window(h, lo..hi);
     let e2e = win(Hist::EndToEnd);
@@ -150,6 +153,8 @@ pub fn measure(value: f64, a: &Artifact, span: &Span, result: String) -> Step {
             Measure::Check(CheckMetric::LoginSuccess) if !span.whole_run => {
                 ratio(logins_ok, attempts)
             }
+            // The users held online during the step, of those the plan had online then.
+            Measure::Check(CheckMetric::Online) if !span.whole_run => ratio(online_ms, planned_ms),
             Measure::Check(CheckMetric::SendErrorRate) if !span.whole_run => {
                 let (failed, tried) = crate::metrics::send_failures(|c| match c {
                     Counter::Sent => sent,
