@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::checks::{CheckOutcome, Measure};
+use super::checks::{CheckOutcome, Measure, RunMetric};
 use super::model::{Rates, Report};
 use super::series::SecondPoint;
 use crate::artifact::{Artifact, CheckMetric};
@@ -56,6 +56,10 @@ pub fn report(a: &Artifact, p: &Progress) -> Report {
         ..Delivery::default()
     };
     let mut report = Report::of(a, delivery, None);
+    // Whether the generator kept its schedule is judged with the sends made, at the end.
+    report
+        .checks
+        .retain(|c| c.metric != Measure::Run(RunMetric::Generator));
     let pending: Vec<String> = report
         .checks
         .iter()
@@ -104,8 +108,8 @@ fn traffic_so_far(series: &[SecondPoint], over_s: f64, elapsed_s: f64) -> Option
 
 /// Whether only the end of the run can judge `c`: a loss is known only when nothing more
 /// can arrive (the final verification sync included), the verified share and the repairs
-/// with it, a recovery when the run is over, and a chaos step's bounds once its messages
-/// are. Counts that only grow (duplicates, corruption, errors…) and latencies stand as
+/// with it, a recovery when the run is over, the sends made of those due (most are not due
+/// yet), and a chaos step's bounds once its messages are. Counts that only grow (duplicates, corruption, errors…) and latencies stand as
 /// they are.
 fn judged_at_end(c: &CheckOutcome) -> bool {
     let at_end = matches!(
@@ -115,6 +119,7 @@ fn judged_at_end(c: &CheckOutcome) -> bool {
                 | CheckMetric::Verified
                 | CheckMetric::RepairedRate
                 | CheckMetric::Recovery
+                | CheckMetric::Offered
         )
     );
     at_end || c.key.starts_with("chaos[")

@@ -1074,3 +1074,25 @@ fn delivery_bounds_follow_what_the_drivers_protocol_promises() {
     });
     assert!(keys(&a).iter().any(|k| k == "checks.max_lost"));
 }
+
+#[test]
+fn a_running_run_leaves_the_sends_made_of_those_due_to_its_end() {
+    // 100 of the 10,000 sends the schedule makes due are made: most are not due yet.
+    let mut a = built_in_fixture(100, 0);
+    a.metrics.add(0, Counter::Due, 10_000);
+    let done = Report::new(&a);
+    assert!(done.generator_fell_behind(), "{:?}", done.checks);
+    let progress = super::live::Progress {
+        phase: "traffic".to_owned(),
+        running: crate::ledger::Running::default(),
+        overdue: 0,
+        elapsed: std::time::Duration::from_secs(1),
+    };
+    let live = super::live::report(&a, &progress);
+    assert!(!live.generator_fell_behind(), "{:?}", live.checks);
+    let pending = &live.live.as_ref().expect("a live view").pending;
+    assert!(
+        pending.iter().any(|k| k == "checks.min_offered"),
+        "{pending:?}"
+    );
+}
