@@ -34,7 +34,7 @@
 //! [`Decoded::Damaged`] (unattributable). The search costs a few hundred checksums of the
 //! header and runs only for such bodies, never for intact ones.
 
-use crate::scenario::StreamId;
+use crate::vocab::StreamId;
 
 /// The magic every envelope starts with.
 pub const MAGIC: &str = "ms1:";

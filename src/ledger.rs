@@ -21,7 +21,7 @@ use foldhash::{HashMap, HashMapExt};
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{LedgerOpts, StreamId, UserIx};
+use crate::vocab::{LedgerOpts, StreamId, UserIx};
 
 mod track;
 

@@ -68,6 +68,7 @@ pub mod scrape;
 pub mod serve;
 pub mod sizing;
 pub mod sys;
+pub mod vocab;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -5,7 +5,6 @@
 //! network step or a `cut` runs in every shard, on that shard's own proxy
 //! ([`proxy::Proxy`]), which carries the shard's users whenever the plan has one.
 
-pub mod effect;
 pub mod process;
 pub mod proxy;
 

@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
 use super::ws::{classify, Dialer, Ws};
 use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 
 /// The echo driver.
 #[derive(Debug, Clone)]

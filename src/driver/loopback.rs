@@ -53,8 +53,8 @@ use tokio::time::Instant;
 
 use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
-use crate::scenario::UserIx;
+use crate::vocab::TrafficKind;
+use crate::vocab::UserIx;
 
 /// The faults and timing of a loopback hub.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -73,7 +73,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 pub use body::Body;
 pub use endpoint::Endpoint;
 pub use registry::{check, dry_run, for_each_spec, spec, specs, with_driver, WithDriver};

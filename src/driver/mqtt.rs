@@ -32,7 +32,7 @@ use super::{
     Session, Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 
 /// The longest a replay after a reconnect is collected as missed messages; what comes
 /// later is an ordinary push.

@@ -36,7 +36,7 @@ use super::{
     Spec, UserCtx,
 };
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
 
 /// Requests the driver makes for itself (join, sync) use refs with this bit set, so they

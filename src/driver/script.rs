@@ -35,7 +35,7 @@ use super::directory::{self, Directory};
 use super::json_map::credentials;
 use super::ws::{Dialer, TLS_KEYS};
 use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 pub use session::ScriptSession;
 use vm::Vm;
 use wire::{Framing, Wire, FRAMINGS};

@@ -37,7 +37,7 @@ use super::{
     UserCtx,
 };
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 
 /// The longest a user closing without an offset waits for one when the scenario names no
 /// `welcome_event` (see [`SocketIoSession::await_offset`]).

@@ -39,7 +39,7 @@ use super::{
     UserCtx,
 };
 use crate::metrics::ErrorKind;
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 
 /// The declarative JSON-over-WebSocket driver.
 #[derive(Debug, Clone)]

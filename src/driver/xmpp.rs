@@ -58,7 +58,7 @@ use super::connect::Connector;
 use super::{
     tls, Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx,
 };
-use crate::scenario::TrafficKind;
+use crate::vocab::TrafficKind;
 
 /// Namespaces of the stream features and elements the driver speaks.
 mod ns {

@@ -142,3 +142,24 @@ impl Shared {
         }
     }
 }
+
+/// Something that shows a run while it lasts (the `--live` page): told where the engine
+/// publishes its state and what the run is, before the users start.
+pub trait Viewer: Send + Sync + std::fmt::Debug {
+    /// Shows the run of `plan` (id `run_id`, against `target` as the report names it)
+    /// from what the engine publishes to `tap`.
+    fn follow(&self, tap: std::sync::Arc<LiveTap>, run: Followed);
+}
+
+/// What a [`Viewer`] is told of the run it shows.
+#[derive(Debug)]
+pub struct Followed {
+    /// The plan being run.
+    pub plan: crate::scenario::Plan,
+    /// The run id.
+    pub run_id: u32,
+    /// The target as the report names it.
+    pub target: String,
+    /// The scenario as run.
+    pub scenario_source: Option<crate::artifact::ScenarioSource>,
+}

@@ -127,14 +127,7 @@ impl Answer {
     }
 }
 
-/// `v` as a key's value is written: whole numbers without a fraction.
-pub fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
+pub use crate::vocab::num;
 
 impl FindResult {
     /// Writes `find.json` into `dir` and returns its path.

@@ -3,49 +3,7 @@
 //! failing value until they are within the precision. Pure: it proposes values and is told
 //! whether each passed.
 
-use serde::{Deserialize, Serialize};
-
-/// How close the highest pass and the first fail must come before the search stops.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Precision {
-    /// Within this much of each other, in the key's unit.
-    Absolute(f64),
-    /// Within this fraction of the highest pass (`0.05` for `5%`).
-    Relative(f64),
-}
-
-impl Precision {
-    /// Parses `25` (absolute) or `5%` (relative).
-    pub fn parse(s: &str) -> std::result::Result<Precision, String> {
-        let bad =
-            || format!("`{s}`: write a positive number such as `25`, or a percentage such as `5%`");
-        match s.strip_suffix('%') {
-            Some(pct) => pct
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|p| *p > 0.0 && *p < 100.0)
-                .map(|p| Precision::Relative(p / 100.0))
-                .ok_or_else(bad),
-            None => s
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|p| *p > 0.0 && p.is_finite())
-                .map(Precision::Absolute)
-                .ok_or_else(bad),
-        }
-    }
-
-    /// The gap that is close enough above a highest pass of `pass`.
-    fn gap(self, pass: f64) -> f64 {
-        match self {
-            Precision::Absolute(a) => a,
-            Precision::Relative(r) => r * pass,
-        }
-    }
-}
+pub use crate::vocab::Precision;
 
 /// The state of one search.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,10 +21,10 @@ use tokio::sync::watch;
 
 use crate::artifact::{Artifact, RunFacts, ShardResult};
 use crate::engine::snapshot::LiveTap;
+use crate::engine::snapshot::{Followed, Viewer};
 use crate::ledger::Ledger;
 use crate::report::html::{self, page};
 use crate::report::live::{self, Progress};
-use crate::run::{Followed, Viewer};
 use crate::scenario::Plan;
 
 /// How long the run waits, once its result is written, for a viewer who loaded the page

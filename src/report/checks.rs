@@ -483,7 +483,7 @@ fn outside_chaos(a: &Artifact, num: Counter, den: Counter) -> (u64, u64) {
         return (m.count(num), m.count(den));
     }
     let series = super::series::of(m);
-    let away: Vec<(f64, f64)> = super::model::chaos_rows(a, &series)
+    let away: Vec<(f64, f64)> = super::effect::chaos_rows(a, &series)
         .iter()
         .map(|c| {
             let e = &c.effect;
@@ -503,7 +503,7 @@ fn outside_chaos(a: &Artifact, num: Counter, den: Counter) -> (u64, u64) {
 /// run counts as the rest of the run; `None` when the run had no step.
 fn recovery_us(a: &Artifact) -> Option<f64> {
     let series = super::series::of(&a.metrics);
-    let rows = super::model::chaos_rows(a, &series);
+    let rows = super::effect::chaos_rows(a, &series);
     rows.iter()
         .map(|c| match c.effect.recovery_s {
             Some(s) => s,
@@ -517,10 +517,10 @@ fn recovery_us(a: &Artifact) -> Option<f64> {
 /// the messages due in the step's window and after it, until the next step, and those it
 /// found on their way.
 fn step_checks(a: &Artifact) -> Vec<CheckOutcome> {
-    let spans = super::model::step_charged_spans(a);
+    let spans = super::effect::step_charged_spans(a);
     let mut out = Vec::new();
     for step in &a.chaos {
-        let (during, after) = super::model::step_spans(a.ledger.bounds_us(), &spans, step);
+        let (during, after) = super::effect::step_spans(a.ledger.bounds_us(), &spans, step);
         let both = during + after;
         for (key, bound, value, metric) in [
             ("max_lost", step.max_lost, both.lost, CheckMetric::Lost),

@@ -287,7 +287,7 @@ impl Comparison {
             .collect();
         steps.sort_unstable();
         steps.dedup();
-        type StepPick = fn(&super::model::ChaosRow) -> Option<f64>;
+        type StepPick = fn(&super::effect::ChaosRow) -> Option<f64>;
         let parts: [(&str, &str, Kind, Better, StepPick); 5] = [
             ("e2e_p99", "e2e p99 during it", Kind::Tail, Lower, |c| {
                 Some(c.effect.during.e2e_p99_us as f64)

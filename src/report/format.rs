@@ -9,9 +9,8 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
-
 use super::model::Report;
+pub use super::renderer::Renderer;
 use super::{html, json, text};
 use crate::error::{Error, Result};
 
@@ -50,12 +49,6 @@ impl Format {
     }
 }
 
-/// Renders a subject (a run's report, a comparison, a search) in one format.
-pub trait Renderer<S: ?Sized> {
-    /// The whole document.
-    fn render(&self, subject: &S) -> Result<String>;
-}
-
 /// The renderer of format `f` among a subject's `renderers` (`what` it is, for the error
 /// naming the formats it has: exit 2).
 pub fn pick<S: ?Sized>(
@@ -72,14 +65,6 @@ pub fn pick<S: ?Sized>(
         f.name(),
         names.join(", ")
     )))
-}
-
-/// Every serializable subject has its JSON rendering: its serialization, pretty-printed.
-impl<S: Serialize + ?Sized> Renderer<S> for json::Json {
-    fn render(&self, subject: &S) -> Result<String> {
-        serde_json::to_string_pretty(subject)
-            .map_err(|e| Error::Other(format!("cannot encode the report: {e}")))
-    }
 }
 
 /// Where one rendering goes: `--format F` prints it, `--format F=FILE` writes it to FILE.

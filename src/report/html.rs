@@ -17,9 +17,9 @@ use std::fmt::Write;
 use chart::{Chart, Line, XAxis, YUnit};
 use page::{section, table};
 
-use super::format::Renderer;
 use super::model::{Report, Verdict};
 use super::present::{self, hist_label, latency_rows, ms, pct, thousands, LATENCY_HEADER};
+use super::renderer::Renderer;
 use super::sweep::Knee;
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -316,7 +316,7 @@ fn delivery(out: &mut String, r: &Report) {
 }
 
 /// Delivery while the run goes on: the tallies already certain, and what is overdue.
-fn live_delivery(out: &mut String, r: &Report, l: &super::live::LiveView) {
+fn live_delivery(out: &mut String, r: &Report, l: &super::model::LiveView) {
     let d = &r.delivery;
     let rows: Vec<Vec<String>> = [
         ("delivered", d.delivered),

@@ -9,9 +9,9 @@
 
 use std::fmt::Write;
 
-use super::format::Renderer;
 use super::model::Report;
 use super::present::{check, finding, origin, verdict};
+use super::renderer::Renderer;
 use crate::error::Result;
 
 /// The JUnit XML format.

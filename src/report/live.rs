@@ -3,27 +3,11 @@
 //! ledger's running tallies as its delivery and the checks only the end can judge marked
 //! pending. The HTML renderer shows it with the run's phase instead of a verdict.
 
-use serde::Serialize;
-
 use super::checks::{CheckOutcome, Measure, RunMetric};
-use super::model::{Rates, Report};
+use super::model::{LiveView, Rates, Report};
 use super::series::SecondPoint;
 use crate::artifact::{Artifact, CheckMetric};
 use crate::ledger::{Delivery, Running};
-
-/// Where a running run is, and which of its checks only its end can judge.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LiveView {
-    /// `starting`, `login`, `traffic`, `drain`, `closing` or `abort`.
-    pub phase: String,
-    /// Seconds since the run started.
-    pub elapsed_s: f64,
-    /// Deliveries due for what was accepted and not yet seen: in flight, late or lost
-    /// (which of them are lost only the end can tell).
-    pub overdue: u64,
-    /// The keys of the checks only the end of the run can judge, in report order.
-    pub pending: Vec<String>,
-}
 
 /// How far a running run got, besides its artifact so far.
 #[derive(Debug, Clone)]

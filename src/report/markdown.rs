@@ -4,12 +4,12 @@
 
 use std::fmt::Write;
 
-use super::format::Renderer;
 use super::model::{Report, Verdict};
 use super::present::{
     check, finding, latency_label, latency_rows, ms, origin, pct, thousands, verdict,
     LATENCY_HEADER,
 };
+use super::renderer::Renderer;
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 

@@ -8,9 +8,11 @@
 //! output format is one more module with a unit struct implementing the renderer, and one
 //! line in [`format::Format::for_run`].
 
+mod build;
 pub mod checks;
 pub mod clocks;
 pub mod compare;
+pub mod effect;
 pub mod findings;
 pub mod format;
 pub mod html;
@@ -22,6 +24,7 @@ pub mod model;
 pub mod phases;
 pub mod present;
 mod reason;
+pub mod renderer;
 pub mod series;
 pub mod sweep;
 pub mod text;

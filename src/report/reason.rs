@@ -62,7 +62,7 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
                 .chaos
                 .iter()
                 .max_by(|a, b| {
-                    let k = |c: &&super::model::ChaosRow| c.effect.recovery_s.unwrap_or(f64::MAX);
+                    let k = |c: &&super::effect::ChaosRow| c.effect.recovery_s.unwrap_or(f64::MAX);
                     k(a).total_cmp(&k(b))
                 })
                 .map_or_else(String::new, |c| match c.effect.recovery_s {

@@ -7,12 +7,12 @@ use comfy_table::{presets, CellAlignment, Table};
 
 use super::clocks::Clocks;
 use super::findings::LITTLE_TOLERANCE;
-use super::format::Renderer;
 use super::model::Report;
 use super::present::{
     accounts, check, finding, latency_label, latency_rows, ms, origin, pct, thousands, verdict,
     LATENCY_HEADER, RESUMES_WITHOUT_OFFSET,
 };
+use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};

@@ -29,6 +29,7 @@ pub use event::{Event, Phase, Sink};
 use crate::artifact::{Artifact, CheckMetric, RunFacts, ScenarioSource, ShardResult};
 use crate::driver::directory::Directory;
 use crate::driver::{Config, Driver, Promise, WithDriver};
+pub use crate::engine::snapshot::{Followed, Viewer};
 use crate::engine::{Outcome, RunOptions};
 use crate::error::{Error, Result};
 use crate::launch::Rendezvous;
@@ -57,27 +58,6 @@ pub struct Options {
     /// What shows the run while it lasts (the `--live` page), told what to show once the
     /// engine is about to start.
     pub viewer: Option<Arc<dyn Viewer>>,
-}
-
-/// Something that shows a run while it lasts (the `--live` page): told where the engine
-/// publishes its state and what the run is, before the users start.
-pub trait Viewer: Send + Sync + std::fmt::Debug {
-    /// Shows the run of `plan` (id `run_id`, against `target` as the report names it)
-    /// from what the engine publishes to `tap`.
-    fn follow(&self, tap: Arc<crate::engine::snapshot::LiveTap>, run: Followed);
-}
-
-/// What a [`Viewer`] is told of the run it shows.
-#[derive(Debug)]
-pub struct Followed {
-    /// The plan being run.
-    pub plan: Plan,
-    /// The run id.
-    pub run_id: u32,
-    /// The target as the report names it.
-    pub target: String,
-    /// The scenario as run.
-    pub scenario_source: Option<ScenarioSource>,
 }
 
 /// Runs `plan` once in this process — the embedded server when it names no target, the

@@ -8,7 +8,7 @@ use super::plan::{FindOpts, FindValue};
 use super::schema::FindSpec;
 use super::source::Source;
 use super::values::{duration, positive};
-use crate::find::Precision;
+use crate::vocab::Precision;
 use crate::Result;
 
 /// The most steps one search may run.
@@ -42,7 +42,7 @@ pub fn find(src: &Source<'_>, spec: Option<&Spanned<FindSpec>>) -> Result<Option
             return Err(src.at(
                 span,
                 "find.to",
-                format!("must be above find.from ({})", crate::find::num(a.value)),
+                format!("must be above find.from ({})", crate::vocab::num(a.value)),
             ));
         }
     }
@@ -130,7 +130,7 @@ fn value(src: &Source<'_>, v: &Spanned<toml::Value>, key: &str) -> Result<FindVa
         }
     };
     if !(x > 0.0 && x.is_finite()) {
-        return Err(src.at(v, key, format!("must be > 0, got {}", crate::find::num(x))));
+        return Err(src.at(v, key, format!("must be > 0, got {}", crate::vocab::num(x))));
     }
     Ok(FindValue { value: x, whole })
 }

@@ -23,7 +23,6 @@ mod chaos;
 mod chaos_step;
 mod draw;
 mod find;
-mod kind;
 mod kinds;
 mod lower;
 mod overrides;
@@ -43,7 +42,7 @@ use serde::Deserialize;
 use toml::de::DeTable;
 use toml::Spanned;
 
-pub use kind::TrafficKind;
+pub use crate::vocab::TrafficKind;
 pub use plan::*;
 
 use crate::{Error, Result};

@@ -12,13 +12,7 @@ pub use super::chaos_step::{
 pub use crate::driver::Auth;
 use crate::driver::{Caps, Config, Endpoint, Spec};
 
-/// A user is numbered `0..population.users` inside a plan; its wire id is
-/// `format!("{}{}", population.prefix, population.first_id + index)`.
-pub type UserIx = u32;
-
-/// A stream is one sender's sequence of messages into one conversation; the ledger tracks
-/// delivery per stream × recipient. Ids are dense from 0 and unique across a plan.
-pub type StreamId = u32;
+pub use crate::vocab::{LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,7 +67,7 @@ pub struct FindOpts {
     /// Highest value.
     pub to: Option<FindValue>,
     /// How close the answer must be.
-    pub precision: Option<crate::find::Precision>,
+    pub precision: Option<crate::vocab::Precision>,
     /// Every pattern's duration in a step.
     pub step_duration: Option<Duration>,
     /// Traffic left out at the start of each step.
@@ -375,24 +369,6 @@ pub struct EchoTraffic {
     pub size: usize,
     /// Stream id of the connection at position `k` of `users` is `stream_base + k`.
     pub stream_base: StreamId,
-}
-
-/// Delivery verification settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LedgerOpts {
-    /// Fraction of streams tracked (1.0: all), chosen by a hash of the stream id.
-    pub sample: f64,
-    /// A delivery later than this after its due time counts as late.
-    pub late_after: Duration,
-    /// Examples kept per kind of delivery failure.
-    pub examples: usize,
-    /// Online users run a final sync after the drain so pushes the server lost but stored
-    /// are reported as repaired.
-    pub verify_sync: bool,
-    /// The times, µs from traffic start, at which the chaos steps begin and end (sorted,
-    /// distinct; empty without `[[chaos]]`): deliveries are also counted per span between
-    /// them, by due time, for each step's figures.
-    pub bounds_us: Vec<u64>,
 }
 
 /// What a check measures.

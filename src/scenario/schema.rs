@@ -10,8 +10,8 @@ use std::ops::Range;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::kind::TrafficKind;
 use super::values::Dur;
+use crate::vocab::TrafficKind;
 
 /// An optional spanned value, the shape of almost every key.
 pub type Opt<T> = Option<Spanned<T>>;

@@ -9,13 +9,13 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::kind::TrafficKind;
 use super::kinds::{self, Ctx, Load, PatternKind};
 use super::population::Pop;
 use super::schema::TrafficSpec;
 use super::source::Source;
 use super::values::{duration as dur, MAX_DELIVERIES, MAX_LISTED, MAX_PAIRS};
 use crate::driver::Spec;
+use crate::vocab::TrafficKind;
 use crate::Result;
 
 /// Keys every kind takes.

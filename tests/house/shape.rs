@@ -1,7 +1,8 @@
-//! The house's shape, checked on the source (issue 25): no function over 80 lines in the
-//! layers that orchestrate (`engine/`, `scenario/`, `cli/`, `run/`), and no import cycle
-//! between the modules of `scenario/`. Both read the source with `syn`, as the compiler
-//! would, skipping `#[cfg(test)]` code and test modules.
+//! The house's shape, checked on the source: no function over 80 lines in the layers that
+//! orchestrate (`engine/`, `scenario/`, `cli/`, `run/`), and no import cycle between the
+//! crate's top-level modules, between the modules of `scenario/`, or between those of
+//! `report/` (model → words → renderers, one way). Each reads the source with `syn`, as the
+//! compiler would, skipping `#[cfg(test)]` code and test modules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -424,4 +425,101 @@ fn a_cycle_is_found_and_named() {
     let cycle = find_cycle(&edges).expect("validate → traffic → values → validate");
     assert_eq!(cycle.first(), cycle.last());
     assert_eq!(cycle.len(), 4, "{cycle:?}");
+}
+
+/// The modules of the crate under `src/`, by path (not `lib.rs`, `main.rs` or tests).
+fn crate_modules(dir: &str) -> BTreeMap<Vec<String>, Module> {
+    let mut modules = BTreeMap::new();
+    for file in sources(Path::new(dir)) {
+        let path = module_path(&file);
+        if path == ["lib"] || path == ["main"] {
+            continue;
+        }
+        let mut module = Module {
+            path,
+            defines: BTreeSet::new(),
+            reexports: BTreeMap::new(),
+            globs: Vec::new(),
+            refs: Vec::new(),
+        };
+        Reader {
+            module: &mut module,
+        }
+        .visit_file(&parse(&file));
+        modules.insert(module.path.clone(), module);
+    }
+    modules
+}
+
+/// The imports between the modules `depth` segments deep (1: the top-level ones) of
+/// `modules`: what each names by an absolute path (`crate::…`, `super::…`), outside itself.
+fn imports_at(
+    modules: &BTreeMap<Vec<String>, Module>,
+    depth: usize,
+) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let tops: BTreeSet<Vec<String>> = modules
+        .keys()
+        .filter(|p| p.len() >= depth)
+        .map(|p| p[..depth].to_vec())
+        .collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (path, m) in modules.iter().filter(|(p, _)| p.len() >= depth) {
+        let from = path[..depth].to_vec();
+        // A one-word path is a local name (a variable, a type in scope), not a module's.
+        for r in m.refs.iter().filter(|r| r.len() > depth) {
+            // A path that starts with a child module's name is that child's.
+            let mut child = path.clone();
+            child.push(r[0].clone());
+            if modules.contains_key(&child) {
+                continue;
+            }
+            let to = r[..depth].to_vec();
+            if to != from && tops.contains(&to) && r[..depth - 1] == from[..depth - 1] {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    edges
+}
+
+/// The cycle, shown as `a → b → a`.
+fn show_cycle(cycle: Option<Vec<Vec<String>>>) -> String {
+    cycle
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.join("::"))
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+#[test]
+fn top_level_modules_import_each_other_one_way() {
+    let edges = imports_at(&crate_modules("src"), 1);
+    let count: usize = edges.values().map(BTreeSet::len).sum();
+    assert!(
+        count > 40,
+        "too few imports found to trust the check: {edges:?}"
+    );
+    let cycle = find_cycle(&edges);
+    assert!(
+        cycle.is_none(),
+        "an import cycle between top-level modules: {}",
+        show_cycle(cycle)
+    );
+}
+
+#[test]
+fn report_modules_import_each_other_one_way() {
+    let modules: BTreeMap<_, _> = crate_modules("src")
+        .into_iter()
+        .filter(|(p, _)| p.first().is_some_and(|t| t == "report"))
+        .collect();
+    let edges = imports_at(&modules, 2);
+    assert!(edges.len() > 5, "too few imports found: {edges:?}");
+    let cycle = find_cycle(&edges);
+    assert!(
+        cycle.is_none(),
+        "an import cycle inside report/: {}",
+        show_cycle(cycle)
+    );
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::group::draw_groups;
 use super::pattern::{Ctx, GroupSends, Load, Lowering, PatternKind};
 use crate::scenario::draw::{choose, Pool};
-use crate::scenario::kind::TrafficKind;
+use crate::vocab::TrafficKind;
 use crate::scenario::plan::{
     DirectTraffic, GroupTraffic, Pace, StreamId, Think, ThinkTimes, TrafficShape,
 };

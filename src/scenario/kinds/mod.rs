@@ -9,7 +9,7 @@ use std::time::Duration;
 
 pub use pattern::{Ctx, GroupSends, Load, Lowering, PatternKind};
 
-use crate::scenario::kind::{each_kind, TrafficKind};
+use crate::vocab::kind::{each_kind, TrafficKind};
 use crate::Result;
 
 /// Generates the kinds' modules and the dispatch to them from the table.

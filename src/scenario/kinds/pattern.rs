@@ -9,7 +9,6 @@ use toml::Spanned;
 
 use crate::driver::Spec;
 use crate::scenario::draw::Pool;
-use crate::scenario::kind::TrafficKind;
 use crate::scenario::plan::{StreamId, TrafficShape};
 use crate::scenario::population::Pop;
 use crate::scenario::schema::{Opt, Pick, TrafficSpec};
@@ -17,6 +16,7 @@ use crate::scenario::source::Source;
 use crate::scenario::values::{
     at_least, count, positive, rate, show, MAX_DURATION, MAX_SIZE, MIN_INTERVAL, SIZE,
 };
+use crate::vocab::TrafficKind;
 use crate::Result;
 
 /// A kind's checked numbers: counts are checked, users are not chosen yet.

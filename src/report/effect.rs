@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
-use super::StepRecord;
-use crate::report::series::SecondPoint;
+use super::series::SecondPoint;
+use crate::artifact::Artifact;
+use crate::chaos::StepRecord;
 
 /// How far from the baseline a second may be and still count as recovered: end-to-end
 /// p99 at most this many times the baseline's (its worst second's) or [`SLACK_US`] above
@@ -200,6 +201,82 @@ fn span(series: &[SecondPoint], (from, to): (u32, u32), until: f64) -> Span {
         errors: secs.iter().map(|p| p.errors).sum(),
         sent: secs.iter().map(|p| p.sent).sum(),
     }
+}
+
+/// One chaos step in the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChaosRow {
+    /// What it did.
+    pub step: crate::chaos::StepRecord,
+    /// What it cost.
+    pub effect: Effect,
+    /// The messages due in its window.
+    pub during: crate::ledger::SpanDelivery,
+    /// The messages due after it, until the next step begins or ends (or the traffic does).
+    pub after: crate::ledger::SpanDelivery,
+}
+
+/// Each chaos step of `a` with its effect on `series`.
+pub fn chaos_rows(a: &Artifact, series: &[SecondPoint]) -> Vec<ChaosRow> {
+    let traffic_s = a.traffic_started_s.unwrap_or(0.0);
+    let end_s = a.traffic_ended_s.unwrap_or_else(|| {
+        series
+            .iter()
+            .filter(|p| p.sent > 0)
+            .map(|p| f64::from(p.sec) + 1.0)
+            .fold(traffic_s, f64::max)
+    });
+    let spans = step_charged_spans(a);
+    a.chaos
+        .iter()
+        .map(|step| {
+            let (during, after) = step_spans(a.ledger.bounds_us(), &spans, step);
+            let earlier = a
+                .chaos
+                .iter()
+                .map(crate::chaos::StepRecord::window)
+                .filter(|w| w.1 <= step.window().0)
+                .map(|w| w.1)
+                .fold(0.0, f64::max);
+            ChaosRow {
+                effect: of(step, series, (traffic_s, end_s), earlier),
+                step: step.clone(),
+                during,
+                after,
+            }
+        })
+        .collect()
+}
+
+/// The ledger's spans of `a`, each loss charged to the step in whose window (or at whose
+/// instant) it was last seen safe ([`crate::ledger::Ledger::spans`]).
+pub fn step_charged_spans(a: &Artifact) -> Vec<crate::ledger::SpanDelivery> {
+    let starts: Vec<u64> = a.chaos.iter().map(|s| us(s.at_s)).collect();
+    a.ledger.spans(&starts)
+}
+
+/// Seconds as whole µs, as the ledger's bounds are.
+fn us(s: f64) -> u64 {
+    (s * 1e6).round() as u64
+}
+
+/// The deliveries due in `step`'s planned window and in the span after it.
+pub fn step_spans(
+    bounds: &[u64],
+    spans: &[crate::ledger::SpanDelivery],
+    step: &crate::chaos::StepRecord,
+) -> (crate::ledger::SpanDelivery, crate::ledger::SpanDelivery) {
+    use crate::ledger::{Ledger, SpanDelivery};
+    if spans.is_empty() {
+        return Default::default();
+    }
+    let first = Ledger::span_of(bounds, us(step.at_s));
+    let last = Ledger::span_of(bounds, us(step.at_s + step.duration_s));
+    let during = spans[first.min(spans.len())..last.min(spans.len())]
+        .iter()
+        .fold(SpanDelivery::default(), |a, s| a + *s);
+    let after = spans.get(last).copied().unwrap_or_default();
+    (during, after)
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! kind that runs on the drivers that run kind `Other`), the only place a kind is listed. [`TrafficKind`] is generated from it here, and the dispatch to each
 //! kind's file (`kinds/<file>.rs`: its keys, checks and lowering) in `kinds/mod.rs`.
 //!
-//! A leaf: it imports nothing else from `scenario/`, so the schema, the drivers' `Spec`
-//! and every kind file can name a kind without a cycle.
+//! Part of the leaf `vocab`: it imports nothing of the crate, so the schema, the drivers'
+//! `Spec` and every kind file can name a kind without a cycle.
 
 use serde::Deserialize;
 
