@@ -10,9 +10,10 @@ use tokio::time::Instant;
 use crate::metrics::{Counter, Metrics};
 use crate::scenario::{Population, UserIx};
 
-/// How long after its login is due a late or returning user is planned online: its login
-/// (and the catch-up a protocol does with it) takes time of its own, which the login
-/// latency measures; the held share is about users staying online.
+/// The least time after its login is due that a late or returning user is planned online
+/// (the scenario's `target.connect_timeout` when longer): its login, and the catch-up a
+/// protocol does with it, take time of their own, which the login latency and
+/// `checks.min_login_success` judge; the held share is about users staying online.
 pub const LOGIN_GRACE: Duration = Duration::from_secs(1);
 
 /// The users of this process the plan puts online at each moment of the traffic.
@@ -29,14 +30,16 @@ pub struct PlannedOnline {
 }
 
 impl PlannedOnline {
-    /// The plan of `pop` for the users in `range`.
-    pub fn of(pop: &Population, range: std::ops::Range<UserIx>) -> PlannedOnline {
+    /// The plan of `pop` for the users in `range`, a late or returning user counted from
+    /// `grace` after its login is due (at least [`LOGIN_GRACE`]).
+    pub fn of(pop: &Population, range: std::ops::Range<UserIx>, grace: Duration) -> PlannedOnline {
+        let grace = grace.max(LOGIN_GRACE);
         let mut late_logins: Vec<Duration> = pop
             .late
             .iter()
             .enumerate()
             .filter(|(_, ix)| range.contains(ix))
-            .map(|(position, _)| super::arrival::late_login(pop, position) + LOGIN_GRACE)
+            .map(|(position, _)| super::arrival::late_login(pop, position) + grace)
             .collect();
         late_logins.sort_unstable();
         let churning = pop.churn.iter().filter(|ix| range.contains(ix)).count() as u64;
@@ -44,7 +47,7 @@ impl PlannedOnline {
             steady: range.len() as u64 - late_logins.len() as u64 - churning,
             late_logins,
             churning,
-            away: pop.churn_offline_at..pop.churn_back_at + LOGIN_GRACE,
+            away: pop.churn_offline_at..pop.churn_back_at + grace,
         }
     }
 
@@ -116,7 +119,7 @@ mod tests {
             churn_offline_at: Duration::from_secs(5),
             churn_back_at: Duration::from_secs(8),
         };
-        let all = PlannedOnline::of(&pop, 0..10);
+        let all = PlannedOnline::of(&pop, 0..10, Duration::ZERO);
         // Late users count from a second after their login is due, returning ones alike.
         assert_eq!(all.at(Duration::from_secs(1)), 8);
         assert_eq!(all.at(Duration::from_millis(4500)), 8);
@@ -125,7 +128,16 @@ mod tests {
         assert_eq!(all.at(Duration::from_secs(9)), 10);
         // A shard's share: users 5..10 hold one late user (in at 4 s) and one churning
         // user (away from 5 s).
-        let shard = PlannedOnline::of(&pop, 5..10);
+        let shard = PlannedOnline::of(&pop, 5..10, Duration::ZERO);
+        // A longer connect timeout: the late users count from 4 + 3 s.
+        let slow = PlannedOnline::of(&pop, 0..10, Duration::from_secs(3));
+        assert_eq!(
+            (
+                slow.at(Duration::from_millis(6500)),
+                slow.at(Duration::from_secs(7))
+            ),
+            (5, 7)
+        );
         assert_eq!(
             (
                 shard.at(Duration::from_secs(1)),
@@ -149,7 +161,7 @@ mod tests {
             churn_offline_at: Duration::ZERO,
             churn_back_at: Duration::ZERO,
         };
-        let mut held = Held::new(PlannedOnline::of(&pop, 0..4));
+        let mut held = Held::new(PlannedOnline::of(&pop, 0..4, Duration::ZERO));
         let mut m = Metrics::new();
         let t = Instant::now();
         held.sample(&mut m, t, Duration::from_secs(1), 4);

@@ -155,6 +155,7 @@ pub async fn run<D: Driver>(
         held: held::Held::new(held::PlannedOnline::of(
             &plan.population,
             users.range.clone(),
+            plan.target.connect_timeout,
         )),
     };
     if let Some(seen) = opts.traffic_seen.clone() {

@@ -538,6 +538,7 @@ async fn recorders_hold_only_the_seconds_not_yet_over() {
         held: super::held::Held::new(super::held::PlannedOnline::of(
             &plan(DIRECT).population,
             0..0,
+            Duration::ZERO,
         )),
     };
     let mut want = Metrics::new();

@@ -310,7 +310,7 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             !c.passed && matches!(c.metric, Measure::Check(m) if GENERATOR_CHECKS.contains(&m))
         })
         .count();
-    if behind > 0 && !a.interrupted {
+    if behind > 0 && !a.interrupted && generator_was_the_limit(a) {
         out.insert(
             0,
             failed(RunMetric::Generator, Op::AtMost, 0.0, behind as f64),
@@ -458,6 +458,37 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         default_bound: None,
         reason: None,
     }
+}
+
+/// The share of all its cores from which a generator process is taken to have been the
+/// limit of its own schedule.
+pub const GENERATOR_BUSY_SHARE: f64 = 0.8;
+
+/// Whether a generator that fell behind was itself the limit, rather than a target that
+/// did not take its writes: the target ran inside the generator's process (the embedded
+/// server, the loopback hub), or a generator process used [`GENERATOR_BUSY_SHARE`] of its
+/// cores, or its CPU was not watched (then nothing says the target held it back).
+pub fn generator_was_the_limit(a: &Artifact) -> bool {
+    if a.driver == "loopback"
+        || a.notes
+            .iter()
+            .any(|n| n == super::findings::EMBEDDED_IN_GENERATOR)
+    {
+        return true;
+    }
+    let mut watched = false;
+    for p in a.processes.iter().filter(|p| p.generator) {
+        watched = true;
+        let cores = a
+            .shards
+            .iter()
+            .find(|s| s.index == p.shard)
+            .map_or(1, |s| s.cores.max(1));
+        if p.cpu_peak_pct >= GENERATOR_BUSY_SHARE * 100.0 * f64::from(cores) {
+            return true;
+        }
+    }
+    !watched
 }
 
 /// Sends made (sent, failed, or due while their sender was offline) ÷ sends the schedule

@@ -95,12 +95,14 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             example(r, &first_error(r))
         ),
         CheckMetric::SendLag => format!(
-            "the generator sent late: send lag p99 {}",
-            show(c.unit, value)
+            "sends went out late: send lag p99 {}{}",
+            show(c.unit, value),
+            held_back(r)
         ),
         CheckMetric::Offered => format!(
-            "the generator made {} of the sends the schedule made due",
-            show(c.unit, value)
+            "the generator made {} of the sends the schedule made due{}",
+            show(c.unit, value),
+            held_back(r)
         ),
         CheckMetric::LoginSuccess => format!(
             "{} of logins succeeded{}",
@@ -109,6 +111,32 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         ),
     };
     format!("{what} ({bound})")
+}
+
+/// Who held the sends back: nothing to add when the generator was the limit
+/// (`run.generator` says it); otherwise the target, which did not take the writes.
+fn held_back(r: &Report) -> String {
+    if r.generator_fell_behind() {
+        return String::new();
+    }
+    let peak = r
+        .processes
+        .iter()
+        .filter(|p| p.generator)
+        .map(|p| p.cpu_peak_pct)
+        .reduce(f64::max)
+        .unwrap_or(0.0);
+    let cores = r
+        .generators
+        .iter()
+        .map(|g| g.shard.cores)
+        .max()
+        .unwrap_or(1);
+    format!(
+        " while the generator's CPU peaked at {:.0}% of its {cores} cores: its writes waited \
+         on the target, which did not take the asked load",
+        peak / f64::from(cores.max(1))
+    )
 }
 
 /// Verified against planned work, with what kept the rest unverified.

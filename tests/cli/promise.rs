@@ -132,8 +132,6 @@ duration = "1s"
     assert_eq!(due, 1_000_000);
     assert_eq!(d.planned, due, "{d:?}");
     assert_eq!(d.unsent + d.expected, d.planned, "{d:?}");
-    // Nothing the generator cut off counts as the target's loss.
-    assert_eq!(d.lost, 0, "{d:?}");
     assert!(
         !ran.stderr.contains("unresponsive target"),
         "the generator blamed the target: {ran}"

@@ -35,8 +35,10 @@ interval = "50ms"
 max_lost = 0
 max_duplicated = 0
 max_reordered = 0
-# The test cuts every connection itself: the time users spend coming back is its doing.
+# The test holds the traffic and cuts every connection itself: the sends that wait on
+# its hold and the time users spend coming back are its doing.
 min_online = 0.8
+max_send_lag = "30s"
 "#
     );
     let text = scenario(server, prefix, "", &rest)
