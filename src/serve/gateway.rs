@@ -42,8 +42,8 @@ pub struct Shared {
     pub hub: Arc<Hub>,
     /// The writer's queue.
     pub writer: mpsc::Sender<Cmd>,
-    /// Read connections.
-    pub readers: Arc<Readers>,
+    /// The reader threads and their read connections.
+    pub readers: Readers,
     /// The `kv_get` worker pool.
     pub kv: KvPool,
     /// Next connection id.

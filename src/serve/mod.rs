@@ -7,7 +7,7 @@
 //! client ─ws─▶ gateway ─▶ session ──send/group──▶ writer (one thread, group commit) ─▶ SQLite
 //!                 │          │  ▲                    │ after commit: ack + push
 //!                 │          │  └──── outbox ◀── hub ◀┘ (faults between commit and push)
-//!                 │          ├── convs/sync ─▶ store readers
+//!                 │          ├── convs/sync ─▶ store readers (a fixed few threads)
 //!                 │          └── time / kv_get ─▶ rpc worker pool
 //!                 └─ /metrics ◀─ metrics
 //! ```
@@ -107,6 +107,7 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         config.groups,
         config.seqs,
     )?;
+    let readers = Readers::start(&path, store::READERS)?;
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
     let writer = std::thread::Builder::new()
         .name("msgstorm-writer".into())
@@ -123,7 +124,7 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         metrics,
         hub,
         writer: tx,
-        readers: Readers::new(path),
+        readers,
         kv,
         next_conn: AtomicU64::new(1),
         open: AtomicUsize::new(0),

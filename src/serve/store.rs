@@ -1,12 +1,15 @@
 //! The SQLite store: schema, opening the database in WAL mode, loading the writer's
-//! in-memory state, and the read side (conversation list, sync pages) on a small pool
-//! of read connections separate from the writer's.
+//! in-memory state, and the read side (conversation list, sync pages) on a fixed set of
+//! reader threads, each with a read connection of its own, separate from the writer's.
 
 use std::collections::{HashMap, HashSet};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use tokio::sync::oneshot;
 
 use super::config::Durability;
 use crate::error::{Error, Result};
@@ -113,50 +116,102 @@ pub enum Access {
     NotMember,
 }
 
-/// Read connections (reads never wait for the writer in WAL mode).
+/// How many read connections serve `convs` and `sync`, each on a thread of its own.
+pub const READERS: usize = 4;
+
+/// One read, handed to a reader thread with that thread's connection (or the error of
+/// opening it).
+type Job = Box<dyn FnOnce(Result<&Connection>) + Send>;
+
+/// A fixed set of read connections, each owned by one thread (reads never wait for the
+/// writer in WAL mode). Reads queue for the next free one, so however many sessions read
+/// at once, the server holds at most this many read connections and threads; dropping it
+/// stops and joins the threads after their current read.
 #[derive(Debug)]
 pub struct Readers {
-    path: PathBuf,
-    idle: Mutex<Vec<Connection>>,
+    jobs: Option<mpsc::Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
-const IDLE_READERS: usize = 4;
-
 impl Readers {
-    /// A pool of read connections to the database at `path`.
-    pub fn new(path: PathBuf) -> Arc<Self> {
-        Arc::new(Readers {
-            path,
-            idle: Mutex::new(Vec::new()),
+    /// Starts `count` (at least one) reader threads on the database at `path`; each opens
+    /// its read-only connection at its first read.
+    pub fn start(path: &Path, count: usize) -> Result<Self> {
+        // Unbounded, yet each queued read is a session awaiting its reply: at most one
+        // per connection.
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..count.max(1))
+            .map(|_| {
+                let (path, rx) = (path.to_owned(), Arc::clone(&rx));
+                std::thread::Builder::new()
+                    .name("msgstorm-reader".into())
+                    .spawn(move || read_loop(&path, &rx))
+                    .map_err(|e| Error::Server(format!("cannot start a reader thread: {e}")))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Readers {
+            jobs: Some(tx),
+            threads,
         })
     }
 
-    /// Runs `f` on a read connection in the blocking pool.
-    pub async fn with<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    /// Runs `f` on the next free read connection.
+    pub async fn with<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let this = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let pooled = this.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-            let conn = match pooled {
-                Some(c) => c,
-                None => Connection::open_with_flags(
-                    &this.path,
-                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-                .map_err(|e| db_err("open reader", e))?,
-            };
-            let out = f(&conn);
-            let mut idle = this.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < IDLE_READERS {
-                idle.push(conn);
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            // The session may have gone; then nobody wants the answer.
+            let _ = tx.send(conn.and_then(f));
+        });
+        let stopped = || Error::Server("store: the readers have stopped".into());
+        self.jobs
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(job)
+            .map_err(|_| stopped())?;
+        rx.await
+            .map_err(|_| Error::Server("store: read task failed".into()))?
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        // Closing the queue ends each thread's loop once it has taken what was queued.
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One reader thread: takes reads off the shared queue until it closes. A read that
+/// panics fails alone (its caller gets an error) and its connection is replaced.
+fn read_loop(path: &Path, jobs: &Mutex<mpsc::Receiver<Job>>) {
+    let mut conn: Option<Connection> = None;
+    loop {
+        let next = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(job) = next else { return };
+        let opened = match conn.take() {
+            Some(c) => Ok(c),
+            None => Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| db_err("open reader", e)),
+        };
+        match opened {
+            Ok(c) => {
+                let ran = panic::catch_unwind(AssertUnwindSafe(|| job(Ok(&c))));
+                if ran.is_ok() {
+                    conn = Some(c);
+                }
             }
-            out
-        })
-        .await
-        .map_err(|e| Error::Server(format!("store: read task failed: {e}")))?
+            Err(e) => job(Err(e)),
+        }
     }
 }
 
@@ -282,4 +337,69 @@ pub fn json_len<T: serde::Serialize>(value: &T) -> usize {
     // Writing to a counter cannot fail, and these types always serialize.
     let _ = serde_json::to_writer(&mut c, value);
     c.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// A fresh database with its schema, and `count` readers on it.
+    fn readers(count: usize) -> (tempfile::TempDir, Arc<Readers>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = db_path(dir.path());
+        open_writer(&path, Durability::Normal).expect("writer");
+        let readers = Readers::start(&path, count).expect("readers");
+        (dir, Arc::new(readers))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_concurrent_reads_run_on_no_more_than_the_fixed_reader_threads() {
+        let (_dir, readers) = readers(2);
+        let threads = Arc::new(Mutex::new(HashSet::new()));
+        let (in_flight, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let reads: Vec<_> = (0..64)
+            .map(|i| {
+                let (readers, threads) = (Arc::clone(&readers), Arc::clone(&threads));
+                let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+                tokio::spawn(async move {
+                    readers
+                        .with(move |c| {
+                            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                            peak.fetch_max(now, Ordering::SeqCst);
+                            let me = std::thread::current();
+                            threads
+                                .lock()
+                                .expect("set")
+                                .insert((me.id(), me.name().map(str::to_owned)));
+                            std::thread::sleep(Duration::from_millis(1));
+                            in_flight.fetch_sub(1, Ordering::SeqCst);
+                            convs(c, &format!("u{i}"))
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for read in reads {
+            assert_eq!(read.await.expect("joined").expect("read"), Vec::new());
+        }
+        let threads = threads.lock().expect("set").clone();
+        assert!((1..=2).contains(&threads.len()), "reads ran on {threads:?}");
+        assert!(threads
+            .iter()
+            .all(|(_, name)| name.as_deref() == Some("msgstorm-reader")));
+        assert!(peak.load(Ordering::SeqCst) <= 2);
+    }
+
+    #[tokio::test]
+    async fn a_read_that_panics_fails_alone_and_its_reader_keeps_serving() {
+        let (_dir, readers) = readers(1);
+        let failed = readers
+            .with(|_| -> Result<()> { panic!("a read that panics") })
+            .await;
+        assert!(matches!(failed, Err(Error::Server(_))), "{failed:?}");
+        let next = readers.with(|c| convs(c, "u1")).await.expect("read");
+        assert_eq!(next, Vec::new());
+    }
 }
