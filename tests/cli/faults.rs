@@ -213,7 +213,7 @@ async fn corrupt_faults_count_as_corrupted_exactly() {
 /// so the server's corruption hits the header: still every corrupted copy counts as
 /// corrupted — attributed to its message, neither damaged nor lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_10_corrupt_faults_in_small_bodies_count_as_corrupted_exactly() {
+async fn corrupt_faults_in_small_bodies_count_as_corrupted_exactly() {
     let traffic = format!("{ONE_TO_MANY}size = 40\n");
     let r = run_with_faults("corrupt=0.1", "verify_sync = true", &traffic).await;
     let bad = r.logged("corrupt").len() as u64;

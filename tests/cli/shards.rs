@@ -278,7 +278,7 @@ max_duplicated = 0
 /// reordered. Without the barrier, shard 1's result says in words that its users were not
 /// all in at the common start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_10_traffic_waits_for_every_shards_logins() {
+async fn traffic_waits_for_every_shards_logins() {
     let server = start(config()).await;
     let work = Work::new();
     let text = scenario(

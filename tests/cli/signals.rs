@@ -341,7 +341,7 @@ duration = "3s"
 /// run within `drain` (1 s) plus the 2 s users get to disconnect — not after the 30 s close
 /// grace — and writes an interrupted result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_10_sigterm_against_a_silent_target_ends_within_drain() {
+async fn sigterm_against_a_silent_target_ends_within_drain() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -116,7 +116,7 @@ fn bad_credentials_are_classified_auth_failed() {
     not(peer_mosquitto),
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
-async fn issue_24_a_killed_broker_costs_each_connection_one_closed_by_peer() {
+async fn a_killed_broker_costs_each_connection_one_closed_by_peer() {
     let Some(broker) = Mosquitto::start("") else {
         return;
     };

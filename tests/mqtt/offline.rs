@@ -173,7 +173,7 @@ interval = "50ms"
 /// Every second copy is duplicated — before issue 24 a second copy in a catch-up was not
 /// counted.
 #[test]
-fn copies_queued_twice_for_offline_users_are_duplicated_issue_24() {
+fn copies_queued_twice_for_offline_users_are_duplicated() {
     let Some(broker) = Mosquitto::start("") else {
         return;
     };

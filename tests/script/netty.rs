@@ -12,7 +12,7 @@ use msgstorm::metrics::Counter;
 
 use crate::common::detect;
 use crate::common::peers::{free_port, installed, required};
-use crate::ws_json_peer::{repo, run_shipped};
+use crate::ws_json::peer::{repo, run_shipped};
 
 /// The longest the JVM may take to start the server (a loaded CI machine is slow).
 const START_WAIT: Duration = Duration::from_secs(60);

@@ -7,7 +7,7 @@ use msgstorm::artifact::Artifact;
 
 use crate::common::run::{msgstorm, Ran, Work};
 use crate::common::socketio::Cluster;
-use crate::ws_json_peer::repo;
+use crate::ws_json::peer::repo;
 
 /// Traffic both parsers carry: direct messages across the two nodes and rooms.
 const BODY: &str = r#"

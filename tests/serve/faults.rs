@@ -189,7 +189,7 @@ async fn reorder_sends_a_push_after_the_next_one() {
 /// fault the same pushes — the same set of (conversation, seq, recipient, fault) — even
 /// though pushes to different recipients and conversations interleave differently.
 #[tokio::test]
-async fn issue_10_the_same_seed_faults_the_same_pushes() {
+async fn the_same_seed_faults_the_same_pushes() {
     type Faulted = std::collections::BTreeSet<(String, u64, String, String)>;
     async fn run(seed: u64) -> Faulted {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -9,7 +9,7 @@ use msgstorm::metrics::{Counter, ErrorKind};
 use crate::common::peers::free_port;
 use crate::common::run::{run_text, Work, RUN_LIMIT};
 use crate::common::socketio::{shared, Cluster};
-use crate::socketio_chat::run;
+use crate::socketio::chat::run;
 
 /// How many errors of `kind` the run counted.
 fn errors(artifact: &msgstorm::artifact::Artifact, kind: ErrorKind) -> u64 {

@@ -7,7 +7,7 @@ use msgstorm::metrics::Counter;
 
 use crate::common::run::Work;
 use crate::common::socketio::Cluster;
-use crate::socketio_chat::run;
+use crate::socketio::chat::run;
 
 /// Churning and late users receive direct messages: while they are away, recovery must
 /// bring them back.
@@ -38,7 +38,7 @@ max_lost = 0
     not(peer_socketio),
     ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
-async fn socketio_second_copies_replayed_by_recovery_are_duplicated_issue_24() {
+async fn socketio_second_copies_replayed_by_recovery_are_duplicated() {
     let Some(cluster) = Cluster::start(1, "none", &["--twice"]) else {
         return;
     };
@@ -73,7 +73,7 @@ async fn socketio_second_copies_replayed_by_recovery_are_duplicated_issue_24() {
     not(peer_socketio),
     ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
-async fn socketio_late_users_without_an_offset_are_counted_and_explained_issue_24() {
+async fn socketio_late_users_without_an_offset_are_counted_and_explained() {
     let Some(cluster) = Cluster::start(1, "none", &["--welcome=0"]) else {
         return;
     };
@@ -123,7 +123,7 @@ max_lost = 0
 /// `msgstorm validate` warns (on stderr, exit 0) that late users of a Socket.IO scenario
 /// need the app to send them a first message, until the scenario names that event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_24() {
+async fn socketio_validate_warns_about_late_users_without_a_first_message() {
     let text = format!("[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n{AWAY}");
     let work = Work::new();
     let file = work.write("late.toml", &text);

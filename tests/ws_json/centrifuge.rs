@@ -9,7 +9,7 @@ use msgstorm::artifact::Artifact;
 use msgstorm::ledger::Delivery;
 
 use crate::common::run::Ran;
-use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
+use crate::ws_json::peer::{installed, repo, run_shipped, Peer};
 
 /// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
 /// not built (see [`installed`]).

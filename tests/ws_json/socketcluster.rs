@@ -11,7 +11,7 @@ use msgstorm::ledger::Delivery;
 use msgstorm::metrics::ErrorKind;
 
 use crate::common::run::Ran;
-use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
+use crate::ws_json::peer::{installed, repo, run_shipped, Peer};
 
 /// A SocketCluster server letting each socket subscribe to `channels` channels and pinging
 /// every `ping_ms`; `None` when node or the server's modules are missing (see

@@ -15,7 +15,7 @@ use msgstorm::serve::{SeqScope, ServeConfig, ServerHandle};
 
 use crate::common::run::{run_text, Ran, Work};
 use crate::common::{config, fault_log, http_get, metric, start, ChildServer, Client, SECRET};
-use crate::ws_json_native::{scenario, ws_json_tables};
+use crate::ws_json::native::{scenario, ws_json_tables};
 
 /// The `[target.ws-json]` options of the shipped scenario.
 fn ws_json_options() -> toml::Table {

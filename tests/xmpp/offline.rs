@@ -147,7 +147,7 @@ fn prosody_users_fetch_what_they_missed_from_mam() {
     not(peer_ejabberd),
     ignore = "ejabberd is not installed (scripts/test installs it)"
 )]
-fn regression_24_ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
+fn ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
     let Some(server) = Server::with_mam(Kind::Ejabberd) else {
         return;
     };
@@ -277,7 +277,7 @@ max_duplicated = {}
 }
 
 #[test]
-fn prosody_copies_stored_twice_offline_are_duplicated_issue_24() {
+fn prosody_copies_stored_twice_offline_are_duplicated() {
     let Some(server) = shared(Kind::Prosody) else {
         return;
     };
@@ -285,7 +285,7 @@ fn prosody_copies_stored_twice_offline_are_duplicated_issue_24() {
 }
 
 #[test]
-fn prosody_copies_archived_twice_are_duplicated_issue_24() {
+fn prosody_copies_archived_twice_are_duplicated() {
     let Some(server) = Server::with_mam(Kind::Prosody) else {
         return;
     };

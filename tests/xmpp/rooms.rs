@@ -87,12 +87,12 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
 }
 
 #[test]
-fn ejabberd_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_24() {
+fn ejabberd_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss() {
     rooms_on_a_muc_service_of_another_name(Kind::Ejabberd);
 }
 
 #[test]
-fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_24() {
+fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss() {
     rooms_on_a_muc_service_of_another_name(Kind::Prosody);
 }
 
@@ -100,7 +100,7 @@ fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_2
 /// members are away than a rejoin's history brings back — about 30 a room here, history
 /// 20 — and says nothing once `muc_history` covers them.
 #[test]
-fn validate_warns_when_rooms_outrun_their_history_issue_24() {
+fn validate_warns_when_rooms_outrun_their_history() {
     let rest = r#"[population]
 users = 20
 login_rate = 500
