@@ -29,16 +29,16 @@ pub struct Mosquitto {
 
 impl Mosquitto {
     /// Starts mosquitto with `extra` appended to a config of one loopback listener with
-    /// anonymous access (override with `allow_anonymous false`); always `Some` (a missing
-    /// mosquitto fails the test).
-    pub fn start(extra: &str) -> Option<Mosquitto> {
+    /// anonymous access (override with `allow_anonymous false`). A missing mosquitto fails
+    /// the test.
+    pub fn start(extra: &str) -> Mosquitto {
         Mosquitto::start_with(|_| extra.to_owned())
     }
 
     /// Like [`Mosquitto::start`], with the extra config returned by `prepare(dir)`, which
     /// may write files (a password file) into the broker's temp dir first.
-    pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Option<Mosquitto> {
-        let bin = required("mosquitto")?;
+    pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Mosquitto {
+        let bin = required("mosquitto");
         let dir = tempfile::tempdir().expect("temp dir");
         let extra = prepare(dir.path());
         let port = free_port();
@@ -75,7 +75,7 @@ impl Mosquitto {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(m)
+        m
     }
 
     /// Its process id.

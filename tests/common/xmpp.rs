@@ -72,11 +72,10 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// The shared server of `kind` for this test binary; always `Some` (a missing server fails
-/// the test).
-pub fn shared(kind: Kind) -> Option<&'static Server> {
-    static EJABBERD: OnceLock<Option<Server>> = OnceLock::new();
-    static PROSODY: OnceLock<Option<Server>> = OnceLock::new();
+/// The shared server of `kind` for this test binary; a missing server fails the test.
+pub fn shared(kind: Kind) -> &'static Server {
+    static EJABBERD: OnceLock<Server> = OnceLock::new();
+    static PROSODY: OnceLock<Server> = OnceLock::new();
     let cell = match kind {
         Kind::Ejabberd => &EJABBERD,
         Kind::Prosody => &PROSODY,
@@ -85,13 +84,12 @@ pub fn shared(kind: Kind) -> Option<&'static Server> {
         let dir = tempfile::tempdir().expect("temp dir").keep();
         Server::launch(kind, Setup::default(), dir, None)
     })
-    .as_ref()
 }
 
 impl Server {
     /// A private server of `kind` with `extra` configuration (ejabberd: YAML lines inside
     /// `mod_offline`; Prosody: Lua lines in the global section). Stopped on drop.
-    pub fn start(kind: Kind, extra: &str) -> Option<Server> {
+    pub fn start(kind: Kind, extra: &str) -> Server {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
         let setup = Setup {
@@ -104,7 +102,7 @@ impl Server {
     /// A private server of `kind` that archives every user's messages (MAM, XEP-0313).
     /// Not the shared one: with an archive, ejabberd drops the unacknowledged messages of
     /// a closing session instead of storing them offline, for clients to fetch from MAM.
-    pub fn with_mam(kind: Kind) -> Option<Server> {
+    pub fn with_mam(kind: Kind) -> Server {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
         let setup = Setup {
@@ -116,7 +114,7 @@ impl Server {
 
     /// A private server of `kind` whose MUC service is `service` (e.g. `rooms.localhost`)
     /// instead of `conference.localhost`.
-    pub fn with_muc_service(kind: Kind, service: &str) -> Option<Server> {
+    pub fn with_muc_service(kind: Kind, service: &str) -> Server {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
         let setup = Setup {
@@ -131,14 +129,14 @@ impl Server {
         setup: Setup<'_>,
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
-    ) -> Option<Server> {
+    ) -> Server {
         require(kind);
         let mut temp = temp;
         for _ in 0..PORT_ATTEMPTS {
             // Another process may take the free port before the server binds it: that
             // server exits at once, and the next attempt takes another port.
             match Server::spawn(kind, &setup, &dir, temp.take()) {
-                Ok(server) => return Some(server),
+                Ok(server) => return server,
                 Err(t) => temp = t,
             }
         }

@@ -22,7 +22,7 @@ const FIXTURE: &str = concat!(
 );
 
 fn xmllint() -> PathBuf {
-    required("xmllint").unwrap_or_default()
+    required("xmllint")
 }
 
 /// `xmllint --schema JUnit.xsd FILE`: `Err` with xmllint's complaint when `file` is invalid.

@@ -15,9 +15,7 @@ const LIMIT: Duration = Duration::from_secs(60);
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
 fn late_and_churning_users_receive_what_was_queued() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+    let broker = Mosquitto::start("");
     let scenario = format!(
         r#"name = "mqtt-away"
 drain = "3s"
@@ -67,9 +65,7 @@ max_duplicated = 0
 )]
 fn messages_mosquitto_drops_past_its_queue_limit_are_lost_exactly() {
     const KEPT: u64 = 10;
-    let Some(broker) = Mosquitto::start(&format!("max_queued_messages {KEPT}")) else {
-        return;
-    };
+    let broker = Mosquitto::start(&format!("max_queued_messages {KEPT}"));
     // One sender online; every other user is late and receives its messages while away.
     let (late, messages) = (4u64, 25u64);
     let scenario = format!(
@@ -119,9 +115,7 @@ max_lost = 0
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
 fn a_run_leaves_no_persistent_sessions_on_the_broker() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+    let broker = Mosquitto::start("");
     let scenario = format!(
         r#"[target]
 driver = "mqtt"
@@ -174,9 +168,7 @@ interval = "50ms"
 /// counted.
 #[test]
 fn copies_queued_twice_for_offline_users_are_duplicated() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+    let broker = Mosquitto::start("");
     let republisher = Republisher::start(broker.port, "msgstorm/u/+");
     // One sender online; every other user is late and receives its messages while away.
     let (late, messages) = (4u64, 10u64);

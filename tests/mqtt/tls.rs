@@ -11,9 +11,7 @@ use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
     ignore = "mosquitto or openssl is not installed (scripts/test installs them)"
 )]
 fn mqtts_with_a_ca_file_delivers_everything() {
-    let Some(openssl) = required("openssl") else {
-        return;
-    };
+    let openssl = required("openssl");
     let broker = Mosquitto::start_with(|dir| {
         make_certs(&openssl, dir);
         format!(
@@ -21,9 +19,6 @@ fn mqtts_with_a_ca_file_delivers_everything() {
             dir.display()
         )
     });
-    let Some(broker) = broker else {
-        return;
-    };
     let ca = broker.dir.path().join("ca.pem");
     let scenario = format!(
         r#"name = "mqtts"

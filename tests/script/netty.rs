@@ -26,7 +26,7 @@ struct WorldClock {
 impl WorldClock {
     /// Starts the server and waits for Netty to report its channel active.
     fn start() -> WorldClock {
-        let java = required("java").expect("java");
+        let java = required("java");
         let cp_file = repo(detect::NETTY_CLASSPATH);
         installed("Netty's WorldClock example server", &cp_file);
         let cp = std::fs::read_to_string(&cp_file).expect("class path");

@@ -30,9 +30,7 @@ fn errors(artifact: &msgstorm::artifact::Artifact, kind: ErrorKind) -> u64 {
     ignore = "redis-server, node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
 async fn socketio_killed_node_is_classified_and_users_reconnect() {
-    let Some(mut cluster) = Cluster::start(2, "streams", &[]) else {
-        return;
-    };
+    let mut cluster = Cluster::start(2, "streams", &[]);
     let text = format!(
         "name = \"socketio-kill\"\nseed = 5\ndrain = \"2s\"\n\n{}\n{}",
         cluster.target(""),
@@ -107,9 +105,7 @@ async fn socketio_server_down_exits_3() {
     ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
 async fn socketio_refused_auth_is_auth_failed() {
-    let Some(cluster) = Cluster::start(1, "none", &["--secret=right"]) else {
-        return;
-    };
+    let cluster = Cluster::start(1, "none", &["--secret=right"]);
     let body = r#"
 [target.auth]
 username = "{user}"
@@ -146,9 +142,7 @@ duration = "1s"
     ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
 async fn socketio_garbage_packets_are_protocol_errors() {
-    let Some(cluster) = Cluster::start(1, "none", &["--garbage=u1"]) else {
-        return;
-    };
+    let cluster = Cluster::start(1, "none", &["--garbage=u1"]);
     let (ran, artifact, d) = run(
         &cluster,
         "",
@@ -182,9 +176,7 @@ max_lost = 0
     ignore = "redis-server, node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
 async fn socketio_churn_without_recovery_is_refused() {
-    let Some(cluster) = shared() else {
-        return;
-    };
+    let cluster = shared();
     let text = format!(
         "{}\n[population]\nusers = 10\nchurn = {{ count = 2, offline_at = \"1s\", back_at = \"2s\" }}\n\n\
          [[traffic]]\nkind = \"direct\"\nsenders = 2\nreceivers = 2\nduration = \"2s\"\ninterval = \"100ms\"\n",

@@ -43,9 +43,7 @@ max_reordered = 0
 
 /// Runs `away` (a population and traffic) on `kind`'s shared server.
 fn late_and_churning_users_receive_what_was_stored(kind: Kind, away: &str) {
-    let Some(server) = shared(kind) else {
-        return;
-    };
+    let server = shared(kind);
     // Room history must reach back over a churning user's whole absence.
     let run = run_msgstorm(&scenario(server, "o-away", "", away), &[], LIMIT);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -92,9 +90,7 @@ fn prosody_late_and_churning_users_receive_what_was_stored() {
 /// Late and churning users whose logins race the traffic fetch what they missed from the
 /// MAM archive as well as from offline storage, each message once.
 fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
-    let Some(server) = Server::with_mam(kind) else {
-        return;
-    };
+    let server = Server::with_mam(kind);
     // ejabberd 23.01 can store a message that races a login in its offline storage after
     // the login emptied it (docs/drivers/xmpp.md). Its archive usually has the message by
     // the time the login queries it; on a busy machine the sender's process may archive
@@ -148,9 +144,7 @@ fn prosody_users_fetch_what_they_missed_from_mam() {
     ignore = "ejabberd is not installed (scripts/test installs it)"
 )]
 fn ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
-    let Some(server) = Server::with_mam(Kind::Ejabberd) else {
-        return;
-    };
+    let server = Server::with_mam(Kind::Ejabberd);
     let away = AWAY
         .replace(
             "late = { count = 4, at = \"2500ms\" }",
@@ -180,9 +174,7 @@ fn ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
 fn messages_ejabberd_drops_past_its_offline_limit_are_lost_exactly() {
     const KEPT: u64 = 10;
     let limit = format!("max_user_offline_messages: {KEPT}");
-    let Some(server) = Server::start(Kind::Ejabberd, &limit) else {
-        return;
-    };
+    let server = Server::start(Kind::Ejabberd, &limit);
     // One sender online; every other user is late and receives its messages while away.
     // The late login comes long after the sending is over, however slow the logins
     // before traffic (registration, SCRAM) are on a busy machine.
@@ -278,16 +270,12 @@ max_duplicated = {}
 
 #[test]
 fn prosody_copies_stored_twice_offline_are_duplicated() {
-    let Some(server) = shared(Kind::Prosody) else {
-        return;
-    };
+    let server = shared(Kind::Prosody);
     copies_stored_twice_are_duplicated(server, "o-dup", "");
 }
 
 #[test]
 fn prosody_copies_archived_twice_are_duplicated() {
-    let Some(server) = Server::with_mam(Kind::Prosody) else {
-        return;
-    };
+    let server = Server::with_mam(Kind::Prosody);
     copies_stored_twice_are_duplicated(&server, "o-dupmam", "fetch = \"mam\"");
 }
