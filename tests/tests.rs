@@ -29,5 +29,5 @@ mod serve;
 mod socketio;
 mod workloads;
 mod ws_json;
-#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[cfg(feature = "xmpp")]
 mod xmpp;

@@ -12,7 +12,8 @@ use std::time::Duration;
 use msgstorm::ledger::Problem;
 use msgstorm::report::Report;
 
-use crate::common::mosquitto::{run_msgstorm, Mosquitto};
+use crate::common::mosquitto::Mosquitto;
+use crate::common::run::run_msgstorm;
 
 #[test]
 #[cfg_attr(

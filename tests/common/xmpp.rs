@@ -410,7 +410,7 @@ Component "{muc}" "muc"
 
 /// The result of `run`, which must have passed (exit 0; the report, errors and the
 /// server's log otherwise).
-pub fn passed(run: super::mosquitto::RunResult, server: &Server) -> msgstorm::artifact::Artifact {
+pub fn passed(run: super::run::RunResult, server: &Server) -> msgstorm::artifact::Artifact {
     assert_eq!(
         run.code,
         0,

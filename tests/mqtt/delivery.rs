@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use msgstorm::metrics::Hist;
 
-use crate::common::mosquitto::{run_msgstorm, Mosquitto};
+use crate::common::mosquitto::Mosquitto;
+use crate::common::run::run_msgstorm;
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(60);

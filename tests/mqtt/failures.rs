@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use msgstorm::artifact::Artifact;
 use msgstorm::metrics::ErrorKind;
 
-use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
-use crate::common::run::{Running, Work};
+use crate::common::mosquitto::{required, Mosquitto};
+use crate::common::run::{run_msgstorm, Running, Work};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(30);

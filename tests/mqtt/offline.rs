@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::common::mosquitto::{run_msgstorm, Mosquitto, Republisher};
+use crate::common::mosquitto::{Mosquitto, Republisher};
+use crate::common::run::run_msgstorm;
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(60);

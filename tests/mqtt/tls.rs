@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::common::certs::make_certs;
-use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
+use crate::common::mosquitto::{required, Mosquitto};
+use crate::common::run::run_msgstorm;
 
 #[test]
 #[cfg_attr(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use msgstorm::metrics::Hist;
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, shared, Kind};
 
 /// The longest one run may take.

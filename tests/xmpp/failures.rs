@@ -6,7 +6,7 @@ use std::time::Duration;
 use msgstorm::artifact::Artifact;
 use msgstorm::metrics::{Counter, ErrorKind};
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{scenario, shared, Kind};
 
 /// The longest one run may take.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use msgstorm::metrics::Counter;
 use msgstorm::scenario::Shard;
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, shared, Kind, Resender, Server, DRAIN};
 
 /// The longest one run may take.

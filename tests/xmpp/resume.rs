@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use msgstorm::metrics::Counter;
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, shared, CutProxy, Kind, Toward};
 
 /// The longest one run may take.

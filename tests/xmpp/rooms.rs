@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use msgstorm::metrics::ErrorKind;
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, Kind, Server};
 
 /// The longest one run may take.

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::common::certs::make_certs_for;
-use crate::common::mosquitto::{required, run_msgstorm};
+use crate::common::peers::required;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, Kind, Server};
 
 /// The longest one run may take.
