@@ -69,7 +69,7 @@ fn accounts_created_before_login_show_in_text_and_html() {
     assert!(html::render(&r).contains(line));
 }
 
-/// Issue 24: reconnects that could not resume (Socket.IO without an offset) are in the
+/// Reconnects that could not resume (Socket.IO without an offset) are in the
 /// connections table and in a note saying what to do, in text and HTML.
 #[test]
 fn resumes_without_offset_show_in_connections_and_notes() {
@@ -577,7 +577,7 @@ fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
     );
 }
 
-/// Issue 16: the report (text and, since issue 25, HTML) states each shard's clock offset and the uncertainty of latency
+/// The report (text and HTML) states each shard's clock offset and the uncertainty of latency
 /// across shards, shows end-to-end latencies below it as `~0 ±…`, and names a shard whose
 /// drift is unknown.
 #[test]
@@ -624,7 +624,7 @@ fn clock_offsets_and_their_uncertainty_are_stated() {
         .find(|l| l.contains("end-to-end"))
         .expect("an end-to-end row");
     assert!(e2e.contains("~0 ±500.00 ms"), "{e2e}");
-    // The HTML report's latency table applies the same rule (it did not before issue 25).
+    // The HTML report's latency table applies the same rule.
     let page = html::render(&r);
     let row = page
         .split("<tr>")

@@ -1,4 +1,4 @@
-//! Errors blame the side that failed (issue 24).
+//! Errors blame the side that failed.
 //!
 //! - A server killed mid-run (SIGKILL of a `msgstorm serve` child) costs each connection
 //!   one error, `closed_by_peer` — not also `protocol` for the stream that ended without a

@@ -1,4 +1,4 @@
-//! Issue 24, "no PASS without the work": the wrong scenarios of the issue — a template the
+//! No PASS without the work: scenarios that cannot do what they claim — a template the
 //! server refuses, a reply id that never matches, a push rule that never matches — fail
 //! with their reason in the report's first line, and the right scenario still passes. Each
 //! runs `scenarios/ws-json-native.toml` against the embedded reference server.

@@ -19,7 +19,7 @@ use super::peers::missing;
 
 /// The longest a server may take to start: a bound against a hang, not an estimate.
 /// ejabberd boots an Erlang VM and Mnesia in about 2 s on a quiet machine and about 8 s
-/// with two busy loops on its two cores (issue 24).
+/// with two busy loops on its two cores.
 const START_WAIT: Duration = Duration::from_secs(120);
 /// Free ports tried before giving up on starting a server.
 const PORT_ATTEMPTS: usize = 3;
@@ -309,7 +309,7 @@ fn answers_xmpp(port: u16) -> bool {
 /// CPU and dirty I/O ones). Spinning schedulers fight the other processes of a busy
 /// machine for its two cores: with two busy loops running, ejabberd took 30–60 s to
 /// listen with any of the three spinning and about 8 s with none, and in one loaded run
-/// of the MAM test its send → ack p50 was 3.7 s instead of 8 ms (issue 24).
+/// of the MAM test its send → ack p50 was 3.7 s instead of 8 ms.
 fn ejabberd(dir: &Path, port: u16, setup: &Setup<'_>) -> String {
     let libs = ejabberd_libs().expect("ejabberd is installed");
     let (offline, muc) = (setup.extra, setup.muc);
@@ -428,7 +428,7 @@ pub fn passed(run: super::run::RunResult, server: &Server) -> msgstorm::artifact
 ///
 /// The drain is long: it ends as soon as every send is acknowledged and every delivery
 /// in, but a server that lags further behind than the drain has its last messages
-/// reported lost (issue 24: Prosody with two busy loops acknowledged sends 4 s late, after
+/// reported lost (Prosody with two busy loops acknowledged sends 4 s late, after
 /// a 3 s drain, and pushed them after their recipients' final verification).
 pub fn scenario(server: &Server, prefix: &str, xmpp: &str, rest: &str) -> String {
     format!(

@@ -1,5 +1,5 @@
 //! The driver conformance suite: the same nine cases for every driver, each run through the
-//! `msgstorm` binary against the driver's real peer (issue 25).
+//! `msgstorm` binary against the driver's real peer.
 //!
 //! | case | what the peer does | what the run must report |
 //! |---|---|---|

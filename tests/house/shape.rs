@@ -1,4 +1,4 @@
-//! The house's shape, checked on the source (issue 25): no function over 80 lines in the
+//! The house's shape, checked on the source: no function over 80 lines in the
 //! layers that orchestrate (`engine/`, `scenario/`, `cli/`, `run/`), and no import cycle
 //! between the modules of `scenario/`. Both read the source with `syn`, as the compiler
 //! would, skipping `#[cfg(test)]` code and test modules.

@@ -104,7 +104,7 @@ fn bad_credentials_are_classified_auth_failed() {
     assert_eq!(a.metrics.count(msgstorm::metrics::Counter::LoginOk), 0);
 }
 
-/// Issue 24: mosquitto killed (SIGKILL) mid-run costs each connection one error,
+/// Mosquitto killed (SIGKILL) mid-run costs each connection one error,
 /// `closed_by_peer`; reconnecting to the dead port is refused, and nothing else is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(

@@ -163,10 +163,9 @@ interval = "50ms"
     }
 }
 
-/// Issue 24: a second publisher sends every direct message again; mosquitto queues both
+/// A second publisher sends every direct message again; mosquitto queues both
 /// copies for the late receivers' persistent sessions and replays both after their login.
-/// Every second copy is duplicated — before issue 24 a second copy in a catch-up was not
-/// counted.
+/// Every second copy is duplicated, the ones a catch-up brings included.
 #[test]
 fn copies_queued_twice_for_offline_users_are_duplicated() {
     let broker = Mosquitto::start("");

@@ -1,4 +1,4 @@
-//! Issue 25: running a scenario is a library function. These tests call
+//! Running a scenario is a library function. These tests call
 //! [`msgstorm::run::run`] (and [`msgstorm::run::shards::local`]) directly, with no target in
 //! the plan (so the run starts the embedded reference server), and look at the events the
 //! run reported to their sink and at the artifact it returned.

@@ -52,7 +52,7 @@ interval = "50ms"
     let killer = std::thread::spawn(move || {
         // Once node B has routed a hundred of the 1,000 messages (its users logged in and
         // sending, about a second into the 5 s of traffic), however slowly the users log
-        // in (issue 24: a kill at a fixed time could come before the traffic).
+        // in (a kill at a fixed time could come before the traffic).
         let deadline = Instant::now() + RUN_LIMIT;
         while b.stat("routed") < 100 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

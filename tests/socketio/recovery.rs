@@ -1,4 +1,4 @@
-//! Issue 24: what connection state recovery replays is accounted exactly, against the real
+//! What connection state recovery replays is accounted exactly, against the real
 //! Socket.IO app — a second copy the app emitted is a duplicate whichever way it came (live
 //! or replayed), and a late user the app sent nothing before it went offline is counted and
 //! explained instead of silently losing everything.
@@ -32,7 +32,7 @@ max_lost = 0
 
 /// The app emits every direct message twice; users away get both copies back from
 /// recovery. Every second copy is counted as duplicated — as many as the app emitted,
-/// the replayed ones included (before issue 24 a replayed second copy was not counted).
+/// the replayed ones included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(peer_socketio),

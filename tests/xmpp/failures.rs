@@ -62,7 +62,7 @@ fn bad_options_are_scenario_errors_before_connecting() {
         ("[target.xmpp]\nsasl = \"digest-md5\"", "target.xmpp.sasl"),
         ("[target.xmpp]\nregistr = true", "target.xmpp.registr"),
         ("[target.xmpp]\nca_file = \"ca.pem\"", "target.xmpp.ca_file"),
-        // Issue 25: a domain TLS cannot name fails here, not at every login.
+        // A domain TLS cannot name fails here, not at every login.
         (
             "[target.xmpp]\ntls = \"starttls\"\ndomain = \"a..b\"",
             "target.xmpp.domain",

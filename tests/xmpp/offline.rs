@@ -96,7 +96,7 @@ fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
     // the time the login queries it; on a busy machine the sender's process may archive
     // it only after that query, and the final verification finds it: `repaired`, the
     // server's defect, counted as such. Relaxed here, where logins race the traffic on
-    // purpose (issue 24: it failed `max_repaired_rate` with 1 of 260 under load).
+    // purpose (it failed `max_repaired_rate` with 1 of 260 under load).
     let away = match kind {
         Kind::Ejabberd => AWAY.replace("[checks]\n", "[checks]\nmax_repaired_rate = 0.05\n"),
         Kind::Prosody => AWAY.to_owned(),
@@ -130,7 +130,7 @@ fn prosody_users_fetch_what_they_missed_from_mam() {
     late_and_churning_users_fetch_from_the_archive(Kind::Prosody);
 }
 
-/// Issue 24: a message reaches a fetching user twice, from offline storage and from the
+/// A message reaches a fetching user twice, from offline storage and from the
 /// archive, and one copy may come long after the other: offline storage's after
 /// `offline_quiet` ended the fetch (a slow server), the archive's with the next query (the
 /// final verification's) when the push came during the fetch. Neither late copy is handed
@@ -215,10 +215,10 @@ max_lost = 0
     assert_eq!(d.duplicated, 0, "{d:?}");
 }
 
-/// Issue 24: a second client of the sender sends every message again (message carbons
+/// A second client of the sender sends every message again (message carbons
 /// show it what the sender sent); the server stores both copies for the late receivers,
-/// who fetch both after their login. Every second copy is duplicated — before issue 24
-/// a second copy in a catch-up was not counted.
+/// who fetch both after their login. Every second copy is
+/// duplicated, the ones a catch-up brings included.
 fn copies_stored_twice_are_duplicated(server: &Server, prefix: &str, xmpp: &str) {
     let (late, messages) = (3u64, 5u64);
     // The late login comes long after the sending is over (see the offline-limit test).

@@ -44,7 +44,7 @@ min_online = 0.8
     // stay unacknowledged), then, thirty sends later, the sends themselves (sends it never
     // has): both kinds are unacknowledged at the cut, thirty sends later, and only the
     // second must be sent again. Each step waits for the traffic itself, however slowly
-    // the users log in (issue 24: a cut at fixed times came before the traffic on a busy
+    // the users log in (a cut at fixed times came before the traffic on a busy
     // machine, while users were still logging in).
     let cutter = std::thread::spawn(move || {
         let deadline = Instant::now() + LIMIT;

@@ -1,4 +1,4 @@
-//! Issue 24: rooms on a server whose MUC service is not `conference.<domain>`. The driver
+//! Rooms on a server whose MUC service is not `conference.<domain>`. The driver
 //! finds the service by service discovery; a room that cannot be joined is a setup failure
 //! (`join_failed`), and its messages are not counted as lost.
 
@@ -73,7 +73,7 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
     );
     assert_eq!((d.expected, d.delivered, d.lost), (60, 60, 0), "{d:?}");
     assert!(run.stdout.contains("join_failed"), "{}", run.stdout);
-    // A setup failure, named first: the built-in check fails the run (issue 24).
+    // A setup failure, named first: the built-in check fails the run.
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(
         run.stdout.starts_with(&format!(

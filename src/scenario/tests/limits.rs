@@ -1,4 +1,4 @@
-//! Issue 10: every numeric key has a range the engine can honour, refused by validation as
+//! Every numeric key has a range the engine can honour, refused by validation as
 //! `FILE:LINE: KEY: …` (exit 2) — never a panic in validation or at run time — and the plan
 //! stays O(patterns + chosen users) however many users there are.
 
