@@ -697,7 +697,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_10_merge_refuses_a_shard_it_already_has() {
+    fn merge_refuses_a_shard_it_already_has() {
         let a = shard(0, 2);
         let mut m = a.clone();
         let err = m.merge(&a).expect_err("a shard merged with itself");
@@ -712,7 +712,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_10_merge_refuses_results_of_another_run() {
+    fn merge_refuses_results_of_another_run() {
         let a = shard(0, 2);
         type Change = fn(&mut Artifact);
         let cases: [(&str, Change); 6] = [
@@ -734,7 +734,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_10_missing_shards_are_listed() {
+    fn missing_shards_are_listed() {
         assert_eq!(shard(0, 2).missing_shards(), [1]);
         let mut m = shard(0, 3);
         m.merge(&shard(2, 3)).expect("shards 0 and 2 of 3 merge");
@@ -743,7 +743,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_10_read_merged_names_both_files() {
+    fn read_merged_names_both_files() {
         let dir = std::env::temp_dir().join(format!("msgstorm-merge-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let write = |name: &str, a: &Artifact| {

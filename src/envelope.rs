@@ -494,7 +494,7 @@ mod tests {
             prop_assert_eq!(decode(&b), Decoded::Corrupt(env));
         }
 
-        /// Issue 10: at sizes where the body is all header, the reference server's
+        /// At sizes where the body is all header, the reference server's
         /// `corrupt` fault (the last byte changed) is still attributed.
         #[test]
         fn last_byte_changed_is_attributed_at_every_size(env in any_env(), size in 0usize..120) {

@@ -1,4 +1,4 @@
-//! The bodies of the `cargo fuzz` targets in `fuzz/` (issue 10), kept in the library so the
+//! The bodies of the `cargo fuzz` targets in `fuzz/`, kept in the library so the
 //! fuzz targets are one line each and a normal test replays the committed corpus
 //! (`fuzz/corpus/<target>/`) through the same functions on stable Rust.
 //!

@@ -369,7 +369,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_15_a_line_through_exact_points_has_no_error() {
+    fn a_line_through_exact_points_has_no_error() {
         let pts: Vec<(f64, f64)> = (0..10)
             .map(|u| (f64::from(u) * 100.0, 5e6 + f64::from(u) * 100.0 * 20_000.0))
             .collect();
@@ -381,7 +381,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_sizing_scales_the_basis_and_says_when_it_extrapolates() {
+    fn sizing_scales_the_basis_and_says_when_it_extrapolates() {
         let b = Basis {
             processes: vec!["srv (pid 1)".to_owned()],
             embedded: false,
@@ -435,7 +435,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_wire_bytes_replace_body_bytes_and_follow_the_body_size() {
+    fn wire_bytes_replace_body_bytes_and_follow_the_body_size() {
         let per = |v| {
             Some(Estimate {
                 value: v,

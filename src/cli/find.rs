@@ -677,7 +677,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_15_current_value_walks_dotted_keys() {
+    fn current_value_walks_dotted_keys() {
         let doc: toml::Table = toml::from_str(
             "[population]\nusers = 10\n[[traffic]]\nrate = 5.5\n[[traffic]]\ngroup_size = 4\n",
         )

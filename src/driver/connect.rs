@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(f.detail, "no target URL to connect to");
     }
 
-    /// Issue 24: a source address this host does not have fails the bind, before any packet
+    /// A source address this host does not have fails the bind, before any packet
     /// leaves; that is the generator's failure, not the server closing anything.
     #[tokio::test]
     async fn a_source_address_not_on_this_host_is_the_generators() {

@@ -121,7 +121,7 @@ mod tests {
         assert!(!s.mark(1));
     }
 
-    /// Issue 24: a sync page (or the run's start) covers everything up to its last seq,
+    /// A sync page (or the run's start) covers everything up to its last seq,
     /// whether the numbers skip or not; what was seen above it stays seen.
     #[test]
     fn covering_accounts_for_everything_below_whatever_the_numbers() {

@@ -62,7 +62,7 @@ mod tests {
         classify(&io::Error::from_raw_os_error(errno)).kind
     }
 
-    /// Issue 24: the generator's own exhaustion was `closed_by_peer`, blamed on the server.
+    /// The generator's own exhaustion was `closed_by_peer`, blamed on the server.
     #[test]
     fn generator_exhaustion_is_its_own_kind() {
         for errno in [

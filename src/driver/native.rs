@@ -512,7 +512,7 @@ mod tests {
         })
     }
 
-    /// Issue 10: pushes that arrive while a sync is under way and a sync page that also
+    /// Pushes that arrive while a sync is under way and a sync page that also
     /// holds them give every message once, in sequence order, while a push the server
     /// really sends twice still comes out twice. A scripted server pushes seq 1–3 before
     /// answering `convs`, returns 1–4 in the sync page, then pushes 4 twice.

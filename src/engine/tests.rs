@@ -478,7 +478,7 @@ async fn a_recipient_whose_first_login_failed_is_verified_at_the_end() {
     );
 }
 
-/// Issue 24: a connection lost while writing is one error of kind `closed_by_peer`, however
+/// A connection lost while writing is one error of kind `closed_by_peer`, however
 /// many calls (send, flush, the next read) find it gone; the user reconnects, and the send
 /// that never arrived is a failed send, not a loss.
 #[tokio::test(start_paused = true)]
@@ -511,7 +511,7 @@ async fn a_connection_lost_while_writing_is_one_error() {
     assert_eq!((d.expected, d.delivered, d.lost), (79, 79, 0), "{d:?}");
 }
 
-/// Issue 24: each progress tick moves the seconds that are over out of every recorder into
+/// Each progress tick moves the seconds that are over out of every recorder into
 /// one merged series, so a recorder holds the last second or two however long the run (a
 /// 24-hour soak used to keep each slot's own series, ~9 bytes a latency), and the result
 /// is exactly that of recorders that kept everything.

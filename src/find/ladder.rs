@@ -224,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_late_users_arrive_rung_by_rung_with_holds() {
+    fn late_users_arrive_rung_by_rung_with_holds() {
         let l = ladder();
         let phases = l.late_arrival();
         // 100 new users in 1 s, a 5 s hold, 200 more in 2 s.
@@ -237,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_a_later_rungs_users_receive_nothing_until_they_are_online() {
+    fn a_later_rungs_users_receive_nothing_until_they_are_online() {
         let text = "[population]\nusers = 100\nlogin_rate = 1000\n\
                     late = { count = 80, at = \"5s\" }\n\
                     [[traffic]]\nkind = \"direct\"\nsenders = 5\nreceivers = 10\nrate = 10\nduration = \"1s\"\n\
@@ -273,7 +273,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_climb_and_refine() {
+    fn the_rungs_climb_by_doubling_then_refine_between_pass_and_fail() {
         assert_eq!(
             climb(100.0, 1000.0, true, 12),
             [100.0, 200.0, 400.0, 800.0, 1000.0]

@@ -194,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_a_generator_limited_failure_gives_at_least_and_the_advice() {
+    fn a_generator_limited_failure_gives_at_least_and_the_advice() {
         let steps = [
             step(100.0, true, None),
             step(200.0, false, Some("it sent late: send lag p99 40.0 ms")),
@@ -211,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_a_target_failure_names_the_value_and_the_check() {
+    fn a_target_failure_names_the_value_and_the_check() {
         let steps = [step(100.0, true, None), step(200.0, false, None)];
         let a = Answer::of("population.users", &searched(&steps), &steps, 1000.0);
         assert!(!a.generator_limited);

@@ -107,7 +107,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_climbs_then_bisects_to_the_precision() {
+    fn climbs_then_bisects_to_the_precision() {
         let s = Search::new(100.0, 100_000.0, true, Precision::Absolute(10.0));
         let (tried, s) = run(s, 1234.0);
         assert_eq!(&tried[..5], &[100.0, 200.0, 400.0, 800.0, 1600.0]);
@@ -116,14 +116,14 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_integer_search_ends_next_to_the_capacity() {
+    fn integer_search_ends_next_to_the_capacity() {
         let s = Search::new(2.0, 64.0, true, Precision::Relative(0.01));
         let (_, s) = run(s, 5.0);
         assert_eq!((s.highest_pass(), s.first_fail()), (Some(5.0), Some(6.0)));
     }
 
     #[test]
-    fn issue_15_relative_precision() {
+    fn a_relative_precision_bisects_within_its_share_of_the_value() {
         let s = Search::new(1.0, 1e6, false, Precision::Relative(0.05));
         let (_, s) = run(s, 333.3);
         let (p, f) = (s.highest_pass().unwrap(), s.first_fail().unwrap());
@@ -131,7 +131,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_first_step_failing_ends_the_search() {
+    fn first_step_failing_ends_the_search() {
         let (tried, s) = run(
             Search::new(10.0, 100.0, true, Precision::Absolute(1.0)),
             5.0,
@@ -141,14 +141,14 @@ mod tests {
     }
 
     #[test]
-    fn issue_15_the_climb_stops_at_to() {
+    fn the_climb_stops_at_the_upper_bound() {
         let (tried, s) = run(Search::new(10.0, 50.0, true, Precision::Absolute(1.0)), 1e9);
         assert_eq!(tried, [10.0, 20.0, 40.0, 50.0]);
         assert_eq!((s.highest_pass(), s.first_fail()), (Some(50.0), None));
     }
 
     #[test]
-    fn issue_15_precision_parses_both_forms() {
+    fn precision_parses_both_forms() {
         assert_eq!(Precision::parse("5%"), Ok(Precision::Relative(0.05)));
         assert_eq!(Precision::parse("25"), Ok(Precision::Absolute(25.0)));
         assert!(Precision::parse("0").is_err());

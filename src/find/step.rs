@@ -318,7 +318,7 @@ mod tests {
     /// delivery verdict: when the run lost a message, the step does not pass on `max_lost`
     /// even though the loss cannot be dated to it, and its row shows the run's count.
     #[test]
-    fn issue_15_a_shared_runs_loss_fails_every_one_of_its_steps() {
+    fn a_shared_runs_loss_fails_every_one_of_its_steps() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("src/report/testdata/result.json");
         let mut a = Artifact::read(&path).expect("the fixture reads");

@@ -143,7 +143,7 @@ fn sync_catch_up_is_normal_delivery() {
 
 #[test]
 fn sends_not_made_while_the_sender_was_offline_are_not_planned() {
-    // Issue 24: `planned` is what the traffic asked to deliver; a send due while its
+    // `planned` is what the traffic asked to deliver; a send due while its
     // sender was offline was never made, so it is neither expected nor planned, while a
     // refused one was planned and not verified.
     let mut l = one_track(0);
@@ -163,7 +163,7 @@ fn sends_not_made_while_the_sender_was_offline_are_not_planned() {
 
 #[test]
 fn a_second_copy_in_a_catch_up_is_duplicated() {
-    // Issue 24: a server that stored a message twice replays both copies to a user that
+    // A server that stored a message twice replays both copies to a user that
     // was offline; the catch-up hands out each stored copy once, so the second counts.
     let mut l = one_track(2);
     l.received(7, 1, 0, 60_000_000, Via::Sync, false);
@@ -423,7 +423,7 @@ fn an_unreached_recipient_is_unverified_in_the_merge_and_after_a_round_trip() {
     assert_eq!(back.summary().unverified, 0);
 }
 
-/// Issue 24: a recipient that could not join a group expects nothing of the group's
+/// A recipient that could not join a group expects nothing of the group's
 /// streams (a setup failure, not loss); its other streams are judged as before.
 #[test]
 fn an_unjoined_recipient_expects_nothing_of_those_streams() {

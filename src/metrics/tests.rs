@@ -263,7 +263,7 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Issue 24: recorders hand the seconds that are over to one merged series (packed) at
+    /// Recorders hand the seconds that are over to one merged series (packed) at
     /// any point, events still arrive for those seconds afterwards, and the merge of
     /// everything is the same metrics.
     #[test]

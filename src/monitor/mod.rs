@@ -332,7 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_10_a_short_last_sample_adds_no_cpu_point() {
+    fn a_short_last_sample_adds_no_cpu_point() {
         let mut m = Monitor::new(Instant::now(), 0, &[]);
         busy(Duration::from_secs(1));
         m.sample();

@@ -185,7 +185,7 @@ mod tests {
     use std::io::{Read, Write};
 
     #[test]
-    fn issue_15_counts_this_process_sockets_bytes() {
+    fn counts_the_bytes_of_this_process_sockets() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();

@@ -69,7 +69,7 @@ fn accounts_created_before_login_show_in_text_and_html() {
     assert!(html::render(&r).contains(line));
 }
 
-/// Issue 24: reconnects that could not resume (Socket.IO without an offset) are in the
+/// Reconnects that could not resume (Socket.IO without an offset) are in the
 /// connections table and in a note saying what to do, in text and HTML.
 #[test]
 fn resumes_without_offset_show_in_connections_and_notes() {
@@ -135,7 +135,7 @@ fn saturated(r: &Report) -> Vec<&Finding> {
 }
 
 #[test]
-fn issue_10_a_saturated_generator_with_the_embedded_server_blames_neither_side() {
+fn a_saturated_generator_with_the_embedded_server_blames_neither_side() {
     // The fixture's server ran embedded in the generator's process (its notes say so).
     let embedded = fixture();
     let text = text::render(&Report::new(&embedded));
@@ -374,7 +374,7 @@ fn shard(index: u32, count: u32) -> Artifact {
 }
 
 #[test]
-fn issue_10_a_result_missing_shards_is_incomplete_never_pass() {
+fn a_result_missing_shards_is_incomplete_never_pass() {
     let mut lone = shard(0, 2);
     lone.checks = fixture_passing().checks;
     assert_eq!(Report::new(&fixture_passing()).verdict, Verdict::Pass);
@@ -479,7 +479,7 @@ fn little(r: &Report) -> Vec<&Finding> {
 }
 
 #[test]
-fn issue_10_little_law_mismatch_in_a_sweep_is_a_finding() {
+fn little_law_mismatch_in_a_sweep_is_a_finding() {
     // 4,000/s × 1 ms = 4 and 8,000/s × 2 ms = 16: the law holds, nothing to say.
     let holds = sweep_of([(4_000, 1_000), (8_000, 2_000)]);
     let rows: Vec<(u32, f64)> = holds
@@ -577,7 +577,7 @@ fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
     );
 }
 
-/// Issue 16: the report (text and, since issue 25, HTML) states each shard's clock offset and the uncertainty of latency
+/// The report (text and HTML) states each shard's clock offset and the uncertainty of latency
 /// across shards, shows end-to-end latencies below it as `~0 ±…`, and names a shard whose
 /// drift is unknown.
 #[test]
@@ -624,7 +624,7 @@ fn clock_offsets_and_their_uncertainty_are_stated() {
         .find(|l| l.contains("end-to-end"))
         .expect("an end-to-end row");
     assert!(e2e.contains("~0 ±500.00 ms"), "{e2e}");
-    // The HTML report's latency table applies the same rule (it did not before issue 25).
+    // The HTML report's latency table applies the same rule.
     let page = html::render(&r);
     let row = page
         .split("<tr>")
@@ -667,7 +667,7 @@ fn clock_offsets_and_their_uncertainty_are_stated() {
 }
 
 #[test]
-fn issue_15_the_target_by_phase_has_its_bandwidth_cpu_and_memory() {
+fn the_target_by_phase_has_its_bandwidth_cpu_and_memory() {
     let mut a = fixture();
     let last = a.metrics.seconds().map(|s| s.sec).max().unwrap_or(0) + 2;
     a.processes.push(crate::monitor::ProcUsage {
@@ -748,7 +748,7 @@ fn outcome<'a>(r: &'a Report, key: &str) -> &'a super::checks::CheckOutcome {
 }
 
 #[test]
-fn issue_24_built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did_the_work() {
+fn built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did_the_work() {
     let r = Report::new(&built_in_fixture(100, 0));
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.checks);
     let keys: Vec<(&str, Origin)> = r
@@ -785,7 +785,7 @@ fn issue_24_built_in_checks_apply_without_a_checks_table_and_pass_a_run_that_did
 }
 
 #[test]
-fn issue_24_refused_sends_fail_the_run_with_the_reason_in_the_first_line() {
+fn refused_sends_fail_the_run_with_the_reason_in_the_first_line() {
     let r = Report::new(&built_in_fixture(100, 80));
     assert_eq!(r.verdict, Verdict::Fail);
     let first = text::render(&r)
@@ -817,7 +817,7 @@ fn issue_24_refused_sends_fail_the_run_with_the_reason_in_the_first_line() {
 }
 
 #[test]
-fn issue_24_a_relaxed_built_in_check_says_so_and_holds_its_new_bound() {
+fn a_relaxed_built_in_check_says_so_and_holds_its_new_bound() {
     let mut a = built_in_fixture(100, 80);
     for (key, metric, op, value) in [
         (
@@ -855,7 +855,7 @@ fn issue_24_a_relaxed_built_in_check_says_so_and_holds_its_new_bound() {
 }
 
 #[test]
-fn issue_24_frames_not_understood_and_foreign_bodies_fail_past_their_budget() {
+fn frames_not_understood_and_foreign_bodies_fail_past_their_budget() {
     let mut a = built_in_fixture(10, 0);
     for _ in 0..10 {
         a.metrics
@@ -890,7 +890,7 @@ fn issue_24_frames_not_understood_and_foreign_bodies_fail_past_their_budget() {
 }
 
 #[test]
-fn issue_24_pushes_found_only_by_the_final_sync_fail_the_run() {
+fn pushes_found_only_by_the_final_sync_fail_the_run() {
     let mut a = built_in_fixture(0, 0);
     for seq in 0..100 {
         a.ledger.sent(7, seq);
@@ -915,7 +915,7 @@ fn issue_24_pushes_found_only_by_the_final_sync_fail_the_run() {
 }
 
 #[test]
-fn issue_24_sends_due_while_nothing_went_out_are_nothing_verified() {
+fn sends_due_while_nothing_went_out_are_nothing_verified() {
     let mut a = built_in_fixture(0, 0);
     a.metrics.add(0, Counter::Dropped, 50);
     let r = Report::new(&a);
@@ -966,7 +966,7 @@ fn live_report() -> Report {
 }
 
 #[test]
-fn issue_28_a_running_run_shows_its_checks_as_they_stand_and_leaves_losses_pending() {
+fn a_running_run_shows_its_checks_as_they_stand_and_leaves_losses_pending() {
     let r = live_report();
     let live = r.live.as_ref().expect("a live view");
     assert_eq!(

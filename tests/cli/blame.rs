@@ -1,4 +1,4 @@
-//! Errors blame the side that failed (issue 24).
+//! Errors blame the side that failed.
 //!
 //! - A server killed mid-run (SIGKILL of a `msgstorm serve` child) costs each connection
 //!   one error, `closed_by_peer` — not also `protocol` for the stream that ended without a
@@ -15,7 +15,7 @@ use msgstorm::artifact::Artifact;
 use msgstorm::metrics::Counter;
 use msgstorm::serve::ServerHandle;
 
-use crate::cli_report::result_schema;
+use crate::cli::report::result_schema;
 use crate::common::run::{msgstorm, run_text, Ran, Running, Work};
 use crate::common::{config, http_get, metric, start, ChildServer, SECRET};
 
@@ -48,7 +48,7 @@ async fn wait_for_traffic(server: &ChildServer, run: &mut Running) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_a_killed_server_costs_each_connection_one_closed_by_peer() {
+async fn a_killed_server_costs_each_connection_one_closed_by_peer() {
     let server = ChildServer::start(&[]);
     let work = Work::new();
     // Traffic runs 5 s from the moment every user is in; the server dies as it starts.
@@ -141,7 +141,7 @@ fn generator_finding(ran: &Ran) -> Option<&str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_a_generator_out_of_addresses_is_no_server_failure_and_exits_4() {
+async fn a_generator_out_of_addresses_is_no_server_failure_and_exits_4() {
     let server = start(config()).await;
     let work = Work::new();
     // 192.0.2.1 (TEST-NET-1) is on no host here: every bind fails before a packet leaves.
@@ -176,7 +176,7 @@ async fn issue_24_a_generator_out_of_addresses_is_no_server_failure_and_exits_4(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_a_generator_short_of_addresses_for_some_users_still_measures_the_rest() {
+async fn a_generator_short_of_addresses_for_some_users_still_measures_the_rest() {
     let server = start(config()).await;
     let work = Work::new();
     // User i binds source i mod 2: users 0 and 2 connect, users 1 and 3 cannot.

@@ -67,7 +67,7 @@ max_send_error_rate = 0
     assert!(!artifact.interrupted);
     let m = &artifact.metrics;
     // Every user is in; the late ones with messages to fetch twice: once before traffic,
-    // to note what the server held before the run (issue 24), and at their time.
+    // to note what the server held before the run, and at their time.
     let logins = m.count(Counter::LoginOk);
     assert!((60..=65).contains(&logins), "{logins} logins");
     assert_eq!(logins, m.count(Counter::ConnectAttempts));

@@ -50,7 +50,7 @@ async fn loopback_runs_without_a_server_and_stored_drops_are_repaired() {
     let work = Work::new();
     let text = loopback("drop = 0.05\nseed = 9");
     let (ran, artifact) = run_text(&work, &text).await;
-    // Withheld pushes the final sync found are a server defect: a built-in check (issue 24).
+    // Withheld pushes the final sync found are a server defect: a built-in check.
     ran.expect_code(1);
     assert!(
         ran.verdict()

@@ -92,7 +92,7 @@ fn more_senders_than_users_exits_2_naming_senders() {
 }
 
 #[test]
-fn issue_10_tiny_rates_and_huge_durations_exit_2_not_101() {
+fn tiny_rates_and_huge_durations_exit_2_not_101() {
     expect_scenario_error("rate = 12", "rate = 1e-300", &[], "traffic[0].rate");
     expect_scenario_error(
         "login_rate = 100",
@@ -126,7 +126,7 @@ fn issue_10_tiny_rates_and_huge_durations_exit_2_not_101() {
 }
 
 #[test]
-fn issue_10_duplicate_keys_and_non_utf8_files_exit_2_naming_the_line() {
+fn duplicate_keys_and_non_utf8_files_exit_2_naming_the_line() {
     let work = Work::new();
     let text = VALID.replace("rate = 12", "rate = 12\nrate = 13");
     let file = work.write("dup.toml", &text);

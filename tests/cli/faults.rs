@@ -120,7 +120,7 @@ async fn drop_faults_are_repaired_by_sync_not_lost() {
         (0, 0, 0),
         "{r}"
     );
-    // Stored but not pushed is a server defect: the built-in check fails the run (issue 24).
+    // Stored but not pushed is a server defect: the built-in check fails the run.
     r.ran.expect_code(1);
     assert!(
         r.ran.verdict().starts_with(&format!(
@@ -209,11 +209,11 @@ async fn corrupt_faults_count_as_corrupted_exactly() {
     );
 }
 
-/// Issue 10: with 40-byte bodies (as the W4 scenario sends) the body is all envelope header,
+/// With 40-byte bodies (as the W4 scenario sends) the body is all envelope header,
 /// so the server's corruption hits the header: still every corrupted copy counts as
 /// corrupted — attributed to its message, neither damaged nor lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_10_corrupt_faults_in_small_bodies_count_as_corrupted_exactly() {
+async fn corrupt_faults_in_small_bodies_count_as_corrupted_exactly() {
     let traffic = format!("{ONE_TO_MANY}size = 40\n");
     let r = run_with_faults("corrupt=0.1", "verify_sync = true", &traffic).await;
     let bad = r.logged("corrupt").len() as u64;

@@ -118,7 +118,7 @@ fn as_shard(work: &Work, result: &str, name: &str, index: u32, count: u32, run_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_10_report_refuses_a_shard_twice_and_marks_missing_shards_incomplete() {
+async fn report_refuses_a_shard_twice_and_marks_missing_shards_incomplete() {
     let work = Work::new();
     let (ran, result) = short_run(&work, "max_lost = 0").await;
     ran.expect_code(0);

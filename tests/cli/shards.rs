@@ -247,7 +247,7 @@ max_duplicated = 0
     assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
     assert!(out.join("shard-0/result.json").exists() && out.join("shard-1/result.json").exists());
-    // Issue 14: the merged run's HTML report, and `report --html` over the shards' results.
+    // The merged run's HTML report, and `report --html` over the shards' results.
     let page = std::fs::read_to_string(out.join("report.html")).expect("the run's report.html");
     assert!(
         page.contains("2 generator processes"),
@@ -271,14 +271,14 @@ max_duplicated = 0
     assert!(page.contains("2 generator processes") && page.contains("<h1>PASS"));
 }
 
-/// Issue 10: the shards' common traffic start waits for every shard's users. Shard 1 starts
+/// The shards' common traffic start waits for every shard's users. Shard 1 starts
 /// 3 s after shard 0, long after the common `--start-traffic-at`: with `--start-barrier`,
 /// shard 0 holds its traffic until shard 1's users are in, so no message is sent to a user
 /// still logging in (nothing arrives by the catch-up sync) and nothing is lost, duplicated or
 /// reordered. Without the barrier, shard 1's result says in words that its users were not
 /// all in at the common start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_10_traffic_waits_for_every_shards_logins() {
+async fn traffic_waits_for_every_shards_logins() {
     let server = start(config()).await;
     let work = Work::new();
     let text = scenario(

@@ -88,7 +88,7 @@ async fn accepted(server: std::net::SocketAddr, n: f64) {
 }
 
 /// Starts `msgstorm run` on `text` (with `extra` arguments), stops it with `stop` once
-/// `ready` resolves, and, when `twice`, again once it said it is draining (issue 24: at
+/// `ready` resolves, and, when `twice`, again once it said it is draining (at
 /// fixed times from the start, a busy machine could signal before the traffic, or twice
 /// before the first signal was handled). Returns the exit code, the time from the first
 /// signal to the exit, stdout+stderr and the result file.
@@ -336,12 +336,12 @@ duration = "3s"
     assert!(d.refused > 0 && d.delivered == d.expected, "{d:?}");
 }
 
-/// Issue 10: a target that accepts TCP connections but never answers holds every user in
+/// A target that accepts TCP connections but never answers holds every user in
 /// its login for the whole `connect_timeout` (30 s here). The first SIGTERM still ends the
 /// run within `drain` (1 s) plus the 2 s users get to disconnect — not after the 30 s close
 /// grace — and writes an interrupted result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_10_sigterm_against_a_silent_target_ends_within_drain() {
+async fn sigterm_against_a_silent_target_ends_within_drain() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

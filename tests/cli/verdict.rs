@@ -1,4 +1,4 @@
-//! Issue 24, "no PASS without the work": the wrong scenarios of the issue — a template the
+//! No PASS without the work: scenarios that cannot do what they claim — a template the
 //! server refuses, a reply id that never matches, a push rule that never matches — fail
 //! with their reason in the report's first line, and the right scenario still passes. Each
 //! runs `scenarios/ws-json-native.toml` against the embedded reference server.
@@ -29,7 +29,7 @@ async fn run(sets: &[&str]) -> Ran {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_the_right_scenario_passes_every_built_in_check() {
+async fn the_right_scenario_passes_every_built_in_check() {
     let ran = run(&[]).await;
     ran.expect_code(0);
     assert!(ran.verdict().starts_with("PASS (14 checks) — "), "{ran}");
@@ -54,7 +54,7 @@ async fn issue_24_the_right_scenario_passes_every_built_in_check() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_sends_the_server_refuses_fail_the_run() {
+async fn sends_the_server_refuses_fail_the_run() {
     let ran = run(&[
         r#"target.ws-json.direct={"type":"bogus","ref":{req_id},"to":{"user":"{to}"},"body":"{body}"}"#,
     ])
@@ -69,7 +69,7 @@ async fn issue_24_sends_the_server_refuses_fail_the_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_a_reply_id_that_never_matches_fails_the_run() {
+async fn a_reply_id_that_never_matches_fails_the_run() {
     let ran = run(&["target.ws-json.reply_id=\"nope\""]).await;
     ran.expect_code(1);
     let first = ran.verdict();
@@ -84,7 +84,7 @@ async fn issue_24_a_reply_id_that_never_matches_fails_the_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_24_a_push_rule_that_never_matches_fails_the_run() {
+async fn a_push_rule_that_never_matches_fails_the_run() {
     let ran = run(&["target.ws-json.push.when.type=\"nomatch\""]).await;
     ran.expect_code(1);
     let first = ran.verdict();

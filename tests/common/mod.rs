@@ -9,8 +9,7 @@
 //! - [`http_get`] fetches a plain HTTP page such as `/metrics`.
 //! - [`peers`] finds the real peers ([`detect`]: the same lookups as `build.rs`, which marks
 //!   the tests of a missing peer ignored).
-//! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests, and the `msgstorm`
-//!   binary on a scenario.
+//! - [`mosquitto`] runs a real mosquitto broker for the MQTT tests.
 //! - [`xmpp`] runs real ejabberd and Prosody servers for the XMPP tests.
 //! - [`socketio`] runs the Socket.IO chat app (two nodes + Redis) for the socketio tests.
 //! - [`proxy`] stands between msgstorm and a real peer, to close every connection or send
@@ -29,7 +28,7 @@ pub mod peers;
 pub mod proxy;
 #[cfg(feature = "socketio")]
 pub mod socketio;
-#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[cfg(feature = "xmpp")]
 pub mod xmpp;
 
 use std::collections::VecDeque;

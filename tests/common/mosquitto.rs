@@ -1,4 +1,4 @@
-//! A real mosquitto broker for the MQTT tests, and a runner of the `msgstorm` binary.
+//! A real mosquitto broker for the MQTT tests.
 //!
 //! [`Mosquitto::start`] writes a config file into a temp dir, starts the broker on a free
 //! loopback port and waits until it accepts connections; dropping it kills the broker.
@@ -9,8 +9,6 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-use msgstorm::artifact::Artifact;
 
 use super::peers::free_port;
 pub use super::peers::required;
@@ -29,16 +27,16 @@ pub struct Mosquitto {
 
 impl Mosquitto {
     /// Starts mosquitto with `extra` appended to a config of one loopback listener with
-    /// anonymous access (override with `allow_anonymous false`); always `Some` (a missing
-    /// mosquitto fails the test).
-    pub fn start(extra: &str) -> Option<Mosquitto> {
+    /// anonymous access (override with `allow_anonymous false`). A missing mosquitto fails
+    /// the test.
+    pub fn start(extra: &str) -> Mosquitto {
         Mosquitto::start_with(|_| extra.to_owned())
     }
 
     /// Like [`Mosquitto::start`], with the extra config returned by `prepare(dir)`, which
     /// may write files (a password file) into the broker's temp dir first.
-    pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Option<Mosquitto> {
-        let bin = required("mosquitto")?;
+    pub fn start_with(prepare: impl FnOnce(&Path) -> String) -> Mosquitto {
+        let bin = required("mosquitto");
         let dir = tempfile::tempdir().expect("temp dir");
         let extra = prepare(dir.path());
         let port = free_port();
@@ -75,7 +73,7 @@ impl Mosquitto {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(m)
+        m
     }
 
     /// Its process id.
@@ -98,39 +96,6 @@ impl Drop for Mosquitto {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// What a `msgstorm run` produced.
-pub struct RunResult {
-    /// Exit code.
-    pub code: i32,
-    /// Standard output (the report).
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-    /// `result.json`, when one was written.
-    pub artifact: Option<Artifact>,
-}
-
-/// Runs `msgstorm run` on `scenario` (written to a temp dir) with `--out DIR -q` plus
-/// `args`, bounded by `limit`.
-pub fn run_msgstorm(scenario: &str, args: &[&str], limit: Duration) -> RunResult {
-    let work = super::run::Work::new();
-    let file = work.write("scenario.toml", scenario);
-    let out = work.path("out");
-    let (file, out_arg) = (file.display().to_string(), out.display().to_string());
-    let mut all = vec!["run", file.as_str(), "--out", out_arg.as_str(), "-q"];
-    all.extend_from_slice(args);
-    let ran = super::run::msgstorm_within(&all, limit);
-    let result = out.join("result.json");
-    RunResult {
-        code: ran.code,
-        stdout: ran.stdout,
-        stderr: ran.stderr,
-        artifact: result
-            .exists()
-            .then(|| Artifact::read(&result).expect("a readable result.json")),
     }
 }
 

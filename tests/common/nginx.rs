@@ -24,10 +24,10 @@ pub struct Nginx {
 impl Nginx {
     /// nginx terminating TLS on a free port and proxying WebSocket upgrades to
     /// `127.0.0.1:upstream`, with a certificate for 127.0.0.1 from a fresh test CA.
-    /// Always `Some` (a missing nginx or openssl fails the test).
-    pub fn wss_proxy(upstream: u16) -> Option<Nginx> {
-        let openssl = required("openssl")?;
-        let bin = required("nginx")?;
+    /// A missing nginx or openssl fails the test.
+    pub fn wss_proxy(upstream: u16) -> Nginx {
+        let openssl = required("openssl");
+        let bin = required("nginx");
         let dir = tempfile::tempdir().expect("temp dir");
         make_certs(&openssl, dir.path());
         let port = free_port();
@@ -70,7 +70,7 @@ impl Nginx {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(n)
+        n
     }
 
     /// The test CA's certificate, for `ca_file`.

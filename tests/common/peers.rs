@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use super::detect;
 
-/// `program` (a peer server or tool: mosquitto, openssl, nginx, kubectl); always `Some`,
-/// since a missing one fails the test.
-pub fn required(program: &str) -> Option<PathBuf> {
-    Some(detect::program(program).unwrap_or_else(|| missing(program)))
+/// `program` (a peer server or tool: mosquitto, openssl, nginx, kubectl); a missing one
+/// fails the test.
+pub fn required(program: &str) -> PathBuf {
+    detect::program(program).unwrap_or_else(|| missing(program))
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; the peer binds it right after).
@@ -24,13 +24,11 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// Whether `needed` (a server's binary or installed modules) is there: always `true`,
-/// since a missing one fails the test.
-pub fn installed(what: &str, needed: &Path) -> bool {
+/// Fails the test when `needed` (a server's binary or installed modules) is not there.
+pub fn installed(what: &str, needed: &Path) {
     if !needed.exists() {
         missing(&format!("{what} ({})", needed.display()));
     }
-    true
 }
 
 /// Fails the test that needs `what`, which is not installed.

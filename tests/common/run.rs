@@ -5,7 +5,9 @@
 //!   [`Running`] runs it in the background, for tests that act while it runs.
 //! - [`Work`] is a temporary folder for scenario files and results.
 //! - [`scenario`] writes a scenario whose `[target]` is a test server.
-//! - [`run_file`] / [`run_text`] run a scenario with `--out` and read its `result.json`.
+//! - [`run_file`] / [`run_text`] run a scenario with `--out` and read its `result.json`;
+//!   [`run_msgstorm`] does the same for a plain `#[test]` and gives the exit code and
+//!   output with it ([`RunResult`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -215,4 +217,39 @@ pub async fn run_file(file: &Path, out: &Path, extra: &[&str]) -> (Ran, Artifact
 pub async fn run_text(work: &Work, text: &str) -> (Ran, Artifact) {
     let file = work.write("scenario.toml", text);
     run_file(&file, &work.path("out"), &[]).await
+}
+
+/// What a `msgstorm run` produced.
+#[cfg(any(feature = "mqtt", feature = "xmpp"))]
+pub struct RunResult {
+    /// Exit code.
+    pub code: i32,
+    /// Standard output (the report).
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// `result.json`, when one was written.
+    pub artifact: Option<Artifact>,
+}
+
+/// Runs `msgstorm run` on `scenario` (written to a temp dir) with `--out DIR -q` plus
+/// `args`, bounded by `limit`.
+#[cfg(any(feature = "mqtt", feature = "xmpp"))]
+pub fn run_msgstorm(scenario: &str, args: &[&str], limit: Duration) -> RunResult {
+    let work = Work::new();
+    let file = work.write("scenario.toml", scenario);
+    let out = work.path("out");
+    let (file, out_arg) = (file.display().to_string(), out.display().to_string());
+    let mut all = vec!["run", file.as_str(), "--out", out_arg.as_str(), "-q"];
+    all.extend_from_slice(args);
+    let ran = msgstorm_within(&all, limit);
+    let result = out.join("result.json");
+    RunResult {
+        code: ran.code,
+        stdout: ran.stdout,
+        stderr: ran.stderr,
+        artifact: result
+            .exists()
+            .then(|| Artifact::read(&result).expect("a readable result.json")),
+    }
 }

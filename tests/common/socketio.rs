@@ -73,11 +73,13 @@ fn app_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/socketio")
 }
 
-/// node, once it and the app's modules are found installed.
-fn node() -> Option<PathBuf> {
+/// node, once it and the app's modules are found installed (else the test fails).
+fn node() -> PathBuf {
     let node = peers::node();
     let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(detect::SOCKETIO_MODULES);
-    (installed("Socket.IO", &node) && installed("Socket.IO", &modules)).then_some(node)
+    installed("Socket.IO", &node);
+    installed("Socket.IO", &modules);
+    node
 }
 
 /// A redis-server on 127.0.0.1, no persistence.
@@ -88,12 +90,10 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Starts one on a free port; always `Some` (a missing redis-server fails the test).
-    pub fn start() -> Option<Redis> {
+    /// Starts one on a free port; a missing redis-server fails the test.
+    pub fn start() -> Redis {
         let bin = PathBuf::from(detect::REDIS_SERVER);
-        if !installed("redis-server", &bin) {
-            return None;
-        }
+        installed("redis-server", &bin);
         let port = free_port();
         let script = format!(
             "{} --port {port} --bind 127.0.0.1 --save '' --appendonly no --loglevel warning \
@@ -109,7 +109,7 @@ impl Redis {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(Redis { _proc: proc, port })
+        Redis { _proc: proc, port }
     }
 }
 
@@ -123,8 +123,8 @@ pub struct Node {
 
 impl Node {
     /// Starts `node peers/socketio/server.js 127.0.0.1:0 ARGS` and waits for its address.
-    pub fn start(args: &[String]) -> Option<Node> {
-        let node = node()?;
+    pub fn start(args: &[String]) -> Node {
+        let node = node();
         let script = app_dir().join("server.js");
         let mut proc = Proc::spawn(
             Command::new(node)
@@ -148,7 +148,7 @@ impl Node {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?} of the Socket.IO app"))
             .to_owned();
-        Some(Node { proc, addr })
+        Node { proc, addr }
     }
 
     /// Its `ws://` URL.
@@ -185,24 +185,22 @@ pub struct Cluster {
 
 impl Cluster {
     /// `n` nodes behind `adapter` (`none`: one node, no Redis) with `args` each.
-    pub fn start(n: usize, adapter: &str, args: &[&str]) -> Option<Cluster> {
+    pub fn start(n: usize, adapter: &str, args: &[&str]) -> Cluster {
         let redis = match adapter {
             "none" => None,
-            _ => Some(Redis::start()?),
+            _ => Some(Redis::start()),
         };
         let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         all.push(format!("--adapter={adapter}"));
         if let Some(r) = &redis {
             all.push(format!("--redis=redis://127.0.0.1:{}", r.port));
         }
-        let nodes = (0..n)
-            .map(|_| Node::start(&all))
-            .collect::<Option<Vec<_>>>()?;
-        Some(Cluster {
+        let nodes = (0..n).map(|_| Node::start(&all)).collect();
+        Cluster {
             nodes,
             _redis: redis,
             welcomes: !args.contains(&"--welcome=0"),
-        })
+        }
     }
 
     /// The `[target]` of a scenario spreading users over every node, with `options` added
@@ -233,9 +231,7 @@ impl Cluster {
 
 /// The cluster shared by the tests of this binary: Redis and two nodes behind the Redis
 /// streams adapter, with connection state recovery (two minutes).
-pub fn shared() -> Option<&'static Cluster> {
-    static SHARED: OnceLock<Option<Cluster>> = OnceLock::new();
-    SHARED
-        .get_or_init(|| Cluster::start(2, "streams", &[]))
-        .as_ref()
+pub fn shared() -> &'static Cluster {
+    static SHARED: OnceLock<Cluster> = OnceLock::new();
+    SHARED.get_or_init(|| Cluster::start(2, "streams", &[]))
 }

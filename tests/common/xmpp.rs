@@ -19,7 +19,7 @@ use super::peers::missing;
 
 /// The longest a server may take to start: a bound against a hang, not an estimate.
 /// ejabberd boots an Erlang VM and Mnesia in about 2 s on a quiet machine and about 8 s
-/// with two busy loops on its two cores (issue 24).
+/// with two busy loops on its two cores.
 const START_WAIT: Duration = Duration::from_secs(120);
 /// Free ports tried before giving up on starting a server.
 const PORT_ATTEMPTS: usize = 3;
@@ -72,11 +72,10 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// The shared server of `kind` for this test binary; always `Some` (a missing server fails
-/// the test).
-pub fn shared(kind: Kind) -> Option<&'static Server> {
-    static EJABBERD: OnceLock<Option<Server>> = OnceLock::new();
-    static PROSODY: OnceLock<Option<Server>> = OnceLock::new();
+/// The shared server of `kind` for this test binary; a missing server fails the test.
+pub fn shared(kind: Kind) -> &'static Server {
+    static EJABBERD: OnceLock<Server> = OnceLock::new();
+    static PROSODY: OnceLock<Server> = OnceLock::new();
     let cell = match kind {
         Kind::Ejabberd => &EJABBERD,
         Kind::Prosody => &PROSODY,
@@ -85,13 +84,12 @@ pub fn shared(kind: Kind) -> Option<&'static Server> {
         let dir = tempfile::tempdir().expect("temp dir").keep();
         Server::launch(kind, Setup::default(), dir, None)
     })
-    .as_ref()
 }
 
 impl Server {
     /// A private server of `kind` with `extra` configuration (ejabberd: YAML lines inside
     /// `mod_offline`; Prosody: Lua lines in the global section). Stopped on drop.
-    pub fn start(kind: Kind, extra: &str) -> Option<Server> {
+    pub fn start(kind: Kind, extra: &str) -> Server {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
         let setup = Setup {
@@ -104,7 +102,7 @@ impl Server {
     /// A private server of `kind` that archives every user's messages (MAM, XEP-0313).
     /// Not the shared one: with an archive, ejabberd drops the unacknowledged messages of
     /// a closing session instead of storing them offline, for clients to fetch from MAM.
-    pub fn with_mam(kind: Kind) -> Option<Server> {
+    pub fn with_mam(kind: Kind) -> Server {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
         let setup = Setup {
@@ -116,7 +114,7 @@ impl Server {
 
     /// A private server of `kind` whose MUC service is `service` (e.g. `rooms.localhost`)
     /// instead of `conference.localhost`.
-    pub fn with_muc_service(kind: Kind, service: &str) -> Option<Server> {
+    pub fn with_muc_service(kind: Kind, service: &str) -> Server {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
         let setup = Setup {
@@ -131,14 +129,14 @@ impl Server {
         setup: Setup<'_>,
         dir: PathBuf,
         temp: Option<tempfile::TempDir>,
-    ) -> Option<Server> {
+    ) -> Server {
         require(kind);
         let mut temp = temp;
         for _ in 0..PORT_ATTEMPTS {
             // Another process may take the free port before the server binds it: that
             // server exits at once, and the next attempt takes another port.
             match Server::spawn(kind, &setup, &dir, temp.take()) {
-                Ok(server) => return Some(server),
+                Ok(server) => return server,
                 Err(t) => temp = t,
             }
         }
@@ -311,7 +309,7 @@ fn answers_xmpp(port: u16) -> bool {
 /// CPU and dirty I/O ones). Spinning schedulers fight the other processes of a busy
 /// machine for its two cores: with two busy loops running, ejabberd took 30–60 s to
 /// listen with any of the three spinning and about 8 s with none, and in one loaded run
-/// of the MAM test its send → ack p50 was 3.7 s instead of 8 ms (issue 24).
+/// of the MAM test its send → ack p50 was 3.7 s instead of 8 ms.
 fn ejabberd(dir: &Path, port: u16, setup: &Setup<'_>) -> String {
     let libs = ejabberd_libs().expect("ejabberd is installed");
     let (offline, muc) = (setup.extra, setup.muc);
@@ -412,7 +410,7 @@ Component "{muc}" "muc"
 
 /// The result of `run`, which must have passed (exit 0; the report, errors and the
 /// server's log otherwise).
-pub fn passed(run: super::mosquitto::RunResult, server: &Server) -> msgstorm::artifact::Artifact {
+pub fn passed(run: super::run::RunResult, server: &Server) -> msgstorm::artifact::Artifact {
     assert_eq!(
         run.code,
         0,
@@ -430,7 +428,7 @@ pub fn passed(run: super::mosquitto::RunResult, server: &Server) -> msgstorm::ar
 ///
 /// The drain is long: it ends as soon as every send is acknowledged and every delivery
 /// in, but a server that lags further behind than the drain has its last messages
-/// reported lost (issue 24: Prosody with two busy loops acknowledged sends 4 s late, after
+/// reported lost (Prosody with two busy loops acknowledged sends 4 s late, after
 /// a 3 s drain, and pushed them after their recipients' final verification).
 pub fn scenario(server: &Server, prefix: &str, xmpp: &str, rest: &str) -> String {
     format!(

@@ -1,5 +1,5 @@
 //! The driver conformance suite: the same nine cases for every driver, each run through the
-//! `msgstorm` binary against the driver's real peer (issue 25).
+//! `msgstorm` binary against the driver's real peer.
 //!
 //! | case | what the peer does | what the run must report |
 //! |---|---|---|
@@ -533,7 +533,7 @@ driver!(native: super::peers::reference::Native, [], [(run), (run), (run), (run)
 driver!(echo: super::peers::reference::Echo, [], [(run), (na NoLogin), (run), (na NoGroups), (na NoFetch), (na NoFetch), (run), (run), (run)]);
 driver!(#[cfg(feature = "mqtt")] mqtt: super::peers::mqtt::Mqtt, [#[cfg_attr(not(peer_mosquitto), ignore = "mosquitto is not installed (scripts/test installs it)")]], [(run), (run), (run), (run), (run), (run), (run), (run), (run)]);
 driver!(loopback: super::peers::loopback::Loopback, [], [(run), (na NoLogin), (run), (run), (run), (run), (na InProcess), (na InProcess), (na InProcess)]);
-driver!(#[cfg(all(feature = "xmpp", feature = "mqtt"))] xmpp: super::peers::xmpp::Prosody, [#[cfg_attr(not(peer_prosody), ignore = "prosody is not installed (scripts/test installs it)")]], [(run), (run), (run), (run), (run), (run), (run), (run), (run)]);
+driver!(#[cfg(feature = "xmpp")] xmpp: super::peers::xmpp::Prosody, [#[cfg_attr(not(peer_prosody), ignore = "prosody is not installed (scripts/test installs it)")]], [(run), (run), (run), (run), (run), (run), (run), (run), (run)]);
 driver!(ws_json: super::peers::reference::WsJson, [], [(run), (run), (run), (run), (run), (run), (run), (run), (run)]);
 driver!(#[cfg(feature = "script")] script: super::peers::reference::Script, [], [(run), (run), (run), (run), (run), (run), (run), (run), (run)]);
 driver!(#[cfg(feature = "socketio")] socketio: super::peers::socketio::SocketIo, [#[cfg_attr(not(peer_socketio), ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)")]], [(run), (run), (run), (run), (run), (run), (run), (run), (run)]);

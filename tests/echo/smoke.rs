@@ -49,7 +49,7 @@ fn echo_run(connections: u32, rate: u32, duration: &str, checks: &str) -> Artifa
         format!(
             r#"
 # The drain ends once every echo is back; on a loaded machine a run far behind its
-# schedule needs seconds for its backlog (issue 24: 11,526 of 200,000 still in flight
+# schedule needs seconds for its backlog (11,526 of 200,000 still in flight
 # after the default drain with two busy loops on the box).
 drain = "60s"
 [target]

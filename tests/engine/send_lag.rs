@@ -1,4 +1,4 @@
-//! Issue 24: the generator's send lag (due → written) counts the time a write waits on a
+//! The generator's send lag (due → written) counts the time a write waits on a
 //! socket the server does not read. The engine runs in this process (so a start barrier
 //! of the test's can hold traffic until the server is stopped) against the real
 //! `msgstorm serve` as a child process, stopped with SIGSTOP: the kernel keeps its socket

@@ -63,7 +63,7 @@ fn bounds(f: &FindResult) -> (f64, f64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
+async fn find_bisects_to_the_servers_body_limit_and_names_the_check() {
     let server = start(ServeConfig {
         max_body: 300,
         ..config()
@@ -139,7 +139,7 @@ async fn issue_15_find_bisects_to_the_servers_body_limit_and_names_the_check() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_find_exits_1_when_even_the_first_step_fails() {
+async fn find_exits_1_when_even_the_first_step_fails() {
     let work = Work::new();
     let text =
         format!("name = \"find-first\"\ndrain = \"500ms\"\n{SMALL}\n[checks]\ne2e_p99 = \"1us\"\n");
@@ -166,7 +166,7 @@ async fn issue_15_find_exits_1_when_even_the_first_step_fails() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_find_says_at_least_when_nothing_failed_up_to_the_ceiling() {
+async fn find_says_at_least_when_nothing_failed_up_to_the_ceiling() {
     let work = Work::new();
     let text =
         format!("name = \"find-ceiling\"\ndrain = \"500ms\"\n{SMALL}\n[checks]\nmax_lost = 0\n");
@@ -194,7 +194,7 @@ async fn issue_15_find_says_at_least_when_nothing_failed_up_to_the_ceiling() {
 }
 
 #[test]
-fn issue_15_find_refuses_bad_ranges_and_setting_the_varied_key() {
+fn find_refuses_bad_ranges_and_setting_the_varied_key() {
     let work = Work::new();
     let file = work.write("s.toml", &format!("name = \"x\"\n{SMALL}"));
     let file = file.to_str().expect("utf-8 path");
@@ -251,7 +251,7 @@ async fn fifty_connections() -> msgstorm::serve::ServerHandle {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
+async fn find_adds_users_without_logging_out_the_earlier_ones() {
     let server = fifty_connections().await;
     let work = Work::new();
     let text = scenario(
@@ -317,7 +317,7 @@ async fn issue_15_find_adds_users_without_logging_out_the_earlier_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_a_find_table_runs_a_connection_storm_and_counts_errors_by_kind() {
+async fn a_find_table_runs_a_connection_storm_and_counts_errors_by_kind() {
     let server = fifty_connections().await;
     let work = Work::new();
     let text = scenario(

@@ -5,7 +5,7 @@
 use crate::common::run::{msgstorm, msgstorm_sync, Work};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_size_gives_a_table_from_a_run_and_refuses_one_without_a_target() {
+async fn size_gives_a_table_from_a_run_and_refuses_one_without_a_target() {
     let work = Work::new();
     // Four seconds of logins (the memory line needs three points), two of traffic.
     let file = work.write(
@@ -86,7 +86,7 @@ size = 300
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_size_takes_bytes_on_the_wire_from_the_watched_servers_sockets() {
+async fn size_takes_bytes_on_the_wire_from_the_watched_servers_sockets() {
     // The real server in a process of its own, so its sockets are only its own.
     let server = crate::common::ChildServer::start(&[]);
     let work = Work::new();

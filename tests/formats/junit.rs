@@ -22,7 +22,7 @@ const FIXTURE: &str = concat!(
 );
 
 fn xmllint() -> PathBuf {
-    required("xmllint").unwrap_or_default()
+    required("xmllint")
 }
 
 /// `xmllint --schema JUnit.xsd FILE`: `Err` with xmllint's complaint when `file` is invalid.
@@ -62,7 +62,7 @@ fn xpath(file: &Path, expr: &str) -> String {
 async fn a_real_runs_checks_are_junit_test_cases_valid_against_the_schema() {
     let work = Work::new();
     let (_, out, xml) =
-        crate::formats_cli::failing_run_writing(&work, "junit", "junit", "junit.xml").await;
+        crate::formats::cli::failing_run_writing(&work, "junit", "junit", "junit.xml").await;
     if let Err(e) = validate(&xml) {
         panic!(
             "--format junit does not match JUnit.xsd: {e}\n{}",

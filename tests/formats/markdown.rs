@@ -74,7 +74,7 @@ impl Doc {
 async fn a_real_runs_report_is_a_job_summary_with_its_verdict_and_tables() {
     let work = Work::new();
     let (ran, out, md) =
-        crate::formats_cli::failing_run_writing(&work, "summary | *pr*", "markdown", "summary.md")
+        crate::formats::cli::failing_run_writing(&work, "summary | *pr*", "markdown", "summary.md")
             .await;
     let text = std::fs::read_to_string(&md).expect("the summary");
     let doc = Doc::parse(&text);

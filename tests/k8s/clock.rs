@@ -12,7 +12,7 @@ use msgstorm::report::present;
 
 use crate::common::run::{scenario, Work, BIN, RUN_LIMIT};
 use crate::common::{config, start};
-use crate::k8s_kubelet::{collect_pods, free_port, manifests, run_job, Node};
+use crate::k8s::kubelet::{collect_pods, free_port, manifests, run_job, Node};
 
 /// The injected skew of shard 1, ms.
 const SKEW_MS: i64 = 30_000;

@@ -1,5 +1,5 @@
 //! The Kubernetes launcher offline: `msgstorm k8s` prints an Indexed Job whose pods, run
-//! locally the way Kubernetes would run them (`k8s_kubelet`), meet at shard 0, run their
+//! locally the way Kubernetes would run them (`k8s::kubelet`), meet at shard 0, run their
 //! shards against the reference server and frame their results into their logs;
 //! `msgstorm collect` reads the logs back and merges them to what one process running the
 //! same plan delivers. The manifests validate against Kubernetes' schemas.
@@ -11,7 +11,7 @@ use crate::common::run::{msgstorm, run_file, scenario, Work};
 use crate::common::{config, start};
 use std::time::Duration;
 
-use crate::k8s_kubelet::{collect_pods, free_port, manifests, run_job, Node};
+use crate::k8s::kubelet::{collect_pods, free_port, manifests, run_job, Node};
 
 /// 45 users over 3 pods, direct traffic whose senders and receivers span the pods, and
 /// groups whose members do.
@@ -83,7 +83,7 @@ async fn an_indexed_job_run_locally_merges_to_what_one_process_delivers() {
     }
     let merged = Artifact::read(&out.join("result.json")).expect("merged result");
     // With the clock records, the files still match the result schema.
-    let (schemas, schema) = crate::cli_report::result_schema();
+    let (schemas, schema) = crate::cli::report::result_schema();
     for file in [out.join("result.json"), out.join("shard-1/result.json")] {
         let text = std::fs::read_to_string(&file).expect("read");
         let value: Value = serde_json::from_str(&text).expect("JSON");

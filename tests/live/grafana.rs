@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::peers::free_port;
 use crate::common::run::Work;
-use crate::live_metrics::{get, parse, RunJob};
+use crate::live::metrics::{get, parse, RunJob};
 
 /// Prometheus on a free loopback port, scraping 127.0.0.1:`target` every second (if
 /// any) and taking remote-write at `/api/v1/write`; killed on drop.

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::peers::free_port;
 use crate::common::run::Running;
-use crate::html_browser::{chromium, ink, pixels, run_chromium};
-use crate::live_metrics::{get, scenario, RunJob};
+use crate::html::browser::{chromium, ink, pixels, run_chromium};
+use crate::live::metrics::{get, scenario, RunJob};
 
 /// The longest the run may take to show what a step waits for.
 const LIMIT: Duration = Duration::from_secs(60);

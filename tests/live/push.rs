@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use crate::common::peers::free_port;
-use crate::live_grafana::Prometheus;
-use crate::live_metrics::RunJob;
+use crate::live::grafana::Prometheus;
+use crate::live::metrics::RunJob;
 
 /// A short run of the embedded server.
 const SCENARIO: &str = "name = \"push\"\ndrain = \"1s\"\n\n[population]\nusers = 20\n\

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use msgstorm::artifact::Artifact;
 use msgstorm::metrics::ErrorKind;
 
-use crate::common::mosquitto::{required, run_msgstorm, Mosquitto};
-use crate::common::run::{Running, Work};
+use crate::common::mosquitto::{required, Mosquitto};
+use crate::common::run::{run_msgstorm, Running, Work};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -73,9 +73,7 @@ fn unknown_option_is_a_scenario_error_before_connecting() {
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
 fn bad_credentials_are_classified_auth_failed() {
-    let Some(passwd) = required("mosquitto_passwd") else {
-        return;
-    };
+    let passwd = required("mosquitto_passwd");
     let broker = Mosquitto::start_with(|dir| {
         let file = dir.join("passwd");
         let ok = std::process::Command::new(&passwd)
@@ -87,9 +85,6 @@ fn bad_credentials_are_classified_auth_failed() {
         assert!(ok.success(), "mosquitto_passwd failed");
         format!("allow_anonymous false\npassword_file {}", file.display())
     });
-    let Some(broker) = broker else {
-        return;
-    };
     let auth = "[target.auth]\nusername = \"{user}\"\npassword = \"wrong\"";
     let run = run_msgstorm(&scenario(&broker.url(), auth), &[], LIMIT);
     let a = run
@@ -109,17 +104,15 @@ fn bad_credentials_are_classified_auth_failed() {
     assert_eq!(a.metrics.count(msgstorm::metrics::Counter::LoginOk), 0);
 }
 
-/// Issue 24: mosquitto killed (SIGKILL) mid-run costs each connection one error,
+/// Mosquitto killed (SIGKILL) mid-run costs each connection one error,
 /// `closed_by_peer`; reconnecting to the dead port is refused, and nothing else is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(peer_mosquitto),
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
-async fn issue_24_a_killed_broker_costs_each_connection_one_closed_by_peer() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+async fn a_killed_broker_costs_each_connection_one_closed_by_peer() {
+    let broker = Mosquitto::start("");
     let users = 6;
     let text = format!(
         r#"name = "mqtt-killed"

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::common::mosquitto::{run_msgstorm, Mosquitto, Republisher};
+use crate::common::mosquitto::{Mosquitto, Republisher};
+use crate::common::run::run_msgstorm;
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -15,9 +16,7 @@ const LIMIT: Duration = Duration::from_secs(60);
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
 fn late_and_churning_users_receive_what_was_queued() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+    let broker = Mosquitto::start("");
     let scenario = format!(
         r#"name = "mqtt-away"
 drain = "3s"
@@ -67,9 +66,7 @@ max_duplicated = 0
 )]
 fn messages_mosquitto_drops_past_its_queue_limit_are_lost_exactly() {
     const KEPT: u64 = 10;
-    let Some(broker) = Mosquitto::start(&format!("max_queued_messages {KEPT}")) else {
-        return;
-    };
+    let broker = Mosquitto::start(&format!("max_queued_messages {KEPT}"));
     // One sender online; every other user is late and receives its messages while away.
     let (late, messages) = (4u64, 25u64);
     let scenario = format!(
@@ -119,9 +116,7 @@ max_lost = 0
     ignore = "mosquitto is not installed (scripts/test installs it)"
 )]
 fn a_run_leaves_no_persistent_sessions_on_the_broker() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+    let broker = Mosquitto::start("");
     let scenario = format!(
         r#"[target]
 driver = "mqtt"
@@ -168,15 +163,12 @@ interval = "50ms"
     }
 }
 
-/// Issue 24: a second publisher sends every direct message again; mosquitto queues both
+/// A second publisher sends every direct message again; mosquitto queues both
 /// copies for the late receivers' persistent sessions and replays both after their login.
-/// Every second copy is duplicated — before issue 24 a second copy in a catch-up was not
-/// counted.
+/// Every second copy is duplicated, the ones a catch-up brings included.
 #[test]
-fn copies_queued_twice_for_offline_users_are_duplicated_issue_24() {
-    let Some(broker) = Mosquitto::start("") else {
-        return;
-    };
+fn copies_queued_twice_for_offline_users_are_duplicated() {
+    let broker = Mosquitto::start("");
     let republisher = Republisher::start(broker.port, "msgstorm/u/+");
     // One sender online; every other user is late and receives its messages while away.
     let (late, messages) = (4u64, 10u64);

@@ -1,4 +1,4 @@
-//! Issue 25: running a scenario is a library function. These tests call
+//! Running a scenario is a library function. These tests call
 //! [`msgstorm::run::run`] (and [`msgstorm::run::shards::local`]) directly, with no target in
 //! the plan (so the run starts the embedded reference server), and look at the events the
 //! run reported to their sink and at the artifact it returned.
@@ -100,7 +100,7 @@ fn assert_complete(a: &Artifact) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_25_a_run_reports_its_phases_and_progress_in_order_and_returns_a_complete_artifact() {
+async fn a_run_reports_its_phases_and_progress_in_order_and_returns_a_complete_artifact() {
     let text = scenario("3s");
     let (options, _stop) = options(&text);
     let mut events: Vec<Event> = Vec::new();
@@ -179,7 +179,7 @@ impl Sink for StopAtTraffic {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_25_a_stop_request_through_the_options_drains_the_run_and_marks_it_interrupted() {
+async fn a_stop_request_through_the_options_drains_the_run_and_marks_it_interrupted() {
     let text = scenario("60s");
     let (options, stop) = options(&text);
     let mut sink = StopAtTraffic {
@@ -206,7 +206,7 @@ async fn issue_25_a_stop_request_through_the_options_drains_the_run_and_marks_it
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_25_shards_on_this_host_note_the_run_then_merge_every_shard() {
+async fn shards_on_this_host_note_the_run_then_merge_every_shard() {
     let work = Work::new();
     let out = work.path("out");
     std::fs::create_dir_all(&out).expect("out folder");

@@ -100,7 +100,7 @@ series = ["serve_online_users", "serve_messages_*"]
     noted(&down, "cannot connect");
     noted(&garbage, "no samples");
     // The scraped series are part of the result file's schema.
-    let (schemas, schema) = crate::cli_report::result_schema();
+    let (schemas, schema) = crate::cli::report::result_schema();
     let value = serde_json::to_value(&a).expect("the result as JSON");
     if let Err(e) = schemas.validate(&value, schema) {
         panic!("result.json with server_metrics does not match its schema: {e:#}");

@@ -8,7 +8,7 @@ use msgstorm::artifact::Artifact;
 
 use crate::common::run::{msgstorm, run_text, target, Ran, Work};
 use crate::common::{config, start};
-use crate::ws_json_native::{counts, counts_faults_exactly_as_native, run, LATE, ONE_TO_MANY};
+use crate::ws_json::native::{counts, counts_faults_exactly_as_native, run, LATE, ONE_TO_MANY};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_and_native_give_the_same_ledger_with_late_users() {

@@ -12,7 +12,7 @@ use msgstorm::metrics::Counter;
 
 use crate::common::detect;
 use crate::common::peers::{free_port, installed, required};
-use crate::ws_json_peer::{repo, run_shipped};
+use crate::ws_json::peer::{repo, run_shipped};
 
 /// The longest the JVM may take to start the server (a loaded CI machine is slow).
 const START_WAIT: Duration = Duration::from_secs(60);
@@ -26,7 +26,7 @@ struct WorldClock {
 impl WorldClock {
     /// Starts the server and waits for Netty to report its channel active.
     fn start() -> WorldClock {
-        let java = required("java").expect("java");
+        let java = required("java");
         let cp_file = repo(detect::NETTY_CLASSPATH);
         installed("Netty's WorldClock example server", &cp_file);
         let cp = std::fs::read_to_string(&cp_file).expect("class path");

@@ -15,7 +15,7 @@ use msgstorm::metrics::Counter;
 
 use crate::common::detect;
 use crate::common::peers::{free_port, installed, missing};
-use crate::ws_json_peer::{repo, run_shipped};
+use crate::ws_json::peer::{repo, run_shipped};
 
 /// The longest Tinode may take to connect to its database and listen.
 const START_WAIT: Duration = Duration::from_secs(60);

@@ -72,7 +72,7 @@ async fn drop_for_one_recipient_pushes_nothing_to_it_and_sync_returns_all() {
         .any(|l| l["conv"] == "d:u3:u7" && l["seq"] == 5));
 }
 
-/// Issue 24: `dup_store` stores a message a second time with the next seq, as a server that
+/// `dup_store` stores a message a second time with the next seq, as a server that
 /// stores a retried send again: pushed and synced like any message, acked once, logged once
 /// per recipient with the copy's seq.
 #[tokio::test]
@@ -185,11 +185,11 @@ async fn reorder_sends_a_push_after_the_next_one() {
     assert_eq!(logged, kinds);
 }
 
-/// Issue 10: `--fault-seed` repeats a run. Two servers with the same seed and traffic
+/// `--fault-seed` repeats a run. Two servers with the same seed and traffic
 /// fault the same pushes — the same set of (conversation, seq, recipient, fault) — even
 /// though pushes to different recipients and conversations interleave differently.
 #[tokio::test]
-async fn issue_10_the_same_seed_faults_the_same_pushes() {
+async fn the_same_seed_faults_the_same_pushes() {
     type Faulted = std::collections::BTreeSet<(String, u64, String, String)>;
     async fn run(seed: u64) -> Faulted {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -1,4 +1,4 @@
-//! The reference server under hostile or unlucky clients (issue 10): the login race,
+//! The reference server under hostile or unlucky clients: the login race,
 //! replies that would pin memory, slowloris upgrades, idle unauthenticated connections.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,10 +12,10 @@ use tokio::net::TcpStream;
 
 use crate::common::{bodies, config, http_get, metric, start, Client, SECRET};
 
-/// Issue 10: a push could reach a client before `welcome`. Logins are hammered while a
+/// A push could reach a client before `welcome`. Logins are hammered while a
 /// sender pushes to the same users; the first frame of every login must be `welcome`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_10_welcome_is_always_the_first_frame() {
+async fn welcome_is_always_the_first_frame() {
     const USERS: usize = 8;
     const LOGINS_EACH: usize = 60;
     let server = start(config()).await;
@@ -71,10 +71,10 @@ async fn issue_10_welcome_is_always_the_first_frame() {
     assert!(rounds > 0, "pushes flowed while logging in");
 }
 
-/// Issue 10: a sync page of large bodies was one frame far above `--max-frame`. Pages are
+/// A sync page of large bodies must not be one frame far above `--max-frame`. Pages are
 /// bounded by bytes too: each is at most the frame limit, and `more` leads to the rest.
 #[tokio::test]
-async fn issue_10_sync_pages_fit_the_frame_limit() {
+async fn sync_pages_fit_the_frame_limit() {
     const MAX_FRAME: usize = 16 * 1024;
     let server = start(ServeConfig {
         max_frame: MAX_FRAME,
@@ -123,11 +123,11 @@ async fn issue_10_sync_pages_fit_the_frame_limit() {
     assert_eq!(got, big, "every message once, in order");
 }
 
-/// Issue 10: a client that requests large replies and never reads pinned them past the
-/// idle timeout (the idle timer was not polled while a write blocked). A write that waits
+/// A client that requests large replies and never reads must not pin them past the
+/// idle timeout (as when the idle timer is not polled while a write blocks). A write that waits
 /// on the peer longer than `--write-timeout` closes the connection.
 #[tokio::test]
-async fn issue_10_a_client_that_never_reads_is_closed_within_the_write_timeout() {
+async fn a_client_that_never_reads_is_closed_within_the_write_timeout() {
     let server = start(ServeConfig {
         write_timeout: Duration::from_millis(300),
         ..config()
@@ -192,10 +192,10 @@ async fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
     }
 }
 
-/// Issue 10 (slowloris): an unfinished upgrade request is closed after the handshake
+/// Slowloris: an unfinished upgrade request is closed after the handshake
 /// timeout, and never holds the connection longer.
 #[tokio::test]
-async fn issue_10_an_unfinished_upgrade_is_closed() {
+async fn an_unfinished_upgrade_is_closed() {
     let server = start(ServeConfig {
         handshake_timeout: Duration::from_millis(300),
         ..config()
@@ -212,10 +212,10 @@ async fn issue_10_an_unfinished_upgrade_is_closed() {
     Client::login(&server.ws_url(), "a", SECRET).await;
 }
 
-/// Issue 10: a WebSocket that only pings and never logs in is closed with
+/// A WebSocket that only pings and never logs in is closed with
 /// `login_timeout`; pings (answered with `not_logged_in`) do not extend it.
 #[tokio::test]
-async fn issue_10_a_connection_that_only_pings_is_closed() {
+async fn a_connection_that_only_pings_is_closed() {
     let server = start(ServeConfig {
         login_timeout: Duration::from_millis(500),
         ..config()
@@ -253,12 +253,12 @@ async fn issue_10_a_connection_that_only_pings_is_closed() {
     c.expect_closed().await;
 }
 
-/// Issue 10: idle unauthenticated connections (half upgrades and upgraded sockets that
+/// Idle unauthenticated connections (half upgrades and upgraded sockets that
 /// never log in) fill `--max-unauthenticated`; a real client still gets in, because once
 /// the oldest of them has been pending longer than the handshake timeout a new connection
 /// evicts it, and `/metrics` is still served.
 #[tokio::test]
-async fn issue_10_real_clients_get_in_while_idle_ones_fill_the_cap() {
+async fn real_clients_get_in_while_idle_ones_fill_the_cap() {
     const CAP: usize = 4;
     let server = start(ServeConfig {
         max_unauthenticated: Some(CAP),
@@ -290,12 +290,12 @@ async fn issue_10_real_clients_get_in_while_idle_ones_fill_the_cap() {
     }
 }
 
-/// Issue 17: a storm of real clients far beyond `--max-unauthenticated`, all at once and
+/// A storm of real clients far beyond `--max-unauthenticated`, all at once and
 /// each logging in well within the handshake timeout, is admitted as fast as they log in:
 /// the server holds the rest in its listen backlog rather than evicting clients that are
 /// still logging in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_17_a_connection_storm_past_the_cap_waits_and_nobody_is_evicted() {
+async fn a_connection_storm_past_the_cap_waits_and_nobody_is_evicted() {
     const CAP: usize = 4;
     const CLIENTS: usize = 200;
     let server = start(ServeConfig {

@@ -85,7 +85,7 @@ async fn connections_past_the_limit_are_refused() {
     assert_eq!(c.expect_fatal().await, ErrorCode::TooManyConnections);
     assert_still_served(&mut a, &mut b, "two fit").await;
     drop(a);
-    // A place is free once the server has seen the close (issue 24: not after a fixed
+    // A place is free once the server has seen the close (not after a fixed
     // 100 ms, which a busy machine can outlast).
     let deadline = Instant::now() + WAIT;
     loop {
@@ -100,7 +100,7 @@ async fn connections_past_the_limit_are_refused() {
 }
 
 /// The idle client times out while the busy one, pinging all along (every 50 ms, a
-/// twentieth of the timeout), stays (issue 24: the test waits for the timeout itself, not
+/// twentieth of the timeout), stays (the test waits for the timeout itself, not
 /// for a fixed number of pings, so a busy machine's slow wake-ups cannot end the pings
 /// before the timeout or stretch them past it).
 #[tokio::test]

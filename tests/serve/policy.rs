@@ -1,4 +1,4 @@
-//! Token lifetime and group policy (issue 10): expiring tokens are refused once expired;
+//! Token lifetime and group policy: expiring tokens are refused once expired;
 //! with `--groups invite` only a group's creator adds members.
 
 use msgstorm::serve::{GroupPolicy, ServeConfig};

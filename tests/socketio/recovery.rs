@@ -1,4 +1,4 @@
-//! Issue 24: what connection state recovery replays is accounted exactly, against the real
+//! What connection state recovery replays is accounted exactly, against the real
 //! Socket.IO app — a second copy the app emitted is a duplicate whichever way it came (live
 //! or replayed), and a late user the app sent nothing before it went offline is counted and
 //! explained instead of silently losing everything.
@@ -7,7 +7,7 @@ use msgstorm::metrics::Counter;
 
 use crate::common::run::Work;
 use crate::common::socketio::Cluster;
-use crate::socketio_chat::run;
+use crate::socketio::chat::run;
 
 /// Churning and late users receive direct messages: while they are away, recovery must
 /// bring them back.
@@ -32,16 +32,14 @@ max_lost = 0
 
 /// The app emits every direct message twice; users away get both copies back from
 /// recovery. Every second copy is counted as duplicated — as many as the app emitted,
-/// the replayed ones included (before issue 24 a replayed second copy was not counted).
+/// the replayed ones included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(peer_socketio),
     ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
-async fn socketio_second_copies_replayed_by_recovery_are_duplicated_issue_24() {
-    let Some(cluster) = Cluster::start(1, "none", &["--twice"]) else {
-        return;
-    };
+async fn socketio_second_copies_replayed_by_recovery_are_duplicated() {
+    let cluster = Cluster::start(1, "none", &["--twice"]);
     let (ran, artifact, d) = run(&cluster, "", AWAY).await;
     // Every second copy breaks the promise of exactly once: the built-in check says so.
     ran.expect_code(1);
@@ -73,10 +71,8 @@ async fn socketio_second_copies_replayed_by_recovery_are_duplicated_issue_24() {
     not(peer_socketio),
     ignore = "node or the Socket.IO app's modules are not installed (scripts/test installs them)"
 )]
-async fn socketio_late_users_without_an_offset_are_counted_and_explained_issue_24() {
-    let Some(cluster) = Cluster::start(1, "none", &["--welcome=0"]) else {
-        return;
-    };
+async fn socketio_late_users_without_an_offset_are_counted_and_explained() {
+    let cluster = Cluster::start(1, "none", &["--welcome=0"]);
     // One sender online; the three receivers are the late users.
     let (ran, artifact, d) = run(
         &cluster,
@@ -123,7 +119,7 @@ max_lost = 0
 /// `msgstorm validate` warns (on stderr, exit 0) that late users of a Socket.IO scenario
 /// need the app to send them a first message, until the scenario names that event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn socketio_validate_warns_about_late_users_without_a_first_message_issue_24() {
+async fn socketio_validate_warns_about_late_users_without_a_first_message() {
     let text = format!("[target]\ndriver = \"socketio\"\nurl = \"ws://127.0.0.1:1\"\n{AWAY}");
     let work = Work::new();
     let file = work.write("late.toml", &text);

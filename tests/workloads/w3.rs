@@ -7,7 +7,7 @@ use msgstorm::report::Report;
 use crate::common::run::{msgstorm, Work};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_15_w3_keeps_every_request_pattern_and_names_the_knee() {
+async fn w3_keeps_every_request_pattern_and_names_the_knee() {
     let work = Work::new();
     let out = work.path("out");
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/netty-request.toml");

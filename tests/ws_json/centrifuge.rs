@@ -9,18 +9,17 @@ use msgstorm::artifact::Artifact;
 use msgstorm::ledger::Delivery;
 
 use crate::common::run::Ran;
-use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
+use crate::ws_json::peer::{installed, repo, run_shipped, Peer};
 
-/// A Centrifuge chat server keeping `history` publications per channel; `None` when it is
-/// not built (see [`installed`]).
-fn start(history: u32) -> Option<Peer> {
+/// A Centrifuge chat server keeping `history` publications per channel; the test fails
+/// when it is not built (see [`installed`]).
+fn start(history: u32) -> Peer {
     let bin = repo("peers/centrifuge/centrifuge-chat");
-    installed("Centrifuge", &bin).then(|| {
-        Peer::start(
-            &bin,
-            &["-listen", "127.0.0.1:0", "-history", &history.to_string()],
-        )
-    })
+    installed("Centrifuge", &bin);
+    Peer::start(
+        &bin,
+        &["-listen", "127.0.0.1:0", "-history", &history.to_string()],
+    )
 }
 
 /// The shipped scenario aimed at `server`, with `body` as its population and traffic.
@@ -36,9 +35,7 @@ async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
     ignore = "the Centrifuge test server is not built (scripts/test builds it)"
 )]
 async fn centrifuge_chat_with_late_users_loses_nothing() {
-    let Some(server) = start(1000) else {
-        return;
-    };
+    let server = start(1000);
     let (ran, artifact, d) = run(
         &server,
         r#"
@@ -98,9 +95,7 @@ max_reordered = 0
     ignore = "the Centrifuge test server is not built (scripts/test builds it)"
 )]
 async fn centrifuge_history_limit_is_loss_counted_exactly() {
-    let Some(server) = start(5) else {
-        return;
-    };
+    let server = start(5);
     let (ran, _, d) = run(
         &server,
         r#"

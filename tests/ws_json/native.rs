@@ -178,7 +178,7 @@ async fn ws_json_counts_injected_faults_exactly_as_native_does() {
 
 /// Frames no rule matches are counted as protocol errors with the frame as the example,
 /// and the run goes on: here the server's `pong`s once the `ignore` rule is taken out. Past
-/// the built-in budget of 10 they fail the run, naming the frame (issue 24).
+/// the built-in budget of 10 they fail the run, naming the frame.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmatched_frames_are_counted_with_examples() {
     let work = Work::new();

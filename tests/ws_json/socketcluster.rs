@@ -11,20 +11,19 @@ use msgstorm::ledger::Delivery;
 use msgstorm::metrics::ErrorKind;
 
 use crate::common::run::Ran;
-use crate::ws_json_peer::{installed, repo, run_shipped, Peer};
+use crate::ws_json::peer::{installed, repo, run_shipped, Peer};
 
 /// A SocketCluster server letting each socket subscribe to `channels` channels and pinging
-/// every `ping_ms`; `None` when node or the server's modules are missing (see
+/// every `ping_ms`; the test fails when node or the server's modules are missing (see
 /// [`installed`]).
-fn start_with(channels: u32, ping_ms: u32) -> Option<Peer> {
+fn start_with(channels: u32, ping_ms: u32) -> Peer {
     let modules = repo("peers/socketcluster/node_modules/socketcluster-server");
     let node = crate::common::peers::node();
-    if !installed("SocketCluster", &node) || !installed("SocketCluster", &modules) {
-        return None;
-    }
+    installed("SocketCluster", &node);
+    installed("SocketCluster", &modules);
     let script = repo("peers/socketcluster/server.js");
     let script = script.display().to_string();
-    Some(Peer::start(
+    Peer::start(
         &node,
         &[
             &script,
@@ -32,11 +31,11 @@ fn start_with(channels: u32, ping_ms: u32) -> Option<Peer> {
             &channels.to_string(),
             &ping_ms.to_string(),
         ],
-    ))
+    )
 }
 
 /// [`start_with`] the server's default ping interval.
-fn start(channels: u32) -> Option<Peer> {
+fn start(channels: u32) -> Peer {
     start_with(channels, 8000)
 }
 
@@ -53,9 +52,7 @@ async fn run(server: &Peer, body: &str) -> (Ran, Artifact, Delivery) {
     ignore = "node or the SocketCluster server's modules are not installed (scripts/test installs them)"
 )]
 async fn socketcluster_direct_and_group_chat_loses_nothing() {
-    let Some(server) = start(1000) else {
-        return;
-    };
+    let server = start(1000);
     let (ran, artifact, d) = run(
         &server,
         r#"
@@ -110,7 +107,7 @@ max_reordered = 0
     ignore = "node or the SocketCluster server's modules are not installed (scripts/test installs them)"
 )]
 async fn socketcluster_channel_limit_is_a_join_failure_not_a_loss() {
-    let server = start(2).expect("the SocketCluster server starts");
+    let server = start(2);
     let (ran, artifact, d) = run(
         &server,
         r#"
@@ -159,9 +156,7 @@ max_lost = 0
     ignore = "node or the SocketCluster server's modules are not installed (scripts/test installs them)"
 )]
 async fn socketcluster_pings_are_answered() {
-    let Some(server) = start_with(1000, 100) else {
-        return;
-    };
+    let server = start_with(1000, 100);
     let (ran, artifact, _) = run(
         &server,
         r#"

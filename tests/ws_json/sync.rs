@@ -1,5 +1,5 @@
-//! Fetching missed messages from the reference server through `native` and `ws-json`
-//! (issue 24): a fetch reads each conversation from where the user has everything, even when
+//! Fetching missed messages from the reference server through `native` and `ws-json`:
+//! a fetch reads each conversation from where the user has everything, even when
 //! the server's seqs skip; a second run against a reused server reads only its own messages;
 //! a message the server stores twice counts as duplicated whether it came by push or by the
 //! catch-up after a reconnect; and a `page_items` path that matches nothing is an error.
@@ -15,7 +15,7 @@ use msgstorm::serve::{SeqScope, ServeConfig, ServerHandle};
 
 use crate::common::run::{run_text, Ran, Work};
 use crate::common::{config, fault_log, http_get, metric, start, ChildServer, Client, SECRET};
-use crate::ws_json_native::{scenario, ws_json_tables};
+use crate::ws_json::native::{scenario, ws_json_tables};
 
 /// The `[target.ws-json]` options of the shipped scenario.
 fn ws_json_options() -> toml::Table {
@@ -110,8 +110,8 @@ async fn second_fetch_reads_only_what_is_new<D: Driver>(options: toml::Table) {
     server.shutdown().await.expect("server stops");
 }
 
-/// Issue 24: a server numbering every message from one counter (seqs skip within a
-/// conversation) made every fetch read the whole conversation again.
+/// A server numbering every message from one counter (seqs skip within a
+/// conversation) must not make every fetch read the whole conversation again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetches_read_on_from_the_last_page_when_the_servers_seqs_skip() {
     second_fetch_reads_only_what_is_new::<NativeDriver>(toml::Table::new()).await;
@@ -166,8 +166,8 @@ fn against(driver: &str, server: &ChildServer, body: &str) -> String {
 
 /// The same scenario run twice through `driver` against one server started with
 /// `server_args`: the second run receives what the first did, all verified, and nothing from
-/// the first run. Before issue 24 the catch-up and the final verification re-read every
-/// conversation from its start: received ×2, thousands of "body not from this run".
+/// the first run. A catch-up or final verification that re-read every conversation from
+/// its start would show received ×2 and thousands of "body not from this run".
 async fn second_run_reads_only_its_own_messages(driver: &str, server_args: &[&str]) {
     let server = ChildServer::start(server_args);
     let text = against(driver, &server, LATE);
@@ -244,7 +244,7 @@ async fn stored_twice(driver: &str) -> (Delivery, u64, Ran) {
     (artifact.ledger.summary(), copies, ran)
 }
 
-/// Issue 24: a second copy the server stored counts as duplicated, by push or by the
+/// A second copy the server stored counts as duplicated, by push or by the
 /// catch-up sync (a synced second copy used to be ignored), and nothing else does (an
 /// overlap between pushes and a sync is not a duplicate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +269,7 @@ async fn messages_stored_twice_count_as_duplicated_by_push_and_by_sync() {
     }
 }
 
-/// Issue 24: a `page_items` path that matches nothing in a page reply is a protocol error
+/// A `page_items` path that matches nothing in a page reply is a protocol error
 /// naming the path and the reply, not an empty page (which would pass for "nothing missed").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_items_path_that_matches_nothing_is_a_protocol_error() {

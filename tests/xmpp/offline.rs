@@ -8,7 +8,7 @@ use std::time::Duration;
 use msgstorm::metrics::Counter;
 use msgstorm::scenario::Shard;
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, shared, Kind, Resender, Server, DRAIN};
 
 /// The longest one run may take.
@@ -43,9 +43,7 @@ max_reordered = 0
 
 /// Runs `away` (a population and traffic) on `kind`'s shared server.
 fn late_and_churning_users_receive_what_was_stored(kind: Kind, away: &str) {
-    let Some(server) = shared(kind) else {
-        return;
-    };
+    let server = shared(kind);
     // Room history must reach back over a churning user's whole absence.
     let run = run_msgstorm(&scenario(server, "o-away", "", away), &[], LIMIT);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -92,15 +90,13 @@ fn prosody_late_and_churning_users_receive_what_was_stored() {
 /// Late and churning users whose logins race the traffic fetch what they missed from the
 /// MAM archive as well as from offline storage, each message once.
 fn late_and_churning_users_fetch_from_the_archive(kind: Kind) {
-    let Some(server) = Server::with_mam(kind) else {
-        return;
-    };
+    let server = Server::with_mam(kind);
     // ejabberd 23.01 can store a message that races a login in its offline storage after
     // the login emptied it (docs/drivers/xmpp.md). Its archive usually has the message by
     // the time the login queries it; on a busy machine the sender's process may archive
     // it only after that query, and the final verification finds it: `repaired`, the
     // server's defect, counted as such. Relaxed here, where logins race the traffic on
-    // purpose (issue 24: it failed `max_repaired_rate` with 1 of 260 under load).
+    // purpose (it failed `max_repaired_rate` with 1 of 260 under load).
     let away = match kind {
         Kind::Ejabberd => AWAY.replace("[checks]\n", "[checks]\nmax_repaired_rate = 0.05\n"),
         Kind::Prosody => AWAY.to_owned(),
@@ -134,7 +130,7 @@ fn prosody_users_fetch_what_they_missed_from_mam() {
     late_and_churning_users_fetch_from_the_archive(Kind::Prosody);
 }
 
-/// Issue 24: a message reaches a fetching user twice, from offline storage and from the
+/// A message reaches a fetching user twice, from offline storage and from the
 /// archive, and one copy may come long after the other: offline storage's after
 /// `offline_quiet` ended the fetch (a slow server), the archive's with the next query (the
 /// final verification's) when the push came during the fetch. Neither late copy is handed
@@ -147,10 +143,8 @@ fn prosody_users_fetch_what_they_missed_from_mam() {
     not(peer_ejabberd),
     ignore = "ejabberd is not installed (scripts/test installs it)"
 )]
-fn regression_24_ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
-    let Some(server) = Server::with_mam(Kind::Ejabberd) else {
-        return;
-    };
+fn ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates() {
+    let server = Server::with_mam(Kind::Ejabberd);
     let away = AWAY
         .replace(
             "late = { count = 4, at = \"2500ms\" }",
@@ -180,9 +174,7 @@ fn regression_24_ejabberd_offline_copies_after_the_quiet_time_are_not_duplicates
 fn messages_ejabberd_drops_past_its_offline_limit_are_lost_exactly() {
     const KEPT: u64 = 10;
     let limit = format!("max_user_offline_messages: {KEPT}");
-    let Some(server) = Server::start(Kind::Ejabberd, &limit) else {
-        return;
-    };
+    let server = Server::start(Kind::Ejabberd, &limit);
     // One sender online; every other user is late and receives its messages while away.
     // The late login comes long after the sending is over, however slow the logins
     // before traffic (registration, SCRAM) are on a busy machine.
@@ -223,10 +215,10 @@ max_lost = 0
     assert_eq!(d.duplicated, 0, "{d:?}");
 }
 
-/// Issue 24: a second client of the sender sends every message again (message carbons
+/// A second client of the sender sends every message again (message carbons
 /// show it what the sender sent); the server stores both copies for the late receivers,
-/// who fetch both after their login. Every second copy is duplicated — before issue 24
-/// a second copy in a catch-up was not counted.
+/// who fetch both after their login. Every second copy is
+/// duplicated, the ones a catch-up brings included.
 fn copies_stored_twice_are_duplicated(server: &Server, prefix: &str, xmpp: &str) {
     let (late, messages) = (3u64, 5u64);
     // The late login comes long after the sending is over (see the offline-limit test).
@@ -277,17 +269,13 @@ max_duplicated = {}
 }
 
 #[test]
-fn prosody_copies_stored_twice_offline_are_duplicated_issue_24() {
-    let Some(server) = shared(Kind::Prosody) else {
-        return;
-    };
+fn prosody_copies_stored_twice_offline_are_duplicated() {
+    let server = shared(Kind::Prosody);
     copies_stored_twice_are_duplicated(server, "o-dup", "");
 }
 
 #[test]
-fn prosody_copies_archived_twice_are_duplicated_issue_24() {
-    let Some(server) = Server::with_mam(Kind::Prosody) else {
-        return;
-    };
+fn prosody_copies_archived_twice_are_duplicated() {
+    let server = Server::with_mam(Kind::Prosody);
     copies_stored_twice_are_duplicated(&server, "o-dupmam", "fetch = \"mam\"");
 }

@@ -1,4 +1,4 @@
-//! Issue 24: rooms on a server whose MUC service is not `conference.<domain>`. The driver
+//! Rooms on a server whose MUC service is not `conference.<domain>`. The driver
 //! finds the service by service discovery; a room that cannot be joined is a setup failure
 //! (`join_failed`), and its messages are not counted as lost.
 
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use msgstorm::metrics::ErrorKind;
 
-use crate::common::mosquitto::run_msgstorm;
+use crate::common::run::run_msgstorm;
 use crate::common::xmpp::{passed, scenario, Kind, Server};
 
 /// The longest one run may take.
@@ -42,9 +42,7 @@ fn errors(a: &msgstorm::artifact::Artifact, kind: ErrorKind) -> (u64, Vec<String
 }
 
 fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
-    let Some(server) = Server::with_muc_service(kind, "rooms.localhost") else {
-        return;
-    };
+    let server = Server::with_muc_service(kind, "rooms.localhost");
     // No `muc_domain`: discovery finds rooms.localhost, and every room message arrives.
     let checks = "[checks]\nmax_lost = 0\nmax_duplicated = 0\n";
     let found = format!("{CHAT}\n{checks}");
@@ -75,7 +73,7 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
     );
     assert_eq!((d.expected, d.delivered, d.lost), (60, 60, 0), "{d:?}");
     assert!(run.stdout.contains("join_failed"), "{}", run.stdout);
-    // A setup failure, named first: the built-in check fails the run (issue 24).
+    // A setup failure, named first: the built-in check fails the run.
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(
         run.stdout.starts_with(&format!(
@@ -87,12 +85,12 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
 }
 
 #[test]
-fn ejabberd_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_24() {
+fn ejabberd_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss() {
     rooms_on_a_muc_service_of_another_name(Kind::Ejabberd);
 }
 
 #[test]
-fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_24() {
+fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss() {
     rooms_on_a_muc_service_of_another_name(Kind::Prosody);
 }
 
@@ -100,7 +98,7 @@ fn prosody_rooms_are_found_by_discovery_and_unjoinable_rooms_are_no_loss_issue_2
 /// members are away than a rejoin's history brings back — about 30 a room here, history
 /// 20 — and says nothing once `muc_history` covers them.
 #[test]
-fn validate_warns_when_rooms_outrun_their_history_issue_24() {
+fn validate_warns_when_rooms_outrun_their_history() {
     let rest = r#"[population]
 users = 20
 login_rate = 500

@@ -250,7 +250,7 @@ mod tests {
     use crate::driver::{Auth, Config, Driver, Endpoint, Session, UserCtx};
     use crate::metrics::ErrorKind;
 
-    /// Issue 24: a sync page's `page_more` may be a cursor, fed to the next page as
+    /// A sync page's `page_more` may be a cursor, fed to the next page as
     /// `{next}`; a later fetch starts after the last seq a page covered; a reply whose
     /// array's holder is there without it is an empty page, and one where `page_items`
     /// matches nothing is an error naming the path and the reply. A scripted server pages

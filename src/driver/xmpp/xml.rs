@@ -350,7 +350,7 @@ mod tests {
     }
 
     /// Garbage a server sends is an error, not an element with a strange name or text
-    /// dropped between stanzas (issue 25: `<<garbage` before an `<iq>` made an element
+    /// dropped between stanzas (`<<garbage` before an `<iq>` made an element
     /// `<garbage<iq` that passed for the answer to the registration).
     #[test]
     fn garbage_between_stanzas_is_an_error() {

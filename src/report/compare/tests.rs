@@ -123,7 +123,7 @@ fn the_noise_sentence_states_the_bands_in_force() {
 }
 
 #[test]
-fn issue_24_every_check_built_in_or_written_is_a_row_and_a_gate() {
+fn every_check_built_in_or_written_is_a_row_and_a_gate() {
     let base = fixture();
     let mut new = fixture();
     let verified = new

@@ -212,7 +212,7 @@ fn syntax_error_and_duplicate_key() {
 }
 
 #[test]
-fn issue_10_duplicate_keys_name_their_full_path() {
+fn duplicate_keys_name_their_full_path() {
     let second =
         format!("{BASE}\n[[traffic]]\nkind = \"idle\"\nduration = \"1s\"\nduration = \"2s\"\n");
     fails(
@@ -265,7 +265,7 @@ fn issue_10_duplicate_keys_name_their_full_path() {
 }
 
 #[test]
-fn issue_10_a_file_that_is_not_utf8_names_its_line() {
+fn a_file_that_is_not_utf8_names_its_line() {
     let dir = std::env::temp_dir().join(format!("msgstorm-utf8-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("t.toml");

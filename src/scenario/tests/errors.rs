@@ -488,7 +488,7 @@ fn requests_are_the_drivers_own() {
 }
 
 #[test]
-fn issue_15_find_table_is_checked_at_its_lines() {
+fn find_table_is_checked_at_its_lines() {
     let find = |body: &str| format!("{BASE}\n[find]\nvary = \"population.users\"\n{body}");
     let ok = plan(
         &find(

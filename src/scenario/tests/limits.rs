@@ -1,4 +1,4 @@
-//! Issue 10: every numeric key has a range the engine can honour, refused by validation as
+//! Every numeric key has a range the engine can honour, refused by validation as
 //! `FILE:LINE: KEY: …` (exit 2) — never a panic in validation or at run time — and the plan
 //! stays O(patterns + chosen users) however many users there are.
 
@@ -84,7 +84,7 @@ fn full_is_valid() {
 }
 
 #[test]
-fn issue_10_tiny_rates_are_refused_not_panics() {
+fn tiny_rates_are_refused_not_panics() {
     for key in RATE_KEYS {
         for v in ["1e-300", "0.0009", "5e-324", "1e10", "inf", "nan"] {
             let set = format!("{key}={v}");
@@ -124,7 +124,7 @@ fn issue_10_tiny_rates_are_refused_not_panics() {
 }
 
 #[test]
-fn issue_10_slow_but_valid_rates_that_never_end_are_refused() {
+fn slow_but_valid_rates_that_never_end_are_refused() {
     // 0.001 logins/s for 100 users: 100,000 s, more than a day but less than 30.
     plan(BASE, &["population.login_rate=0.001"]).unwrap();
     let users = "population.users=100000000";
@@ -152,7 +152,7 @@ fn issue_10_slow_but_valid_rates_that_never_end_are_refused() {
 }
 
 #[test]
-fn issue_10_huge_durations_are_refused() {
+fn huge_durations_are_refused() {
     for key in DURATION_KEYS {
         for v in ["31days", "18446744073709551615s"] {
             let set = format!("{key}={v}");
@@ -171,7 +171,7 @@ fn issue_10_huge_durations_are_refused() {
 }
 
 #[test]
-fn issue_10_intervals_and_heartbeats_have_a_floor() {
+fn intervals_and_heartbeats_have_a_floor() {
     fails(
         FULL,
         &["traffic[0].interval=1ns"],
@@ -191,7 +191,7 @@ fn issue_10_intervals_and_heartbeats_have_a_floor() {
 }
 
 #[test]
-fn issue_10_count_bounded_sends_must_end_within_30_days() {
+fn count_bounded_sends_must_end_within_30_days() {
     // 10 messages × 10 receivers at one per 30 days each: 99 × 30 days.
     // 100 messages × 10 receivers, one send per sender every 10,000 s: 115 days.
     fails(
@@ -216,7 +216,7 @@ fn issue_10_count_bounded_sends_must_end_within_30_days() {
 }
 
 #[test]
-fn issue_10_sweeps_must_end_within_30_days() {
+fn sweeps_must_end_within_30_days() {
     let sweep = format!("traffic[1].sweep=[{}]", vec!["1"; 40].join(", "));
     fails(
         FULL,
@@ -228,7 +228,7 @@ fn issue_10_sweeps_must_end_within_30_days() {
 }
 
 #[test]
-fn issue_10_products_of_counts_are_bounded() {
+fn products_of_counts_are_bounded() {
     // groups × group_size members listed in the plan.
     fails(
         FULL,
@@ -282,7 +282,7 @@ fn issue_10_products_of_counts_are_bounded() {
 }
 
 #[test]
-fn issue_10_the_most_users_make_a_plan_of_chosen_users_only() {
+fn the_most_users_make_a_plan_of_chosen_users_only() {
     // 10⁸ users, 10% late and 10% churning, a direct pattern, groups and everyone idle:
     // the plan lists the chosen users, never the population (which was 8 bytes per user).
     let text = r#"
@@ -441,7 +441,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn issue_10_any_numbers_via_set_never_panic(
+    fn any_numbers_via_set_never_panic(
         sets in prop::collection::vec((any_key(), any_value()), 1..4),
     ) {
         let sets: Vec<String> = sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -450,7 +450,7 @@ proptest! {
     }
 
     #[test]
-    fn issue_10_any_numbers_in_the_file_never_panic(
+    fn any_numbers_in_the_file_never_panic(
         which in 0usize..64,
         value in any_value(),
     ) {
@@ -468,7 +468,7 @@ proptest! {
 }
 
 #[test]
-fn issue_10_a_sample_that_tracks_nothing_is_refused() {
+fn a_sample_that_tracks_nothing_is_refused() {
     // BASE has 10 × 10 streams: 0.01 tracks about one, less tracks none.
     plan(BASE, &["ledger.sample=0.01"]).unwrap();
     fails(
@@ -482,7 +482,7 @@ fn issue_10_a_sample_that_tracks_nothing_is_refused() {
 }
 
 #[test]
-fn issue_10_messages_stay_short() {
+fn error_messages_write_floats_compactly_and_cut_long_overrides() {
     // A float in a wrong-type message is written compactly, and a long override is cut.
     fails(
         BASE,
@@ -497,7 +497,7 @@ fn issue_10_messages_stay_short() {
 }
 
 #[test]
-fn issue_10_every_duration_at_its_maximum_schedules_without_overflow() {
+fn every_duration_at_its_maximum_schedules_without_overflow() {
     let sets = [
         "drain=30days",
         "target.connect_timeout=30days",

@@ -1,4 +1,4 @@
-//! Issue 24: scenarios that validate but cannot verify what they claim with their driver
+//! Scenarios that validate but cannot verify what they claim with their driver
 //! are warned about (`warning: FILE:LINE: KEY: …`), never refused.
 
 use super::*;

@@ -6,5 +6,5 @@ pub mod mqtt;
 pub mod reference;
 #[cfg(feature = "socketio")]
 pub mod socketio;
-#[cfg(all(feature = "xmpp", feature = "mqtt"))]
+#[cfg(feature = "xmpp")]
 pub mod xmpp;

@@ -40,7 +40,7 @@ impl Peer for Mqtt {
     async fn start(setup: Setup) -> Self {
         let broker = match setup {
             Setup::Refusing => Mosquitto::start_with(|dir| {
-                let passwd = required("mosquitto_passwd").expect("mosquitto_passwd");
+                let passwd = required("mosquitto_passwd");
                 let file = dir.join("passwd");
                 let ok = std::process::Command::new(passwd)
                     .args(["-c", "-b"])
@@ -52,8 +52,7 @@ impl Peer for Mqtt {
                 format!("allow_anonymous false\npassword_file {}", file.display())
             }),
             _ => Mosquitto::start(""),
-        }
-        .expect("mosquitto");
+        };
         let republisher =
             (setup == Setup::Duplicating).then(|| Republisher::start(broker.port, "msgstorm/u/+"));
         Mqtt {

@@ -115,7 +115,7 @@ impl Peer for WsJson {
     }
 
     fn target(&self, url: &str, setup: Setup) -> String {
-        let tables = crate::ws_json_native::ws_json_tables();
+        let tables = crate::ws_json::native::ws_json_tables();
         format!("{}\n{tables}", self.0.target(Self::DRIVER, url, setup))
     }
 

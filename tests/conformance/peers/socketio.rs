@@ -25,7 +25,7 @@ impl Peer for SocketIo {
             Setup::Duplicating => &["--twice"],
             Setup::Garbage => &["--garbage=u1"],
         };
-        SocketIo(Cluster::start(1, "none", args).expect("the Socket.IO app"))
+        SocketIo(Cluster::start(1, "none", args))
     }
 
     fn url(&self) -> String {

@@ -42,7 +42,7 @@ impl Peer for Prosody {
 
     async fn start(_setup: Setup) -> Self {
         static TESTS: AtomicUsize = AtomicUsize::new(0);
-        let server = tokio::task::spawn_blocking(|| shared(Kind::Prosody).expect("Prosody"))
+        let server = tokio::task::spawn_blocking(|| shared(Kind::Prosody))
             .await
             .expect("Prosody starts");
         Prosody {

@@ -1,0 +1,3 @@
+//! `msgstorm compare` on real runs' results.
+
+mod cli;

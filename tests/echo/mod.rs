@@ -1,0 +1,3 @@
+//! The echo endpoint and echo runs.
+
+mod smoke;

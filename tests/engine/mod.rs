@@ -1,0 +1,3 @@
+//! The engine run in this process against the real reference server.
+
+mod send_lag;

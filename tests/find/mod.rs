@@ -1,0 +1,4 @@
+//! `msgstorm find` and `msgstorm size` end to end.
+
+mod capacity;
+mod sizing;

@@ -1,0 +1,3 @@
+//! The house's shape, checked on the source.
+
+mod shape;

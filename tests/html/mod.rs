@@ -1,0 +1,3 @@
+//! `report.html` in a real browser.
+
+pub(crate) mod browser;

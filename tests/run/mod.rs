@@ -1,0 +1,3 @@
+//! Running a scenario as a library function.
+
+mod library;

@@ -1,0 +1,3 @@
+//! `[monitor] prometheus`: a run scraping its target's metrics.
+
+mod prometheus;

@@ -1,0 +1,7 @@
+//! The `script` driver against real servers, each spoken by a Lua script.
+
+mod native;
+mod netty;
+#[cfg(feature = "socketio")]
+mod socketio;
+mod tinode;

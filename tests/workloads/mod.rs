@@ -1,0 +1,3 @@
+//! The named workloads run end to end.
+
+mod w3;

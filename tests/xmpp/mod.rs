@@ -1,0 +1,8 @@
+//! The XMPP driver against real ejabberd and Prosody.
+
+mod delivery;
+mod failures;
+mod offline;
+mod resume;
+mod rooms;
+mod tls;
