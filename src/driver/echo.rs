@@ -3,14 +3,14 @@
 //! end-to-end latency is due time → echoed back, and the ledger still checks that every
 //! frame came back once, in order and intact. There is no login and no acceptance. The
 //! transport (cheap upgrade, coalesced writes, reading while a write waits) is
-//! [`super::ws`].
+//! [`crate::driver::kit::ws`].
 
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
 
-use super::ws::{classify, Dialer, Ws};
 use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
+use crate::driver::kit::ws::{classify, Dialer, Ws};
 use crate::metrics::ErrorKind;
 use crate::scenario::TrafficKind;
 
@@ -23,7 +23,7 @@ pub struct EchoDriver {
 impl super::Driver for EchoDriver {
     const SPEC: Spec = Spec {
         name: "echo",
-        schemes: super::ws::SCHEMES,
+        schemes: crate::driver::kit::ws::SCHEMES,
         embedded_path: Some("/echo"),
         kinds: &[TrafficKind::Echo],
         requests: &[],
@@ -40,7 +40,7 @@ impl super::Driver for EchoDriver {
     type Session = EchoSession;
 
     fn new(config: &Config) -> Result<Self, OptionError> {
-        super::ws::only_tls_options(config)?;
+        crate::driver::kit::ws::only_tls_options(config)?;
         Ok(EchoDriver {
             dialer: Dialer::new(config)?,
         })

@@ -26,11 +26,11 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 use conn::{Conn, Hello, Setup, Wire};
 pub use options::{Options, Version};
 
-use super::connect::Connector;
 use super::{
     Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Scheme,
     Session, Spec, UserCtx,
 };
+use crate::driver::kit::connect::Connector;
 use crate::metrics::ErrorKind;
 use crate::scenario::TrafficKind;
 

@@ -4,7 +4,7 @@
 //! the sequence number up to which this user has everything ([`Cursors`]); a login before
 //! traffic notes where each conversation stands, so a reused server's earlier messages are
 //! never fetched ([`Session::skip_history`]). The transport (cheap upgrade, coalesced
-//! writes, reading while a write waits) is [`super::ws`].
+//! writes, reading while a write waits) is [`crate::driver::kit::ws`].
 //!
 //! Sync and pushes merge as a real client merges them, per conversation by sequence number
 //! ([`Cursors`]):
@@ -27,14 +27,14 @@ use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::connect::within;
-use super::cursors::{Cursors, Push};
-use super::json_map::clip;
-use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session,
     Spec, UserCtx,
 };
+use crate::driver::kit::connect::within;
+use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::json_map::clip;
+use crate::driver::kit::ws::{read_text, Dialer, Ws};
 use crate::metrics::ErrorKind;
 use crate::scenario::TrafficKind;
 use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
@@ -61,7 +61,7 @@ const REQUEST_KV_GET: &str = "kv_get";
 impl super::Driver for NativeDriver {
     const SPEC: Spec = Spec {
         name: "native",
-        schemes: super::ws::SCHEMES,
+        schemes: crate::driver::kit::ws::SCHEMES,
         embedded_path: Some("/ws"),
         kinds: &[
             TrafficKind::Direct,
@@ -87,7 +87,7 @@ impl super::Driver for NativeDriver {
     type Session = NativeSession;
 
     fn new(config: &Config) -> Result<Self, OptionError> {
-        super::ws::only_tls_options(config)?;
+        crate::driver::kit::ws::only_tls_options(config)?;
         let secret = match &config.auth {
             Auth::Secret(s) => Some(s.clone()),
             Auth::None | Auth::Password { .. } => None,

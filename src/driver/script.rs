@@ -29,12 +29,12 @@ use std::time::Instant;
 
 use prost_reflect::DescriptorPool;
 
-use super::connect::Connector;
-use super::cursors::Cursors;
 use super::directory::{self, Directory};
-use super::json_map::credentials;
-use super::ws::{Dialer, TLS_KEYS};
 use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use crate::driver::kit::connect::Connector;
+use crate::driver::kit::cursors::Cursors;
+use crate::driver::kit::json_map::credentials;
+use crate::driver::kit::ws::{Dialer, TLS_KEYS};
 use crate::scenario::TrafficKind;
 pub use session::ScriptSession;
 use vm::Vm;
@@ -60,8 +60,8 @@ const KEYS: [&str; 8] = [
 
 /// The URL schemes: WebSocket's, and TCP framed by `framing`.
 const SCHEMES: &[Scheme] = &[
-    super::ws::SCHEMES[0],
-    super::ws::SCHEMES[1],
+    crate::driver::kit::ws::SCHEMES[0],
+    crate::driver::kit::ws::SCHEMES[1],
     Scheme {
         name: "tcp",
         default_port: 0,

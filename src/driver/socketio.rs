@@ -27,15 +27,15 @@ use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Emit, Options, NAME};
 use self::packet::{Kind, Packet, Sio};
-use super::connect::within;
-use super::json_map::path::as_str;
-use super::json_map::template::Values;
-use super::json_map::{clip, credentials, now_ms, text_of};
-use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
 };
+use crate::driver::kit::connect::within;
+use crate::driver::kit::json_map::path::as_str;
+use crate::driver::kit::json_map::template::Values;
+use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
+use crate::driver::kit::ws::{read_text, Dialer, Ws};
 use crate::metrics::ErrorKind;
 use crate::scenario::TrafficKind;
 
@@ -64,7 +64,7 @@ pub struct Recovery {
 impl super::Driver for SocketIoDriver {
     const SPEC: Spec = Spec {
         name: NAME,
-        schemes: super::ws::SCHEMES,
+        schemes: crate::driver::kit::ws::SCHEMES,
         embedded_path: None,
         kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
         requests: &[],

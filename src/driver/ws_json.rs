@@ -3,7 +3,7 @@
 //! examples is `docs/drivers/ws-json.md`).
 //!
 //! Everything is compiled once in [`Driver::new`](super::Driver::new): templates into
-//! literal and placeholder segments ([`template`](super::json_map::template)), paths into
+//! literal and placeholder segments ([`template`](crate::driver::kit::json_map::template)), paths into
 //! steps ([`path`]). A frame sent is one buffer filled
 //! from its template; a frame received is checked once as JSON, its top-level keys that the
 //! rules need are found in one more pass, and it is matched rule by rule (error, ack, push,
@@ -28,16 +28,16 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use self::options::{Options, NAME};
-use super::connect::within;
-use super::cursors::{Cursors, Push};
-use super::json_map::path::{self, as_str, Doc, Frame};
-use super::json_map::template::{Template, Values};
-use super::json_map::{clip, credentials, now_ms, text_of};
-use super::ws::{read_text, Dialer, Ws};
 use super::{
     Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
     UserCtx,
 };
+use crate::driver::kit::connect::within;
+use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::json_map::path::{self, as_str, Doc, Frame};
+use crate::driver::kit::json_map::template::{Template, Values};
+use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
+use crate::driver::kit::ws::{read_text, Dialer, Ws};
 use crate::metrics::ErrorKind;
 use crate::scenario::TrafficKind;
 
@@ -52,7 +52,7 @@ pub struct WsJsonDriver {
 impl super::Driver for WsJsonDriver {
     const SPEC: Spec = Spec {
         name: NAME,
-        schemes: super::ws::SCHEMES,
+        schemes: crate::driver::kit::ws::SCHEMES,
         embedded_path: Some("/ws"),
         kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
         requests: &[],

@@ -54,10 +54,9 @@ pub use options::{Fetch, Options, Sasl, Tls};
 pub use session::{XmppResume, XmppSession};
 use xml::Element;
 
-use super::connect::Connector;
-use super::{
-    tls, Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx,
-};
+use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use crate::driver::kit::connect::Connector;
+use crate::driver::kit::tls;
 use crate::scenario::TrafficKind;
 
 /// Namespaces of the stream features and elements the driver speaks.

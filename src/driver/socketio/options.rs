@@ -5,9 +5,9 @@
 //! is documented in `docs/drivers/socketio.md`. A mistake is an [`OptionError`] naming
 //! `target.socketio.KEY`.
 
-use crate::driver::json_map::path::Path;
-use crate::driver::json_map::template::{Template, Var};
-use crate::driver::json_map::Table;
+use crate::driver::kit::json_map::path::Path;
+use crate::driver::kit::json_map::template::{Template, Var};
+use crate::driver::kit::options::Table;
 use crate::driver::{Endpoint, OptionError, Spec};
 
 /// The driver's name, as in `[target.socketio]`.

@@ -4,9 +4,9 @@
 //! Every key is documented in `docs/drivers/ws-json.md`. A mistake is an [`OptionError`]
 //! naming `target.ws-json.KEY` (or `target.ws-json.TABLE.KEY`).
 
-use crate::driver::json_map::path::{Index, Matcher, Path};
-use crate::driver::json_map::template::{Template, Var};
-use crate::driver::json_map::Table;
+use crate::driver::kit::json_map::path::{Index, Matcher, Path};
+use crate::driver::kit::json_map::template::{Template, Var};
+use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 
 /// The driver's name, as in `[target.ws-json]`.

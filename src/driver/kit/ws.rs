@@ -25,7 +25,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 pub use conn::Ws;
 
 use super::connect::{Connector, Stream};
-use super::{io_error, Config, Endpoint, Event, Failure, OptionError, Scheme};
+use super::io_error;
+use crate::driver::{Config, Endpoint, Event, Failure, OptionError, Scheme};
 use crate::metrics::ErrorKind;
 
 /// The longest upgrade response accepted.

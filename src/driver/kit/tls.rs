@@ -12,7 +12,8 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use super::{io_error, Config, Failure, OptionError};
+use super::io_error;
+use crate::driver::{Config, Failure, OptionError};
 use crate::metrics::ErrorKind;
 
 /// The rustls client configuration: trusts the certificates of the PEM file `ca_file`, or

@@ -1,8 +1,8 @@
 //! Reading a driver's options table (`[target.<driver>]`): typed values, JSON paths,
 //! templates and matchers, each mistake an [`OptionError`] naming the dotted key.
 
-use super::path::{Matcher, Path, Want};
-use super::template::{Template, Var};
+use super::json_map::path::{Matcher, Path, Want};
+use super::json_map::template::{Template, Var};
 use crate::driver::OptionError;
 
 /// The keys every matcher table takes.
