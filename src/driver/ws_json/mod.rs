@@ -576,7 +576,7 @@ mod tests {
     use super::*;
 
     fn options() -> Options {
-        let text = include_str!("../../scenarios/ws-json-native.toml");
+        let text = include_str!("../../../scenarios/ws-json-native.toml");
         let root: toml::Table = toml::from_str(text).expect("scenario");
         let table = root["target"]["ws-json"]
             .as_table()
