@@ -528,12 +528,12 @@ pub fn ws_json_path(data: &[u8]) {
 /// that decodes encodes to text that decodes to the same packet.
 #[cfg(feature = "socketio")]
 pub fn socketio_packet(data: &[u8]) {
-    use crate::driver::socketio::packet;
+    use crate::driver::socketio::codec;
     let text = String::from_utf8_lossy(data);
-    if let Ok(p) = packet::decode(&text) {
+    if let Ok(p) = codec::decode(&text) {
         let mut out = String::new();
-        packet::encode(&p, &mut out);
-        assert_eq!(packet::decode(&out), Ok(p), "{out}");
+        codec::encode(&p, &mut out);
+        assert_eq!(codec::decode(&out), Ok(p), "{out}");
     }
 }
 
@@ -551,10 +551,10 @@ pub fn xmpp_framer(data: &[u8]) {
 /// The items a framer cuts from `stream` read in pieces of `1 + cut % 64` bytes for the
 /// `cuts` in turn (all at once when there are none), and whether it failed.
 #[cfg(feature = "xmpp")]
-fn xmpp_items(stream: &[u8], cuts: &[u8]) -> (Vec<crate::driver::xmpp::xml::Item>, bool) {
+fn xmpp_items(stream: &[u8], cuts: &[u8]) -> (Vec<crate::driver::xmpp::codec::Item>, bool) {
     // Larger than any input: the size limit is not what is checked here.
     const MAX_BODY: usize = 1 << 20;
-    let mut framer = crate::driver::xmpp::xml::Framer::default();
+    let mut framer = crate::driver::xmpp::codec::Framer::default();
     let mut items = Vec::new();
     let mut rest = stream;
     let mut sizes = cuts.iter().map(|&c| 1 + usize::from(c % 64)).cycle();

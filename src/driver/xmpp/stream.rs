@@ -8,7 +8,7 @@
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::xml::{Element, Framer, Item};
+use super::codec::{Element, Framer, Item};
 use crate::driver::kit::{connect, io_error, tls};
 use crate::driver::Failure;
 use crate::metrics::ErrorKind;

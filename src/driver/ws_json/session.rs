@@ -1,0 +1,441 @@
+//! One user's connection to a JSON-over-WebSocket server ([`WsJsonSession`]): the login
+//! and `after_login` requests, sends matched with their acks, frames that arrive while a
+//! reply is awaited held for later, syncs merged with pushes, pings answered.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_tungstenite::tungstenite::Message;
+
+use super::options::{Options, NAME};
+use super::WsJsonDriver;
+use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::json_map::path::{self, as_str, Frame};
+use crate::driver::kit::json_map::template::{Template, Values};
+use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
+use crate::driver::kit::ws::{read_text, Ws};
+use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::metrics::ErrorKind;
+
+impl WsJsonDriver {
+    /// Sends the login frame and waits for the frame that says it succeeded, then sends
+    /// the `after_login` requests one by one.
+    pub(super) async fn login(&self, s: &mut WsJsonSession, user: &UserCtx) -> Result<(), Failure> {
+        let (username, password) = credentials(&self.auth, &user.id);
+        let vals = Values {
+            user: &user.id,
+            token: &password,
+            username: &username,
+            password: &password,
+            ..Values::default()
+        };
+        let opts = Arc::clone(&self.opts);
+        if let (Some(login), Some(ok)) = (&opts.login, &opts.login_ok) {
+            let id = s.st.next_id();
+            s.write(login, &Values { req_id: id, ..vals }).await?;
+            s.ws.flush().await?;
+            loop {
+                let text = read_text(&mut s.ws).await?;
+                let mut outcome = None;
+                for doc in docs(&text, opts.lines) {
+                    if outcome.is_some() {
+                        s.st.unread.push_back(doc.to_owned());
+                        continue;
+                    }
+                    // Frames that are not JSON (a ping of some protocols) are judged later.
+                    let Ok(root) = path::parse(doc) else {
+                        s.st.unread.push_back(doc.to_owned());
+                        continue;
+                    };
+                    if ok.matches(doc, root) {
+                        outcome = Some(Ok(()));
+                    } else if let Some(reason) = opts.error_reason(doc, root) {
+                        outcome = Some(Err(Failure::new(
+                            ErrorKind::AuthFailed,
+                            format!("login refused: {reason}"),
+                        )));
+                    } else {
+                        s.st.unread.push_back(doc.to_owned());
+                    }
+                }
+                match outcome {
+                    Some(Ok(())) => break,
+                    Some(Err(f)) => return Err(f),
+                    None => continue,
+                }
+            }
+        }
+        for t in &opts.after_login {
+            let reply = s.call(t, vals).await?;
+            if let Some(reason) = opts.error_of(&reply) {
+                return Err(Failure::new(
+                    ErrorKind::AuthFailed,
+                    format!("after login: {reason}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+/// What a session keeps besides its socket.
+#[derive(Debug)]
+pub(super) struct State {
+    pub(super) user: String,
+    pub(super) next_id: u64,
+    /// Sends waiting for their ack: (request id, tag), oldest first.
+    pub(super) pending: VecDeque<(u64, u64)>,
+    /// Documents read while waiting for a reply, not judged yet.
+    pub(super) unread: VecDeque<String>,
+    /// Events judged and not handed out yet (a frame may hold several documents).
+    pub(super) ready: VecDeque<Event>,
+    pub(super) cursors: Cursors,
+    /// Groups joined on this connection (their conversations are synced).
+    pub(super) groups: Vec<String>,
+    /// Server pings not answered yet.
+    pub(super) pongs_owed: u32,
+}
+
+impl State {
+    pub(super) fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// The tag of the pending send with request id `id`, removed.
+    pub(super) fn take_pending(&mut self, id: u64) -> Option<u64> {
+        let i = self.pending.iter().position(|(r, _)| *r == id)?;
+        self.pending.remove(i).map(|(_, tag)| tag)
+    }
+
+    /// Judges one document: queues the event it is (if any).
+    pub(super) fn judge(&mut self, opts: &Options, doc: &str) {
+        if opts
+            .ping
+            .as_ref()
+            .is_some_and(|p| p.matcher.matches_text(doc))
+        {
+            self.pongs_owed += 1;
+            return;
+        }
+        if opts.ignore.iter().any(|m| m.matches_text(doc)) {
+            return;
+        }
+        let root = match path::parse(doc) {
+            Ok(root) => root,
+            Err(e) => {
+                return self.ready.push_back(Event::ProtocolError(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("unreadable frame ({e}): {}", clip(doc)),
+                )))
+            }
+        };
+        let frame = &Frame::new(root, &opts.index);
+        let id = || opts.reply_id.as_ref().and_then(|p| p.u64(frame));
+        if let Some(reason) = opts.error_reason(doc, frame) {
+            let ev = match id().and_then(|id| self.take_pending(id)) {
+                Some(tag) => Event::Refused {
+                    tag,
+                    failure: Failure::new(ErrorKind::SendFailed, reason),
+                },
+                None => Event::ProtocolError(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("error frame: {reason}"),
+                )),
+            };
+            return self.ready.push_back(ev);
+        }
+        if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, frame)) {
+            if let Some(tag) = id().and_then(|id| self.take_pending(id)) {
+                if let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) {
+                    if let Some(seq) = seq.u64(frame) {
+                        let cursors = &mut self.cursors;
+                        conv.with(frame, |v| {
+                            if let Some(c) = v.and_then(as_str) {
+                                cursors.with(&c, |s| s.mark(seq));
+                            }
+                        });
+                    }
+                }
+                return self.ready.push_back(Event::Accepted { tag });
+            }
+        }
+        if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, frame)) {
+            let own = push.from.as_ref().is_some_and(|from| {
+                from.with(frame, |v| {
+                    v.and_then(as_str).is_some_and(|f| f == self.user)
+                })
+            });
+            let mut kind = Push::New;
+            if let (Some(conv), Some(seq)) = (&push.conv, &push.seq) {
+                let cursors = &mut self.cursors;
+                if let Some(seq) = seq.u64(frame) {
+                    conv.with(frame, |v| {
+                        if let Some(c) = v.and_then(as_str) {
+                            kind = cursors.with(&c, |s| s.push(seq));
+                        }
+                    });
+                }
+            }
+            if own || kind == Push::Synced {
+                return;
+            }
+            let ev = match push.body.with(frame, |v| v.map(text_of)) {
+                Some(body) => Event::Delivered { body: body.into() },
+                None => Event::ProtocolError(Failure::new(
+                    ErrorKind::Protocol,
+                    format!("push without a body at `{}`: {}", push.body, clip(doc)),
+                )),
+            };
+            return self.ready.push_back(ev);
+        }
+        if opts
+            .ping
+            .as_ref()
+            .is_some_and(|p| p.matcher.matches(doc, frame))
+        {
+            self.pongs_owed += 1;
+            return;
+        }
+        if opts.ignore.iter().any(|m| m.matches(doc, frame)) {
+            return;
+        }
+        self.ready.push_back(Event::ProtocolError(Failure::new(
+            ErrorKind::Protocol,
+            format!("unmatched frame: {}", clip(doc)),
+        )));
+    }
+}
+
+/// The documents of a text frame: the frame (even empty: a ping of some protocols), or its
+/// non-empty lines.
+pub(super) fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
+    let sep = if lines { '\n' } else { '\0' };
+    // Without `lines` the frame is one document: a raw NUL cannot occur in JSON text, so
+    // splitting on it yields the frame whole.
+    text.split(sep)
+        .filter(move |d| !lines || !d.trim().is_empty())
+}
+
+/// One user's connection.
+#[derive(Debug)]
+pub struct WsJsonSession {
+    pub(super) ws: Ws,
+    pub(super) opts: Arc<Options>,
+    pub(super) st: State,
+    /// Longest wait for the reply to a join or sync request.
+    pub(super) reply_timeout: Duration,
+}
+
+impl WsJsonSession {
+    /// Queues `template` filled with `vals`.
+    pub(super) async fn write(
+        &mut self,
+        template: &Template,
+        vals: &Values<'_>,
+    ) -> Result<(), Failure> {
+        let text = template.fill(vals, now_ms());
+        self.ws.write(Message::text(text)).await
+    }
+
+    /// Sends `template` with a fresh `{req_id}` and returns the document that answers it;
+    /// every other document meanwhile is kept unread. Bounded by the connect timeout.
+    pub(super) async fn call(
+        &mut self,
+        template: &Template,
+        vals: Values<'_>,
+    ) -> Result<String, Failure> {
+        let limit = self.reply_timeout;
+        let id = self.st.next_id();
+        let Some(reply_id) = self.opts.reply_id.clone() else {
+            return Err(Failure::new(ErrorKind::Other, "no reply_id to wait on"));
+        };
+        let lines = self.opts.lines;
+        let exchange = async {
+            self.write(template, &Values { req_id: id, ..vals }).await?;
+            self.ws.flush().await?;
+            loop {
+                let text = read_text(&mut self.ws).await?;
+                let mut reply = None;
+                for doc in docs(&text, lines) {
+                    let ours = reply.is_none()
+                        && path::parse(doc).is_ok_and(|root| reply_id.u64(root) == Some(id));
+                    if ours {
+                        reply = Some(doc.to_owned());
+                    } else {
+                        self.st.unread.push_back(doc.to_owned());
+                    }
+                }
+                if let Some(r) = reply {
+                    return Ok(r);
+                }
+            }
+        };
+        match tokio::time::timeout(limit, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::new(
+                ErrorKind::Timeout,
+                format!("no reply within {limit:?}"),
+            )),
+        }
+    }
+}
+
+impl Session for WsJsonSession {
+    type Resume = Cursors;
+
+    async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        let (template, to) = match dest {
+            Dest::User(u) => (self.opts.direct.as_ref(), u),
+            Dest::Group(g) => (self.opts.group.as_ref(), g),
+        };
+        let Some(template) = template else {
+            return Err(Failure::new(
+                ErrorKind::SendFailed,
+                "no template for this kind of message",
+            ));
+        };
+        let id = self.st.next_id();
+        let text = template.fill(
+            &Values {
+                user: &self.st.user,
+                req_id: id,
+                to,
+                body,
+                ..Values::default()
+            },
+            now_ms(),
+        );
+        if self.opts.ack.is_some() {
+            self.st.pending.push_back((id, tag));
+        }
+        self.ws.write(Message::text(text)).await
+    }
+
+    async fn request(&mut self, _tag: u64, name: &'static str) -> Result<(), Failure> {
+        Err(Failure::new(
+            ErrorKind::RequestFailed,
+            format!("driver `{NAME}` sends no request `{name}`"),
+        ))
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), Failure> {
+        let msg = match &self.opts.heartbeat {
+            Some(t) => {
+                let req_id = self.st.next_id();
+                let vals = Values {
+                    user: &self.st.user,
+                    req_id,
+                    ..Values::default()
+                };
+                Message::text(t.fill(&vals, now_ms()))
+            }
+            None => Message::Ping(Default::default()),
+        };
+        self.ws.write(msg).await
+    }
+
+    async fn flush(&mut self) -> Result<(), Failure> {
+        self.ws.flush().await
+    }
+
+    async fn join(&mut self, group: &str) -> Result<(), Failure> {
+        let opts = Arc::clone(&self.opts);
+        let user = self.st.user.clone();
+        let mut refused = None;
+        for t in &opts.join {
+            let vals = Values {
+                user: &user,
+                group,
+                ..Values::default()
+            };
+            let reply = self.call(t, vals).await?;
+            match opts.error_of(&reply) {
+                Some(reason) => refused = Some(reason),
+                None => {
+                    refused = None;
+                    break;
+                }
+            }
+        }
+        if let Some(reason) = refused {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("join refused: {reason}"),
+            ));
+        }
+        if !self.st.groups.iter().any(|g| g == group) {
+            self.st.groups.push(group.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn skip_history(&mut self) -> Result<(), Failure> {
+        self.note_history().await
+    }
+
+    async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
+        self.fetch(out).await
+    }
+
+    async fn next_event(&mut self) -> Event {
+        loop {
+            if let Some(ev) = self.st.ready.pop_front() {
+                return ev;
+            }
+            if let Some(doc) = self.st.unread.pop_front() {
+                self.st.judge(&self.opts, &doc);
+                continue;
+            }
+            if self.st.pongs_owed > 0 {
+                if let Some(ping) = &self.opts.ping {
+                    let id = self.st.next_id();
+                    let text = ping.reply.fill(
+                        &Values {
+                            user: &self.st.user,
+                            req_id: id,
+                            ..Values::default()
+                        },
+                        now_ms(),
+                    );
+                    self.st.pongs_owed -= 1;
+                    if let Err(f) = self.ws.write(Message::text(text)).await {
+                        return Event::Closed(f);
+                    }
+                    if let Err(f) = self.ws.flush().await {
+                        return Event::Closed(f);
+                    }
+                }
+                continue;
+            }
+            match read_text(&mut self.ws).await {
+                Ok(text) => {
+                    for doc in docs(&text, self.opts.lines) {
+                        self.st.judge(&self.opts, doc);
+                    }
+                }
+                Err(e) => return e.event(),
+            }
+        }
+    }
+
+    async fn close(mut self) -> Cursors {
+        let opts = Arc::clone(&self.opts);
+        if let Some(t) = &opts.logout {
+            let user = self.st.user.clone();
+            let vals = Values {
+                user: &user,
+                ..Values::default()
+            };
+            if self.write(t, &vals).await.is_ok() {
+                let _ = self.ws.flush().await;
+            }
+        }
+        self.ws.close().await;
+        self.st.cursors
+    }
+
+    fn into_resume(self) -> Cursors {
+        self.st.cursors
+    }
+}
