@@ -1,12 +1,21 @@
-//! Reading a driver's options table (`[target.<driver>]`): typed values, JSON paths,
-//! templates and matchers, each mistake an [`OptionError`] naming the dotted key.
+//! Reading a driver's options table (`[target.<driver>]`): the one parser every driver's
+//! options go through, so that a mistake reads the same whatever the driver — each an
+//! [`OptionError`] naming the dotted key (`target.<driver>.<key>`), which the scenario layer
+//! turns into `FILE:LINE: target.<driver>.<key>: ...`. The wording, in one place:
+//!
+//! - an unknown key: ``unknown key `k`; allowed: a, b, c``;
+//! - a value of the wrong type: `must be <what>, got <its TOML type>`;
+//! - a value out of range: `must be <what>, got <the value>`;
+//! - a duration that does not parse: ``not a duration: `s` (use e.g. `300ms`, `1s`)``.
+//!
+//! A `ca_file` that cannot be read is refused where it is read, by
+//! [`tls::client_config`](super::tls), in one wording for every driver. JSON paths,
+//! templates and matchers are read by the same table: `kit::json_map::table`.
 
-use super::json_map::path::{Matcher, Path, Want};
-use super::json_map::template::{Template, Var};
-use crate::driver::OptionError;
+use std::fmt::Display;
+use std::time::Duration;
 
-/// The keys every matcher table takes.
-const MATCH_KEYS: &[&str] = &["when", "has", "text"];
+use crate::driver::{Config, OptionError};
 
 /// One table of a driver's options, with its dotted key for errors.
 pub(crate) struct Table<'a> {
@@ -17,6 +26,29 @@ pub(crate) struct Table<'a> {
 }
 
 impl<'a> Table<'a> {
+    /// The driver's own `[target.<name>]` table.
+    pub(crate) fn of(config: &'a Config) -> Table<'a> {
+        Table::new(&config.options, config.spec.name)
+    }
+
+    /// The table `t` of driver `driver` (`[target.<driver>]`).
+    pub(crate) fn new(t: &'a toml::Table, driver: &str) -> Table<'a> {
+        Table {
+            t,
+            at: format!("target.{driver}"),
+        }
+    }
+
+    /// The error of a value of `key` of the wrong type: `want` says what it must be.
+    pub(crate) fn wrong(&self, key: &str, want: &str, got: &toml::Value) -> OptionError {
+        self.bad(key, format!("must be {want}, got {}", got.type_str()))
+    }
+
+    /// The error of a value of `key` out of its range: `want` says what it must be.
+    pub(crate) fn out_of_range(&self, key: &str, want: &str, got: impl Display) -> OptionError {
+        self.bad(key, format!("must be {want}, got {got}"))
+    }
+
     /// The error of `key` in this table.
     pub(crate) fn bad(&self, key: &str, msg: impl Into<String>) -> OptionError {
         OptionError {
@@ -54,67 +86,6 @@ impl<'a> Table<'a> {
         }
     }
 
-    /// The JSON path at `key`, parsed.
-    pub(crate) fn path(&self, key: &str) -> Result<Option<Path>, OptionError> {
-        self.str(key)?
-            .map(|s| Path::parse(s).map_err(|e| self.bad(key, e)))
-            .transpose()
-    }
-
-    /// The JSON path at `key`, which must be there.
-    pub(crate) fn need_path(&self, key: &str) -> Result<Path, OptionError> {
-        self.path(key)?
-            .ok_or_else(|| self.bad(key, "is required: the JSON path of the value"))
-    }
-
-    /// The JSON frame template at `key`, compiled with the placeholders `vars`.
-    pub(crate) fn template(
-        &self,
-        key: &str,
-        vars: &[Var],
-    ) -> Result<Option<Template>, OptionError> {
-        self.str(key)?
-            .map(|s| Template::parse(s, vars).map_err(|e| self.bad(key, e)))
-            .transpose()
-    }
-
-    /// A template or an array of templates (`name` or `name = [...]`).
-    pub(crate) fn templates(
-        &self,
-        key: &str,
-        vars: &[Var],
-        json: bool,
-    ) -> Result<Vec<Template>, OptionError> {
-        let one = |s: &str| {
-            if json {
-                Template::parse(s, vars)
-            } else {
-                Template::parse_text(s, vars)
-            }
-            .map_err(|e| self.bad(key, e))
-        };
-        match self.t.get(key) {
-            None => Ok(Vec::new()),
-            Some(toml::Value::String(s)) => Ok(vec![one(s)?]),
-            Some(toml::Value::Array(items)) => items
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => one(s),
-                    other => {
-                        Err(self.bad(key, format!("must hold strings, got {}", other.type_str())))
-                    }
-                })
-                .collect(),
-            Some(v) => Err(self.bad(
-                key,
-                format!(
-                    "must be a string or an array of strings, got {}",
-                    v.type_str()
-                ),
-            )),
-        }
-    }
-
     /// The table at `key`, if there is one.
     pub(crate) fn sub(&self, key: &str) -> Result<Option<Table<'a>>, OptionError> {
         match self.t.get(key) {
@@ -127,71 +98,87 @@ impl<'a> Table<'a> {
         }
     }
 
-    /// The `when` / `has` / `text` conditions of this table.
-    pub(crate) fn matcher(&self) -> Result<Matcher, OptionError> {
-        let mut m = Matcher::default();
-        if let Some(when) = self.sub("when")? {
-            for (k, v) in when.t {
-                let path = Path::parse(k).map_err(|e| when.bad(k, e))?;
-                let want = match v {
-                    toml::Value::String(s) => Want::Str(s.clone()),
-                    toml::Value::Integer(i) => Want::Int(*i),
-                    toml::Value::Float(f) => Want::Float(*f),
-                    toml::Value::Boolean(b) => Want::Bool(*b),
-                    other => {
-                        return Err(when.bad(
-                            k,
-                            format!(
-                                "must be a string, number or boolean to compare with, got {}",
-                                other.type_str()
-                            ),
-                        ))
-                    }
-                };
-                m.when.push((path, want));
-            }
-        }
-        match self.t.get("has") {
-            None => {}
-            Some(toml::Value::Array(items)) => {
-                for v in items {
-                    let toml::Value::String(s) = v else {
-                        return Err(self.bad("has", "must be an array of JSON paths (strings)"));
-                    };
-                    m.has.push(Path::parse(s).map_err(|e| self.bad("has", e))?);
-                }
-            }
-            Some(v) => {
-                return Err(self.bad(
-                    "has",
-                    format!("must be an array of JSON paths, got {}", v.type_str()),
-                ))
-            }
-        }
-        if let Some(text) = self.str("text")? {
-            m.text = Some(text.trim().to_owned());
-        }
-        Ok(m)
+    /// The string at `key`, owned, if there is one.
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, OptionError> {
+        Ok(self.str(key)?.map(str::to_owned))
     }
 
-    /// A matcher that must have a condition (it would match every frame otherwise).
-    pub(crate) fn some_matcher(&self) -> Result<Matcher, OptionError> {
-        let m = self.matcher()?;
-        if m.is_empty() {
-            return Err(OptionError {
-                key: self.at.clone(),
-                msg: "has no condition, so it would match every frame; add `when = { PATH = \
-                      VALUE }`, `has = [PATH]` or `text = FRAME`"
-                    .to_owned(),
-            });
+    /// The boolean at `key`, if there is one.
+    pub(crate) fn flag(&self, key: &str) -> Result<Option<bool>, OptionError> {
+        match self.t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.wrong(key, "true or false", v)),
         }
-        Ok(m)
     }
 
-    /// Refuses any key but the matcher's and `own`.
-    pub(crate) fn keys_with(&self, own: &[&str]) -> Result<(), OptionError> {
-        let mut keys = MATCH_KEYS.to_vec();
-        keys.extend_from_slice(own);
-        self.only(&keys)
+    /// The integer at `key`, if there is one.
+    pub(crate) fn int(&self, key: &str) -> Result<Option<i64>, OptionError> {
+        match self.t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(i)) => Ok(Some(*i)),
+            Some(v) => Err(self.wrong(key, "an integer", v)),
+        }
+    }
+
+    /// The integer at `key` within `range` (`want` says so in words), if there is one.
+    pub(crate) fn int_in(
+        &self,
+        key: &str,
+        range: std::ops::RangeInclusive<i64>,
+        want: &str,
+    ) -> Result<Option<i64>, OptionError> {
+        match self.t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(i)) if range.contains(i) => Ok(Some(*i)),
+            Some(toml::Value::Integer(i)) => Err(self.out_of_range(key, want, i)),
+            Some(v) => Err(self.wrong(key, want, v)),
+        }
+    }
+
+    /// The number at `key` (an integer or a float), if there is one.
+    pub(crate) fn number(&self, key: &str, want: &str) -> Result<Option<f64>, OptionError> {
+        match self.t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Float(f)) => Ok(Some(*f)),
+            Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
+            Some(v) => Err(self.wrong(key, want, v)),
+        }
+    }
+
+    /// The duration at `key` (a string such as `"300ms"`), if there is one.
+    pub(crate) fn duration(&self, key: &str) -> Result<Option<Duration>, OptionError> {
+        match self.t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => {
+                humantime::parse_duration(s.trim()).map(Some).map_err(|_| {
+                    self.bad(
+                        key,
+                        format!("not a duration: `{s}` (use e.g. `300ms`, `1s`)"),
+                    )
+                })
+            }
+            Some(v) => Err(self.wrong(key, "a duration such as \"300ms\"", v)),
+        }
+    }
+
+    /// The array of strings at `key` (`want` says what they must be), if there is one.
+    pub(crate) fn strings(
+        &self,
+        key: &str,
+        want: &str,
+    ) -> Result<Option<Vec<&'a str>>, OptionError> {
+        match self.t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => Ok(s.as_str()),
+                    other => Err(self.wrong(key, want, other)),
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(v) => Err(self.wrong(key, want, v)),
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 use crate::scenario::UserIx;
 
@@ -55,52 +56,32 @@ pub(super) const KEYS: [&str; 9] = [
 impl LoopbackOptions {
     /// Parses a `[target.loopback]` table.
     pub fn parse(table: &toml::Table) -> Result<Self, OptionError> {
-        let err = |key: &str, msg: String| OptionError::option("loopback", key, msg);
+        let t = Table::new(table, "loopback");
+        t.only(&KEYS)?;
         let mut o = LoopbackOptions::default();
-        for (key, value) in table {
-            match key.as_str() {
-                "latency" | "jitter" => {
-                    let d = match value {
-                        toml::Value::String(s) => {
-                            humantime::parse_duration(s.trim()).map_err(|_| {
-                                err(key, format!("not a duration: `{s}` (use e.g. `2ms`)"))
-                            })?
-                        }
-                        v => {
-                            return Err(err(
-                                key,
-                                format!("must be a duration like \"2ms\", got {v}"),
-                            ))
-                        }
-                    };
-                    if key == "latency" {
-                        o.latency = d;
-                    } else {
-                        o.jitter = d;
-                    }
+        if let Some(d) = t.duration("latency")? {
+            o.latency = d;
+        }
+        if let Some(d) = t.duration("jitter")? {
+            o.jitter = d;
+        }
+        for key in [
+            "loss",
+            "drop",
+            "duplicate",
+            "reorder",
+            "corrupt",
+            "store_twice",
+        ] {
+            if let Some(p) = t.number(key, "a probability from 0 to 1")? {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(t.out_of_range(key, "between 0 and 1", p));
                 }
-                "loss" | "drop" | "duplicate" | "reorder" | "corrupt" | "store_twice" => {
-                    let p = match value {
-                        toml::Value::Float(f) => *f,
-                        toml::Value::Integer(i) => *i as f64,
-                        v => return Err(err(key, format!("must be a probability, got {v}"))),
-                    };
-                    if !(0.0..=1.0).contains(&p) {
-                        return Err(err(key, format!("must be between 0 and 1, got {p}")));
-                    }
-                    *o.probability(key) = p;
-                }
-                "seed" => match value {
-                    toml::Value::Integer(i) if *i >= 0 => o.seed = *i as u64,
-                    v => return Err(err(key, format!("must be an integer ≥ 0, got {v}"))),
-                },
-                other => {
-                    return Err(err(
-                        other,
-                        format!("unknown option; allowed: {}", KEYS.join(", ")),
-                    ))
-                }
+                *o.probability(key) = p;
             }
+        }
+        if let Some(seed) = t.int_in("seed", 0..=i64::MAX, "an integer ≥ 0")? {
+            o.seed = seed as u64;
         }
         let sum = o.loss + o.drop + o.duplicate + o.reorder + o.corrupt;
         if sum > 1.0 {
@@ -108,7 +89,7 @@ impl LoopbackOptions {
                 .into_iter()
                 .find(|k| table.contains_key(*k))
                 .unwrap_or("loss");
-            return Err(err(
+            return Err(t.bad(
                 last,
                 format!(
                     "the fault probabilities add up to {sum}; at most one fault hits a push, \

@@ -35,6 +35,7 @@ use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spe
 use crate::driver::kit::connect::Connector;
 use crate::driver::kit::cursors::Cursors;
 use crate::driver::kit::json_map::credentials;
+use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
 use crate::scenario::TrafficKind;
 use options::{protos, transport, KEYS};
@@ -120,22 +121,14 @@ impl super::Driver for ScriptDriver {
 
     fn new(config: &Config) -> Result<Self, OptionError> {
         let err = |key: &str, msg: String| OptionError::option(NAME, key, msg);
-        if let Some(key) = config.options.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(err(
-                key,
-                format!("unknown option; allowed: {}", KEYS.join(", ")),
-            ));
-        }
-        let file = match config.options.get("file") {
+        let t = Table::of(config);
+        t.only(&KEYS)?;
+        let file = match t.t.get("file") {
             Some(toml::Value::String(f)) => config.dir.join(f),
-            Some(v) => return Err(err("file", format!("must be a file name, got {v}"))),
-            None => return Err(err("file", "missing: the adapter script to run".to_owned())),
+            Some(v) => return Err(t.wrong("file", "a file name", v)),
+            None => return Err(t.bad("file", "is required: the adapter script to run")),
         };
-        let acceptance = match config.options.get("acceptance") {
-            None => true,
-            Some(toml::Value::Boolean(b)) => *b,
-            Some(v) => return Err(err("acceptance", format!("must be true or false, got {v}"))),
-        };
+        let acceptance = t.flag("acceptance")?.unwrap_or(true);
         let protos = protos(config)?;
         let vms = load(&file, &protos).map_err(|msg| err("file", msg))?;
         Ok(ScriptDriver {

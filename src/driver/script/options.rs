@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use prost_reflect::DescriptorPool;
 
 use super::wire::{Framing, FRAMINGS};
-use super::{codecs, Transport, NAME};
+use super::{codecs, Transport};
 use crate::driver::kit::connect::Connector;
+use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::{Dialer, TLS_KEYS};
 use crate::driver::{Config, OptionError};
 
@@ -24,36 +25,25 @@ pub(super) const KEYS: [&str; 8] = [
 ];
 /// The `.proto` files `proto` names (one or a list, relative to the scenario), compiled.
 pub(super) fn protos(config: &Config) -> Result<DescriptorPool, OptionError> {
-    let err = |msg: String| OptionError::option(NAME, "proto", msg);
-    let files: Vec<PathBuf> = match config.options.get("proto") {
-        None => Vec::new(),
+    let t = Table::of(config);
+    let files: Vec<PathBuf> = match t.t.get("proto") {
         Some(toml::Value::String(f)) => vec![config.dir.join(f)],
-        Some(toml::Value::Array(files)) => files
-            .iter()
-            .map(|f| match f {
-                toml::Value::String(f) => Ok(config.dir.join(f)),
-                v => Err(err(format!("must be .proto file names, got {v}"))),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(v) => {
-            return Err(err(format!(
-                "must be a .proto file name or a list of them, got {v}"
-            )))
-        }
+        _ => t
+            .strings("proto", "a .proto file name or a list of them")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| config.dir.join(f))
+            .collect(),
     };
-    codecs::compile_protos(&files).map_err(err)
+    codecs::compile_protos(&files).map_err(|msg| t.bad("proto", msg))
 }
 
 /// The transport the URL's scheme names, with `framing` for TCP.
 pub(super) fn transport(config: &Config) -> Result<Transport, OptionError> {
-    let err = |key: &str, msg: String| OptionError::option(NAME, key, msg);
-    let text = |key: &str| match config.options.get(key) {
-        None => Ok(None),
-        Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
-        Some(v) => Err(err(key, format!("must be a string, got {v}"))),
-    };
-    let framing = text("framing")?;
-    let delimiter = text("delimiter")?;
+    let t = Table::of(config);
+    let err = |key: &str, msg: String| t.bad(key, msg);
+    let framing = t.str("framing")?;
+    let delimiter = t.str("delimiter")?;
     let tcp = config
         .endpoint
         .as_ref()
@@ -89,7 +79,7 @@ pub(super) fn transport(config: &Config) -> Result<Transport, OptionError> {
     let Some(framing) = framing else {
         return Err(err(
             "framing",
-            format!("missing: how the stream is cut into frames, one of {FRAMINGS}"),
+            format!("is required: how the stream is cut into frames, one of {FRAMINGS}"),
         ));
     };
     let framing = Framing::parse(framing, delimiter).map_err(|msg| err("framing", msg))?;
@@ -103,24 +93,22 @@ pub(super) fn transport(config: &Config) -> Result<Transport, OptionError> {
 /// `urls`: more WebSocket nodes of the same service, users spread over them and the
 /// target URL in turn.
 pub(super) fn more_urls(config: &Config) -> Result<Vec<crate::driver::Endpoint>, OptionError> {
-    let err = |msg: String| OptionError::option(NAME, "urls", msg);
-    match config.options.get("urls") {
-        None => Ok(Vec::new()),
-        Some(toml::Value::Array(urls)) => urls
-            .iter()
-            .map(|u| match u {
-                toml::Value::String(s) => {
-                    let ep = crate::driver::Endpoint::parse(s, config.spec).map_err(err)?;
-                    match ep.scheme.name {
-                        "ws" | "wss" => Ok(ep),
-                        _ => Err(err(format!("`{s}`: more nodes are ws:// or wss:// URLs"))),
-                    }
-                }
-                v => Err(err(format!("must be URLs, got {v}"))),
-            })
-            .collect(),
-        Some(v) => Err(err(format!("must be a list of ws:// URLs, got {v}"))),
-    }
+    let t = Table::of(config);
+    t.strings("urls", "a list of ws:// URLs")?
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| {
+            let ep =
+                crate::driver::Endpoint::parse(s, config.spec).map_err(|e| t.bad("urls", e))?;
+            match ep.scheme.name {
+                "ws" | "wss" => Ok(ep),
+                _ => Err(t.bad(
+                    "urls",
+                    format!("`{s}`: more nodes are ws:// or wss:// URLs"),
+                )),
+            }
+        })
+        .collect()
 }
 
 /// The TCP connector, with TLS for `tls://`.

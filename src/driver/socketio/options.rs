@@ -95,10 +95,7 @@ pub struct Options {
 impl Options {
     /// Reads `table` (the raw `[target.socketio]`); `spec` parses the extra URLs.
     pub fn parse(table: &toml::Table, spec: &Spec) -> Result<Self, OptionError> {
-        let top = Table {
-            t: table,
-            at: format!("target.{NAME}"),
-        };
+        let top = Table::new(table, NAME);
         top.only(KEYS)?;
         let text = |key: &str, default: &str| -> Result<String, OptionError> {
             Ok(top.str(key)?.unwrap_or(default).to_owned())

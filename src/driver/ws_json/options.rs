@@ -190,10 +190,7 @@ impl Options {
     /// Reads `table` (the raw `[target.ws-json]`); `kinds` are the scenario's traffic
     /// kinds, whose templates are required.
     pub fn parse(table: &toml::Table, kinds: &[&str]) -> Result<Self, OptionError> {
-        let top = Table {
-            t: table,
-            at: format!("target.{NAME}"),
-        };
+        let top = Table::new(table, NAME);
         top.only(KEYS)?;
         let error = match top.sub("error")? {
             Some(t) => {

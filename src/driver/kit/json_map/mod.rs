@@ -5,6 +5,7 @@
 //! the kit's `options::Table`.
 
 pub mod path;
+mod table;
 pub mod template;
 
 use std::time::{SystemTime, UNIX_EPOCH};
