@@ -1,11 +1,12 @@
 //! Protocol drivers: one interface for every wire protocol msgstorm speaks.
 //!
-//! A driver is one file here plus one line in the registry (`registry.rs`). The file
-//! declares what the driver is ([`Spec`]: name, URL schemes, traffic kinds, requests, auth
-//! forms, source addresses, capabilities), builds itself from a [`Config`] — checking its
-//! own `[target.<name>]` options, so a mistake is an `FILE:LINE: KEY:` error before anything
-//! connects — and implements [`Driver`] (built once per run) and [`Session`] (one per
-//! virtual user). Drivers never see the scenario, keep no statistics and do no pacing: they
+//! A driver is one folder here plus one line in the registry (`registry.rs`), every folder
+//! laid out alike: `mod.rs` declares what the driver is ([`Spec`]: name, URL schemes,
+//! traffic kinds, requests, auth forms, source addresses, capabilities) and builds it from
+//! a [`Config`] — checking its own `[target.<name>]` options (`options.rs`, through the
+//! kit's one options parser), so a mistake is an `FILE:LINE: KEY:` error before anything
+//! connects — and implements [`Driver`] (built once per run); `session.rs` implements
+//! [`Session`] (one per virtual user); `codec.rs` holds its frames when it has its own. Drivers never see the scenario, keep no statistics and do no pacing: they
 //! report what happened as [`Event`]s and classify failures by [`ErrorKind`]. How to add
 //! one: `docs/drivers/README.md`.
 //!

@@ -98,11 +98,13 @@ impl<'a> Table<'a> {
         }
     }
 
+    #[cfg(feature = "xmpp")]
     /// The string at `key`, owned, if there is one.
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, OptionError> {
         Ok(self.str(key)?.map(str::to_owned))
     }
 
+    #[cfg(any(feature = "mqtt", feature = "xmpp", feature = "script"))]
     /// The boolean at `key`, if there is one.
     pub(crate) fn flag(&self, key: &str) -> Result<Option<bool>, OptionError> {
         match self.t.get(key) {
@@ -112,6 +114,7 @@ impl<'a> Table<'a> {
         }
     }
 
+    #[cfg(feature = "mqtt")]
     /// The integer at `key`, if there is one.
     pub(crate) fn int(&self, key: &str) -> Result<Option<i64>, OptionError> {
         match self.t.get(key) {
@@ -162,6 +165,7 @@ impl<'a> Table<'a> {
         }
     }
 
+    #[cfg(feature = "script")]
     /// The array of strings at `key` (`want` says what they must be), if there is one.
     pub(crate) fn strings(
         &self,
