@@ -26,6 +26,7 @@ use std::time::Instant;
 use self::options::{Options, NAME};
 use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
 use crate::driver::kit::connect::within;
+use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::template::Values;
 use crate::driver::kit::json_map::{credentials, now_ms};
 use crate::driver::kit::ws::{Dialer, Ws};
@@ -137,13 +138,10 @@ impl super::Driver for SocketIoDriver {
             st: State {
                 user: user.id.clone(),
                 nsp: self.opts.namespace.clone(),
-                next_id: 0,
-                pending: VecDeque::new(),
-                unread: VecDeque::new(),
+                inbox: Inbox::default(),
                 ready: VecDeque::new(),
                 missed: Vec::new(),
                 recovery: resume,
-                pongs_owed: 0,
             },
             reply_timeout: dialer.timeout(),
         };
@@ -218,13 +216,13 @@ mod tests {
         State {
             user: "me".to_owned(),
             nsp: "/".to_owned(),
-            next_id: 0,
-            pending: VecDeque::from([(7, 70)]),
-            unread: VecDeque::new(),
+            inbox: Inbox {
+                pending: VecDeque::from([(7, 70)]),
+                ..Inbox::default()
+            },
             ready: VecDeque::new(),
             missed: Vec::new(),
             recovery: Recovery::default(),
-            pongs_owed: 0,
         }
     }
 
@@ -271,7 +269,7 @@ mod tests {
         assert_eq!(judged(&mut st, r#"42["welcome","19-0"]"#), None);
         assert_eq!(st.recovery.offset.as_deref(), Some("19-0"));
         assert_eq!(judged(&mut st, "2"), None);
-        assert_eq!(st.pongs_owed, 1);
+        assert_eq!(st.inbox.pongs_owed, 1);
         for bad in [
             "",
             "x",

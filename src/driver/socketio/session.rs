@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::codec::{Kind, Packet, Sio};
 use super::options::{Emit, Options, NAME};
 use super::{codec, Recovery, OFFSET_WAIT};
+use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::as_str;
 use crate::driver::kit::json_map::template::Values;
 use crate::driver::kit::json_map::{clip, now_ms, text_of};
@@ -23,11 +24,8 @@ use crate::metrics::ErrorKind;
 pub(super) struct State {
     pub(super) user: String,
     pub(super) nsp: String,
-    pub(super) next_id: u64,
-    /// Sends waiting for their ack: (ack id, tag), oldest first.
-    pub(super) pending: VecDeque<(u64, u64)>,
-    /// Frames read while waiting for a reply, not judged yet.
-    pub(super) unread: VecDeque<String>,
+    /// Request ids, sends waiting for their ack, frames held, pongs owed.
+    pub(super) inbox: Inbox,
     /// Events judged and not handed out yet, each with the offset it carried: the offset
     /// counts as received only once the event is handed out, so a connection closed with
     /// events still here gets them replayed.
@@ -35,8 +33,6 @@ pub(super) struct State {
     /// Bodies the server replayed on recovery, for [`Session::fetch_missed`].
     pub(super) missed: Vec<String>,
     pub(super) recovery: Recovery,
-    /// Server pings not answered yet.
-    pub(super) pongs_owed: u32,
 }
 
 /// A Socket.IO event's arguments, the offset (when recovery is on) taken off the end.
@@ -60,11 +56,6 @@ pub(super) fn event_args(
 }
 
 impl State {
-    pub(super) fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
     pub(super) fn protocol(&mut self, what: impl Into<String>) {
         self.push(Event::ProtocolError(Failure::new(
             ErrorKind::Protocol,
@@ -113,7 +104,7 @@ impl State {
         let sio = match codec::decode(text) {
             Ok(Packet::Message(s)) => s,
             Ok(Packet::Ping) => {
-                self.pongs_owed += 1;
+                self.inbox.pongs_owed += 1;
                 return;
             }
             Ok(Packet::Pong | Packet::Noop) => return,
@@ -138,10 +129,7 @@ impl State {
                 Err(e) => self.protocol(format!("{e}: {}", clip(text))),
             },
             Kind::Ack => {
-                let tag = sio.id.and_then(|id| {
-                    let i = self.pending.iter().position(|(r, _)| *r == id)?;
-                    self.pending.remove(i).map(|(_, tag)| tag)
-                });
+                let tag = sio.id.and_then(|id| self.inbox.take_ack(id));
                 if let Some(tag) = tag {
                     self.push(Event::Accepted { tag });
                 }
@@ -230,7 +218,7 @@ impl SocketIoSession {
         }
         for text in early {
             if !recovered {
-                self.st.unread.push_back(text);
+                self.st.inbox.hold(text);
                 continue;
             }
             // A replayed packet: an event in this namespace; anything else is judged later.
@@ -246,7 +234,7 @@ impl SocketIoSession {
                         Err(e) => self.st.protocol(format!("{e}: {}", clip(&text))),
                     }
                 }
-                _ => self.st.unread.push_back(text),
+                _ => self.st.inbox.hold(text),
             }
         }
         Ok(())
@@ -303,7 +291,7 @@ impl SocketIoSession {
         emit: &Emit,
         vals: &Values<'_>,
     ) -> Result<Option<u64>, Failure> {
-        let id = self.opts.ack.then(|| self.st.next_id());
+        let id = self.opts.ack.then(|| self.st.inbox.next_id());
         let mut text = String::with_capacity(emit.open.len() + vals.body.len() + 64);
         codec::head(Kind::Event, &self.st.nsp, id, &mut text);
         text.push_str(&emit.open);
@@ -330,7 +318,7 @@ impl Session for SocketIoSession {
             ..Values::default()
         };
         if let Some(id) = self.emit(emit, &vals).await? {
-            self.st.pending.push_back((id, tag));
+            self.st.inbox.expect_ack(id, tag);
         }
         Ok(())
     }
@@ -376,7 +364,7 @@ impl Session for SocketIoSession {
                 if ours {
                     return Ok(());
                 }
-                self.st.unread.push_back(text.to_string());
+                self.st.inbox.hold(text.to_string());
             }
         };
         match tokio::time::timeout(limit, wait).await {
@@ -404,12 +392,12 @@ impl Session for SocketIoSession {
                     None => continue,
                 }
             }
-            if let Some(text) = self.st.unread.pop_front() {
+            if let Some(text) = self.st.inbox.take_unread() {
                 self.st.judge(&self.opts, &text);
                 continue;
             }
-            if self.st.pongs_owed > 0 {
-                self.st.pongs_owed -= 1;
+            if self.st.inbox.pongs_owed > 0 {
+                self.st.inbox.pongs_owed -= 1;
                 if let Err(f) = self.ws.write(Message::text("3")).await {
                     return Event::Closed(f);
                 }
@@ -435,7 +423,10 @@ impl Session for SocketIoSession {
                 self.st.recovery.offset = offset;
             }
         }
-        if self.opts.recovery && self.st.recovery.offset.is_none() && self.st.unread.is_empty() {
+        if self.opts.recovery
+            && self.st.recovery.offset.is_none()
+            && self.st.inbox.unread.is_empty()
+        {
             self.await_offset().await;
         }
         if !self.opts.recovery {

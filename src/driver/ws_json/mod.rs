@@ -30,6 +30,7 @@ use self::options::{Options, NAME};
 use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
 use crate::driver::kit::connect::within;
 use crate::driver::kit::cursors::Cursors;
+use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::ws::Dialer;
 use crate::scenario::TrafficKind;
 use session::State;
@@ -102,13 +103,10 @@ impl super::Driver for WsJsonDriver {
             opts: Arc::clone(&self.opts),
             st: State {
                 user: user.id.clone(),
-                next_id: 0,
-                pending: VecDeque::new(),
-                unread: VecDeque::new(),
+                inbox: Inbox::default(),
                 ready: VecDeque::new(),
                 cursors: resume,
                 groups: Vec::new(),
-                pongs_owed: 0,
             },
             reply_timeout: self.dialer.timeout(),
         };
@@ -143,13 +141,13 @@ mod tests {
     fn state() -> State {
         State {
             user: "me".to_owned(),
-            next_id: 0,
-            pending: VecDeque::from([(7, 70), (8, 80)]),
-            unread: VecDeque::new(),
+            inbox: Inbox {
+                pending: VecDeque::from([(7, 70), (8, 80)]),
+                ..Inbox::default()
+            },
             ready: VecDeque::new(),
             cursors: Cursors::default(),
             groups: Vec::new(),
-            pongs_owed: 0,
         }
     }
 
@@ -205,6 +203,6 @@ mod tests {
             let ev = judged(&mut st, &opts, odd).unwrap_or_else(|| panic!("{odd:?} gave nothing"));
             assert!(ev.starts_with("ProtocolError"), "{odd:?}: {ev}");
         }
-        assert!(st.pending.is_empty());
+        assert!(st.inbox.pending.is_empty());
     }
 }

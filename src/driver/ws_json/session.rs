@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::options::{Options, NAME};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::{self, as_str, Frame};
 use crate::driver::kit::json_map::template::{Template, Values};
 use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
@@ -32,7 +33,7 @@ impl WsJsonDriver {
         };
         let opts = Arc::clone(&self.opts);
         if let (Some(login), Some(ok)) = (&opts.login, &opts.login_ok) {
-            let id = s.st.next_id();
+            let id = s.st.inbox.next_id();
             s.write(login, &Values { req_id: id, ..vals }).await?;
             s.ws.flush().await?;
             loop {
@@ -40,12 +41,12 @@ impl WsJsonDriver {
                 let mut outcome = None;
                 for doc in docs(&text, opts.lines) {
                     if outcome.is_some() {
-                        s.st.unread.push_back(doc.to_owned());
+                        s.st.inbox.hold(doc.to_owned());
                         continue;
                     }
                     // Frames that are not JSON (a ping of some protocols) are judged later.
                     let Ok(root) = path::parse(doc) else {
-                        s.st.unread.push_back(doc.to_owned());
+                        s.st.inbox.hold(doc.to_owned());
                         continue;
                     };
                     if ok.matches(doc, root) {
@@ -56,7 +57,7 @@ impl WsJsonDriver {
                             format!("login refused: {reason}"),
                         )));
                     } else {
-                        s.st.unread.push_back(doc.to_owned());
+                        s.st.inbox.hold(doc.to_owned());
                     }
                 }
                 match outcome {
@@ -82,32 +83,16 @@ impl WsJsonDriver {
 #[derive(Debug)]
 pub(super) struct State {
     pub(super) user: String,
-    pub(super) next_id: u64,
-    /// Sends waiting for their ack: (request id, tag), oldest first.
-    pub(super) pending: VecDeque<(u64, u64)>,
-    /// Documents read while waiting for a reply, not judged yet.
-    pub(super) unread: VecDeque<String>,
+    /// Request ids, sends waiting for their ack, frames held, pongs owed.
+    pub(super) inbox: Inbox,
     /// Events judged and not handed out yet (a frame may hold several documents).
     pub(super) ready: VecDeque<Event>,
     pub(super) cursors: Cursors,
     /// Groups joined on this connection (their conversations are synced).
     pub(super) groups: Vec<String>,
-    /// Server pings not answered yet.
-    pub(super) pongs_owed: u32,
 }
 
 impl State {
-    pub(super) fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    /// The tag of the pending send with request id `id`, removed.
-    pub(super) fn take_pending(&mut self, id: u64) -> Option<u64> {
-        let i = self.pending.iter().position(|(r, _)| *r == id)?;
-        self.pending.remove(i).map(|(_, tag)| tag)
-    }
-
     /// Judges one document: queues the event it is (if any).
     pub(super) fn judge(&mut self, opts: &Options, doc: &str) {
         if opts
@@ -115,7 +100,7 @@ impl State {
             .as_ref()
             .is_some_and(|p| p.matcher.matches_text(doc))
         {
-            self.pongs_owed += 1;
+            self.inbox.pongs_owed += 1;
             return;
         }
         if opts.ignore.iter().any(|m| m.matches_text(doc)) {
@@ -133,7 +118,7 @@ impl State {
         let frame = &Frame::new(root, &opts.index);
         let id = || opts.reply_id.as_ref().and_then(|p| p.u64(frame));
         if let Some(reason) = opts.error_reason(doc, frame) {
-            let ev = match id().and_then(|id| self.take_pending(id)) {
+            let ev = match id().and_then(|id| self.inbox.take_ack(id)) {
                 Some(tag) => Event::Refused {
                     tag,
                     failure: Failure::new(ErrorKind::SendFailed, reason),
@@ -146,7 +131,7 @@ impl State {
             return self.ready.push_back(ev);
         }
         if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, frame)) {
-            if let Some(tag) = id().and_then(|id| self.take_pending(id)) {
+            if let Some(tag) = id().and_then(|id| self.inbox.take_ack(id)) {
                 if let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) {
                     if let Some(seq) = seq.u64(frame) {
                         let cursors = &mut self.cursors;
@@ -194,7 +179,7 @@ impl State {
             .as_ref()
             .is_some_and(|p| p.matcher.matches(doc, frame))
         {
-            self.pongs_owed += 1;
+            self.inbox.pongs_owed += 1;
             return;
         }
         if opts.ignore.iter().any(|m| m.matches(doc, frame)) {
@@ -246,7 +231,7 @@ impl WsJsonSession {
         vals: Values<'_>,
     ) -> Result<String, Failure> {
         let limit = self.reply_timeout;
-        let id = self.st.next_id();
+        let id = self.st.inbox.next_id();
         let Some(reply_id) = self.opts.reply_id.clone() else {
             return Err(Failure::new(ErrorKind::Other, "no reply_id to wait on"));
         };
@@ -263,7 +248,7 @@ impl WsJsonSession {
                     if ours {
                         reply = Some(doc.to_owned());
                     } else {
-                        self.st.unread.push_back(doc.to_owned());
+                        self.st.inbox.hold(doc.to_owned());
                     }
                 }
                 if let Some(r) = reply {
@@ -295,7 +280,7 @@ impl Session for WsJsonSession {
                 "no template for this kind of message",
             ));
         };
-        let id = self.st.next_id();
+        let id = self.st.inbox.next_id();
         let text = template.fill(
             &Values {
                 user: &self.st.user,
@@ -307,7 +292,7 @@ impl Session for WsJsonSession {
             now_ms(),
         );
         if self.opts.ack.is_some() {
-            self.st.pending.push_back((id, tag));
+            self.st.inbox.expect_ack(id, tag);
         }
         self.ws.write(Message::text(text)).await
     }
@@ -322,7 +307,7 @@ impl Session for WsJsonSession {
     async fn heartbeat(&mut self) -> Result<(), Failure> {
         let msg = match &self.opts.heartbeat {
             Some(t) => {
-                let req_id = self.st.next_id();
+                let req_id = self.st.inbox.next_id();
                 let vals = Values {
                     user: &self.st.user,
                     req_id,
@@ -383,13 +368,13 @@ impl Session for WsJsonSession {
             if let Some(ev) = self.st.ready.pop_front() {
                 return ev;
             }
-            if let Some(doc) = self.st.unread.pop_front() {
+            if let Some(doc) = self.st.inbox.take_unread() {
                 self.st.judge(&self.opts, &doc);
                 continue;
             }
-            if self.st.pongs_owed > 0 {
+            if self.st.inbox.pongs_owed > 0 {
                 if let Some(ping) = &self.opts.ping {
-                    let id = self.st.next_id();
+                    let id = self.st.inbox.next_id();
                     let text = ping.reply.fill(
                         &Values {
                             user: &self.st.user,
@@ -398,7 +383,7 @@ impl Session for WsJsonSession {
                         },
                         now_ms(),
                     );
-                    self.st.pongs_owed -= 1;
+                    self.st.inbox.pongs_owed -= 1;
                     if let Err(f) = self.ws.write(Message::text(text)).await {
                         return Event::Closed(f);
                     }
