@@ -12,7 +12,7 @@
 //! | [`io_error`] | the one classifier of socket failures (the generator's own exhaustion, refused, timed out, closed by the server) |
 //! | [`ws`] | the WebSocket transport over [`connect`] (`native`, `echo`, `ws-json`, `socketio`, `script`) |
 //! | [`json_map`] | a JSON protocol described in the scenario: templates, paths, matchers (`ws-json`, `socketio`) |
-//! | [`inbox`] | a request/reply session's bookkeeping: request ids, acks owed, frames held while a reply is awaited, pongs owed (`ws-json`, `socketio`) |
+//! | `inbox` | a request/reply session's bookkeeping: request ids, acks owed, frames held while a reply is awaited, pongs owed (`ws-json`, `socketio`) |
 //! | [`cursors`] | per-conversation sync positions, merging pushes with fetched pages (`native`, `ws-json`, `script`) |
 //! | [`body`] | a delivered body without a copy ([`Body`](body::Body)) |
 

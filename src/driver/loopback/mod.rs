@@ -3,10 +3,10 @@
 //!
 //! A [`Hub`] plays the server. It keeps a mailbox per user and the members of each group.
 //! A send goes at once to every recipient: it is pushed when the recipient is online and
-//! stored when it is not. [`Session::fetch_missed`] hands over what was stored, once. A
+//! stored when it is not. [`Session::fetch_missed`](crate::driver::Session::fetch_missed) hands over what was stored, once. A
 //! message is pushed or stored, never both: a push still queued when its session closes goes
 //! back to the store for the user's next connection. Every send gets an
-//! [`Event::Accepted`], every request an [`Event::Reply`]. Heartbeat and flush do nothing.
+//! [`Event::Accepted`](crate::driver::Event::Accepted), every request an [`Event::Reply`](crate::driver::Event::Reply). Heartbeat and flush do nothing.
 //! Group members persist across connections, so the driver needs presence: late users join
 //! their groups before traffic starts.
 //!

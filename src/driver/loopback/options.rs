@@ -28,7 +28,7 @@ pub struct LoopbackOptions {
     pub store_twice: f64,
     /// Seed of the fault decisions.
     pub seed: u64,
-    /// Makes this user's [`Session::send`] panic: a test hook for engine failures.
+    /// Makes this user's [`Session::send`](crate::driver::Session::send) panic: a test hook for engine failures.
     pub panic_user: Option<UserIx>,
     /// Refuses this many of this user's first logins (`auth_failed`): a test hook for users
     /// the run can't reach.

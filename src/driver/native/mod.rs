@@ -3,14 +3,14 @@
 //! Fetching missed messages lists the user's conversations and pages through each one after
 //! the sequence number up to which this user has everything ([`Cursors`]); a login before
 //! traffic notes where each conversation stands, so a reused server's earlier messages are
-//! never fetched ([`Session::skip_history`]). The transport (cheap upgrade, coalesced
+//! never fetched ([`Session::skip_history`](crate::driver::Session::skip_history)). The transport (cheap upgrade, coalesced
 //! writes, reading while a write waits) is [`crate::driver::kit::ws`].
 //!
 //! Sync and pushes merge as a real client merges them, per conversation by sequence number
 //! ([`Cursors`]):
 //! - Frames that arrive while the driver waits for one of its own replies (a join, a sync
 //!   page) are kept as they came, unread, and judged only when the engine takes them
-//!   ([`Session::next_event`]), after the sync that overlapped them. So a push that a sync
+//!   ([`Session::next_event`](crate::driver::Session::next_event)), after the sync that overlapped them. So a push that a sync
 //!   also returned is handed out once (the sync's copy), and the engine sees each
 //!   conversation in sequence order: the sync's messages first, then the pushes above them.
 //! - A push above the highest sequence number pushed so far in its conversation is new

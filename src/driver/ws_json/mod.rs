@@ -4,7 +4,7 @@
 //!
 //! Everything is compiled once in [`Driver::new`](super::Driver::new): templates into
 //! literal and placeholder segments ([`template`](crate::driver::kit::json_map::template)), paths into
-//! steps ([`path`]). A frame sent is one buffer filled
+//! steps ([`path`](crate::driver::kit::json_map::path)). A frame sent is one buffer filled
 //! from its template; a frame received is checked once as JSON, its top-level keys that the
 //! rules need are found in one more pass, and it is matched rule by rule (error, ack, push,
 //! ping, ignore) by walking paths on from them over the borrowed text, so a frame costs no
@@ -16,7 +16,7 @@
 //! judged after, and pushes merge with fetched pages by conversation and sequence number
 //! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
 //! up to which the user has everything, following `page_more` (a flag or a cursor); a login
-//! before traffic notes where each conversation stands ([`Session::skip_history`]).
+//! before traffic notes where each conversation stands ([`Session::skip_history`](crate::driver::Session::skip_history)).
 
 pub mod options;
 mod session;
