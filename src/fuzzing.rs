@@ -233,7 +233,7 @@ pub fn artifact(data: &[u8]) {
     }
 }
 
-/// The WebSocket client's frame loop ([`crate::driver::ws::Ws`]) reading a server's bytes:
+/// The WebSocket client's frame loop ([`crate::driver::kit::ws::Ws`]) reading a server's bytes:
 /// the input after its first four bytes, read whole and read in pieces whose sizes those
 /// four bytes give. Every read is ready at once (the loop never waits on a socket that
 /// has bytes or has ended), nothing is read after an error or a close, and what the
@@ -247,7 +247,7 @@ pub fn ws_frames(data: &[u8]) {
     assert_eq!(pieces, whole);
 }
 
-/// What a [`Ws`](crate::driver::ws::Ws) reads from `stream` cut by `cuts` (see
+/// What a [`Ws`](crate::driver::kit::ws::Ws) reads from `stream` cut by `cuts` (see
 /// [`Script`]), and the frames it writes back (opcode and unmasked payload), checked.
 fn ws_session(stream: &[u8], cuts: &[u8]) -> (Vec<String>, Vec<(u8, Vec<u8>)>) {
     use std::task::{Context, Poll, Waker};
@@ -261,7 +261,7 @@ fn ws_session(stream: &[u8], cuts: &[u8]) -> (Vec<String>, Vec<(u8, Vec<u8>)>) {
         turn: 0,
         written: std::rc::Rc::clone(&written),
     };
-    let mut ws = crate::driver::ws::Ws::new(script, Vec::new());
+    let mut ws = crate::driver::kit::ws::Ws::new(script, Vec::new());
     let mut cx = Context::from_waker(Waker::noop());
     let mut read = Vec::new();
     let mut pings = Vec::new();
@@ -483,7 +483,7 @@ fn mqtt_session(head: u8, stream: &[u8], cuts: &[u8]) -> (Vec<String>, Vec<u8>) 
 /// same value walking from the root as through a [`Frame`](path::Frame) indexed by the
 /// paths' first keys, and a value found reads as the string serde_json decodes, if any.
 pub fn ws_json_path(data: &[u8]) {
-    use crate::driver::json_map::path::{self, Frame, Index, Path};
+    use crate::driver::kit::json_map::path::{self, Frame, Index, Path};
     let text = String::from_utf8_lossy(data);
     let (paths, frame) = text.split_once('\0').unwrap_or((&text, ""));
     let mut index = Index::default();
@@ -528,12 +528,12 @@ pub fn ws_json_path(data: &[u8]) {
 /// that decodes encodes to text that decodes to the same packet.
 #[cfg(feature = "socketio")]
 pub fn socketio_packet(data: &[u8]) {
-    use crate::driver::socketio::packet;
+    use crate::driver::socketio::codec;
     let text = String::from_utf8_lossy(data);
-    if let Ok(p) = packet::decode(&text) {
+    if let Ok(p) = codec::decode(&text) {
         let mut out = String::new();
-        packet::encode(&p, &mut out);
-        assert_eq!(packet::decode(&out), Ok(p), "{out}");
+        codec::encode(&p, &mut out);
+        assert_eq!(codec::decode(&out), Ok(p), "{out}");
     }
 }
 
@@ -551,10 +551,10 @@ pub fn xmpp_framer(data: &[u8]) {
 /// The items a framer cuts from `stream` read in pieces of `1 + cut % 64` bytes for the
 /// `cuts` in turn (all at once when there are none), and whether it failed.
 #[cfg(feature = "xmpp")]
-fn xmpp_items(stream: &[u8], cuts: &[u8]) -> (Vec<crate::driver::xmpp::xml::Item>, bool) {
+fn xmpp_items(stream: &[u8], cuts: &[u8]) -> (Vec<crate::driver::xmpp::codec::Item>, bool) {
     // Larger than any input: the size limit is not what is checked here.
     const MAX_BODY: usize = 1 << 20;
-    let mut framer = crate::driver::xmpp::xml::Framer::default();
+    let mut framer = crate::driver::xmpp::codec::Framer::default();
     let mut items = Vec::new();
     let mut rest = stream;
     let mut sizes = cuts.iter().map(|&c| 1 + usize::from(c % 64)).cycle();

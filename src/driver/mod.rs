@@ -1,11 +1,12 @@
 //! Protocol drivers: one interface for every wire protocol msgstorm speaks.
 //!
-//! A driver is one file here plus one line in the registry (`registry.rs`). The file
-//! declares what the driver is ([`Spec`]: name, URL schemes, traffic kinds, requests, auth
-//! forms, source addresses, capabilities), builds itself from a [`Config`] — checking its
-//! own `[target.<name>]` options, so a mistake is an `FILE:LINE: KEY:` error before anything
-//! connects — and implements [`Driver`] (built once per run) and [`Session`] (one per
-//! virtual user). Drivers never see the scenario, keep no statistics and do no pacing: they
+//! A driver is one folder here plus one line in the registry (`registry.rs`), every folder
+//! laid out alike: `mod.rs` declares what the driver is ([`Spec`]: name, URL schemes,
+//! traffic kinds, requests, auth forms, source addresses, capabilities) and builds it from
+//! a [`Config`] — checking its own `[target.<name>]` options (`options.rs`, through the
+//! kit's one options parser), so a mistake is an `FILE:LINE: KEY:` error before anything
+//! connects — and implements [`Driver`] (built once per run); `session.rs` implements
+//! [`Session`] (one per virtual user); `codec.rs` holds its frames when it has its own. Drivers never see the scenario, keep no statistics and do no pacing: they
 //! report what happened as [`Event`]s and classify failures by [`ErrorKind`]. How to add
 //! one: `docs/drivers/README.md`.
 //!
@@ -23,17 +24,9 @@
 //! | fetch missed | `convs`, then `sync` pages after the seq up to which the user has everything (what the server held before the run skipped) | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
 //!
-//! What every driver is built from, the toolkit (a new driver takes these rather than
-//! writing its own, as `script` did):
-//!
-//! | module | for |
-//! |---|---|
-//! | [`connect`] | the connect skeleton: TCP from the user's source address, TLS (`tls`), the connect time limit ([`connect::within`]) |
-//! | [`io_error`] | the one classifier of socket failures (the generator's own exhaustion, refused, timed out, closed by the server) |
-//! | [`ws`] | the WebSocket transport over it (`native`, `echo`, `ws-json`, `socketio`) |
-//! | [`json_map`] | a JSON protocol described in the scenario: templates, paths, matchers, the options table (`ws-json`, `socketio`) |
-//! | [`cursors`] | per-conversation sync positions, merging pushes with fetched pages (`native`, `ws-json`) |
-//! | [`Endpoint`], [`Body`] | the target URL parsed once; a delivered body without a copy |
+//! What every driver is built from is the toolkit, [`kit`]: the connect skeleton, the one
+//! I/O-error classifier, TLS, the WebSocket transport, the target URL, the options table,
+//! JSON mapping and sync cursors.
 //!
 //! The MQTT mapping in full, with its options: `docs/drivers/mqtt.md`; XMPP's:
 //! `docs/drivers/xmpp.md`. `ws-json` maps each operation onto a frame template and
@@ -44,14 +37,9 @@
 //!
 //! [`ErrorKind`]: crate::metrics::ErrorKind
 
-mod body;
-pub mod connect;
-pub mod cursors;
 pub mod directory;
 pub mod echo;
-pub mod endpoint;
-pub mod io_error;
-pub mod json_map;
+pub mod kit;
 pub mod loopback;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
@@ -61,9 +49,6 @@ mod registry;
 pub mod script;
 #[cfg(feature = "socketio")]
 pub mod socketio;
-#[cfg(feature = "tls")]
-pub mod tls;
-pub mod ws;
 pub mod ws_json;
 #[cfg(feature = "xmpp")]
 pub mod xmpp;
@@ -74,8 +59,8 @@ use std::time::Duration;
 
 use crate::metrics::ErrorKind;
 use crate::vocab::TrafficKind;
-pub use body::Body;
-pub use endpoint::Endpoint;
+pub use kit::body::Body;
+pub use kit::endpoint::Endpoint;
 pub use registry::{check, dry_run, for_each_spec, spec, specs, with_driver, WithDriver};
 
 /// What a driver is, declared once in its own file (`const SPEC`): everything the scenario

@@ -100,8 +100,9 @@ async fn driver_option_errors_name_their_line_or_override() {
     let ran = msgstorm(&["validate", &file]).await;
     ran.expect_code(2);
     assert!(
-        ran.stderr
-            .contains(&format!("{file}:10: target.loopback.los: unknown option")),
+        ran.stderr.contains(&format!(
+            "{file}:10: target.loopback.los: unknown key `los`"
+        )),
         "{ran}"
     );
     let ran = msgstorm(&["run", &file, "-q", "--set", "target.loopback.los=0"]).await;

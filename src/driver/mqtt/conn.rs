@@ -25,9 +25,9 @@ use rumqttc::mqttbytes::{v4, QoS as QoS4};
 use rumqttc::v5::mqttbytes::{v5, QoS as QoS5};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::super::connect::Stream;
-use super::super::io_error::classify;
 use super::super::Failure;
+use crate::driver::kit::connect::Stream;
+use crate::driver::kit::io_error::classify;
 use crate::metrics::ErrorKind;
 
 /// An MQTT 5 DISCONNECT without a reason code (remaining length 0).
@@ -1160,11 +1160,11 @@ mod tests {
     }
 
     /// A plain TCP connection to the broker on `port`.
-    async fn plain(port: u16) -> crate::driver::connect::Stream {
+    async fn plain(port: u16) -> crate::driver::kit::connect::Stream {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect to mosquitto");
-        crate::driver::connect::Stream::Plain(tcp)
+        crate::driver::kit::connect::Stream::Plain(tcp)
     }
 
     /// A message received and not acknowledged when the connection ends is delivered

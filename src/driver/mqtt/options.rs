@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 
 /// Default topic a user receives direct messages on.
@@ -38,11 +39,6 @@ const KEYS: [&str; 10] = [
     "max_inflight",
     "replay_quiet",
 ];
-
-/// An error about `target.mqtt.KEY`.
-fn bad(key: &str, msg: impl Into<String>) -> OptionError {
-    OptionError::option("mqtt", key, msg)
-}
 
 /// The MQTT protocol version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,35 +79,24 @@ impl Options {
     /// Reads `table` (the raw `[target.mqtt]`); `heartbeat` is the scenario's
     /// `target.heartbeat`, the default keep-alive.
     pub fn parse(table: &toml::Table, heartbeat: Option<Duration>) -> Result<Self, OptionError> {
-        if let Some(key) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(bad(
-                key,
-                format!("unknown key `{key}`; allowed: {}", KEYS.join(", ")),
-            ));
-        }
-        let version = match int(table, "version")? {
+        let t = Table::new(table, "mqtt");
+        t.only(&KEYS)?;
+        let version = match t.int("version")? {
             None | Some(4) => Version::V4,
             Some(5) => Version::V5,
             Some(v) => {
-                return Err(bad(
-                    "version",
-                    format!("must be 4 (MQTT 3.1.1) or 5, got {v}"),
-                ))
+                return Err(t.bad("version", format!("must be 4 (MQTT 3.1.1) or 5, got {v}")))
             }
         };
-        let qos = match int(table, "qos")? {
+        let qos = match t.int("qos")? {
             None => 1,
             Some(q @ 0..=2) => q as u8,
-            Some(q) => return Err(bad("qos", format!("must be 0, 1 or 2, got {q}"))),
+            Some(q) => return Err(t.bad("qos", format!("must be 0, 1 or 2, got {q}"))),
         };
-        let clean_session = match table.get("clean_session") {
-            None => false,
-            Some(toml::Value::Boolean(b)) => *b,
-            Some(v) => return Err(wrong_type("clean_session", "a boolean", v)),
-        };
-        let session_expiry = dur(table, "session_expiry")?;
+        let clean_session = t.flag("clean_session")?.unwrap_or(false);
+        let session_expiry = t.duration("session_expiry")?;
         if session_expiry.is_some() && version == Version::V4 {
-            return Err(bad(
+            return Err(t.bad(
                 "session_expiry",
                 "is an MQTT 5 property; set `version = 5`, or leave it out (3.1.1 sessions \
                  last until the broker's `persistent_client_expiration`)",
@@ -119,12 +104,12 @@ impl Options {
         }
         let session_expiry = session_expiry.unwrap_or(DEFAULT_EXPIRY);
         if session_expiry.as_secs() > u64::from(u32::MAX) {
-            return Err(bad("session_expiry", format!("at most {} s", u32::MAX)));
+            return Err(t.bad("session_expiry", format!("at most {} s", u32::MAX)));
         }
-        let inbox_topic = topic(table, "inbox_topic", DEFAULT_INBOX, "{user}")?;
-        let group_topic = topic(table, "group_topic", DEFAULT_GROUP, "{group}")?;
+        let inbox_topic = topic(&t, "inbox_topic", DEFAULT_INBOX, "{user}")?;
+        let group_topic = topic(&t, "group_topic", DEFAULT_GROUP, "{group}")?;
         // Without a key of its own, keep-alive follows the heartbeat, as often as MQTT allows.
-        let keep_alive = dur(table, "keep_alive")?.unwrap_or_else(|| {
+        let keep_alive = t.duration("keep_alive")?.unwrap_or_else(|| {
             heartbeat
                 .unwrap_or(DEFAULT_KEEP_ALIVE)
                 .clamp(Duration::from_secs(1), MAX_KEEP_ALIVE)
@@ -132,7 +117,7 @@ impl Options {
         if !keep_alive.is_zero()
             && (keep_alive < Duration::from_secs(1) || keep_alive.as_secs() > u64::from(u16::MAX))
         {
-            return Err(bad(
+            return Err(t.bad(
                 "keep_alive",
                 format!(
                     "MQTT keep-alive is whole seconds from 1s to {}s (or \"0s\": off), got {keep_alive:?}",
@@ -140,19 +125,17 @@ impl Options {
                 ),
             ));
         }
-        let ca_file = match table.get("ca_file") {
+        let ca_file = match t.str("ca_file")? {
             None => None,
-            Some(toml::Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
-            Some(v) => return Err(wrong_type("ca_file", "a file path", v)),
+            Some("") => return Err(t.out_of_range("ca_file", "a file path", "\"\"")),
+            Some(s) => Some(PathBuf::from(s)),
         };
-        let max_inflight = match int(table, "max_inflight")? {
-            None => DEFAULT_INFLIGHT,
-            Some(n @ 1..=65535) => n as u16,
-            Some(n) => return Err(bad("max_inflight", format!("must be 1 to 65535, got {n}"))),
-        };
-        let replay_quiet = dur(table, "replay_quiet")?.unwrap_or(DEFAULT_QUIET);
+        let max_inflight = t
+            .int_in("max_inflight", 1..=65535, "1 to 65535")?
+            .map_or(DEFAULT_INFLIGHT, |n| n as u16);
+        let replay_quiet = t.duration("replay_quiet")?.unwrap_or(DEFAULT_QUIET);
         if replay_quiet.is_zero() || replay_quiet > REPLAY_QUIET_MAX {
-            return Err(bad(
+            return Err(t.bad(
                 "replay_quiet",
                 format!("must be > 0 and at most {REPLAY_QUIET_MAX:?} (a replay is collected for at most that long), got {replay_quiet:?}"),
             ));
@@ -182,58 +165,31 @@ impl Options {
     }
 }
 
-fn wrong_type(key: &str, want: &str, got: &toml::Value) -> OptionError {
-    bad(key, format!("must be {want}, got {got}"))
-}
-
-fn int(table: &toml::Table, key: &str) -> Result<Option<i64>, OptionError> {
-    match table.get(key) {
-        None => Ok(None),
-        Some(toml::Value::Integer(i)) => Ok(Some(*i)),
-        Some(v) => Err(wrong_type(key, "an integer", v)),
-    }
-}
-
-fn dur(table: &toml::Table, key: &str) -> Result<Option<Duration>, OptionError> {
-    match table.get(key) {
-        None => Ok(None),
-        Some(toml::Value::String(s)) => {
-            humantime::parse_duration(s.trim()).map(Some).map_err(|_| {
-                bad(
-                    key,
-                    format!("not a duration: `{s}` (use e.g. `300ms`, `30s`, `1h`)"),
-                )
-            })
-        }
-        Some(v) => Err(wrong_type(key, "a duration string like \"30s\"", v)),
-    }
-}
-
 /// A topic template: must contain `placeholder` and no MQTT wildcard.
 fn topic(
-    table: &toml::Table,
+    t: &Table<'_>,
     key: &str,
     default: &str,
     placeholder: &str,
 ) -> Result<String, OptionError> {
-    let t = match table.get(key) {
+    let topic = match t.t.get(key) {
         None => return Ok(default.to_owned()),
         Some(toml::Value::String(s)) => s.clone(),
-        Some(v) => return Err(wrong_type(key, "a topic template string", v)),
+        Some(v) => return Err(t.wrong(key, "a topic template string", v)),
     };
-    if !t.contains(placeholder) {
-        return Err(bad(
+    if !topic.contains(placeholder) {
+        return Err(t.bad(
             key,
-            format!("`{t}` must contain `{placeholder}` (e.g. `{default}`)"),
+            format!("`{topic}` must contain `{placeholder}` (e.g. `{default}`)"),
         ));
     }
-    if t.contains(['+', '#']) || t.starts_with('$') {
-        return Err(bad(
+    if topic.contains(['+', '#']) || topic.starts_with('$') {
+        return Err(t.bad(
             key,
-            format!("`{t}`: a topic to publish to cannot hold `+`, `#` or start with `$`"),
+            format!("`{topic}`: a topic to publish to cannot hold `+`, `#` or start with `$`"),
         ));
     }
-    Ok(t)
+    Ok(topic)
 }
 
 #[cfg(test)]

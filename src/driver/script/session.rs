@@ -10,8 +10,8 @@ use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
 use super::vm::{one_line, take_outbox, Vm, REFUSED};
 use super::wire::{Frame, Wire};
-use crate::driver::cursors::{Cursors, Push};
 use crate::driver::directory::{self, Directory};
+use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 

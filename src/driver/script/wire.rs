@@ -5,9 +5,9 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::driver::connect::Stream;
-use crate::driver::io_error;
-use crate::driver::ws::{classify, Ws};
+use crate::driver::kit::connect::Stream;
+use crate::driver::kit::io_error;
+use crate::driver::kit::ws::{classify, Ws};
 use crate::driver::Failure;
 use crate::metrics::ErrorKind;
 

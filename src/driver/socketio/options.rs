@@ -5,9 +5,9 @@
 //! is documented in `docs/drivers/socketio.md`. A mistake is an [`OptionError`] naming
 //! `target.socketio.KEY`.
 
-use crate::driver::json_map::path::Path;
-use crate::driver::json_map::template::{Template, Var};
-use crate::driver::json_map::Table;
+use crate::driver::kit::json_map::path::Path;
+use crate::driver::kit::json_map::template::{Template, Var};
+use crate::driver::kit::options::Table;
 use crate::driver::{Endpoint, OptionError, Spec};
 
 /// The driver's name, as in `[target.socketio]`.
@@ -95,10 +95,7 @@ pub struct Options {
 impl Options {
     /// Reads `table` (the raw `[target.socketio]`); `spec` parses the extra URLs.
     pub fn parse(table: &toml::Table, spec: &Spec) -> Result<Self, OptionError> {
-        let top = Table {
-            t: table,
-            at: format!("target.{NAME}"),
-        };
+        let top = Table::new(table, NAME);
         top.only(KEYS)?;
         let text = |key: &str, default: &str| -> Result<String, OptionError> {
             Ok(top.str(key)?.unwrap_or(default).to_owned())

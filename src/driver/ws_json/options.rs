@@ -4,9 +4,10 @@
 //! Every key is documented in `docs/drivers/ws-json.md`. A mistake is an [`OptionError`]
 //! naming `target.ws-json.KEY` (or `target.ws-json.TABLE.KEY`).
 
-use crate::driver::json_map::path::{Index, Matcher, Path};
-use crate::driver::json_map::template::{Template, Var};
-use crate::driver::json_map::Table;
+use crate::driver::kit::json_map::path::{self, Doc, Index, Matcher, Path};
+use crate::driver::kit::json_map::template::{Template, Var};
+use crate::driver::kit::json_map::{clip, text_of};
+use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 
 /// The driver's name, as in `[target.ws-json]`.
@@ -189,10 +190,7 @@ impl Options {
     /// Reads `table` (the raw `[target.ws-json]`); `kinds` are the scenario's traffic
     /// kinds, whose templates are required.
     pub fn parse(table: &toml::Table, kinds: &[&str]) -> Result<Self, OptionError> {
-        let top = Table {
-            t: table,
-            at: format!("target.{NAME}"),
-        };
+        let top = Table::new(table, NAME);
         top.only(KEYS)?;
         let error = match top.sub("error")? {
             Some(t) => {
@@ -497,4 +495,28 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
         item_seq: t.need_path("item_seq")?,
         item_from: t.path("item_from")?,
     })
+}
+
+impl Options {
+    /// The reason of `doc` when it is an error frame.
+    pub(super) fn error_reason<D: Doc + ?Sized>(&self, doc: &str, root: &D) -> Option<String> {
+        let rule = self.error.as_ref()?;
+        if !rule.matcher.matches(doc, root) {
+            return None;
+        }
+        Some(
+            rule.reason
+                .as_ref()
+                .and_then(|p| p.with(root, |v| v.map(text_of)))
+                .unwrap_or_else(|| clip(doc).to_owned()),
+        )
+    }
+
+    /// The reason of the reply `doc` when it is an error frame (or not JSON at all).
+    pub(super) fn error_of(&self, doc: &str) -> Option<String> {
+        match path::parse(doc) {
+            Ok(root) => self.error_reason(doc, root),
+            Err(e) => Some(format!("unreadable reply ({e}): {}", clip(doc))),
+        }
+    }
 }

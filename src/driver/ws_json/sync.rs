@@ -11,9 +11,9 @@ use serde_json::value::RawValue;
 
 use super::options;
 use super::WsJsonSession;
-use crate::driver::cursors::Cursors;
-use crate::driver::json_map::template::Values;
-use crate::driver::json_map::{clip, path, text_of};
+use crate::driver::kit::cursors::Cursors;
+use crate::driver::kit::json_map::template::Values;
+use crate::driver::kit::json_map::{clip, path, text_of};
 use crate::driver::Failure;
 use crate::metrics::ErrorKind;
 
@@ -246,7 +246,7 @@ mod tests {
     use tokio_tungstenite::tungstenite::Message;
 
     use super::super::WsJsonDriver;
-    use crate::driver::cursors::Cursors;
+    use crate::driver::kit::cursors::Cursors;
     use crate::driver::{Auth, Config, Driver, Endpoint, Session, UserCtx};
     use crate::metrics::ErrorKind;
 

@@ -5,7 +5,7 @@
 //! likes (`conference.`, `muc.`, `rooms.` …): guessing `conference.<domain>` made every
 //! join fail on the others.
 
-use super::xml::{escape, Element};
+use super::codec::{escape, Element};
 
 /// Service discovery: the items of an entity.
 pub const ITEMS: &str = "http://jabber.org/protocol/disco#items";
@@ -58,7 +58,7 @@ pub fn is_service(jid: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::xmpp::xml::{Framer, Item};
+    use crate::driver::xmpp::codec::{Framer, Item};
 
     fn element(xml: &str) -> Element {
         let mut f = Framer::default();

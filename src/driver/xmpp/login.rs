@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::codec::{escape, Element, Item};
 use super::sasl::{self, Mechanism, Scram};
 use super::session::{acked, Sm, SmResume, Unacked, XmppResume};
 use super::stream::{self, Stream};
-use super::xml::{escape, Element, Item};
 use super::{error_condition, ns, stanza_error, Sasl, Tls, XmppDriver};
 use crate::driver::{Account, Event, Failure, UserCtx};
 use crate::metrics::ErrorKind;

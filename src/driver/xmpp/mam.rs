@@ -5,7 +5,7 @@
 use std::hash::BuildHasher;
 use std::time::SystemTime;
 
-use super::xml::{escape, Element};
+use super::codec::{escape, Element};
 
 /// The MAM namespace (version 2, as ejabberd and Prosody serve it).
 pub const NS: &str = "urn:xmpp:mam:2";

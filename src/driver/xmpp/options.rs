@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 
 /// Default resource of every session.
@@ -35,11 +36,6 @@ const KEYS: [&str; 13] = [
     "offline_quiet",
     "fetch",
 ];
-
-/// An error about `target.xmpp.KEY`.
-fn bad(key: &str, msg: impl Into<String>) -> OptionError {
-    OptionError::option("xmpp", key, msg)
-}
 
 /// TLS on a plain `xmpp://` connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,27 +100,25 @@ pub struct Options {
 impl Options {
     /// Reads `table` (the raw `[target.xmpp]`).
     pub fn parse(table: &toml::Table) -> Result<Self, OptionError> {
-        if let Some(key) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(bad(
-                key,
-                format!("unknown key `{key}`; allowed: {}", KEYS.join(", ")),
-            ));
-        }
-        let domain = string(table, "domain")?;
+        let t = Table::new(table, "xmpp");
+        t.only(&KEYS)?;
+        let domain = t.string("domain")?;
         if let Some(d) = &domain {
             if d.is_empty() || d.contains(['@', '/', ' ']) {
-                return Err(bad("domain", format!("`{d}` is not a domain name")));
+                return Err(t.bad("domain", format!("`{d}` is not a domain name")));
             }
         }
-        let resource = string(table, "resource")?.unwrap_or_else(|| DEFAULT_RESOURCE.to_owned());
+        let resource = t
+            .string("resource")?
+            .unwrap_or_else(|| DEFAULT_RESOURCE.to_owned());
         if resource.is_empty() {
-            return Err(bad("resource", "must not be empty"));
+            return Err(t.bad("resource", "must not be empty"));
         }
-        let tls = match string(table, "tls")?.as_deref() {
+        let tls = match t.string("tls")?.as_deref() {
             None | Some("off") => Tls::Off,
             Some("starttls") => Tls::StartTls,
             Some(other) => {
-                return Err(bad(
+                return Err(t.bad(
                     "tls",
                     format!(
                         "`{other}`: must be \"off\" or \"starttls\" (direct TLS is an xmpps:// URL)"
@@ -132,61 +126,50 @@ impl Options {
                 ))
             }
         };
-        let ca_file = string(table, "ca_file")?.map(PathBuf::from);
-        let sasl = match string(table, "sasl")?.as_deref() {
+        let ca_file = t.string("ca_file")?.map(PathBuf::from);
+        let sasl = match t.string("sasl")?.as_deref() {
             None | Some("auto") => Sasl::Auto,
             Some("plain") => Sasl::Plain,
             Some("scram-sha-1") => Sasl::ScramSha1,
             Some(other) => {
-                return Err(bad(
+                return Err(t.bad(
                     "sasl",
                     format!("`{other}`: must be \"auto\", \"plain\" or \"scram-sha-1\""),
                 ))
             }
         };
-        let register = boolean(table, "register")?.unwrap_or(false);
-        let stream_management = boolean(table, "stream_management")?.unwrap_or(true);
-        let muc_domain = string(table, "muc_domain")?;
-        let room = string(table, "room")?.unwrap_or_else(|| "{group}".to_owned());
+        let register = t.flag("register")?.unwrap_or(false);
+        let stream_management = t.flag("stream_management")?.unwrap_or(true);
+        let muc_domain = t.string("muc_domain")?;
+        let room = t.string("room")?.unwrap_or_else(|| "{group}".to_owned());
         if !room.contains("{group}") {
-            return Err(bad(
+            return Err(t.bad(
                 "room",
                 format!("`{room}` must contain `{{group}}`: every group needs its own room"),
             ));
         }
-        let nick = string(table, "nick")?.unwrap_or_else(|| DEFAULT_NICK.to_owned());
+        let nick = t.string("nick")?.unwrap_or_else(|| DEFAULT_NICK.to_owned());
         if !nick.contains("{user}") {
-            return Err(bad(
+            return Err(t.bad(
                 "nick",
                 format!("`{nick}` must contain `{{user}}`: every user needs its own nick"),
             ));
         }
-        let muc_history = match table.get("muc_history") {
-            None => DEFAULT_HISTORY,
-            Some(toml::Value::Integer(n @ 0..=100_000)) => *n as u32,
-            Some(v) => return Err(wrong_type("muc_history", "an integer from 0 to 100000", v)),
-        };
-        let offline_quiet = match table.get("offline_quiet") {
-            None => DEFAULT_QUIET,
-            Some(toml::Value::String(s)) => humantime::parse_duration(s.trim()).map_err(|_| {
-                bad(
-                    "offline_quiet",
-                    format!("not a duration: `{s}` (use e.g. `300ms`, `1s`)"),
-                )
-            })?,
-            Some(v) => return Err(wrong_type("offline_quiet", "a duration string", v)),
-        };
+        let muc_history = t
+            .int_in("muc_history", 0..=100_000, "an integer from 0 to 100000")?
+            .map_or(DEFAULT_HISTORY, |n| n as u32);
+        let offline_quiet = t.duration("offline_quiet")?.unwrap_or(DEFAULT_QUIET);
         if offline_quiet.is_zero() || offline_quiet > QUIET_MAX {
-            return Err(bad(
+            return Err(t.bad(
                 "offline_quiet",
                 format!("must be > 0 and at most {QUIET_MAX:?}, got {offline_quiet:?}"),
             ));
         }
-        let fetch = match string(table, "fetch")?.as_deref() {
+        let fetch = match t.string("fetch")?.as_deref() {
             None | Some("offline") => Fetch::Offline,
             Some("mam") => Fetch::Mam,
             Some(other) => {
-                return Err(bad(
+                return Err(t.bad(
                     "fetch",
                     format!("`{other}`: must be \"offline\" or \"mam\""),
                 ))
@@ -207,26 +190,6 @@ impl Options {
             offline_quiet,
             fetch,
         })
-    }
-}
-
-fn wrong_type(key: &str, want: &str, got: &toml::Value) -> OptionError {
-    bad(key, format!("must be {want}, got {got}"))
-}
-
-fn string(table: &toml::Table, key: &str) -> Result<Option<String>, OptionError> {
-    match table.get(key) {
-        None => Ok(None),
-        Some(toml::Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(wrong_type(key, "a string", v)),
-    }
-}
-
-fn boolean(table: &toml::Table, key: &str) -> Result<Option<bool>, OptionError> {
-    match table.get(key) {
-        None => Ok(None),
-        Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
-        Some(v) => Err(wrong_type(key, "true or false", v)),
     }
 }
 

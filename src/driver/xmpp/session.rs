@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::codec::{escape, Element, Item};
 use super::disco;
 use super::login::Login;
 use super::mam::{self, Since};
 use super::sasl::Salted;
 use super::stream::{self, Stream};
-use super::xml::{escape, Element, Item};
 use super::{error_condition, ns, stanza_error, Fetch, Options, XmppDriver};
 use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, OFFLINE_LIMIT, WRITE_BATCH};
 use crate::driver::{Account, Dest, Event, Failure, Session, UserCtx};

@@ -8,8 +8,9 @@
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::xml::{Element, Framer, Item};
-use crate::driver::{connect, io_error, tls, Failure};
+use super::codec::{Element, Framer, Item};
+use crate::driver::kit::{connect, io_error, tls};
+use crate::driver::Failure;
 use crate::metrics::ErrorKind;
 
 /// Bytes asked of the socket per read.

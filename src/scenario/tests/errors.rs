@@ -399,7 +399,7 @@ fn driver_options_are_located_through_the_scenario() {
         &[],
         4,
         "target.native.foo",
-        "driver `native` takes only `ca_file` and `server_name` (for wss://)",
+        "unknown key `foo`; allowed: ca_file, server_name",
     );
     let text = with_target("[target.mqtt]\nqos = 1\n[target.native]\nfoo = 1");
     fails(&text, &[], 3, "target.mqtt", "but the driver is `native`");

@@ -1,7 +1,8 @@
 //! Mapping an application's JSON protocol onto the driver interface, shared by the drivers
 //! whose protocol is described in the scenario (`ws-json`, `socketio`): frame templates
 //! with placeholders ([`template`]), JSON paths and the conditions built on them
-//! ([`path`]), the options table they are read from (`Table`), and small helpers.
+//! ([`path`]), and small helpers; the options table they are read from is
+//! the kit's `options::Table`.
 
 pub mod path;
 mod table;
@@ -11,9 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::value::RawValue;
 
-use super::Auth;
+use crate::driver::Auth;
 use path::as_str;
-pub(crate) use table::Table;
 
 /// The username and password (or token) `user` logs in with.
 pub fn credentials(auth: &Auth, user: &str) -> (String, String) {

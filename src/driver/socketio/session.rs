@@ -1,243 +1,45 @@
-//! The `socketio` driver: Socket.IO v5 over Engine.IO v4, on the shared WebSocket
-//! transport (`ws://` and `wss://`), with the app's chat events mapped in the scenario
-//! (`[target.socketio]`, [`options`]; the guide is `docs/drivers/socketio.md`).
-//!
-//! | operation | Socket.IO |
-//! |---|---|
-//! | connect + login | WebSocket upgrade to `/socket.io/?EIO=4&transport=websocket`, Engine.IO open, `CONNECT` with the templated `auth` object; `CONNECT_ERROR` is `auth_failed` |
-//! | send | an event (`dm` / `group` by default) with an ack id; the ack is the acceptance |
-//! | join group | the `join` event, waiting for its ack |
-//! | receive | the `message` event; the body at a JSON path of its first argument |
-//! | heartbeat | the server pings (`2`), the driver answers (`3`); its own heartbeat is a WebSocket ping |
-//! | fetch missed | connection state recovery: `pid` and `offset` in the reconnect's `auth`; the packets the server replays before `CONNECT` are the missed messages |
-//! | close | the WebSocket closes without a namespace `DISCONNECT`, so the server keeps the session for recovery (with recovery off: `DISCONNECT` first) |
-//!
-//! The packet codec is this driver's own ([`packet`], why in its doc); templates and JSON
-//! paths are `ws-json`'s.
-
-pub mod options;
-pub mod packet;
+//! One user's Socket.IO connection ([`SocketIoSession`]): Engine.IO pings answered,
+//! emits matched with their acks, events that arrive while a reply is awaited held for
+//! later, connection state recovery's replay collected until it goes quiet.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use self::options::{Emit, Options, NAME};
-use self::packet::{Kind, Packet, Sio};
-use super::connect::within;
-use super::json_map::path::as_str;
-use super::json_map::template::Values;
-use super::json_map::{clip, credentials, now_ms, text_of};
-use super::ws::{read_text, Dialer, Ws};
-use super::{
-    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
-    UserCtx,
-};
+use super::codec::{Kind, Packet, Sio};
+use super::options::{Emit, Options, NAME};
+use super::{codec, Recovery, OFFSET_WAIT};
+use crate::driver::kit::inbox::Inbox;
+use crate::driver::kit::json_map::path::as_str;
+use crate::driver::kit::json_map::template::Values;
+use crate::driver::kit::json_map::{clip, now_ms, text_of};
+use crate::driver::kit::ws::{read_text, Ws};
+use crate::driver::{Dest, Event, Failure, Session};
 use crate::metrics::ErrorKind;
-use crate::vocab::TrafficKind;
-
-/// The longest a user closing without an offset waits for one when the scenario names no
-/// `welcome_event` (see [`SocketIoSession::await_offset`]).
-const OFFSET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The Socket.IO driver.
-#[derive(Debug, Clone)]
-pub struct SocketIoDriver {
-    /// One dialer per node of the app (`target.url`, then `urls`).
-    dialers: Vec<Dialer>,
-    opts: Arc<Options>,
-    auth: Auth,
-}
-
-/// What a user keeps between connections for connection state recovery.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Recovery {
-    /// The private session id of the last connection (`pid` of its `CONNECT`).
-    pub pid: Option<String>,
-    /// The offset of the last packet received.
-    pub offset: Option<String>,
-}
-
-impl super::Driver for SocketIoDriver {
-    const SPEC: Spec = Spec {
-        name: NAME,
-        schemes: super::ws::SCHEMES,
-        embedded_path: None,
-        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
-        requests: &[],
-        auth: &[AuthForm::Password],
-        source_addresses: true,
-        files: &[],
-        caps: Caps {
-            acceptance: true,
-            presence: true,
-            fetch_missed: true,
-            filters_own_echoes: true,
-            fetch_needs_receipt: true,
-            group_history: None,
-            skips_history: false,
-        },
-    };
-
-    type Session = SocketIoSession;
-
-    fn new(config: &Config) -> Result<Self, OptionError> {
-        let opts = Options::parse(&config.options, &Self::SPEC)?;
-        let mut dialers = Vec::new();
-        for ep in config.endpoint.iter().chain(&opts.urls) {
-            let mut ep = ep.clone();
-            ep.path = opts.request_path(&ep);
-            let node = Config {
-                endpoint: Some(ep),
-                ..config.clone()
-            };
-            dialers.push(Dialer::new(&node)?);
-        }
-        if dialers.is_empty() {
-            // Validation before the endpoint is known: the transport's options still count.
-            dialers.push(Dialer::new(config)?);
-        }
-        Ok(SocketIoDriver {
-            dialers,
-            opts: Arc::new(opts),
-            auth: config.auth.clone(),
-        })
-    }
-
-    fn caps(&self) -> Caps {
-        Caps {
-            acceptance: self.opts.ack,
-            // A session is kept for recovery only once a user has connected.
-            presence: self.opts.recovery,
-            fetch_missed: self.opts.recovery,
-            filters_own_echoes: self.opts.from.is_some(),
-            // A session is only restored from the offset of a packet the user received;
-            // an app that welcomes every new connection gives each user one.
-            fetch_needs_receipt: self.opts.recovery && self.opts.welcome_event.is_none(),
-            group_history: None,
-            skips_history: false,
-        }
-    }
-
-    async fn connect(
-        &self,
-        user: &UserCtx,
-        resume: Recovery,
-    ) -> Result<Connected<SocketIoSession>, (Failure, Recovery)> {
-        let started = Instant::now();
-        // A user that connected before but never received a packet has no offset: the
-        // server cannot restore its session, and what it missed is gone.
-        let no_resume_point = self.opts.recovery && resume.pid.is_some() && resume.offset.is_none();
-        let (dialer, ws) = match self.dial(user.ix).await {
-            Ok(found) => found,
-            Err(f) => return Err((f, resume)),
-        };
-        let handshake = started.elapsed();
-        let mut session = SocketIoSession {
-            ws,
-            opts: Arc::clone(&self.opts),
-            st: State {
-                user: user.id.clone(),
-                nsp: self.opts.namespace.clone(),
-                next_id: 0,
-                pending: VecDeque::new(),
-                unread: VecDeque::new(),
-                ready: VecDeque::new(),
-                missed: Vec::new(),
-                recovery: resume,
-                pongs_owed: 0,
-            },
-            reply_timeout: dialer.timeout(),
-        };
-        let auth = self.auth_object(user, &session.st.recovery);
-        match within(dialer.timeout(), "Socket.IO CONNECT", session.login(&auth)).await {
-            Ok(()) => Ok(Connected {
-                session,
-                handshake,
-                login: started.elapsed() - handshake,
-                account: None,
-                no_resume_point,
-            }),
-            Err(f) => Err((f, session.st.recovery)),
-        }
-    }
-}
-
-impl SocketIoDriver {
-    /// Connects user `ix` to its node (`ix` modulo the nodes); when that node refuses the
-    /// connection (it is down), to the next ones in turn, as a load balancer would.
-    async fn dial(&self, ix: u32) -> Result<(&Dialer, Ws), Failure> {
-        let n = self.dialers.len();
-        let mut first = None;
-        for k in 0..n {
-            let dialer = &self.dialers[(ix as usize + k) % n];
-            match dialer.dial(ix).await {
-                Ok(ws) => return Ok((dialer, ws)),
-                Err(f) if f.kind == ErrorKind::ConnectRefused => {
-                    first.get_or_insert(f);
-                }
-                Err(f) => return Err(first.unwrap_or(f)),
-            }
-        }
-        Err(first.unwrap_or_else(|| Failure::new(ErrorKind::Other, "no target URL")))
-    }
-
-    /// The connect packet's `auth` object for `user`, with `pid` and `offset` when the
-    /// connection is to be recovered.
-    fn auth_object(&self, user: &UserCtx, rec: &Recovery) -> String {
-        let (username, password) = credentials(&self.auth, &user.id);
-        let vals = Values {
-            user: &user.id,
-            token: &password,
-            username: &username,
-            password: &password,
-            ..Values::default()
-        };
-        let auth = self.opts.auth.fill(&vals, now_ms());
-        let (Some(pid), Some(offset), true) = (&rec.pid, &rec.offset, self.opts.recovery) else {
-            return auth;
-        };
-        // Checked to be an object when the options were read.
-        let inner = auth.trim_start().trim_start_matches('{');
-        let sep = if inner.trim_start().starts_with('}') {
-            ""
-        } else {
-            ","
-        };
-        format!(
-            "{{\"pid\":{},\"offset\":{}{sep}{inner}",
-            serde_json::Value::from(pid.as_str()),
-            serde_json::Value::from(offset.as_str())
-        )
-    }
-}
 
 /// What a session keeps besides its socket.
 #[derive(Debug)]
-struct State {
-    user: String,
-    nsp: String,
-    next_id: u64,
-    /// Sends waiting for their ack: (ack id, tag), oldest first.
-    pending: VecDeque<(u64, u64)>,
-    /// Frames read while waiting for a reply, not judged yet.
-    unread: VecDeque<String>,
+pub(super) struct State {
+    pub(super) user: String,
+    pub(super) nsp: String,
+    /// Request ids, sends waiting for their ack, frames held, pongs owed.
+    pub(super) inbox: Inbox,
     /// Events judged and not handed out yet, each with the offset it carried: the offset
     /// counts as received only once the event is handed out, so a connection closed with
     /// events still here gets them replayed.
-    ready: VecDeque<(Option<Event>, Option<String>)>,
+    pub(super) ready: VecDeque<(Option<Event>, Option<String>)>,
     /// Bodies the server replayed on recovery, for [`Session::fetch_missed`].
-    missed: Vec<String>,
-    recovery: Recovery,
-    /// Server pings not answered yet.
-    pongs_owed: u32,
+    pub(super) missed: Vec<String>,
+    pub(super) recovery: Recovery,
 }
 
 /// A Socket.IO event's arguments, the offset (when recovery is on) taken off the end.
-fn event_args(data: &str, recovery: bool) -> Result<(Vec<&RawValue>, Option<String>), String> {
+pub(super) fn event_args(
+    data: &str,
+    recovery: bool,
+) -> Result<(Vec<&RawValue>, Option<String>), String> {
     let mut args: Vec<&RawValue> =
         serde_json::from_str(data).map_err(|e| format!("unreadable event ({e})"))?;
     if args.is_empty() {
@@ -254,12 +56,7 @@ fn event_args(data: &str, recovery: bool) -> Result<(Vec<&RawValue>, Option<Stri
 }
 
 impl State {
-    fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    fn protocol(&mut self, what: impl Into<String>) {
+    pub(super) fn protocol(&mut self, what: impl Into<String>) {
         self.push(Event::ProtocolError(Failure::new(
             ErrorKind::Protocol,
             what.into(),
@@ -267,13 +64,13 @@ impl State {
     }
 
     /// Queues `ev`.
-    fn push(&mut self, ev: Event) {
+    pub(super) fn push(&mut self, ev: Event) {
         self.ready.push_back((Some(ev), None));
     }
 
     /// The body an event delivers (when it is the message event and not the user's own),
     /// and the offset it carries.
-    fn message(
+    pub(super) fn message(
         &self,
         opts: &Options,
         data: &str,
@@ -303,11 +100,11 @@ impl State {
     }
 
     /// Judges one frame: queues the event it is (if any).
-    fn judge(&mut self, opts: &Options, text: &str) {
-        let sio = match packet::decode(text) {
+    pub(super) fn judge(&mut self, opts: &Options, text: &str) {
+        let sio = match codec::decode(text) {
             Ok(Packet::Message(s)) => s,
             Ok(Packet::Ping) => {
-                self.pongs_owed += 1;
+                self.inbox.pongs_owed += 1;
                 return;
             }
             Ok(Packet::Pong | Packet::Noop) => return,
@@ -332,10 +129,7 @@ impl State {
                 Err(e) => self.protocol(format!("{e}: {}", clip(text))),
             },
             Kind::Ack => {
-                let tag = sio.id.and_then(|id| {
-                    let i = self.pending.iter().position(|(r, _)| *r == id)?;
-                    self.pending.remove(i).map(|(_, tag)| tag)
-                });
+                let tag = sio.id.and_then(|id| self.inbox.take_ack(id));
                 if let Some(tag) = tag {
                     self.push(Event::Accepted { tag });
                 }
@@ -353,34 +147,34 @@ impl State {
 /// One user's connection.
 #[derive(Debug)]
 pub struct SocketIoSession {
-    ws: Ws,
-    opts: Arc<Options>,
-    st: State,
+    pub(super) ws: Ws,
+    pub(super) opts: Arc<Options>,
+    pub(super) st: State,
     /// Longest wait for a join's ack.
-    reply_timeout: std::time::Duration,
+    pub(super) reply_timeout: std::time::Duration,
 }
 
 impl SocketIoSession {
     /// Engine.IO open, then `CONNECT` with `auth` until the server answers it. Events
     /// before the answer are the recovered session's missed packets when the server
     /// recovered it (same `pid`), ordinary pushes otherwise.
-    async fn login(&mut self, auth: &str) -> Result<(), Failure> {
+    pub(super) async fn login(&mut self, auth: &str) -> Result<(), Failure> {
         let text = read_text(&mut self.ws).await?;
-        if !matches!(packet::decode(&text), Ok(Packet::Open(_))) {
+        if !matches!(codec::decode(&text), Ok(Packet::Open(_))) {
             return Err(Failure::new(
                 ErrorKind::Protocol,
                 format!("expected the Engine.IO open packet, got {}", clip(&text)),
             ));
         }
         let mut connect = String::with_capacity(auth.len() + 16);
-        packet::head(Kind::Connect, &self.st.nsp, None, &mut connect);
+        codec::head(Kind::Connect, &self.st.nsp, None, &mut connect);
         connect.push_str(auth);
         self.ws.write(Message::text(connect)).await?;
         self.ws.flush().await?;
         let mut early = Vec::new();
         let data = loop {
             let text = read_text(&mut self.ws).await?;
-            match packet::decode(&text) {
+            match codec::decode(&text) {
                 Ok(Packet::Ping) => {
                     self.ws.write(Message::text("3")).await?;
                     self.ws.flush().await?;
@@ -424,11 +218,11 @@ impl SocketIoSession {
         }
         for text in early {
             if !recovered {
-                self.st.unread.push_back(text);
+                self.st.inbox.hold(text);
                 continue;
             }
             // A replayed packet: an event in this namespace; anything else is judged later.
-            match packet::decode(&text) {
+            match codec::decode(&text) {
                 Ok(Packet::Message(s)) if s.kind == Kind::Event && s.nsp == self.st.nsp => {
                     match self.st.message(&self.opts, s.data) {
                         Ok((body, offset)) => {
@@ -440,7 +234,7 @@ impl SocketIoSession {
                         Err(e) => self.st.protocol(format!("{e}: {}", clip(&text))),
                     }
                 }
-                _ => self.st.unread.push_back(text),
+                _ => self.st.inbox.hold(text),
             }
         }
         Ok(())
@@ -451,7 +245,7 @@ impl SocketIoSession {
     /// With a `welcome_event` it waits for that event (up to the reply timeout), recording
     /// the offsets of other events on the way; without one, at most [`OFFSET_WAIT`] for any
     /// event with an offset. Stops at a message event, whose offset would skip it.
-    async fn await_offset(&mut self) {
+    pub(super) async fn await_offset(&mut self) {
         let welcome = self.opts.welcome_event.clone();
         let limit = match welcome {
             Some(_) => self.reply_timeout,
@@ -462,7 +256,7 @@ impl SocketIoSession {
                 let Ok(text) = read_text(&mut self.ws).await else {
                     return;
                 };
-                let Ok(Packet::Message(s)) = packet::decode(&text) else {
+                let Ok(Packet::Message(s)) = codec::decode(&text) else {
                     continue;
                 };
                 if s.kind != Kind::Event || s.nsp != self.st.nsp {
@@ -492,10 +286,14 @@ impl SocketIoSession {
 
     /// Queues the event `emit` with `vals`, asking for an ack when acks are on; returns
     /// the ack id.
-    async fn emit(&mut self, emit: &Emit, vals: &Values<'_>) -> Result<Option<u64>, Failure> {
-        let id = self.opts.ack.then(|| self.st.next_id());
+    pub(super) async fn emit(
+        &mut self,
+        emit: &Emit,
+        vals: &Values<'_>,
+    ) -> Result<Option<u64>, Failure> {
+        let id = self.opts.ack.then(|| self.st.inbox.next_id());
         let mut text = String::with_capacity(emit.open.len() + vals.body.len() + 64);
-        packet::head(Kind::Event, &self.st.nsp, id, &mut text);
+        codec::head(Kind::Event, &self.st.nsp, id, &mut text);
         text.push_str(&emit.open);
         emit.payload.render(vals, now_ms(), &mut text);
         text.push(']');
@@ -520,7 +318,7 @@ impl Session for SocketIoSession {
             ..Values::default()
         };
         if let Some(id) = self.emit(emit, &vals).await? {
-            self.st.pending.push_back((id, tag));
+            self.st.inbox.expect_ack(id, tag);
         }
         Ok(())
     }
@@ -559,14 +357,14 @@ impl Session for SocketIoSession {
             loop {
                 let text = read_text(&mut self.ws).await?;
                 let ours = matches!(
-                    packet::decode(&text),
+                    codec::decode(&text),
                     Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
                         if got == id && n == nsp
                 );
                 if ours {
                     return Ok(());
                 }
-                self.st.unread.push_back(text.to_string());
+                self.st.inbox.hold(text.to_string());
             }
         };
         match tokio::time::timeout(limit, wait).await {
@@ -594,12 +392,12 @@ impl Session for SocketIoSession {
                     None => continue,
                 }
             }
-            if let Some(text) = self.st.unread.pop_front() {
+            if let Some(text) = self.st.inbox.take_unread() {
                 self.st.judge(&self.opts, &text);
                 continue;
             }
-            if self.st.pongs_owed > 0 {
-                self.st.pongs_owed -= 1;
+            if self.st.inbox.pongs_owed > 0 {
+                self.st.inbox.pongs_owed -= 1;
                 if let Err(f) = self.ws.write(Message::text("3")).await {
                     return Event::Closed(f);
                 }
@@ -625,12 +423,15 @@ impl Session for SocketIoSession {
                 self.st.recovery.offset = offset;
             }
         }
-        if self.opts.recovery && self.st.recovery.offset.is_none() && self.st.unread.is_empty() {
+        if self.opts.recovery
+            && self.st.recovery.offset.is_none()
+            && self.st.inbox.unread.is_empty()
+        {
             self.await_offset().await;
         }
         if !self.opts.recovery {
             let mut text = String::new();
-            packet::head(Kind::Disconnect, &self.st.nsp, None, &mut text);
+            codec::head(Kind::Disconnect, &self.st.nsp, None, &mut text);
             if self.ws.write(Message::text(text)).await.is_ok() {
                 let _ = self.ws.flush().await;
             }
@@ -641,84 +442,5 @@ impl Session for SocketIoSession {
 
     fn into_resume(self) -> Recovery {
         self.st.recovery
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn state() -> State {
-        State {
-            user: "me".to_owned(),
-            nsp: "/".to_owned(),
-            next_id: 0,
-            pending: VecDeque::from([(7, 70)]),
-            unread: VecDeque::new(),
-            ready: VecDeque::new(),
-            missed: Vec::new(),
-            recovery: Recovery::default(),
-            pongs_owed: 0,
-        }
-    }
-
-    fn judged(st: &mut State, text: &str) -> Option<String> {
-        let opts = Options::parse(
-            &toml::Table::new(),
-            &<SocketIoDriver as super::super::Driver>::SPEC,
-        )
-        .expect("defaults");
-        st.judge(&opts, text);
-        while let Some((ev, offset)) = st.ready.pop_front() {
-            if offset.is_some() {
-                st.recovery.offset = offset;
-            }
-            if let Some(ev) = ev {
-                return Some(format!("{ev:?}"));
-            }
-        }
-        None
-    }
-
-    #[test]
-    fn packets_become_events() {
-        let mut st = state();
-        assert_eq!(
-            judged(&mut st, "43/x,7[]"),
-            None,
-            "other namespaces are not ours"
-        );
-        assert_eq!(
-            judged(&mut st, r#"437[{"ok":true}]"#).as_deref(),
-            Some("Accepted { tag: 70 }")
-        );
-        assert_eq!(
-            judged(&mut st, r#"42["message",{"from":"a","body":"hi"},"17-0"]"#).as_deref(),
-            Some(r#"Delivered { body: "hi" }"#)
-        );
-        assert_eq!(st.recovery.offset.as_deref(), Some("17-0"));
-        assert_eq!(
-            judged(&mut st, r#"42["message",{"from":"me","body":"x"},"18-0"]"#),
-            None
-        );
-        assert_eq!(st.recovery.offset.as_deref(), Some("18-0"));
-        assert_eq!(judged(&mut st, r#"42["welcome","19-0"]"#), None);
-        assert_eq!(st.recovery.offset.as_deref(), Some("19-0"));
-        assert_eq!(judged(&mut st, "2"), None);
-        assert_eq!(st.pongs_owed, 1);
-        for bad in [
-            "",
-            "x",
-            "42[",
-            "42[]",
-            r#"42["message"]"#,
-            r#"42["message",{"nobody":1}]"#,
-            "45-[]",
-        ] {
-            let ev = judged(&mut st, bad).unwrap_or_else(|| panic!("{bad:?} gave nothing"));
-            assert!(ev.starts_with("ProtocolError"), "{bad:?}: {ev}");
-        }
-        let ev = judged(&mut st, "41").expect("closed");
-        assert!(ev.starts_with("Closed"), "{ev}");
     }
 }

@@ -30,7 +30,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, FrameHeader, U
 use tokio_tungstenite::tungstenite::{Bytes, Error, Message};
 
 use super::Stream;
-use crate::driver::io_error;
+use crate::driver::kit::io_error;
 use crate::metrics::ErrorKind;
 
 /// Bytes read from the socket at most per read, into the worker's shared buffer.

@@ -11,7 +11,7 @@
 
 use std::io;
 
-use super::Failure;
+use crate::driver::Failure;
 use crate::metrics::ErrorKind;
 
 /// Classifies a socket failure for the error taxonomy.

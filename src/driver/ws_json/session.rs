@@ -1,141 +1,28 @@
-//! The `ws-json` driver: any JSON-over-WebSocket protocol, described in the scenario by
-//! frame templates and JSON paths (`[target.ws-json]`, [`options`]; the guide with worked
-//! examples is `docs/drivers/ws-json.md`).
-//!
-//! Everything is compiled once in [`Driver::new`](super::Driver::new): templates into
-//! literal and placeholder segments ([`template`](super::json_map::template)), paths into
-//! steps ([`path`]). A frame sent is one buffer filled
-//! from its template; a frame received is checked once as JSON, its top-level keys that the
-//! rules need are found in one more pass, and it is matched rule by rule (error, ack, push,
-//! ping, ignore) by walking paths on from them over the borrowed text, so a frame costs no
-//! allocation beyond the body it delivers. A frame no rule matches is
-//! reported as a protocol error "unmatched frame: …", with the frame as the example.
-//!
-//! Requests the driver waits on (login, `after_login`, join, sync) are tied to their reply
-//! by `{req_id}` and the `reply_id` path; frames arriving meanwhile are kept unread and
-//! judged after, and pushes merge with fetched pages by conversation and sequence number
-//! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
-//! up to which the user has everything, following `page_more` (a flag or a cursor); a login
-//! before traffic notes where each conversation stands ([`Session::skip_history`]).
-
-pub mod options;
-mod sync;
+//! One user's connection to a JSON-over-WebSocket server ([`WsJsonSession`]): the login
+//! and `after_login` requests, sends matched with their acks, frames that arrive while a
+//! reply is awaited held for later, syncs merged with pushes, pings answered.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::Message;
 
-use self::options::{Options, NAME};
-use super::connect::within;
-use super::cursors::{Cursors, Push};
-use super::json_map::path::{self, as_str, Doc, Frame};
-use super::json_map::template::{Template, Values};
-use super::json_map::{clip, credentials, now_ms, text_of};
-use super::ws::{read_text, Dialer, Ws};
-use super::{
-    Auth, AuthForm, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec,
-    UserCtx,
-};
+use super::options::{Options, NAME};
+use super::WsJsonDriver;
+use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::inbox::Inbox;
+use crate::driver::kit::json_map::path::{self, as_str, Frame};
+use crate::driver::kit::json_map::template::{Template, Values};
+use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
+use crate::driver::kit::ws::{read_text, Ws};
+use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
-use crate::vocab::TrafficKind;
-
-/// The declarative JSON-over-WebSocket driver.
-#[derive(Debug, Clone)]
-pub struct WsJsonDriver {
-    dialer: Dialer,
-    opts: Arc<Options>,
-    auth: Auth,
-}
-
-impl super::Driver for WsJsonDriver {
-    const SPEC: Spec = Spec {
-        name: NAME,
-        schemes: super::ws::SCHEMES,
-        embedded_path: Some("/ws"),
-        kinds: &[TrafficKind::Direct, TrafficKind::Group, TrafficKind::Idle],
-        requests: &[],
-        auth: &[AuthForm::Secret, AuthForm::Password],
-        source_addresses: true,
-        files: &[],
-        caps: Caps {
-            acceptance: true,
-            presence: false,
-            fetch_missed: true,
-            filters_own_echoes: true,
-            fetch_needs_receipt: false,
-            group_history: None,
-            skips_history: true,
-        },
-    };
-
-    type Session = WsJsonSession;
-
-    fn new(config: &Config) -> Result<Self, OptionError> {
-        Ok(WsJsonDriver {
-            opts: Arc::new(Options::parse(&config.options, &config.kinds)?),
-            dialer: Dialer::new(config)?,
-            auth: config.auth.clone(),
-        })
-    }
-
-    fn caps(&self) -> Caps {
-        Caps {
-            acceptance: self.opts.ack.is_some(),
-            presence: false,
-            fetch_missed: self.opts.sync.is_some(),
-            filters_own_echoes: self.opts.push.as_ref().is_some_and(|p| p.from.is_some()),
-            fetch_needs_receipt: false,
-            group_history: None,
-            skips_history: self.opts.sync.is_some(),
-        }
-    }
-
-    async fn connect(
-        &self,
-        user: &UserCtx,
-        resume: Cursors,
-    ) -> Result<Connected<WsJsonSession>, (Failure, Cursors)> {
-        let started = Instant::now();
-        let ws = match self.dialer.dial(user.ix).await {
-            Ok(ws) => ws,
-            Err(f) => return Err((f, resume)),
-        };
-        let handshake = started.elapsed();
-        let mut session = WsJsonSession {
-            ws,
-            opts: Arc::clone(&self.opts),
-            st: State {
-                user: user.id.clone(),
-                next_id: 0,
-                pending: VecDeque::new(),
-                unread: VecDeque::new(),
-                ready: VecDeque::new(),
-                cursors: resume,
-                groups: Vec::new(),
-                pongs_owed: 0,
-            },
-            reply_timeout: self.dialer.timeout(),
-        };
-        let login = self.login(&mut session, user);
-        match within(self.dialer.timeout(), "login reply", login).await {
-            Ok(()) => Ok(Connected {
-                session,
-                handshake,
-                login: started.elapsed() - handshake,
-                account: None,
-                no_resume_point: false,
-            }),
-            Err(f) => Err((f, session.st.cursors)),
-        }
-    }
-}
 
 impl WsJsonDriver {
     /// Sends the login frame and waits for the frame that says it succeeded, then sends
     /// the `after_login` requests one by one.
-    async fn login(&self, s: &mut WsJsonSession, user: &UserCtx) -> Result<(), Failure> {
+    pub(super) async fn login(&self, s: &mut WsJsonSession, user: &UserCtx) -> Result<(), Failure> {
         let (username, password) = credentials(&self.auth, &user.id);
         let vals = Values {
             user: &user.id,
@@ -146,7 +33,7 @@ impl WsJsonDriver {
         };
         let opts = Arc::clone(&self.opts);
         if let (Some(login), Some(ok)) = (&opts.login, &opts.login_ok) {
-            let id = s.st.next_id();
+            let id = s.st.inbox.next_id();
             s.write(login, &Values { req_id: id, ..vals }).await?;
             s.ws.flush().await?;
             loop {
@@ -154,12 +41,12 @@ impl WsJsonDriver {
                 let mut outcome = None;
                 for doc in docs(&text, opts.lines) {
                     if outcome.is_some() {
-                        s.st.unread.push_back(doc.to_owned());
+                        s.st.inbox.hold(doc.to_owned());
                         continue;
                     }
                     // Frames that are not JSON (a ping of some protocols) are judged later.
                     let Ok(root) = path::parse(doc) else {
-                        s.st.unread.push_back(doc.to_owned());
+                        s.st.inbox.hold(doc.to_owned());
                         continue;
                     };
                     if ok.matches(doc, root) {
@@ -170,7 +57,7 @@ impl WsJsonDriver {
                             format!("login refused: {reason}"),
                         )));
                     } else {
-                        s.st.unread.push_back(doc.to_owned());
+                        s.st.inbox.hold(doc.to_owned());
                     }
                 }
                 match outcome {
@@ -192,69 +79,28 @@ impl WsJsonDriver {
         Ok(())
     }
 }
-
-impl Options {
-    /// The reason of `doc` when it is an error frame.
-    fn error_reason<D: Doc + ?Sized>(&self, doc: &str, root: &D) -> Option<String> {
-        let rule = self.error.as_ref()?;
-        if !rule.matcher.matches(doc, root) {
-            return None;
-        }
-        Some(
-            rule.reason
-                .as_ref()
-                .and_then(|p| p.with(root, |v| v.map(text_of)))
-                .unwrap_or_else(|| clip(doc).to_owned()),
-        )
-    }
-
-    /// The reason of the reply `doc` when it is an error frame (or not JSON at all).
-    fn error_of(&self, doc: &str) -> Option<String> {
-        match path::parse(doc) {
-            Ok(root) => self.error_reason(doc, root),
-            Err(e) => Some(format!("unreadable reply ({e}): {}", clip(doc))),
-        }
-    }
-}
-
 /// What a session keeps besides its socket.
 #[derive(Debug)]
-struct State {
-    user: String,
-    next_id: u64,
-    /// Sends waiting for their ack: (request id, tag), oldest first.
-    pending: VecDeque<(u64, u64)>,
-    /// Documents read while waiting for a reply, not judged yet.
-    unread: VecDeque<String>,
+pub(super) struct State {
+    pub(super) user: String,
+    /// Request ids, sends waiting for their ack, frames held, pongs owed.
+    pub(super) inbox: Inbox,
     /// Events judged and not handed out yet (a frame may hold several documents).
-    ready: VecDeque<Event>,
-    cursors: Cursors,
+    pub(super) ready: VecDeque<Event>,
+    pub(super) cursors: Cursors,
     /// Groups joined on this connection (their conversations are synced).
-    groups: Vec<String>,
-    /// Server pings not answered yet.
-    pongs_owed: u32,
+    pub(super) groups: Vec<String>,
 }
 
 impl State {
-    fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    /// The tag of the pending send with request id `id`, removed.
-    fn take_pending(&mut self, id: u64) -> Option<u64> {
-        let i = self.pending.iter().position(|(r, _)| *r == id)?;
-        self.pending.remove(i).map(|(_, tag)| tag)
-    }
-
     /// Judges one document: queues the event it is (if any).
-    fn judge(&mut self, opts: &Options, doc: &str) {
+    pub(super) fn judge(&mut self, opts: &Options, doc: &str) {
         if opts
             .ping
             .as_ref()
             .is_some_and(|p| p.matcher.matches_text(doc))
         {
-            self.pongs_owed += 1;
+            self.inbox.pongs_owed += 1;
             return;
         }
         if opts.ignore.iter().any(|m| m.matches_text(doc)) {
@@ -272,7 +118,7 @@ impl State {
         let frame = &Frame::new(root, &opts.index);
         let id = || opts.reply_id.as_ref().and_then(|p| p.u64(frame));
         if let Some(reason) = opts.error_reason(doc, frame) {
-            let ev = match id().and_then(|id| self.take_pending(id)) {
+            let ev = match id().and_then(|id| self.inbox.take_ack(id)) {
                 Some(tag) => Event::Refused {
                     tag,
                     failure: Failure::new(ErrorKind::SendFailed, reason),
@@ -285,7 +131,7 @@ impl State {
             return self.ready.push_back(ev);
         }
         if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, frame)) {
-            if let Some(tag) = id().and_then(|id| self.take_pending(id)) {
+            if let Some(tag) = id().and_then(|id| self.inbox.take_ack(id)) {
                 if let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) {
                     if let Some(seq) = seq.u64(frame) {
                         let cursors = &mut self.cursors;
@@ -333,7 +179,7 @@ impl State {
             .as_ref()
             .is_some_and(|p| p.matcher.matches(doc, frame))
         {
-            self.pongs_owed += 1;
+            self.inbox.pongs_owed += 1;
             return;
         }
         if opts.ignore.iter().any(|m| m.matches(doc, frame)) {
@@ -348,7 +194,7 @@ impl State {
 
 /// The documents of a text frame: the frame (even empty: a ping of some protocols), or its
 /// non-empty lines.
-fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
+pub(super) fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
     let sep = if lines { '\n' } else { '\0' };
     // Without `lines` the frame is one document: a raw NUL cannot occur in JSON text, so
     // splitting on it yields the frame whole.
@@ -359,25 +205,33 @@ fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
 /// One user's connection.
 #[derive(Debug)]
 pub struct WsJsonSession {
-    ws: Ws,
-    opts: Arc<Options>,
-    st: State,
+    pub(super) ws: Ws,
+    pub(super) opts: Arc<Options>,
+    pub(super) st: State,
     /// Longest wait for the reply to a join or sync request.
-    reply_timeout: Duration,
+    pub(super) reply_timeout: Duration,
 }
 
 impl WsJsonSession {
     /// Queues `template` filled with `vals`.
-    async fn write(&mut self, template: &Template, vals: &Values<'_>) -> Result<(), Failure> {
+    pub(super) async fn write(
+        &mut self,
+        template: &Template,
+        vals: &Values<'_>,
+    ) -> Result<(), Failure> {
         let text = template.fill(vals, now_ms());
         self.ws.write(Message::text(text)).await
     }
 
     /// Sends `template` with a fresh `{req_id}` and returns the document that answers it;
     /// every other document meanwhile is kept unread. Bounded by the connect timeout.
-    async fn call(&mut self, template: &Template, vals: Values<'_>) -> Result<String, Failure> {
+    pub(super) async fn call(
+        &mut self,
+        template: &Template,
+        vals: Values<'_>,
+    ) -> Result<String, Failure> {
         let limit = self.reply_timeout;
-        let id = self.st.next_id();
+        let id = self.st.inbox.next_id();
         let Some(reply_id) = self.opts.reply_id.clone() else {
             return Err(Failure::new(ErrorKind::Other, "no reply_id to wait on"));
         };
@@ -394,7 +248,7 @@ impl WsJsonSession {
                     if ours {
                         reply = Some(doc.to_owned());
                     } else {
-                        self.st.unread.push_back(doc.to_owned());
+                        self.st.inbox.hold(doc.to_owned());
                     }
                 }
                 if let Some(r) = reply {
@@ -426,7 +280,7 @@ impl Session for WsJsonSession {
                 "no template for this kind of message",
             ));
         };
-        let id = self.st.next_id();
+        let id = self.st.inbox.next_id();
         let text = template.fill(
             &Values {
                 user: &self.st.user,
@@ -438,7 +292,7 @@ impl Session for WsJsonSession {
             now_ms(),
         );
         if self.opts.ack.is_some() {
-            self.st.pending.push_back((id, tag));
+            self.st.inbox.expect_ack(id, tag);
         }
         self.ws.write(Message::text(text)).await
     }
@@ -453,7 +307,7 @@ impl Session for WsJsonSession {
     async fn heartbeat(&mut self) -> Result<(), Failure> {
         let msg = match &self.opts.heartbeat {
             Some(t) => {
-                let req_id = self.st.next_id();
+                let req_id = self.st.inbox.next_id();
                 let vals = Values {
                     user: &self.st.user,
                     req_id,
@@ -514,13 +368,13 @@ impl Session for WsJsonSession {
             if let Some(ev) = self.st.ready.pop_front() {
                 return ev;
             }
-            if let Some(doc) = self.st.unread.pop_front() {
+            if let Some(doc) = self.st.inbox.take_unread() {
                 self.st.judge(&self.opts, &doc);
                 continue;
             }
-            if self.st.pongs_owed > 0 {
+            if self.st.inbox.pongs_owed > 0 {
                 if let Some(ping) = &self.opts.ping {
-                    let id = self.st.next_id();
+                    let id = self.st.inbox.next_id();
                     let text = ping.reply.fill(
                         &Values {
                             user: &self.st.user,
@@ -529,7 +383,7 @@ impl Session for WsJsonSession {
                         },
                         now_ms(),
                     );
-                    self.st.pongs_owed -= 1;
+                    self.st.inbox.pongs_owed -= 1;
                     if let Err(f) = self.ws.write(Message::text(text)).await {
                         return Event::Closed(f);
                     }
@@ -568,88 +422,5 @@ impl Session for WsJsonSession {
 
     fn into_resume(self) -> Cursors {
         self.st.cursors
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options() -> Options {
-        let text = include_str!("../../scenarios/ws-json-native.toml");
-        let root: toml::Table = toml::from_str(text).expect("scenario");
-        let table = root["target"]["ws-json"]
-            .as_table()
-            .expect("ws-json")
-            .clone();
-        Options::parse(&table, &["direct", "group"]).expect("options")
-    }
-
-    fn state() -> State {
-        State {
-            user: "me".to_owned(),
-            next_id: 0,
-            pending: VecDeque::from([(7, 70), (8, 80)]),
-            unread: VecDeque::new(),
-            ready: VecDeque::new(),
-            cursors: Cursors::default(),
-            groups: Vec::new(),
-            pongs_owed: 0,
-        }
-    }
-
-    fn judged(st: &mut State, opts: &Options, doc: &str) -> Option<String> {
-        st.judge(opts, doc);
-        st.ready.pop_front().map(|ev| format!("{ev:?}"))
-    }
-
-    #[test]
-    fn frames_become_events_by_their_rules() {
-        let opts = options();
-        let mut st = state();
-        let ack = r#"{"type":"ack","ref":8,"conv":"d:a:me","seq":1,"ts":0}"#;
-        assert_eq!(
-            judged(&mut st, &opts, ack).as_deref(),
-            Some("Accepted { tag: 80 }")
-        );
-        let refused = r#"{"type":"error","ref":7,"code":"x","message":"too big","fatal":false}"#;
-        let ev = judged(&mut st, &opts, refused).expect("event");
-        assert!(
-            ev.starts_with("Refused { tag: 70") && ev.contains("too big"),
-            "{ev}"
-        );
-        let msg = |seq: u64, from: &str| {
-            format!(
-                r#"{{"type":"msg","conv":"d:a:me","seq":{seq},"from":"{from}","body":"b{seq}","ts":0}}"#
-            )
-        };
-        // Seq 1 was the user's own message (acked): a push of it is not new.
-        assert_eq!(
-            judged(&mut st, &opts, &msg(2, "a")).as_deref(),
-            Some(r#"Delivered { body: "b2" }"#)
-        );
-        assert_eq!(
-            judged(&mut st, &opts, &msg(2, "a")).as_deref(),
-            Some(r#"Delivered { body: "b2" }"#),
-            "a server duplicate is passed on"
-        );
-        assert_eq!(
-            judged(&mut st, &opts, &msg(3, "me")),
-            None,
-            "own messages are no deliveries"
-        );
-        assert_eq!(judged(&mut st, &opts, r#"{"type":"pong","ts":1}"#), None);
-        for odd in [
-            "",
-            "not json",
-            "[1,2]",
-            "7",
-            r#"{"type":"ack","ref":99}"#,
-            r#"{"type":{"deep":[[[]]]}}"#,
-        ] {
-            let ev = judged(&mut st, &opts, odd).unwrap_or_else(|| panic!("{odd:?} gave nothing"));
-            assert!(ev.starts_with("ProtocolError"), "{odd:?}: {ev}");
-        }
-        assert!(st.pending.is_empty());
     }
 }

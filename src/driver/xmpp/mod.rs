@@ -31,13 +31,14 @@
 //!   arrives while a user closes (unavailable presence, acks, end of stream) stays
 //!   unacknowledged, and the server stores it offline for the next connection.
 //!
-//! The XML stream is quick-xml under a small framer ([`xml`]) rather than tokio-xmpp with
+//! The XML stream is quick-xml under a small framer ([`codec`]) rather than tokio-xmpp with
 //! xmpp-parsers: tokio-xmpp 6 brings its own resolver (hickory), a second TLS provider
 //! (aws-lc by default), a task per client and its own reconnect logic, and has neither
 //! in-band registration nor a way to see XEP-0198 acks per stanza; xmpp-parsers alone
 //! would add minidom, rxml, xso and their macros to parse the handful of stanzas a load
 //! test exchanges.
 
+pub(crate) mod codec;
 mod disco;
 mod login;
 mod mam;
@@ -45,19 +46,17 @@ mod options;
 mod sasl;
 mod session;
 mod stream;
-pub(crate) mod xml;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use codec::Element;
 pub use options::{Fetch, Options, Sasl, Tls};
 pub use session::{XmppResume, XmppSession};
-use xml::Element;
 
-use super::connect::Connector;
-use super::{
-    tls, Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx,
-};
+use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use crate::driver::kit::connect::Connector;
+use crate::driver::kit::tls;
 use crate::vocab::TrafficKind;
 
 /// Namespaces of the stream features and elements the driver speaks.

@@ -1,59 +1,16 @@
-//! Reading a driver's options table (`[target.<driver>]`): typed values, JSON paths,
-//! templates and matchers, each mistake an [`OptionError`] naming the dotted key.
+//! The JSON-mapping readers of a driver's options [`Table`]: JSON paths, frame templates
+//! and matchers, each mistake an [`OptionError`] naming the dotted key in the table's one
+//! wording.
 
 use super::path::{Matcher, Path, Want};
 use super::template::{Template, Var};
+use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 
 /// The keys every matcher table takes.
 const MATCH_KEYS: &[&str] = &["when", "has", "text"];
 
-/// One table of a driver's options, with its dotted key for errors.
-pub(crate) struct Table<'a> {
-    /// The table.
-    pub(crate) t: &'a toml::Table,
-    /// Its dotted key, e.g. `target.ws-json`.
-    pub(crate) at: String,
-}
-
-impl<'a> Table<'a> {
-    /// The error of `key` in this table.
-    pub(crate) fn bad(&self, key: &str, msg: impl Into<String>) -> OptionError {
-        OptionError {
-            key: format!("{}.{key}", self.at),
-            msg: msg.into(),
-        }
-    }
-
-    /// Refuses any key but `keys`.
-    pub(crate) fn only(&self, keys: &[&str]) -> Result<(), OptionError> {
-        match self.t.keys().find(|k| !keys.contains(&k.as_str())) {
-            Some(k) => Err(self.bad(
-                k,
-                format!("unknown key `{k}`; allowed: {}", keys.join(", ")),
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// The string at `key`, if there is one.
-    pub(crate) fn str(&self, key: &str) -> Result<Option<&'a str>, OptionError> {
-        match self.t.get(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(self.bad(key, format!("must be a string, got {}", v.type_str()))),
-        }
-    }
-
-    /// The boolean at `key` (absent: false).
-    pub(crate) fn bool(&self, key: &str) -> Result<bool, OptionError> {
-        match self.t.get(key) {
-            None => Ok(false),
-            Some(toml::Value::Boolean(b)) => Ok(*b),
-            Some(v) => Err(self.bad(key, format!("must be true or false, got {}", v.type_str()))),
-        }
-    }
-
+impl Table<'_> {
     /// The JSON path at `key`, parsed.
     pub(crate) fn path(&self, key: &str) -> Result<Option<Path>, OptionError> {
         self.str(key)?
@@ -112,18 +69,6 @@ impl<'a> Table<'a> {
                     v.type_str()
                 ),
             )),
-        }
-    }
-
-    /// The table at `key`, if there is one.
-    pub(crate) fn sub(&self, key: &str) -> Result<Option<Table<'a>>, OptionError> {
-        match self.t.get(key) {
-            None => Ok(None),
-            Some(toml::Value::Table(t)) => Ok(Some(Table {
-                t,
-                at: format!("{}.{key}", self.at),
-            })),
-            Some(v) => Err(self.bad(key, format!("must be a table, got {}", v.type_str()))),
         }
     }
 

@@ -6,7 +6,7 @@
 //! the host must be there, the port defaults per scheme, and credentials in the URL are
 //! split off so they can become the driver's password auth.
 
-use super::{Scheme, Spec};
+use crate::driver::{Scheme, Spec};
 
 /// A parsed target URL, checked against the schemes of one driver.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,138 +1,27 @@
-//! The `native` driver: the reference server's JSON-over-WebSocket protocol ([`crate::wire`]).
-//!
-//! Fetching missed messages lists the user's conversations and pages through each one after
-//! the sequence number up to which this user has everything ([`Cursors`]); a login before
-//! traffic notes where each conversation stands, so a reused server's earlier messages are
-//! never fetched ([`Session::skip_history`]). The transport (cheap upgrade, coalesced
-//! writes, reading while a write waits) is [`super::ws`].
-//!
-//! Sync and pushes merge as a real client merges them, per conversation by sequence number
-//! ([`Cursors`]):
-//! - Frames that arrive while the driver waits for one of its own replies (a join, a sync
-//!   page) are kept as they came, unread, and judged only when the engine takes them
-//!   ([`Session::next_event`]), after the sync that overlapped them. So a push that a sync
-//!   also returned is handed out once (the sync's copy), and the engine sees each
-//!   conversation in sequence order: the sync's messages first, then the pushes above them.
-//! - A push above the highest sequence number pushed so far in its conversation is new
-//!   unless a sync already returned it (the same message both ways: dropped).
-//! - A push at or below that mark was pushed before, or overtaken by a later push: it is
-//!   passed on as it is, so the ledger counts a server that sends a message twice as
-//!   duplicated and a server that pushes out of order as reordered. (One case cannot be told
-//!   apart: a push the server held back behind a later one, of a message a sync already
-//!   returned, counts as duplicated.)
+//! One virtual user's connection to the reference server ([`NativeSession`]): login,
+//! sends, joins, syncs merged with pushes (see the driver's documentation), heartbeats.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::connect::within;
-use super::cursors::{Cursors, Push};
-use super::json_map::clip;
-use super::ws::{read_text, Dialer, Ws};
-use super::{
-    Auth, AuthForm, Body, Caps, Config, Connected, Dest, Event, Failure, OptionError, Session,
-    Spec, UserCtx,
-};
+use super::codec::{parse, reply_ref, unexpected, unreadable};
+use super::{NativeDriver, INTERNAL_REF, REQUEST_KV_GET, REQUEST_TIME, SYNC_PAGE};
+use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::json_map::clip;
+use crate::driver::kit::ws::{read_text, Ws};
+use crate::driver::{Body, Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
-use crate::vocab::TrafficKind;
 use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
 
-/// Requests the driver makes for itself (join, sync) use refs with this bit set, so they
-/// never collide with the engine's tags.
-const INTERNAL_REF: u64 = 1 << 63;
-/// Messages per sync page.
-const SYNC_PAGE: u32 = 500;
-
-/// The native protocol driver.
-#[derive(Debug, Clone)]
-pub struct NativeDriver {
-    dialer: Dialer,
-    secret: Option<String>,
-}
-
-/// The request the `time` request pattern sends: the server's clock, cheap.
-const REQUEST_TIME: &str = "time";
-/// The request the `kv_get` request pattern sends: a lookup through the server's worker
-/// pool and simulated backend.
-const REQUEST_KV_GET: &str = "kv_get";
-
-impl super::Driver for NativeDriver {
-    const SPEC: Spec = Spec {
-        name: "native",
-        schemes: super::ws::SCHEMES,
-        embedded_path: Some("/ws"),
-        kinds: &[
-            TrafficKind::Direct,
-            TrafficKind::Group,
-            TrafficKind::Idle,
-            TrafficKind::Request,
-        ],
-        requests: &[REQUEST_TIME, REQUEST_KV_GET],
-        auth: &[AuthForm::Secret],
-        source_addresses: true,
-        files: &[],
-        caps: Caps {
-            acceptance: true,
-            presence: false,
-            fetch_missed: true,
-            filters_own_echoes: true,
-            fetch_needs_receipt: false,
-            group_history: None,
-            skips_history: true,
-        },
-    };
-
-    type Session = NativeSession;
-
-    fn new(config: &Config) -> Result<Self, OptionError> {
-        super::ws::only_tls_options(config)?;
-        let secret = match &config.auth {
-            Auth::Secret(s) => Some(s.clone()),
-            Auth::None | Auth::Password { .. } => None,
-        };
-        Ok(NativeDriver {
-            dialer: Dialer::new(config)?,
-            secret,
-        })
-    }
-
-    async fn connect(
-        &self,
-        user: &UserCtx,
-        resume: Cursors,
-    ) -> Result<Connected<NativeSession>, (Failure, Cursors)> {
-        let started = Instant::now();
-        let ws = match self.dialer.dial(user.ix).await {
-            Ok(ws) => ws,
-            Err(f) => return Err((f, resume)),
-        };
-        let handshake = started.elapsed();
-        let mut session = NativeSession {
-            ws,
-            user: user.id.as_str().into(),
-            unread: VecDeque::new(),
-            cursors: resume,
-            next_ref: 0,
-            reply_timeout: self.dialer.timeout(),
-        };
-        let login = self.login(&mut session, user);
-        match within(self.dialer.timeout(), "login reply", login).await {
-            Ok(()) => Ok(Connected {
-                session,
-                handshake,
-                login: started.elapsed() - handshake,
-                account: None,
-                no_resume_point: false,
-            }),
-            Err(f) => Err((f, session.cursors)),
-        }
-    }
-}
-
 impl NativeDriver {
-    async fn login(&self, session: &mut NativeSession, user: &UserCtx) -> Result<(), Failure> {
+    pub(super) async fn login(
+        &self,
+        session: &mut NativeSession,
+        user: &UserCtx,
+    ) -> Result<(), Failure> {
         {
             let token = match &self.secret {
                 Some(secret) => wire::token(&user.id, secret),
@@ -168,16 +57,16 @@ impl NativeDriver {
 /// One user's connection to the reference server.
 #[derive(Debug)]
 pub struct NativeSession {
-    ws: Ws,
+    pub(super) ws: Ws,
     /// This user's id (a boxed str: a word less than a `String` in every idle user).
-    user: Box<str>,
+    pub(super) user: Box<str>,
     /// Frames that arrived while waiting for a reply (join, sync), not judged yet: a push
     /// among them is compared with what the sync returned only when the engine takes it.
-    unread: VecDeque<ServerFrame>,
-    cursors: Cursors,
-    next_ref: u64,
+    pub(super) unread: VecDeque<ServerFrame>,
+    pub(super) cursors: Cursors,
+    pub(super) next_ref: u64,
     /// Longest wait for the reply to a join or sync request.
-    reply_timeout: Duration,
+    pub(super) reply_timeout: Duration,
 }
 
 impl NativeSession {
@@ -328,36 +217,6 @@ impl NativeSession {
     }
 }
 
-/// The `ref` a server frame answers, if any.
-fn reply_ref(frame: &ServerFrame) -> Option<u64> {
-    match frame {
-        ServerFrame::Ok { r#ref }
-        | ServerFrame::ConvList { r#ref, .. }
-        | ServerFrame::SyncPage { r#ref, .. } => Some(*r#ref),
-        ServerFrame::Error { r#ref, .. } => *r#ref,
-        _ => None,
-    }
-}
-
-/// Reads a frame that is not one of the [`wire::Hot`] ones.
-fn parse(text: &str) -> Result<ServerFrame, Failure> {
-    serde_json::from_str(text).map_err(|e| unreadable(&e, text))
-}
-
-fn unreadable(e: &serde_json::Error, text: &str) -> Failure {
-    Failure::new(
-        ErrorKind::Protocol,
-        format!("unreadable frame ({e}): {}", clip(text)),
-    )
-}
-
-fn unexpected(what: &str, frame: &ServerFrame) -> Failure {
-    Failure::new(
-        ErrorKind::Protocol,
-        format!("{what}: unexpected reply {}", clip(&format!("{frame:?}"))),
-    )
-}
-
 impl Session for NativeSession {
     type Resume = Cursors;
 
@@ -499,7 +358,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::driver::{Driver, Endpoint};
+    use crate::driver::{Auth, Config, Driver, Endpoint};
     use crate::wire::{ConvInfo, Msg};
 
     fn msg(seq: u64) -> ServerFrame {
@@ -512,7 +371,7 @@ mod tests {
         })
     }
 
-    /// Pushes that arrive while a sync is under way and a sync page that also
+    /// Issue 10: pushes that arrive while a sync is under way and a sync page that also
     /// holds them give every message once, in sequence order, while a push the server
     /// really sends twice still comes out twice. A scripted server pushes seq 1–3 before
     /// answering `convs`, returns 1–4 in the sync page, then pushes 4 twice.

@@ -1,74 +1,16 @@
-//! The `echo` driver: round trips through a WebSocket endpoint that returns every frame
-//! (the reference server's `/echo`). Each connection is its own recipient: a frame's
-//! end-to-end latency is due time → echoed back, and the ledger still checks that every
-//! frame came back once, in order and intact. There is no login and no acceptance. The
-//! transport (cheap upgrade, coalesced writes, reading while a write waits) is
-//! [`super::ws`].
-
-use std::time::{Duration, Instant};
+//! One connection to a WebSocket echo endpoint ([`EchoSession`]): a send is a text frame,
+//! a delivery the frame echoed back.
 
 use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
 
-use super::ws::{classify, Dialer, Ws};
-use super::{Caps, Config, Connected, Dest, Event, Failure, OptionError, Session, Spec, UserCtx};
+use crate::driver::kit::ws::{classify, Ws};
+use crate::driver::{Dest, Event, Failure, Session};
 use crate::metrics::ErrorKind;
-use crate::vocab::TrafficKind;
-
-/// The echo driver.
-#[derive(Debug, Clone)]
-pub struct EchoDriver {
-    dialer: Dialer,
-}
-
-impl super::Driver for EchoDriver {
-    const SPEC: Spec = Spec {
-        name: "echo",
-        schemes: super::ws::SCHEMES,
-        embedded_path: Some("/echo"),
-        kinds: &[TrafficKind::Echo],
-        requests: &[],
-        auth: &[],
-        source_addresses: true,
-        files: &[],
-        caps: Caps {
-            filters_own_echoes: true,
-            skips_history: false,
-            ..Caps::NONE
-        },
-    };
-
-    type Session = EchoSession;
-
-    fn new(config: &Config) -> Result<Self, OptionError> {
-        super::ws::only_tls_options(config)?;
-        Ok(EchoDriver {
-            dialer: Dialer::new(config)?,
-        })
-    }
-
-    async fn connect(
-        &self,
-        user: &UserCtx,
-        resume: (),
-    ) -> Result<Connected<EchoSession>, (Failure, ())> {
-        let started = Instant::now();
-        match self.dialer.dial(user.ix).await {
-            Ok(ws) => Ok(Connected {
-                session: EchoSession { ws },
-                handshake: started.elapsed(),
-                login: Duration::ZERO,
-                account: None,
-                no_resume_point: false,
-            }),
-            Err(f) => Err((f, resume)),
-        }
-    }
-}
 
 /// One connection to an echo endpoint.
 #[derive(Debug)]
 pub struct EchoSession {
-    ws: Ws,
+    pub(super) ws: Ws,
 }
 
 /// What one read from the socket gives the engine, if anything. A binary frame is what
@@ -140,8 +82,11 @@ impl Session for EchoSession {
 
 #[cfg(all(test, feature = "serve"))]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::driver::{Auth, Driver, Endpoint, Event};
+    use crate::driver::echo::EchoDriver;
+    use crate::driver::{Auth, Config, Driver, Endpoint, Event, UserCtx};
     use crate::envelope::{self, Envelope};
     use crate::serve::{self, ServeConfig};
 

@@ -17,9 +17,12 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::{io_error, Config, Failure};
+use super::io_error;
 #[cfg(feature = "tls")]
-use super::{tls, OptionError};
+use super::tls;
+#[cfg(feature = "tls")]
+use crate::driver::OptionError;
+use crate::driver::{Config, Failure};
 use crate::metrics::ErrorKind;
 
 /// How a driver reaches its target: host and port, the source addresses users bind to

@@ -19,6 +19,7 @@
 
 mod codecs;
 mod dry;
+mod options;
 mod session;
 mod vm;
 mod wire;
@@ -29,16 +30,18 @@ use std::time::Instant;
 
 use prost_reflect::DescriptorPool;
 
-use super::connect::Connector;
-use super::cursors::Cursors;
 use super::directory::{self, Directory};
-use super::json_map::credentials;
-use super::ws::{Dialer, TLS_KEYS};
 use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use crate::driver::kit::connect::Connector;
+use crate::driver::kit::cursors::Cursors;
+use crate::driver::kit::json_map::credentials;
+use crate::driver::kit::options::Table;
+use crate::driver::kit::ws::Dialer;
 use crate::vocab::TrafficKind;
+use options::{protos, transport, KEYS};
 pub use session::ScriptSession;
 use vm::Vm;
-use wire::{Framing, Wire, FRAMINGS};
+use wire::{Framing, Wire};
 
 /// The driver's name.
 const NAME: &str = "script";
@@ -46,22 +49,10 @@ const NAME: &str = "script";
 /// The request of `kind = "request"` traffic: the script's `request(u, name)`.
 const REQUEST: &str = "call";
 
-/// The keys of `[target.script]`.
-const KEYS: [&str; 8] = [
-    "file",
-    "proto",
-    "urls",
-    "acceptance",
-    "framing",
-    "delimiter",
-    TLS_KEYS[0],
-    TLS_KEYS[1],
-];
-
 /// The URL schemes: WebSocket's, and TCP framed by `framing`.
 const SCHEMES: &[Scheme] = &[
-    super::ws::SCHEMES[0],
-    super::ws::SCHEMES[1],
+    crate::driver::kit::ws::SCHEMES[0],
+    crate::driver::kit::ws::SCHEMES[1],
     Scheme {
         name: "tcp",
         default_port: 0,
@@ -130,22 +121,14 @@ impl super::Driver for ScriptDriver {
 
     fn new(config: &Config) -> Result<Self, OptionError> {
         let err = |key: &str, msg: String| OptionError::option(NAME, key, msg);
-        if let Some(key) = config.options.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(err(
-                key,
-                format!("unknown option; allowed: {}", KEYS.join(", ")),
-            ));
-        }
-        let file = match config.options.get("file") {
+        let t = Table::of(config);
+        t.only(&KEYS)?;
+        let file = match t.t.get("file") {
             Some(toml::Value::String(f)) => config.dir.join(f),
-            Some(v) => return Err(err("file", format!("must be a file name, got {v}"))),
-            None => return Err(err("file", "missing: the adapter script to run".to_owned())),
+            Some(v) => return Err(t.wrong("file", "a file name", v)),
+            None => return Err(t.bad("file", "is required: the adapter script to run")),
         };
-        let acceptance = match config.options.get("acceptance") {
-            None => true,
-            Some(toml::Value::Boolean(b)) => *b,
-            Some(v) => return Err(err("acceptance", format!("must be true or false, got {v}"))),
-        };
+        let acceptance = t.flag("acceptance")?.unwrap_or(true);
         let protos = protos(config)?;
         let vms = load(&file, &protos).map_err(|msg| err("file", msg))?;
         Ok(ScriptDriver {
@@ -232,125 +215,6 @@ impl super::Driver for ScriptDriver {
             account: None,
             no_resume_point: false,
         })
-    }
-}
-
-/// The `.proto` files `proto` names (one or a list, relative to the scenario), compiled.
-fn protos(config: &Config) -> Result<DescriptorPool, OptionError> {
-    let err = |msg: String| OptionError::option(NAME, "proto", msg);
-    let files: Vec<PathBuf> = match config.options.get("proto") {
-        None => Vec::new(),
-        Some(toml::Value::String(f)) => vec![config.dir.join(f)],
-        Some(toml::Value::Array(files)) => files
-            .iter()
-            .map(|f| match f {
-                toml::Value::String(f) => Ok(config.dir.join(f)),
-                v => Err(err(format!("must be .proto file names, got {v}"))),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(v) => {
-            return Err(err(format!(
-                "must be a .proto file name or a list of them, got {v}"
-            )))
-        }
-    };
-    codecs::compile_protos(&files).map_err(err)
-}
-
-/// The transport the URL's scheme names, with `framing` for TCP.
-fn transport(config: &Config) -> Result<Transport, OptionError> {
-    let err = |key: &str, msg: String| OptionError::option(NAME, key, msg);
-    let text = |key: &str| match config.options.get(key) {
-        None => Ok(None),
-        Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
-        Some(v) => Err(err(key, format!("must be a string, got {v}"))),
-    };
-    let framing = text("framing")?;
-    let delimiter = text("delimiter")?;
-    let tcp = config
-        .endpoint
-        .as_ref()
-        .is_some_and(|ep| matches!(ep.scheme.name, "tcp" | "tls"));
-    if !tcp {
-        if let Some(key) = [("framing", framing), ("delimiter", delimiter)]
-            .iter()
-            .find_map(|(k, v)| v.map(|_| *k))
-        {
-            return Err(err(
-                key,
-                "only for tcp:// and tls:// (a WebSocket frames itself)".into(),
-            ));
-        }
-        let mut dialers = vec![Dialer::new(config)?];
-        for ep in more_urls(config)? {
-            let node = Config {
-                endpoint: Some(ep),
-                ..config.clone()
-            };
-            dialers.push(Dialer::new(&node)?);
-        }
-        return Ok(Transport::Ws(dialers));
-    }
-    if config.options.contains_key("urls") {
-        return Err(err("urls", "only for ws:// and wss:// targets".into()));
-    }
-    if config.endpoint.as_ref().is_some_and(|ep| ep.port == 0) {
-        return Err(OptionError::url(
-            "tcp:// and tls:// need a port (e.g. tcp://127.0.0.1:8463)",
-        ));
-    }
-    let Some(framing) = framing else {
-        return Err(err(
-            "framing",
-            format!("missing: how the stream is cut into frames, one of {FRAMINGS}"),
-        ));
-    };
-    let framing = Framing::parse(framing, delimiter).map_err(|msg| err("framing", msg))?;
-    Ok(Transport::Tcp {
-        connector: connector(config)?,
-        framing,
-        max: config.max_body + (64 << 10),
-    })
-}
-
-/// `urls`: more WebSocket nodes of the same service, users spread over them and the
-/// target URL in turn.
-fn more_urls(config: &Config) -> Result<Vec<super::Endpoint>, OptionError> {
-    let err = |msg: String| OptionError::option(NAME, "urls", msg);
-    match config.options.get("urls") {
-        None => Ok(Vec::new()),
-        Some(toml::Value::Array(urls)) => urls
-            .iter()
-            .map(|u| match u {
-                toml::Value::String(s) => {
-                    let ep = super::Endpoint::parse(s, config.spec).map_err(err)?;
-                    match ep.scheme.name {
-                        "ws" | "wss" => Ok(ep),
-                        _ => Err(err(format!("`{s}`: more nodes are ws:// or wss:// URLs"))),
-                    }
-                }
-                v => Err(err(format!("must be URLs, got {v}"))),
-            })
-            .collect(),
-        Some(v) => Err(err(format!("must be a list of ws:// URLs, got {v}"))),
-    }
-}
-
-/// The TCP connector, with TLS for `tls://`.
-#[cfg(feature = "tls")]
-fn connector(config: &Config) -> Result<Connector, OptionError> {
-    Connector::new(config)
-}
-
-/// Plain only: `tls://` needs the `tls` feature.
-#[cfg(not(feature = "tls"))]
-fn connector(config: &Config) -> Result<Connector, OptionError> {
-    match config.endpoint.as_ref().filter(|ep| ep.tls()) {
-        Some(ep) => Err(OptionError::url(format!(
-            "`{}`: this msgstorm was built without TLS (feature `tls`); use tcp://",
-            ep.url
-        ))),
-        None => Ok(Connector::plain(config)),
     }
 }
 

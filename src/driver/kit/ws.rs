@@ -25,7 +25,9 @@ use tokio_tungstenite::tungstenite::{self, Message};
 pub use conn::Ws;
 
 use super::connect::{Connector, Stream};
-use super::{io_error, Config, Endpoint, Event, Failure, OptionError, Scheme};
+use super::io_error;
+use super::options::Table;
+use crate::driver::{Config, Endpoint, Event, Failure, OptionError, Scheme};
 use crate::metrics::ErrorKind;
 
 /// The longest upgrade response accepted.
@@ -53,22 +55,7 @@ pub const TLS_KEYS: [&str; 2] = ["ca_file", "server_name"];
 /// Refuses any key of `[target.<driver>]` but [`TLS_KEYS`], for the WebSocket drivers
 /// that take no options of their own.
 pub fn only_tls_options(config: &Config) -> Result<(), OptionError> {
-    match config
-        .options
-        .keys()
-        .find(|k| !TLS_KEYS.contains(&k.as_str()))
-    {
-        Some(key) => Err(OptionError::option(
-            config.spec.name,
-            key,
-            format!(
-                "unknown key `{key}`: driver `{}` takes only {} (for wss://)",
-                config.spec.name,
-                TLS_KEYS.map(|k| format!("`{k}`")).join(" and ")
-            ),
-        )),
-        None => Ok(()),
-    }
+    Table::of(config).only(&TLS_KEYS)
 }
 
 /// Classifies a WebSocket failure for the error taxonomy: socket failures by

@@ -12,7 +12,9 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use super::{io_error, Config, Failure, OptionError};
+use super::io_error;
+use super::options::Table;
+use crate::driver::{Config, Failure, OptionError};
 use crate::metrics::ErrorKind;
 
 /// The rustls client configuration: trusts the certificates of the PEM file `ca_file`, or
@@ -76,15 +78,13 @@ impl Client {
     /// both keys are refused). The server name defaults to the URL's host.
     pub fn from_options(config: &Config) -> Result<Option<Client>, OptionError> {
         let driver = config.spec.name;
+        let t = Table::of(config);
         let text = |key: &str| -> Result<Option<&str>, OptionError> {
-            match config.options.get(key) {
-                None => Ok(None),
-                Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim())),
-                Some(v) => Err(OptionError::option(
-                    driver,
-                    key,
-                    format!("must be a non-empty string, got {v}"),
-                )),
+            match t.str(key)? {
+                Some(s) if s.trim().is_empty() => {
+                    Err(t.out_of_range(key, "a non-empty string", format!("{s:?}")))
+                }
+                s => Ok(s.map(str::trim)),
             }
         };
         let (ca_file, name) = (text("ca_file")?, text("server_name")?);

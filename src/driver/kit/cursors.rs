@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 /// to which everything is accounted for: seen in this run, covered by an earlier sync page
 /// (a page holds every message between its ends, whether the server's numbers skip or
 /// not), or held by the server before the run
-/// ([`Session::skip_history`](super::Session::skip_history)).
+/// ([`Session::skip_history`](crate::driver::Session::skip_history)).
 #[derive(Debug, Default)]
 pub struct Cursors {
     convs: foldhash::HashMap<String, Seen>,
@@ -27,15 +27,15 @@ pub struct Cursors {
 /// a sync or the run's start), plus a few above it; and `pushed`, the highest sequence
 /// number the server pushed to this user.
 #[derive(Debug, Default)]
-pub(super) struct Seen {
-    pub(super) upto: u64,
+pub(in crate::driver) struct Seen {
+    pub(in crate::driver) upto: u64,
     above: BTreeSet<u64>,
     pushed: u64,
 }
 
 /// What a push is to the user who receives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Push {
+pub(in crate::driver) enum Push {
     /// Not seen before: a delivery.
     New,
     /// A sync already returned it: the same message both ways, not handed out again.
@@ -47,7 +47,7 @@ pub(super) enum Push {
 
 impl Seen {
     /// Marks `seq` seen; returns false when it already was.
-    pub(super) fn mark(&mut self, seq: u64) -> bool {
+    pub(in crate::driver) fn mark(&mut self, seq: u64) -> bool {
         if seq <= self.upto {
             return false;
         }
@@ -63,7 +63,7 @@ impl Seen {
 
     /// Marks everything up to `seq` accounted for: a sync page covered it, or the server
     /// held it before the run. Sequence numbers above it seen before are kept.
-    pub(super) fn cover(&mut self, seq: u64) {
+    pub(in crate::driver) fn cover(&mut self, seq: u64) {
         if seq <= self.upto {
             return;
         }
@@ -75,7 +75,7 @@ impl Seen {
     }
 
     /// Marks a push of `seq` seen and says what it is.
-    pub(super) fn push(&mut self, seq: u64) -> Push {
+    pub(in crate::driver) fn push(&mut self, seq: u64) -> Push {
         if seq <= self.pushed {
             self.mark(seq);
             return Push::Again;
@@ -91,12 +91,12 @@ impl Seen {
 
 impl Cursors {
     /// The sequence number up to which everything in `conv` was seen (0: nothing).
-    pub(super) fn upto(&self, conv: &str) -> u64 {
+    pub(in crate::driver) fn upto(&self, conv: &str) -> u64 {
         self.convs.get(conv).map_or(0, |s| s.upto)
     }
 
     /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
-    pub(super) fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
+    pub(in crate::driver) fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
         match self.convs.get_mut(conv) {
             Some(seen) => f(seen),
             None => f(self.convs.entry(conv.to_owned()).or_default()),
