@@ -84,6 +84,14 @@ fn result_path(args: &SizeArgs) -> Result<std::path::PathBuf> {
 pub fn run(args: SizeArgs) -> Result<u8> {
     let path = result_path(&args)?;
     let a = Artifact::read(&path)?;
+    // A run whose generator fell behind did not offer its load: nothing to scale from.
+    if crate::report::Report::new(&a).generator_fell_behind() {
+        return Err(Error::Usage(format!(
+            "{}: the generator fell behind its schedule in this run (run.generator), so it \
+             measured no capacity of the target: size from a run that kept its schedule",
+            path.display()
+        )));
+    }
     let b = sizing::basis(&a).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
     let load = Load {
         users: args.users,

@@ -3,7 +3,7 @@
 //! a lossy server, a server that holds half the users an idle test asked for, a rate the
 //! generator cannot keep (which is msgstorm's failure, exit 4, never the target's).
 
-use crate::common::run::{run_text, Work};
+use crate::common::run::{msgstorm, run_text, Work};
 use crate::common::{ChildServer, SECRET};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +114,8 @@ receivers = 20
 rate = 1000000
 duration = "1s"
 "#;
-    let (ran, artifact) = run_text(&Work::new(), text).await;
+    let work = Work::new();
+    let (ran, artifact) = run_text(&work, text).await;
     ran.expect_code(4);
     let first = ran.verdict();
     assert!(
@@ -135,5 +136,23 @@ duration = "1s"
     assert!(
         !ran.stderr.contains("unresponsive target"),
         "the generator blamed the target: {ran}"
+    );
+    // `size` takes no capacity from it.
+    let result = work.path("out").join("result.json");
+    let sized = msgstorm(&[
+        "size",
+        &result.display().to_string(),
+        "--users",
+        "1000",
+        "--online",
+        "0.1",
+        "--rate",
+        "100",
+    ])
+    .await;
+    sized.expect_code(2);
+    assert!(
+        sized.stderr.contains("the generator fell behind"),
+        "{sized}"
     );
 }
