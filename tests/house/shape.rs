@@ -272,22 +272,7 @@ impl<'a> Visit<'a> for Reader<'_> {
 
 /// The modules of `scenario/`, by path.
 fn scenario_modules() -> BTreeMap<Vec<String>, Module> {
-    let mut modules = BTreeMap::new();
-    for file in sources(Path::new("src/scenario")) {
-        let mut module = Module {
-            path: module_path(&file),
-            defines: BTreeSet::new(),
-            reexports: BTreeMap::new(),
-            globs: Vec::new(),
-            refs: Vec::new(),
-        };
-        Reader {
-            module: &mut module,
-        }
-        .visit_file(&parse(&file));
-        modules.insert(module.path.clone(), module);
-    }
-    modules
+    crate_modules("src/scenario")
 }
 
 /// The module of `scenario/` that defines what `path` names, following re-exports
@@ -352,22 +337,7 @@ fn scenario_modules_import_each_other_without_a_cycle() {
             }
         }
     }
-    let count: usize = edges.values().map(BTreeSet::len).sum();
-    assert!(
-        count > 40,
-        "too few imports found to trust the check: {edges:?}"
-    );
-    let cycle = find_cycle(&edges);
-    assert!(
-        cycle.is_none(),
-        "an import cycle inside scenario/: {}",
-        cycle
-            .unwrap_or_default()
-            .iter()
-            .map(|p| p.join("::"))
-            .collect::<Vec<_>>()
-            .join(" → ")
-    );
+    assert_one_way(&edges, 40, "inside scenario/");
 }
 
 /// A cycle in `edges`, as the modules along it, if there is one.
@@ -482,44 +452,35 @@ fn imports_at(
     edges
 }
 
-/// The cycle, shown as `a → b → a`.
-fn show_cycle(cycle: Option<Vec<Vec<String>>>) -> String {
-    cycle
-        .unwrap_or_default()
-        .iter()
-        .map(|p| p.join("::"))
-        .collect::<Vec<_>>()
-        .join(" → ")
+/// Fails naming the cycle when `edges` (more than `at_least` imports, or the reading
+/// missed them) have one; `place` says where the modules are.
+fn assert_one_way(
+    edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+    at_least: usize,
+    place: &str,
+) {
+    let count: usize = edges.values().map(BTreeSet::len).sum();
+    assert!(
+        count > at_least,
+        "too few imports found to trust the check: {edges:?}"
+    );
+    let cycle = find_cycle(edges).map(|c| {
+        c.iter()
+            .map(|p| p.join("::"))
+            .collect::<Vec<_>>()
+            .join(" → ")
+    });
+    assert!(cycle.is_none(), "an import cycle {place}: {cycle:?}");
 }
 
 #[test]
 fn top_level_modules_import_each_other_one_way() {
     let edges = imports_at(&crate_modules("src"), 1);
-    let count: usize = edges.values().map(BTreeSet::len).sum();
-    assert!(
-        count > 40,
-        "too few imports found to trust the check: {edges:?}"
-    );
-    let cycle = find_cycle(&edges);
-    assert!(
-        cycle.is_none(),
-        "an import cycle between top-level modules: {}",
-        show_cycle(cycle)
-    );
+    assert_one_way(&edges, 40, "between top-level modules");
 }
 
 #[test]
 fn report_modules_import_each_other_one_way() {
-    let modules: BTreeMap<_, _> = crate_modules("src")
-        .into_iter()
-        .filter(|(p, _)| p.first().is_some_and(|t| t == "report"))
-        .collect();
-    let edges = imports_at(&modules, 2);
-    assert!(edges.len() > 5, "too few imports found: {edges:?}");
-    let cycle = find_cycle(&edges);
-    assert!(
-        cycle.is_none(),
-        "an import cycle inside report/: {}",
-        show_cycle(cycle)
-    );
+    let edges = imports_at(&crate_modules("src/report"), 2);
+    assert_one_way(&edges, 20, "inside report/");
 }
