@@ -197,9 +197,11 @@ async fn a_killed_and_restarted_server_loses_no_acknowledged_message() {
     assert!(step.back_after_s.is_some_and(|s| s < 4.0), "{step:?}");
     let d = artifact.ledger.summary();
     assert_eq!((d.lost, d.duplicated), (0, 0), "{ran}");
-    assert_eq!(
-        d.delivered + d.refused,
-        d.sent,
+    // Every send delivered or refused, none unaccounted. A send whose acceptance the kill
+    // cut off counts as refused, yet the server may have stored it before it died: then
+    // it arrives by sync too, and counts in both.
+    assert!(
+        d.delivered + d.refused >= d.sent && d.delivered >= d.expected,
         "every send delivered or refused, none unaccounted\n{ran}"
     );
     assert!(
