@@ -332,15 +332,15 @@ impl XmppSession {
         };
         // Only live pushes move the archive position: what arrives while fetching, and an
         // offline copy (`<delay>`) whenever it comes, may be older than what the archive
-        // query has to return (issue 24: a late offline copy moved it back, and the final
-        // verification's query returned messages the user had had).
+        // query has to return (a late offline copy would move it back, and the final
+        // verification's query would return messages the user had had).
         let mam = self.opts.fetch == Fetch::Mam;
         let unplaced = self.replaying || e.child_ns("delay", ns::DELAY).is_some();
         let archive = match mam && !unplaced {
             true => mam::stanza_id(&e, &self.me).map(str::to_owned),
             false => None,
         };
-        // The offline storage's copy of a message the archive returned (issue 24).
+        // The offline storage's copy of a message the archive returned: not a duplicate.
         if self.resume.copies.repeats(&body) {
             return Ok(());
         }
