@@ -344,7 +344,9 @@ fn applies(a: &Artifact, d: &Delivery, metric: CheckMetric) -> bool {
             (d.planned > 0 || d.expected > 0) && !a.unpromised.contains(&metric)
         }
         CheckMetric::Corrupted => d.planned > 0 || d.expected > 0,
-        CheckMetric::SendLag => !m.hist(Hist::SendLag).is_empty(),
+        // A chaos step holds writes back by design (a restarted target takes none): its
+        // run's send lag is the step's, shown in its row, not a built-in verdict.
+        CheckMetric::SendLag => !m.hist(Hist::SendLag).is_empty() && a.chaos.is_empty(),
         // A run stopped by a signal did not make what was due after it, by design.
         CheckMetric::Offered => m.count(Counter::Due) > 0 && !a.interrupted,
         // A run in which nobody logged in fails `run.logins`, which says it better.
