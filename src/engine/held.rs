@@ -27,6 +27,9 @@ pub struct PlannedOnline {
     churning: u64,
     /// When the churning users are away, from the start of the run.
     away: std::ops::Range<Duration>,
+    /// Users who come and go in sessions: each login (`grace` after it is due) and
+    /// logout of the process's users, from the traffic start, sorted.
+    sessions: Vec<(Duration, bool)>,
 }
 
 impl PlannedOnline {
@@ -43,24 +46,62 @@ impl PlannedOnline {
             .collect();
         late_logins.sort_unstable();
         let churning = pop.churn.iter().filter(|ix| range.contains(ix)).count() as u64;
+        let sessions = match &pop.sessions {
+            Some(s) => session_steps(s, range.clone(), grace),
+            None => Vec::new(),
+        };
+        let steady = if pop.sessions.is_some() {
+            0
+        } else {
+            range.len() as u64 - late_logins.len() as u64 - churning
+        };
         PlannedOnline {
-            steady: range.len() as u64 - late_logins.len() as u64 - churning,
+            sessions,
+            steady,
             late_logins,
             churning,
             away: pop.churn_offline_at..pop.churn_back_at + grace,
         }
     }
 
-    /// The users planned online at `t` from the start of the run.
-    pub fn at(&self, t: Duration) -> u64 {
+    /// The users planned online at `t` from the start of the run, `since_traffic` from the
+    /// traffic start.
+    pub fn at(&self, (t, since_traffic): (Duration, Duration)) -> u64 {
+        let steps = self
+            .sessions
+            .partition_point(|&(at, _)| at <= since_traffic);
+        let sessions = self.sessions[..steps]
+            .iter()
+            .fold(0i64, |n, &(_, login)| if login { n + 1 } else { n - 1 })
+            .max(0) as u64;
         let late = self.late_logins.partition_point(|&login| login <= t) as u64;
         let churning = if self.away.contains(&t) {
             0
         } else {
             self.churning
         };
-        self.steady + late + churning
+        self.steady + late + churning + sessions
     }
+}
+
+/// Each login (`grace` after it is due) and logout of the users in `range`, from the
+/// traffic start, sorted; a session shorter than `grace` counts for nothing.
+fn session_steps(
+    s: &crate::scenario::plan::Sessions,
+    range: std::ops::Range<UserIx>,
+    grace: Duration,
+) -> Vec<(Duration, bool)> {
+    let ms = |t: u32| Duration::from_millis(t.into());
+    let mut steps: Vec<(Duration, bool)> = range
+        .flat_map(|u| s.of(u).iter())
+        .filter(|w| w[1] == crate::scenario::plan::OPEN || ms(w[0]) + grace < ms(w[1]))
+        .flat_map(|w| {
+            let logout = (w[1] != crate::scenario::plan::OPEN).then(|| (ms(w[1]), false));
+            std::iter::once((ms(w[0]) + grace, true)).chain(logout)
+        })
+        .collect();
+    steps.sort_unstable();
+    steps
 }
 
 /// Integrates users online and users planned online over the traffic, a sample at a time.
@@ -81,11 +122,17 @@ impl Held {
     /// Adds the time since the previous sample, at `online` users now, to `m` at second
     /// `sec`; `since_t0` is `now` from the start of the run. The first sample only starts
     /// the clock.
-    pub fn sample(&mut self, m: &mut Metrics, now: Instant, since_t0: Duration, online: u64) {
+    pub fn sample(
+        &mut self,
+        m: &mut Metrics,
+        now: Instant,
+        (since_t0, since_traffic): (Duration, Duration),
+        online: u64,
+    ) {
         if let Some(last) = self.last {
             let us = now.saturating_duration_since(last).as_micros() as u64;
             let sec = since_t0.as_secs() as u32;
-            let planned = self.plan.at(since_t0);
+            let planned = self.plan.at((since_t0, since_traffic));
             m.add(
                 sec,
                 Counter::PlannedUserMs,
@@ -118,14 +165,16 @@ mod tests {
             churn: vec![3, 4, 8],
             churn_offline_at: Duration::from_secs(5),
             churn_back_at: Duration::from_secs(8),
+            sessions: None,
+            contacts: None,
         };
         let all = PlannedOnline::of(&pop, 0..10, Duration::ZERO);
         // Late users count from a second after their login is due, returning ones alike.
-        assert_eq!(all.at(Duration::from_secs(1)), 8);
-        assert_eq!(all.at(Duration::from_millis(4500)), 8);
-        assert_eq!(all.at(Duration::from_secs(6)), 7);
-        assert_eq!(all.at(Duration::from_millis(8500)), 7);
-        assert_eq!(all.at(Duration::from_secs(9)), 10);
+        assert_eq!(all.at((Duration::from_secs(1), Duration::ZERO)), 8);
+        assert_eq!(all.at((Duration::from_millis(4500), Duration::ZERO)), 8);
+        assert_eq!(all.at((Duration::from_secs(6), Duration::ZERO)), 7);
+        assert_eq!(all.at((Duration::from_millis(8500), Duration::ZERO)), 7);
+        assert_eq!(all.at((Duration::from_secs(9), Duration::ZERO)), 10);
         // A shard's share: users 5..10 hold one late user (in at 4 s) and one churning
         // user (away from 5 s).
         let shard = PlannedOnline::of(&pop, 5..10, Duration::ZERO);
@@ -133,15 +182,15 @@ mod tests {
         let slow = PlannedOnline::of(&pop, 0..10, Duration::from_secs(3));
         assert_eq!(
             (
-                slow.at(Duration::from_millis(6500)),
-                slow.at(Duration::from_secs(7))
+                slow.at((Duration::from_millis(6500), Duration::ZERO)),
+                slow.at((Duration::from_secs(7), Duration::ZERO))
             ),
             (5, 7)
         );
         assert_eq!(
             (
-                shard.at(Duration::from_secs(1)),
-                shard.at(Duration::from_secs(6))
+                shard.at((Duration::from_secs(1), Duration::ZERO)),
+                shard.at((Duration::from_secs(6), Duration::ZERO))
             ),
             (4, 4)
         );
@@ -160,21 +209,23 @@ mod tests {
             churn: Vec::new(),
             churn_offline_at: Duration::ZERO,
             churn_back_at: Duration::ZERO,
+            sessions: None,
+            contacts: None,
         };
         let mut held = Held::new(PlannedOnline::of(&pop, 0..4, Duration::ZERO));
         let mut m = Metrics::new();
         let t = Instant::now();
-        held.sample(&mut m, t, Duration::from_secs(1), 4);
+        held.sample(&mut m, t, (Duration::from_secs(1), Duration::ZERO), 4);
         held.sample(
             &mut m,
             t + Duration::from_millis(500),
-            Duration::from_millis(1500),
+            (Duration::from_millis(1500), Duration::ZERO),
             2,
         );
         held.sample(
             &mut m,
             t + Duration::from_millis(1000),
-            Duration::from_secs(2),
+            (Duration::from_secs(2), Duration::ZERO),
             9,
         );
         assert_eq!(m.count(Counter::PlannedUserMs), 4 * 1000);

@@ -244,13 +244,16 @@ impl Users {
         });
         let visits = visits(plan, &sched, &cfg, &receives);
         let pop = &plan.population;
-        let late_here = range
-            .clone()
-            .filter(|ix| pop.late.binary_search(ix).is_ok())
-            .count();
-        // Set before any user task runs: each one counts these down. Late users count too
-        // when they must establish a session before traffic.
-        let waiting = range.len() - late_here + visits.iter().filter(|v| **v).count();
+        let on_time = match pop.sessions {
+            Some(_) => 0,
+            None => range
+                .clone()
+                .filter(|ix| pop.late.binary_search(ix).is_err())
+                .count(),
+        };
+        // Set before any user task runs: each one counts these down. Late users and users
+        // who come and go count too when they must establish a session before traffic.
+        let waiting = on_time + visits.iter().filter(|v| **v).count();
         shared.logins_pending.store(waiting, Ordering::Release);
         shared.busy.store(range.len(), Ordering::Release);
         let (sched_end, planned) = (sched.end, sched.planned);
@@ -358,7 +361,8 @@ fn visits(plan: &Plan, sched: &schedule::Schedule, cfg: &VuConfig, receives: &[b
         .clone()
         .zip(&sched.vus)
         .map(|(ix, vu)| {
-            let late = plan.population.late.binary_search(&ix).is_ok();
+            let late = plan.population.late.binary_search(&ix).is_ok()
+                || plan.population.sessions.is_some();
             let fetches = receives[(ix - range.start) as usize] || !vu.groups.is_empty();
             late && (cfg.presence || (cfg.skip_history && fetches))
         })
@@ -381,17 +385,20 @@ fn spawn_users<D: Driver>(
     for (offset, vu_plan) in vus.into_iter().enumerate() {
         let ix = start + offset as u32;
         let late_position = pop.late.binary_search(&ix);
-        let first_login = if let Ok(position) = late_position {
-            arrival::late_login(pop, position)
-        } else {
-            let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
-            arrival::arrival_offset(&pop.arrival, u64::from(position))
+        let (first_login, away) = match &pop.sessions {
+            Some(s) => timeline(s.of(ix)),
+            None => {
+                let first_login = if let Ok(position) = late_position {
+                    arrival::late_login(pop, position)
+                } else {
+                    let position = ix - pop.late.partition_point(|&l| l < ix) as u32;
+                    arrival::arrival_offset(&pop.arrival, u64::from(position))
+                };
+                let churn = pop.churn.binary_search(&ix).is_ok();
+                let away = churn.then_some((pop.churn_offline_at, Some(pop.churn_back_at)));
+                (Some(first_login), away.into_iter().collect())
+            }
         };
-        let churn = pop
-            .churn
-            .binary_search(&ix)
-            .is_ok()
-            .then_some((pop.churn_offline_at, pop.churn_back_at));
         let spec = VuSpec {
             ctx: UserCtx {
                 ix,
@@ -399,14 +406,28 @@ fn spawn_users<D: Driver>(
             },
             plan: vu_plan,
             first_login,
-            on_time: late_position.is_err(),
+            from_traffic: pop.sessions.is_some(),
+            on_time: late_position.is_err() && pop.sessions.is_none(),
             visits: visits[offset],
-            churn,
+            away,
             slot: offset % slots,
         };
         tasks.spawn(vu::run(driver.clone(), shared.clone(), cfg.clone(), spec));
     }
     tasks
+}
+
+/// A user's first login and its leaving and returning times, from its session windows
+/// (ms from the traffic start).
+fn timeline(windows: &[[u32; 2]]) -> (Option<Duration>, Box<[vu::Away]>) {
+    let ms = |t: u32| Duration::from_millis(t.into());
+    let away = windows
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w[1] != crate::scenario::plan::OPEN)
+        .map(|(i, w)| (ms(w[1]), windows.get(i + 1).map(|next| ms(next[0]))))
+        .collect();
+    (windows.first().map(|w| ms(w[0])), away)
 }
 
 /// The login phase: waits until every on-time user has tried to log in, then for the other
@@ -495,7 +516,9 @@ async fn traffic<F: FnMut(&Progress) + Send>(
     } else {
         pop.churn_back_at
     });
-    let deadline = (start + sched_end).max(shared.t0 + returns) + OVERRUN;
+    // Users who come and go in sessions return until the day is over.
+    let day = pop.sessions.as_ref().map_or(Duration::ZERO, |s| s.day);
+    let deadline = (start + sched_end.max(day)).max(shared.t0 + returns) + OVERRUN;
     let limit = deadline.saturating_duration_since(Instant::now());
     let done = c
         .wait(Some(limit), |s| s.busy.load(Ordering::Acquire) == 0)
@@ -634,8 +657,16 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
         let now = Instant::now();
         let online = s.live.online.load(Ordering::Relaxed);
         let since_t0 = now.saturating_duration_since(s.t0);
-        self.held
-            .sample(&mut s.recorder(0).metrics, now, since_t0, online);
+        let since_traffic = s
+            .traffic_start
+            .borrow()
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.held.sample(
+            &mut s.recorder(0).metrics,
+            now,
+            (since_t0, since_traffic),
+            online,
+        );
     }
 
     /// Records the online gauge and reports progress.

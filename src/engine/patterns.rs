@@ -29,6 +29,7 @@ impl Patterns {
                     (g.stream_base, g.groups.len() * g.senders_per_group as usize)
                 }
                 TrafficShape::Echo(e) => (e.stream_base, e.users.len()),
+                TrafficShape::Chat(c) => (c.stream_base, c.contacts.slots()),
                 TrafficShape::Idle { .. } | TrafficShape::Request(_) => continue,
             };
             out.streams

@@ -5,6 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::scenario::plan::{ChatTraffic, Contacts, OPEN};
 use crate::scenario::{
     DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
     ThinkTimes, TrafficShape, UserIx,
@@ -35,6 +36,22 @@ pub enum Sends {
         /// This connection's stream.
         stream: StreamId,
     },
+    /// Direct messages to the sender's contacts, each drawn uniformly: the message to the
+    /// `k`-th contact goes on stream `first_stream + k`, with that stream's next sequence.
+    Contacts {
+        /// Who talks to whom.
+        contacts: Arc<Contacts>,
+        /// The sender.
+        user: UserIx,
+        /// Stream of the sender's first contact.
+        first_stream: StreamId,
+        /// The next sequence number per contact.
+        seqs: Box<[u64]>,
+        /// Draws the contact of each send.
+        pick: fastrand::Rng,
+        /// Wire ids: the population's prefix and first id.
+        ids: Arc<(String, u64)>,
+    },
     /// Messages into one group on one stream; the k-th send has sequence k.
     Group {
         /// The group.
@@ -61,6 +78,20 @@ pub enum Clock {
         /// When the current loop's sends are due.
         next: Duration,
     },
+    /// A Poisson process at `rate` sends/s, only inside `windows` (the user online).
+    Poisson {
+        /// Sends per second.
+        rate: f64,
+        /// This sender's own seeded random source.
+        rng: fastrand::Rng,
+        /// When the user is online and the pattern sends, from the program's start,
+        /// ascending and disjoint.
+        windows: Box<[(Duration, Duration)]>,
+        /// The window of the next send.
+        window: usize,
+        /// When the next send is due, `None` when done.
+        next: Option<Duration>,
+    },
 }
 
 impl Clock {
@@ -79,6 +110,50 @@ impl Clock {
                     next,
                 }
             }
+        }
+    }
+}
+
+impl Clock {
+    /// A Poisson process at `rate` sends/s inside `windows`, drawn from `rng`.
+    pub fn poisson(rate: f64, rng: fastrand::Rng, windows: Box<[(Duration, Duration)]>) -> Clock {
+        let mut clock = Clock::Poisson {
+            rate,
+            rng,
+            windows,
+            window: 0,
+            next: None,
+        };
+        clock.step(None);
+        clock
+    }
+
+    /// Draws a Poisson clock's next send after `last` (the first when `None`): an
+    /// exponential gap, and past a window's end the next window starts afresh (the process
+    /// is memoryless).
+    fn step(&mut self, last: Option<Duration>) {
+        let Clock::Poisson {
+            rate,
+            rng,
+            windows,
+            window,
+            next,
+        } = self
+        else {
+            return;
+        };
+        let mut from = last;
+        *next = None;
+        while let Some(&(start, end)) = windows.get(*window) {
+            let at = from.unwrap_or(start).max(start);
+            let gap = -(1.0 - rng.f64()).ln() / *rate;
+            let t = at.saturating_add(Duration::try_from_secs_f64(gap).unwrap_or(Duration::MAX));
+            if t < end {
+                *next = Some(t);
+                return;
+            }
+            *window += 1;
+            from = None;
         }
     }
 }
@@ -125,6 +200,7 @@ impl Program {
                 self.start + interval.saturating_mul(self.sent.min(u32::MAX.into()) as u32)
             }
             Clock::Think { next, .. } => self.start.saturating_add(*next),
+            Clock::Poisson { next, .. } => self.start.saturating_add((*next)?),
         };
         match self.end {
             Some(end) if at >= end => None,
@@ -136,18 +212,44 @@ impl Program {
     pub fn advance(&mut self) -> NextSend {
         let k = self.sent;
         self.sent += 1;
-        if let Clock::Think {
-            times,
-            rng,
-            per_loop,
-            next,
-        } = &mut self.clock
-        {
-            if self.sent % *per_loop == 0 {
-                *next = next.saturating_add(times.draw(rng));
+        match &mut self.clock {
+            Clock::Think {
+                times,
+                rng,
+                per_loop,
+                next,
+            } => {
+                if self.sent % *per_loop == 0 {
+                    *next = next.saturating_add(times.draw(rng));
+                }
             }
+            Clock::Poisson { .. } | Clock::Every(_) => {}
         }
-        match &self.sends {
+        if let Clock::Poisson { next, .. } = &self.clock {
+            let last = *next;
+            self.clock.step(last);
+        }
+        match &mut self.sends {
+            Sends::Contacts {
+                contacts,
+                user,
+                first_stream,
+                seqs,
+                pick,
+                ..
+            } => {
+                let n = contacts.of(*user).len().max(1);
+                let pos = pick.usize(..n);
+                let seq = seqs.get(pos).copied().unwrap_or(0);
+                if let Some(s) = seqs.get_mut(pos) {
+                    *s += 1;
+                }
+                NextSend {
+                    stream: *first_stream + pos as StreamId,
+                    seq,
+                    receiver: Some(pos),
+                }
+            }
             Sends::Direct {
                 receivers,
                 first_stream,
@@ -155,7 +257,7 @@ impl Program {
                 let r = receivers.len().max(1) as u64;
                 let pos = (k % r) as usize;
                 NextSend {
-                    stream: first_stream + pos as StreamId,
+                    stream: *first_stream + pos as StreamId,
                     seq: k / r,
                     receiver: Some(pos),
                 }
@@ -177,7 +279,7 @@ impl Program {
                 planned_sends(self.start, *interval, self.count, self.end)
             }
             (Clock::Think { .. }, None) => self.count.unwrap_or(0),
-            (Clock::Think { .. }, Some(_)) => self.replay().0,
+            (Clock::Think { .. }, Some(_)) | (Clock::Poisson { .. }, _) => self.replay().0,
         }
     }
 
@@ -188,7 +290,7 @@ impl Program {
                 let n = self.planned();
                 self.start + interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
             }
-            Clock::Think { .. } => self.replay().1,
+            Clock::Think { .. } | Clock::Poisson { .. } => self.replay().1,
         }
     }
 
@@ -331,6 +433,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
             TrafficShape::Idle { users } => b.idle(users, end.unwrap_or(t.start)),
             TrafficShape::Request(r) => b.request(r, t.start),
             TrafficShape::Echo(e) => b.echo(e, t.start, end),
+            TrafficShape::Chat(c) => b.chat(c, t.start, end.unwrap_or(t.start)),
         }
     }
     let end = last_end(&b.vus);
@@ -521,6 +624,106 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+impl Builder<'_> {
+    /// A chat pattern from `start` to `end`: every user with contacts sends while online.
+    fn chat(&mut self, c: &ChatTraffic, start: Duration, end: Duration) {
+        let windows = |u: UserIx| online_windows(self.plan, u, start, end);
+        let span = (end - start).as_secs_f64().max(1e-9);
+        // The rate each unit of weight gets, so that the users' rates, each only while
+        // online, add up to the pattern's rate on average.
+        let busy: f64 = (0..self.plan.population.users)
+            .filter(|&u| !c.contacts.of(u).is_empty())
+            .map(|u| {
+                let online: f64 = windows(u)
+                    .iter()
+                    .map(|(a, b)| (*b - *a).as_secs_f64())
+                    .sum();
+                f64::from(c.weights[u as usize]) * online / span
+            })
+            .sum();
+        let ids = Arc::new((
+            self.plan.population.prefix.clone(),
+            self.plan.population.first_id,
+        ));
+        for u in 0..self.plan.population.users {
+            let mine = c.contacts.of(u);
+            let rate = c.rate * f64::from(c.weights[u as usize]) / busy.max(f64::MIN_POSITIVE);
+            if mine.is_empty() || rate <= 0.0 || !rate.is_finite() {
+                continue;
+            }
+            let first_stream = c.stream_base + c.contacts.offset(u) as StreamId;
+            let program = Program {
+                start: Duration::ZERO,
+                clock: Clock::poisson(rate, user_rng(c.seed, u, 1), windows(u).into()),
+                count: None,
+                end: Some(end),
+                size: c.size,
+                sends: Sends::Contacts {
+                    contacts: c.contacts.clone(),
+                    user: u,
+                    first_stream,
+                    seqs: vec![0; mine.len()].into(),
+                    pick: user_rng(c.seed, u, 2),
+                    ids: ids.clone(),
+                },
+                sent: 0,
+            };
+            if mine.iter().any(|&r| self.local(r)) {
+                let mut due = vec![0u64; mine.len()];
+                let mut copy = program.clone();
+                while copy.due().is_some() {
+                    if let Some(k) = copy.advance().receiver {
+                        due[k] += 1;
+                    }
+                }
+                for (k, &r) in mine.iter().enumerate() {
+                    if self.local(r) {
+                        let stream = first_stream + k as StreamId;
+                        self.expect.tracks.push((stream, r));
+                        self.expect.due.push((stream, due[k]));
+                        self.planned += due[k];
+                    }
+                }
+            }
+            if self.local(u) {
+                self.vu(u).programs.push(program);
+            }
+        }
+    }
+}
+
+/// When user `u` is online between `start` and `end` (from the traffic start): its
+/// session windows cut to them, or the whole span without sessions.
+pub fn online_windows(
+    plan: &Plan,
+    u: UserIx,
+    start: Duration,
+    end: Duration,
+) -> Vec<(Duration, Duration)> {
+    let Some(sessions) = &plan.population.sessions else {
+        return vec![(start, end)];
+    };
+    sessions
+        .of(u)
+        .iter()
+        .filter_map(|&[a, b]| {
+            let a = Duration::from_millis(a.into()).max(start);
+            let b = if b == OPEN {
+                end
+            } else {
+                Duration::from_millis(b.into()).min(end)
+            };
+            (a < b).then_some((a, b))
+        })
+        .collect()
+}
+
+/// User `u`'s own random source for purpose `tag` of a pattern seeded `seed`.
+fn user_rng(seed: u64, u: UserIx, tag: u64) -> fastrand::Rng {
+    let k = (u64::from(u) << 2 | tag).wrapping_add(1);
+    fastrand::Rng::with_seed(seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// Spreads senders' first sends evenly over one interval, so the offered load is smooth

@@ -572,3 +572,44 @@ async fn recorders_hold_only_the_seconds_not_yet_over() {
     want.gauge_online(600, 0);
     assert_eq!(shared.collect(&ledger).metrics, want);
 }
+
+/// 200 users who come and go over a 20 s day and talk to their contacts.
+const DAY: &str = r#"
+seed = 3
+drain = "2s"
+[population]
+users = 200
+[population.sessions]
+day = "20s"
+length = { lognormal = "3s", spread = 1.0 }
+gap = { exponential = "3s" }
+[population.contacts]
+mean = 6
+[[traffic]]
+kind = "chat"
+rate = 100
+size = 100
+"#;
+
+#[tokio::test(start_paused = true)]
+async fn users_who_come_and_go_get_every_message_of_their_contacts_exactly_once() {
+    let plan = plan(DAY);
+    let (out, d, _) = run_loopback(&plan, LoopbackOptions::default()).await;
+    let sent = out.metrics.count(Counter::Sent);
+    // 100 msgs/s over 20 s, a Poisson count: within 10% of 2000.
+    assert!((1800..2200).contains(&sent), "{sent} sent");
+    assert_eq!(
+        out.metrics.count(Counter::Dropped),
+        0,
+        "sends only while online"
+    );
+    assert_eq!(d.expected, sent);
+    assert_eq!(
+        (d.delivered, d.lost, d.duplicated),
+        (d.expected, 0, 0),
+        "{d:?}"
+    );
+    assert!(d.via_sync > 100 && d.via_push > 100, "{d:?}");
+    assert!(!out.interrupted);
+    assert_eq!(out.metrics.errors().count(), 0, "{:?}", out.metrics);
+}

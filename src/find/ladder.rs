@@ -205,7 +205,10 @@ pub fn keep_traffic_online(plan: &mut Plan) {
                     group.members.sort_unstable();
                 }
             }
-            TrafficShape::Idle { .. } | TrafficShape::Request(_) | TrafficShape::Echo(_) => {}
+            TrafficShape::Idle { .. }
+            | TrafficShape::Request(_)
+            | TrafficShape::Echo(_)
+            | TrafficShape::Chat(_) => {}
         }
     }
 }

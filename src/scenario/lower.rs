@@ -21,6 +21,8 @@
 //! Memory is O(patterns + chosen users), never O(users) (see `draw.rs`). An `idle`
 //! pattern of every user is [`super::plan::IdleUsers::All`].
 
+use std::sync::Arc;
+
 use fastrand::Rng;
 
 use super::draw::{floyd, mix, Pool};
@@ -28,6 +30,7 @@ use super::kinds::Lowering;
 use super::plan::{Plan, Population, Shard, Traffic, UserIx};
 use super::population::Pop;
 use super::validate::Checked;
+use super::{contacts, sessions};
 
 /// Resolves every user of a validated scenario.
 pub fn lower(c: Checked, shard: Shard) -> Plan {
@@ -35,7 +38,15 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
     let (late, churn) = away(c.seed, &pop);
     let mut away = [late.as_slice(), churn.as_slice()].concat();
     away.sort_unstable();
+    let needed = pop.contacts.is_some() || c.traffic.iter().any(|p| p.numbers.needs_contacts());
+    let contacts = needed.then(|| {
+        let model = pop
+            .contacts
+            .unwrap_or_else(super::population::default_contacts);
+        Arc::new(contacts::resolve(model, pop.users, c.seed))
+    });
     let mut cx = Lowering {
+        contacts: contacts.clone(),
         rng: Rng::with_seed(0),
         seed: c.seed,
         users: pop.users,
@@ -71,6 +82,11 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
             churn,
             churn_offline_at: pop.churn_offline_at,
             churn_back_at: pop.churn_back_at,
+            sessions: pop
+                .sessions
+                .as_ref()
+                .map(|m| Arc::new(sessions::resolve(m, pop.users, c.seed))),
+            contacts,
         },
         traffic,
         ledger: c.ledger,

@@ -21,6 +21,8 @@
 mod arrival;
 mod chaos;
 mod chaos_step;
+mod contacts;
+mod dist;
 mod draw;
 mod find;
 mod kinds;
@@ -29,6 +31,7 @@ mod overrides;
 pub mod plan;
 mod population;
 mod schema;
+mod sessions;
 mod source;
 mod target;
 mod traffic;

@@ -12,6 +12,8 @@ pub use super::chaos_step::{
 pub use crate::driver::Auth;
 use crate::driver::{Caps, Config, Endpoint, Spec};
 
+pub use super::contacts::Contacts;
+pub use super::sessions::{Sessions, OPEN};
 pub use crate::vocab::{LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
@@ -158,6 +160,11 @@ pub struct Population {
     pub churn_offline_at: Duration,
     /// When churning users reconnect and sync, after the start of the run.
     pub churn_back_at: Duration,
+    /// Every user's online windows when users come and go over a day
+    /// (`[population.sessions]`); then nobody is late, churning or on time.
+    pub sessions: Option<std::sync::Arc<Sessions>>,
+    /// The contact graph, when a pattern sends to contacts.
+    pub contacts: Option<std::sync::Arc<Contacts>>,
 }
 
 /// One phase of login arrivals: rate goes linearly from `rate_from` to `rate_to`
@@ -221,6 +228,28 @@ pub enum TrafficShape {
     Request(RequestTraffic),
     /// Round trips through an echo endpoint at a fixed rate per connection.
     Echo(EchoTraffic),
+    /// The population talks to its contacts.
+    Chat(ChatTraffic),
+}
+
+/// Chat traffic: each user sends to its contacts, a Poisson process at its own rate while
+/// it is online.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTraffic {
+    /// Messages/s the population sends in all, on average over the pattern.
+    pub rate: f64,
+    /// Each user's share of the sends (Zipf by a seeded rank), summing to 1; scaled by
+    /// the engine to the time each user is online and has contacts.
+    pub weights: std::sync::Arc<[f32]>,
+    /// Who talks to whom.
+    pub contacts: std::sync::Arc<Contacts>,
+    /// Body bytes.
+    pub size: usize,
+    /// The stream of user `u`'s messages to its `k`-th contact is
+    /// `stream_base + contacts.offset(u) + k`.
+    pub stream_base: StreamId,
+    /// The pattern's seed: user `u` draws its send times and contacts from `mix(seed, u)`.
+    pub seed: u64,
 }
 
 /// Direct (1:1) traffic: every sender sends `messages` to every receiver.
@@ -298,7 +327,8 @@ impl Think {
     }
 }
 
-/// How long a user thinks between two loops.
+/// A distribution of durations: how long a user thinks between two loops, how long a
+/// session lasts, how long a user stays away.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ThinkTimes {
     /// Always this long.
@@ -307,6 +337,14 @@ pub enum ThinkTimes {
     Uniform(Duration, Duration),
     /// Exponential with this mean (a Poisson process per user).
     Exponential(Duration),
+    /// Lognormal: half the draws are below `median`; `spread` is the σ of the logarithm
+    /// (heavy-tailed: most short, a few very long).
+    Lognormal {
+        /// The median.
+        median: Duration,
+        /// σ of the natural logarithm.
+        spread: f64,
+    },
 }
 
 impl ThinkTimes {
@@ -315,6 +353,10 @@ impl ThinkTimes {
         match *self {
             ThinkTimes::Fixed(d) | ThinkTimes::Exponential(d) => d,
             ThinkTimes::Uniform(low, high) => (low + high) / 2,
+            ThinkTimes::Lognormal { median, spread } => {
+                Duration::try_from_secs_f64(median.as_secs_f64() * (spread * spread / 2.0).exp())
+                    .unwrap_or(Duration::MAX)
+            }
         }
     }
 
@@ -331,8 +373,21 @@ impl ThinkTimes {
                 let x = -(1.0 - rng.f64()).ln() * mean.as_secs_f64();
                 Duration::try_from_secs_f64(x).unwrap_or(Duration::MAX)
             }
+            ThinkTimes::Lognormal { median, spread } => {
+                let x = median.as_secs_f64() * (spread * standard_normal(rng)).exp();
+                Duration::try_from_secs_f64(x).unwrap_or(Duration::MAX)
+            }
         }
     }
+}
+
+/// One draw of the standard normal distribution (Box–Muller). Written here because
+/// `fastrand`, whose seeded streams every plan is drawn from, has no distributions, and
+/// `rand_distr` needs `rand`'s generator traits.
+pub fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
+    // 1 − u is in (0, 1]: the logarithm is finite.
+    let (u, v) = (1.0 - rng.f64(), rng.f64());
+    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
 }
 
 /// One group of a plan.
@@ -514,6 +569,7 @@ impl Plan {
                 TrafficShape::Direct(d) => d.size,
                 TrafficShape::Group(g) => g.size,
                 TrafficShape::Echo(e) => e.size,
+                TrafficShape::Chat(c) => c.size,
                 TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
             })
             .max()
@@ -545,6 +601,8 @@ pub struct SenderShards {
     direct: Vec<(StreamId, u32, Vec<UserIx>)>,
     /// Per group pattern: first stream, senders per group, each group's senders.
     group: Vec<(StreamId, u32, Vec<Vec<UserIx>>)>,
+    /// Per chat pattern: first stream and the contacts, whose slots are its streams.
+    chat: Vec<(StreamId, std::sync::Arc<Contacts>)>,
 }
 
 impl SenderShards {
@@ -554,6 +612,7 @@ impl SenderShards {
             users: plan.population.users,
             direct: Vec::new(),
             group: Vec::new(),
+            chat: Vec::new(),
         };
         for t in &plan.traffic {
             match &t.kind {
@@ -566,6 +625,7 @@ impl SenderShards {
                     g.senders_per_group,
                     g.groups.iter().map(|x| x.senders.clone()).collect(),
                 )),
+                TrafficShape::Chat(c) => out.chat.push((c.stream_base, c.contacts.clone())),
                 // Echo streams come back to their sender; the others carry no envelopes.
                 TrafficShape::Echo(_) | TrafficShape::Idle { .. } | TrafficShape::Request(_) => {}
             }
@@ -586,6 +646,12 @@ impl SenderShards {
             let per_group = *per_group as usize;
             if stream >= *base && k < groups.len() * per_group {
                 return groups[k / per_group].get(k % per_group).copied();
+            }
+        }
+        for (base, contacts) in &self.chat {
+            let k = stream.wrapping_sub(*base) as usize;
+            if stream >= *base && k < contacts.slots() {
+                return Some(contacts.owner(k as u32));
             }
         }
         None

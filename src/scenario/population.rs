@@ -6,8 +6,10 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::arrival;
-use super::plan::ArrivalPhase;
-use super::schema::{PhaseSpec, PopulationSpec};
+use super::contacts::ContactModel;
+use super::plan::{ArrivalPhase, ThinkTimes};
+use super::schema::{ContactsSpec, PhaseSpec, PopulationSpec, SessionsSpec};
+use super::sessions::{SessionModel, DAY};
 use super::source::Source;
 use super::values::{duration, positive, rate, show, unit, MAX_DURATION, MAX_USERS};
 use crate::Result;
@@ -36,11 +38,19 @@ pub struct Pop {
     pub churn_offline_at: Duration,
     /// When they come back.
     pub churn_back_at: Duration,
+    /// Users who come and go over a compressed day, if the scenario says so.
+    pub sessions: Option<SessionModel>,
+    /// Who talks to whom, if the scenario says so.
+    pub contacts: Option<ContactModel>,
 }
 
 impl Pop {
-    /// Users online through the whole traffic: neither late nor churning.
+    /// Users online through the whole traffic: neither late nor churning, and nobody
+    /// when users come and go in sessions.
     pub fn steady(&self) -> u32 {
+        if self.sessions.is_some() {
+            return 0;
+        }
         self.users - self.late - self.churn
     }
 }
@@ -74,7 +84,12 @@ pub fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Po
         churn: 0,
         churn_offline_at: Duration::ZERO,
         churn_back_at: Duration::ZERO,
+        sessions: None,
+        contacts: p.contacts.as_ref().map(|c| contacts(src, c)).transpose()?,
     };
+    if let Some(s) = &p.sessions {
+        pop.sessions = Some(sessions(src, p, s)?);
+    }
     away(src, spec, &mut pop)?;
     pop.arrival = arrival::fit(&phases, users - pop.late);
     let ramp_end = arrival::end(&pop.arrival);
@@ -309,5 +324,126 @@ fn share<T>(
             key,
             "needs `fraction` (e.g. 0.2) or `count` (e.g. 100)",
         )),
+    }
+}
+
+/// Default mean contacts per user.
+const CONTACTS: f64 = 10.0;
+/// Default exponent of the contact degree distribution: social graphs measured in the
+/// literature fall between 2 and 3.
+const EXPONENT: f64 = 2.5;
+
+/// `[population.contacts]`.
+fn contacts(src: &Source<'_>, spec: &Spanned<ContactsSpec>) -> Result<ContactModel> {
+    let c = spec.get_ref();
+    let mean = match &c.mean {
+        Some(m) => src.value(m, "population.contacts.mean", |x: f64| {
+            if (1.0..=10_000.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be in 1..=10000 contacts per user, got {x}"))
+            }
+        })?,
+        None => CONTACTS,
+    };
+    let exponent = match &c.exponent {
+        Some(e) => src.value(e, "population.contacts.exponent", |x: f64| {
+            if x > 2.0 && x <= 10.0 {
+                Ok(x)
+            } else {
+                Err(format!(
+                    "must be in (2, 10] (P(k) ∝ k^−exponent; at 2 or below one hub would hold \
+                     everyone), got {x}"
+                ))
+            }
+        })?,
+        None => EXPONENT,
+    };
+    Ok(ContactModel { mean, exponent })
+}
+
+/// The contact model of a population without `[population.contacts]`.
+pub fn default_contacts() -> ContactModel {
+    ContactModel {
+        mean: CONTACTS,
+        exponent: EXPONENT,
+    }
+}
+
+/// `[population.sessions]`, which replaces the arrival, late and churning users.
+fn sessions(
+    src: &Source<'_>,
+    p: &PopulationSpec,
+    spec: &Spanned<SessionsSpec>,
+) -> Result<SessionModel> {
+    let conflicts = [
+        ("login_rate", p.login_rate.as_ref().map(Spanned::span)),
+        ("arrival", p.arrival.as_ref().map(Spanned::span)),
+        ("late", p.late.as_ref().map(Spanned::span)),
+        ("churn", p.churn.as_ref().map(Spanned::span)),
+    ];
+    if let Some((key, Some(span))) = conflicts.into_iter().find(|(_, s)| s.is_some()) {
+        return Err(src.error(
+            span,
+            format!("population.{key}"),
+            "`[population.sessions]` says when every user logs in and out; leave out \
+             `login_rate`, `arrival`, `late` and `churn`",
+        ));
+    }
+    let s = spec.get_ref();
+    let day = src.value(&s.day, "population.sessions.day", positive)?;
+    let dist = |v: &Option<Spanned<toml::Value>>, k: &str, default: ThinkTimes| match v {
+        Some(v) => super::dist::durations(src, v, &format!("population.sessions.{k}")),
+        None => Ok(default),
+    };
+    // Scaled with the day: sessions of 15 minutes and gaps of 2 hours in a 24-hour day.
+    let length = dist(
+        &s.length,
+        "length",
+        ThinkTimes::Lognormal {
+            median: day / 96,
+            spread: 1.5,
+        },
+    )?;
+    let gap = dist(&s.gap, "gap", ThinkTimes::Exponential(day / 12))?;
+    let max_online = match &s.max_online {
+        Some(m) => Some(src.value(m, "population.sessions.max_online", |n: i64| {
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("must be > 0 users, got {n}"))
+        })?),
+        None => None,
+    };
+    Ok(SessionModel {
+        day,
+        curve: curve(src, &s.curve)?,
+        length,
+        gap,
+        max_online,
+    })
+}
+
+/// `population.sessions.curve`: `"day"` (the default), `"flat"`, or relative rates.
+fn curve(src: &Source<'_>, v: &Option<Spanned<toml::Value>>) -> Result<Vec<f64>> {
+    let Some(v) = v else { return Ok(DAY.to_vec()) };
+    let key = "population.sessions.curve";
+    let forms = "`\"day\"` (a daily shape), `\"flat\"`, or at least two relative rates at \
+                 evenly spaced points of the day, e.g. [1, 4, 2]";
+    match v.get_ref() {
+        toml::Value::String(s) if s == "day" => Ok(DAY.to_vec()),
+        toml::Value::String(s) if s == "flat" => Ok(vec![1.0, 1.0]),
+        toml::Value::Array(points) if points.len() >= 2 => {
+            let rates: Option<Vec<f64>> = points
+                .iter()
+                .map(|p| p.as_float().or_else(|| p.as_integer().map(|i| i as f64)))
+                .map(|x| x.filter(|x| x.is_finite() && *x >= 0.0))
+                .collect();
+            match rates {
+                Some(r) if r.iter().any(|&x| x > 0.0) => Ok(r),
+                _ => Err(src.at(v, key, format!("rates must be ≥ 0, one > 0: {forms}"))),
+            }
+        }
+        _ => Err(src.at(v, key, format!("is {forms}"))),
     }
 }

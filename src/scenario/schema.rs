@@ -108,6 +108,36 @@ pub struct PopulationSpec {
     pub late: Option<Spanned<LateSpec>>,
     /// Users that go offline and come back.
     pub churn: Option<Spanned<ChurnSpec>>,
+    /// Users who come and go over a compressed day.
+    pub sessions: Option<Spanned<SessionsSpec>>,
+    /// Who talks to whom.
+    pub contacts: Option<Spanned<ContactsSpec>>,
+}
+
+/// `[population.sessions]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsSpec {
+    /// The compressed day's length.
+    pub day: Spanned<Dur>,
+    /// `"day"`, `"flat"` or relative rates at evenly spaced points.
+    pub curve: Opt<toml::Value>,
+    /// Session lengths (a duration distribution).
+    pub length: Opt<toml::Value>,
+    /// Offline gaps (a duration distribution).
+    pub gap: Opt<toml::Value>,
+    /// Most users online at once.
+    pub max_online: Opt<i64>,
+}
+
+/// `[population.contacts]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContactsSpec {
+    /// Mean contacts per user.
+    pub mean: Opt<f64>,
+    /// Exponent of the degree distribution.
+    pub exponent: Opt<f64>,
 }
 
 /// One arrival phase: `{ duration, rate }` or `{ duration, from, to }`.
@@ -201,6 +231,8 @@ pub struct TrafficSpec {
     pub loops: Opt<i64>,
     /// Flow: think time, `"2s"`, `{ uniform = ["1s", "3s"] }` or `{ exponential = "2s" }`.
     pub think: Opt<toml::Value>,
+    /// Chat: Zipf exponent of the users' message rates.
+    pub activity: Opt<f64>,
 }
 
 impl TrafficSpec {
@@ -230,6 +262,7 @@ impl TrafficSpec {
         add(&mut v, "step_duration", &self.step_duration);
         add(&mut v, "connections", &self.connections);
         add(&mut v, "to", &self.to);
+        add(&mut v, "activity", &self.activity);
         add(&mut v, "loops", &self.loops);
         add(&mut v, "think", &self.think);
         v

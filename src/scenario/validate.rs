@@ -179,9 +179,10 @@ fn missed_messages(
         return Ok(());
     }
     let p = spec.get_ref();
-    let (key, span) = match (&p.late, &p.churn) {
-        (Some(l), _) if pop.late > 0 => ("population.late", l.span()),
-        (_, Some(c)) if pop.churn > 0 => ("population.churn", c.span()),
+    let (key, span) = match (&p.late, &p.churn, &p.sessions) {
+        (Some(l), _, _) if pop.late > 0 => ("population.late", l.span()),
+        (_, Some(c), _) if pop.churn > 0 => ("population.churn", c.span()),
+        (_, _, Some(s)) => ("population.sessions", s.span()),
         _ => return Ok(()),
     };
     let why = if target.driver.caps.fetch_missed {
@@ -194,7 +195,8 @@ fn missed_messages(
         key,
         format!(
             "driver `{}` cannot fetch the messages a user missed while offline {why}, so \
-             late or churning users' messages would be reported as lost; remove `{key}`",
+             late, churning or returning users' messages would be reported as lost; remove \
+             `{key}`",
             target.driver.name
         ),
     ))

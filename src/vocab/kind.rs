@@ -23,6 +23,8 @@ macro_rules! each_kind {
             Echo "echo" echo,
             /// Artillery's flow: each user thinks, then loops {send, think}.
             Flow "flow" flow as Direct,
+            /// The population talks to its contacts.
+            Chat "chat" chat as Direct,
         }
     };
 }

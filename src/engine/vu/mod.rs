@@ -73,15 +73,21 @@ pub struct VuSpec {
     pub ctx: UserCtx,
     /// Traffic.
     pub plan: VuPlan,
-    /// First login, from the start of the run.
-    pub first_login: Duration,
+    /// First login, from the start of the run (from the traffic start with
+    /// `from_traffic`); `None`: the user is away all day, and logs in only to fetch what it
+    /// was sent when the run closes.
+    pub first_login: Option<Duration>,
+    /// `first_login` and `away` count from the traffic start (users who come and go in
+    /// sessions over the day), not from the start of the run.
+    pub from_traffic: bool,
     /// False for late users (they sync after their first login).
     pub on_time: bool,
     /// A late user that connects once before traffic starts, and leaves until its login
     /// time (see [`VuConfig::presence`] and [`VuConfig::skip_history`]).
     pub visits: bool,
-    /// Disconnect and reconnect times for churning users, from the start of the run.
-    pub churn: Option<(Duration, Duration)>,
+    /// When the user leaves and comes back (`None`: not before the run closes), ascending,
+    /// from the start of the run (from the traffic start with `from_traffic`).
+    pub away: Box<[Away]>,
     /// Recorder slot.
     pub slot: usize,
 }
@@ -91,12 +97,26 @@ pub struct VuSpec {
 enum Offline {
     /// Connected (or never offline).
     No,
-    /// Churned out; back at this offset from the start of the run.
-    Churn(Duration),
+    /// Away as planned; back at this offset from the origin of the user's timeline
+    /// (`None`: not before the run closes, when it fetches what it was sent).
+    Away(Option<Duration>),
     /// Lost the connection; next attempt at this instant.
     Lost { at: Instant, attempt: u32 },
     /// Gave up.
     Gone,
+}
+
+/// When a user leaves, and when it comes back (`None`: not before the run closes).
+pub type Away = (Duration, Option<Duration>);
+
+/// How a user's wait for its first login ended.
+enum First {
+    /// The login is due.
+    Due,
+    /// The user is away all day.
+    Never,
+    /// The run stopped first.
+    Stopped,
 }
 
 /// A user's connection in its wake-up loop.
@@ -173,8 +193,8 @@ struct Vu<D: Driver> {
     busy: bool,
     /// Counted in the online gauges (`Live::online`, `Shared::group_online`).
     online: bool,
-    /// Has churned out already.
-    churned: bool,
+    /// The next entry of `spec.away` to leave at.
+    next_away: usize,
     /// Has had a session at some point of the run.
     reached: bool,
     /// Group streams this user sends: an echo of them is not a delivery.
@@ -216,7 +236,7 @@ impl<D: Driver> Vu<D> {
             login_pending: spec.on_time || spec.visits,
             busy: true,
             online: false,
-            churned: false,
+            next_away: 0,
             reached: false,
             own_streams: if cfg.filters_own_echoes {
                 Box::default()
@@ -226,7 +246,7 @@ impl<D: Driver> Vu<D> {
                     .iter()
                     .filter_map(|p| match p.sends {
                         Sends::Group { stream, .. } => Some(stream),
-                        Sends::Direct { .. } | Sends::Echo { .. } => None,
+                        Sends::Direct { .. } | Sends::Echo { .. } | Sends::Contacts { .. } => None,
                     })
                     .collect()
             },
@@ -247,32 +267,30 @@ impl<D: Driver> Vu<D> {
             // room in the user's state machine for the whole run.
             Box::pin(self.visit()).await;
         }
-        let first = self.shared.t0 + self.spec.first_login;
-        let stopped = async {
-            let _ = phase_rx.wait_for(|p| *p >= Phase::Draining).await;
-        };
-        let due = tokio::select! {
-            _ = sleep_until(first) => true,
-            _ = stopped => false,
-        };
+        let (first, t0) = (
+            (self.spec.first_login, self.spec.from_traffic),
+            self.shared.t0,
+        );
+        let first = first_login(first, t0, &mut phase_rx, &mut traffic_rx).await;
         // In a block: a named local moved into `link` would keep its room in the user's
         // state machine for the rest of the loop.
         let mut link = {
-            let session = if due {
-                let sync = !self.spec.on_time
-                    || self.cfg.sync_first_login
-                    || self.traffic_start().is_some();
-                Box::pin(self.login(sync)).await
-            } else {
-                None
+            let (session, offline) = match first {
+                First::Due => {
+                    let sync = !self.spec.on_time
+                        || self.cfg.sync_first_login
+                        || self.traffic_start().is_some();
+                    match Box::pin(self.login(sync)).await {
+                        Some(s) => (Some(s), Offline::No),
+                        None => (None, Offline::Gone),
+                    }
+                }
+                First::Never => (None, Offline::Away(None)),
+                First::Stopped => (None, Offline::Gone),
             };
             self.login_settled();
             Link {
-                offline: if session.is_some() {
-                    Offline::No
-                } else {
-                    Offline::Gone
-                },
+                offline,
                 session,
                 last_heartbeat: Instant::now(),
                 armed: None,
@@ -286,7 +304,8 @@ impl<D: Driver> Vu<D> {
             if phase == Phase::Closing {
                 // Boxed: the final sync holds a session of its own, and the waiting loop
                 // should not keep room for it.
-                Box::pin(self.close_out(link.session.take())).await;
+                let away = matches!(link.offline, Offline::Away(None));
+                Box::pin(self.close_out(link.session.take(), away)).await;
                 break;
             }
             let now = Instant::now();
@@ -319,6 +338,16 @@ impl<D: Driver> Vu<D> {
         }
     }
 
+    /// The instant the user's timeline counts from: the start of the run, or the traffic
+    /// start (once it is known) for users who come and go in sessions.
+    fn origin(&self) -> Option<Instant> {
+        if self.spec.from_traffic {
+            self.traffic_start()
+        } else {
+            Some(self.shared.t0)
+        }
+    }
+
     /// Establishes a late user's session (and group memberships) so the server queues
     /// what is sent while it is away, and notes what the server held before the run; then
     /// leaves until its login time.
@@ -332,13 +361,16 @@ impl<D: Driver> Vu<D> {
 
     /// The end of the run: the final verification sync, or the note that the user could
     /// not be verified.
-    async fn close_out(&mut self, session: Option<D::Session>) {
+    async fn close_out(&mut self, session: Option<D::Session>, away: bool) {
         if !self.unjoined.is_empty() {
             let (ix, slot) = (self.spec.ctx.ix, self.spec.slot);
             self.shared.user_unjoined(ix, slot, &self.unjoined);
         }
         let session = match session {
             Some(s) => Some(s),
+            // Away as planned: it comes back for what it was sent, a catch-up like any
+            // return.
+            None if away => Box::pin(self.login(true)).await,
             // A user without a session (its logins failed, or it gave up reconnecting)
             // logs in once more for the final verification, so what the server kept for
             // it is verified rather than presumed lost.
@@ -349,7 +381,7 @@ impl<D: Driver> Vu<D> {
             Some(s) => self.finish(s).await,
             // Unverifiable: with a verification sync nothing it missed can be checked;
             // without one, only a user that never had a session is.
-            None if self.cfg.verify_sync || !self.reached => {
+            None if self.cfg.verify_sync || !self.reached || away => {
                 self.shared.user_unreached(self.spec.ctx.ix, self.spec.slot);
             }
             None => {}
@@ -385,15 +417,16 @@ impl<D: Driver> Vu<D> {
         if let (Some(hb), true) = (self.cfg.heartbeat, link.session.is_some()) {
             at(link.last_heartbeat + hb);
         }
-        match link.offline {
-            Offline::No => {
-                if let (Some((out, _)), false) = (self.spec.churn, self.churned) {
-                    at(self.shared.t0 + out);
+        let origin = self.origin();
+        match (link.offline, origin) {
+            (Offline::No, Some(o)) => {
+                if let Some(&(out, _)) = self.spec.away.get(self.next_away) {
+                    at(o + out);
                 }
             }
-            Offline::Churn(back) => at(self.shared.t0 + back),
-            Offline::Lost { at: t, .. } => at(t),
-            Offline::Gone => {}
+            (Offline::Away(Some(back)), Some(o)) => at(o + back),
+            (Offline::Lost { at: t, .. }, _) => at(t),
+            _ => {}
         }
         if let Some(t) = self.update_busy(traffic, now, link.offline) {
             at(t);
@@ -450,21 +483,9 @@ impl<D: Driver> Vu<D> {
         phase: Phase,
     ) {
         let now = Instant::now();
-        match link.offline {
-            Offline::No => {
-                if let (Some((out, back)), false) = (self.spec.churn, self.churned) {
-                    if now >= self.shared.t0 + out {
-                        if let Some(mut s) = link.session.take() {
-                            Box::pin(self.settle(&mut s)).await;
-                            self.resume = Some(Box::new(Box::pin(s.close()).await));
-                            self.went_offline();
-                        }
-                        self.churned = true;
-                        link.offline = Offline::Churn(back);
-                    }
-                }
-            }
-            Offline::Churn(back) if now >= self.shared.t0 + back => {
+        let origin = self.origin();
+        match (link.offline, origin) {
+            (Offline::Away(Some(back)), Some(o)) if now >= o + back => {
                 link.session = Box::pin(self.login(true)).await;
                 link.offline = if link.session.is_some() {
                     Offline::No
@@ -472,7 +493,7 @@ impl<D: Driver> Vu<D> {
                     Offline::Gone
                 };
             }
-            Offline::Lost { at, attempt } if now >= at => {
+            (Offline::Lost { at, attempt }, _) if now >= at => {
                 link.session = Box::pin(self.login(true)).await;
                 link.offline = match link.session {
                     Some(_) => Offline::No,
@@ -492,6 +513,25 @@ impl<D: Driver> Vu<D> {
         if let (Some(ts), Phase::Running) = (traffic, phase) {
             if let Some(gone) = self.send_due(link.session.as_mut(), ts, now).await {
                 self.take_events(Event::Closed(gone), link);
+            }
+        }
+        // Leaving after the sends due before it: a user's last messages go out first.
+        if let (Offline::No, Some(o)) = (link.offline, origin) {
+            if let Some(&(out, back)) = self.spec.away.get(self.next_away) {
+                if now >= o + out {
+                    if let Some(mut s) = link.session.take() {
+                        // What was just written goes out before the user waits for its
+                        // acceptance.
+                        if let Err(f) = s.flush().await {
+                            self.error(f.kind, f.detail);
+                        }
+                        Box::pin(self.settle(&mut s)).await;
+                        self.resume = Some(Box::new(Box::pin(s.close()).await));
+                        self.went_offline();
+                    }
+                    self.next_away += 1;
+                    link.offline = Offline::Away(back);
+                }
             }
         }
         if let (Some(hb), Some(s)) = (self.cfg.heartbeat, link.session.as_mut()) {
@@ -528,8 +568,8 @@ impl<D: Driver> Vu<D> {
             return None;
         }
         let ts = traffic?;
-        let churn_pending = matches!(offline, Offline::Churn(_) | Offline::Lost { .. })
-            || (self.spec.churn.is_some() && !self.churned && matches!(offline, Offline::No));
+        let churn_pending = matches!(offline, Offline::Away(Some(_)) | Offline::Lost { .. })
+            || (self.next_away < self.spec.away.len() && matches!(offline, Offline::No));
         let running = self.shared.phase() == Phase::Running;
         let sending = running && self.spec.plan.programs.iter().any(|p| p.due().is_some());
         let hold = ts + self.spec.plan.hold_until();
@@ -705,6 +745,42 @@ impl<D: Driver> Vu<D> {
         self.resume = Some(Box::new(session.close().await));
         self.went_offline();
         self.driver.forget(&self.spec.ctx).await;
+    }
+}
+
+/// Waits until a user's first login, at `offset` from `t0` or from the traffic start, is
+/// due, or the run stops first.
+async fn first_login(
+    (offset, from_traffic): (Option<Duration>, bool),
+    t0: Instant,
+    phase: &mut tokio::sync::watch::Receiver<Phase>,
+    traffic: &mut tokio::sync::watch::Receiver<Option<Instant>>,
+) -> First {
+    let Some(offset) = offset else {
+        return First::Never;
+    };
+    let stopped = async {
+        let _ = phase.wait_for(|p| *p >= Phase::Draining).await;
+    };
+    let due = async {
+        let origin = if from_traffic {
+            let start = traffic
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|t| *t);
+            match start {
+                Some(t) => t,
+                None => return std::future::pending().await,
+            }
+        } else {
+            t0
+        };
+        sleep_until(origin + offset).await;
+    };
+    tokio::select! {
+        () = due => First::Due,
+        () = stopped => First::Stopped,
     }
 }
 

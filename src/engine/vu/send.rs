@@ -108,10 +108,25 @@ impl<D: Driver> Vu<D> {
                 self.shared.local_recipients(group, true)
             }
             Sends::Echo { .. } => 1,
+            Sends::Contacts { contacts, user, .. } => {
+                let r = contacts.of(*user)[next.receiver.unwrap_or(0)];
+                u32::from(self.cfg.range.contains(&r))
+            }
         };
         let tag = self.next_tag;
         self.next_tag += 1;
+        let contact;
         let dest = match &program.sends {
+            Sends::Contacts {
+                contacts,
+                user,
+                ids,
+                ..
+            } => {
+                let r = contacts.of(*user)[next.receiver.unwrap_or(0)];
+                contact = format!("{}{}", ids.0, ids.1 + u64::from(r));
+                Dest::User(&contact)
+            }
             Sends::Direct { receivers, .. } => Dest::User(&receivers[next.receiver.unwrap_or(0)].1),
             Sends::Group { group, .. } => Dest::Group(&group.name),
             Sends::Echo { .. } => Dest::User(&self.spec.ctx.id),

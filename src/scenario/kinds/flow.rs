@@ -15,7 +15,7 @@ use crate::scenario::plan::{
 };
 use crate::scenario::schema::{Opt, Pick};
 use toml::Spanned;
-use crate::scenario::values::{positive, show, Dur, MAX_DURATION};
+use crate::scenario::values::{show, MAX_DURATION};
 use crate::Result;
 
 /// Keys besides the common ones.
@@ -30,10 +30,6 @@ pub const KEYS: &[&str] = &[
     "think",
     "size",
 ];
-
-/// How `think` is written.
-const THINK_FORMS: &str =
-    "a duration (\"2s\"), { uniform = [\"1s\", \"3s\"] } or { exponential = \"2s\" } (the mean)";
 
 /// Where a flow's messages go.
 #[derive(Debug, Clone, Copy)]
@@ -197,48 +193,15 @@ fn group(cx: &Ctx<'_>, users: u32) -> Result<To> {
     Ok(To::Group { groups, group_size })
 }
 
-/// `think`: fixed, uniform or exponential.
+/// `think`: a duration distribution.
 fn think(cx: &Ctx<'_>) -> Result<ThinkTimes> {
-    let t = cx.t;
-    let Some(v) = &t.think else {
-        return Err(cx.at(
-            &t.think,
+    match &cx.t.think {
+        Some(v) => crate::scenario::dist::durations(cx.src, v, &cx.key("think")),
+        None => Err(cx.at(
+            &cx.t.think,
             "think",
-            format!("a `flow` pattern needs `think`: {THINK_FORMS}"),
-        ));
-    };
-    let bad = |msg: String| cx.src.at(v, cx.key("think"), msg);
-    let dur = |v: &toml::Value| -> Result<Duration> {
-        let text = v
-            .as_str()
-            .ok_or_else(|| bad(format!("`think` is {THINK_FORMS}")))?;
-        let d = humantime::parse_duration(text.trim()).map_err(|_| {
-            bad(format!(
-                "not a duration: `{text}` (use e.g. `200ms`, `20s`, `1m30s`)"
-            ))
-        })?;
-        positive(Dur(d)).map_err(bad)
-    };
-    match v.get_ref() {
-        toml::Value::String(_) => Ok(ThinkTimes::Fixed(dur(v.get_ref())?)),
-        toml::Value::Table(table) if table.len() == 1 => {
-            match table.iter().next().map(|(k, v)| (k.as_str(), v)) {
-                Some(("exponential", mean)) => Ok(ThinkTimes::Exponential(dur(mean)?)),
-                Some(("uniform", toml::Value::Array(b))) if b.len() == 2 => {
-                    let (low, high) = (dur(&b[0])?, dur(&b[1])?);
-                    if high <= low {
-                        return Err(bad(format!(
-                            "uniform bounds must rise: {} is not above {}",
-                            show(high),
-                            show(low)
-                        )));
-                    }
-                    Ok(ThinkTimes::Uniform(low, high))
-                }
-                _ => Err(bad(format!("`think` is {THINK_FORMS}"))),
-            }
-        }
-        _ => Err(bad(format!("`think` is {THINK_FORMS}"))),
+            format!("a `flow` pattern needs `think`: {}", crate::scenario::dist::FORMS),
+        )),
     }
 }
 

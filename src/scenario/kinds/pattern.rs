@@ -40,6 +40,11 @@ pub trait PatternKind: std::fmt::Debug {
         None
     }
 
+    /// Whether it sends to the users' contacts (then the plan draws the contact graph).
+    fn needs_contacts(&self) -> bool {
+        false
+    }
+
     /// How it sends into groups, if it does (for the warnings about room history).
     fn group_sends(&self) -> Option<GroupSends> {
         None
@@ -98,6 +103,8 @@ pub struct Lowering<'a> {
     pub next_stream: StreamId,
     /// The next group number across the plan.
     pub next_group: u64,
+    /// The contact graph, when a pattern sends to contacts.
+    pub contacts: Option<std::sync::Arc<crate::scenario::plan::Contacts>>,
 }
 
 impl Lowering<'_> {

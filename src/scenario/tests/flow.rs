@@ -110,7 +110,7 @@ fn every_flow_key_names_its_line() {
             "think = 2\n",
             11,
             "traffic[0].think",
-            "`think` is a duration",
+            "must be a duration (\"2s\")",
         ),
         (
             "loops = 3\n",
