@@ -14,6 +14,7 @@
 
 pub mod arrival;
 pub mod held;
+pub mod offered;
 pub mod pacer;
 pub mod patterns;
 pub mod schedule;

@@ -613,3 +613,34 @@ async fn users_who_come_and_go_get_every_message_of_their_contacts_exactly_once(
     assert!(!out.interrupted);
     assert_eq!(out.metrics.errors().count(), 0, "{:?}", out.metrics);
 }
+
+#[test]
+fn shards_plan_the_same_users_contacts_and_sends_as_one_process() {
+    let whole = plan(DAY);
+    let all = super::schedule::build(&whole, 0..200);
+    let mut planned = 0;
+    let mut tracks = Vec::new();
+    let mut due = Vec::new();
+    for index in 0..4 {
+        let shard = Shard { index, count: 4 };
+        let p = scenario::parse(DAY, Path::new("t.toml"), &[], shard).expect("test scenario");
+        assert_eq!(p.population.sessions, whole.population.sessions);
+        assert_eq!(p.population.contacts, whole.population.contacts);
+        assert_eq!(p.traffic, whole.traffic);
+        let s = super::schedule::build(&p, shard.range(200));
+        planned += s.planned;
+        tracks.extend(s.expect.tracks);
+        due.extend(s.expect.due);
+    }
+    let (mut whole_tracks, mut whole_due) = (all.expect.tracks, all.expect.due);
+    for v in [&mut tracks, &mut whole_tracks] {
+        v.sort_unstable();
+    }
+    for v in [&mut due, &mut whole_due] {
+        v.sort_unstable();
+    }
+    assert_eq!(planned, all.planned);
+    assert!(planned > 1000, "{planned}");
+    assert_eq!(tracks, whole_tracks);
+    assert_eq!(due, whole_due);
+}

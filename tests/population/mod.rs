@@ -1,0 +1,28 @@
+//! A population of users who come and go over a compressed day and talk to their contacts,
+//! against real servers: every message reaches its recipient exactly once, live or by the
+//! catch-up of a returning user, in one process or split over shards.
+
+mod serve;
+#[cfg(feature = "xmpp")]
+mod xmpp;
+
+/// 240 users over a 12 s day: sessions of a median 2 s, away a mean 2 s, contacts with a
+/// heavy-tailed degree, 60 messages/s in all.
+pub const DAY: &str = r#"
+[population]
+users = 240
+
+[population.sessions]
+day = "12s"
+length = { lognormal = "2s", spread = 1.0 }
+gap = { exponential = "2s" }
+
+[population.contacts]
+mean = 6
+
+[[traffic]]
+name = "chat"
+kind = "chat"
+rate = 60
+size = 120
+"#;

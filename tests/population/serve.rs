@@ -1,0 +1,64 @@
+//! The population against `msgstorm serve`, in one process and as two shards.
+
+use msgstorm::artifact::Artifact;
+use msgstorm::metrics::Counter;
+
+use super::DAY;
+use crate::common::run::{run_file, run_text, scenario, Work};
+use crate::common::{config, start};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressed_day_delivers_every_message_to_contacts_exactly_once() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let (ran, a) = run_text(
+        &work,
+        &scenario("name = \"day\"\nseed = 11\ndrain = \"3s\"", &server, DAY),
+    )
+    .await;
+    ran.expect_code(0);
+    assert!(ran.verdict().starts_with("PASS"), "{ran}");
+    let d = a.ledger.summary();
+    let sent = a.metrics.count(Counter::Sent);
+    // 60 msgs/s over 12 s: a Poisson count within 20% of 720.
+    assert!((576..=864).contains(&sent), "{sent} sent");
+    assert_eq!((d.expected, d.delivered), (sent, sent), "{d:?}");
+    assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");
+    assert!(
+        d.via_sync > 50 && d.via_push > 50,
+        "both live and caught up: {d:?}"
+    );
+    // Users log in again and again: more logins than users.
+    assert!(
+        a.metrics.count(Counter::LoginOk) > 400,
+        "{}",
+        a.metrics.count(Counter::LoginOk)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_of_a_day_send_and_verify_what_one_process_plans() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let text = scenario("name = \"day2\"\nseed = 12\ndrain = \"3s\"", &server, DAY);
+    let file = work.write("s.toml", &text);
+    let (one, whole) = run_file(&file, &work.path("one"), &[]).await;
+    one.expect_code(0);
+    let (two, sharded) = run_file(&file, &work.path("two"), &["--shards", "2"]).await;
+    two.expect_code(0);
+    let sum = |a: &Artifact| {
+        let d = a.ledger.summary();
+        (
+            a.metrics.count(Counter::Due),
+            d.expected,
+            d.delivered,
+            d.lost,
+            d.duplicated,
+        )
+    };
+    let (w, s) = (sum(&whole), sum(&sharded));
+    // The same seed plans the same sends, whether one process or two run them.
+    assert_eq!(w.0, s.0, "due: one process {w:?}, two shards {s:?}");
+    assert_eq!((s.1, s.3, s.4), (s.2, 0, 0), "{s:?}");
+    assert_eq!((w.1, w.3, w.4), (w.2, 0, 0), "{w:?}");
+}
