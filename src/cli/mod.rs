@@ -359,6 +359,14 @@ fn offered(plan: &crate::scenario::Plan) {
             o.top_senders.1 * 100.0
         ));
     }
+    let (groups, largest, sends, deliveries) = o.groups;
+    if groups > 0 {
+        say(&format!(
+            "groups: {groups}, the largest {largest} members; {sends} messages planned into \
+             them, {deliveries} deliveries ({:.1} per message)",
+            deliveries as f64 / sends.max(1) as f64
+        ));
+    }
 }
 
 /// Runs `msgstorm report` and returns the exit code.

@@ -24,6 +24,9 @@ pub struct Offered {
     pub chat_sends: u64,
     /// The share of those sends made by the top 1% and top 10% of users.
     pub top_senders: (f64, f64),
+    /// Groups of `chat` patterns: how many, the largest, messages into them planned and
+    /// the deliveries those make (each to every other member).
+    pub groups: (usize, usize, u64, u64),
 }
 
 impl Offered {
@@ -65,6 +68,7 @@ impl Offered {
                     .sum()
             })
             .collect();
+        let groups = group_load(plan);
         per_user.sort_unstable_by(|a, b| b.cmp(a));
         let chat_sends: u64 = per_user.iter().sum();
         let share = |fraction: f64| {
@@ -78,6 +82,43 @@ impl Offered {
             contacts,
             chat_sends,
             top_senders: (share(0.01), share(0.1)),
+            groups,
         }
     }
+}
+
+/// The groups of the plan's `chat` patterns: how many, the largest, messages planned into
+/// them and their deliveries.
+fn group_load(plan: &Plan) -> (usize, usize, u64, u64) {
+    let sched = schedule::build(plan, 0..plan.population.users);
+    let mut recipients: foldhash::HashMap<_, u64> = foldhash::HashMap::default();
+    for (stream, _) in &sched.expect.tracks {
+        *recipients.entry(*stream).or_default() += 1;
+    }
+    let (mut sends, mut deliveries) = (0, 0);
+    for v in &sched.vus {
+        for p in &v.programs {
+            if let Sends::Group { stream, .. } = &p.sends {
+                let n = p.planned();
+                sends += n;
+                deliveries += n * recipients.get(stream).copied().unwrap_or(0);
+            }
+        }
+    }
+    let chat = plan.traffic.iter().filter_map(|t| match &t.kind {
+        crate::scenario::TrafficShape::Chat(c) => Some(c),
+        _ => None,
+    });
+    let (mut count, mut largest) = (0, 0);
+    for c in chat {
+        count += c.groups.len();
+        largest = c
+            .groups
+            .iter()
+            .map(|g| g.members.len())
+            .max()
+            .unwrap_or(0)
+            .max(largest);
+    }
+    (count, largest, sends, deliveries)
 }

@@ -29,7 +29,10 @@ impl Patterns {
                     (g.stream_base, g.groups.len() * g.senders_per_group as usize)
                 }
                 TrafficShape::Echo(e) => (e.stream_base, e.users.len()),
-                TrafficShape::Chat(c) => (c.stream_base, c.contacts.slots()),
+                TrafficShape::Chat(c) => {
+                    let speakers: usize = c.groups.iter().map(|g| g.senders.len()).sum();
+                    (c.stream_base, c.contacts.slots() + speakers)
+                }
                 TrafficShape::Idle { .. } | TrafficShape::Request(_) => continue,
             };
             out.streams

@@ -691,6 +691,76 @@ impl Builder<'_> {
                 self.vu(u).programs.push(program);
             }
         }
+        self.chat_groups(c, start, end);
+    }
+
+    /// The group part of a chat pattern: each group's speakers send into it while online,
+    /// the groups' rates heavy-tailed around `group_rate`.
+    fn chat_groups(&mut self, c: &ChatTraffic, start: Duration, end: Duration) {
+        let span = (end - start).as_secs_f64().max(1e-9);
+        let share = |u: UserIx| {
+            let w = online_windows(self.plan, u, start, end);
+            w.iter().map(|(a, b)| (*b - *a).as_secs_f64()).sum::<f64>() / span
+        };
+        let busy: f64 = c
+            .groups
+            .iter()
+            .zip(c.group_weights.iter())
+            .map(|(g, &w)| {
+                let each = f64::from(w) / g.senders.len().max(1) as f64;
+                g.senders.iter().map(|&s| each * share(s)).sum::<f64>()
+            })
+            .sum();
+        let mut stream = c.group_stream_base;
+        for (g, &w) in c.groups.iter().zip(c.group_weights.iter()) {
+            let info = Arc::new(GroupInfo {
+                index: self.groups.len(),
+                name: g.name.clone(),
+            });
+            self.groups.push(info.clone());
+            for &m in &g.members {
+                if self.local(m) {
+                    self.vu(m).groups.push(info.clone());
+                }
+            }
+            let each = f64::from(w) / g.senders.len().max(1) as f64;
+            let rate = c.group_rate * each / busy.max(f64::MIN_POSITIVE);
+            for &s in &g.senders {
+                self.expect.group_of_stream.insert(stream, info.clone());
+                let program = Program {
+                    start: Duration::ZERO,
+                    clock: Clock::poisson(
+                        rate,
+                        user_rng(c.seed, stream, 3),
+                        online_windows(self.plan, s, start, end).into(),
+                    ),
+                    count: None,
+                    end: Some(end),
+                    size: c.size,
+                    sends: Sends::Group {
+                        group: info.clone(),
+                        stream,
+                    },
+                    sent: 0,
+                };
+                let sends = if rate > 0.0 && rate.is_finite() {
+                    program.planned()
+                } else {
+                    0
+                };
+                for &m in &g.members {
+                    if self.local(m) && m != s {
+                        self.expect.tracks.push((stream, m));
+                        self.planned += sends;
+                    }
+                }
+                self.expect.due.push((stream, sends));
+                if self.local(s) && sends > 0 {
+                    self.vu(s).programs.push(program);
+                }
+                stream += 1;
+            }
+        }
     }
 }
 

@@ -25,6 +25,7 @@ mod contacts;
 mod dist;
 mod draw;
 mod find;
+mod groups;
 mod kinds;
 mod lower;
 mod overrides;

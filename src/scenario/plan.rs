@@ -250,6 +250,15 @@ pub struct ChatTraffic {
     pub stream_base: StreamId,
     /// The pattern's seed: user `u` draws its send times and contacts from `mix(seed, u)`.
     pub seed: u64,
+    /// Messages/s into `groups`, in all, on average over the pattern.
+    pub group_rate: f64,
+    /// The population's groups; their senders are the members who speak.
+    pub groups: Vec<GroupSpec>,
+    /// Each group's share of `group_rate` (Zipf by a seeded rank), summing to 1.
+    pub group_weights: std::sync::Arc<[f32]>,
+    /// The stream of the `k`-th sender of group `g` is `group_stream_base` + the senders
+    /// of the groups before `g` + `k`.
+    pub group_stream_base: StreamId,
 }
 
 /// Direct (1:1) traffic: every sender sends `messages` to every receiver.
@@ -603,6 +612,9 @@ pub struct SenderShards {
     group: Vec<(StreamId, u32, Vec<Vec<UserIx>>)>,
     /// Per chat pattern: first stream and the contacts, whose slots are its streams.
     chat: Vec<(StreamId, std::sync::Arc<Contacts>)>,
+    /// Per chat pattern with groups: the first group stream and every group's senders in
+    /// stream order.
+    chat_groups: Vec<(StreamId, Vec<UserIx>)>,
 }
 
 impl SenderShards {
@@ -613,6 +625,7 @@ impl SenderShards {
             direct: Vec::new(),
             group: Vec::new(),
             chat: Vec::new(),
+            chat_groups: Vec::new(),
         };
         for t in &plan.traffic {
             match &t.kind {
@@ -625,7 +638,12 @@ impl SenderShards {
                     g.senders_per_group,
                     g.groups.iter().map(|x| x.senders.clone()).collect(),
                 )),
-                TrafficShape::Chat(c) => out.chat.push((c.stream_base, c.contacts.clone())),
+                TrafficShape::Chat(c) => {
+                    out.chat.push((c.stream_base, c.contacts.clone()));
+                    let senders = c.groups.iter().flat_map(|g| g.senders.iter().copied());
+                    out.chat_groups
+                        .push((c.group_stream_base, senders.collect()));
+                }
                 // Echo streams come back to their sender; the others carry no envelopes.
                 TrafficShape::Echo(_) | TrafficShape::Idle { .. } | TrafficShape::Request(_) => {}
             }
@@ -652,6 +670,12 @@ impl SenderShards {
             let k = stream.wrapping_sub(*base) as usize;
             if stream >= *base && k < contacts.slots() {
                 return Some(contacts.owner(k as u32));
+            }
+        }
+        for (base, senders) in &self.chat_groups {
+            let k = stream.wrapping_sub(*base) as usize;
+            if stream >= *base && k < senders.len() {
+                return Some(senders[k]);
             }
         }
         None

@@ -7,8 +7,9 @@ use toml::Spanned;
 
 use super::arrival;
 use super::contacts::ContactModel;
+use super::groups::{GroupModel, Members};
 use super::plan::{ArrivalPhase, ThinkTimes};
-use super::schema::{ContactsSpec, PhaseSpec, PopulationSpec, SessionsSpec};
+use super::schema::{ContactsSpec, GroupsSpec, PhaseSpec, PopulationSpec, SessionsSpec};
 use super::sessions::{SessionModel, DAY};
 use super::source::Source;
 use super::values::{duration, positive, rate, show, unit, MAX_DURATION, MAX_USERS};
@@ -42,6 +43,8 @@ pub struct Pop {
     pub sessions: Option<SessionModel>,
     /// Who talks to whom, if the scenario says so.
     pub contacts: Option<ContactModel>,
+    /// Groups with heavy-tailed sizes, if the scenario says so.
+    pub groups: Option<GroupModel>,
 }
 
 impl Pop {
@@ -86,7 +89,11 @@ pub fn population(src: &Source<'_>, spec: &Spanned<PopulationSpec>) -> Result<Po
         churn_back_at: Duration::ZERO,
         sessions: None,
         contacts: p.contacts.as_ref().map(|c| contacts(src, c)).transpose()?,
+        groups: None,
     };
+    if let Some(g) = &p.groups {
+        pop.groups = Some(groups(src, g, users)?);
+    }
     if let Some(s) = &p.sessions {
         pop.sessions = Some(sessions(src, p, s)?);
     }
@@ -446,4 +453,61 @@ fn curve(src: &Source<'_>, v: &Option<Spanned<toml::Value>>) -> Result<Vec<f64>>
         }
         _ => Err(src.at(v, key, format!("is {forms}"))),
     }
+}
+
+/// `[population.groups]`.
+fn groups(src: &Source<'_>, spec: &Spanned<GroupsSpec>, users: u32) -> Result<GroupModel> {
+    let g = spec.get_ref();
+    let key = |k: &str| format!("population.groups.{k}");
+    let whole = |v: &Option<Spanned<i64>>, k: &str, default: u32, low: u32| match v {
+        Some(v) => src.value(v, key(k), |n: i64| {
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n >= low)
+                .ok_or_else(|| format!("must be ≥ {low}, got {n}"))
+        }),
+        None => Ok(default),
+    };
+    let count = whole(&Some(g.count.clone()), "count", 0, 1)?;
+    let min = whole(&g.min, "min", 3, 2)?;
+    let max = whole(&g.max, "max", 1000.max(min).min(users), 2)?;
+    if max < min || max > users {
+        let span = g.max.as_ref().map_or(spec.span(), Spanned::span);
+        return Err(src.error(
+            span,
+            key("max"),
+            format!("must be in {min}..={users} (`min` to the users), got {max}"),
+        ));
+    }
+    let exponent = match &g.exponent {
+        Some(e) => src.value(e, key("exponent"), |x: f64| {
+            if (0.0..=5.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!(
+                    "must be in 0..=5 (P(size) ∝ size^−exponent), got {x}"
+                ))
+            }
+        })?,
+        None => 2.0,
+    };
+    let members = match g.members.as_ref().map(|m| (m, m.get_ref().as_str())) {
+        None | Some((_, "contacts")) => Members::Contacts,
+        Some((_, "uniform")) => Members::Uniform,
+        Some((m, other)) => {
+            return Err(src.at(
+                m,
+                key("members"),
+                format!("must be \"contacts\" or \"uniform\", got \"{other}\""),
+            ))
+        }
+    };
+    Ok(GroupModel {
+        count,
+        min,
+        max,
+        exponent,
+        members,
+        speakers: whole(&g.speakers, "speakers", 5, 1)?,
+    })
 }

@@ -112,6 +112,26 @@ pub struct PopulationSpec {
     pub sessions: Option<Spanned<SessionsSpec>>,
     /// Who talks to whom.
     pub contacts: Option<Spanned<ContactsSpec>>,
+    /// Groups with heavy-tailed sizes.
+    pub groups: Option<Spanned<GroupsSpec>>,
+}
+
+/// `[population.groups]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupsSpec {
+    /// How many groups.
+    pub count: Spanned<i64>,
+    /// Fewest members.
+    pub min: Opt<i64>,
+    /// Most members.
+    pub max: Opt<i64>,
+    /// Zipf exponent of the sizes.
+    pub exponent: Opt<f64>,
+    /// `"contacts"` or `"uniform"`.
+    pub members: Opt<String>,
+    /// Most senders per group.
+    pub speakers: Opt<i64>,
 }
 
 /// `[population.sessions]`.
@@ -233,6 +253,8 @@ pub struct TrafficSpec {
     pub think: Opt<toml::Value>,
     /// Chat: Zipf exponent of the users' message rates.
     pub activity: Opt<f64>,
+    /// Chat: messages/s into the population's groups.
+    pub group_rate: Opt<f64>,
 }
 
 impl TrafficSpec {
@@ -263,6 +285,7 @@ impl TrafficSpec {
         add(&mut v, "connections", &self.connections);
         add(&mut v, "to", &self.to);
         add(&mut v, "activity", &self.activity);
+        add(&mut v, "group_rate", &self.group_rate);
         add(&mut v, "loops", &self.loops);
         add(&mut v, "think", &self.think);
         v

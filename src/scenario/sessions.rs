@@ -1,7 +1,7 @@
-//! `[population.sessions]`: users who come and go over a compressed day. Each user's first
-//! login is drawn from the arrival curve; then it stays for a session length and is away
-//! for an offline gap, again and again until the day is over, with at most `max_online`
-//! users online (a login over the cap waits for the next logout). Resolved from the seed
+//! `[population.sessions]`: users who come and go over a compressed day. Each user stays
+//! for a session length and is away for an offline gap, again and again until the day is
+//! over; gaps pass on the arrival curve's clock, so returns follow the curve. At most
+//! `max_online` users are online (a login over the cap waits for the next logout). Resolved from the seed
 //! into every user's online windows ([`Sessions`]), the same in every shard.
 //!
 //! Memory is O(users + sessions): 1M users with a handful of sessions each take tens of MB.
@@ -112,32 +112,50 @@ impl Sessions {
 }
 
 /// Resolves `model` for `users` users from `seed`.
+///
+/// The day starts warm: each user is online at its start with the share of time a user
+/// spends online (mean length ÷ (mean length + mean gap)), for the rest of a session drawn
+/// afresh, or else away for a gap drawn afresh (scaled by a uniform draw, the remaining
+/// part of it). Session lengths run on the clock; gaps run on the curve's clock — a gap
+/// of one mean passes quickly when the curve is high and slowly at night — so returns,
+/// and the users online, follow the curve.
 pub fn resolve(model: &SessionModel, users: u32, seed: u64) -> Sessions {
     let day_ms = model.day.as_millis().min(u128::from(OPEN - 1)) as u32;
-    let arrivals = Curve::new(&model.curve);
+    let curve = Curve::new(&model.curve);
+    let (length, gap) = (model.length.mean(), model.gap.mean());
+    let online_share = length.as_secs_f64() / (length + gap).as_secs_f64().max(1e-9);
     let mut rngs: Vec<Rng> = (0..users)
         .map(|u| Rng::with_seed(mix(mix(seed, TAG), u64::from(u))))
         .collect();
+    let ms = |d: Duration| d.as_millis().min(u128::from(OPEN - 1)) as u32;
+    // The moment a gap of `g` ms on the curve's clock, begun at `from`, ends (None: after
+    // the day).
+    let back = |from: u32, g: u32| -> Option<u32> {
+        let at = curve.warp(f64::from(from) / f64::from(day_ms)) + f64::from(g) / f64::from(day_ms);
+        (at < 1.0).then(|| (curve.unwarp(at) * f64::from(day_ms)) as u32)
+    };
     // Logouts sort before logins at the same ms, so a freed place is taken at once.
     let mut events: BinaryHeap<Reverse<(u32, bool, UserIx)>> = (0..users)
-        .map(|u| {
-            let at = arrivals.draw(&mut rngs[u as usize]) * f64::from(day_ms);
-            Reverse((at as u32, true, u))
+        .filter_map(|u| {
+            let rng = &mut rngs[u as usize];
+            if rng.f64() < online_share {
+                return Some(Reverse((0, true, u)));
+            }
+            let rest = ms(model.gap.draw(rng)) as f64 * rng.f64();
+            back(0, rest as u32).map(|at| Reverse((at, true, u)))
         })
         .collect();
     let cap = model.max_online.map_or(u64::MAX, u64::from);
     let (mut online, mut waiting) = (0u64, VecDeque::new());
     let mut since = vec![0u32; users as usize];
     let mut out: Vec<(UserIx, [u32; 2])> = Vec::new();
-    let ms = |d: Duration| d.as_millis().min(u128::from(OPEN - 1)) as u32;
     while let Some(Reverse((t, login, u))) = events.pop() {
         let mut next = Some(u).filter(|_| login);
         if !login {
             online -= 1;
             out.push((u, [since[u as usize], t]));
-            let back = t.saturating_add(ms(model.gap.draw(&mut rngs[u as usize])));
-            if back < day_ms {
-                events.push(Reverse((back, true, u)));
+            if let Some(at) = back(t, ms(model.gap.draw(&mut rngs[u as usize]))) {
+                events.push(Reverse((at.max(t + 1), true, u)));
             }
             next = waiting.pop_front();
         } else if online >= cap {
@@ -169,9 +187,10 @@ pub fn resolve(model: &SessionModel, users: u32, seed: u64) -> Sessions {
     }
 }
 
-/// An arrival curve to draw times of day from: piecewise constant over [`BINS`] bins.
+/// An arrival curve as a clock: piecewise constant over [`BINS`] bins, normalized so that
+/// a whole day on the curve's clock is a whole day.
 struct Curve {
-    /// Cumulative weight at the end of each bin.
+    /// The curve's clock at the end of each bin, rising from 0 to 1.
     cumulative: Vec<f64>,
 }
 
@@ -179,25 +198,49 @@ impl Curve {
     /// The curve through `points` (evenly spaced over the day, linear between).
     fn new(points: &[f64]) -> Curve {
         let last = points.len().saturating_sub(1).max(1) as f64;
+        let at = |k: usize| {
+            points
+                .get(k.min(points.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(1.0)
+        };
         let mut sum = 0.0;
-        let cumulative = (0..BINS)
+        let mut cumulative: Vec<f64> = (0..BINS)
             .map(|b| {
                 let x = (b as f64 + 0.5) / BINS as f64 * last;
                 let (i, f) = (x.floor() as usize, x.fract());
-                let at = |k: usize| points.get(k.min(points.len() - 1)).copied().unwrap_or(1.0);
                 sum += at(i) * (1.0 - f) + at(i + 1) * f;
                 sum
             })
             .collect();
+        cumulative
+            .iter_mut()
+            .for_each(|c| *c /= sum.max(f64::MIN_POSITIVE));
         Curve { cumulative }
     }
 
-    /// A time of day in 0..1 drawn with density proportional to the curve.
-    fn draw(&self, rng: &mut Rng) -> f64 {
-        let total = self.cumulative.last().copied().unwrap_or(0.0);
-        let x = rng.f64() * total;
-        let bin = self.cumulative.partition_point(|&c| c <= x).min(BINS - 1);
-        (bin as f64 + rng.f64()) / BINS as f64
+    /// The curve's clock at time of day `t` (0..=1).
+    fn warp(&self, t: f64) -> f64 {
+        let x = t.clamp(0.0, 1.0) * BINS as f64;
+        let bin = (x as usize).min(BINS - 1);
+        let before = if bin == 0 {
+            0.0
+        } else {
+            self.cumulative[bin - 1]
+        };
+        before + (self.cumulative[bin] - before) * (x - bin as f64)
+    }
+
+    /// The time of day (0..1) at which the curve's clock reads `c` (0..1).
+    fn unwarp(&self, c: f64) -> f64 {
+        let bin = self.cumulative.partition_point(|&x| x <= c).min(BINS - 1);
+        let before = if bin == 0 {
+            0.0
+        } else {
+            self.cumulative[bin - 1]
+        };
+        let width = (self.cumulative[bin] - before).max(f64::MIN_POSITIVE);
+        (bin as f64 + ((c - before) / width).clamp(0.0, 1.0)) / BINS as f64
     }
 }
 
@@ -241,26 +284,30 @@ mod tests {
     }
 
     #[test]
-    fn first_logins_follow_the_daily_curve() {
+    fn logins_and_users_online_follow_the_daily_curve() {
         let s = resolve(&model(None), 20_000, 11);
         let mut hours = [0u32; 24];
         for u in 0..20_000 {
-            let at = s.of(u)[0][0];
-            hours[(at / 25_000) as usize] += 1;
+            for &[at, _] in s.of(u).iter().filter(|w| w[0] > 0) {
+                hours[(at / 25_000) as usize] += 1;
+            }
         }
-        // 04:00 is a tenth of 21:00 on the curve; with 20,000 draws the counts are within
-        // a few percent of their expectation.
+        // 04:00 is a tenth of 21:00 on the curve: returns come far more often at 21:00.
         let (night, evening) = (f64::from(hours[4]), f64::from(hours[20]));
-        assert!(evening > 5.0 * night, "hours {hours:?}");
+        assert!(evening > 3.0 * night, "logins by hour {hours:?}");
+        let (at4, at21) = (s.online_at(4 * 25_000 + 12_500), s.online_at(21 * 25_000));
+        assert!(at21 > 2 * at4, "online at 04:30 {at4}, at 21:00 {at21}");
+        // A warm start: users are online when the day begins.
+        assert!(s.online_at(0) > 1000, "{}", s.online_at(0));
         let flat = SessionModel {
             curve: vec![1.0, 1.0],
             ..model(None)
         };
         let s = resolve(&flat, 20_000, 11);
-        let early = (0..20_000).filter(|&u| s.of(u)[0][0] < 300_000).count();
+        let (a, b) = (s.online_at(150_000), s.online_at(450_000));
         assert!(
-            (9_400..10_600).contains(&early),
-            "{early} of 20000 in the first half"
+            a.abs_diff(b) * 10 < a,
+            "a flat day holds steady: {a} vs {b}"
         );
     }
 

@@ -122,9 +122,11 @@ pub fn validate(
 fn kinds(traffic: &[Pattern]) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     for p in traffic {
-        let kind = p.numbers.sends_as().unwrap_or(p.kind).as_str();
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
+        let first = p.numbers.sends_as().unwrap_or(p.kind);
+        for kind in std::iter::once(first).chain(p.numbers.also_sends()) {
+            if !kinds.contains(&kind.as_str()) {
+                kinds.push(kind.as_str());
+            }
         }
     }
     kinds

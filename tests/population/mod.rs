@@ -7,7 +7,8 @@ mod serve;
 mod xmpp;
 
 /// 240 users over a 12 s day: sessions of a median 2 s, away a mean 2 s, contacts with a
-/// heavy-tailed degree, 60 messages/s in all.
+/// heavy-tailed degree, 60 messages/s to contacts and 10/s into 20 groups of 3 to 60
+/// members (heavy-tailed sizes, members drawn from the contacts).
 pub const DAY: &str = r#"
 [population]
 users = 240
@@ -20,9 +21,16 @@ gap = { exponential = "2s" }
 [population.contacts]
 mean = 6
 
+[population.groups]
+count = 20
+min = 3
+max = 60
+exponent = 1.5
+
 [[traffic]]
 name = "chat"
 kind = "chat"
 rate = 60
+group_rate = 10
 size = 120
 "#;

@@ -20,9 +20,11 @@ async fn a_compressed_day_delivers_every_message_to_contacts_exactly_once() {
     assert!(ran.verdict().starts_with("PASS"), "{ran}");
     let d = a.ledger.summary();
     let sent = a.metrics.count(Counter::Sent);
-    // 60 msgs/s over 12 s: a Poisson count within 20% of 720.
-    assert!((576..=864).contains(&sent), "{sent} sent");
-    assert_eq!((d.expected, d.delivered), (sent, sent), "{d:?}");
+    // 60 + 10 msgs/s over 12 s: a Poisson count within 20% of 840.
+    assert!((672..=1008).contains(&sent), "{sent} sent");
+    // Group messages reach every other member: more deliveries than sends.
+    assert!(d.expected > sent + 200, "{d:?}");
+    assert_eq!(d.delivered, d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated, d.reordered), (0, 0, 0), "{d:?}");
     assert!(
         d.via_sync > 50 && d.via_push > 50,

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use super::pattern::{Ctx, Load, Lowering, PatternKind};
 use crate::scenario::plan::{ChatTraffic, StreamId, TrafficShape};
+use crate::vocab::TrafficKind;
 use crate::Result;
 
 /// Keys besides the common ones.
-pub const KEYS: &[&str] = &["rate", "size", "activity"];
+pub const KEYS: &[&str] = &["rate", "size", "activity", "group_rate"];
 
 /// Default Zipf exponent of the users' message rates: the k-th most active user sends
 /// in proportion to 1/k.
@@ -28,6 +29,10 @@ struct Chat {
     size: usize,
     /// Mean contacts per user, for the estimate of the streams.
     mean_contacts: f64,
+    /// Messages/s into the population's groups, in all.
+    group_rate: f64,
+    /// The population's groups, to draw when lowered.
+    groups: Option<crate::scenario::groups::GroupModel>,
 }
 
 /// Checks a chat pattern; without `duration` it lasts the population's day.
@@ -65,11 +70,33 @@ pub fn check(cx: &Ctx<'_>, duration: &mut Option<Duration>) -> Result<Box<dyn Pa
         .contacts
         .unwrap_or_else(crate::scenario::population::default_contacts)
         .mean;
+    let group_rate = match (&t.group_rate, &cx.pop.groups) {
+        (Some(r), Some(_)) => cx
+            .src
+            .value(r, cx.key("group_rate"), crate::scenario::values::rate)?,
+        (Some(r), None) => {
+            return Err(cx.src.at(
+                r,
+                cx.key("group_rate"),
+                "sends into the population's groups: add `[population.groups]` (docs/population.md)",
+            ))
+        }
+        (None, _) => 0.0,
+    };
+    if group_rate > 0.0 && !cx.driver.kinds.contains(&TrafficKind::Group) {
+        return Err(cx.at(
+            &t.group_rate,
+            "group_rate",
+            format!("driver `{}` does not run group traffic", cx.driver.name),
+        ));
+    }
     Ok(Box::new(Chat {
         rate,
         activity,
         size: cx.size()?,
         mean_contacts,
+        group_rate,
+        groups: cx.pop.groups,
     }))
 }
 
@@ -80,10 +107,15 @@ impl PatternKind for Chat {
 
     fn load(&self, duration: Option<Duration>, users: u32) -> Load {
         let secs = duration.map_or(0.0, |d| d.as_secs_f64());
+        // Groups are drawn when lowered: their expected size bounds members and pairs.
+        let (members, fanout) = self.groups.map_or((0, 0.0), |g| {
+            let mean = g.mean_size();
+            ((f64::from(g.count) * mean) as u64, mean)
+        });
         Load {
-            listed: 0,
-            pairs: (f64::from(users) * self.mean_contacts) as u64,
-            deliveries: (self.rate * secs).ceil() as u128,
+            listed: members,
+            pairs: (f64::from(users) * self.mean_contacts) as u64 + members * 5,
+            deliveries: (self.rate * secs + self.group_rate * secs * fanout).ceil() as u128,
         }
     }
 
@@ -95,6 +127,14 @@ impl PatternKind for Chat {
         true
     }
 
+    fn sends_as(&self) -> Option<TrafficKind> {
+        Some(TrafficKind::Direct)
+    }
+
+    fn also_sends(&self) -> Option<TrafficKind> {
+        (self.group_rate > 0.0).then_some(TrafficKind::Group)
+    }
+
     fn lower(self: Box<Self>, cx: &mut Lowering<'_>) -> TrafficShape {
         let contacts = cx
             .contacts
@@ -102,9 +142,23 @@ impl PatternKind for Chat {
             .expect("the plan draws contacts for a pattern that needs them");
         let stream_base = cx.take_streams(contacts.slots() as StreamId);
         let weights = activity(&mut cx.rng, cx.users, self.activity);
+        let mut groups = match &self.groups {
+            Some(model) => crate::scenario::groups::resolve(model, cx.users, Some(&contacts), cx.seed, ""),
+            None => Vec::new(),
+        };
+        for g in &mut groups {
+            g.name = cx.next_group_name();
+        }
+        let group_weights = activity(&mut cx.rng, groups.len() as u32, self.activity);
+        let speakers: usize = groups.iter().map(|g| g.senders.len()).sum();
+        let group_stream_base = cx.take_streams(speakers as StreamId);
         TrafficShape::Chat(ChatTraffic {
             rate: self.rate,
             weights: Arc::from(weights),
+            group_rate: self.group_rate,
+            groups,
+            group_weights: Arc::from(group_weights),
+            group_stream_base,
             contacts,
             size: self.size,
             stream_base,

@@ -40,6 +40,11 @@ pub trait PatternKind: std::fmt::Debug {
         None
     }
 
+    /// A second kind whose traffic it sends besides its own (or its `sends_as` kind).
+    fn also_sends(&self) -> Option<TrafficKind> {
+        None
+    }
+
     /// Whether it sends to the users' contacts (then the plan draws the contact graph).
     fn needs_contacts(&self) -> bool {
         false
