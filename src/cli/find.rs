@@ -285,6 +285,8 @@ fn one_run_refusal(plan: &Plan) -> Option<&'static str> {
         Some("the driver cannot fetch what a user missed before it logged in, so a later step's users would miss messages sent to them")
     } else if !plan.population.late.is_empty() || !plan.population.churn.is_empty() {
         Some("the scenario has late or churning users of its own")
+    } else if plan.population.sessions.is_some() {
+        Some("the scenario's users come and go in sessions over its day")
     } else {
         None
     }
