@@ -29,6 +29,10 @@ impl Patterns {
                     (g.stream_base, g.groups.len() * g.senders_per_group as usize)
                 }
                 TrafficShape::Echo(e) => (e.stream_base, e.users.len()),
+                TrafficShape::Trace(t) => {
+                    let n: usize = t.senders.iter().map(|s| s.targets.len()).sum();
+                    (t.stream_base, n)
+                }
                 TrafficShape::Chat(c) => {
                     let speakers: usize = c.groups.iter().map(|g| g.senders.len()).sum();
                     (c.stream_base, c.contacts.slots() + speakers)

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenario::plan::{ChatTraffic, Contacts, OPEN};
+use crate::scenario::plan::{ChatTraffic, Contacts, TraceSender, TraceTarget, TraceTraffic, OPEN};
 use crate::scenario::{
     DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
     ThinkTimes, TrafficShape, UserIx,
@@ -52,6 +52,22 @@ pub enum Sends {
         /// Wire ids: the population's prefix and first id.
         ids: Arc<(String, u64)>,
     },
+    /// A trace's messages of one sender: the k-th goes to the target the trace gives, on
+    /// that target's stream `first_stream + target`, with that stream's next sequence.
+    Trace {
+        /// The trace's senders.
+        senders: Arc<[TraceSender]>,
+        /// This sender's index in `senders`.
+        ix: usize,
+        /// Stream of the sender's first target.
+        first_stream: StreamId,
+        /// The next sequence number per target.
+        seqs: Box<[u64]>,
+        /// The trace's groups.
+        groups: Arc<[Arc<GroupInfo>]>,
+        /// Wire ids: the population's prefix and first id.
+        ids: Arc<(String, u64)>,
+    },
     /// Messages into one group on one stream; the k-th send has sequence k.
     Group {
         /// The group.
@@ -78,6 +94,8 @@ pub enum Clock {
         /// When the current loop's sends are due.
         next: Duration,
     },
+    /// The k-th send at the k-th of these times (a trace's messages of one sender).
+    Listed(Arc<[TraceSender]>, usize),
     /// A Poisson process at `rate` sends/s, only inside `windows` (the user online).
     Poisson {
         /// Sends per second.
@@ -185,8 +203,10 @@ pub struct NextSend {
     pub stream: StreamId,
     /// Its sequence number in the stream.
     pub seq: u64,
-    /// Recipient index for direct sends (`None` for a group).
+    /// Recipient index for direct sends (`None` for a group); a trace's target index.
     pub receiver: Option<usize>,
+    /// Body bytes when the send has its own (a trace's), else the program's.
+    pub size: Option<usize>,
 }
 
 impl Program {
@@ -201,6 +221,10 @@ impl Program {
             }
             Clock::Think { next, .. } => self.start.saturating_add(*next),
             Clock::Poisson { next, .. } => self.start.saturating_add((*next)?),
+            Clock::Listed(senders, ix) => {
+                let (at, _) = senders[*ix].sends.get(self.sent as usize)?;
+                self.start.saturating_add(*at)
+            }
         };
         match self.end {
             Some(end) if at >= end => None,
@@ -223,7 +247,7 @@ impl Program {
                     *next = next.saturating_add(times.draw(rng));
                 }
             }
-            Clock::Poisson { .. } | Clock::Every(_) => {}
+            Clock::Poisson { .. } | Clock::Every(_) | Clock::Listed(..) => {}
         }
         if let Clock::Poisson { next, .. } = &self.clock {
             let last = *next;
@@ -248,6 +272,26 @@ impl Program {
                     stream: *first_stream + pos as StreamId,
                     seq,
                     receiver: Some(pos),
+                    size: None,
+                }
+            }
+            Sends::Trace {
+                senders,
+                ix,
+                first_stream,
+                seqs,
+                ..
+            } => {
+                let s = &senders[*ix];
+                let k = k as usize;
+                let pos = s.sends.get(k).map_or(0, |&(_, p)| p as usize);
+                let seq = seqs[pos];
+                seqs[pos] += 1;
+                NextSend {
+                    stream: *first_stream + pos as StreamId,
+                    seq,
+                    receiver: Some(pos),
+                    size: s.sizes.get(k).map(|&b| b as usize),
                 }
             }
             Sends::Direct {
@@ -260,12 +304,14 @@ impl Program {
                     stream: *first_stream + pos as StreamId,
                     seq: k / r,
                     receiver: Some(pos),
+                    size: None,
                 }
             }
             Sends::Group { stream, .. } | Sends::Echo { stream } => NextSend {
                 stream: *stream,
                 seq: k,
                 receiver: None,
+                size: None,
             },
         }
     }
@@ -279,7 +325,9 @@ impl Program {
                 planned_sends(self.start, *interval, self.count, self.end)
             }
             (Clock::Think { .. }, None) => self.count.unwrap_or(0),
-            (Clock::Think { .. }, Some(_)) | (Clock::Poisson { .. }, _) => self.replay().0,
+            (Clock::Think { .. }, Some(_)) | (Clock::Poisson { .. } | Clock::Listed(..), _) => {
+                self.replay().0
+            }
         }
     }
 
@@ -290,7 +338,7 @@ impl Program {
                 let n = self.planned();
                 self.start + interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
             }
-            Clock::Think { .. } | Clock::Poisson { .. } => self.replay().1,
+            Clock::Think { .. } | Clock::Poisson { .. } | Clock::Listed(..) => self.replay().1,
         }
     }
 
@@ -434,6 +482,7 @@ pub fn build(plan: &Plan, range: Range<UserIx>) -> Schedule {
             TrafficShape::Request(r) => b.request(r, t.start),
             TrafficShape::Echo(e) => b.echo(e, t.start, end),
             TrafficShape::Chat(c) => b.chat(c, t.start, end.unwrap_or(t.start)),
+            TrafficShape::Trace(tr) => b.trace(tr, t.start, end),
         }
     }
     let end = last_end(&b.vus);
@@ -760,6 +809,88 @@ impl Builder<'_> {
                 }
                 stream += 1;
             }
+        }
+    }
+}
+
+impl Builder<'_> {
+    /// A trace from `start`: each sender's messages at their times, cut at `end`.
+    fn trace(&mut self, t: &TraceTraffic, start: Duration, end: Option<Duration>) {
+        let infos: Arc<[Arc<GroupInfo>]> = t
+            .groups
+            .iter()
+            .map(|g| {
+                let info = Arc::new(GroupInfo {
+                    index: self.groups.len(),
+                    name: g.name.clone(),
+                });
+                self.groups.push(info.clone());
+                for &m in &g.members {
+                    if self.local(m) {
+                        self.vu(m).groups.push(info.clone());
+                    }
+                }
+                info
+            })
+            .collect();
+        let ids = Arc::new((
+            self.plan.population.prefix.clone(),
+            self.plan.population.first_id,
+        ));
+        let mut first_stream = t.stream_base;
+        for (ix, s) in t.senders.iter().enumerate() {
+            let program = Program {
+                start,
+                clock: Clock::Listed(t.senders.clone(), ix),
+                count: None,
+                end: end.map(|e| e.saturating_sub(start)),
+                size: 0,
+                sends: Sends::Trace {
+                    senders: t.senders.clone(),
+                    ix,
+                    first_stream,
+                    seqs: vec![0; s.targets.len()].into(),
+                    groups: infos.clone(),
+                    ids: ids.clone(),
+                },
+                sent: 0,
+            };
+            let mut due = vec![0u64; s.targets.len()];
+            let cut = end.map_or(Duration::MAX, |e| e.saturating_sub(start));
+            for &(at, k) in &s.sends {
+                if at < cut {
+                    due[k as usize] += 1;
+                }
+            }
+            for (k, target) in s.targets.iter().enumerate() {
+                let stream = first_stream + k as StreamId;
+                let recipients: Vec<UserIx> = match *target {
+                    TraceTarget::User(r) => vec![r],
+                    TraceTarget::Group(g) => {
+                        self.expect
+                            .group_of_stream
+                            .insert(stream, infos[g as usize].clone());
+                        t.groups[g as usize].members.clone()
+                    }
+                };
+                let mut local = false;
+                let here = self.range.clone();
+                for r in recipients
+                    .into_iter()
+                    .filter(|&r| r != s.user && here.contains(&r))
+                {
+                    self.expect.tracks.push((stream, r));
+                    self.planned += due[k];
+                    local = true;
+                }
+                if local || matches!(target, TraceTarget::Group(_)) {
+                    self.expect.due.push((stream, due[k]));
+                }
+            }
+            if self.local(s.user) {
+                self.vu(s.user).programs.push(program);
+            }
+            first_stream += s.targets.len() as StreamId;
         }
     }
 }

@@ -208,7 +208,8 @@ pub fn keep_traffic_online(plan: &mut Plan) {
             TrafficShape::Idle { .. }
             | TrafficShape::Request(_)
             | TrafficShape::Echo(_)
-            | TrafficShape::Chat(_) => {}
+            | TrafficShape::Chat(_)
+            | TrafficShape::Trace(_) => {}
         }
     }
 }

@@ -35,6 +35,7 @@ mod schema;
 mod sessions;
 mod source;
 mod target;
+mod trace;
 mod traffic;
 mod validate;
 mod values;

@@ -230,6 +230,43 @@ pub enum TrafficShape {
     Echo(EchoTraffic),
     /// The population talks to its contacts.
     Chat(ChatTraffic),
+    /// Recorded messages replayed.
+    Trace(TraceTraffic),
+}
+
+/// A trace replayed: every recorded message at its time, from its sender to its recipient
+/// or group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceTraffic {
+    /// The senders, by user, ascending.
+    pub senders: std::sync::Arc<[TraceSender]>,
+    /// The trace's groups.
+    pub groups: Vec<GroupSpec>,
+    /// The stream of a sender's `k`-th target is `stream_base` + the targets of the
+    /// senders before it + `k`.
+    pub stream_base: StreamId,
+}
+
+/// One sender of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceSender {
+    /// Who.
+    pub user: UserIx,
+    /// Where its messages go, each target one stream.
+    pub targets: Vec<TraceTarget>,
+    /// Each message: when it is due from the pattern's start, and its target.
+    pub sends: Vec<(Duration, u32)>,
+    /// Each message's body bytes.
+    pub sizes: Vec<u32>,
+}
+
+/// Where a traced message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceTarget {
+    /// A user.
+    User(UserIx),
+    /// A group of the trace, by index.
+    Group(u32),
 }
 
 /// Chat traffic: each user sends to its contacts, a Poisson process at its own rate while
@@ -579,6 +616,12 @@ impl Plan {
                 TrafficShape::Group(g) => g.size,
                 TrafficShape::Echo(e) => e.size,
                 TrafficShape::Chat(c) => c.size,
+                TrafficShape::Trace(t) => t
+                    .senders
+                    .iter()
+                    .flat_map(|s| s.sizes.iter())
+                    .max()
+                    .map_or(0, |&m| m as usize),
                 TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
             })
             .max()
@@ -612,8 +655,8 @@ pub struct SenderShards {
     group: Vec<(StreamId, u32, Vec<Vec<UserIx>>)>,
     /// Per chat pattern: first stream and the contacts, whose slots are its streams.
     chat: Vec<(StreamId, std::sync::Arc<Contacts>)>,
-    /// Per chat pattern with groups: the first group stream and every group's senders in
-    /// stream order.
+    /// Per chat pattern with groups and per trace: the first stream and the sender of
+    /// each stream in order.
     chat_groups: Vec<(StreamId, Vec<UserIx>)>,
 }
 
@@ -643,6 +686,13 @@ impl SenderShards {
                     let senders = c.groups.iter().flat_map(|g| g.senders.iter().copied());
                     out.chat_groups
                         .push((c.group_stream_base, senders.collect()));
+                }
+                TrafficShape::Trace(t) => {
+                    let senders = t
+                        .senders
+                        .iter()
+                        .flat_map(|s| std::iter::repeat_n(s.user, s.targets.len()));
+                    out.chat_groups.push((t.stream_base, senders.collect()));
                 }
                 // Echo streams come back to their sender; the others carry no envelopes.
                 TrafficShape::Echo(_) | TrafficShape::Idle { .. } | TrafficShape::Request(_) => {}

@@ -255,6 +255,10 @@ pub struct TrafficSpec {
     pub activity: Opt<f64>,
     /// Chat: messages/s into the population's groups.
     pub group_rate: Opt<f64>,
+    /// Trace: the file of recorded messages.
+    pub file: Opt<String>,
+    /// Trace: replay speed.
+    pub speed: Opt<f64>,
 }
 
 impl TrafficSpec {
@@ -286,6 +290,8 @@ impl TrafficSpec {
         add(&mut v, "to", &self.to);
         add(&mut v, "activity", &self.activity);
         add(&mut v, "group_rate", &self.group_rate);
+        add(&mut v, "file", &self.file);
+        add(&mut v, "speed", &self.speed);
         add(&mut v, "loops", &self.loops);
         add(&mut v, "think", &self.think);
         v

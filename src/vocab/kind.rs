@@ -25,6 +25,8 @@ macro_rules! each_kind {
             Flow "flow" flow as Direct,
             /// The population talks to its contacts.
             Chat "chat" chat as Direct,
+            /// Recorded messages replayed.
+            Trace "trace" trace as Direct,
         }
     };
 }

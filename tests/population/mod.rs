@@ -3,6 +3,7 @@
 //! catch-up of a returning user, in one process or split over shards.
 
 mod serve;
+mod trace;
 #[cfg(feature = "xmpp")]
 mod xmpp;
 

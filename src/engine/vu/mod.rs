@@ -26,6 +26,7 @@ use super::shared::{Phase, Shared};
 use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
 use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::scenario::plan::TraceTarget;
 use crate::scenario::{StreamId, UserIx};
 use record::Held;
 use send::Pending;
@@ -244,9 +245,23 @@ impl<D: Driver> Vu<D> {
                 spec.plan
                     .programs
                     .iter()
-                    .filter_map(|p| match p.sends {
-                        Sends::Group { stream, .. } => Some(stream),
-                        Sends::Direct { .. } | Sends::Echo { .. } | Sends::Contacts { .. } => None,
+                    .flat_map(|p| match &p.sends {
+                        Sends::Group { stream, .. } => vec![*stream],
+                        Sends::Trace {
+                            senders,
+                            ix,
+                            first_stream,
+                            ..
+                        } => senders[*ix]
+                            .targets
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, t)| matches!(t, TraceTarget::Group(_)))
+                            .map(|(k, _)| first_stream + k as StreamId)
+                            .collect(),
+                        Sends::Direct { .. } | Sends::Echo { .. } | Sends::Contacts { .. } => {
+                            Vec::new()
+                        }
                     })
                     .collect()
             },

@@ -10,6 +10,7 @@ use crate::driver::{Dest, Driver, Failure, Session};
 use crate::engine::schedule::{NextSend, Sends};
 use crate::envelope::{self, Envelope};
 use crate::metrics::{Counter, ErrorKind};
+use crate::scenario::plan::TraceTarget;
 use crate::scenario::StreamId;
 
 /// Sends written per wake-up at most. A user far behind its schedule reads its socket
@@ -92,7 +93,7 @@ impl<D: Driver> Vu<D> {
             self.shared.run_id,
             next,
             due_us,
-            program.size,
+            next.size.unwrap_or(program.size),
         );
         let recipients = match &program.sends {
             Sends::Direct { receivers, .. } => {
@@ -112,6 +113,23 @@ impl<D: Driver> Vu<D> {
                 let r = contacts.of(*user)[next.receiver.unwrap_or(0)];
                 u32::from(self.cfg.range.contains(&r))
             }
+            Sends::Trace {
+                senders,
+                ix,
+                groups,
+                ..
+            } => match senders[*ix].targets[next.receiver.unwrap_or(0)] {
+                TraceTarget::User(r) => u32::from(self.cfg.range.contains(&r)),
+                TraceTarget::Group(g) => {
+                    let group = &groups[g as usize];
+                    let online = self.shared.group_online[group.index]
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(1);
+                    self.shared
+                        .fanout_start(next.stream, next.seq, online, due_us);
+                    self.shared.local_recipients(group, true)
+                }
+            },
         };
         let tag = self.next_tag;
         self.next_tag += 1;
@@ -127,6 +145,19 @@ impl<D: Driver> Vu<D> {
                 contact = format!("{}{}", ids.0, ids.1 + u64::from(r));
                 Dest::User(&contact)
             }
+            Sends::Trace {
+                senders,
+                ix,
+                groups,
+                ids,
+                ..
+            } => match senders[*ix].targets[next.receiver.unwrap_or(0)] {
+                TraceTarget::User(r) => {
+                    contact = format!("{}{}", ids.0, ids.1 + u64::from(r));
+                    Dest::User(&contact)
+                }
+                TraceTarget::Group(g) => Dest::Group(&groups[g as usize].name),
+            },
             Sends::Direct { receivers, .. } => Dest::User(&receivers[next.receiver.unwrap_or(0)].1),
             Sends::Group { group, .. } => Dest::Group(&group.name),
             Sends::Echo { .. } => Dest::User(&self.spec.ctx.id),
