@@ -86,6 +86,10 @@ pub struct Artifact {
     /// What each `[[chaos]]` step did, in plan order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chaos: Vec<StepRecord>,
+    /// The shape the plan's population offered (sessions, contacts, groups), when it has
+    /// one; absent otherwise and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub population: Option<crate::vocab::Offered>,
 }
 
 /// The scenario as run, for the report to show.
@@ -357,6 +361,8 @@ pub struct RunFacts {
     pub server_metrics: Vec<ScrapedSeries>,
     /// What the chaos steps did.
     pub chaos: Vec<StepRecord>,
+    /// The shape the plan's population offered, if it has one (the first shard's).
+    pub population: Option<crate::vocab::Offered>,
 }
 
 impl Artifact {
@@ -406,6 +412,7 @@ impl Artifact {
             scenario_source: facts.scenario_source,
             server_metrics: facts.server_metrics,
             chaos: facts.chaos,
+            population: facts.population,
         }
     }
 
@@ -455,6 +462,9 @@ impl Artifact {
         self.ledger.merge(&other.ledger);
         if self.scenario_source.is_none() {
             self.scenario_source.clone_from(&other.scenario_source);
+        }
+        if self.population.is_none() {
+            self.population.clone_from(&other.population);
         }
         // Every shard may scrape the same endpoints: the first shard's series of each stays.
         for s in &other.server_metrics {

@@ -326,46 +326,10 @@ pub async fn run(cli: Cli) -> Result<u8> {
 /// contacts): users online over the day, sessions, contacts, planned messages and how
 /// they split over the senders.
 fn offered(plan: &crate::scenario::Plan) {
-    let pop = &plan.population;
-    if pop.sessions.is_none() && pop.contacts.is_none() {
-        return;
-    }
-    let o = crate::engine::offered::Offered::of(plan);
-    if let (Some((day, online)), Some((n, p50, p90))) = (&o.online, o.sessions) {
-        say(&format!(
-            "sessions: {n} over a {} day (length p50 {}, p90 {}); peak {} of {} users online",
-            humantime::format_duration(*day),
-            humantime::format_duration(p50),
-            humantime::format_duration(p90),
-            online.iter().max().copied().unwrap_or(0),
-            pop.users
-        ));
-        let points: Vec<String> = online.iter().map(u64::to_string).collect();
-        say(&format!(
-            "online over the day ({} points): {}",
-            points.len(),
-            points.join(" ")
-        ));
-    }
-    if let Some((mean, max)) = o.contacts {
-        say(&format!("contacts: mean {mean:.1} per user, most {max}"));
-    }
-    if o.chat_sends > 0 {
-        say(&format!(
-            "chat: {} messages planned, one recipient each; the top 1% of users send {:.0}% \
-             of them, the top 10% {:.0}%",
-            o.chat_sends,
-            o.top_senders.0 * 100.0,
-            o.top_senders.1 * 100.0
-        ));
-    }
-    let (groups, largest, sends, deliveries) = o.groups;
-    if groups > 0 {
-        say(&format!(
-            "groups: {groups}, the largest {largest} members; {sends} messages planned into \
-             them, {deliveries} deliveries ({:.1} per message)",
-            deliveries as f64 / sends.max(1) as f64
-        ));
+    if let Some(o) = crate::engine::offered::offered(plan) {
+        for line in crate::report::population::lines(&o, plan.population.users) {
+            say(&line);
+        }
     }
 }
 

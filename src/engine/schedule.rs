@@ -236,6 +236,12 @@ impl Program {
     pub fn advance(&mut self) -> NextSend {
         let k = self.sent;
         self.sent += 1;
+        self.tick();
+        self.sends.next(k)
+    }
+
+    /// Moves the clock past a send: a think after each loop, the next Poisson draw.
+    fn tick(&mut self) {
         match &mut self.clock {
             Clock::Think {
                 times,
@@ -253,7 +259,60 @@ impl Program {
             let last = *next;
             self.clock.step(last);
         }
-        match &mut self.sends {
+    }
+}
+
+/// Who one send goes to.
+#[derive(Debug)]
+pub enum To<'a> {
+    /// A user: its index and wire id.
+    User(UserIx, std::borrow::Cow<'a, str>),
+    /// A group.
+    Group(&'a GroupInfo),
+    /// Back to the sender, through an echo endpoint.
+    Echo,
+}
+
+impl Sends {
+    /// Who `next`, one of these sends, goes to.
+    pub fn to(&self, next: &NextSend) -> To<'_> {
+        use std::borrow::Cow;
+        let pos = next.receiver.unwrap_or(0);
+        let wire = |ids: &(String, u64), r: UserIx| -> Cow<'_, str> {
+            Cow::Owned(format!("{}{}", ids.0, ids.1 + u64::from(r)))
+        };
+        match self {
+            Sends::Direct { receivers, .. } => {
+                let (r, id) = &receivers[pos];
+                To::User(*r, Cow::Borrowed(id))
+            }
+            Sends::Contacts {
+                contacts,
+                user,
+                ids,
+                ..
+            } => {
+                let r = contacts.of(*user)[pos];
+                To::User(r, wire(ids, r))
+            }
+            Sends::Trace {
+                senders,
+                ix,
+                groups,
+                ids,
+                ..
+            } => match senders[*ix].targets[pos] {
+                TraceTarget::User(r) => To::User(r, wire(ids, r)),
+                TraceTarget::Group(g) => To::Group(&groups[g as usize]),
+            },
+            Sends::Group { group, .. } => To::Group(group),
+            Sends::Echo { .. } => To::Echo,
+        }
+    }
+
+    /// The `k`-th send (0-based) of the program these sends belong to.
+    fn next(&mut self, k: u64) -> NextSend {
+        match self {
             Sends::Contacts {
                 contacts,
                 user,

@@ -166,6 +166,7 @@ fn so_far(source: Option<&Source>) -> String {
                 scenario_source: run.scenario_source.clone(),
                 server_metrics: Vec::new(),
                 chaos: Vec::new(),
+                population: None,
             };
             let a = Artifact::new(&run.plan, facts, metrics, Ledger::new(&run.plan.ledger));
             let progress = Progress {

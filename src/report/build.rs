@@ -108,6 +108,7 @@ impl Report {
                 .chain(unresumable(count(Counter::ResumesWithoutOffset)))
                 .collect(),
             scenario_source: a.scenario_source.clone(),
+            population: a.population.clone(),
             server_metrics: a.server_metrics.clone(),
             chaos: Vec::new(),
             live: None,

@@ -22,6 +22,7 @@ pub mod live;
 pub mod markdown;
 pub mod model;
 pub mod phases;
+pub mod population;
 pub mod present;
 mod reason;
 pub mod renderer;

@@ -71,6 +71,9 @@ pub struct Report {
     /// The scenario as run, when the result file has it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario_source: Option<ScenarioSource>,
+    /// The shape the plan's population offered (sessions, contacts, groups), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub population: Option<crate::vocab::Offered>,
     /// Series scraped from the `[monitor] prometheus` endpoints.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<ScrapedSeries>,

@@ -44,6 +44,13 @@ pub fn render(r: &Report) -> String {
     let mut out = String::new();
     summary(&mut out, r);
     connections(&mut out, r);
+    if let Some(o) = &r.population {
+        let users = r.generators.iter().map(|g| g.shard.users).sum::<u32>();
+        let _ = writeln!(out, "\npopulation (as planned)");
+        for line in super::population::lines(o, users) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     messages(&mut out, r);
     latencies(&mut out, r);
     if let Some(c) = &r.clocks {

@@ -109,17 +109,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
     target::stop(server).await?;
     notes.extend(load.outcome.notes.iter().cloned());
     let clock = meeting.part(&mut notes).await;
-    let shard = ShardResult {
-        index: plan.shard.index,
-        count: plan.shard.count,
-        users: load.outcome.users,
-        duration_s: load.outcome.duration.as_secs_f64(),
-        cpu_s: load.cpu.as_secs_f64(),
-        cores: crate::sys::cores() as u32,
-        peak_rss_bytes: load.peak_rss,
-        fd_limit,
-        clock,
-    };
+    let shard = load.shard(&plan, fd_limit, clock);
     let facts = RunFacts {
         run_id,
         target,
@@ -135,6 +125,8 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         scenario_source: options.source,
         server_metrics: watched.server_metrics,
         chaos,
+        // Planned again for all users: once per run, by its first shard.
+        population: (plan.shard.index == 0).then(|| offered(&plan)).flatten(),
     };
     Ok(Artifact::new(
         &plan,
@@ -145,6 +137,33 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
 }
 
 /// What the load phase gave: the engine's outcome and what it cost this process.
+/// The shape the population of `plan` offered, if it has one.
+fn offered(plan: &Plan) -> Option<crate::vocab::Offered> {
+    crate::engine::offered::offered(plan)
+}
+
+impl Load {
+    /// This process's shard of `plan` as the result file records it.
+    fn shard(
+        &self,
+        plan: &Plan,
+        fd_limit: u64,
+        clock: Option<crate::artifact::ClockSync>,
+    ) -> ShardResult {
+        ShardResult {
+            index: plan.shard.index,
+            count: plan.shard.count,
+            users: self.outcome.users,
+            duration_s: self.outcome.duration.as_secs_f64(),
+            cpu_s: self.cpu.as_secs_f64(),
+            cores: crate::sys::cores() as u32,
+            peak_rss_bytes: self.peak_rss,
+            fd_limit,
+            clock,
+        }
+    }
+}
+
 struct Load {
     /// What the engine recorded.
     outcome: Outcome,

@@ -14,7 +14,7 @@ use std::fmt;
 use fastrand::Rng;
 
 use super::draw::mix;
-use super::plan::UserIx;
+use crate::vocab::UserIx;
 
 /// Seed tag of the contact graph.
 const TAG: u64 = u64::MAX - 2;

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use fastrand::Rng;
 
-use super::plan::UserIx;
 use super::schema::Pick;
+use crate::vocab::UserIx;
 
 /// The users `0..n` but `excluded`, in order, without listing them.
 pub struct Pool<'a> {

@@ -8,7 +8,8 @@ use fastrand::Rng;
 
 use super::contacts::Contacts;
 use super::draw::{floyd, mix};
-use super::plan::{GroupSpec, UserIx};
+use super::plan::GroupSpec;
+use crate::vocab::UserIx;
 
 /// Seed tag of the groups.
 const TAG: u64 = u64::MAX - 3;

@@ -13,6 +13,7 @@ pub use crate::driver::Auth;
 use crate::driver::{Caps, Config, Endpoint, Spec};
 
 pub use super::contacts::Contacts;
+pub use super::dist::{standard_normal, ThinkTimes};
 pub use super::sessions::{Sessions, OPEN};
 pub use crate::vocab::{LedgerOpts, StreamId, UserIx};
 
@@ -371,69 +372,6 @@ impl Think {
         let k = (position as u64).wrapping_add(1);
         fastrand::Rng::with_seed(self.seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
-}
-
-/// A distribution of durations: how long a user thinks between two loops, how long a
-/// session lasts, how long a user stays away.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ThinkTimes {
-    /// Always this long.
-    Fixed(Duration),
-    /// Uniform in `low..=high`.
-    Uniform(Duration, Duration),
-    /// Exponential with this mean (a Poisson process per user).
-    Exponential(Duration),
-    /// Lognormal: half the draws are below `median`; `spread` is the σ of the logarithm
-    /// (heavy-tailed: most short, a few very long).
-    Lognormal {
-        /// The median.
-        median: Duration,
-        /// σ of the natural logarithm.
-        spread: f64,
-    },
-}
-
-impl ThinkTimes {
-    /// The mean think time.
-    pub fn mean(&self) -> Duration {
-        match *self {
-            ThinkTimes::Fixed(d) | ThinkTimes::Exponential(d) => d,
-            ThinkTimes::Uniform(low, high) => (low + high) / 2,
-            ThinkTimes::Lognormal { median, spread } => {
-                Duration::try_from_secs_f64(median.as_secs_f64() * (spread * spread / 2.0).exp())
-                    .unwrap_or(Duration::MAX)
-            }
-        }
-    }
-
-    /// One think time drawn from `rng`.
-    pub fn draw(&self, rng: &mut fastrand::Rng) -> Duration {
-        match *self {
-            ThinkTimes::Fixed(d) => d,
-            ThinkTimes::Uniform(low, high) => {
-                let span = (high - low).as_nanos().min(u128::from(u64::MAX)) as u64;
-                low + Duration::from_nanos(rng.u64(..=span))
-            }
-            ThinkTimes::Exponential(mean) => {
-                // 1 − u is in (0, 1]: the logarithm is finite.
-                let x = -(1.0 - rng.f64()).ln() * mean.as_secs_f64();
-                Duration::try_from_secs_f64(x).unwrap_or(Duration::MAX)
-            }
-            ThinkTimes::Lognormal { median, spread } => {
-                let x = median.as_secs_f64() * (spread * standard_normal(rng)).exp();
-                Duration::try_from_secs_f64(x).unwrap_or(Duration::MAX)
-            }
-        }
-    }
-}
-
-/// One draw of the standard normal distribution (Box–Muller). Written here because
-/// `fastrand`, whose seeded streams every plan is drawn from, has no distributions, and
-/// `rand_distr` needs `rand`'s generator traits.
-pub fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
-    // 1 − u is in (0, 1]: the logarithm is finite.
-    let (u, v) = (1.0 - rng.f64(), rng.f64());
-    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
 }
 
 /// One group of a plan.

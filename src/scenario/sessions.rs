@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use fastrand::Rng;
 
+use super::dist::ThinkTimes;
 use super::draw::mix;
-use super::plan::{ThinkTimes, UserIx};
+use crate::vocab::UserIx;
 
 /// A window's end for a session still open when the day is over: online to the end of
 /// the traffic.

@@ -188,6 +188,57 @@ fn checked(
     })
 }
 
+/// A trace's senders and groups as its lines are mapped.
+#[derive(Default)]
+struct Built {
+    /// The groups so far, by first appearance.
+    groups: Vec<GroupSpec>,
+    /// Each group's index in `groups`, by name.
+    group_ix: HashMap<String, u32>,
+    /// Each sender's targets and sends so far.
+    senders: HashMap<UserIx, TraceSender>,
+}
+
+impl Built {
+    /// Group `name`, with `from` among its senders and members.
+    fn group(&mut self, name: &str, from: UserIx) -> TraceTarget {
+        let groups = &mut self.groups;
+        let g = *self.group_ix.entry(name.to_owned()).or_insert_with(|| {
+            groups.push(GroupSpec {
+                name: name.to_owned(),
+                members: Vec::new(),
+                senders: Vec::new(),
+            });
+            groups.len() as u32 - 1
+        });
+        let spec = &mut self.groups[g as usize];
+        if !spec.senders.contains(&from) {
+            spec.senders.push(from);
+            spec.members.push(from);
+        }
+        TraceTarget::Group(g)
+    }
+
+    /// A message of `from` to `target` due `at`, `bytes` long.
+    fn send(&mut self, from: UserIx, target: TraceTarget, at: Duration, bytes: usize) {
+        let s = self.senders.entry(from).or_insert_with(|| TraceSender {
+            user: from,
+            targets: Vec::new(),
+            sends: Vec::new(),
+            sizes: Vec::new(),
+        });
+        let pos = match s.targets.iter().position(|t| *t == target) {
+            Some(p) => p,
+            None => {
+                s.targets.push(target);
+                s.targets.len() - 1
+            }
+        };
+        s.sends.push((at, pos as u32));
+        s.sizes.push(bytes as u32);
+    }
+}
+
 /// Maps the messages onto users `0..users` and streams, in time order.
 fn map(
     mut lines: Vec<Line>,
@@ -219,50 +270,25 @@ fn map(
         ids.insert(id.to_owned(), u);
         Ok(u)
     };
-    let mut groups: Vec<GroupSpec> = Vec::new();
-    let mut group_ix: HashMap<String, u32> = HashMap::new();
-    let mut senders: HashMap<UserIx, TraceSender> = HashMap::new();
-    let mut max_size = 0;
+    let mut built = Built::default();
     for l in &lines {
         let from = user(&l.from, l.line)?;
         let target = match &l.to {
             To::User(id) => TraceTarget::User(user(id, l.line)?),
-            To::Group(name) => {
-                let g = *group_ix.entry(name.clone()).or_insert_with(|| {
-                    groups.push(GroupSpec {
-                        name: name.clone(),
-                        members: Vec::new(),
-                        senders: Vec::new(),
-                    });
-                    groups.len() as u32 - 1
-                });
-                let spec = &mut groups[g as usize];
-                if !spec.senders.contains(&from) {
-                    spec.senders.push(from);
-                    spec.members.push(from);
-                }
-                TraceTarget::Group(g)
-            }
+            To::Group(name) => built.group(name, from),
         };
-        let s = senders.entry(from).or_insert_with(|| TraceSender {
-            user: from,
-            targets: Vec::new(),
-            sends: Vec::new(),
-            sizes: Vec::new(),
-        });
-        let pos = match s.targets.iter().position(|t| *t == target) {
-            Some(p) => p,
-            None => {
-                s.targets.push(target);
-                s.targets.len() - 1
-            }
-        };
-        let at = Duration::from_secs_f64((l.time - t0) / speed);
-        let bytes = l.size.unwrap_or(size);
-        max_size = max_size.max(bytes);
-        s.sends.push((at, pos as u32));
-        s.sizes.push(bytes as u32);
+        built.send(
+            from,
+            target,
+            Duration::from_secs_f64((l.time - t0) / speed),
+            l.size.unwrap_or(size),
+        );
     }
+    let Built {
+        mut groups,
+        senders,
+        ..
+    } = built;
     for g in &mut groups {
         g.members.sort_unstable();
         g.senders.sort_unstable();

@@ -5,10 +5,12 @@
 
 pub mod kind;
 mod ledger;
+pub mod offered;
 mod precision;
 
 pub use kind::TrafficKind;
 pub use ledger::LedgerOpts;
+pub use offered::Offered;
 pub use precision::{num, Precision};
 
 /// A user is numbered `0..population.users` inside a plan; its wire id is

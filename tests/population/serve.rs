@@ -30,6 +30,25 @@ async fn a_compressed_day_delivers_every_message_to_contacts_exactly_once() {
         d.via_sync > 50 && d.via_push > 50,
         "both live and caught up: {d:?}"
     );
+    // The result keeps the offered shape; its planned sends are the sends the run made due.
+    let o = a
+        .population
+        .as_ref()
+        .expect("the population's shape in result.json");
+    assert_eq!(
+        o.chat_sends + o.group_sends,
+        a.metrics.count(Counter::Due),
+        "{o:?}"
+    );
+    assert_eq!((o.groups, o.online.len()), (20, 13), "{o:?}");
+    assert!(o.top10_share > 0.3, "a few users send most: {o:?}");
+    assert!(ran.stdout.contains("population (as planned)"), "{ran}");
+    let text = std::fs::read_to_string(work.path("out").join("result.json")).expect("read");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let (schemas, schema) = crate::cli::report::result_schema();
+    if let Err(e) = schemas.validate(&value, schema) {
+        panic!("result.json does not match schema/result.schema.json: {e:#}");
+    }
     // Users log in again and again: more logins than users.
     assert!(
         a.metrics.count(Counter::LoginOk) > 400,

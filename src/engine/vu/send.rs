@@ -7,10 +7,9 @@ use tokio::time::Instant;
 
 use super::Vu;
 use crate::driver::{Dest, Driver, Failure, Session};
-use crate::engine::schedule::{NextSend, Sends};
+use crate::engine::schedule::{NextSend, To};
 use crate::envelope::{self, Envelope};
 use crate::metrics::{Counter, ErrorKind};
-use crate::scenario::plan::TraceTarget;
 use crate::scenario::StreamId;
 
 /// Sends written per wake-up at most. A user far behind its schedule reads its socket
@@ -95,12 +94,10 @@ impl<D: Driver> Vu<D> {
             due_us,
             next.size.unwrap_or(program.size),
         );
-        let recipients = match &program.sends {
-            Sends::Direct { receivers, .. } => {
-                let r_ix = receivers[next.receiver.unwrap_or(0)].0;
-                u32::from(self.cfg.range.contains(&r_ix) && r_ix != self.spec.ctx.ix)
-            }
-            Sends::Group { group, .. } => {
+        let to = program.sends.to(&next);
+        let recipients = match &to {
+            To::User(r, _) => u32::from(self.cfg.range.contains(r) && *r != self.spec.ctx.ix),
+            To::Group(group) => {
                 let online = self.shared.group_online[group.index]
                     .load(Ordering::Relaxed)
                     .saturating_sub(1);
@@ -108,59 +105,14 @@ impl<D: Driver> Vu<D> {
                     .fanout_start(next.stream, next.seq, online, due_us);
                 self.shared.local_recipients(group, true)
             }
-            Sends::Echo { .. } => 1,
-            Sends::Contacts { contacts, user, .. } => {
-                let r = contacts.of(*user)[next.receiver.unwrap_or(0)];
-                u32::from(self.cfg.range.contains(&r))
-            }
-            Sends::Trace {
-                senders,
-                ix,
-                groups,
-                ..
-            } => match senders[*ix].targets[next.receiver.unwrap_or(0)] {
-                TraceTarget::User(r) => u32::from(self.cfg.range.contains(&r)),
-                TraceTarget::Group(g) => {
-                    let group = &groups[g as usize];
-                    let online = self.shared.group_online[group.index]
-                        .load(Ordering::Relaxed)
-                        .saturating_sub(1);
-                    self.shared
-                        .fanout_start(next.stream, next.seq, online, due_us);
-                    self.shared.local_recipients(group, true)
-                }
-            },
+            To::Echo => 1,
         };
         let tag = self.next_tag;
         self.next_tag += 1;
-        let contact;
-        let dest = match &program.sends {
-            Sends::Contacts {
-                contacts,
-                user,
-                ids,
-                ..
-            } => {
-                let r = contacts.of(*user)[next.receiver.unwrap_or(0)];
-                contact = format!("{}{}", ids.0, ids.1 + u64::from(r));
-                Dest::User(&contact)
-            }
-            Sends::Trace {
-                senders,
-                ix,
-                groups,
-                ids,
-                ..
-            } => match senders[*ix].targets[next.receiver.unwrap_or(0)] {
-                TraceTarget::User(r) => {
-                    contact = format!("{}{}", ids.0, ids.1 + u64::from(r));
-                    Dest::User(&contact)
-                }
-                TraceTarget::Group(g) => Dest::Group(&groups[g as usize].name),
-            },
-            Sends::Direct { receivers, .. } => Dest::User(&receivers[next.receiver.unwrap_or(0)].1),
-            Sends::Group { group, .. } => Dest::Group(&group.name),
-            Sends::Echo { .. } => Dest::User(&self.spec.ctx.id),
+        let dest = match &to {
+            To::User(_, id) => Dest::User(id),
+            To::Group(group) => Dest::Group(&group.name),
+            To::Echo => Dest::User(&self.spec.ctx.id),
         };
         let sent = s.send(tag, dest, &self.body).await;
         let bytes = self.body.len() as u64;

@@ -1,0 +1,44 @@
+//! The shape a plan's population offers, as numbers: computed by the engine from a plan
+//! (`engine::offered`), kept in the result file (`population`) and shown by `validate` and
+//! the text report. Here, in the leaf, so that the artifact and the report can hold it
+//! without importing the engine.
+
+use serde::{Deserialize, Serialize};
+
+/// Points of the day at which the users online are given.
+pub const POINTS: u32 = 12;
+
+/// What a plan offers (all shards).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offered {
+    /// The day's length, ms (0 without `[population.sessions]`).
+    pub day_ms: u64,
+    /// Users planned online at `POINTS + 1` evenly spaced moments of the day, its start and
+    /// end included (empty without sessions).
+    pub online: Vec<u64>,
+    /// Sessions in all.
+    pub sessions: u64,
+    /// Session lengths: median and 90th percentile, ms.
+    pub session_p50_ms: u64,
+    /// See `session_p50_ms`.
+    pub session_p90_ms: u64,
+    /// Contacts per user: mean (0 without a contact graph).
+    pub contacts_mean: f64,
+    /// Contacts of the user with most.
+    pub contacts_max: u64,
+    /// Messages to contacts planned (one delivery each).
+    pub chat_sends: u64,
+    /// The share of those made by the top 1% of users.
+    pub top1_share: f64,
+    /// The share of those made by the top 10% of users.
+    pub top10_share: f64,
+    /// Groups of `chat` patterns.
+    pub groups: u64,
+    /// Members of the largest.
+    pub largest_group: u64,
+    /// Messages planned into them.
+    pub group_sends: u64,
+    /// The deliveries those make (each to every other member).
+    pub group_deliveries: u64,
+}
