@@ -24,11 +24,12 @@ fn body() -> String {
 /// `group`.
 pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let u = match vm
-        .entry
-        .new_user
-        .call::<Table>((user, 0, credentials.0, credentials.1))
-    {
+    let made = vm.guard.run(|| {
+        vm.entry
+            .new_user
+            .call::<Table>((user, 0, credentials.0, credentials.1))
+    });
+    let u = match made {
         Ok(u) => u,
         Err(e) => return vec![format!("the user object: {}", one_line(&e))],
     };
@@ -57,7 +58,7 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
             }
         }
         let args = (u.clone(), dest, body());
-        match f.call::<Value>(args) {
+        match vm.guard.run(|| f.call::<Value>(args)) {
             Ok(id) => {
                 frames(&u, &mut out);
                 out.push(format!(
@@ -70,7 +71,7 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
     }
     if let Some(request) = &vm.entry.request {
         out.push(format!("request `call` from {user}:"));
-        match request.call::<Value>((u.clone(), "call")) {
+        match vm.guard.run(|| request.call::<Value>((u.clone(), "call"))) {
             Ok(id) => {
                 frames(&u, &mut out);
                 out.push(format!("  its reply is the one with id {}", show(&id)));
@@ -99,7 +100,7 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
     let mut input = MultiValue::new();
     input.push_back(Value::Table(u.clone()));
     input.extend(args);
-    let yielded = thread.resume::<MultiValue>(input);
+    let yielded = vm.guard.run(|| thread.resume::<MultiValue>(input));
     frames(u, out);
     match yielded {
         Err(e) => {

@@ -19,6 +19,7 @@
 
 mod codecs;
 mod dry;
+mod limits;
 mod options;
 mod session;
 mod vm;
@@ -38,6 +39,7 @@ use crate::driver::kit::json_map::credentials;
 use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
 use crate::vocab::TrafficKind;
+use limits::Limits;
 use options::{protos, transport, KEYS};
 pub use session::ScriptSession;
 use vm::Vm;
@@ -130,7 +132,8 @@ impl super::Driver for ScriptDriver {
         };
         let acceptance = t.flag("acceptance")?.unwrap_or(true);
         let protos = protos(config)?;
-        let vms = load(&file, &protos).map_err(|msg| err("file", msg))?;
+        let limits = Limits::of(&t)?;
+        let vms = load(&file, &protos, limits).map_err(|msg| err("file", msg))?;
         Ok(ScriptDriver {
             transport: transport(config)?,
             vms,
@@ -218,14 +221,15 @@ impl super::Driver for ScriptDriver {
     }
 }
 
-/// The script at `file` loaded into one interpreter per worker thread of the generator.
-fn load(file: &PathBuf, protos: &DescriptorPool) -> Result<Arc<[Vm]>, String> {
+/// The script at `file` loaded into one interpreter per worker thread of the generator,
+/// each bounded by `limits`.
+fn load(file: &PathBuf, protos: &DescriptorPool, limits: Limits) -> Result<Arc<[Vm]>, String> {
     let source = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
     let name = file.display().to_string();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     (0..workers)
-        .map(|_| Vm::load(&name, &source, protos))
+        .map(|_| Vm::load(&name, &source, protos, limits))
         .collect::<Result<Vec<_>, _>>()
         .map(Arc::from)
 }

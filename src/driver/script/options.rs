@@ -13,8 +13,10 @@ use crate::driver::kit::ws::{Dialer, TLS_KEYS};
 use crate::driver::{Config, OptionError};
 
 /// The keys of `[target.script]`.
-pub(super) const KEYS: [&str; 8] = [
+pub(super) const KEYS: [&str; 10] = [
     "file",
+    "call_limit",
+    "memory_limit",
     "proto",
     "urls",
     "acceptance",

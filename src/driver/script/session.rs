@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
+use super::limits::Guard;
 use super::vm::{one_line, take_outbox, Vm, REFUSED};
 use super::wire::{Frame, Wire};
 use crate::driver::directory::{self, Directory};
@@ -20,6 +21,8 @@ use crate::metrics::ErrorKind;
 pub struct ScriptSession {
     wire: Wire,
     lua: mlua::Lua,
+    /// The interpreter's bounds: every call into the script goes through it.
+    guard: Arc<Guard>,
     entry: Entry,
     /// The user object (`u`) the entry points get.
     user: Table,
@@ -111,10 +114,11 @@ impl ScriptSession {
         (reply_timeout, acceptance): (Duration, bool),
         directory: Arc<dyn Directory>,
     ) -> Result<Self, (Failure, Cursors)> {
-        let made = vm
-            .entry
-            .new_user
-            .call::<Table>((user.id.as_str(), user.ix, username, password));
+        let made = vm.guard.run(|| {
+            vm.entry
+                .new_user
+                .call::<Table>((user.id.as_str(), user.ix, username, password))
+        });
         let table = match made {
             Ok(t) => t,
             Err(e) => return Err((script_error("the user object", &e), cursors)),
@@ -123,6 +127,7 @@ impl ScriptSession {
         Ok(ScriptSession {
             wire,
             lua: vm.lua.clone(),
+            guard: Arc::clone(&vm.guard),
             entry: Entry {
                 login: e.login.clone(),
                 receive: e.receive.clone(),
@@ -191,7 +196,7 @@ impl ScriptSession {
         input.push_back(Value::Table(self.user.clone()));
         input.extend(args);
         loop {
-            let yielded = thread.resume::<MultiValue>(input);
+            let yielded = self.guard.run(|| thread.resume::<MultiValue>(input));
             self.write_outbox().await?;
             self.wire.flush().await?;
             let yielded = match yielded {
@@ -524,10 +529,11 @@ impl ScriptSession {
             .lua
             .create_string(&frame.bytes)
             .map_err(|e| script_error("receive", &e))?;
+        let receive = &self.entry.receive;
+        let user = self.user.clone();
         match self
-            .entry
-            .receive
-            .call::<Value>((self.user.clone(), frame, kind))
+            .guard
+            .run(|| receive.call::<Value>((user, frame, kind)))
         {
             Ok(Value::Table(t)) => match t.raw_get::<Value>(1) {
                 Ok(Value::Table(_)) => t
@@ -671,7 +677,10 @@ impl ScriptSession {
         let mut all = MultiValue::new();
         all.push_back(Value::Table(self.user.clone()));
         all.extend(args);
-        let ret = f.call::<Value>(all).map_err(|e| script_error(what, &e))?;
+        let ret = self
+            .guard
+            .run(|| f.call::<Value>(all))
+            .map_err(|e| script_error(what, &e))?;
         self.write_outbox().await?;
         Ok(ret)
     }

@@ -15,8 +15,12 @@
 //! entry points on the hot path (`direct`, `group`, `receive`, `heartbeat`) must not
 //! wait.
 
+use std::sync::Arc;
+
 use mlua::{Function, Lua, LuaOptions, StdLib, String as LuaString, Table, Value};
 use prost_reflect::DescriptorPool;
+
+use super::limits::{Guard, Limits};
 
 /// The user object's methods, run before the script.
 const PRELUDE: &str = r#"
@@ -39,6 +43,19 @@ function U:lookup(key, timeout) return coroutine.yield("lookup", key, timeout) e
 function U:claim(key, value) return coroutine.yield("claim", key, value) end
 function U:sleep(seconds) return coroutine.yield("sleep", seconds) end
 function refuse(reason) error("msgstorm:refused:" .. tostring(reason), 0) end
+do
+  -- An error caught after the call's deadline is raised again: a script cannot catch its
+  -- way past the call bound (see limits.rs).
+  local pcall_, xpcall_, resume_, expired = pcall, xpcall, coroutine.resume, __expired
+  local function pass(ok, ...)
+    if not ok and expired() then error((...), 0) end
+    return ok, ...
+  end
+  pcall = function(f, ...) return pass(pcall_(f, ...)) end
+  xpcall = function(f, handler, ...) return pass(xpcall_(f, handler, ...)) end
+  coroutine.resume = function(co, ...) return pass(resume_(co, ...)) end
+  __expired = nil
+end
 function __user(id, ix, username, password)
   return setmetatable({ id = id, ix = ix, username = username, password = password,
     token = password, state = {}, _out = {}, _bin = {}, _id = 0 }, U)
@@ -84,17 +101,25 @@ pub struct Vm {
     pub lua: Lua,
     /// The script's entry points.
     pub entry: Entry,
+    /// Its bounds: every call into it goes through [`Guard::run`].
+    pub guard: Arc<Guard>,
 }
 
 /// The entry points a script must define.
 const REQUIRED: [&str; 2] = ["login", "receive"];
 
 impl Vm {
-    /// A sandboxed state with `source` (named `name` in messages) loaded. Errors are one
-    /// line: `NAME:LINE: what`.
-    pub fn load(name: &str, source: &str, protos: &DescriptorPool) -> Result<Vm, String> {
+    /// A sandboxed state bounded by `limits` with `source` (named `name` in messages)
+    /// loaded. Errors are one line: `NAME:LINE: what`.
+    pub fn load(
+        name: &str,
+        source: &str,
+        protos: &DescriptorPool,
+        limits: Limits,
+    ) -> Result<Vm, String> {
         let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default()).map_err(|e| e.to_string())?;
+        let guard = Guard::install(&lua, limits, name).map_err(|e| e.to_string())?;
         let globals = lua.globals();
         for unsafe_global in ["dofile", "loadfile", "require", "collectgarbage"] {
             globals
@@ -106,12 +131,11 @@ impl Vm {
             .set_name("=prelude")
             .exec()
             .map_err(|e| e.to_string())?;
-        lua.load(source)
-            .set_name(format!("={name}"))
-            .exec()
+        guard
+            .run(|| lua.load(source).set_name(format!("={name}")).exec())
             .map_err(|e| one_line(&e))?;
         let entry = entry_points(&globals, name)?;
-        Ok(Vm { lua, entry })
+        Ok(Vm { lua, entry, guard })
     }
 }
 
@@ -180,11 +204,14 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<super::wire::Frame>> {
 pub const REFUSED: &str = "msgstorm:refused:";
 
 /// A Lua error as one line: the script's message with its `NAME:LINE:` and no traceback.
+/// An error without a place (`error(msg, 0)`, an error object that is not a string) gets
+/// the place of the innermost script frame of its traceback.
 pub fn one_line(e: &mlua::Error) -> String {
     match e {
         mlua::Error::CallbackError { cause, .. } => one_line(cause),
         mlua::Error::SyntaxError { message, .. } => first_line(message),
-        mlua::Error::RuntimeError(message) => first_line(message),
+        mlua::Error::RuntimeError(message) => placed(message),
+        mlua::Error::MemoryError(message) => first_line(message),
         other => first_line(&other.to_string()),
     }
 }
@@ -193,13 +220,52 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_owned()
 }
 
+/// The first line of a runtime error's message, with the place its traceback gives when
+/// the message has none.
+fn placed(message: &str) -> String {
+    let first = first_line(message);
+    if first.starts_with(REFUSED) || place(&first).is_some() {
+        return first;
+    }
+    let at = message
+        .lines()
+        .skip_while(|l| !l.starts_with("stack traceback:"))
+        .find_map(|l| place(l.trim_start()))
+        .unwrap_or("(no line: the error came from outside the script)");
+    let object = ["table: ", "userdata: ", "function: ", "thread: "]
+        .iter()
+        .find(|p| first.starts_with(**p))
+        .map(|p| p.trim_end_matches(": "))
+        .or(["nil", "true", "false"].into_iter().find(|w| first == *w));
+    match object {
+        Some(kind) => format!(
+            "{at}: error({first}): the error object is a {kind}, not a message (raise \
+             error(\"why\") or give it a __tostring)"
+        ),
+        None => format!("{at}: {first}"),
+    }
+}
+
+/// The `NAME:LINE` a line of Lua's starts with (`adapter.lua:12: …`), if it does; not a
+/// frame of C code (`[C]: in …`).
+fn place(line: &str) -> Option<&str> {
+    if line.starts_with('[') {
+        return None;
+    }
+    line.match_indices(':').find_map(|(i, _)| {
+        let rest = &line[i + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        (i > 0 && digits > 0 && rest[digits..].starts_with(':')).then(|| &line[..i + 1 + digits])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     impl Vm {
         fn load_plain(name: &str, source: &str) -> Result<Vm, String> {
-            Vm::load(name, source, &DescriptorPool::new())
+            Vm::load(name, source, &DescriptorPool::new(), Limits::default())
         }
     }
 
