@@ -2,6 +2,7 @@
 
 mod native;
 mod netty;
+mod runaway;
 #[cfg(feature = "socketio")]
 mod socketio;
 mod tinode;

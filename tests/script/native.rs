@@ -32,7 +32,7 @@ async fn script_counts_injected_faults_exactly_as_native_does() {
 
 /// The examples of the first error kind among `kinds` the run counted (at least once, or
 /// the test fails showing the run).
-fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
+pub(crate) fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
     let (kind, count, examples) = artifact
         .metrics
         .errors()
@@ -43,7 +43,11 @@ fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
 }
 
 /// The shipped script with `edit` applied, written next to a scenario that runs it.
-fn scenario_with(work: &Work, server_target: &str, edit: impl Fn(String) -> String) -> String {
+pub(crate) fn scenario_with(
+    work: &Work,
+    server_target: &str,
+    edit: impl Fn(String) -> String,
+) -> String {
     let script = include_str!("../../scenarios/script-native.lua").to_owned();
     let script = edit(script);
     let path = work.write("adapter.lua", &script);

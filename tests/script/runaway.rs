@@ -1,0 +1,116 @@
+//! An adapter cannot take the run down: a script stuck in a loop, a script that eats
+//! memory, or one that fails on every frame is stopped call by call as a `script` error
+//! naming its line, the other users go on, and the run ends in time and fails naming
+//! `checks.max_script_errors` first.
+
+use std::time::Duration;
+
+use msgstorm::artifact::Artifact;
+
+use super::native::{examples_of, scenario_with};
+use crate::common::run::{run_text, target, Ran, Work};
+use crate::common::{config, start};
+
+/// The shipped adapter with `line` first in its `receive`, run against the reference
+/// server with `[target.script]` `limits` (TOML lines) added.
+async fn run_with_receive(line: &str, limits: &str) -> (Ran, Artifact) {
+    let work = Work::new();
+    let server = start(config()).await;
+    let text = scenario_with(&work, &target(&server), |s| {
+        s.replace(
+            "function receive(u, text)\n",
+            &format!("function receive(u, text)\n  {line}\n"),
+        )
+    })
+    .replace("[target.script]\n", &format!("[target.script]\n{limits}\n"))
+    .replace("[target]\n", "[target]\nconnect_timeout = \"2s\"\n");
+    let (ran, artifact) = run_text(&work, &text).await;
+    server.shutdown().await.expect("server stops");
+    (ran, artifact)
+}
+
+/// The case of the issue: one user's `receive` never returns. Each of its calls is
+/// stopped at the bound (here 50 ms) as a script error at the line of the loop, the
+/// other users get every message, and the run fails naming the script first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_loop_in_one_users_receive_is_stopped_and_the_run_goes_on() {
+    let (ran, a) = run_with_receive(
+        "if u.ix == 7 then while true do end end",
+        "call_limit = \"50ms\"",
+    )
+    .await;
+    ran.expect_code(1);
+    assert!(ran.took < Duration::from_secs(30), "{ran}");
+    let examples = examples_of(&a, &["script"], &ran);
+    assert!(
+        examples
+            .iter()
+            .any(|e| e.contains("adapter.lua:") && e.contains("took longer than 50ms")),
+        "{examples:?}"
+    );
+    assert!(
+        ran.verdict()
+            .starts_with("FAIL: checks.max_script_errors: ")
+            && ran.verdict().contains("took longer than"),
+        "{}",
+        ran.verdict()
+    );
+    // 12 receivers of 50 messages; user 7 never logged in (its welcome was never judged).
+    let d = a.ledger.summary();
+    assert!(
+        d.delivered >= 11 * 50,
+        "the other users went on: {d:?}\n{ran}"
+    );
+}
+
+/// A script that piles up memory in `receive` hits its interpreter's limit: a `script`
+/// error naming the limit, never an out-of-memory kill of msgstorm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_eats_memory_hits_its_limit_not_the_machines() {
+    let (ran, a) = run_with_receive(
+        "if u.state.logged_in then local t = {} while true do t[#t + 1] = ('x'):rep(1e6) .. #t end end",
+        "memory_limit = \"64MiB\"",
+    )
+    .await;
+    ran.expect_code(1);
+    let examples = examples_of(&a, &["script"], &ran);
+    assert!(
+        examples.iter().any(|e| e.contains("adapter.lua")
+            && e.contains("out of memory")
+            && e.contains("64 MiB")),
+        "{examples:?}"
+    );
+    assert!(
+        ran.verdict()
+            .starts_with("FAIL: checks.max_script_errors: "),
+        "{ran}"
+    );
+}
+
+/// `error()` with a table on every frame after the login: each frame is a `script` error
+/// at the line of the `error` call that says the object is not a message; nothing is
+/// delivered and the run ends in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_object_on_every_frame_is_a_script_error_at_its_line() {
+    let (ran, a) = run_with_receive("if u.state.logged_in then error({ code = 7 }) end", "").await;
+    ran.expect_code(1);
+    assert!(ran.took < Duration::from_secs(30), "{ran}");
+    let examples = examples_of(&a, &["script"], &ran);
+    assert!(
+        examples.iter().all(|e| e.contains("adapter.lua:")
+            && e.contains("error(table: ")
+            && e.contains("not a message")),
+        "{examples:?}"
+    );
+    let (_, count, _) = a
+        .metrics
+        .errors()
+        .find(|(k, _, _)| k.name() == "script")
+        .expect("script errors");
+    assert!(count >= 50, "one error per frame at least: {count}\n{ran}");
+    assert!(
+        ran.verdict()
+            .starts_with("FAIL: checks.max_script_errors: "),
+        "{ran}"
+    );
+}
