@@ -9,7 +9,7 @@ mod flow;
 mod promise;
 pub(crate) mod report;
 mod shards;
-mod signals;
+pub(crate) mod signals;
 mod verdict;
 #[cfg(feature = "tls")]
 mod wss;

@@ -65,17 +65,17 @@ fn msgstorm_stop(pid: u32) {
 }
 
 /// SIGTERM to `pid` with `kill`.
-fn sigterm(pid: u32) {
+pub(crate) fn sigterm(pid: u32) {
     kill(pid, "TERM");
 }
 
 /// How much slower than its bound a stopped run may end. A bound against a hang, not a
 /// speed: far below the 30 s a stopped run would take without the bound under test (a
 /// close grace, a connect timeout, a 30 s drain).
-const SLACK: Duration = Duration::from_secs(10);
+pub(crate) const SLACK: Duration = Duration::from_secs(10);
 
 /// Waits until `server` has accepted `n` messages: the traffic is flowing.
-async fn accepted(server: std::net::SocketAddr, n: f64) {
+pub(crate) async fn accepted(server: std::net::SocketAddr, n: f64) {
     let deadline = Instant::now() + RUN_LIMIT;
     loop {
         let text = http_get(server, "/metrics").await;
@@ -92,7 +92,7 @@ async fn accepted(server: std::net::SocketAddr, n: f64) {
 /// fixed times from the start, a busy machine could signal before the traffic, or twice
 /// before the first signal was handled). Returns the exit code, the time from the first
 /// signal to the exit, stdout+stderr and the result file.
-async fn interrupt(
+pub(crate) async fn interrupt(
     text: &str,
     extra: &[&str],
     ready: impl std::future::Future<Output = ()>,
@@ -389,4 +389,137 @@ duration = "10s"
     );
     assert!(a.interrupted, "{out}");
     silent.abort();
+}
+
+/// A scenario of 60 s of traffic against `url` (no auth check: the target never answers
+/// anything), with a 1 s drain.
+fn against(url: &str) -> String {
+    format!(
+        r#"name = "stuck"
+drain = "1s"
+[target]
+url = "{url}"
+connect_timeout = "30s"
+[target.auth]
+secret = "s"
+
+[population]
+users = 12
+login_rate = 200
+
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 8
+rate = 40
+duration = "60s"
+"#
+    )
+}
+
+/// A listener that accepts every connection and never answers; the watch counts them.
+async fn mute_listener() -> (
+    std::net::SocketAddr,
+    tokio::sync::watch::Receiver<usize>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (count, connections) = tokio::sync::watch::channel(0usize);
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+            count.send_replace(held.len());
+        }
+    });
+    (addr, connections, task)
+}
+
+/// Users stuck in their TLS handshake (the server accepts TCP and never sends its
+/// ServerHello): the first SIGTERM ends the run within the drain plus the 2 s users get to
+/// disconnect, not after the 30 s connect timeout, with an interrupted result; so does a
+/// second at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_stop_a_run_whose_users_hang_in_the_tls_handshake() {
+    for twice in [false, true] {
+        let (addr, mut connections, task) = mute_listener().await;
+        let held = async move {
+            let _ = connections.wait_for(|n| *n > 12).await;
+        };
+        let text = against(&format!("wss://localhost:{}/ws", addr.port()));
+        let (code, took, out, a) = interrupt(&text, &[], held, twice, sigterm).await;
+        assert_eq!(code, 1, "an interrupted run fails\n{out}");
+        let bound = if twice {
+            SLACK
+        } else {
+            Duration::from_secs(3) + SLACK
+        };
+        assert!(
+            took < bound,
+            "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
+        );
+        assert!(a.interrupted, "{out}");
+        task.abort();
+    }
+}
+
+/// A target whose process is stopped (SIGSTOP) mid-run, so that every socket to it stays
+/// open and silent: the first SIGTERM ends the run within the drain plus 2 s, a second at
+/// once, and both write an interrupted result with what was measured before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_stop_a_run_against_a_stopped_target() {
+    for twice in [false, true] {
+        let server = crate::common::ChildServer::start(&[]);
+        let text = format!(
+            r#"name = "frozen"
+drain = "1s"
+[target]
+url = "{}"
+connect_timeout = "30s"
+[target.auth]
+secret = "{}"
+
+[population]
+users = 12
+login_rate = 200
+
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 8
+rate = 40
+duration = "60s"
+
+[checks]
+max_lost = 1000000
+"#,
+            server.ws_url(),
+            crate::common::SECRET
+        );
+        let addr = server.addr;
+        let frozen = async {
+            accepted(addr, 40.0).await;
+            server.signal("STOP");
+        };
+        let (code, took, out, a) = interrupt(&text, &[], frozen, twice, sigterm).await;
+        server.signal("CONT");
+        assert_eq!(code, 1, "an interrupted run fails\n{out}");
+        let bound = if twice {
+            SLACK
+        } else {
+            Duration::from_secs(3) + SLACK
+        };
+        assert!(
+            took < bound,
+            "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
+        );
+        assert!(a.interrupted, "{out}");
+        assert!(
+            a.metrics.count(Counter::Sent) >= 40,
+            "what was measured is kept\n{out}"
+        );
+    }
 }

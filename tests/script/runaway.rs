@@ -8,6 +8,7 @@ use std::time::Duration;
 use msgstorm::artifact::Artifact;
 
 use super::native::{examples_of, scenario_with};
+use crate::cli::signals::{accepted, interrupt, sigterm, SLACK};
 use crate::common::run::{run_text, target, Ran, Work};
 use crate::common::{config, start};
 
@@ -113,4 +114,44 @@ async fn an_error_object_on_every_frame_is_a_script_error_at_its_line() {
             .starts_with("FAIL: checks.max_script_errors: "),
         "{ran}"
     );
+}
+
+/// Signals stop a run whose adapter spins on every message a quarter of the users receive
+/// (each call stopped at the default 100 ms, again and again, the interpreters busy most of
+/// the time): the first SIGTERM within the drain plus 2 s, a second at once, both with an
+/// interrupted result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_stop_a_run_whose_adapter_spins_on_every_message() {
+    for twice in [false, true] {
+        let work = Work::new();
+        let server = start(config()).await;
+        let text = scenario_with(&work, &target(&server), |s| {
+            s.replace(
+                "  if t == \"msg\" then\n",
+                "  if t == \"msg\" then\n    if u.ix % 4 == 1 then while true do end end\n",
+            )
+        });
+        // `interrupt` writes the scenario in a folder of its own: the script by its full path.
+        let script = work.path("adapter.lua").display().to_string();
+        let text = text.replace("file = \"adapter.lua\"", &format!("file = {script:?}"));
+        let (head, _) = text.split_once("[population]").expect("a population table");
+        let text = format!(
+            "{head}[population]\nusers = 12\nlogin_rate = 200\n\n[[traffic]]\nkind = \"direct\"\n\
+             senders = 4\nreceivers = 8\nrate = 40\nduration = \"60s\"\n"
+        );
+        let (code, took, out, a) =
+            interrupt(&text, &[], accepted(server.addr(), 40.0), twice, sigterm).await;
+        assert_eq!(code, 1, "an interrupted run fails\n{out}");
+        let bound = if twice {
+            SLACK
+        } else {
+            Duration::from_secs(3) + SLACK
+        };
+        assert!(
+            took < bound,
+            "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
+        );
+        assert!(a.interrupted, "{out}");
+        server.shutdown().await.expect("server stops");
+    }
 }
