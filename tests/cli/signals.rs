@@ -523,3 +523,71 @@ max_lost = 1000000
         );
     }
 }
+
+/// The pid of the running process whose arguments hold every one of `words` (bounded wait).
+async fn process_with(words: &[&str]) -> u32 {
+    let deadline = Instant::now() + RUN_LIMIT;
+    loop {
+        let found = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                    words
+                        .iter()
+                        .all(|w| args.iter().any(|a| *a == w.as_bytes()))
+                })
+            });
+        if let Some(pid) = found {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no process with {words:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A shard that hangs (its process stopped): the coordinator's first SIGTERM reaches the
+/// shards, the second ends the run anyway — the hung shard killed with its process group
+/// after 2 s — and the result of the other shard is written, marked interrupted, with a
+/// note naming the killed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_ends_a_sharded_run_whose_shard_hangs() {
+    let server = lossy_server().await;
+    let name = format!("name=\"hang-{}\"", std::process::id());
+    let addr = server.addr();
+    let name_set = name.clone();
+    let hung = async move {
+        accepted(addr, 40.0).await;
+        let shard = process_with(&["--shard", "1/2", &name_set]).await;
+        kill(shard, "STOP");
+    };
+    let (code, took, out, a) = interrupt(
+        &long_run(&server, "30s"),
+        &["--shards", "2", "--set", &name],
+        hung,
+        true,
+        sigterm,
+    )
+    .await;
+    assert_eq!(code, 1, "an interrupted run fails\n{out}");
+    assert!(
+        took < Duration::from_secs(2) + SLACK,
+        "exit {took:?} after the first signal\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    assert_eq!(
+        a.shards.len(),
+        1,
+        "the shard that ended wrote its result\n{out}"
+    );
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.contains("shard(s) 1 of 2") && n.contains("killed")),
+        "{:?}",
+        a.notes
+    );
+    server.shutdown().await.expect("server stops");
+}
