@@ -9,7 +9,7 @@ use msgstorm::artifact::Artifact;
 
 use super::native::{examples_of, scenario_with};
 use crate::cli::signals::{accepted, interrupt, sigterm, SLACK};
-use crate::common::run::{run_text, target, Ran, Work};
+use crate::common::run::{msgstorm, run_text, target, Ran, Work};
 use crate::common::{config, start};
 
 /// The shipped adapter with `line` first in its `receive`, run against the reference
@@ -153,5 +153,40 @@ async fn signals_stop_a_run_whose_adapter_spins_on_every_message() {
         );
         assert!(a.interrupted, "{out}");
         server.shutdown().await.expect("server stops");
+    }
+}
+
+/// A bound that is not one is refused by `validate` at its key (exit 2).
+#[tokio::test]
+async fn validate_refuses_bounds_that_are_not_bounds() {
+    let work = Work::new();
+    work.write("a.lua", "function login(u) end\nfunction receive() end\n");
+    for (line, says) in [
+        ("call_limit = \"0s\"", "call_limit: must be more than 0"),
+        ("call_limit = \"soon\"", "call_limit: not a duration"),
+        (
+            "memory_limit = \"lots\"",
+            "memory_limit: `lots` is not a memory size",
+        ),
+        (
+            "memory_limit = \"64KiB\"",
+            "memory_limit: `64KiB` is too small",
+        ),
+    ] {
+        let file = work.write(
+            "s.toml",
+            &format!(
+                "name = \"s\"\n[target]\ndriver = \"script\"\nurl = \"ws://127.0.0.1:9/ws\"\n\
+                 [target.script]\nfile = \"a.lua\"\n{line}\n[population]\nusers = 2\n\
+                 [[traffic]]\nname = \"t\"\nkind = \"direct\"\nsenders = 1\nreceivers = 1\n\
+                 messages = 1\nrate = 1\n"
+            ),
+        );
+        let ran = msgstorm(&["validate", &file.display().to_string()]).await;
+        ran.expect_code(2);
+        assert!(
+            ran.stderr.contains("s.toml:") && ran.stderr.contains(says),
+            "{line}: {ran}"
+        );
     }
 }
