@@ -1,5 +1,6 @@
 //! The `script` driver against real servers, each spoken by a Lua script.
 
+mod ergonomics;
 mod native;
 mod netty;
 mod runaway;

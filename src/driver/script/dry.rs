@@ -22,12 +22,18 @@ fn body() -> String {
 
 /// The lines of a dry run of `vm`'s script as `user` (index 0), sending to `to` and to
 /// `group`.
-pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &str) -> Vec<String> {
+pub fn lines(
+    vm: &Vm,
+    user: &str,
+    (username, password, url): (&str, &str, &str),
+    to: &str,
+    group: &str,
+) -> Vec<String> {
     let mut out = Vec::new();
     let made = vm.guard.run(|| {
         vm.entry
             .new_user
-            .call::<Table>((user, 0, credentials.0, credentials.1))
+            .call::<Table>((user, 0, username, password, url))
     });
     let u = match made {
         Ok(u) => u,
@@ -44,6 +50,18 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
             out.push(format!("  (the script defines no `{what}`)"));
             continue;
         };
+        if let (Some(join), "group") = (&vm.entry.join, what) {
+            out.push(format!("  join({dest}) first:"));
+            if !flow(
+                vm,
+                &u,
+                join,
+                MultiValue::from_iter([text(vm, dest)]),
+                &mut out,
+            ) {
+                out.push("  the message as the script sends it before join's answer:".to_owned());
+            }
+        }
         if let (Some(open), "direct") = (&vm.entry.open, what) {
             out.push(format!("  open({dest}) first:"));
             if !flow(

@@ -237,7 +237,9 @@ mod runaway {
     /// error it ends with, and how long it took.
     fn receive_fails(body: &str) -> (String, Duration) {
         let source = format!("function login(u) end\nfunction receive(u)\n{body}\nend\n");
-        let vm = Vm::load("a.lua", &source, &DescriptorPool::new(), LIMITS).expect("loads");
+        let vars = toml::Table::new();
+        let vm =
+            Vm::load("a.lua", &source, &DescriptorPool::new(), (LIMITS, &vars)).expect("loads");
         let f: Function = vm.entry.receive.clone();
         let started = Instant::now();
         let got = vm.guard.run(|| f.call::<Value>(()));
@@ -316,8 +318,14 @@ mod runaway {
 
     #[test]
     fn a_script_whose_top_level_never_ends_does_not_load() {
-        let err = Vm::load("a.lua", "while true do end", &DescriptorPool::new(), LIMITS)
-            .expect_err("refused");
+        let vars = toml::Table::new();
+        let err = Vm::load(
+            "a.lua",
+            "while true do end",
+            &DescriptorPool::new(),
+            (LIMITS, &vars),
+        )
+        .expect_err("refused");
         assert!(err.starts_with("a.lua:1: took longer than"), "{err}");
     }
 }

@@ -40,7 +40,7 @@ use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
 use crate::vocab::TrafficKind;
 use limits::Limits;
-use options::{protos, transport, KEYS};
+use options::{protos, transport, user_urls, vars, KEYS};
 pub use session::ScriptSession;
 use vm::Vm;
 use wire::{Framing, Wire};
@@ -87,6 +87,8 @@ enum Transport {
 #[derive(Debug, Clone)]
 pub struct ScriptDriver {
     transport: Transport,
+    /// The URL user `ix` connects to: `urls[ix % len]` (`u.url`).
+    urls: Arc<[String]>,
     vms: Arc<[Vm]>,
     auth: super::Auth,
     acceptance: bool,
@@ -133,9 +135,11 @@ impl super::Driver for ScriptDriver {
         let acceptance = t.flag("acceptance")?.unwrap_or(true);
         let protos = protos(config)?;
         let limits = Limits::of(&t)?;
-        let vms = load(&file, &protos, limits).map_err(|msg| err("file", msg))?;
+        let vars = vars(config)?;
+        let vms = load(&file, &protos, (limits, &vars)).map_err(|msg| err("file", msg))?;
         Ok(ScriptDriver {
             transport: transport(config)?,
+            urls: user_urls(config)?.into(),
             vms,
             auth: config.auth.clone(),
             acceptance,
@@ -151,7 +155,7 @@ impl super::Driver for ScriptDriver {
         Some(dry::lines(
             &self.vms[0],
             user,
-            (&username, &password),
+            (&username, &password, &self.urls[0]),
             to,
             group,
         ))
@@ -195,11 +199,12 @@ impl super::Driver for ScriptDriver {
         let handshake = started.elapsed();
         let vm = &self.vms[user.ix as usize % self.vms.len()];
         let (username, password) = credentials(&self.auth, &user.id);
+        let url = &self.urls[user.ix as usize % self.urls.len()];
         let session = ScriptSession::new(
             wire,
             vm,
             user,
-            (&username, &password),
+            (&username, &password, url),
             resume,
             (timeout, self.acceptance),
             Arc::clone(&self.directory),
@@ -222,14 +227,18 @@ impl super::Driver for ScriptDriver {
 }
 
 /// The script at `file` loaded into one interpreter per worker thread of the generator,
-/// each bounded by `limits`.
-fn load(file: &PathBuf, protos: &DescriptorPool, limits: Limits) -> Result<Arc<[Vm]>, String> {
+/// each bounded by `limits`, with `vars` as its global `vars`.
+fn load(
+    file: &PathBuf,
+    protos: &DescriptorPool,
+    (limits, vars): (Limits, &toml::Table),
+) -> Result<Arc<[Vm]>, String> {
     let source = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
     let name = file.display().to_string();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     (0..workers)
-        .map(|_| Vm::load(&name, &source, protos, limits))
+        .map(|_| Vm::load(&name, &source, protos, (limits, vars)))
         .collect::<Result<Vec<_>, _>>()
         .map(Arc::from)
 }

@@ -13,8 +13,9 @@ use crate::driver::kit::ws::{Dialer, TLS_KEYS};
 use crate::driver::{Config, OptionError};
 
 /// The keys of `[target.script]`.
-pub(super) const KEYS: [&str; 10] = [
+pub(super) const KEYS: [&str; 11] = [
     "file",
+    "vars",
     "call_limit",
     "memory_limit",
     "proto",
@@ -129,4 +130,31 @@ pub(super) fn connector(config: &Config) -> Result<Connector, OptionError> {
         ))),
         None => Ok(Connector::plain(config)),
     }
+}
+
+/// `vars`: the values the scenario gives the script (its global `vars`).
+pub(super) fn vars(config: &Config) -> Result<toml::Table, OptionError> {
+    let t = Table::of(config);
+    match t.t.get("vars") {
+        None => Ok(toml::Table::new()),
+        Some(toml::Value::Table(v)) => Ok(v.clone()),
+        Some(v) => Err(t.wrong("vars", "a table (`vars = { room = \"lobby\" }`)", v)),
+    }
+}
+
+/// The URL each user connects to, by user index modulo the list's length: the target's,
+/// then `urls`.
+pub(super) fn user_urls(config: &Config) -> Result<Vec<String>, OptionError> {
+    let mut urls: Vec<String> = config.endpoint.iter().map(|ep| ep.url.clone()).collect();
+    if config
+        .endpoint
+        .as_ref()
+        .is_some_and(|ep| matches!(ep.scheme.name, "ws" | "wss"))
+    {
+        urls.extend(more_urls(config)?.into_iter().map(|ep| ep.url));
+    }
+    if urls.is_empty() {
+        urls.push(String::new());
+    }
+    Ok(urls)
 }

@@ -39,6 +39,9 @@ pub struct ScriptSession {
     directory: Arc<dyn Directory>,
     /// The users this connection opened a conversation with (`open` ran for them).
     opened: HashSet<String>,
+    /// The connection has carried traffic (a send, a request, an event): a fetch now is
+    /// the final verification (`"verify"`), not a login's catch-up (`"missed"`).
+    live: bool,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -109,7 +112,7 @@ impl ScriptSession {
         wire: Wire,
         vm: &Vm,
         user: &UserCtx,
-        (username, password): (&str, &str),
+        (username, password, url): (&str, &str, &str),
         cursors: Cursors,
         (reply_timeout, acceptance): (Duration, bool),
         directory: Arc<dyn Directory>,
@@ -117,7 +120,7 @@ impl ScriptSession {
         let made = vm.guard.run(|| {
             vm.entry
                 .new_user
-                .call::<Table>((user.id.as_str(), user.ix, username, password))
+                .call::<Table>((user.id.as_str(), user.ix, username, password, url))
         });
         let table = match made {
             Ok(t) => t,
@@ -150,6 +153,7 @@ impl ScriptSession {
             acceptance,
             directory,
             opened: HashSet::new(),
+            live: false,
         })
     }
 
@@ -535,6 +539,8 @@ impl ScriptSession {
             .guard
             .run(|| receive.call::<Value>((user, frame, kind)))
         {
+            // An empty table is an empty list: nothing.
+            Ok(Value::Table(t)) if t.is_empty() => Ok(Vec::new()),
             Ok(Value::Table(t)) => match t.raw_get::<Value>(1) {
                 Ok(Value::Table(_)) => t
                     .sequence_values::<Table>()
@@ -590,13 +596,15 @@ impl ScriptSession {
             return self.ready.push_back(ev);
         }
         if has(t, "push") {
-            return self.pushed(t);
+            return self.pushed(t, "push");
         }
         if has(t, "protocol") {
             return self.protocol(text(&field("protocol")));
         }
+        // History outside a fetch (a server that sends it unasked): a push like any other,
+        // merged with what the user has by its conv/seq.
         if has(t, "item") {
-            return self.protocol("a history item outside a fetch".to_owned());
+            return self.pushed(t, "item");
         }
         if let Some(id) = id_key(&field("reply")) {
             // Otherwise the late reply of a call that timed out, or one nobody asked for.
@@ -619,8 +627,9 @@ impl ScriptSession {
         )));
     }
 
-    /// A push: delivered unless the user sent it or a fetch returned it already.
-    fn pushed(&mut self, t: &Table) {
+    /// A push (its body under `key`): delivered unless the user sent it or a fetch
+    /// returned it already.
+    fn pushed(&mut self, t: &Table, key: &str) {
         let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
         let from = field("from");
         let own = matches!(&from, Value::String(f) if f.as_bytes().as_ref() == self.id.as_bytes());
@@ -633,14 +642,14 @@ impl ScriptSession {
         if own || kind == Push::Synced {
             return;
         }
-        match field("push") {
+        match field(key) {
             Value::String(body) => self.ready.push_back(Event::Delivered {
                 body: body.to_string_lossy().into(),
             }),
             other => self.ready.push_back(Event::ProtocolError(Failure::new(
                 ErrorKind::Script,
                 format!(
-                    "receive: `push` must be the body (a string), not a {}",
+                    "receive: `{key}` must be the body (a string), not a {}",
                     other.type_name()
                 ),
             ))),
@@ -652,7 +661,7 @@ impl ScriptSession {
             .push_back(Event::ProtocolError(Failure::new(ErrorKind::Protocol, why)));
     }
 
-    /// `fetch`'s second argument: why it runs (`"start"` or `"missed"`).
+    /// `fetch`'s second argument: why it runs (`"start"`, `"missed"` or `"verify"`).
     fn why(&self, why: &str) -> Result<MultiValue, Failure> {
         let why = self
             .lua
@@ -736,6 +745,7 @@ impl Session for ScriptSession {
     type Resume = Cursors;
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        self.live = true;
         if let (Dest::User(to), Some(open)) = (&dest, &self.entry.open) {
             if !self.opened.contains(*to) {
                 let open = open.clone();
@@ -789,6 +799,7 @@ impl Session for ScriptSession {
     }
 
     async fn request(&mut self, tag: u64, name: &'static str) -> Result<(), Failure> {
+        self.live = true;
         let Some(f) = self.entry.request.clone() else {
             return Err(Failure::new(
                 ErrorKind::Script,
@@ -862,7 +873,7 @@ impl Session for ScriptSession {
             Some(f) => {
                 // What was pushed before the fetch came before what it fetches.
                 self.divert(out);
-                let why = self.why("missed")?;
+                let why = self.why(if self.live { "verify" } else { "missed" })?;
                 self.flow(Flow::Fetch, &f, why, Some(out)).await
             }
             None => Ok(()),
@@ -870,6 +881,7 @@ impl Session for ScriptSession {
     }
 
     async fn next_event(&mut self) -> Event {
+        self.live = true;
         loop {
             if let Some(ev) = self.ready.pop_front() {
                 return ev;

@@ -56,9 +56,14 @@ do
   coroutine.resume = function(co, ...) return pass(resume_(co, ...)) end
   __expired = nil
 end
-function __user(id, ix, username, password)
+-- What each user keeps across its connections (`u.kept`), by user index: a user always
+-- runs in the same interpreter.
+local kept = {}
+function __user(id, ix, username, password, url)
+  local mine = kept[ix]
+  if mine == nil then mine = {} kept[ix] = mine end
   return setmetatable({ id = id, ix = ix, username = username, password = password,
-    token = password, state = {}, _out = {}, _bin = {}, _id = 0 }, U)
+    token = password, url = url, state = {}, kept = mine, _out = {}, _bin = {}, _id = 0 }, U)
 end
 "#;
 
@@ -82,8 +87,9 @@ pub struct Entry {
     /// `heartbeat(u)`: sends a heartbeat.
     pub heartbeat: Option<Function>,
     /// `fetch(u, why)`: fetches what the user missed (`u:deliver` for each message);
-    /// `why` is `"start"` (before traffic: note where each conversation stands) or
-    /// `"missed"` (a late or returning user).
+    /// `why` is `"start"` (before traffic: note where each conversation stands),
+    /// `"missed"` (a late or returning user logs in) or `"verify"` (the final
+    /// verification before the user disconnects).
     pub fetch: Option<Function>,
     /// `close(u)`: says goodbye before the connection closes.
     pub close: Option<Function>,
@@ -105,6 +111,34 @@ pub struct Vm {
     pub guard: Arc<Guard>,
 }
 
+/// `[target.script] vars` as the script's global `vars`: TOML strings, numbers, booleans,
+/// arrays and tables as Lua's (dates as their text).
+fn vars_table(lua: &Lua, vars: &toml::Table) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for (k, v) in vars {
+        t.raw_set(k.as_str(), toml_value(lua, v)?)?;
+    }
+    Ok(t)
+}
+
+fn toml_value(lua: &Lua, v: &toml::Value) -> mlua::Result<Value> {
+    Ok(match v {
+        toml::Value::String(s) => Value::String(lua.create_string(s)?),
+        toml::Value::Integer(i) => Value::Integer(*i),
+        toml::Value::Float(f) => Value::Number(*f),
+        toml::Value::Boolean(b) => Value::Boolean(*b),
+        toml::Value::Datetime(d) => Value::String(lua.create_string(d.to_string())?),
+        toml::Value::Array(a) => {
+            let t = lua.create_table()?;
+            for (i, item) in a.iter().enumerate() {
+                t.raw_set(i + 1, toml_value(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+        toml::Value::Table(table) => Value::Table(vars_table(lua, table)?),
+    })
+}
+
 /// The entry points a script must define.
 const REQUIRED: [&str; 2] = ["login", "receive"];
 
@@ -115,7 +149,7 @@ impl Vm {
         name: &str,
         source: &str,
         protos: &DescriptorPool,
-        limits: Limits,
+        (limits, vars): (Limits, &toml::Table),
     ) -> Result<Vm, String> {
         let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default()).map_err(|e| e.to_string())?;
@@ -127,6 +161,9 @@ impl Vm {
                 .map_err(|e| e.to_string())?;
         }
         super::codecs::install(&lua, protos).map_err(|e| e.to_string())?;
+        globals
+            .set("vars", vars_table(&lua, vars).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
         lua.load(PRELUDE)
             .set_name("=prelude")
             .exec()
@@ -265,7 +302,12 @@ mod tests {
 
     impl Vm {
         fn load_plain(name: &str, source: &str) -> Result<Vm, String> {
-            Vm::load(name, source, &DescriptorPool::new(), Limits::default())
+            Vm::load(
+                name,
+                source,
+                &DescriptorPool::new(),
+                (Limits::default(), &toml::Table::new()),
+            )
         }
     }
 
