@@ -4,6 +4,7 @@ mod collect;
 mod find;
 mod k8s;
 mod live_page;
+mod new;
 mod output;
 mod progress;
 mod run;
@@ -105,6 +106,15 @@ pub enum Command {
     /// Compare two runs: every headline metric with its change and a verdict, and
     /// regression gates for CI (exit 1 when a gate fails).
     Compare(CompareArgs),
+    /// Write a starting scenario (and, for `script-*`, its Lua adapter) for a protocol
+    /// family into a new folder: it validates as written, and `native`, `ws-json` and
+    /// `script-ws` run against the embedded reference server as they are.
+    New {
+        /// The protocol family.
+        family: new::Family,
+        /// The folder to write `scenario.toml` (and `adapter.lua`) into.
+        dir: PathBuf,
+    },
     /// Ask a running msgstorm to stop as Ctrl-C does (the first stop drains and writes the
     /// result, a second stops at once); in a container, `kubectl exec POD -- msgstorm stop`.
     Stop {
@@ -298,6 +308,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             format,
         } => collect::run(&logs, &out, &Outputs::resolve(&format, json_output(json))?),
         Command::Compare(args) => compare(&args),
+        Command::New { family, dir } => new::run(family, &dir),
         Command::Stop { pid } => stop::run(pid),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),
