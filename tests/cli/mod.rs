@@ -9,6 +9,7 @@ mod flow;
 mod new;
 mod promise;
 pub(crate) mod report;
+mod scenario_schema;
 mod shards;
 pub(crate) mod signals;
 mod verdict;
