@@ -1,5 +1,6 @@
 //! Command-line interface: subcommands, live progress and all terminal output.
 
+mod check_adapter;
 mod collect;
 mod find;
 mod k8s;
@@ -115,6 +116,10 @@ pub enum Command {
         /// The folder to write `scenario.toml` (and `adapter.lua`) into.
         dir: PathBuf,
     },
+    /// Run the cases every built-in driver passes (login, direct, group, late fetch,
+    /// reconnect, unreachable) against a scenario's own target and driver — an adapter
+    /// script and its server — and say which it classifies right.
+    CheckAdapter(check_adapter::CheckArgs),
     /// Ask a running msgstorm to stop as Ctrl-C does (the first stop drains and writes the
     /// result, a second stops at once); in a container, `kubectl exec POD -- msgstorm stop`.
     Stop {
@@ -309,6 +314,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         } => collect::run(&logs, &out, &Outputs::resolve(&format, json_output(json))?),
         Command::Compare(args) => compare(&args),
         Command::New { family, dir } => new::run(family, &dir),
+        Command::CheckAdapter(args) => check_adapter::run(args).await,
         Command::Stop { pid } => stop::run(pid),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),

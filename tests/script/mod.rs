@@ -1,5 +1,6 @@
 //! The `script` driver against real servers, each spoken by a Lua script.
 
+mod check_adapter;
 mod ergonomics;
 mod native;
 mod netty;
