@@ -336,9 +336,10 @@ async fn sigterm_ends_a_run_whose_exec_step_never_ends() {
             file.display()
         ),
     );
-    let started = super::process::pid_in(&file);
-    let (code, took, out, a) =
-        interrupt(&text, &[], async { drop(started.await) }, false, sigterm).await;
+    let started = async {
+        super::process::pid_in(&file).await;
+    };
+    let (code, took, out, a) = interrupt(&text, &[], started, false, sigterm).await;
     assert_eq!(code, 1, "an interrupted run fails\n{out}");
     assert!(
         took < std::time::Duration::from_secs(3 + 2) + SLACK,

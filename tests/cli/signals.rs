@@ -535,9 +535,7 @@ async fn process_with(words: &[&str]) -> u32 {
             .find(|pid| {
                 std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
                     let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-                    words
-                        .iter()
-                        .all(|w| args.iter().any(|a| *a == w.as_bytes()))
+                    words.iter().all(|w| args.contains(&w.as_bytes()))
                 })
             });
         if let Some(pid) = found {
