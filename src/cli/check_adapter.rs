@@ -185,22 +185,12 @@ async fn check(case: &Case, args: &CheckArgs, target: &toml::Value, dir: &Path) 
         Ok(p) => p,
         Err(e) => return Outcome::Skip(first_line(&e.to_string())),
     };
-    let run_args = RunArgs {
-        scenario: Some(args.scenario.clone()),
-        set: args.set.clone(),
-        out: Some(dir.to_owned()),
-        shard: None,
-        shards: None,
-        run_id: None,
-        quiet: true,
-        traffic_at: None,
-        start_barrier: None,
-        log_result: false,
-        metrics_listen: None,
-        metrics_push: None,
-        live: None,
-        format: super::output::FormatArgs::default(),
-    };
+    let run_args = RunArgs::step(
+        args.scenario.clone(),
+        args.set.clone(),
+        Some(dir.to_owned()),
+        true,
+    );
     let ran = execute(plan, &run_args, None).await;
     if case.name == "unreachable" {
         return match ran {

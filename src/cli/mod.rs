@@ -241,6 +241,35 @@ pub struct RunArgs {
     pub format: output::FormatArgs,
 }
 
+impl RunArgs {
+    /// The arguments of one run of `scenario` (with `set`, into `out`) that another
+    /// command runs as a step of its own (`find`, `check-adapter`): one process, no live
+    /// outputs.
+    pub(crate) fn step(
+        scenario: PathBuf,
+        set: Vec<String>,
+        out: Option<PathBuf>,
+        quiet: bool,
+    ) -> Self {
+        RunArgs {
+            scenario: Some(scenario),
+            set,
+            out,
+            shard: None,
+            shards: None,
+            run_id: None,
+            quiet,
+            traffic_at: None,
+            start_barrier: None,
+            log_result: false,
+            metrics_listen: None,
+            metrics_push: None,
+            live: None,
+            format: output::FormatArgs::default(),
+        }
+    }
+}
+
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
     let (i, n) = s
         .split_once('/')

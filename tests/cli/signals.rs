@@ -391,9 +391,30 @@ duration = "10s"
     silent.abort();
 }
 
-/// A scenario of 60 s of traffic against `url` (no auth check: the target never answers
-/// anything), with a 1 s drain.
-fn against(url: &str) -> String {
+/// Checks a run stopped by signals (`twice`: a second one once it drained): exit 1 within
+/// `drain` plus the 2 s users get to disconnect (a second signal: at once), with an
+/// interrupted result.
+pub(crate) fn stopped_in_time(
+    (code, took, out, a): &(i32, Duration, String, Artifact),
+    twice: bool,
+    drain: Duration,
+) {
+    assert_eq!(*code, 1, "an interrupted run fails\n{out}");
+    let bound = if twice {
+        SLACK
+    } else {
+        drain + Duration::from_secs(2) + SLACK
+    };
+    assert!(
+        *took < bound,
+        "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+}
+
+/// A scenario of 60 s of traffic against `url` with `secret`, a 1 s drain and a 30 s
+/// connect timeout (which no stop should wait for).
+fn against(url: &str, secret: &str) -> String {
     format!(
         r#"name = "stuck"
 drain = "1s"
@@ -401,7 +422,7 @@ drain = "1s"
 url = "{url}"
 connect_timeout = "30s"
 [target.auth]
-secret = "s"
+secret = "{secret}"
 
 [population]
 users = 12
@@ -413,6 +434,9 @@ senders = 4
 receivers = 8
 rate = 40
 duration = "60s"
+
+[checks]
+max_lost = 1000000
 "#
     )
 }
@@ -449,19 +473,9 @@ async fn signals_stop_a_run_whose_users_hang_in_the_tls_handshake() {
         let held = async move {
             let _ = connections.wait_for(|n| *n > 12).await;
         };
-        let text = against(&format!("wss://localhost:{}/ws", addr.port()));
-        let (code, took, out, a) = interrupt(&text, &[], held, twice, sigterm).await;
-        assert_eq!(code, 1, "an interrupted run fails\n{out}");
-        let bound = if twice {
-            SLACK
-        } else {
-            Duration::from_secs(3) + SLACK
-        };
-        assert!(
-            took < bound,
-            "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
-        );
-        assert!(a.interrupted, "{out}");
+        let text = against(&format!("wss://localhost:{}/ws", addr.port()), "s");
+        let ran = interrupt(&text, &[], held, twice, sigterm).await;
+        stopped_in_time(&ran, twice, Duration::from_secs(1));
         task.abort();
     }
 }
@@ -473,50 +487,16 @@ async fn signals_stop_a_run_whose_users_hang_in_the_tls_handshake() {
 async fn signals_stop_a_run_against_a_stopped_target() {
     for twice in [false, true] {
         let server = crate::common::ChildServer::start(&[]);
-        let text = format!(
-            r#"name = "frozen"
-drain = "1s"
-[target]
-url = "{}"
-connect_timeout = "30s"
-[target.auth]
-secret = "{}"
-
-[population]
-users = 12
-login_rate = 200
-
-[[traffic]]
-kind = "direct"
-senders = 4
-receivers = 8
-rate = 40
-duration = "60s"
-
-[checks]
-max_lost = 1000000
-"#,
-            server.ws_url(),
-            crate::common::SECRET
-        );
+        let text = against(&server.ws_url(), crate::common::SECRET);
         let addr = server.addr;
         let frozen = async {
             accepted(addr, 40.0).await;
             server.signal("STOP");
         };
-        let (code, took, out, a) = interrupt(&text, &[], frozen, twice, sigterm).await;
+        let ran = interrupt(&text, &[], frozen, twice, sigterm).await;
         server.signal("CONT");
-        assert_eq!(code, 1, "an interrupted run fails\n{out}");
-        let bound = if twice {
-            SLACK
-        } else {
-            Duration::from_secs(3) + SLACK
-        };
-        assert!(
-            took < bound,
-            "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
-        );
-        assert!(a.interrupted, "{out}");
+        stopped_in_time(&ran, twice, Duration::from_secs(1));
+        let (_, _, out, a) = ran;
         assert!(
             a.metrics.count(Counter::Sent) >= 40,
             "what was measured is kept\n{out}"
