@@ -50,29 +50,21 @@ pub fn lines(
             out.push(format!("  (the script defines no `{what}`)"));
             continue;
         };
-        if let (Some(join), "group") = (&vm.entry.join, what) {
-            out.push(format!("  join({dest}) first:"));
-            if !flow(
-                vm,
-                &u,
-                join,
-                MultiValue::from_iter([text(vm, dest)]),
-                &mut out,
-            ) {
+        let before = match what {
+            "direct" => vm.entry.open.as_ref().map(|f| ("open", f)),
+            _ => vm.entry.join.as_ref().map(|f| ("join", f)),
+        };
+        if let Some((name, first)) = before {
+            out.push(format!("  {name}({dest}) first:"));
+            let args = MultiValue::from_iter([text(vm, dest)]);
+            if !flow(vm, &u, first, args, &mut out) {
+                // A peer's conversation must be open before a message to it; a group's
+                // message may go before the join's answer (it is shown as it would go).
+                if name == "open" {
+                    out.push("  the message itself needs what open waits for".to_owned());
+                    continue;
+                }
                 out.push("  the message as the script sends it before join's answer:".to_owned());
-            }
-        }
-        if let (Some(open), "direct") = (&vm.entry.open, what) {
-            out.push(format!("  open({dest}) first:"));
-            if !flow(
-                vm,
-                &u,
-                open,
-                MultiValue::from_iter([text(vm, dest)]),
-                &mut out,
-            ) {
-                out.push("  the message itself needs what open waits for".to_owned());
-                continue;
             }
         }
         let args = (u.clone(), dest, body());
