@@ -2,6 +2,7 @@
 
 mod check_adapter;
 mod ergonomics;
+mod http;
 mod native;
 mod netty;
 mod runaway;

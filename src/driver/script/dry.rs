@@ -4,7 +4,7 @@
 
 use mlua::{Function, MultiValue, Table, ThreadStatus, Value};
 
-use super::vm::{one_line, take_outbox, Vm};
+use super::vm::{one_line, take_outbox, Out, Vm};
 use super::wire::Frame;
 
 /// The body a dry run sends: a real envelope of 100 bytes, as a run would send it.
@@ -135,7 +135,15 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
 /// Shows the frames `u` queued.
 fn frames(u: &Table, out: &mut Vec<String>) {
     match take_outbox(u) {
-        Ok(frames) => out.extend(frames.iter().map(|f| format!("  sends {}", shown(f)))),
+        Ok(queued) => out.extend(queued.iter().map(|q| match q {
+            Out::Frame(f) => format!("  sends {}", shown(f)),
+            Out::Request(r) => format!(
+                "  requests {} {} {}",
+                r.method,
+                r.path,
+                String::from_utf8_lossy(&r.body)
+            ),
+        })),
         Err(e) => out.push(format!("  error: {}", one_line(&e))),
     }
 }

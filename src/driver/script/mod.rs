@@ -19,6 +19,7 @@
 
 mod codecs;
 mod dry;
+mod http;
 mod limits;
 mod options;
 mod session;
@@ -67,6 +68,18 @@ const SCHEMES: &[Scheme] = &[
         tls: true,
         example: "tls://game.example.com:8463",
     },
+    Scheme {
+        name: "http",
+        default_port: 80,
+        tls: false,
+        example: "http://127.0.0.1:8008",
+    },
+    Scheme {
+        name: "https",
+        default_port: 443,
+        tls: true,
+        example: "https://matrix.example.com",
+    },
 ];
 
 /// How users reach the target.
@@ -81,6 +94,8 @@ enum Transport {
         framing: Framing,
         max: usize,
     },
+    /// HTTP/1.1 (over TLS for `https://`): requests, long polls, event streams.
+    Http(http::Dial),
 }
 
 /// The adapter-script driver.
@@ -190,6 +205,15 @@ impl super::Driver for ScriptDriver {
                 let stream = connector.within("TCP connect", connector.connect(user.ix));
                 let wire = stream.await.map(|s| Wire::tcp(s, framing.clone(), *max));
                 (wire, connector.timeout())
+            }
+            Transport::Http(dial) => {
+                let dial = http::Dial {
+                    ix: user.ix,
+                    ..dial.clone()
+                };
+                let timeout = dial.connector.timeout();
+                let opened = http::Http::open(dial).await;
+                (opened.map(|h| Wire::Http(Box::new(h))), timeout)
             }
         };
         let wire = match wire {

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
+use super::http::Request;
 use super::limits::Guard;
-use super::vm::{one_line, take_outbox, Vm, REFUSED};
-use super::wire::{Frame, Wire};
+use super::vm::{http_request, one_line, take_outbox, Out, Vm, REFUSED};
+use super::wire::{Frame, Meta, Wire};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
@@ -57,6 +58,7 @@ struct Entry {
     fetch: Option<Function>,
     close: Option<Function>,
     request: Option<Function>,
+    poll: Option<Function>,
 }
 
 /// Which flow a coroutine runs, for the kind of a refusal.
@@ -88,6 +90,14 @@ impl Flow {
             Flow::Close => "close",
         }
     }
+}
+
+/// An HTTP operation of a script whose target is a socket.
+fn not_http(what: &str) -> Failure {
+    Failure::new(
+        ErrorKind::Script,
+        format!("{what} needs an http:// or https:// target (this one is a socket: u:send)"),
+    )
 }
 
 /// A Lua error as the failure of a script: kind `script`, the script's line.
@@ -142,6 +152,7 @@ impl ScriptSession {
                 fetch: e.fetch.clone(),
                 close: e.close.clone(),
                 request: e.request.clone(),
+                poll: e.poll.clone(),
             },
             user: table,
             id: user.id.clone(),
@@ -169,18 +180,18 @@ impl ScriptSession {
         self.cursors
     }
 
-    /// Writes the frames the script queued in the user's outbox.
+    /// Writes the frames (and sends the HTTP requests) the script queued in the user's
+    /// outbox.
     async fn write_outbox(&mut self) -> Result<(), Failure> {
-        let frames = self.take_outbox().map_err(|e| script_error("send", &e))?;
-        for frame in frames {
-            self.wire.write(frame).await?;
+        let queued = take_outbox(&self.user).map_err(|e| script_error("send", &e))?;
+        for q in queued {
+            match (q, &mut self.wire) {
+                (Out::Frame(frame), wire) => wire.write(frame).await?,
+                (Out::Request(r), Wire::Http(h)) => h.request(r)?,
+                (Out::Request(_), _) => return Err(not_http("u:request")),
+            }
         }
         Ok(())
-    }
-
-    /// The frames in the outbox, which is left empty.
-    fn take_outbox(&self) -> mlua::Result<Vec<Frame>> {
-        take_outbox(&self.user)
     }
 
     /// Runs `f(u, args…)` as a coroutine: each operation it yields is carried out and
@@ -269,6 +280,23 @@ impl ScriptSession {
                 let new = self.fetched(&body, &conv, &seq, &from, out);
                 Value::Boolean(new)
             }
+            "http" => {
+                let (method, path, body, headers) = (arg(), arg(), arg(), arg());
+                let timeout = seconds(&arg()).unwrap_or(self.reply_timeout);
+                Value::Table(
+                    self.http(flow, [method, path, body, headers], timeout)
+                        .await?,
+                )
+            }
+            "sse" => {
+                let (path, headers) = (arg(), arg());
+                let request = self.described(flow, [Value::Nil, path, Value::Nil, headers])?;
+                match &mut self.wire {
+                    Wire::Http(h) => h.sse(request).await?,
+                    _ => return Err(not_http("u:sse")),
+                }
+                Value::Nil
+            }
             "sleep" => {
                 // Bounded like any wait: a script cannot park a user for longer.
                 let pause = seconds(&arg()).unwrap_or_default().min(self.reply_timeout);
@@ -313,6 +341,92 @@ impl ScriptSession {
             }
         };
         Ok(MultiValue::from_iter([answer]))
+    }
+
+    /// An HTTP request from a script's (method, path, body, headers).
+    fn described(
+        &self,
+        flow: Flow,
+        [method, path, body, headers]: [Value; 4],
+    ) -> Result<Request, Failure> {
+        let t = self
+            .lua
+            .create_table()
+            .map_err(|e| script_error(flow.name(), &e))?;
+        for (k, v) in [
+            ("method", method),
+            ("path", path),
+            ("body", body),
+            ("headers", headers),
+        ] {
+            t.raw_set(k, v).map_err(|e| script_error(flow.name(), &e))?;
+        }
+        http_request(&t).map_err(|e| script_error(flow.name(), &e))
+    }
+
+    /// `u:http(…)`: the request's answer as `{ status, body, headers }`, within `timeout`.
+    async fn http(
+        &mut self,
+        flow: Flow,
+        described: [Value; 4],
+        timeout: Duration,
+    ) -> Result<Table, Failure> {
+        let request = self.described(flow, described)?;
+        let Wire::Http(h) = &mut self.wire else {
+            return Err(not_http("u:http"));
+        };
+        let answer = tokio::time::timeout(timeout, h.call(&request))
+            .await
+            .map_err(|_| {
+                Failure::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{}: u:http {} {}: no answer within {timeout:?}",
+                        flow.name(),
+                        request.method,
+                        request.path
+                    ),
+                )
+            })??;
+        let made = || -> mlua::Result<Table> {
+            let t = self.lua.create_table()?;
+            t.raw_set("status", answer.status)?;
+            t.raw_set("body", self.lua.create_string(&answer.body)?)?;
+            let headers = self.lua.create_table()?;
+            for (k, v) in &answer.headers {
+                headers.raw_set(k.as_str(), v.as_str())?;
+            }
+            t.raw_set("headers", headers)?;
+            Ok(t)
+        };
+        made().map_err(|e| script_error(flow.name(), &e))
+    }
+
+    /// Starts the next long poll when the target is HTTP, the script has `poll` and none
+    /// is out: `poll(u)` says the request (nil: none now).
+    async fn poll_next(&mut self) -> Result<(), Failure> {
+        let (Some(poll), Wire::Http(h)) = (self.entry.poll.clone(), &self.wire) else {
+            return Ok(());
+        };
+        if h.polling {
+            return Ok(());
+        }
+        let user = self.user.clone();
+        let got = self
+            .guard
+            .run(|| poll.call::<MultiValue>(user))
+            .map_err(|e| script_error("poll", &e))?;
+        let mut got = got.into_iter();
+        let method = got.next().unwrap_or(Value::Nil);
+        if matches!(method, Value::Nil) {
+            return Ok(());
+        }
+        let mut next = || got.next().unwrap_or(Value::Nil);
+        let request = self.described(Flow::Fetch, [method, next(), next(), next()])?;
+        if let Wire::Http(h) = &mut self.wire {
+            h.poll(request)?;
+        }
+        Ok(())
     }
 
     /// Publishes `value` under `key` in the run-wide directory — when `claim`, only if
@@ -528,7 +642,15 @@ impl ScriptSession {
     /// thing, a list of tables several (history a script held back to hand over in order).
     /// A script error is kind `script` and the connection stays.
     fn judge_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
-        let kind = if frame.text { "text" } else { "binary" };
+        let kind = match &frame.meta {
+            Some(m) => m.kind,
+            None if frame.text => "text",
+            None => "binary",
+        };
+        let meta = match &frame.meta {
+            Some(m) => Value::Table(self.meta(m).map_err(|e| script_error("receive", &e))?),
+            None => Value::Nil,
+        };
         let frame = self
             .lua
             .create_string(&frame.bytes)
@@ -537,7 +659,7 @@ impl ScriptSession {
         let user = self.user.clone();
         match self
             .guard
-            .run(|| receive.call::<Value>((user, frame, kind)))
+            .run(|| receive.call::<Value>((user, frame, kind, meta)))
         {
             // An empty table is an empty list: nothing.
             Ok(Value::Table(t)) if t.is_empty() => Ok(Vec::new()),
@@ -559,6 +681,25 @@ impl ScriptSession {
             )),
             Err(e) => Err(script_error("receive", &e)),
         }
+    }
+
+    /// `receive`'s fourth argument for a frame of an HTTP transport: `status`, `ref`,
+    /// `event`, `headers`.
+    fn meta(&self, m: &Meta) -> mlua::Result<Table> {
+        let t = self.lua.create_table()?;
+        t.raw_set("status", m.status)?;
+        if let Some(r) = &m.reference {
+            t.raw_set("ref", r.as_str())?;
+        }
+        if let Some(e) = &m.event {
+            t.raw_set("event", e.as_str())?;
+        }
+        let headers = self.lua.create_table()?;
+        for (k, v) in &m.headers {
+            headers.raw_set(k.as_str(), v.as_str())?;
+        }
+        t.raw_set("headers", headers)?;
+        Ok(t)
     }
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
@@ -885,6 +1026,12 @@ impl Session for ScriptSession {
         loop {
             if let Some(ev) = self.ready.pop_front() {
                 return ev;
+            }
+            if let Err(f) = self.poll_next().await {
+                if f.kind == ErrorKind::Script {
+                    return Event::ProtocolError(f);
+                }
+                return Event::Closed(f);
             }
             let frame = match self.wire.next().await {
                 Ok(f) => f,

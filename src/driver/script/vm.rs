@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use mlua::{Function, Lua, LuaOptions, StdLib, String as LuaString, Table, Value};
+use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
 
 use super::limits::{Guard, Limits};
@@ -31,6 +31,14 @@ function U:send(frame, kind)
   self._out[n] = frame
   if kind == "binary" then self._bin[n] = true end
 end
+function U:request(method, path, body, headers, ref)
+  local n = #self._out + 1
+  self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref }
+end
+function U:http(method, path, body, headers, timeout)
+  return coroutine.yield("http", method, path, body, headers, timeout)
+end
+function U:sse(path, headers) return coroutine.yield("sse", path, headers) end
 function U:next_id() self._id = self._id + 1 return self._id end
 function U:call(frame, id, timeout) self:send(frame) return coroutine.yield("wait", id, timeout) end
 function U:call_binary(frame, id, timeout) self:send(frame, "binary") return coroutine.yield("wait", id, timeout) end
@@ -96,6 +104,9 @@ pub struct Entry {
     /// `request(u, name)`: sends a request of the request/response workload; returns the
     /// id its reply carries.
     pub request: Option<Function>,
+    /// `poll(u)` (HTTP targets): the next long-poll request — method, path, body,
+    /// headers — or nil for none now.
+    pub poll: Option<Function>,
     /// The prelude's user constructor.
     pub new_user: Function,
 }
@@ -208,33 +219,96 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         fetch: get("fetch")?,
         close: get("close")?,
         request: get("request")?,
+        poll: get("poll")?,
         new_user: need(get("__user")?)?,
     })
 }
 
-/// The frames in the outbox of `user` (a user object), which is left empty.
-pub fn take_outbox(user: &Table) -> mlua::Result<Vec<super::wire::Frame>> {
+/// What an entry point queued: a frame for a socket, or an HTTP request.
+#[derive(Debug)]
+pub enum Out {
+    /// A frame (`u:send`).
+    Frame(super::wire::Frame),
+    /// An HTTP request (`u:request`).
+    Request(super::http::Request),
+}
+
+/// What is in the outbox of `user` (a user object), which is left empty.
+pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
     let out: Table = user.raw_get("_out")?;
     let n = out.raw_len();
     if n == 0 {
         return Ok(Vec::new());
     }
     let bin: Table = user.raw_get("_bin")?;
-    let mut frames = Vec::with_capacity(n);
+    let mut queued = Vec::with_capacity(n);
     for i in 1..=n {
-        let frame: LuaString = out.raw_get(i)?;
-        let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
-        frames.push(super::wire::Frame {
-            bytes: frame.as_bytes().to_vec(),
-            text: !binary,
-        });
+        match out.raw_get::<Value>(i)? {
+            Value::Table(r) => queued.push(Out::Request(http_request(&r)?)),
+            Value::String(frame) => {
+                let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
+                queued.push(Out::Frame(super::wire::Frame {
+                    bytes: frame.as_bytes().to_vec(),
+                    text: !binary,
+                    meta: None,
+                }));
+            }
+            other => {
+                return Err(mlua::Error::runtime(format!(
+                    "u:send of a {}: a frame is a string",
+                    other.type_name()
+                )))
+            }
+        }
     }
     // Emptied in place: a new table per send would be one more allocation on the hot path.
     out.clear()?;
     if !bin.is_empty() {
         bin.clear()?;
     }
-    Ok(frames)
+    Ok(queued)
+}
+
+/// An HTTP request a script described (`u:request`, `u:http`, `poll`): `method`, `path`,
+/// `body` and `headers` (a table of names to values), `ref`.
+pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
+    let text = |k: &str| -> mlua::Result<Option<String>> {
+        Ok(match t.raw_get::<Value>(k)? {
+            Value::Nil => None,
+            Value::String(s) => Some(s.to_string_lossy()),
+            Value::Integer(i) => Some(i.to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            other => {
+                return Err(mlua::Error::runtime(format!(
+                    "HTTP request: `{k}` must be a string, not a {}",
+                    other.type_name()
+                )))
+            }
+        })
+    };
+    let body = match t.raw_get::<Value>("body")? {
+        Value::String(s) => s.as_bytes().to_vec(),
+        Value::Nil => Vec::new(),
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "HTTP request: `body` must be a string, not a {}",
+                other.type_name()
+            )))
+        }
+    };
+    let mut headers = Vec::new();
+    if let Value::Table(h) = t.raw_get::<Value>("headers")? {
+        for pair in h.pairs::<String, String>() {
+            headers.push(pair?);
+        }
+    }
+    Ok(super::http::Request {
+        method: text("method")?.unwrap_or_else(|| "GET".to_owned()),
+        path: text("path")?.unwrap_or_else(|| "/".to_owned()),
+        headers,
+        body,
+        reference: text("ref")?,
+    })
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
