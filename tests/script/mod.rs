@@ -3,6 +3,7 @@
 mod check_adapter;
 mod ergonomics;
 mod http;
+mod matrix;
 mod native;
 mod netty;
 mod runaway;
