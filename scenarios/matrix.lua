@@ -58,15 +58,19 @@ function login(u)
   u.state.since = dec(r.body).next_batch
 end
 
--- The group's room: the user that claims the name creates it, everyone joins it.
+-- The group's room: the user that claims the name creates it, everyone joins it (again
+-- on a later connection: a join of a member is answered as a join).
 function join(u, name)
-  if u:claim("room:" .. name, u.id) == u.id then
-    local r = u:http("POST", API .. "/createRoom", enc({ room_alias_name = name,
-      preset = "public_chat" }), auth(u))
-    if r.status ~= 200 then refuse("createRoom: HTTP " .. r.status .. " " .. r.body) end
-    u:publish("roomid:" .. name, dec(r.body).room_id)
+  local room = u.kept.rooms[name]
+  if room == nil then
+    if u:claim("room:" .. name, u.id) == u.id then
+      local r = u:http("POST", API .. "/createRoom", enc({ room_alias_name = name,
+        preset = "public_chat" }), auth(u))
+      if r.status ~= 200 then refuse("createRoom: HTTP " .. r.status .. " " .. r.body) end
+      u:publish("roomid:" .. name, dec(r.body).room_id)
+    end
+    room = u:lookup("roomid:" .. name)
   end
-  local room = u:lookup("roomid:" .. name)
   local r = u:http("POST", API .. "/join/" .. codec.url_encode(room), "{}", auth(u))
   if r.status ~= 200 then refuse("join: HTTP " .. r.status .. " " .. r.body) end
   u.kept.rooms[name] = room

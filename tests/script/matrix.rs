@@ -1,8 +1,9 @@
 //! The script driver against Matrix Synapse (PyPI's `matrix-synapse`, SQLite, a free
 //! loopback port): `scenarios/matrix.toml` as shipped — users registered on their first
 //! login through the homeserver's shared-secret registration, group rooms, messages sent
-//! with `PUT` and received by long polling `/sync` — delivers every message exactly once,
-//! and Synapse's own database holds exactly the messages msgstorm saw accepted.
+//! with `PUT` and received by long polling `/sync`, late users paging their rooms back
+//! with `/messages` — delivers every message exactly once, and Synapse's own database
+//! holds exactly the messages msgstorm saw accepted.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -129,6 +130,7 @@ async fn the_shipped_matrix_scenario_delivers_exactly_once_and_synapse_agrees() 
         (d.expected, 0, 0),
         "{d:?}\n{ran}"
     );
+    assert!(d.via_sync > 0, "the late users paged nothing back: {d:?}\n{ran}");
     assert_eq!(
         synapse.messages(),
         a.metrics.count(msgstorm::metrics::Counter::Accepted),
