@@ -130,7 +130,10 @@ async fn the_shipped_matrix_scenario_delivers_exactly_once_and_synapse_agrees() 
         (d.expected, 0, 0),
         "{d:?}\n{ran}"
     );
-    assert!(d.via_sync > 0, "the late users paged nothing back: {d:?}\n{ran}");
+    assert!(
+        d.via_sync > 0,
+        "the late users paged nothing back: {d:?}\n{ran}"
+    );
     assert_eq!(
         synapse.messages(),
         a.metrics.count(msgstorm::metrics::Counter::Accepted),
