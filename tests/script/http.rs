@@ -1,7 +1,7 @@
 //! The script driver's HTTP transports against a real HTTP server (Python's `http.server`
 //! running `peers/httpchat/server.py`, shaped like Matrix's client-server API): sends as
 //! requests whose answers are their acceptance, messages by long polling or by a
-//! Server-Sent Events stream, late users fetching the log — the ledger exact either way.
+//! Server-Sent Events stream, late users catching up — the ledger exact either way.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -66,8 +66,9 @@ async fn run(mode: &str) -> (Ran, Artifact) {
     .await
 }
 
-/// Checks a run: it passed, every expected delivery arrived exactly once, late users
-/// fetched theirs, no error of any kind.
+/// Checks a run: it passed, every expected delivery arrived exactly once (late users'
+/// included: by their fetch, or by their first poll, which goes on from where the user's
+/// log stood), no error of any kind.
 fn exact(ran: &Ran, a: &Artifact) {
     ran.expect_code(0);
     let d = a.ledger.summary();
@@ -77,7 +78,6 @@ fn exact(ran: &Ran, a: &Artifact) {
         (d.expected, 0, 0, 0),
         "{d:?}\n{ran}"
     );
-    assert!(d.via_sync > 0, "late users fetched nothing: {d:?}");
     let errors: Vec<_> = a.metrics.errors().collect();
     assert!(errors.is_empty(), "{errors:?}");
 }
