@@ -293,9 +293,9 @@ async fn act(step: &ChaosStep, env: &Env, rec: &mut StepRecord, stop: &mut watch
             process: p,
             start,
             listen,
-        } => restart(&pids(p), p, (start, listen), env, rec).await,
+        } => restart(&pids(p), p, (start, listen), env, rec, stop).await,
         ChaosAction::Exec(command) => {
-            let ran = process::exec(command, EXEC_WAIT).await;
+            let ran = process::exec(command, EXEC_WAIT, stop).await;
             rec.exit_code = ran.code;
             rec.output = Some(ran.output);
             let code = ran.code.map_or("no exit code (killed)".to_owned(), |c| {
@@ -387,13 +387,14 @@ async fn restart(
     (start, listen): (&str, &str),
     env: &Env,
     rec: &mut StepRecord,
+    stop: &watch::Receiver<bool>,
 ) -> (bool, String) {
     let t = Instant::now();
     let (ok, killed) = signal_all(pids, p, Sig::Kill, rec).await;
     if !ok {
         return (false, killed);
     }
-    match process::start(start, listen, RESTART_WAIT).await {
+    match process::start(start, listen, RESTART_WAIT, stop).await {
         Ok((pid, _)) => {
             let back = t.elapsed();
             rec.back_after_s = Some(back.as_secs_f64());

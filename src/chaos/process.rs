@@ -4,8 +4,9 @@
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use rustix::process::{kill_process, Pid, Signal};
+use rustix::process::{kill_process, kill_process_group, Pid, Signal};
 use tokio::process::Command;
+use tokio::sync::watch;
 
 use crate::scenario::ProcRef;
 
@@ -191,47 +192,72 @@ pub struct Ran {
 /// The most output kept of a command.
 pub const OUTPUT: usize = 4096;
 
-/// Runs `command` by `sh -c` to its end, bounded by `limit` (then killed).
-pub async fn exec(command: &str, limit: Duration) -> Ran {
+/// Runs `command` by `sh -c` to its end in a process group of its own, bounded by `limit`
+/// and by the run's end (`stop` turning true): then the whole group is killed, so that
+/// nothing the command started outlives it.
+pub async fn exec(command: &str, limit: Duration, stop: &mut watch::Receiver<bool>) -> Ran {
     let started = Instant::now();
     let child = Command::new("sh")
         .args(["-c", command])
+        .process_group(0)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(limit, child).await {
-        Ok(Ok(out)) => {
-            let mut bytes = out.stdout;
-            bytes.extend_from_slice(&out.stderr);
-            bytes.truncate(OUTPUT);
-            Ran {
-                code: out.status.code(),
-                output: String::from_utf8_lossy(&bytes).into_owned(),
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return Ran {
+                code: None,
+                output: format!("could not run `sh -c`: {e}"),
                 took: started.elapsed(),
             }
         }
-        Ok(Err(e)) => Ran {
-            code: None,
-            output: format!("could not run `sh -c`: {e}"),
-            took: started.elapsed(),
+    };
+    let group = child.id();
+    let why = tokio::select! {
+        out = tokio::time::timeout(limit, child.wait_with_output()) => match out {
+            Ok(Ok(out)) => {
+                let mut bytes = out.stdout;
+                bytes.extend_from_slice(&out.stderr);
+                bytes.truncate(OUTPUT);
+                return Ran {
+                    code: out.status.code(),
+                    output: String::from_utf8_lossy(&bytes).into_owned(),
+                    took: started.elapsed(),
+                };
+            }
+            Ok(Err(e)) => format!("waiting for `sh -c`: {e}"),
+            Err(_) => format!("still running after {limit:?}: killed with its process group"),
         },
-        Err(_) => Ran {
-            code: None,
-            output: format!("still running after {limit:?}: killed"),
-            took: started.elapsed(),
-        },
+        _ = stop.wait_for(|s| *s) => "still running when the run ended: killed with its process group".to_owned(),
+    };
+    if let Some(pgid) = group
+        .and_then(|g| i32::try_from(g).ok())
+        .and_then(Pid::from_raw)
+    {
+        // Gone already when it ended by itself meanwhile: nothing left to stop.
+        let _ = kill_process_group(pgid, Signal::KILL);
+    }
+    Ran {
+        code: None,
+        output: why,
+        took: started.elapsed(),
     }
 }
 
 /// Starts `command` by `sh -c` in the background (in a process group of its own, so that
 /// a signal to msgstorm's group — a Ctrl-C in its terminal — does not reach the restarted
 /// server) and waits until `listen` accepts a
-/// TCP connection, at most `limit`. Returns the new process's pid (the shell's, which
-/// `exec`s a simple command) and how long it took to listen.
+/// TCP connection, at most `limit` and no longer than the run (`stop` turning true).
+/// Returns the new process's pid (the shell's, which `exec`s a simple command) and how
+/// long it took to listen.
 pub async fn start(
     command: &str,
     listen: &str,
     limit: Duration,
+    stop: &watch::Receiver<bool>,
 ) -> Result<(u32, Duration), String> {
     let started = Instant::now();
     let child = std::process::Command::new("sh")
@@ -259,6 +285,11 @@ pub async fn start(
         if Instant::now() >= deadline {
             return Err(format!(
                 "`{command}` did not listen on {listen} within {limit:?}"
+            ));
+        }
+        if *stop.borrow() {
+            return Err(format!(
+                "`{command}` did not listen on {listen} before the run ended"
             ));
         }
         // Nothing announces a listening socket to another process: retried, briefly.

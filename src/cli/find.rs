@@ -294,22 +294,7 @@ fn one_run_refusal(plan: &Plan) -> Option<&'static str> {
 
 /// The `RunArgs` of one step.
 fn run_args(args: &FindArgs, set: Vec<String>, out: Option<PathBuf>) -> RunArgs {
-    RunArgs {
-        scenario: Some(args.scenario.clone()),
-        set,
-        out,
-        shard: None,
-        shards: None,
-        run_id: None,
-        quiet: args.quiet,
-        traffic_at: None,
-        start_barrier: None,
-        log_result: false,
-        metrics_listen: None,
-        metrics_push: None,
-        live: None,
-        format: super::output::FormatArgs::default(),
-    }
+    RunArgs::step(args.scenario.clone(), set, out, args.quiet)
 }
 
 impl<'a> Searching<'a> {

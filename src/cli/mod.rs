@@ -1,9 +1,11 @@
 //! Command-line interface: subcommands, live progress and all terminal output.
 
+mod check_adapter;
 mod collect;
 mod find;
 mod k8s;
 mod live_page;
+mod new;
 mod output;
 mod progress;
 mod run;
@@ -105,6 +107,19 @@ pub enum Command {
     /// Compare two runs: every headline metric with its change and a verdict, and
     /// regression gates for CI (exit 1 when a gate fails).
     Compare(CompareArgs),
+    /// Write a starting scenario (and, for `script-*`, its Lua adapter) for a protocol
+    /// family into a new folder: it validates as written, and `native`, `ws-json` and
+    /// `script-ws` run against the embedded reference server as they are.
+    New {
+        /// The protocol family.
+        family: new::Family,
+        /// The folder to write `scenario.toml` (and `adapter.lua`) into.
+        dir: PathBuf,
+    },
+    /// Run the cases every built-in driver passes (login, direct, group, late fetch,
+    /// reconnect, unreachable) against a scenario's own target and driver — an adapter
+    /// script and its server — and say which it classifies right.
+    CheckAdapter(check_adapter::CheckArgs),
     /// Ask a running msgstorm to stop as Ctrl-C does (the first stop drains and writes the
     /// result, a second stops at once); in a container, `kubectl exec POD -- msgstorm stop`.
     Stop {
@@ -226,6 +241,35 @@ pub struct RunArgs {
     pub format: output::FormatArgs,
 }
 
+impl RunArgs {
+    /// The arguments of one run of `scenario` (with `set`, into `out`) that another
+    /// command runs as a step of its own (`find`, `check-adapter`): one process, no live
+    /// outputs.
+    pub(crate) fn step(
+        scenario: PathBuf,
+        set: Vec<String>,
+        out: Option<PathBuf>,
+        quiet: bool,
+    ) -> Self {
+        RunArgs {
+            scenario: Some(scenario),
+            set,
+            out,
+            shard: None,
+            shards: None,
+            run_id: None,
+            quiet,
+            traffic_at: None,
+            start_barrier: None,
+            log_result: false,
+            metrics_listen: None,
+            metrics_push: None,
+            live: None,
+            format: output::FormatArgs::default(),
+        }
+    }
+}
+
 fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
     let (i, n) = s
         .split_once('/')
@@ -299,6 +343,8 @@ pub async fn run(cli: Cli) -> Result<u8> {
             format,
         } => collect::run(&logs, &out, &Outputs::resolve(&format, json_output(json))?),
         Command::Compare(args) => compare(&args),
+        Command::New { family, dir } => new::run(family, &dir),
+        Command::CheckAdapter(args) => check_adapter::run(args).await,
         Command::Stop { pid } => stop::run(pid),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::serve_command(args).await.map(|()| EXIT_OK),

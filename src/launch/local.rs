@@ -60,15 +60,25 @@ impl Launcher for Local {
             .map(|index| self.spawn(run, index))
             .collect::<Result<Vec<_>>>()?;
         let mut forwarding = true;
+        // Once a second stop came: when the children still running are killed.
+        let mut kill_at: Option<tokio::time::Instant> = None;
         let mut outcomes = Vec::with_capacity(children.len());
         for index in 0..children.len() {
             let status = loop {
                 let stop = tokio::select! {
                     status = children[index].wait() => break status,
                     changed = stops.changed(), if forwarding => changed.is_ok(),
+                    () = sleep_until(kill_at), if kill_at.is_some() => {
+                        kill(&children);
+                        kill_at = None;
+                        continue;
+                    }
                 };
                 if stop {
                     terminate(&children);
+                    if *stops.borrow() >= 2 && kill_at.is_none() {
+                        kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
+                    }
                 } else {
                     forwarding = false;
                 }
@@ -78,6 +88,30 @@ impl Launcher for Local {
             outcomes.push(outcome(run, index as u32, status));
         }
         Ok(outcomes)
+    }
+}
+
+/// How long a shard has to end after the coordinator's second stop before it is killed
+/// (one that stops at once takes milliseconds; a stopped or hung one never ends by itself).
+pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Sleeps until `at` (never without one).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Kills every child not yet waited for with everything in its process group (it leads
+/// one of its own).
+fn kill(children: &[Child]) {
+    use rustix::process::{kill_process_group, Pid, Signal};
+    for pid in children.iter().filter_map(Child::id) {
+        if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+            // A child that is already gone has nothing left to kill.
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
     }
 }
 

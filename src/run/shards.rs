@@ -127,20 +127,48 @@ pub async fn launch<L: Launcher>(
     sink: &mut dyn Sink,
 ) -> Result<Artifact> {
     sink.event(Event::Phase(Phase::Load));
+    let signals = stops.clone();
     let outcomes = launcher
         .run(run, stops, &mut |note| sink.event(Event::Note(note)))
         .await;
     sink.event(Event::Phase(Phase::Collect));
+    // Stopped twice, a shard that did not end by itself was killed: the others' results
+    // are what was measured.
+    let stopped_twice = *signals.borrow() >= 2;
     let mut results = Vec::new();
+    let mut missing = Vec::new();
     for (index, outcome) in outcomes?.into_iter().enumerate() {
         match outcome {
             ShardOutcome::Result(path) => results.push(path),
+            ShardOutcome::Failed { code, .. } if stopped_twice => missing.push((index, code)),
             ShardOutcome::Failed { code, log_tail } => {
                 return Err(failure(run, index as u32, code, log_tail, target))
             }
         }
     }
-    Artifact::read_merged(&results)
+    if results.is_empty() {
+        let (index, code) = missing.first().copied().unwrap_or((0, None));
+        return Err(failure(
+            run,
+            index as u32,
+            code,
+            "stopped before it wrote a result".to_owned(),
+            target,
+        ));
+    }
+    let mut merged = Artifact::read_merged(&results)?;
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|(i, _)| i.to_string()).collect();
+        merged.interrupted = true;
+        merged.notes.push(format!(
+            "shard(s) {} of {} did not end after the second stop and were killed: what they \
+             measured is missing from this result (their logs are in {})",
+            list.join(", "),
+            run.count,
+            run.out.display()
+        ));
+    }
+    Ok(merged)
 }
 
 /// The error of shard `index` of `run`, which wrote no result.

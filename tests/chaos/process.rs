@@ -79,11 +79,73 @@ async fn a_restarted_server_runs_in_its_own_process_group() {
     let addr = free.local_addr().expect("addr").to_string();
     drop(free);
     let command = format!("{BIN} serve --listen {addr} --secret {SECRET}");
-    let (pid, _) = process::start(&command, &addr, Duration::from_secs(30))
+    let (_, running) = tokio::sync::watch::channel(false);
+    let (pid, _) = process::start(&command, &addr, Duration::from_secs(30), &running)
         .await
         .expect("it listens");
     let (group, ours) = (stat_field(&pid.to_string(), 5), stat_field("self", 5));
     let _ = process::signal(pid, process::Sig::Term);
     assert_eq!(group, pid.to_string(), "it leads its own process group");
     assert_ne!(group, ours, "not msgstorm's group");
+}
+
+/// `command` for `sh -c` that starts a `sleep` in the background, writes its pid to
+/// `file`, and waits for it: a command whose own shell is not all there is to stop.
+fn sleeper(file: &std::path::Path) -> String {
+    format!("sleep 300 & echo $! > {}; wait", file.display())
+}
+
+/// The pid written to `file`, once it is there (bounded).
+pub(crate) async fn pid_in(file: &std::path::Path) -> u32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "no pid in {file:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// An `exec` command still running when the run ends is killed at once with everything
+/// it started (its process group), not waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_command_is_killed_with_its_process_group_when_the_run_ends() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = dir.path().join("pid");
+    let (stop, mut stopping) = tokio::sync::watch::channel(false);
+    let command = sleeper(&file);
+    let exec = tokio::spawn(async move {
+        process::exec(&command, Duration::from_secs(60), &mut stopping).await
+    });
+    let grandchild = pid_in(&file).await;
+    stop.send_replace(true);
+    let ran = tokio::time::timeout(Duration::from_secs(5), exec)
+        .await
+        .expect("exec returns at the run's end")
+        .expect("exec task");
+    assert_eq!(ran.code, None, "{ran:?}");
+    assert!(ran.output.contains("when the run ended"), "{ran:?}");
+    assert!(
+        process::gone(grandchild, Duration::from_secs(5)).await,
+        "the command's own child is killed too"
+    );
+}
+
+/// An `exec` command past its time limit is killed with its process group as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_command_past_its_limit_is_killed_with_its_process_group() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = dir.path().join("pid");
+    let (_stop, mut running) = tokio::sync::watch::channel(false);
+    let ran = process::exec(&sleeper(&file), Duration::from_millis(500), &mut running).await;
+    assert!(ran.output.contains("still running after"), "{ran:?}");
+    let grandchild = pid_in(&file).await;
+    assert!(
+        process::gone(grandchild, Duration::from_secs(5)).await,
+        "the command's own child is killed too"
+    );
 }

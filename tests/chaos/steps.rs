@@ -318,3 +318,39 @@ async fn a_failed_exec_step_is_kept_and_fails_the_run() {
     );
     assert!(ran.stdout.contains("FAILED: exit code 3"), "{ran}");
 }
+
+/// An `exec` step whose command never ends (`sleep 300`) does not hold a stopped run: the
+/// first SIGTERM ends the run within its drain plus 2 s, the command is killed with its
+/// process group, and the step says so in the interrupted result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_a_run_whose_exec_step_never_ends() {
+    use crate::cli::signals::{interrupt, sigterm, SLACK};
+    let work = Work::new();
+    let file = work.path("exec.pid");
+    let text = scenario(
+        "",
+        50,
+        60,
+        &format!(
+            "[[chaos]]\naction = \"exec\"\nat = \"1s\"\ncommand = \"echo $$ > {}; exec sleep 300\"\n",
+            file.display()
+        ),
+    );
+    let started = async {
+        super::process::pid_in(&file).await;
+    };
+    let (code, took, out, a) = interrupt(&text, &[], started, false, sigterm).await;
+    assert_eq!(code, 1, "an interrupted run fails\n{out}");
+    assert!(
+        took < std::time::Duration::from_secs(3 + 2) + SLACK,
+        "exit {took:?} after SIGTERM, drain is 3 s\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    let step = &a.chaos[0];
+    assert!(
+        step.output
+            .as_deref()
+            .is_some_and(|o| o.contains("when the run ended")),
+        "{step:?}"
+    );
+}

@@ -6,10 +6,12 @@ mod drivers;
 mod exit_codes;
 mod faults;
 mod flow;
+mod new;
 mod promise;
 pub(crate) mod report;
+mod scenario_schema;
 mod shards;
-mod signals;
+pub(crate) mod signals;
 mod verdict;
 #[cfg(feature = "tls")]
 mod wss;

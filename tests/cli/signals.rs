@@ -65,17 +65,17 @@ fn msgstorm_stop(pid: u32) {
 }
 
 /// SIGTERM to `pid` with `kill`.
-fn sigterm(pid: u32) {
+pub(crate) fn sigterm(pid: u32) {
     kill(pid, "TERM");
 }
 
 /// How much slower than its bound a stopped run may end. A bound against a hang, not a
 /// speed: far below the 30 s a stopped run would take without the bound under test (a
 /// close grace, a connect timeout, a 30 s drain).
-const SLACK: Duration = Duration::from_secs(10);
+pub(crate) const SLACK: Duration = Duration::from_secs(10);
 
 /// Waits until `server` has accepted `n` messages: the traffic is flowing.
-async fn accepted(server: std::net::SocketAddr, n: f64) {
+pub(crate) async fn accepted(server: std::net::SocketAddr, n: f64) {
     let deadline = Instant::now() + RUN_LIMIT;
     loop {
         let text = http_get(server, "/metrics").await;
@@ -92,7 +92,7 @@ async fn accepted(server: std::net::SocketAddr, n: f64) {
 /// fixed times from the start, a busy machine could signal before the traffic, or twice
 /// before the first signal was handled). Returns the exit code, the time from the first
 /// signal to the exit, stdout+stderr and the result file.
-async fn interrupt(
+pub(crate) async fn interrupt(
     text: &str,
     extra: &[&str],
     ready: impl std::future::Future<Output = ()>,
@@ -389,4 +389,183 @@ duration = "10s"
     );
     assert!(a.interrupted, "{out}");
     silent.abort();
+}
+
+/// Checks a run stopped by signals (`twice`: a second one once it drained): exit 1 within
+/// `drain` plus the 2 s users get to disconnect (a second signal: at once), with an
+/// interrupted result.
+pub(crate) fn stopped_in_time(
+    (code, took, out, a): &(i32, Duration, String, Artifact),
+    twice: bool,
+    drain: Duration,
+) {
+    assert_eq!(*code, 1, "an interrupted run fails\n{out}");
+    let bound = if twice {
+        SLACK
+    } else {
+        drain + Duration::from_secs(2) + SLACK
+    };
+    assert!(
+        *took < bound,
+        "exit {took:?} after SIGTERM (twice: {twice})\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+}
+
+/// A scenario of 60 s of traffic against `url` with `secret`, a 1 s drain and a 30 s
+/// connect timeout (which no stop should wait for).
+fn against(url: &str, secret: &str) -> String {
+    format!(
+        r#"name = "stuck"
+drain = "1s"
+[target]
+url = "{url}"
+connect_timeout = "30s"
+[target.auth]
+secret = "{secret}"
+
+[population]
+users = 12
+login_rate = 200
+
+[[traffic]]
+kind = "direct"
+senders = 4
+receivers = 8
+rate = 40
+duration = "60s"
+
+[checks]
+max_lost = 1000000
+"#
+    )
+}
+
+/// A listener that accepts every connection and never answers; the watch counts them.
+async fn mute_listener() -> (
+    std::net::SocketAddr,
+    tokio::sync::watch::Receiver<usize>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (count, connections) = tokio::sync::watch::channel(0usize);
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+            count.send_replace(held.len());
+        }
+    });
+    (addr, connections, task)
+}
+
+/// Users stuck in their TLS handshake (the server accepts TCP and never sends its
+/// ServerHello): the first SIGTERM ends the run within the drain plus the 2 s users get to
+/// disconnect, not after the 30 s connect timeout, with an interrupted result; so does a
+/// second at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_stop_a_run_whose_users_hang_in_the_tls_handshake() {
+    for twice in [false, true] {
+        let (addr, mut connections, task) = mute_listener().await;
+        let held = async move {
+            let _ = connections.wait_for(|n| *n > 12).await;
+        };
+        let text = against(&format!("wss://localhost:{}/ws", addr.port()), "s");
+        let ran = interrupt(&text, &[], held, twice, sigterm).await;
+        stopped_in_time(&ran, twice, Duration::from_secs(1));
+        task.abort();
+    }
+}
+
+/// A target whose process is stopped (SIGSTOP) mid-run, so that every socket to it stays
+/// open and silent: the first SIGTERM ends the run within the drain plus 2 s, a second at
+/// once, and both write an interrupted result with what was measured before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_stop_a_run_against_a_stopped_target() {
+    for twice in [false, true] {
+        let server = crate::common::ChildServer::start(&[]);
+        let text = against(&server.ws_url(), crate::common::SECRET);
+        let addr = server.addr;
+        let frozen = async {
+            accepted(addr, 40.0).await;
+            server.signal("STOP");
+        };
+        let ran = interrupt(&text, &[], frozen, twice, sigterm).await;
+        server.signal("CONT");
+        stopped_in_time(&ran, twice, Duration::from_secs(1));
+        let (_, _, out, a) = ran;
+        assert!(
+            a.metrics.count(Counter::Sent) >= 40,
+            "what was measured is kept\n{out}"
+        );
+    }
+}
+
+/// The pid of the running process whose arguments hold every one of `words` (bounded wait).
+async fn process_with(words: &[&str]) -> u32 {
+    let deadline = Instant::now() + RUN_LIMIT;
+    loop {
+        let found = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                    words.iter().all(|w| args.contains(&w.as_bytes()))
+                })
+            });
+        if let Some(pid) = found {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no process with {words:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A shard that hangs (its process stopped): the coordinator's first SIGTERM reaches the
+/// shards, the second ends the run anyway — the hung shard killed with its process group
+/// after 2 s — and the result of the other shard is written, marked interrupted, with a
+/// note naming the killed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_ends_a_sharded_run_whose_shard_hangs() {
+    let server = lossy_server().await;
+    let name = format!("name=\"hang-{}\"", std::process::id());
+    let addr = server.addr();
+    let name_set = name.clone();
+    let hung = async move {
+        accepted(addr, 40.0).await;
+        let shard = process_with(&["--shard", "1/2", &name_set]).await;
+        kill(shard, "STOP");
+    };
+    let (code, took, out, a) = interrupt(
+        &long_run(&server, "30s"),
+        &["--shards", "2", "--set", &name],
+        hung,
+        true,
+        sigterm,
+    )
+    .await;
+    assert_eq!(code, 1, "an interrupted run fails\n{out}");
+    assert!(
+        took < Duration::from_secs(2) + SLACK,
+        "exit {took:?} after the first signal\n{out}"
+    );
+    assert!(a.interrupted, "{out}");
+    assert_eq!(
+        a.shards.len(),
+        1,
+        "the shard that ended wrote its result\n{out}"
+    );
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.contains("shard(s) 1 of 2") && n.contains("killed")),
+        "{:?}",
+        a.notes
+    );
+    server.shutdown().await.expect("server stops");
 }

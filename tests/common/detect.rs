@@ -72,6 +72,10 @@ pub const NETTY_CLASSPATH: &str = "peers/netty-worldclock/cp.txt";
 /// github.com/tinode/chat by `scripts/test`).
 pub const TINODE: &str = "peers/tinode/bin/tinode";
 
+/// Synapse's server program, in the repository (a virtual environment made by
+/// `scripts/test`, `pip install matrix-synapse`).
+pub const SYNAPSE: &str = "peers/synapse/venv/bin/synapse_homeserver";
+
 /// The directory of PostgreSQL's server programs (Debian's `postgresql` package: one
 /// folder per major version; the newest is taken).
 pub fn postgres_bin() -> Option<PathBuf> {
@@ -92,7 +96,7 @@ pub fn postgres_bin() -> Option<PathBuf> {
 
 /// Every peer as its `cfg(peer_<name>)` name and whether it is installed (`root`: the
 /// repository). `scripts/test` installs them all.
-pub fn peers(root: &Path) -> [(&'static str, bool); 16] {
+pub fn peers(root: &Path) -> [(&'static str, bool); 17] {
     let found = |name| program(name).is_some();
     let node = node().is_some();
     [
@@ -121,6 +125,7 @@ pub fn peers(root: &Path) -> [(&'static str, bool); 16] {
             "tinode",
             postgres_bin().is_some() && root.join(TINODE).exists(),
         ),
+        ("synapse", root.join(SYNAPSE).exists()),
     ]
 }
 
@@ -145,6 +150,7 @@ pub fn watched(root: &Path) -> Vec<PathBuf> {
         ("peers/centrifuge", CENTRIFUGE),
         ("peers/netty-worldclock", NETTY_CLASSPATH),
         ("peers/tinode", TINODE),
+        ("peers/synapse", SYNAPSE),
     ] {
         let (peer, mut path) = (root.join(peer), root.join(files));
         while !path.exists() && path != peer && path.pop() {}

@@ -1,7 +1,12 @@
 //! The `script` driver against real servers, each spoken by a Lua script.
 
+mod check_adapter;
+mod ergonomics;
+mod http;
+mod matrix;
 mod native;
 mod netty;
+mod runaway;
 #[cfg(feature = "socketio")]
 mod socketio;
 mod tinode;

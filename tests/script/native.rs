@@ -32,7 +32,7 @@ async fn script_counts_injected_faults_exactly_as_native_does() {
 
 /// The examples of the first error kind among `kinds` the run counted (at least once, or
 /// the test fails showing the run).
-fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
+pub(crate) fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
     let (kind, count, examples) = artifact
         .metrics
         .errors()
@@ -43,7 +43,11 @@ fn examples_of(artifact: &Artifact, kinds: &[&str], ran: &Ran) -> Vec<String> {
 }
 
 /// The shipped script with `edit` applied, written next to a scenario that runs it.
-fn scenario_with(work: &Work, server_target: &str, edit: impl Fn(String) -> String) -> String {
+pub(crate) fn scenario_with(
+    work: &Work,
+    server_target: &str,
+    edit: impl Fn(String) -> String,
+) -> String {
     let script = include_str!("../../scenarios/script-native.lua").to_owned();
     let script = edit(script);
     let path = work.write("adapter.lua", &script);
@@ -199,8 +203,9 @@ async fn a_lookup_nobody_answers_fails_the_login_naming_the_key() {
 }
 
 /// `validate --frames` shows what the script would send — the login frame with the user's
-/// token, a direct and a group message with a real envelope and the id each acceptance
-/// carries — and where each flow waits for the server; another driver has no dry run.
+/// token, a direct and a group message (after the group's join) with a real envelope and
+/// the id each acceptance carries — and where each flow waits for the server; another
+/// driver has no dry run.
 #[tokio::test]
 async fn validate_frames_shows_what_the_script_would_send() {
     let ran = msgstorm(&["validate", "scenarios/script-native.toml", "--frames"]).await;
@@ -226,6 +231,10 @@ async fn validate_frames_shows_what_the_script_would_send() {
         ran.stdout.contains("\"to\":{\"group\":\"group-1\"}"),
         "{ran}"
     );
+    // The group message comes after the group's join, as in a run.
+    let join = ran.stdout.find("  join(group-1) first:\n  sends text {\"group\":\"group-1\",\"ref\":2,\"type\":\"group_create\"}");
+    let send = ran.stdout.find("\"to\":{\"group\":\"group-1\"}");
+    assert!(join.is_some() && join < send, "{ran}");
     let ran = msgstorm(&["validate", "scenarios/ws-json-native.toml", "--frames"]).await;
     ran.expect_code(2);
     assert!(ran.stderr.contains("has no dry run"), "{ran}");

@@ -45,6 +45,7 @@ pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
         })?,
     )?;
     codec.set("hmac_sha256", lua.create_function(hmac_sha256)?)?;
+    codec.set("hmac_sha1", lua.create_function(hmac_sha1)?)?;
     codec.set(
         "url_encode",
         lua.create_function(|_, s: LuaString| {
@@ -196,6 +197,15 @@ fn hmac_sha256(lua: &Lua, (key, data): (LuaString, LuaString)) -> Result<LuaStri
     lua.create_string(mac.finalize().into_bytes())
 }
 
+/// `codec.hmac_sha1(key, data)`: the raw 20-byte MAC (Synapse's shared-secret
+/// registration signs with it).
+fn hmac_sha1(lua: &Lua, (key, data): (LuaString, LuaString)) -> Result<LuaString> {
+    let mut mac = Hmac::<sha1::Sha1>::new_from_slice(&key.as_bytes())
+        .map_err(|e| mlua::Error::runtime(format!("hmac_sha1: {e}")))?;
+    mac.update(&data.as_bytes());
+    lua.create_string(mac.finalize().into_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +236,11 @@ mod tests {
         );
         check("return codec.url_encode('a b&c')", "a%20b%26c");
         check("return codec.url_decode('a%20b%26c')", "a b&c");
+        // RFC 2202's second HMAC-SHA1 test case.
+        check(
+            "return codec.hex_encode(codec.hmac_sha1('Jefe', 'what do ya want for nothing?'))",
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
+        );
         // The reference server's token for user `u` with secret `s` (wire::token).
         check(
             "return codec.hex_encode(codec.hmac_sha256('s', 'u'))",

@@ -4,7 +4,7 @@
 
 use mlua::{Function, MultiValue, Table, ThreadStatus, Value};
 
-use super::vm::{one_line, take_outbox, Vm};
+use super::vm::{one_line, take_outbox, Out, Vm};
 use super::wire::Frame;
 
 /// The body a dry run sends: a real envelope of 100 bytes, as a run would send it.
@@ -22,13 +22,20 @@ fn body() -> String {
 
 /// The lines of a dry run of `vm`'s script as `user` (index 0), sending to `to` and to
 /// `group`.
-pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &str) -> Vec<String> {
+pub fn lines(
+    vm: &Vm,
+    user: &str,
+    (username, password, url): (&str, &str, &str),
+    to: &str,
+    group: &str,
+) -> Vec<String> {
     let mut out = Vec::new();
-    let u = match vm
-        .entry
-        .new_user
-        .call::<Table>((user, 0, credentials.0, credentials.1))
-    {
+    let made = vm.guard.run(|| {
+        vm.entry
+            .new_user
+            .call::<Table>((user, 0, username, password, url))
+    });
+    let u = match made {
         Ok(u) => u,
         Err(e) => return vec![format!("the user object: {}", one_line(&e))],
     };
@@ -43,21 +50,25 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
             out.push(format!("  (the script defines no `{what}`)"));
             continue;
         };
-        if let (Some(open), "direct") = (&vm.entry.open, what) {
-            out.push(format!("  open({dest}) first:"));
-            if !flow(
-                vm,
-                &u,
-                open,
-                MultiValue::from_iter([text(vm, dest)]),
-                &mut out,
-            ) {
-                out.push("  the message itself needs what open waits for".to_owned());
-                continue;
+        let before = match what {
+            "direct" => vm.entry.open.as_ref().map(|f| ("open", f)),
+            _ => vm.entry.join.as_ref().map(|f| ("join", f)),
+        };
+        if let Some((name, first)) = before {
+            out.push(format!("  {name}({dest}) first:"));
+            let args = MultiValue::from_iter([text(vm, dest)]);
+            if !flow(vm, &u, first, args, &mut out) {
+                // A peer's conversation must be open before a message to it; a group's
+                // message may go before the join's answer (it is shown as it would go).
+                if name == "open" {
+                    out.push("  the message itself needs what open waits for".to_owned());
+                    continue;
+                }
+                out.push("  the message as the script sends it before join's answer:".to_owned());
             }
         }
         let args = (u.clone(), dest, body());
-        match f.call::<Value>(args) {
+        match vm.guard.run(|| f.call::<Value>(args)) {
             Ok(id) => {
                 frames(&u, &mut out);
                 out.push(format!(
@@ -70,7 +81,7 @@ pub fn lines(vm: &Vm, user: &str, credentials: (&str, &str), to: &str, group: &s
     }
     if let Some(request) = &vm.entry.request {
         out.push(format!("request `call` from {user}:"));
-        match request.call::<Value>((u.clone(), "call")) {
+        match vm.guard.run(|| request.call::<Value>((u.clone(), "call"))) {
             Ok(id) => {
                 frames(&u, &mut out);
                 out.push(format!("  its reply is the one with id {}", show(&id)));
@@ -99,7 +110,7 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
     let mut input = MultiValue::new();
     input.push_back(Value::Table(u.clone()));
     input.extend(args);
-    let yielded = thread.resume::<MultiValue>(input);
+    let yielded = vm.guard.run(|| thread.resume::<MultiValue>(input));
     frames(u, out);
     match yielded {
         Err(e) => {
@@ -124,7 +135,15 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
 /// Shows the frames `u` queued.
 fn frames(u: &Table, out: &mut Vec<String>) {
     match take_outbox(u) {
-        Ok(frames) => out.extend(frames.iter().map(|f| format!("  sends {}", shown(f)))),
+        Ok(queued) => out.extend(queued.iter().map(|q| match q {
+            Out::Frame(f) => format!("  sends {}", shown(f)),
+            Out::Request(r) => format!(
+                "  requests {} {} {}",
+                r.method,
+                r.path,
+                String::from_utf8_lossy(&r.body)
+            ),
+        })),
         Err(e) => out.push(format!("  error: {}", one_line(&e))),
     }
 }

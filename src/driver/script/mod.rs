@@ -19,6 +19,8 @@
 
 mod codecs;
 mod dry;
+mod http;
+mod limits;
 mod options;
 mod session;
 mod vm;
@@ -38,7 +40,8 @@ use crate::driver::kit::json_map::credentials;
 use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
 use crate::vocab::TrafficKind;
-use options::{protos, transport, KEYS};
+use limits::Limits;
+use options::{protos, transport, user_urls, vars, KEYS};
 pub use session::ScriptSession;
 use vm::Vm;
 use wire::{Framing, Wire};
@@ -65,6 +68,18 @@ const SCHEMES: &[Scheme] = &[
         tls: true,
         example: "tls://game.example.com:8463",
     },
+    Scheme {
+        name: "http",
+        default_port: 80,
+        tls: false,
+        example: "http://127.0.0.1:8008",
+    },
+    Scheme {
+        name: "https",
+        default_port: 443,
+        tls: true,
+        example: "https://matrix.example.com",
+    },
 ];
 
 /// How users reach the target.
@@ -79,12 +94,16 @@ enum Transport {
         framing: Framing,
         max: usize,
     },
+    /// HTTP/1.1 (over TLS for `https://`): requests, long polls, event streams.
+    Http(http::Dial),
 }
 
 /// The adapter-script driver.
 #[derive(Debug, Clone)]
 pub struct ScriptDriver {
     transport: Transport,
+    /// The URL user `ix` connects to: `urls[ix % len]` (`u.url`).
+    urls: Arc<[String]>,
     vms: Arc<[Vm]>,
     auth: super::Auth,
     acceptance: bool,
@@ -130,9 +149,12 @@ impl super::Driver for ScriptDriver {
         };
         let acceptance = t.flag("acceptance")?.unwrap_or(true);
         let protos = protos(config)?;
-        let vms = load(&file, &protos).map_err(|msg| err("file", msg))?;
+        let limits = Limits::of(&t)?;
+        let vars = vars(config)?;
+        let vms = load(&file, &protos, (limits, &vars)).map_err(|msg| err("file", msg))?;
         Ok(ScriptDriver {
             transport: transport(config)?,
+            urls: user_urls(config)?.into(),
             vms,
             auth: config.auth.clone(),
             acceptance,
@@ -148,7 +170,7 @@ impl super::Driver for ScriptDriver {
         Some(dry::lines(
             &self.vms[0],
             user,
-            (&username, &password),
+            (&username, &password, &self.urls[0]),
             to,
             group,
         ))
@@ -184,6 +206,15 @@ impl super::Driver for ScriptDriver {
                 let wire = stream.await.map(|s| Wire::tcp(s, framing.clone(), *max));
                 (wire, connector.timeout())
             }
+            Transport::Http(dial) => {
+                let dial = http::Dial {
+                    ix: user.ix,
+                    ..dial.clone()
+                };
+                let timeout = dial.connector.timeout();
+                let opened = http::Http::open(dial).await;
+                (opened.map(|h| Wire::Http(Box::new(h))), timeout)
+            }
         };
         let wire = match wire {
             Ok(wire) => wire,
@@ -192,11 +223,12 @@ impl super::Driver for ScriptDriver {
         let handshake = started.elapsed();
         let vm = &self.vms[user.ix as usize % self.vms.len()];
         let (username, password) = credentials(&self.auth, &user.id);
+        let url = &self.urls[user.ix as usize % self.urls.len()];
         let session = ScriptSession::new(
             wire,
             vm,
             user,
-            (&username, &password),
+            (&username, &password, url),
             resume,
             (timeout, self.acceptance),
             Arc::clone(&self.directory),
@@ -218,14 +250,19 @@ impl super::Driver for ScriptDriver {
     }
 }
 
-/// The script at `file` loaded into one interpreter per worker thread of the generator.
-fn load(file: &PathBuf, protos: &DescriptorPool) -> Result<Arc<[Vm]>, String> {
+/// The script at `file` loaded into one interpreter per worker thread of the generator,
+/// each bounded by `limits`, with `vars` as its global `vars`.
+fn load(
+    file: &PathBuf,
+    protos: &DescriptorPool,
+    (limits, vars): (Limits, &toml::Table),
+) -> Result<Arc<[Vm]>, String> {
     let source = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
     let name = file.display().to_string();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     (0..workers)
-        .map(|_| Vm::load(&name, &source, protos))
+        .map(|_| Vm::load(&name, &source, protos, (limits, vars)))
         .collect::<Result<Vec<_>, _>>()
         .map(Arc::from)
 }

@@ -13,8 +13,11 @@ use crate::driver::kit::ws::{Dialer, TLS_KEYS};
 use crate::driver::{Config, OptionError};
 
 /// The keys of `[target.script]`.
-pub(super) const KEYS: [&str; 8] = [
+pub(super) const KEYS: [&str; 11] = [
     "file",
+    "vars",
+    "call_limit",
+    "memory_limit",
     "proto",
     "urls",
     "acceptance",
@@ -44,10 +47,11 @@ pub(super) fn transport(config: &Config) -> Result<Transport, OptionError> {
     let err = |key: &str, msg: String| t.bad(key, msg);
     let framing = t.str("framing")?;
     let delimiter = t.str("delimiter")?;
-    let tcp = config
-        .endpoint
-        .as_ref()
-        .is_some_and(|ep| matches!(ep.scheme.name, "tcp" | "tls"));
+    let scheme = config.endpoint.as_ref().map_or("ws", |ep| ep.scheme.name);
+    if matches!(scheme, "http" | "https") {
+        return http_transport(config, framing.or(delimiter).is_some());
+    }
+    let tcp = matches!(scheme, "tcp" | "tls");
     if !tcp {
         if let Some(key) = [("framing", framing), ("delimiter", delimiter)]
             .iter()
@@ -127,4 +131,66 @@ pub(super) fn connector(config: &Config) -> Result<Connector, OptionError> {
         ))),
         None => Ok(Connector::plain(config)),
     }
+}
+
+/// `vars`: the values the scenario gives the script (its global `vars`).
+pub(super) fn vars(config: &Config) -> Result<toml::Table, OptionError> {
+    let t = Table::of(config);
+    match t.t.get("vars") {
+        None => Ok(toml::Table::new()),
+        Some(toml::Value::Table(v)) => Ok(v.clone()),
+        Some(v) => Err(t.wrong("vars", "a table (`vars = { room = \"lobby\" }`)", v)),
+    }
+}
+
+/// The URL each user connects to, by user index modulo the list's length: the target's,
+/// then `urls`.
+pub(super) fn user_urls(config: &Config) -> Result<Vec<String>, OptionError> {
+    let mut urls: Vec<String> = config.endpoint.iter().map(|ep| ep.url.clone()).collect();
+    if config
+        .endpoint
+        .as_ref()
+        .is_some_and(|ep| matches!(ep.scheme.name, "ws" | "wss"))
+    {
+        urls.extend(more_urls(config)?.into_iter().map(|ep| ep.url));
+    }
+    if urls.is_empty() {
+        urls.push(String::new());
+    }
+    Ok(urls)
+}
+
+/// HTTP: requests to the URL's host, paths after its own path.
+fn http_transport(config: &Config, framed: bool) -> Result<Transport, OptionError> {
+    let t = Table::of(config);
+    if framed {
+        return Err(t.bad("framing", "only for tcp:// and tls:// (HTTP frames itself)"));
+    }
+    if config.options.contains_key("urls") {
+        return Err(t.bad("urls", "only for ws:// and wss:// targets"));
+    }
+    let (authority, base) = match &config.endpoint {
+        Some(ep) => {
+            let default = ep.port == ep.scheme.default_port;
+            let host = if ep.host.contains(':') {
+                format!("[{}]", ep.host)
+            } else {
+                ep.host.clone()
+            };
+            let authority = if default {
+                host
+            } else {
+                format!("{host}:{}", ep.port)
+            };
+            (authority, ep.path.trim_end_matches('/').to_owned())
+        }
+        None => (String::new(), String::new()),
+    };
+    Ok(Transport::Http(super::http::Dial {
+        connector: connector(config)?,
+        ix: 0,
+        authority,
+        base,
+        max_body: config.max_body + (64 << 10),
+    }))
 }

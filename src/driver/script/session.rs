@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
-use super::vm::{one_line, take_outbox, Vm, REFUSED};
-use super::wire::{Frame, Wire};
+use super::http::Request;
+use super::limits::Guard;
+use super::vm::{http_request, one_line, take_outbox, Out, Vm, REFUSED};
+use super::wire::{Frame, Meta, Wire};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
@@ -20,6 +22,8 @@ use crate::metrics::ErrorKind;
 pub struct ScriptSession {
     wire: Wire,
     lua: mlua::Lua,
+    /// The interpreter's bounds: every call into the script goes through it.
+    guard: Arc<Guard>,
     entry: Entry,
     /// The user object (`u`) the entry points get.
     user: Table,
@@ -36,6 +40,9 @@ pub struct ScriptSession {
     directory: Arc<dyn Directory>,
     /// The users this connection opened a conversation with (`open` ran for them).
     opened: HashSet<String>,
+    /// The connection has carried traffic (a send, a request, an event): a fetch now is
+    /// the final verification (`"verify"`), not a login's catch-up (`"missed"`).
+    live: bool,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -51,6 +58,7 @@ struct Entry {
     fetch: Option<Function>,
     close: Option<Function>,
     request: Option<Function>,
+    poll: Option<Function>,
 }
 
 /// Which flow a coroutine runs, for the kind of a refusal.
@@ -84,6 +92,14 @@ impl Flow {
     }
 }
 
+/// An HTTP operation of a script whose target is a socket.
+fn not_http(what: &str) -> Failure {
+    Failure::new(
+        ErrorKind::Script,
+        format!("{what} needs an http:// or https:// target (this one is a socket: u:send)"),
+    )
+}
+
 /// A Lua error as the failure of a script: kind `script`, the script's line.
 fn script_error(what: &str, e: &mlua::Error) -> Failure {
     Failure::new(ErrorKind::Script, format!("{what}: {}", one_line(e)))
@@ -106,15 +122,16 @@ impl ScriptSession {
         wire: Wire,
         vm: &Vm,
         user: &UserCtx,
-        (username, password): (&str, &str),
+        (username, password, url): (&str, &str, &str),
         cursors: Cursors,
         (reply_timeout, acceptance): (Duration, bool),
         directory: Arc<dyn Directory>,
     ) -> Result<Self, (Failure, Cursors)> {
-        let made = vm
-            .entry
-            .new_user
-            .call::<Table>((user.id.as_str(), user.ix, username, password));
+        let made = vm.guard.run(|| {
+            vm.entry
+                .new_user
+                .call::<Table>((user.id.as_str(), user.ix, username, password, url))
+        });
         let table = match made {
             Ok(t) => t,
             Err(e) => return Err((script_error("the user object", &e), cursors)),
@@ -123,6 +140,7 @@ impl ScriptSession {
         Ok(ScriptSession {
             wire,
             lua: vm.lua.clone(),
+            guard: Arc::clone(&vm.guard),
             entry: Entry {
                 login: e.login.clone(),
                 receive: e.receive.clone(),
@@ -134,6 +152,7 @@ impl ScriptSession {
                 fetch: e.fetch.clone(),
                 close: e.close.clone(),
                 request: e.request.clone(),
+                poll: e.poll.clone(),
             },
             user: table,
             id: user.id.clone(),
@@ -145,6 +164,7 @@ impl ScriptSession {
             acceptance,
             directory,
             opened: HashSet::new(),
+            live: false,
         })
     }
 
@@ -160,18 +180,18 @@ impl ScriptSession {
         self.cursors
     }
 
-    /// Writes the frames the script queued in the user's outbox.
+    /// Writes the frames (and sends the HTTP requests) the script queued in the user's
+    /// outbox.
     async fn write_outbox(&mut self) -> Result<(), Failure> {
-        let frames = self.take_outbox().map_err(|e| script_error("send", &e))?;
-        for frame in frames {
-            self.wire.write(frame).await?;
+        let queued = take_outbox(&self.user).map_err(|e| script_error("send", &e))?;
+        for q in queued {
+            match (q, &mut self.wire) {
+                (Out::Frame(frame), wire) => wire.write(frame).await?,
+                (Out::Request(r), Wire::Http(h)) => h.request(r)?,
+                (Out::Request(_), _) => return Err(not_http("u:request")),
+            }
         }
         Ok(())
-    }
-
-    /// The frames in the outbox, which is left empty.
-    fn take_outbox(&self) -> mlua::Result<Vec<Frame>> {
-        take_outbox(&self.user)
     }
 
     /// Runs `f(u, args…)` as a coroutine: each operation it yields is carried out and
@@ -191,7 +211,7 @@ impl ScriptSession {
         input.push_back(Value::Table(self.user.clone()));
         input.extend(args);
         loop {
-            let yielded = thread.resume::<MultiValue>(input);
+            let yielded = self.guard.run(|| thread.resume::<MultiValue>(input));
             self.write_outbox().await?;
             self.wire.flush().await?;
             let yielded = match yielded {
@@ -260,6 +280,23 @@ impl ScriptSession {
                 let new = self.fetched(&body, &conv, &seq, &from, out);
                 Value::Boolean(new)
             }
+            "http" => {
+                let (method, path, body, headers) = (arg(), arg(), arg(), arg());
+                let timeout = seconds(&arg()).unwrap_or(self.reply_timeout);
+                Value::Table(
+                    self.http(flow, [method, path, body, headers], timeout)
+                        .await?,
+                )
+            }
+            "sse" => {
+                let (path, headers) = (arg(), arg());
+                let request = self.described(flow, [Value::Nil, path, Value::Nil, headers])?;
+                match &mut self.wire {
+                    Wire::Http(h) => h.sse(request).await?,
+                    _ => return Err(not_http("u:sse")),
+                }
+                Value::Nil
+            }
             "sleep" => {
                 // Bounded like any wait: a script cannot park a user for longer.
                 let pause = seconds(&arg()).unwrap_or_default().min(self.reply_timeout);
@@ -304,6 +341,92 @@ impl ScriptSession {
             }
         };
         Ok(MultiValue::from_iter([answer]))
+    }
+
+    /// An HTTP request from a script's (method, path, body, headers).
+    fn described(
+        &self,
+        flow: Flow,
+        [method, path, body, headers]: [Value; 4],
+    ) -> Result<Request, Failure> {
+        let t = self
+            .lua
+            .create_table()
+            .map_err(|e| script_error(flow.name(), &e))?;
+        for (k, v) in [
+            ("method", method),
+            ("path", path),
+            ("body", body),
+            ("headers", headers),
+        ] {
+            t.raw_set(k, v).map_err(|e| script_error(flow.name(), &e))?;
+        }
+        http_request(&t).map_err(|e| script_error(flow.name(), &e))
+    }
+
+    /// `u:http(…)`: the request's answer as `{ status, body, headers }`, within `timeout`.
+    async fn http(
+        &mut self,
+        flow: Flow,
+        described: [Value; 4],
+        timeout: Duration,
+    ) -> Result<Table, Failure> {
+        let request = self.described(flow, described)?;
+        let Wire::Http(h) = &mut self.wire else {
+            return Err(not_http("u:http"));
+        };
+        let answer = tokio::time::timeout(timeout, h.call(&request))
+            .await
+            .map_err(|_| {
+                Failure::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{}: u:http {} {}: no answer within {timeout:?}",
+                        flow.name(),
+                        request.method,
+                        request.path
+                    ),
+                )
+            })??;
+        let made = || -> mlua::Result<Table> {
+            let t = self.lua.create_table()?;
+            t.raw_set("status", answer.status)?;
+            t.raw_set("body", self.lua.create_string(&answer.body)?)?;
+            let headers = self.lua.create_table()?;
+            for (k, v) in &answer.headers {
+                headers.raw_set(k.as_str(), v.as_str())?;
+            }
+            t.raw_set("headers", headers)?;
+            Ok(t)
+        };
+        made().map_err(|e| script_error(flow.name(), &e))
+    }
+
+    /// Starts the next long poll when the target is HTTP, the script has `poll` and none
+    /// is out: `poll(u)` says the request (nil: none now).
+    async fn poll_next(&mut self) -> Result<(), Failure> {
+        let (Some(poll), Wire::Http(h)) = (self.entry.poll.clone(), &self.wire) else {
+            return Ok(());
+        };
+        if h.polling {
+            return Ok(());
+        }
+        let user = self.user.clone();
+        let got = self
+            .guard
+            .run(|| poll.call::<MultiValue>(user))
+            .map_err(|e| script_error("poll", &e))?;
+        let mut got = got.into_iter();
+        let method = got.next().unwrap_or(Value::Nil);
+        if matches!(method, Value::Nil) {
+            return Ok(());
+        }
+        let mut next = || got.next().unwrap_or(Value::Nil);
+        let request = self.described(Flow::Fetch, [method, next(), next(), next()])?;
+        if let Wire::Http(h) = &mut self.wire {
+            h.poll(request)?;
+        }
+        Ok(())
     }
 
     /// Publishes `value` under `key` in the run-wide directory — when `claim`, only if
@@ -519,16 +642,27 @@ impl ScriptSession {
     /// thing, a list of tables several (history a script held back to hand over in order).
     /// A script error is kind `script` and the connection stays.
     fn judge_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
-        let kind = if frame.text { "text" } else { "binary" };
+        let kind = match &frame.meta {
+            Some(m) => m.kind,
+            None if frame.text => "text",
+            None => "binary",
+        };
+        let meta = match &frame.meta {
+            Some(m) => Value::Table(self.meta(m).map_err(|e| script_error("receive", &e))?),
+            None => Value::Nil,
+        };
         let frame = self
             .lua
             .create_string(&frame.bytes)
             .map_err(|e| script_error("receive", &e))?;
+        let receive = &self.entry.receive;
+        let user = self.user.clone();
         match self
-            .entry
-            .receive
-            .call::<Value>((self.user.clone(), frame, kind))
+            .guard
+            .run(|| receive.call::<Value>((user, frame, kind, meta)))
         {
+            // An empty table is an empty list: nothing.
+            Ok(Value::Table(t)) if t.is_empty() => Ok(Vec::new()),
             Ok(Value::Table(t)) => match t.raw_get::<Value>(1) {
                 Ok(Value::Table(_)) => t
                     .sequence_values::<Table>()
@@ -547,6 +681,25 @@ impl ScriptSession {
             )),
             Err(e) => Err(script_error("receive", &e)),
         }
+    }
+
+    /// `receive`'s fourth argument for a frame of an HTTP transport: `status`, `ref`,
+    /// `event`, `headers`.
+    fn meta(&self, m: &Meta) -> mlua::Result<Table> {
+        let t = self.lua.create_table()?;
+        t.raw_set("status", m.status)?;
+        if let Some(r) = &m.reference {
+            t.raw_set("ref", r.as_str())?;
+        }
+        if let Some(e) = &m.event {
+            t.raw_set("event", e.as_str())?;
+        }
+        let headers = self.lua.create_table()?;
+        for (k, v) in &m.headers {
+            headers.raw_set(k.as_str(), v.as_str())?;
+        }
+        t.raw_set("headers", headers)?;
+        Ok(t)
     }
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
@@ -584,13 +737,15 @@ impl ScriptSession {
             return self.ready.push_back(ev);
         }
         if has(t, "push") {
-            return self.pushed(t);
+            return self.pushed(t, "push");
         }
         if has(t, "protocol") {
             return self.protocol(text(&field("protocol")));
         }
+        // History outside a fetch (a server that sends it unasked): a push like any other,
+        // merged with what the user has by its conv/seq.
         if has(t, "item") {
-            return self.protocol("a history item outside a fetch".to_owned());
+            return self.pushed(t, "item");
         }
         if let Some(id) = id_key(&field("reply")) {
             // Otherwise the late reply of a call that timed out, or one nobody asked for.
@@ -613,8 +768,9 @@ impl ScriptSession {
         )));
     }
 
-    /// A push: delivered unless the user sent it or a fetch returned it already.
-    fn pushed(&mut self, t: &Table) {
+    /// A push (its body under `key`): delivered unless the user sent it or a fetch
+    /// returned it already.
+    fn pushed(&mut self, t: &Table, key: &str) {
         let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
         let from = field("from");
         let own = matches!(&from, Value::String(f) if f.as_bytes().as_ref() == self.id.as_bytes());
@@ -627,14 +783,14 @@ impl ScriptSession {
         if own || kind == Push::Synced {
             return;
         }
-        match field("push") {
+        match field(key) {
             Value::String(body) => self.ready.push_back(Event::Delivered {
                 body: body.to_string_lossy().into(),
             }),
             other => self.ready.push_back(Event::ProtocolError(Failure::new(
                 ErrorKind::Script,
                 format!(
-                    "receive: `push` must be the body (a string), not a {}",
+                    "receive: `{key}` must be the body (a string), not a {}",
                     other.type_name()
                 ),
             ))),
@@ -646,7 +802,7 @@ impl ScriptSession {
             .push_back(Event::ProtocolError(Failure::new(ErrorKind::Protocol, why)));
     }
 
-    /// `fetch`'s second argument: why it runs (`"start"` or `"missed"`).
+    /// `fetch`'s second argument: why it runs (`"start"`, `"missed"` or `"verify"`).
     fn why(&self, why: &str) -> Result<MultiValue, Failure> {
         let why = self
             .lua
@@ -671,7 +827,10 @@ impl ScriptSession {
         let mut all = MultiValue::new();
         all.push_back(Value::Table(self.user.clone()));
         all.extend(args);
-        let ret = f.call::<Value>(all).map_err(|e| script_error(what, &e))?;
+        let ret = self
+            .guard
+            .run(|| f.call::<Value>(all))
+            .map_err(|e| script_error(what, &e))?;
         self.write_outbox().await?;
         Ok(ret)
     }
@@ -727,6 +886,7 @@ impl Session for ScriptSession {
     type Resume = Cursors;
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
+        self.live = true;
         if let (Dest::User(to), Some(open)) = (&dest, &self.entry.open) {
             if !self.opened.contains(*to) {
                 let open = open.clone();
@@ -780,6 +940,7 @@ impl Session for ScriptSession {
     }
 
     async fn request(&mut self, tag: u64, name: &'static str) -> Result<(), Failure> {
+        self.live = true;
         let Some(f) = self.entry.request.clone() else {
             return Err(Failure::new(
                 ErrorKind::Script,
@@ -853,7 +1014,7 @@ impl Session for ScriptSession {
             Some(f) => {
                 // What was pushed before the fetch came before what it fetches.
                 self.divert(out);
-                let why = self.why("missed")?;
+                let why = self.why(if self.live { "verify" } else { "missed" })?;
                 self.flow(Flow::Fetch, &f, why, Some(out)).await
             }
             None => Ok(()),
@@ -861,9 +1022,16 @@ impl Session for ScriptSession {
     }
 
     async fn next_event(&mut self) -> Event {
+        self.live = true;
         loop {
             if let Some(ev) = self.ready.pop_front() {
                 return ev;
+            }
+            if let Err(f) = self.poll_next().await {
+                if f.kind == ErrorKind::Script {
+                    return Event::ProtocolError(f);
+                }
+                return Event::Closed(f);
             }
             let frame = match self.wire.next().await {
                 Ok(f) => f,

@@ -15,8 +15,12 @@
 //! entry points on the hot path (`direct`, `group`, `receive`, `heartbeat`) must not
 //! wait.
 
-use mlua::{Function, Lua, LuaOptions, StdLib, String as LuaString, Table, Value};
+use std::sync::Arc;
+
+use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
+
+use super::limits::{Guard, Limits};
 
 /// The user object's methods, run before the script.
 const PRELUDE: &str = r#"
@@ -27,6 +31,14 @@ function U:send(frame, kind)
   self._out[n] = frame
   if kind == "binary" then self._bin[n] = true end
 end
+function U:request(method, path, body, headers, ref)
+  local n = #self._out + 1
+  self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref }
+end
+function U:http(method, path, body, headers, timeout)
+  return coroutine.yield("http", method, path, body, headers, timeout)
+end
+function U:sse(path, headers) return coroutine.yield("sse", path, headers) end
 function U:next_id() self._id = self._id + 1 return self._id end
 function U:call(frame, id, timeout) self:send(frame) return coroutine.yield("wait", id, timeout) end
 function U:call_binary(frame, id, timeout) self:send(frame, "binary") return coroutine.yield("wait", id, timeout) end
@@ -39,9 +51,27 @@ function U:lookup(key, timeout) return coroutine.yield("lookup", key, timeout) e
 function U:claim(key, value) return coroutine.yield("claim", key, value) end
 function U:sleep(seconds) return coroutine.yield("sleep", seconds) end
 function refuse(reason) error("msgstorm:refused:" .. tostring(reason), 0) end
-function __user(id, ix, username, password)
+do
+  -- An error caught after the call's deadline is raised again: a script cannot catch its
+  -- way past the call bound (see limits.rs).
+  local pcall_, xpcall_, resume_, expired = pcall, xpcall, coroutine.resume, __expired
+  local function pass(ok, ...)
+    if not ok and expired() then error((...), 0) end
+    return ok, ...
+  end
+  pcall = function(f, ...) return pass(pcall_(f, ...)) end
+  xpcall = function(f, handler, ...) return pass(xpcall_(f, handler, ...)) end
+  coroutine.resume = function(co, ...) return pass(resume_(co, ...)) end
+  __expired = nil
+end
+-- What each user keeps across its connections (`u.kept`), by user index: a user always
+-- runs in the same interpreter.
+local kept = {}
+function __user(id, ix, username, password, url)
+  local mine = kept[ix]
+  if mine == nil then mine = {} kept[ix] = mine end
   return setmetatable({ id = id, ix = ix, username = username, password = password,
-    token = password, state = {}, _out = {}, _bin = {}, _id = 0 }, U)
+    token = password, url = url, state = {}, kept = mine, _out = {}, _bin = {}, _id = 0 }, U)
 end
 "#;
 
@@ -65,14 +95,18 @@ pub struct Entry {
     /// `heartbeat(u)`: sends a heartbeat.
     pub heartbeat: Option<Function>,
     /// `fetch(u, why)`: fetches what the user missed (`u:deliver` for each message);
-    /// `why` is `"start"` (before traffic: note where each conversation stands) or
-    /// `"missed"` (a late or returning user).
+    /// `why` is `"start"` (before traffic: note where each conversation stands),
+    /// `"missed"` (a late or returning user logs in) or `"verify"` (the final
+    /// verification before the user disconnects).
     pub fetch: Option<Function>,
     /// `close(u)`: says goodbye before the connection closes.
     pub close: Option<Function>,
     /// `request(u, name)`: sends a request of the request/response workload; returns the
     /// id its reply carries.
     pub request: Option<Function>,
+    /// `poll(u)` (HTTP targets): the next long-poll request — method, path, body,
+    /// headers — or nil for none now.
+    pub poll: Option<Function>,
     /// The prelude's user constructor.
     pub new_user: Function,
 }
@@ -84,17 +118,53 @@ pub struct Vm {
     pub lua: Lua,
     /// The script's entry points.
     pub entry: Entry,
+    /// Its bounds: every call into it goes through [`Guard::run`].
+    pub guard: Arc<Guard>,
+}
+
+/// `[target.script] vars` as the script's global `vars`: TOML strings, numbers, booleans,
+/// arrays and tables as Lua's (dates as their text).
+fn vars_table(lua: &Lua, vars: &toml::Table) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for (k, v) in vars {
+        t.raw_set(k.as_str(), toml_value(lua, v)?)?;
+    }
+    Ok(t)
+}
+
+fn toml_value(lua: &Lua, v: &toml::Value) -> mlua::Result<Value> {
+    Ok(match v {
+        toml::Value::String(s) => Value::String(lua.create_string(s)?),
+        toml::Value::Integer(i) => Value::Integer(*i),
+        toml::Value::Float(f) => Value::Number(*f),
+        toml::Value::Boolean(b) => Value::Boolean(*b),
+        toml::Value::Datetime(d) => Value::String(lua.create_string(d.to_string())?),
+        toml::Value::Array(a) => {
+            let t = lua.create_table()?;
+            for (i, item) in a.iter().enumerate() {
+                t.raw_set(i + 1, toml_value(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+        toml::Value::Table(table) => Value::Table(vars_table(lua, table)?),
+    })
 }
 
 /// The entry points a script must define.
 const REQUIRED: [&str; 2] = ["login", "receive"];
 
 impl Vm {
-    /// A sandboxed state with `source` (named `name` in messages) loaded. Errors are one
-    /// line: `NAME:LINE: what`.
-    pub fn load(name: &str, source: &str, protos: &DescriptorPool) -> Result<Vm, String> {
+    /// A sandboxed state bounded by `limits` with `source` (named `name` in messages)
+    /// loaded. Errors are one line: `NAME:LINE: what`.
+    pub fn load(
+        name: &str,
+        source: &str,
+        protos: &DescriptorPool,
+        (limits, vars): (Limits, &toml::Table),
+    ) -> Result<Vm, String> {
         let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default()).map_err(|e| e.to_string())?;
+        let guard = Guard::install(&lua, limits, name).map_err(|e| e.to_string())?;
         let globals = lua.globals();
         for unsafe_global in ["dofile", "loadfile", "require", "collectgarbage"] {
             globals
@@ -102,16 +172,18 @@ impl Vm {
                 .map_err(|e| e.to_string())?;
         }
         super::codecs::install(&lua, protos).map_err(|e| e.to_string())?;
+        globals
+            .set("vars", vars_table(&lua, vars).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
         lua.load(PRELUDE)
             .set_name("=prelude")
             .exec()
             .map_err(|e| e.to_string())?;
-        lua.load(source)
-            .set_name(format!("={name}"))
-            .exec()
+        guard
+            .run(|| lua.load(source).set_name(format!("={name}")).exec())
             .map_err(|e| one_line(&e))?;
         let entry = entry_points(&globals, name)?;
-        Ok(Vm { lua, entry })
+        Ok(Vm { lua, entry, guard })
     }
 }
 
@@ -147,44 +219,110 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         fetch: get("fetch")?,
         close: get("close")?,
         request: get("request")?,
+        poll: get("poll")?,
         new_user: need(get("__user")?)?,
     })
 }
 
-/// The frames in the outbox of `user` (a user object), which is left empty.
-pub fn take_outbox(user: &Table) -> mlua::Result<Vec<super::wire::Frame>> {
+/// What an entry point queued: a frame for a socket, or an HTTP request.
+#[derive(Debug)]
+pub enum Out {
+    /// A frame (`u:send`).
+    Frame(super::wire::Frame),
+    /// An HTTP request (`u:request`).
+    Request(super::http::Request),
+}
+
+/// What is in the outbox of `user` (a user object), which is left empty.
+pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
     let out: Table = user.raw_get("_out")?;
     let n = out.raw_len();
     if n == 0 {
         return Ok(Vec::new());
     }
     let bin: Table = user.raw_get("_bin")?;
-    let mut frames = Vec::with_capacity(n);
+    let mut queued = Vec::with_capacity(n);
     for i in 1..=n {
-        let frame: LuaString = out.raw_get(i)?;
-        let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
-        frames.push(super::wire::Frame {
-            bytes: frame.as_bytes().to_vec(),
-            text: !binary,
-        });
+        match out.raw_get::<Value>(i)? {
+            Value::Table(r) => queued.push(Out::Request(http_request(&r)?)),
+            Value::String(frame) => {
+                let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
+                queued.push(Out::Frame(super::wire::Frame {
+                    bytes: frame.as_bytes().to_vec(),
+                    text: !binary,
+                    meta: None,
+                }));
+            }
+            other => {
+                return Err(mlua::Error::runtime(format!(
+                    "u:send of a {}: a frame is a string",
+                    other.type_name()
+                )))
+            }
+        }
     }
     // Emptied in place: a new table per send would be one more allocation on the hot path.
     out.clear()?;
     if !bin.is_empty() {
         bin.clear()?;
     }
-    Ok(frames)
+    Ok(queued)
+}
+
+/// An HTTP request a script described (`u:request`, `u:http`, `poll`): `method`, `path`,
+/// `body` and `headers` (a table of names to values), `ref`.
+pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
+    let text = |k: &str| -> mlua::Result<Option<String>> {
+        Ok(match t.raw_get::<Value>(k)? {
+            Value::Nil => None,
+            Value::String(s) => Some(s.to_string_lossy()),
+            Value::Integer(i) => Some(i.to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            other => {
+                return Err(mlua::Error::runtime(format!(
+                    "HTTP request: `{k}` must be a string, not a {}",
+                    other.type_name()
+                )))
+            }
+        })
+    };
+    let body = match t.raw_get::<Value>("body")? {
+        Value::String(s) => s.as_bytes().to_vec(),
+        Value::Nil => Vec::new(),
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "HTTP request: `body` must be a string, not a {}",
+                other.type_name()
+            )))
+        }
+    };
+    let mut headers = Vec::new();
+    if let Value::Table(h) = t.raw_get::<Value>("headers")? {
+        for pair in h.pairs::<String, String>() {
+            headers.push(pair?);
+        }
+    }
+    Ok(super::http::Request {
+        method: text("method")?.unwrap_or_else(|| "GET".to_owned()),
+        path: text("path")?.unwrap_or_else(|| "/".to_owned()),
+        headers,
+        body,
+        reference: text("ref")?,
+    })
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
 pub const REFUSED: &str = "msgstorm:refused:";
 
 /// A Lua error as one line: the script's message with its `NAME:LINE:` and no traceback.
+/// An error without a place (`error(msg, 0)`, an error object that is not a string) gets
+/// the place of the innermost script frame of its traceback.
 pub fn one_line(e: &mlua::Error) -> String {
     match e {
         mlua::Error::CallbackError { cause, .. } => one_line(cause),
         mlua::Error::SyntaxError { message, .. } => first_line(message),
-        mlua::Error::RuntimeError(message) => first_line(message),
+        mlua::Error::RuntimeError(message) => placed(message),
+        mlua::Error::MemoryError(message) => first_line(message),
         other => first_line(&other.to_string()),
     }
 }
@@ -193,13 +331,57 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_owned()
 }
 
+/// The first line of a runtime error's message, with the place its traceback gives when
+/// the message has none.
+fn placed(message: &str) -> String {
+    let first = first_line(message);
+    if first.starts_with(REFUSED) || place(&first).is_some() {
+        return first;
+    }
+    let at = message
+        .lines()
+        .skip_while(|l| !l.starts_with("stack traceback:"))
+        .find_map(|l| place(l.trim_start()))
+        .unwrap_or("(no line: the error came from outside the script)");
+    let object = ["table: ", "userdata: ", "function: ", "thread: "]
+        .iter()
+        .find(|p| first.starts_with(**p))
+        .map(|p| p.trim_end_matches(": "))
+        .or(["nil", "true", "false"].into_iter().find(|w| first == *w));
+    match object {
+        Some(kind) => format!(
+            "{at}: error({first}): the error object is a {kind}, not a message (raise \
+             error(\"why\") or give it a __tostring)"
+        ),
+        None => format!("{at}: {first}"),
+    }
+}
+
+/// The `NAME:LINE` a line of Lua's starts with (`adapter.lua:12: …`), if it does; not a
+/// frame of C code (`[C]: in …`).
+fn place(line: &str) -> Option<&str> {
+    if line.starts_with('[') {
+        return None;
+    }
+    line.match_indices(':').find_map(|(i, _)| {
+        let rest = &line[i + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        (i > 0 && digits > 0 && rest[digits..].starts_with(':')).then(|| &line[..i + 1 + digits])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     impl Vm {
         fn load_plain(name: &str, source: &str) -> Result<Vm, String> {
-            Vm::load(name, source, &DescriptorPool::new())
+            Vm::load(
+                name,
+                source,
+                &DescriptorPool::new(),
+                (Limits::default(), &toml::Table::new()),
+            )
         }
     }
 

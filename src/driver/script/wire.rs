@@ -1,6 +1,7 @@
 //! What an adapter script's frames travel over: a WebSocket (`ws://`, `wss://`; text and
-//! binary messages) or a TCP stream (`tcp://`, `tls://`) cut into frames by a length
-//! prefix or a delimiter (`[target.script] framing`).
+//! binary messages), a TCP stream (`tcp://`, `tls://`) cut into frames by a length
+//! prefix or a delimiter (`[target.script] framing`), or HTTP (`http://`, `https://`:
+//! [`super::http`]).
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
@@ -187,6 +188,24 @@ pub struct Frame {
     pub bytes: Vec<u8>,
     /// A text frame (WebSocket text, or a delimited TCP frame).
     pub text: bool,
+    /// Where an HTTP transport's frame came from (`None` on a socket).
+    pub meta: Option<Meta>,
+}
+
+/// What an HTTP transport says of a frame besides its bytes: `receive`'s fourth argument.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    /// `"response"` (to `u:request`), `"poll"` (to `poll(u)`) or `"event"` (an event of
+    /// `u:sse`): `receive`'s `kind`.
+    pub kind: &'static str,
+    /// The HTTP status (200 for an event).
+    pub status: u16,
+    /// The reference `u:request` gave, or an event's `id`.
+    pub reference: Option<String>,
+    /// An event's `event` name.
+    pub event: Option<String>,
+    /// The answer's headers (none for an event).
+    pub headers: Vec<(String, String)>,
 }
 
 /// A framed TCP connection.
@@ -206,6 +225,8 @@ pub enum Wire {
     Ws(Ws),
     /// A framed TCP stream.
     Tcp(Box<Framed>),
+    /// HTTP requests, long polls and event streams.
+    Http(Box<super::http::Http>),
 }
 
 impl Wire {
@@ -241,6 +262,10 @@ impl Wire {
                 .framing
                 .encode(&frame.bytes, &mut t.write)
                 .map_err(|why| Failure::new(ErrorKind::Script, why)),
+            Wire::Http(_) => Err(Failure::new(
+                ErrorKind::Script,
+                "u:send over HTTP: send requests with u:request or u:http",
+            )),
         }
     }
 
@@ -248,6 +273,7 @@ impl Wire {
     pub async fn flush(&mut self) -> Result<(), Failure> {
         match self {
             Wire::Ws(ws) => ws.flush().await,
+            Wire::Http(_) => Ok(()),
             Wire::Tcp(t) => {
                 if t.write.is_empty() {
                     return Ok(());
@@ -262,11 +288,11 @@ impl Wire {
         }
     }
 
-    /// A heartbeat of the transport itself (a WebSocket ping; nothing on TCP).
+    /// A heartbeat of the transport itself (a WebSocket ping; nothing on TCP or HTTP).
     pub async fn ping(&mut self) -> Result<(), Failure> {
         match self {
             Wire::Ws(ws) => ws.write(Message::Ping(Default::default())).await,
-            Wire::Tcp(_) => Ok(()),
+            Wire::Tcp(_) | Wire::Http(_) => Ok(()),
         }
     }
 
@@ -288,12 +314,14 @@ impl Wire {
                         return Ok(Frame {
                             bytes: t.as_bytes().to_vec(),
                             text: true,
+                            meta: None,
                         })
                     }
                     Some(Ok(Message::Binary(b))) => {
                         return Ok(Frame {
                             bytes: b.to_vec(),
                             text: false,
+                            meta: None,
                         })
                     }
                     Some(Ok(_)) => continue,
@@ -305,6 +333,7 @@ impl Wire {
                         return Ok(Frame {
                             bytes,
                             text: t.framing.text(),
+                            meta: None,
                         })
                     }
                     Ok(None) => {}
@@ -319,6 +348,7 @@ impl Wire {
                     Err(e) => return Err(io_error::classify(&e)),
                 }
             },
+            Wire::Http(h) => h.next().await,
         }
     }
 
@@ -329,6 +359,7 @@ impl Wire {
             Wire::Tcp(mut t) => {
                 let _ = t.stream.shutdown().await;
             }
+            Wire::Http(h) => drop(h),
         }
     }
 }

@@ -1,0 +1,136 @@
+"""A small IM server over HTTP, for the tests of the script driver's HTTP transports.
+
+Python's own HTTP/1.1 server (http.server, keep-alive, a thread per connection), shaped
+like Matrix's client-server API: a send is a `PUT` with the client's transaction id, a
+client receives by long-polling `GET /sync?since=N&timeout=MS` or by a Server-Sent Events
+stream (`GET /events`). Every message has a conversation and a sequence number in it.
+
+    python3 server.py PORT      # listens on 127.0.0.1:PORT (0: any free port), prints it
+"""
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+LOCK = threading.Condition()
+LOGS = {}      # user -> [event]: what the user receives, in order
+SEQS = {}      # conv -> last seq
+GROUPS = {}    # group -> set of members
+
+
+def deliver(user, event):
+    LOGS.setdefault(user, []).append(event)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, value):
+        body = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def user(self):
+        auth = self.headers.get("Authorization", "")
+        return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n) or b"{}")
+
+    def do_POST(self):
+        url = urlparse(self.path)
+        if url.path == "/login":
+            user = self.body().get("user")
+            if not user:
+                return self.reply(400, {"error": "no user"})
+            with LOCK:
+                LOGS.setdefault(user, [])
+            return self.reply(200, {"token": user})
+        user = self.user()
+        if user is None:
+            return self.reply(401, {"error": "no token"})
+        if url.path == "/join":
+            group = self.body()["group"]
+            with LOCK:
+                GROUPS.setdefault(group, set()).add(user)
+            return self.reply(200, {})
+        self.reply(404, {"error": "no such path"})
+
+    def do_PUT(self):
+        url = urlparse(self.path)
+        user = self.user()
+        if user is None:
+            return self.reply(401, {"error": "no token"})
+        if not url.path.startswith("/send/"):
+            return self.reply(404, {"error": "no such path"})
+        msg = self.body()
+        with LOCK:
+            if msg.get("group"):
+                conv = "g:" + msg["group"]
+                to = sorted(GROUPS.get(msg["group"], set()) - {user})
+            else:
+                conv = "d:" + ":".join(sorted([user, msg["to"]]))
+                to = [msg["to"]]
+            seq = SEQS.get(conv, 0) + 1
+            SEQS[conv] = seq
+            event = {"conv": conv, "seq": seq, "from": user, "body": msg["body"]}
+            for r in to:
+                deliver(r, event)
+            LOCK.notify_all()
+        self.reply(200, {"event_id": "$%s/%d" % (conv, seq), "conv": conv, "seq": seq})
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        user = self.user()
+        if user is None:
+            return self.reply(401, {"error": "no token"})
+        if url.path == "/sync":
+            q = parse_qs(url.query)
+            since = int(q.get("since", ["0"])[0])
+            timeout = int(q.get("timeout", ["0"])[0]) / 1000.0
+            with LOCK:
+                LOCK.wait_for(lambda: len(LOGS.get(user, [])) > since, timeout)
+                log = LOGS.get(user, [])
+                events = log[since:]
+                return self.reply(200, {"next": len(log), "events": events})
+        if url.path == "/events":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            sent = len(LOGS.get(user, []))
+            self.wfile.write(b": stream open\n\n")
+            self.wfile.flush()
+            while True:
+                with LOCK:
+                    LOCK.wait_for(lambda: len(LOGS.get(user, [])) > sent, 1.0)
+                    fresh = LOGS.get(user, [])[sent:]
+                    sent += len(fresh)
+                try:
+                    for e in fresh:
+                        self.wfile.write(b"event: message\ndata: %s\n\n" % json.dumps(e).encode())
+                    self.wfile.flush()
+                except OSError:
+                    return
+        self.reply(404, {"error": "no such path"})
+
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    print("listening on %d" % server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

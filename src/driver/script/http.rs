@@ -1,0 +1,448 @@
+//! HTTP for adapters (`http://`, `https://` targets): a large part of real IM runs over
+//! HTTP rather than a socket — Matrix's client-server API, REST plus push, Server-Sent
+//! Events. One user holds a few HTTP/1.1 keep-alive connections (hyper's client), each
+//! made on first use and again when the server closes it:
+//!
+//! - **requests** (`u:request(…)`, not waiting: a send on the hot path) go out in order on
+//!   one connection; each answer comes back to `receive` as a frame of kind `"response"`
+//!   with its status and the reference the script gave;
+//! - **calls** (`u:http(…)`, waiting: in `login`, `join`, `fetch`, …) get their answer as
+//!   the call's value, on a connection of their own;
+//! - **polls** (the script's `poll(u)`: the next long-poll request, `/sync?since=…`) run
+//!   one at a time on a third, each answer a frame of kind `"poll"`;
+//! - **event streams** (`u:sse(path)`) each hold a connection whose Server-Sent Events
+//!   come to `receive` as frames of kind `"event"`.
+//!
+//! The tasks that carry requests and read streams hand what they hear over one channel,
+//! read by [`Http::next`]; they end with the user's connection.
+
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::wire::{Frame, Meta};
+use crate::driver::kit::connect::Connector;
+use crate::driver::Failure;
+use crate::metrics::ErrorKind;
+
+/// An HTTP request an adapter makes.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `GET`, `PUT`, `POST`, …
+    pub method: String,
+    /// The path and query, after the target URL's own path.
+    pub path: String,
+    /// Headers besides `Host` (and `Content-Length`, which hyper sets).
+    pub headers: Vec<(String, String)>,
+    /// The body (empty: none).
+    pub body: Vec<u8>,
+    /// What the answer's frame carries back to `receive` (`meta.ref`).
+    pub reference: Option<String>,
+}
+
+/// The answer to a request.
+#[derive(Debug)]
+pub struct Answer {
+    /// Its status code.
+    pub status: u16,
+    /// Its headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// Its body.
+    pub body: Vec<u8>,
+}
+
+/// Where a user's HTTP connections go.
+#[derive(Debug, Clone)]
+pub struct Dial {
+    /// TCP (and TLS for `https://`) to the target.
+    pub connector: Connector,
+    /// The user, for its source address.
+    pub ix: u32,
+    /// `Host`: the URL's authority.
+    pub authority: String,
+    /// The URL's path, before every request's own (no trailing `/`).
+    pub base: String,
+    /// The most bytes of an answer's body.
+    pub max_body: usize,
+}
+
+/// What the tasks of a user's HTTP transport heard.
+type Heard = Result<Frame, Failure>;
+
+/// One user's HTTP transport.
+#[derive(Debug)]
+pub struct Http {
+    dial: Arc<Dial>,
+    /// Requests for the request task.
+    requests: mpsc::UnboundedSender<Request>,
+    /// Long-poll requests for the poll task.
+    polls: mpsc::UnboundedSender<Request>,
+    /// What the tasks heard.
+    heard: mpsc::UnboundedReceiver<Heard>,
+    /// Where the event-stream tasks tell it.
+    tell: mpsc::UnboundedSender<Heard>,
+    /// The connection of waiting calls, once made.
+    calls: Option<Conn>,
+    /// A poll is out: the next one waits for its answer to be judged.
+    pub polling: bool,
+    /// The tasks, stopped with the transport.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
+}
+
+impl Http {
+    /// A user's transport: its first connection made now (so that a target that is not
+    /// there fails the login as for any transport), the others on first use.
+    pub async fn open(dial: Dial) -> Result<Http, Failure> {
+        let dial = Arc::new(dial);
+        let first = Conn::open(&dial).await?;
+        let (tell, heard) = mpsc::unbounded_channel();
+        let (requests, queued) = mpsc::unbounded_channel();
+        let (polls, polled) = mpsc::unbounded_channel();
+        let tasks = vec![
+            tokio::spawn(carry(
+                Arc::clone(&dial),
+                Some(first),
+                queued,
+                tell.clone(),
+                "response",
+            )),
+            tokio::spawn(carry(Arc::clone(&dial), None, polled, tell.clone(), "poll")),
+        ];
+        Ok(Http {
+            dial,
+            requests,
+            polls,
+            heard,
+            tell,
+            calls: None,
+            polling: false,
+            tasks,
+        })
+    }
+
+    /// Sends `request` without waiting: its answer comes back from [`Http::next`].
+    pub fn request(&self, request: Request) -> Result<(), Failure> {
+        self.requests.send(request).map_err(|_| gone())
+    }
+
+    /// Sends the long-poll `request`; its answer comes back from [`Http::next`].
+    pub fn poll(&mut self, request: Request) -> Result<(), Failure> {
+        self.polling = true;
+        self.polls.send(request).map_err(|_| gone())
+    }
+
+    /// Sends `request` and waits for its answer (on the connection of calls).
+    pub async fn call(&mut self, request: &Request) -> Result<Answer, Failure> {
+        let conn = match self.calls.take() {
+            Some(c) if !c.sender.is_closed() => c,
+            _ => Conn::open(&self.dial).await?,
+        };
+        let (conn, answer) = conn.send(&self.dial, request).await;
+        self.calls = conn;
+        answer
+    }
+
+    /// Opens an event stream by `request` (a `GET`): its events come back from
+    /// [`Http::next`]. Fails when the server does not answer 2xx.
+    pub async fn sse(&mut self, request: Request) -> Result<(), Failure> {
+        let mut conn = Conn::open(&self.dial).await?;
+        let (status, body) = conn.start(&self.dial, &request).await?;
+        if !(200..300).contains(&status) {
+            return Err(Failure::new(
+                ErrorKind::HttpStatus,
+                format!("event stream {}: HTTP status {status}", request.path),
+            ));
+        }
+        let tell = self.tell.clone();
+        let max = self.dial.max_body;
+        self.tasks.push(tokio::spawn(async move {
+            let _conn = conn;
+            stream_events(body, tell, max).await;
+        }));
+        Ok(())
+    }
+
+    /// The next thing heard: an answer, a poll's answer, an event.
+    pub async fn next(&mut self) -> Result<Frame, Failure> {
+        match self.heard.recv().await {
+            Some(heard) => {
+                if let Ok(Frame { meta: Some(m), .. }) = &heard {
+                    if m.kind == "poll" {
+                        self.polling = false;
+                    }
+                }
+                heard
+            }
+            None => Err(gone()),
+        }
+    }
+}
+
+/// The transport's tasks have ended (the user is closing).
+fn gone() -> Failure {
+    Failure::new(ErrorKind::ClosedByPeer, "the HTTP transport is closed")
+}
+
+/// One keep-alive HTTP/1.1 connection.
+#[derive(Debug)]
+struct Conn {
+    sender: SendRequest<Full<Bytes>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Conn {
+    /// A new connection, bounded by the connect timeout.
+    async fn open(dial: &Dial) -> Result<Conn, Failure> {
+        let made = async {
+            let stream = dial.connector.connect(dial.ix).await?;
+            hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| Failure::new(ErrorKind::Protocol, format!("HTTP handshake: {e}")))
+        };
+        let (sender, conn) = dial.connector.within("HTTP connection", made).await?;
+        let task = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn { sender, task })
+    }
+
+    /// Sends `request` and reads its whole answer; the connection comes back when it can
+    /// carry the next one.
+    async fn send(
+        mut self,
+        dial: &Dial,
+        request: &Request,
+    ) -> (Option<Conn>, Result<Answer, Failure>) {
+        let answer = async {
+            let (status, headers, body) = self.start_with_headers(dial, request).await?;
+            let body = Limited::new(body, dial.max_body)
+                .collect()
+                .await
+                .map_err(|e| Failure::new(ErrorKind::Protocol, format!("HTTP body: {e}")))?
+                .to_bytes()
+                .to_vec();
+            Ok(Answer {
+                status,
+                headers,
+                body,
+            })
+        }
+        .await;
+        let keep = answer.is_ok() && !self.sender.is_closed();
+        (keep.then_some(self), answer)
+    }
+
+    /// Sends `request`; returns the status and the body to read.
+    async fn start(
+        &mut self,
+        dial: &Dial,
+        request: &Request,
+    ) -> Result<(u16, hyper::body::Incoming), Failure> {
+        self.start_with_headers(dial, request)
+            .await
+            .map(|(status, _, body)| (status, body))
+    }
+
+    async fn start_with_headers(
+        &mut self,
+        dial: &Dial,
+        request: &Request,
+    ) -> Result<(u16, Vec<(String, String)>, hyper::body::Incoming), Failure> {
+        let bad = |e: String| Failure::new(ErrorKind::Script, e);
+        let mut built = http::Request::builder()
+            .method(request.method.as_str())
+            .uri(format!("{}{}", dial.base, request.path))
+            .header(http::header::HOST, dial.authority.as_str());
+        for (name, value) in &request.headers {
+            built = built.header(name.as_str(), value.as_str());
+        }
+        let built = built
+            .body(Full::new(Bytes::from(request.body.clone())))
+            .map_err(|e| {
+                bad(format!(
+                    "HTTP request {} {}: {e}",
+                    request.method, request.path
+                ))
+            })?;
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| Failure::new(ErrorKind::ClosedByPeer, format!("HTTP connection: {e}")))?;
+        let answer = self
+            .sender
+            .send_request(built)
+            .await
+            .map_err(|e| Failure::new(ErrorKind::ClosedByPeer, format!("HTTP request: {e}")))?;
+        let headers = answer
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        Ok((answer.status().as_u16(), headers, answer.into_body()))
+    }
+}
+
+/// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
+/// one made when needed), telling each answer as a frame of `kind`.
+async fn carry(
+    dial: Arc<Dial>,
+    mut conn: Option<Conn>,
+    mut queue: mpsc::UnboundedReceiver<Request>,
+    tell: mpsc::UnboundedSender<Heard>,
+    kind: &'static str,
+) {
+    while let Some(request) = queue.recv().await {
+        let c = match conn.take() {
+            Some(c) if !c.sender.is_closed() => c,
+            _ => match Conn::open(&dial).await {
+                Ok(c) => c,
+                Err(f) => {
+                    let _ = tell.send(Err(f));
+                    return;
+                }
+            },
+        };
+        let (kept, answer) = c.send(&dial, &request).await;
+        conn = kept;
+        let heard = answer.map(|a| Frame {
+            text: std::str::from_utf8(&a.body).is_ok(),
+            bytes: a.body,
+            meta: Some(Meta {
+                kind,
+                status: a.status,
+                reference: request.reference.clone(),
+                event: None,
+                headers: a.headers,
+            }),
+        });
+        if tell.send(heard).is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads a Server-Sent Events stream, telling each event that carries data.
+async fn stream_events(
+    mut body: hyper::body::Incoming,
+    tell: mpsc::UnboundedSender<Heard>,
+    max: usize,
+) {
+    let mut buf = Vec::new();
+    loop {
+        let chunk = match body.frame().await {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Some(Err(e)) => {
+                let _ = tell.send(Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    format!("event stream: {e}"),
+                )));
+                return;
+            }
+            None => {
+                let _ = tell.send(Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "the event stream ended",
+                )));
+                return;
+            }
+        };
+        buf.extend_from_slice(&chunk);
+        while let Some(event) = take_event(&mut buf) {
+            if tell.send(Ok(event)).is_err() {
+                return;
+            }
+        }
+        if buf.len() > max {
+            let _ = tell.send(Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("an event of more than {max} bytes"),
+            )));
+            return;
+        }
+    }
+}
+
+/// The first whole event in `buf` (taken out of it) that carries data, by the SSE rules:
+/// events end with a blank line; `data:` lines join with a newline, `event:` and `id:`
+/// name it, lines starting with `:` are comments.
+pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
+    loop {
+        let text = String::from_utf8_lossy(buf).replace("\r\n", "\n");
+        let end = text.find("\n\n")?;
+        let block = text[..end].to_owned();
+        let rest = text.as_bytes()[end + 2..].to_vec();
+        *buf = rest;
+        let (mut data, mut event, mut id) = (Vec::new(), None, None);
+        for line in block.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "data" => data.push(value.to_owned()),
+                "event" => event = Some(value.to_owned()),
+                "id" => id = Some(value.to_owned()),
+                _ => {}
+            }
+        }
+        if data.is_empty() {
+            continue;
+        }
+        return Some(Frame {
+            bytes: data.join("\n").into_bytes(),
+            text: true,
+            meta: Some(Meta {
+                kind: "event",
+                status: 200,
+                reference: id,
+                event,
+                headers: Vec::new(),
+            }),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_cut_by_blank_lines_with_their_names_and_ids() {
+        let mut buf = b": hello\n\nevent: msg\nid: 7\ndata: {\"a\":1}\ndata: more\n\nretry: 5\n\ndata: x\r\n\r\ndata: part"
+            .to_vec();
+        let first = take_event(&mut buf).expect("an event");
+        assert_eq!(first.bytes, b"{\"a\":1}\nmore");
+        let meta = first.meta.expect("meta");
+        assert_eq!(
+            (meta.event.as_deref(), meta.reference.as_deref()),
+            (Some("msg"), Some("7"))
+        );
+        let second = take_event(&mut buf).expect("a second event");
+        assert_eq!(second.bytes, b"x");
+        assert!(take_event(&mut buf).is_none(), "an event not ended yet");
+        assert_eq!(buf, b"data: part");
+    }
+}
