@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::artifact::{Artifact, CheckMetric, CheckSpec, Op};
 use crate::ledger::Delivery;
 use crate::metrics::{send_failures, Counter, ErrorKind, Hist};
+pub use crate::vocab::Unit;
 
 /// One evaluated check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -206,19 +207,6 @@ pub enum RunMetric {
     Generator,
 }
 
-/// The unit of a check's bound and value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unit {
-    /// A count.
-    Count,
-    /// Microseconds.
-    #[serde(rename = "us")]
-    Micros,
-    /// A ratio, 0..1.
-    Ratio,
-}
-
 /// Why a check's metric could not be measured (the check then fails).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -404,40 +392,37 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
     };
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let count = |n: u64| Some(n as f64);
-    let (value, unit) = match c.metric {
-        CheckMetric::Lost => (count(d.lost), Unit::Count),
-        CheckMetric::Duplicated => (count(d.duplicated), Unit::Count),
-        CheckMetric::Reordered => (count(d.reordered), Unit::Count),
-        CheckMetric::Corrupted => (count(d.corrupted), Unit::Count),
-        CheckMetric::Late => (count(d.late), Unit::Count),
-        CheckMetric::E2eP99 => (latency(Hist::EndToEnd), Unit::Micros),
-        CheckMetric::AckP99 if !a.acceptance => (None, Unit::Micros),
-        CheckMetric::AckP99 => (latency(Hist::SendAck), Unit::Micros),
-        CheckMetric::RequestP99 => (latency(Hist::Request), Unit::Micros),
+    let value = match c.metric {
+        CheckMetric::Lost => count(d.lost),
+        CheckMetric::Duplicated => count(d.duplicated),
+        CheckMetric::Reordered => count(d.reordered),
+        CheckMetric::Corrupted => count(d.corrupted),
+        CheckMetric::Late => count(d.late),
+        CheckMetric::AckP99 if !a.acceptance => None,
+        CheckMetric::E2eP99
+        | CheckMetric::AckP99
+        | CheckMetric::RequestP99
+        | CheckMetric::SendLag => c.metric.entry().p99_of.and_then(latency),
         CheckMetric::LoginSuccess => {
             let (ok, tried) = outside_chaos(a, Counter::LoginOk, Counter::ConnectAttempts);
-            (ratio(ok, tried), Unit::Ratio)
+            ratio(ok, tried)
         }
         CheckMetric::Online => {
             let (online, planned) = outside_chaos(a, Counter::OnlineUserMs, Counter::PlannedUserMs);
-            (ratio(online, planned), Unit::Ratio)
+            ratio(online, planned)
         }
-        CheckMetric::SendLag => (latency(Hist::SendLag), Unit::Micros),
-        CheckMetric::Offered => (offered(m), Unit::Ratio),
+        CheckMetric::Offered => offered(m),
         CheckMetric::SendErrorRate => {
             let (failed, tried) = send_failures(|c| m.count(c));
-            (ratio(failed, tried), Unit::Ratio)
+            ratio(failed, tried)
         }
-        CheckMetric::Verified => (verified_share(a, d), Unit::Ratio),
-        CheckMetric::ProtocolErrors => (count(errors_of(a, ErrorKind::Protocol)), Unit::Count),
-        CheckMetric::RepairedRate => (ratio(d.repaired, d.expected), Unit::Ratio),
-        CheckMetric::Foreign => (
-            count(errors_of(a, ErrorKind::Foreign) + d.unexpected),
-            Unit::Count,
-        ),
-        CheckMetric::JoinFailures => (count(errors_of(a, ErrorKind::JoinFailed)), Unit::Count),
-        CheckMetric::ScriptErrors => (count(errors_of(a, ErrorKind::Script)), Unit::Count),
-        CheckMetric::Recovery => (recovery_us(a), Unit::Micros),
+        CheckMetric::Verified => verified_share(a, d),
+        CheckMetric::ProtocolErrors => count(errors_of(a, ErrorKind::Protocol)),
+        CheckMetric::RepairedRate => ratio(d.repaired, d.expected),
+        CheckMetric::Foreign => count(errors_of(a, ErrorKind::Foreign) + d.unexpected),
+        CheckMetric::JoinFailures => count(errors_of(a, ErrorKind::JoinFailed)),
+        CheckMetric::ScriptErrors => count(errors_of(a, ErrorKind::Script)),
+        CheckMetric::Recovery => recovery_us(a),
     };
     let not_measured = match value {
         Some(_) => None,
@@ -449,7 +434,7 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         metric: Measure::Check(c.metric),
         op: c.op,
         bound: c.value,
-        unit,
+        unit: c.metric.unit(),
         value,
         not_measured,
         // Messages whose recipients were never reached can't be shown delivered: a loss

@@ -18,7 +18,7 @@ use chart::{Chart, Line, XAxis, YUnit};
 use page::{section, table};
 
 use super::model::{Report, Verdict};
-use super::present::{self, hist_label, latency_rows, ms, pct, thousands, LATENCY_HEADER};
+use super::present::{self, latency_rows, ms, pct, thousands, LATENCY_HEADER};
 use super::renderer::Renderer;
 use super::sweep::Knee;
 use crate::error::Result;
@@ -226,7 +226,7 @@ fn distribution(out: &mut String, r: &Report) {
             .iter()
             .map(|&(q, v)| (chart::nines(q, end), v as f64 / 1000.0))
             .collect();
-        lines.push(Line::new(hist_label(h), points));
+        lines.push(Line::new(h.entry().label, points));
     }
     let mut body = String::new();
     // The live page shows the plot from its first second, empty until samples come.
@@ -248,7 +248,7 @@ fn distribution(out: &mut String, r: &Report) {
         .into_iter()
         .filter(|row| r.latency_us.contains_key(&row.hist))
         .map(|row| {
-            let label = hist_label(row.hist).to_owned();
+            let label = row.hist.entry().label.to_owned();
             match row.cells {
                 Some(cells) => std::iter::once(label).chain(cells).collect(),
                 None => vec![

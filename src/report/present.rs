@@ -402,26 +402,12 @@ pub fn latency_rows(r: &Report) -> Vec<LatencyRow> {
     rows
 }
 
-/// What a histogram measures, for people new to the tool: the HTML report's, the charts'
-/// and `compare`'s name of it.
-pub fn hist_label(h: Hist) -> &'static str {
-    match h {
-        Hist::Connect => "connect (handshake)",
-        Hist::Login => "login",
-        Hist::SendAck => "send → ack",
-        Hist::EndToEnd => "end-to-end (due → received)",
-        Hist::Fanout => "group fan-out (due → last member)",
-        Hist::SendLag => "send lag (due → written)",
-        Hist::Request => "request round trip",
-    }
-}
-
-/// The latency table's name of a histogram in the text and Markdown reports: as
-/// [`hist_label`], with fan-out's "last online member" spelled out.
+/// The latency table's name of a histogram in the text and Markdown reports: its
+/// catalog label, with fan-out's "last online member" spelled out.
 pub fn latency_label(h: Hist) -> &'static str {
     match h {
         Hist::Fanout => "group fan-out (due → last online member)",
-        h => hist_label(h),
+        h => h.entry().label,
     }
 }
 

@@ -20,7 +20,6 @@ use crate::report::html::{esc, page};
 use crate::report::json::Json;
 use crate::report::markdown::{self, Markdown};
 use crate::report::model::Report;
-use crate::report::present::hist_label;
 use crate::report::present::thousands;
 use crate::report::text::Text;
 
@@ -419,7 +418,7 @@ fn distributions(runs: &[Run<'_>]) -> String {
                 .map(|&(q, v)| (chart::nines(q, end), v as f64 / 1000.0))
                 .collect();
             let mut line = Line::new(
-                format!("{}: {}", run.label.unwrap_or(""), hist_label(h)),
+                format!("{}: {}", run.label.unwrap_or(""), h.entry().label),
                 points,
             );
             line.dashed = run.dashed;
