@@ -18,9 +18,12 @@ use chart::{Chart, Line, XAxis, YUnit};
 use page::{section, table};
 
 use super::model::{Report, Verdict};
-use super::present::{self, latency_rows, ms, pct, thousands, LATENCY_HEADER};
+use super::present::{self, ms, pct, thousands};
 use super::renderer::Renderer;
 use super::sweep::Knee;
+use super::tables::{
+    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, LATENCY_HEADER,
+};
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 
@@ -134,40 +137,25 @@ fn header(out: &mut String, r: &Report) {
 }
 
 fn checks(out: &mut String, r: &Report) {
-    let mut rows = Vec::new();
-    let pending = |key: &str| {
-        r.live
-            .as_ref()
-            .is_some_and(|l| l.pending.iter().any(|k| k == key))
-    };
-    for c in &r.checks {
-        let (bound, measured) = present::check(r, c);
-        let result = match (&c.reason, &r.live) {
-            _ if pending(&c.key) => "pending: judged when the run ends".to_owned(),
-            (Some(why), Some(_)) => format!("FAIL so far: {why}"),
-            (None, Some(_)) => "pass so far".to_owned(),
-            (Some(why), None) => format!("FAIL: {why}"),
-            (None, None) => "pass".to_owned(),
-        };
-        let measured = if pending(&c.key) {
-            "–".to_owned()
-        } else {
-            measured
-        };
-        rows.push(vec![
-            c.key.clone(),
-            present::origin(c),
-            bound,
-            measured,
-            result,
-        ]);
-    }
+    let so_far = if r.live.is_some() { " so far" } else { "" };
+    let rows: Vec<Vec<String>> = check_rows(r)
+        .into_iter()
+        .map(|c| {
+            let result = match c.result {
+                CheckResult::Pending => "pending: judged when the run ends".to_owned(),
+                CheckResult::Fail(Some(why)) => format!("FAIL{so_far}: {why}"),
+                CheckResult::Fail(None) => format!("FAIL{so_far}"),
+                CheckResult::Pass => format!("pass{so_far}"),
+            };
+            vec![c.key.to_owned(), c.from, c.bound, c.measured, result]
+        })
+        .collect();
     let body = if rows.is_empty() {
         "<p>No checks applied: the run did nothing a check could judge, and passes when it \
          completes.</p>"
             .to_owned()
     } else {
-        table(&["check", "from", "bound", "measured", "result"], &rows)
+        table(&CHECKS_HEADER, &rows)
     };
     section(
         out,
@@ -276,10 +264,7 @@ fn delivery(out: &mut String, r: &Report) {
         return live_delivery(out, r, l);
     }
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = super::present::delivery_rows(d)
-        .into_iter()
-        .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
-        .collect();
+    let rows: Vec<Vec<String>> = delivery_rows(d).into_iter().map(Vec::from).collect();
     let mut body = table(&["outcome", "count", "share of expected"], &rows);
     if !d.examples.is_empty() {
         let rows: Vec<Vec<String>> = d

@@ -1,7 +1,8 @@
 //! Presentation rules every format shares, so that no number is formatted twice: thousands
 //! separators, units, percentages, a check's origin, bound and measured value, the verdict
-//! line, the findings' sentences, and the rows of the latency table (with the clocks'
-//! `~0 ±` rule). Renderers lay these out; they format no number themselves.
+//! line and the findings' sentences. The tables'
+//! rows are built from these in [`super::tables`]; renderers lay them out and format no
+//! number themselves.
 
 use super::checks::{CheckOutcome, Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
@@ -331,107 +332,4 @@ pub fn show(unit: Unit, v: f64) -> String {
         Unit::Micros => ms(v),
         Unit::Ratio => format!("{:.3}%", v * 100.0),
     }
-}
-/// The histograms of the latency table, in its order.
-const LATENCY_ORDER: [Hist; 7] = [
-    Hist::Connect,
-    Hist::Login,
-    Hist::SendAck,
-    Hist::EndToEnd,
-    Hist::Fanout,
-    Hist::SendLag,
-    Hist::Request,
-];
-
-/// One row of the latency table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LatencyRow {
-    /// The histogram.
-    pub hist: Hist,
-    /// `count`, `p50`, `p95`, `p99`, `p99.9`, `max`, `mean`; `None` for send → ack of a
-    /// protocol without acceptance (not measured).
-    pub cells: Option<[String; 7]>,
-}
-
-/// The header of the latency table.
-pub const LATENCY_HEADER: [&str; 8] = [
-    "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
-];
-
-/// The rows of the latency table: every histogram with values in table order, and send →
-/// ack as not measured when the protocol has no acceptance. Across hosts, an end-to-end or
-/// fan-out latency within the clocks' uncertainty is no measurement: it shows as `~0 ±U`.
-pub fn latency_rows(r: &Report) -> Vec<LatencyRow> {
-    let uncertainty = r.clocks.as_ref().and_then(|c| c.uncertainty_us);
-    let mut rows = Vec::new();
-    for h in LATENCY_ORDER {
-        if h == Hist::SendAck && !r.acceptance {
-            rows.push(LatencyRow {
-                hist: h,
-                cells: None,
-            });
-            continue;
-        }
-        let Some(l) = r.latency_us.get(&h) else {
-            continue;
-        };
-        let blur = match (h, uncertainty) {
-            (Hist::EndToEnd | Hist::Fanout, Some(u)) if u > 0 => u,
-            _ => 0,
-        };
-        let q = |us: u64| {
-            if us < blur {
-                format!("~0 ±{}", ms(blur as f64))
-            } else {
-                ms(us as f64)
-            }
-        };
-        rows.push(LatencyRow {
-            hist: h,
-            cells: Some([
-                thousands(l.count),
-                q(l.p50),
-                q(l.p95),
-                q(l.p99),
-                q(l.p999),
-                q(l.max),
-                ms(l.mean),
-            ]),
-        });
-    }
-    rows
-}
-
-/// The latency table's name of a histogram in the text and Markdown reports: its
-/// catalog label, with fan-out's "last online member" spelled out.
-pub fn latency_label(h: Hist) -> &'static str {
-    match h {
-        Hist::Fanout => "group fan-out (due → last online member)",
-        h => h.entry().label,
-    }
-}
-
-/// The delivery table's rows, label and count, in order: every format shows these
-/// (`unverified` only when some recipient never logged in).
-pub fn delivery_rows(d: &crate::ledger::Delivery) -> Vec<(&'static str, u64)> {
-    let mut rows = vec![
-        ("expected (sampled streams × recipients)", d.expected),
-        ("delivered intact", d.delivered),
-        ("  live push", d.via_push),
-        ("  sync after login", d.via_sync),
-        ("  repaired by final sync", d.repaired),
-        ("lost", d.lost),
-    ];
-    if d.unverified > 0 {
-        rows.push(("unverified (recipient never logged in)", d.unverified));
-    }
-    rows.extend([
-        ("duplicated", d.duplicated),
-        ("reordered", d.reordered),
-        ("corrupted", d.corrupted),
-        ("late", d.late),
-        ("damaged (unattributable)", d.damaged),
-        ("unexpected recipient", d.unexpected),
-    ]);
-    rows
 }

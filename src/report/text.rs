@@ -8,12 +8,13 @@ use comfy_table::{presets, CellAlignment, Table};
 use super::clocks::Clocks;
 use super::findings::LITTLE_TOLERANCE;
 use super::model::Report;
-use super::present::{
-    accounts, check, finding, latency_label, latency_rows, ms, origin, pct, thousands, verdict,
-    LATENCY_HEADER, RESUMES_WITHOUT_OFFSET,
-};
+use super::present::{accounts, finding, ms, pct, thousands, verdict, RESUMES_WITHOUT_OFFSET};
 use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
+use super::tables::{
+    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, DELIVERY_HEADER,
+    LATENCY_HEADER,
+};
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 
@@ -64,15 +65,19 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "note: {}", finding(f));
     }
     if !r.checks.is_empty() {
-        let mut t = table(&["check", "from", "bound", "measured", "result"]);
-        for c in &r.checks {
-            let (bound, measured) = check(r, c);
+        let mut t = table(&CHECKS_HEADER);
+        for c in check_rows(r) {
+            let result = match c.result {
+                CheckResult::Pass => "pass",
+                CheckResult::Fail(_) => "FAIL",
+                CheckResult::Pending => "pending",
+            };
             t.add_row(vec![
-                c.key.clone(),
-                origin(c),
-                bound,
-                measured,
-                if c.passed { "pass" } else { "FAIL" }.to_owned(),
+                c.key.to_owned(),
+                c.from,
+                c.bound,
+                c.measured,
+                result.to_owned(),
             ]);
         }
         let _ = writeln!(out, "\n{t}");
@@ -192,7 +197,7 @@ fn messages(out: &mut String, r: &Report) {
 fn latencies(out: &mut String, r: &Report) {
     let mut t = table(&LATENCY_HEADER);
     for row in latency_rows(r) {
-        let label = latency_label(row.hist).to_owned();
+        let label = row.label().to_owned();
         match row.cells {
             Some(cells) => t.add_row(std::iter::once(label).chain(cells).collect::<Vec<_>>()),
             None => t.add_row(vec![label, "not measured: no acceptance".to_owned()]),
@@ -250,9 +255,9 @@ fn clocks(out: &mut String, c: &Clocks) {
 
 fn delivery(out: &mut String, r: &Report) {
     let d = &r.delivery;
-    let mut t = table(&["delivery", "count", "share of expected"]);
-    for (label, n) in super::present::delivery_rows(d) {
-        t.add_row(vec![label.to_owned(), thousands(n), pct(n, d.expected)]);
+    let mut t = table(&DELIVERY_HEADER);
+    for row in delivery_rows(d) {
+        t.add_row(row.to_vec());
     }
     let _ = writeln!(
         out,
