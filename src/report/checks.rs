@@ -220,8 +220,15 @@ pub enum NotMeasured {
 /// Evaluates every check of `a`, then the built-in checks it does not write (those that
 /// apply to what the run did), then the pseudo-checks that failed.
 pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
-    let mut out: Vec<CheckOutcome> = a
-        .checks
+    let mut out = written(a, delivery);
+    out.extend(built_ins(a, delivery));
+    run_checks(a, &mut out);
+    out
+}
+
+/// The checks `a` writes, each marked relaxed when it loosens a built-in one.
+fn written(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
+    a.checks
         .iter()
         .map(|c| {
             let mut o = one(a, delivery, c);
@@ -233,25 +240,35 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             }
             o
         })
-        .collect();
-    for b in &BUILT_IN {
-        if a.checks.iter().any(|c| c.metric == b.metric) || !applies(a, delivery, b.metric) {
-            continue;
-        }
-        let spec = CheckSpec {
-            key: b.key.to_owned(),
-            metric: b.metric,
-            op: b.op,
-            value: b.default,
-        };
-        let mut o = one(a, delivery, &spec);
-        o.origin = Origin::BuiltIn;
-        o.default_bound = Some(b.default);
-        out.push(o);
-    }
-    let m = &a.metrics;
-    let failed = |metric, op, bound, value| CheckOutcome {
-        key: match metric {
+        .collect()
+}
+
+/// The built-in checks `a` does not write that apply to what the run did.
+fn built_ins(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
+    BUILT_IN
+        .iter()
+        .filter(|b| {
+            !a.checks.iter().any(|c| c.metric == b.metric) && applies(a, delivery, b.metric)
+        })
+        .map(|b| {
+            let spec = CheckSpec {
+                key: b.key.to_owned(),
+                metric: b.metric,
+                op: b.op,
+                value: b.default,
+            };
+            let mut o = one(a, delivery, &spec);
+            o.origin = Origin::BuiltIn;
+            o.default_bound = Some(b.default);
+            o
+        })
+        .collect()
+}
+
+impl RunMetric {
+    /// The pseudo-check's key.
+    fn key(self) -> &'static str {
+        match self {
             RunMetric::Shards => "run.shards",
             RunMetric::Logins => "run.logins",
             RunMetric::Interrupted => "run.completed",
@@ -259,7 +276,13 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             RunMetric::Chaos => "run.chaos",
             RunMetric::Generator => "run.generator",
         }
-        .to_owned(),
+    }
+}
+
+/// A pseudo-check that failed: `value` measured against `bound`.
+fn failed(metric: RunMetric, op: Op, bound: f64, value: f64) -> CheckOutcome {
+    CheckOutcome {
+        key: metric.key().to_owned(),
         metric: Measure::Run(metric),
         op,
         bound,
@@ -270,7 +293,13 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
         origin: Origin::Run,
         default_bound: None,
         reason: None,
-    };
+    }
+}
+
+/// Adds the pseudo-checks of the run itself that failed, and the chaos steps' bounds, to
+/// the checks in `out`: `run.generator` first, as it says the rest is no verdict.
+fn run_checks(a: &Artifact, out: &mut Vec<CheckOutcome>) {
+    let m = &a.metrics;
     let count = a.shard_count();
     let missing = a.missing_shards().len() as u32;
     if missing > 0 {
@@ -313,7 +342,6 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             engine as f64,
         ));
     }
-    out
 }
 
 /// Whether a built-in check the scenario does not write says anything about this run: the

@@ -193,30 +193,38 @@ pub fn verdict(r: &Report) -> String {
 /// A check's bound and what was measured, with units.
 pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
     match c.metric {
-        Measure::Check(_) => {
-            let measured = match (c.value, c.not_measured) {
-                (Some(v), _)
-                    if c.metric == Measure::Check(CheckMetric::Lost)
-                        && r.delivery.unverified > 0 =>
-                {
-                    format!(
-                        "{} + {} unverified (recipients never logged in)",
-                        show(c.unit, v),
-                        thousands(r.delivery.unverified)
-                    )
-                }
-                (Some(v), _) => show(c.unit, v),
-                (None, Some(NotMeasured::NoAcceptance)) => {
-                    "not measured: the protocol has no acceptance".to_owned()
-                }
-                (None, _) => "not measured: no samples".to_owned(),
-            };
-            (
-                format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
-                measured,
+        Measure::Check(_) => (
+            format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
+            measured(r, c),
+        ),
+        Measure::Run(m) => run_check(r, c, m),
+    }
+}
+
+/// What a scenario or built-in check measured, with its unit, or why nothing was.
+fn measured(r: &Report, c: &CheckOutcome) -> String {
+    match (c.value, c.not_measured) {
+        (Some(v), _)
+            if c.metric == Measure::Check(CheckMetric::Lost) && r.delivery.unverified > 0 =>
+        {
+            format!(
+                "{} + {} unverified (recipients never logged in)",
+                show(c.unit, v),
+                thousands(r.delivery.unverified)
             )
         }
-        Measure::Run(RunMetric::Logins) => {
+        (Some(v), _) => show(c.unit, v),
+        (None, Some(NotMeasured::NoAcceptance)) => {
+            "not measured: the protocol has no acceptance".to_owned()
+        }
+        (None, _) => "not measured: no samples".to_owned(),
+    }
+}
+
+/// A pseudo-check's promise and what the run did instead.
+fn run_check(r: &Report, c: &CheckOutcome, metric: RunMetric) -> (String, String) {
+    match metric {
+        RunMetric::Logins => {
             let first = r.errors.iter().next().map_or_else(String::new, |(k, e)| {
                 format!(
                     ": {} ({})",
@@ -229,15 +237,15 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 format!("none of {} attempts{first}", r.connections.attempts),
             )
         }
-        Measure::Run(RunMetric::Shards) => (
+        RunMetric::Shards => (
             format!("all {:.0} shards of the run", c.bound),
             shards_present(r),
         ),
-        Measure::Run(RunMetric::Interrupted) => (
+        RunMetric::Interrupted => (
             "the run ends on its own".to_owned(),
             "interrupted by a signal".to_owned(),
         ),
-        Measure::Run(RunMetric::Chaos) => {
+        RunMetric::Chaos => {
             let first = r
                 .chaos
                 .iter()
@@ -253,11 +261,11 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 ),
             )
         }
-        Measure::Run(RunMetric::Generator) => (
+        RunMetric::Generator => (
             "the generator keeps the schedule the scenario asked".to_owned(),
             fell_behind(r),
         ),
-        Measure::Run(RunMetric::EngineErrors) => {
+        RunMetric::EngineErrors => {
             let example = r
                 .errors
                 .get(&ErrorKind::Engine)
