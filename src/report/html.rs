@@ -356,6 +356,22 @@ fn errors(out: &mut String, r: &Report) {
 }
 
 fn traffic(out: &mut String, r: &Report) {
+    let mut body = table(&["connections", "value"], &connection_rows(r));
+    body.push_str(&table(&["messages", "count", "rate"], &message_rows(r)));
+    section(
+        out,
+        "traffic",
+        "Connections and messages",
+        &format!(
+            "Totals of the run; rates are over the {:.0} s of traffic.",
+            r.rates.window_s
+        ),
+        &body,
+    );
+}
+
+/// The connections table's rows.
+fn connection_rows(r: &Report) -> Vec<Vec<String>> {
     let c = &r.connections;
     let mut rows = vec![
         vec!["connect attempts".to_owned(), thousands(c.attempts)],
@@ -380,67 +396,86 @@ fn traffic(out: &mut String, r: &Report) {
             thousands(n),
         ]);
     }
-    let mut body = table(&["connections", "value"], &rows);
+    rows
+}
+
+/// The messages table's rows: count and rate of each outcome of a send.
+fn message_rows(r: &Report) -> Vec<Vec<String>> {
     let n = |k: Counter| r.count(k);
     let rate = |per_s: f64| format!("{per_s:.1}/s");
     let (failed, _) = crate::metrics::send_failures(n);
-    body.push_str(&table(
-        &["messages", "count", "rate"],
-        &[
-            vec![
-                "sent".to_owned(),
-                thousands(n(Counter::Sent)),
-                rate(r.rates.sent_per_s),
-            ],
-            vec![
-                "accepted".to_owned(),
-                if r.acceptance {
-                    thousands(n(Counter::Accepted))
-                } else {
-                    "no acceptance in this protocol".to_owned()
-                },
-                rate(r.rates.accepted_per_s),
-            ],
-            vec![
-                "refused / failed".to_owned(),
-                thousands(failed),
-                pct(failed, n(Counter::Sent)),
-            ],
-            vec![
-                "not sent (user offline when due)".to_owned(),
-                thousands(n(Counter::Dropped)),
-                String::new(),
-            ],
-            vec![
-                "received".to_owned(),
-                thousands(n(Counter::Received)),
-                rate(r.rates.received_per_s),
-            ],
-            vec![
-                "requests / replies".to_owned(),
-                format!(
-                    "{} / {}",
-                    thousands(n(Counter::Requests)),
-                    thousands(n(Counter::Replies))
-                ),
-                rate(r.rates.replies_per_s),
-            ],
+    vec![
+        vec![
+            "sent".to_owned(),
+            thousands(n(Counter::Sent)),
+            rate(r.rates.sent_per_s),
         ],
-    ));
-    section(
-        out,
-        "traffic",
-        "Connections and messages",
-        &format!(
-            "Totals of the run; rates are over the {:.0} s of traffic.",
-            r.rates.window_s
-        ),
-        &body,
-    );
+        vec![
+            "accepted".to_owned(),
+            if r.acceptance {
+                thousands(n(Counter::Accepted))
+            } else {
+                "no acceptance in this protocol".to_owned()
+            },
+            rate(r.rates.accepted_per_s),
+        ],
+        vec![
+            "refused / failed".to_owned(),
+            thousands(failed),
+            pct(failed, n(Counter::Sent)),
+        ],
+        vec![
+            "not sent (user offline when due)".to_owned(),
+            thousands(n(Counter::Dropped)),
+            String::new(),
+        ],
+        vec![
+            "received".to_owned(),
+            thousands(n(Counter::Received)),
+            rate(r.rates.received_per_s),
+        ],
+        vec![
+            "requests / replies".to_owned(),
+            format!(
+                "{} / {}",
+                thousands(n(Counter::Requests)),
+                thousands(n(Counter::Replies))
+            ),
+            rate(r.rates.replies_per_s),
+        ],
+    ]
 }
 
 /// The sweep of one request pattern (the `i`-th), as charts and a table.
 fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
+    let mut body = sweep_charts(s, i);
+    body.push_str(&sweep_table(s));
+    let _ = write!(body, "<p>{}</p>", esc(&knee(&s.knee)));
+    let (id, title) = match (i, s.name.as_str()) {
+        (0, "") => ("sweep".to_owned(), "Request sweep".to_owned()),
+        (_, "") => (format!("sweep-{i}"), format!("Request sweep {}", i + 1)),
+        (_, name) => (
+            if i == 0 {
+                "sweep".to_owned()
+            } else {
+                format!("sweep-{i}")
+            },
+            format!("Request sweep: {name} ({})", s.kind),
+        ),
+    };
+    section(
+        out,
+        &id,
+        &title,
+        "Steps of fixed concurrency (users each keeping one request outstanding). By \
+         Little's law, TPS × mean response time ≈ concurrency; where throughput stops \
+         growing, the server (or what sits in front of it) is saturated.",
+        &body,
+    );
+}
+
+/// The sweep's throughput and response-time charts by concurrency.
+fn sweep_charts(s: &super::sweep::Sweep, i: usize) -> String {
     let steps: Vec<String> = s
         .rows
         .iter()
@@ -490,6 +525,11 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
         }
         .svg(),
     );
+    body
+}
+
+/// The sweep's table, a row a step.
+fn sweep_table(s: &super::sweep::Sweep) -> String {
     let rows: Vec<Vec<String>> = s
         .rows
         .iter()
@@ -504,7 +544,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             ]
         })
         .collect();
-    body.push_str(&table(
+    table(
         &[
             "concurrency",
             "TPS (req/s)",
@@ -514,8 +554,12 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             "errors",
         ],
         &rows,
-    ));
-    let knee = match s.knee {
+    )
+}
+
+/// What the sweep says of the knee, in a sentence.
+fn knee(knee: &Knee) -> String {
+    match knee {
         Knee::OneStep => "One step only: a sweep over several concurrencies finds the knee.".to_owned(),
         Knee::StillGrowing { concurrency, tps } => format!(
             "Throughput still grows at concurrency {concurrency} ({tps:.0} req/s): the knee is further out."
@@ -528,29 +572,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             "Knee at concurrency {concurrency}: {tps:.0} req/s at {:.2} ms mean; more concurrency only adds latency.",
             rt_mean_us / 1000.0
         ),
-    };
-    let _ = write!(body, "<p>{}</p>", esc(&knee));
-    let (id, title) = match (i, s.name.as_str()) {
-        (0, "") => ("sweep".to_owned(), "Request sweep".to_owned()),
-        (_, "") => (format!("sweep-{i}"), format!("Request sweep {}", i + 1)),
-        (_, name) => (
-            if i == 0 {
-                "sweep".to_owned()
-            } else {
-                format!("sweep-{i}")
-            },
-            format!("Request sweep: {name} ({})", s.kind),
-        ),
-    };
-    section(
-        out,
-        &id,
-        &title,
-        "Steps of fixed concurrency (users each keeping one request outstanding). By \
-         Little's law, TPS × mean response time ≈ concurrency; where throughput stops \
-         growing, the server (or what sits in front of it) is saturated.",
-        &body,
-    );
+    }
 }
 
 fn resources(out: &mut String, r: &Report) {

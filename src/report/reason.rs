@@ -31,14 +31,7 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(value as u64),
             example(r, &[ErrorKind::Protocol])
         ),
-        CheckMetric::RepairedRate => format!(
-            "{} of {} deliveries arrived only through the final verification sync: the server \
-             stored them but did not push them live, or the driver did not recognise its \
-             pushes{}",
-            thousands(d.repaired),
-            thousands(d.expected),
-            example(r, &[ErrorKind::Protocol])
-        ),
+        CheckMetric::RepairedRate => repaired(r),
         CheckMetric::Foreign => foreign(r),
         CheckMetric::JoinFailures => format!(
             "{} group joins failed: a setup failure, and the group's messages are not expected \
@@ -107,6 +100,19 @@ fn recovery(r: &Report, c: &CheckOutcome, value: f64) -> String {
     format!(
         "latency p99 and delivered rate came back within the band of their baseline                  {} after a chaos step at the longest{slowest}",
         show(c.unit, value)
+    )
+}
+
+/// Deliveries only the final verification sync found.
+fn repaired(r: &Report) -> String {
+    let d = &r.delivery;
+    format!(
+        "{} of {} deliveries arrived only through the final verification sync: the server \
+             stored them but did not push them live, or the driver did not recognise its \
+             pushes{}",
+        thousands(d.repaired),
+        thousands(d.expected),
+        example(r, &[ErrorKind::Protocol])
     )
 }
 

@@ -331,25 +331,7 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
         esc(&side(&c.base, files[0])),
         esc(&side(&c.new, files[1]))
     );
-    if !gates.is_empty() {
-        let rows: Vec<Vec<String>> = gates
-            .iter()
-            .map(|g| {
-                vec![
-                    g.gate.clone(),
-                    g.measured.clone(),
-                    if g.failed { "FAIL" } else { "pass" }.to_owned(),
-                ]
-            })
-            .collect();
-        page::section(
-            &mut body,
-            "gates",
-            "Regression gates",
-            "Each gate fails the comparison when its condition holds.",
-            &page::table(&["gate", "measured", "result"], &rows),
-        );
-    }
+    gates_section(&mut body, gates);
     let rows: Vec<Vec<String>> = measured(c)
         .map(|r| {
             let mut cells = cells(r);
@@ -396,6 +378,30 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
         &distributions(&runs),
     );
     page::document(&title, &body, None)
+}
+
+/// The regression gates and how each came out, when there are any.
+fn gates_section(body: &mut String, gates: &[Outcome]) {
+    if gates.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = gates
+        .iter()
+        .map(|g| {
+            vec![
+                g.gate.clone(),
+                g.measured.clone(),
+                if g.failed { "FAIL" } else { "pass" }.to_owned(),
+            ]
+        })
+        .collect();
+    page::section(
+        body,
+        "gates",
+        "Regression gates",
+        "Each gate fails the comparison when its condition holds.",
+        &page::table(&["gate", "measured", "result"], &rows),
+    );
 }
 
 /// The end-to-end, send → ack and request distributions of both runs on one plot.
