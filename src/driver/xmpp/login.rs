@@ -5,8 +5,9 @@
 use std::time::{Duration, Instant};
 
 use super::codec::{escape, Element, Item};
+use super::resume::XmppResume;
 use super::sasl::{self, Mechanism, Scram};
-use super::session::{acked, Sm, SmResume, Unacked, XmppResume};
+use super::sm::{acked, Sm, SmResume, Unacked};
 use super::stream::{self, Stream};
 use super::{error_condition, ns, stanza_error, Sasl, Tls, XmppDriver};
 use crate::driver::{Account, Event, Failure, UserCtx};
