@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::load::{load_plan, out_dir};
 use super::output::Outputs;
-use super::run::{execute, load_plan, out_dir};
+use super::run::execute;
 use super::{note, RunArgs};
 use crate::artifact::default_out_dir;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};

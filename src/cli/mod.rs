@@ -2,8 +2,10 @@
 
 mod collect;
 mod find;
+mod finish;
 mod k8s;
 mod live_page;
+mod load;
 mod output;
 mod progress;
 mod run;

@@ -1,8 +1,8 @@
 //! The house's shape, checked on the source: no function over 80 lines in the layers that
 //! orchestrate (`engine/`, `scenario/`, `cli/`, `run/`), in the report and in the drivers
-//! (`report/`, `driver/`), and no import cycle between the
-//! crate's top-level modules, between the modules of `scenario/`, or between those of
-//! `report/` (model → words → renderers, one way). Each reads the source with `syn`, as the
+//! (`report/`, `driver/`); and no import cycle between the crate's top-level modules, nor
+//! between the modules of `scenario/`, of `report/` (model → words → renderers, one way),
+//! of `cli/` or of any one driver's folder. Each reads the source with `syn`, as the
 //! compiler would, skipping `#[cfg(test)]` code and test modules.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -479,13 +479,18 @@ fn assert_one_way(
         count > at_least,
         "too few imports found to trust the check: {edges:?}"
     );
-    let cycle = find_cycle(edges).map(|c| {
+    let cycle = named_cycle(edges);
+    assert!(cycle.is_none(), "an import cycle {place}: {cycle:?}");
+}
+
+/// A cycle in `edges` as `a → b → a`, if there is one.
+fn named_cycle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<String> {
+    find_cycle(edges).map(|c| {
         c.iter()
             .map(|p| p.join("::"))
             .collect::<Vec<_>>()
             .join(" → ")
-    });
-    assert!(cycle.is_none(), "an import cycle {place}: {cycle:?}");
+    })
 }
 
 #[test]
@@ -498,4 +503,29 @@ fn top_level_modules_import_each_other_one_way() {
 fn report_modules_import_each_other_one_way() {
     let edges = imports_at(&crate_modules("src/report"), 2);
     assert_one_way(&edges, 20, "inside report/");
+}
+
+#[test]
+fn cli_modules_import_each_other_one_way() {
+    let edges = imports_at(&crate_modules("src/cli"), 2);
+    assert_one_way(&edges, 10, "inside cli/");
+}
+
+#[test]
+fn each_drivers_modules_import_each_other_one_way() {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir("src/driver")
+        .expect("src/driver reads")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.sort();
+    assert!(folders.len() > 5, "driver folders: {folders:?}");
+    for folder in folders {
+        let place = format!("inside {}", folder.display());
+        let edges = imports_at(&crate_modules(&folder.to_string_lossy()), 3);
+        let cycle = named_cycle(&edges);
+        assert!(cycle.is_none(), "an import cycle {place}: {cycle:?}");
+    }
+    let xmpp = imports_at(&crate_modules("src/driver/xmpp"), 3);
+    assert_one_way(&xmpp, 8, "inside src/driver/xmpp");
 }
