@@ -22,8 +22,11 @@ pub struct Endpoint {
     /// Path and query, at least `/`.
     pub path: String,
     /// `user[:password]` given in the URL.
-    pub userinfo: Option<(String, Option<String>)>,
+    pub userinfo: Option<UserInfo>,
 }
+
+/// A user name and, when given, its password.
+pub type UserInfo = (String, Option<String>);
 
 impl Endpoint {
     /// Parses `url` for driver `spec`; the error says what is wrong and gives an example.
@@ -39,8 +42,7 @@ impl Endpoint {
         let scheme = scheme_of(spec, scheme_name)?;
         // `http::Uri` does not take credentials in the authority: split them off first.
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (userinfo, hostport) =
-            split_userinfo(&rest[..authority_end]).map_err(|why| bad(why))?;
+        let (userinfo, hostport) = split_userinfo(&rest[..authority_end]).map_err(&bad)?;
         let tail = rest[authority_end..].split('#').next().unwrap_or_default();
         let uri: http::Uri = format!("http://{hostport}{tail}")
             .parse()
@@ -130,9 +132,7 @@ fn scheme_of(spec: &Spec, name: &str) -> Result<&'static Scheme, String> {
 
 /// The credentials before `@` in `authority` (`http::Uri` does not take them), and the
 /// host and port after it.
-fn split_userinfo(
-    authority: &str,
-) -> Result<(Option<(String, Option<String>)>, &str), &'static str> {
+fn split_userinfo(authority: &str) -> Result<(Option<UserInfo>, &str), &'static str> {
     let Some((info, host)) = authority.rsplit_once('@') else {
         return Ok((None, authority));
     };

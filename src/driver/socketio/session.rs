@@ -171,8 +171,23 @@ impl SocketIoSession {
         connect.push_str(auth);
         self.ws.write(Message::text(connect)).await?;
         self.ws.flush().await?;
+        let (data, early) = self.until_connected().await?;
+        let pid = serde_json::from_str::<serde_json::Value>(&data)
+            .ok()
+            .and_then(|v| v.get("pid").and_then(|p| p.as_str()).map(str::to_owned));
+        let recovered = pid.is_some() && pid == self.st.recovery.pid;
+        if !recovered {
+            self.st.recovery = Recovery { pid, offset: None };
+        }
+        self.take_early(early, recovered);
+        Ok(())
+    }
+
+    /// Reads until the namespace's CONNECT answers ours, answering pings: its data, and
+    /// the packets that came before it.
+    async fn until_connected(&mut self) -> Result<(String, Vec<String>), Failure> {
         let mut early = Vec::new();
-        let data = loop {
+        loop {
             let text = read_text(&mut self.ws).await?;
             match codec::decode(&text) {
                 Ok(Packet::Ping) => {
@@ -184,7 +199,7 @@ impl SocketIoSession {
                     nsp,
                     data,
                     ..
-                })) if nsp == self.st.nsp => break data.to_owned(),
+                })) if nsp == self.st.nsp => return Ok((data.to_owned(), early)),
                 Ok(Packet::Message(Sio {
                     kind: Kind::ConnectError,
                     nsp,
@@ -208,14 +223,12 @@ impl SocketIoSession {
                 }
                 _ => early.push(text.to_string()),
             }
-        };
-        let pid = serde_json::from_str::<serde_json::Value>(&data)
-            .ok()
-            .and_then(|v| v.get("pid").and_then(|p| p.as_str()).map(str::to_owned));
-        let recovered = pid.is_some() && pid == self.st.recovery.pid;
-        if !recovered {
-            self.st.recovery = Recovery { pid, offset: None };
         }
+    }
+
+    /// The packets that came before CONNECT: held for later, or, when the session was
+    /// recovered, its replayed events taken as missed messages now.
+    fn take_early(&mut self, early: Vec<String>, recovered: bool) {
         for text in early {
             if !recovered {
                 self.st.inbox.hold(text);
@@ -237,7 +250,6 @@ impl SocketIoSession {
                 _ => self.st.inbox.hold(text),
             }
         }
-        Ok(())
     }
 
     /// Waits for a first offset, so that a user closing right after its first connect (a

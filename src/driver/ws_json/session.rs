@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::Message;
 
-use super::options::{Options, NAME};
+use super::options::{AckRule, Options, PushRule, NAME};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::kit::inbox::Inbox;
@@ -118,61 +118,17 @@ impl State {
         let frame = &Frame::new(root, &opts.index);
         let id = || opts.reply_id.as_ref().and_then(|p| p.u64(frame));
         if let Some(reason) = opts.error_reason(doc, frame) {
-            let ev = match id().and_then(|id| self.inbox.take_ack(id)) {
-                Some(tag) => Event::Refused {
-                    tag,
-                    failure: Failure::new(ErrorKind::SendFailed, reason),
-                },
-                None => Event::ProtocolError(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("error frame: {reason}"),
-                )),
-            };
+            let ev = self.refusal(id(), reason);
             return self.ready.push_back(ev);
         }
         if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, frame)) {
             if let Some(tag) = id().and_then(|id| self.inbox.take_ack(id)) {
-                if let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) {
-                    if let Some(seq) = seq.u64(frame) {
-                        let cursors = &mut self.cursors;
-                        conv.with(frame, |v| {
-                            if let Some(c) = v.and_then(as_str) {
-                                cursors.with(&c, |s| s.mark(seq));
-                            }
-                        });
-                    }
-                }
+                self.mark_acked(ack, frame);
                 return self.ready.push_back(Event::Accepted { tag });
             }
         }
         if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, frame)) {
-            let own = push.from.as_ref().is_some_and(|from| {
-                from.with(frame, |v| {
-                    v.and_then(as_str).is_some_and(|f| f == self.user)
-                })
-            });
-            let mut kind = Push::New;
-            if let (Some(conv), Some(seq)) = (&push.conv, &push.seq) {
-                let cursors = &mut self.cursors;
-                if let Some(seq) = seq.u64(frame) {
-                    conv.with(frame, |v| {
-                        if let Some(c) = v.and_then(as_str) {
-                            kind = cursors.with(&c, |s| s.push(seq));
-                        }
-                    });
-                }
-            }
-            if own || kind == Push::Synced {
-                return;
-            }
-            let ev = match push.body.with(frame, |v| v.map(text_of)) {
-                Some(body) => Event::Delivered { body: body.into() },
-                None => Event::ProtocolError(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("push without a body at `{}`: {}", push.body, clip(doc)),
-                )),
-            };
-            return self.ready.push_back(ev);
+            return self.pushed(push, doc, frame);
         }
         if opts
             .ping
@@ -189,6 +145,67 @@ impl State {
             ErrorKind::Protocol,
             format!("unmatched frame: {}", clip(doc)),
         )));
+    }
+
+    /// An error frame: the refusal of the send it answers, else a protocol error.
+    fn refusal(&mut self, id: Option<u64>, reason: String) -> Event {
+        match id.and_then(|id| self.inbox.take_ack(id)) {
+            Some(tag) => Event::Refused {
+                tag,
+                failure: Failure::new(ErrorKind::SendFailed, reason),
+            },
+            None => Event::ProtocolError(Failure::new(
+                ErrorKind::Protocol,
+                format!("error frame: {reason}"),
+            )),
+        }
+    }
+
+    /// Marks the sequence number an ack gives as the user's own in its conversation.
+    fn mark_acked(&mut self, ack: &AckRule, frame: &Frame<'_>) {
+        let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) else {
+            return;
+        };
+        if let Some(seq) = seq.u64(frame) {
+            let cursors = &mut self.cursors;
+            conv.with(frame, |v| {
+                if let Some(c) = v.and_then(as_str) {
+                    cursors.with(&c, |s| s.mark(seq));
+                }
+            });
+        }
+    }
+
+    /// A pushed message: queued as delivered unless it is the user's own or one a sync
+    /// already gave.
+    fn pushed(&mut self, push: &PushRule, doc: &str, frame: &Frame<'_>) {
+        let own = push.from.as_ref().is_some_and(|from| {
+            from.with(frame, |v| {
+                v.and_then(as_str).is_some_and(|f| f == self.user)
+            })
+        });
+        let mut kind = Push::New;
+        if let (Some(conv), Some(seq)) = (&push.conv, &push.seq) {
+            let cursors = &mut self.cursors;
+            if let Some(seq) = seq.u64(frame) {
+                conv.with(frame, |v| {
+                    if let Some(c) = v.and_then(as_str) {
+                        kind = cursors.with(&c, |s| s.push(seq));
+                    }
+                });
+            }
+        }
+        if own || kind == Push::Synced {
+            return;
+        }
+        let ev = match push.body.with(frame, |v| v.map(text_of)) {
+            Some(body) => Event::Delivered { body: body.into() },
+            None => Event::ProtocolError(Failure::new(
+                ErrorKind::Protocol,
+                format!("push without a body at `{}`: {}", push.body, clip(doc)),
+            )),
+        };
+        self.ready.push_back(ev);
     }
 }
 
