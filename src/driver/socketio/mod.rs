@@ -232,7 +232,7 @@ mod tests {
             &<SocketIoDriver as super::super::Driver>::SPEC,
         )
         .expect("defaults");
-        st.judge(&opts, text);
+        st.judge_packet(&opts, text);
         while let Some((ev, offset)) = st.ready.pop_front() {
             if offset.is_some() {
                 st.recovery.offset = offset;

@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::codec::{Kind, Packet, Sio};
 use super::options::{Emit, Options, NAME};
 use super::{codec, Recovery, OFFSET_WAIT};
+use crate::driver::kit::exchange::{self, until_answer, Judge};
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::as_str;
 use crate::driver::kit::json_map::template::Values;
@@ -100,7 +101,7 @@ impl State {
     }
 
     /// Judges one frame: queues the event it is (if any).
-    pub(super) fn judge(&mut self, opts: &Options, text: &str) {
+    pub(super) fn judge_packet(&mut self, opts: &Options, text: &str) {
         let sio = match codec::decode(text) {
             Ok(Packet::Message(s)) => s,
             Ok(Packet::Ping) => {
@@ -314,6 +315,37 @@ impl SocketIoSession {
     }
 }
 
+impl Judge for State {
+    type Opts = Options;
+
+    fn inbox(&mut self) -> &mut Inbox {
+        &mut self.inbox
+    }
+
+    /// The oldest event judged, its offset now counted as received; an offset that came
+    /// without an event (one the session does not hand out) counts on the way.
+    fn take_ready(&mut self) -> Option<Event> {
+        while let Some((ev, offset)) = self.ready.pop_front() {
+            if offset.is_some() {
+                self.recovery.offset = offset;
+            }
+            if ev.is_some() {
+                return ev;
+            }
+        }
+        None
+    }
+
+    fn judge(&mut self, opts: &Options, frame: &str) {
+        self.judge_packet(opts, frame);
+    }
+
+    /// Engine.IO's pong.
+    fn pong(&mut self, _opts: &Options) -> Option<String> {
+        Some("3".to_owned())
+    }
+}
+
 impl Session for SocketIoSession {
     type Resume = Recovery;
 
@@ -365,20 +397,17 @@ impl Session for SocketIoSession {
         };
         let limit = self.reply_timeout;
         let nsp = self.st.nsp.clone();
-        let wait = async {
-            loop {
-                let text = read_text(&mut self.ws).await?;
-                let ours = matches!(
-                    codec::decode(&text),
-                    Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
-                        if got == id && n == nsp
-                );
-                if ours {
-                    return Ok(());
-                }
-                self.st.inbox.hold(text.to_string());
+        let wait = until_answer(&mut self.ws, &mut self.st.inbox, |text, inbox| {
+            let ours = matches!(
+                codec::decode(text),
+                Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
+                    if got == id && n == nsp
+            );
+            if !ours {
+                inbox.hold(text.to_owned());
             }
-        };
+            ours.then_some(())
+        });
         match tokio::time::timeout(limit, wait).await {
             Ok(r) => r,
             Err(_) => Err(Failure::new(
@@ -394,35 +423,7 @@ impl Session for SocketIoSession {
     }
 
     async fn next_event(&mut self) -> Event {
-        loop {
-            if let Some((ev, offset)) = self.st.ready.pop_front() {
-                if offset.is_some() {
-                    self.st.recovery.offset = offset;
-                }
-                match ev {
-                    Some(ev) => return ev,
-                    None => continue,
-                }
-            }
-            if let Some(text) = self.st.inbox.take_unread() {
-                self.st.judge(&self.opts, &text);
-                continue;
-            }
-            if self.st.inbox.pongs_owed > 0 {
-                self.st.inbox.pongs_owed -= 1;
-                if let Err(f) = self.ws.write(Message::text("3")).await {
-                    return Event::Closed(f);
-                }
-                if let Err(f) = self.ws.flush().await {
-                    return Event::Closed(f);
-                }
-                continue;
-            }
-            match read_text(&mut self.ws).await {
-                Ok(text) => self.st.judge(&self.opts, &text),
-                Err(e) => return e.event(),
-            }
-        }
+        exchange::next_event(&mut self.ws, &*self.opts, &mut self.st).await
     }
 
     async fn close(mut self) -> Recovery {

@@ -152,7 +152,7 @@ mod tests {
     }
 
     fn judged(st: &mut State, opts: &Options, doc: &str) -> Option<String> {
-        st.judge(opts, doc);
+        st.judge_doc(opts, doc);
         st.ready.pop_front().map(|ev| format!("{ev:?}"))
     }
 

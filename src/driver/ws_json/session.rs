@@ -11,11 +11,12 @@ use tokio_tungstenite::tungstenite::Message;
 use super::options::{AckRule, Options, PushRule, NAME};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::exchange::{self, until_answer, Judge};
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::{self, as_str, Frame};
 use crate::driver::kit::json_map::template::{Template, Values};
 use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
-use crate::driver::kit::ws::{read_text, Ws};
+use crate::driver::kit::ws::Ws;
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 
@@ -36,17 +37,16 @@ impl WsJsonDriver {
             let id = s.st.inbox.next_id();
             s.write(login, &Values { req_id: id, ..vals }).await?;
             s.ws.flush().await?;
-            loop {
-                let text = read_text(&mut s.ws).await?;
+            until_answer(&mut s.ws, &mut s.st.inbox, |text, inbox| {
                 let mut outcome = None;
-                for doc in docs(&text, opts.lines) {
+                for doc in docs(text, opts.lines) {
                     if outcome.is_some() {
-                        s.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                         continue;
                     }
                     // Frames that are not JSON (a ping of some protocols) are judged later.
                     let Ok(root) = path::parse(doc) else {
-                        s.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                         continue;
                     };
                     if ok.matches(doc, root) {
@@ -57,15 +57,12 @@ impl WsJsonDriver {
                             format!("login refused: {reason}"),
                         )));
                     } else {
-                        s.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                     }
                 }
-                match outcome {
-                    Some(Ok(())) => break,
-                    Some(Err(f)) => return Err(f),
-                    None => continue,
-                }
-            }
+                outcome
+            })
+            .await??;
         }
         for t in &opts.after_login {
             let reply = s.call(t, vals).await?;
@@ -93,8 +90,8 @@ pub(super) struct State {
 }
 
 impl State {
-    /// Judges one document: queues the event it is (if any).
-    pub(super) fn judge(&mut self, opts: &Options, doc: &str) {
+    /// Judges one document of a frame: queues the event it is (if any).
+    pub(super) fn judge_doc(&mut self, opts: &Options, doc: &str) {
         if opts
             .ping
             .as_ref()
@@ -209,6 +206,36 @@ impl State {
     }
 }
 
+impl Judge for State {
+    type Opts = Options;
+
+    fn inbox(&mut self) -> &mut Inbox {
+        &mut self.inbox
+    }
+
+    fn take_ready(&mut self) -> Option<Event> {
+        self.ready.pop_front()
+    }
+
+    /// Each document of the frame (a held one is a document already, which splits into
+    /// itself).
+    fn judge(&mut self, opts: &Options, frame: &str) {
+        for doc in docs(frame, opts.lines) {
+            self.judge_doc(opts, doc);
+        }
+    }
+
+    fn pong(&mut self, opts: &Options) -> Option<String> {
+        let ping = opts.ping.as_ref()?;
+        let vals = Values {
+            user: &self.user,
+            req_id: self.inbox.next_id(),
+            ..Values::default()
+        };
+        Some(ping.reply.fill(&vals, now_ms()))
+    }
+}
+
 /// The documents of a text frame: the frame (even empty: a ping of some protocols), or its
 /// non-empty lines.
 pub(super) fn docs(text: &str, lines: bool) -> impl Iterator<Item = &str> {
@@ -256,22 +283,20 @@ impl WsJsonSession {
         let exchange = async {
             self.write(template, &Values { req_id: id, ..vals }).await?;
             self.ws.flush().await?;
-            loop {
-                let text = read_text(&mut self.ws).await?;
+            until_answer(&mut self.ws, &mut self.st.inbox, |text, inbox| {
                 let mut reply = None;
-                for doc in docs(&text, lines) {
+                for doc in docs(text, lines) {
                     let ours = reply.is_none()
                         && path::parse(doc).is_ok_and(|root| reply_id.u64(root) == Some(id));
                     if ours {
                         reply = Some(doc.to_owned());
                     } else {
-                        self.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                     }
                 }
-                if let Some(r) = reply {
-                    return Ok(r);
-                }
-            }
+                reply
+            })
+            .await
         };
         match tokio::time::timeout(limit, exchange).await {
             Ok(result) => result,
@@ -381,44 +406,7 @@ impl Session for WsJsonSession {
     }
 
     async fn next_event(&mut self) -> Event {
-        loop {
-            if let Some(ev) = self.st.ready.pop_front() {
-                return ev;
-            }
-            if let Some(doc) = self.st.inbox.take_unread() {
-                self.st.judge(&self.opts, &doc);
-                continue;
-            }
-            if self.st.inbox.pongs_owed > 0 {
-                if let Some(ping) = &self.opts.ping {
-                    let id = self.st.inbox.next_id();
-                    let text = ping.reply.fill(
-                        &Values {
-                            user: &self.st.user,
-                            req_id: id,
-                            ..Values::default()
-                        },
-                        now_ms(),
-                    );
-                    self.st.inbox.pongs_owed -= 1;
-                    if let Err(f) = self.ws.write(Message::text(text)).await {
-                        return Event::Closed(f);
-                    }
-                    if let Err(f) = self.ws.flush().await {
-                        return Event::Closed(f);
-                    }
-                }
-                continue;
-            }
-            match read_text(&mut self.ws).await {
-                Ok(text) => {
-                    for doc in docs(&text, self.opts.lines) {
-                        self.st.judge(&self.opts, doc);
-                    }
-                }
-                Err(e) => return e.event(),
-            }
-        }
+        exchange::next_event(&mut self.ws, &*self.opts, &mut self.st).await
     }
 
     async fn close(mut self) -> Cursors {
