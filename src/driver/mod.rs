@@ -1,6 +1,8 @@
 //! Protocol drivers: one interface for every wire protocol msgstorm speaks.
 //!
-//! A driver is one folder here plus one line in the registry (`registry.rs`), every folder
+//! A driver is one folder here plus its `pub mod` line below, which registers it: the build
+//! script lists every such module whose `mod.rs` has `impl super::Driver for …` for
+//! `registry.rs`, with the `#[cfg(feature = …)]` above the line. Every folder is
 //! laid out alike: `mod.rs` declares what the driver is ([`Spec`]: name, URL schemes,
 //! traffic kinds, requests, auth forms, source addresses, capabilities) and builds it from
 //! a [`Config`] — checking its own `[target.<name>]` options (`options.rs`, through the
