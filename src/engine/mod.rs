@@ -5,7 +5,7 @@
 //! shard's: [`StartBarrier`]); each user's sends are due
 //! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
 //! loop); latency counts from the due time. One timer wakes every user whose work is due
-//! ([`pacer`]). When everything scheduled is done the run
+//! ([`timer_wheel`]). When everything scheduled is done the run
 //! drains in-flight deliveries for a bounded time, runs the final verification sync, and
 //! collects the per-slot recorders into one [`Outcome`].
 //!
@@ -14,11 +14,11 @@
 
 pub mod arrival;
 pub mod held;
-pub mod pacer;
 pub mod patterns;
 pub mod schedule;
 pub mod shared;
 pub mod snapshot;
+pub mod timer_wheel;
 pub mod vu;
 
 #[cfg(test)]
@@ -172,7 +172,7 @@ pub async fn run<D: Driver>(
     }
     drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
     close(&mut conductor, users.tasks).await;
-    users.pacer.abort();
+    users.timer_wheel.abort();
     unverified_when_cut_off(&users.shared, users.range.clone());
 
     let shared = &users.shared;
@@ -209,8 +209,8 @@ struct Users {
     shared: Arc<Shared>,
     /// One task per user.
     tasks: JoinSet<()>,
-    /// The task of their timer ([`pacer`]).
-    pacer: tokio::task::JoinHandle<()>,
+    /// The task of their timer ([`timer_wheel`]).
+    timer_wheel: tokio::task::JoinHandle<()>,
     /// The users of this process.
     range: std::ops::Range<UserIx>,
     /// When the last user has nothing scheduled any more, from the traffic start.
@@ -273,11 +273,11 @@ impl Users {
             &visits,
             slots,
         );
-        let pacer = tokio::spawn(shared.pacer.clone().run());
+        let timer_wheel = tokio::spawn(shared.timer_wheel.clone().run());
         Users {
             shared,
             tasks,
-            pacer,
+            timer_wheel,
             range,
             sched_end,
             acceptance: cfg.acceptance,

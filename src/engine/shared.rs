@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::pacer::Pacer;
 use super::patterns::{PatternTotals, Patterns};
 use super::schedule::GroupInfo;
+use super::timer_wheel::TimerWheel;
 use crate::clock::Clock;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Hist, Metrics, Window};
@@ -121,7 +121,7 @@ pub struct Shared {
     /// Which shard sent each stream, in a sharded run (cross-shard latencies are kept apart).
     pub senders: Option<SenderShards>,
     /// The users' timer for due work (its task runs while the users do).
-    pub pacer: Arc<Pacer>,
+    pub timer_wheel: Arc<TimerWheel>,
     /// The message patterns, when a live view shows totals by pattern (else empty, and
     /// nothing is recorded by pattern).
     pub patterns: Patterns,
@@ -167,7 +167,7 @@ impl Shared {
             group_local,
             group_of_stream,
             senders: None,
-            pacer: Arc::default(),
+            timer_wheel: Arc::default(),
             patterns: Patterns::default(),
             fanout: Fanout {
                 slots: (0..16).map(|_| Mutex::default()).collect(),

@@ -107,7 +107,7 @@ struct Link<S> {
     offline: Offline,
     /// When the last heartbeat went out.
     last_heartbeat: Instant,
-    /// The due time last registered with the pacer (see [`super::pacer::Pacer::poll_due`]).
+    /// The due time last registered with the timer wheel (see [`super::timer_wheel::TimerWheel::poll_due`]).
     armed: Option<Instant>,
 }
 
@@ -300,7 +300,7 @@ impl<D: Driver> Vu<D> {
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
                 () = std::future::poll_fn(|cx| match wake {
-                    Some(due) => self.shared.pacer.poll_due(cx, due, &mut link.armed),
+                    Some(due) => self.shared.timer_wheel.poll_due(cx, due, &mut link.armed),
                     None => std::task::Poll::Pending,
                 }) => None,
                 ev = next_event(link.session.as_mut()) => Some(ev),
