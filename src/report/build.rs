@@ -60,7 +60,7 @@ impl Report {
                     (kind, ErrorCount { count, examples })
                 })
                 .collect(),
-            findings: findings::find(a, &sweeps),
+            findings: findings::of(a, &sweeps),
             sweeps,
             series,
             generators: a.shards.iter().map(generator).collect(),
