@@ -19,10 +19,10 @@
 
 mod codecs;
 mod dry;
+mod link;
 mod options;
 mod session;
 mod vm;
-mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,10 +38,10 @@ use crate::driver::kit::json_map::credentials;
 use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
 use crate::vocab::TrafficKind;
+use link::{Framing, Link};
 use options::{protos, transport, KEYS};
 pub use session::ScriptSession;
 use vm::Vm;
-use wire::{Framing, Wire};
 
 /// The driver's name.
 const NAME: &str = "script";
@@ -170,10 +170,10 @@ impl super::Driver for ScriptDriver {
         resume: Cursors,
     ) -> Result<Connected<ScriptSession>, (Failure, Cursors)> {
         let started = Instant::now();
-        let (wire, timeout) = match &self.transport {
+        let (link, timeout) = match &self.transport {
             Transport::Ws(dialers) => {
                 let dialer = &dialers[user.ix as usize % dialers.len()];
-                (dialer.dial(user.ix).await.map(Wire::Ws), dialer.timeout())
+                (dialer.dial(user.ix).await.map(Link::Ws), dialer.timeout())
             }
             Transport::Tcp {
                 connector,
@@ -181,19 +181,19 @@ impl super::Driver for ScriptDriver {
                 max,
             } => {
                 let stream = connector.within("TCP connect", connector.connect(user.ix));
-                let wire = stream.await.map(|s| Wire::tcp(s, framing.clone(), *max));
-                (wire, connector.timeout())
+                let link = stream.await.map(|s| Link::tcp(s, framing.clone(), *max));
+                (link, connector.timeout())
             }
         };
-        let wire = match wire {
-            Ok(wire) => wire,
+        let link = match link {
+            Ok(link) => link,
             Err(f) => return Err((f, resume)),
         };
         let handshake = started.elapsed();
         let vm = &self.vms[user.ix as usize % self.vms.len()];
         let (username, password) = credentials(&self.auth, &user.id);
         let session = ScriptSession::new(
-            wire,
+            link,
             vm,
             user,
             (&username, &password),

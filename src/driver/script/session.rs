@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
+use super::link::{Frame, Link};
 use super::vm::{one_line, take_outbox, Vm, REFUSED};
-use super::wire::{Frame, Wire};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
@@ -18,7 +18,7 @@ use crate::metrics::ErrorKind;
 /// A user's session under the script driver.
 #[derive(Debug)]
 pub struct ScriptSession {
-    wire: Wire,
+    link: Link,
     lua: mlua::Lua,
     entry: Entry,
     /// The user object (`u`) the entry points get.
@@ -101,9 +101,9 @@ fn id_key(v: &Value) -> Option<String> {
 }
 
 impl ScriptSession {
-    /// A session on `wire` for `user`, its object made in `vm`.
+    /// A session on `link` for `user`, its object made in `vm`.
     pub(super) fn new(
-        wire: Wire,
+        link: Link,
         vm: &Vm,
         user: &UserCtx,
         (username, password): (&str, &str),
@@ -121,7 +121,7 @@ impl ScriptSession {
         };
         let e = &vm.entry;
         Ok(ScriptSession {
-            wire,
+            link,
             lua: vm.lua.clone(),
             entry: Entry {
                 login: e.login.clone(),
@@ -164,7 +164,7 @@ impl ScriptSession {
     async fn write_outbox(&mut self) -> Result<(), Failure> {
         let frames = self.take_outbox().map_err(|e| script_error("send", &e))?;
         for frame in frames {
-            self.wire.write(frame).await?;
+            self.link.write(frame).await?;
         }
         Ok(())
     }
@@ -193,7 +193,7 @@ impl ScriptSession {
         loop {
             let yielded = thread.resume::<MultiValue>(input);
             self.write_outbox().await?;
-            self.wire.flush().await?;
+            self.link.flush().await?;
             let yielded = match yielded {
                 Ok(y) => y,
                 Err(e) => return Err(self.flow_error(flow, &e)),
@@ -433,7 +433,7 @@ impl ScriptSession {
         let want = id_key(id);
         let exchange = async {
             loop {
-                let frame = self.wire.next().await?;
+                let frame = self.link.next().await?;
                 let mut answer = None;
                 for t in self.receive(&frame).await? {
                     let answers = ["reply", "error", "ack"].iter().any(|k| {
@@ -503,7 +503,7 @@ impl ScriptSession {
         let judged = self.judge_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;
-            self.wire.flush().await?;
+            self.link.flush().await?;
         }
         Ok(judged)
     }
@@ -810,12 +810,12 @@ impl Session for ScriptSession {
                 .call_hot("heartbeat", &f, MultiValue::new())
                 .await
                 .map(drop),
-            None => self.wire.ping().await,
+            None => self.link.ping().await,
         }
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
-        self.wire.flush().await
+        self.link.flush().await
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
@@ -865,7 +865,7 @@ impl Session for ScriptSession {
             if let Some(ev) = self.ready.pop_front() {
                 return ev;
             }
-            let frame = match self.wire.next().await {
+            let frame = match self.link.next().await {
                 Ok(f) => f,
                 Err(f) => return Event::Closed(f),
             };
@@ -881,7 +881,7 @@ impl Session for ScriptSession {
         if let Some(f) = self.entry.close.clone() {
             let _ = self.flow(Flow::Close, &f, MultiValue::new(), None).await;
         }
-        self.wire.close().await;
+        self.link.close().await;
         self.cursors
     }
 

@@ -152,7 +152,7 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
 }
 
 /// The frames in the outbox of `user` (a user object), which is left empty.
-pub fn take_outbox(user: &Table) -> mlua::Result<Vec<super::wire::Frame>> {
+pub fn take_outbox(user: &Table) -> mlua::Result<Vec<super::link::Frame>> {
     let out: Table = user.raw_get("_out")?;
     let n = out.raw_len();
     if n == 0 {
@@ -163,7 +163,7 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<super::wire::Frame>> {
     for i in 1..=n {
         let frame: LuaString = out.raw_get(i)?;
         let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
-        frames.push(super::wire::Frame {
+        frames.push(super::link::Frame {
             bytes: frame.as_bytes().to_vec(),
             text: !binary,
         });

@@ -199,19 +199,19 @@ pub struct Framed {
     max: usize,
 }
 
-/// The connection of one user.
+/// The connection of one user, whichever transport carries its frames.
 #[derive(Debug)]
-pub enum Wire {
+pub enum Link {
     /// A WebSocket.
     Ws(Ws),
     /// A framed TCP stream.
     Tcp(Box<Framed>),
 }
 
-impl Wire {
+impl Link {
     /// A TCP stream cut by `framing`, frames at most `max` bytes.
-    pub fn tcp(stream: Stream, framing: Framing, max: usize) -> Wire {
-        Wire::Tcp(Box::new(Framed {
+    pub fn tcp(stream: Stream, framing: Framing, max: usize) -> Link {
+        Link::Tcp(Box::new(Framed {
             stream,
             framing,
             read: Vec::new(),
@@ -223,7 +223,7 @@ impl Wire {
     /// Queues `frame` (binary, or text).
     pub async fn write(&mut self, frame: Frame) -> Result<(), Failure> {
         match self {
-            Wire::Ws(ws) => {
+            Link::Ws(ws) => {
                 let msg = if frame.text {
                     match String::from_utf8(frame.bytes) {
                         Ok(text) => Message::text(text),
@@ -237,7 +237,7 @@ impl Wire {
                 };
                 ws.write(msg).await
             }
-            Wire::Tcp(t) => t
+            Link::Tcp(t) => t
                 .framing
                 .encode(&frame.bytes, &mut t.write)
                 .map_err(|why| Failure::new(ErrorKind::Script, why)),
@@ -247,8 +247,8 @@ impl Wire {
     /// Writes what was queued.
     pub async fn flush(&mut self) -> Result<(), Failure> {
         match self {
-            Wire::Ws(ws) => ws.flush().await,
-            Wire::Tcp(t) => {
+            Link::Ws(ws) => ws.flush().await,
+            Link::Tcp(t) => {
                 if t.write.is_empty() {
                     return Ok(());
                 }
@@ -265,15 +265,15 @@ impl Wire {
     /// A heartbeat of the transport itself (a WebSocket ping; nothing on TCP).
     pub async fn ping(&mut self) -> Result<(), Failure> {
         match self {
-            Wire::Ws(ws) => ws.write(Message::Ping(Default::default())).await,
-            Wire::Tcp(_) => Ok(()),
+            Link::Ws(ws) => ws.write(Message::Ping(Default::default())).await,
+            Link::Tcp(_) => Ok(()),
         }
     }
 
     /// The next frame from the server. Cancel-safe: bytes read stay buffered.
     pub async fn next(&mut self) -> Result<Frame, Failure> {
         match self {
-            Wire::Ws(ws) => loop {
+            Link::Ws(ws) => loop {
                 match ws.next().await {
                     None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
                     Some(Err(e)) => return Err(classify(&e)),
@@ -299,7 +299,7 @@ impl Wire {
                     Some(Ok(_)) => continue,
                 }
             },
-            Wire::Tcp(t) => loop {
+            Link::Tcp(t) => loop {
                 match t.framing.decode(&mut t.read, t.max) {
                     Ok(Some(bytes)) => {
                         return Ok(Frame {
@@ -325,8 +325,8 @@ impl Wire {
     /// Closes the connection.
     pub async fn close(self) {
         match self {
-            Wire::Ws(ws) => ws.close().await,
-            Wire::Tcp(mut t) => {
+            Link::Ws(ws) => ws.close().await,
+            Link::Tcp(mut t) => {
                 let _ = t.stream.shutdown().await;
             }
         }
