@@ -37,7 +37,7 @@ use crate::driver::{Driver, UserCtx};
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::scenario::{Plan, Population, UserIx};
-use shared::{Phase, Shared};
+use shared::{EngineState, Shared};
 use vu::{VuConfig, VuSpec};
 
 /// How long after the schedule's end users may still be busy before the run goes on
@@ -520,10 +520,10 @@ async fn drain<F: FnMut(&Progress) + Send>(
     acceptance: bool,
     planned: u64,
 ) {
-    if c.shared.phase() >= Phase::Abort {
+    if c.shared.phase() >= EngineState::Abort {
         return;
     }
-    c.shared.advance(Phase::Draining);
+    c.shared.advance(EngineState::Draining);
     c.wait(Some(limit), move |s| {
         let l = &s.live;
         let received = l.received.load(Ordering::Relaxed);
@@ -541,11 +541,11 @@ async fn drain<F: FnMut(&Progress) + Send>(
 async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: JoinSet<()>) {
     let shared = c.shared.clone();
     let mut deadline = Instant::now();
-    if c.interrupted && shared.phase() < Phase::Abort {
-        shared.advance(Phase::Abort);
+    if c.interrupted && shared.phase() < EngineState::Abort {
+        shared.advance(EngineState::Abort);
         deadline += SIGNAL_GRACE;
     } else {
-        shared.advance(Phase::Closing);
+        shared.advance(EngineState::Closing);
         deadline += CLOSE_GRACE;
     }
     let mut listening = true;
@@ -563,14 +563,14 @@ async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: Join
                 }
                 if n == 1 && !c.interrupted {
                     c.interrupted = true;
-                    shared.advance(Phase::Abort);
+                    shared.advance(EngineState::Abort);
                     deadline = deadline.min(Instant::now() + SIGNAL_GRACE);
                 }
             }
         }
     };
     if !closed {
-        shared.advance(Phase::Abort);
+        shared.advance(EngineState::Abort);
         tasks.abort_all();
     }
 }
@@ -599,7 +599,7 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
             let n = *self.signals.borrow_and_update();
             if n >= 2 {
                 self.interrupted = true;
-                self.shared.advance(Phase::Abort);
+                self.shared.advance(EngineState::Abort);
                 return false;
             }
             if n == 1 && !self.interrupted {
@@ -628,7 +628,7 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
     /// Integrates the users online and planned online while the traffic goes on.
     fn hold(&mut self) {
         let s = &self.shared;
-        if s.phase() != Phase::Running || s.traffic_start.borrow().is_none() {
+        if s.phase() != EngineState::Running || s.traffic_start.borrow().is_none() {
             return;
         }
         let now = Instant::now();

@@ -18,7 +18,7 @@ use crate::scenario::{LedgerOpts, SenderShards, StreamId, UserIx};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
+pub enum EngineState {
     /// Logging in and sending on schedule.
     Running,
     /// No new sends; in-flight deliveries may still arrive.
@@ -98,7 +98,7 @@ pub struct Shared {
     /// Live counters.
     pub live: Live,
     /// The run phase.
-    pub phase: watch::Sender<Phase>,
+    pub phase: watch::Sender<EngineState>,
     /// When traffic starts (set once every on-time user has tried to log in).
     pub traffic_start: watch::Sender<Option<Instant>>,
     /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
@@ -156,7 +156,7 @@ impl Shared {
             series: Mutex::new(Metrics::new()),
             settled_before: AtomicU32::new(0),
             live: Live::default(),
-            phase: watch::channel(Phase::Running).0,
+            phase: watch::channel(EngineState::Running).0,
             traffic_start: watch::channel(None).0,
             bounds_us: ledger.bounds_us.clone(),
             logins_pending: AtomicUsize::new(0),
@@ -191,11 +191,11 @@ impl Shared {
     /// or `abort`.
     pub fn phase_name(&self) -> &'static str {
         match self.phase() {
-            Phase::Running if self.traffic_start.borrow().is_none() => "login",
-            Phase::Running => "traffic",
-            Phase::Draining => "drain",
-            Phase::Closing => "closing",
-            Phase::Abort => "abort",
+            EngineState::Running if self.traffic_start.borrow().is_none() => "login",
+            EngineState::Running => "traffic",
+            EngineState::Draining => "drain",
+            EngineState::Closing => "closing",
+            EngineState::Abort => "abort",
         }
     }
 
@@ -262,12 +262,12 @@ impl Shared {
     }
 
     /// The current phase.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> EngineState {
         *self.phase.borrow()
     }
 
     /// Moves the run to `phase` unless it is already past it.
-    pub fn advance(&self, phase: Phase) {
+    pub fn advance(&self, phase: EngineState) {
         self.phase.send_if_modified(|p| {
             let later = phase > *p;
             if later {

@@ -22,7 +22,7 @@ use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::schedule::{Sends, VuPlan};
-use super::shared::{Phase, Shared};
+use super::shared::{EngineState, Shared};
 use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
 use crate::metrics::{Counter, ErrorKind, Hist};
@@ -249,7 +249,7 @@ impl<D: Driver> Vu<D> {
         }
         let first = self.shared.t0 + self.spec.first_login;
         let stopped = async {
-            let _ = phase_rx.wait_for(|p| *p >= Phase::Draining).await;
+            let _ = phase_rx.wait_for(|p| *p >= EngineState::Draining).await;
         };
         let due = tokio::select! {
             _ = sleep_until(first) => true,
@@ -280,10 +280,10 @@ impl<D: Driver> Vu<D> {
         };
         loop {
             let phase = *phase_rx.borrow_and_update();
-            if phase == Phase::Abort {
+            if phase == EngineState::Abort {
                 break;
             }
-            if phase == Phase::Closing {
+            if phase == EngineState::Closing {
                 // Boxed: the final sync holds a session of its own, and the waiting loop
                 // should not keep room for it.
                 Box::pin(self.close_out(link.session.take())).await;
@@ -367,12 +367,12 @@ impl<D: Driver> Vu<D> {
         &mut self,
         link: &Link<D::Session>,
         traffic: Option<Instant>,
-        phase: Phase,
+        phase: EngineState,
         now: Instant,
     ) -> Option<Instant> {
         let mut wake: Option<Instant> = None;
         let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
-        if let (Some(ts), Phase::Running) = (traffic, phase) {
+        if let (Some(ts), EngineState::Running) = (traffic, phase) {
             for due in self.spec.plan.programs.iter().filter_map(|p| p.due()) {
                 at(ts + due);
             }
@@ -447,7 +447,7 @@ impl<D: Driver> Vu<D> {
         &mut self,
         link: &mut Link<D::Session>,
         traffic: Option<Instant>,
-        phase: Phase,
+        phase: EngineState,
     ) {
         let now = Instant::now();
         match link.offline {
@@ -489,7 +489,7 @@ impl<D: Driver> Vu<D> {
             }
             _ => {}
         }
-        if let (Some(ts), Phase::Running) = (traffic, phase) {
+        if let (Some(ts), EngineState::Running) = (traffic, phase) {
             if let Some(gone) = self.send_due(link.session.as_mut(), ts, now).await {
                 self.take_events(Event::Closed(gone), link);
             }
@@ -530,7 +530,7 @@ impl<D: Driver> Vu<D> {
         let ts = traffic?;
         let churn_pending = matches!(offline, Offline::Churn(_) | Offline::Lost { .. })
             || (self.spec.churn.is_some() && !self.churned && matches!(offline, Offline::No));
-        let running = self.shared.phase() == Phase::Running;
+        let running = self.shared.phase() == EngineState::Running;
         let sending = running && self.spec.plan.programs.iter().any(|p| p.due().is_some());
         let hold = ts + self.spec.plan.hold_until();
         if churn_pending || sending || self.outstanding.is_some() {
