@@ -46,7 +46,7 @@ pub enum Sends {
 
 /// When a program's sends are due, counted from its start.
 #[derive(Debug, Clone)]
-pub enum Clock {
+pub enum Cadence {
     /// Send k at `k·interval`.
     Every(Duration),
     /// Loops of `per_loop` sends, all due at `next`; a think time is drawn after each
@@ -63,16 +63,16 @@ pub enum Clock {
     },
 }
 
-impl Clock {
-    /// The clock of the sender at `position` of a pattern paced by `pace`, making
+impl Cadence {
+    /// The cadence of the sender at `position` of a pattern paced by `pace`, making
     /// `per_loop` sends per loop.
-    pub fn new(pace: &Pace, position: usize, per_loop: u64) -> Clock {
+    pub fn new(pace: &Pace, position: usize, per_loop: u64) -> Cadence {
         match pace {
-            Pace::Every(interval) => Clock::Every(*interval),
+            Pace::Every(interval) => Cadence::Every(*interval),
             Pace::Think(think) => {
                 let mut rng = think.rng(position);
                 let next = think.times.draw(&mut rng);
-                Clock::Think {
+                Cadence::Think {
                     times: think.times,
                     rng,
                     per_loop: per_loop.max(1),
@@ -87,10 +87,10 @@ impl Clock {
 #[derive(Debug, Clone)]
 pub struct Program {
     /// Counted from the traffic start barrier (includes this sender's stagger): the first
-    /// send with [`Clock::Every`], the first think with [`Clock::Think`].
+    /// send with [`Cadence::Every`], the first think with [`Cadence::Think`].
     pub start: Duration,
     /// When each send is due.
-    pub clock: Clock,
+    pub cadence: Cadence,
     /// Sends in all, if bounded by count.
     pub count: Option<u64>,
     /// No send is due at or after this offset, if bounded by time.
@@ -120,11 +120,11 @@ impl Program {
         if self.count.is_some_and(|c| self.sent >= c) {
             return None;
         }
-        let at = match &self.clock {
-            Clock::Every(interval) => {
+        let at = match &self.cadence {
+            Cadence::Every(interval) => {
                 self.start + interval.saturating_mul(self.sent.min(u32::MAX.into()) as u32)
             }
-            Clock::Think { next, .. } => self.start.saturating_add(*next),
+            Cadence::Think { next, .. } => self.start.saturating_add(*next),
         };
         match self.end {
             Some(end) if at >= end => None,
@@ -136,12 +136,12 @@ impl Program {
     pub fn advance(&mut self) -> NextSend {
         let k = self.sent;
         self.sent += 1;
-        if let Clock::Think {
+        if let Cadence::Think {
             times,
             rng,
             per_loop,
             next,
-        } = &mut self.clock
+        } = &mut self.cadence
         {
             if self.sent % *per_loop == 0 {
                 *next = next.saturating_add(times.draw(rng));
@@ -172,23 +172,23 @@ impl Program {
 impl Program {
     /// How many sends it makes.
     pub fn planned(&self) -> u64 {
-        match (&self.clock, self.end) {
-            (Clock::Every(interval), _) => {
+        match (&self.cadence, self.end) {
+            (Cadence::Every(interval), _) => {
                 planned_sends(self.start, *interval, self.count, self.end)
             }
-            (Clock::Think { .. }, None) => self.count.unwrap_or(0),
-            (Clock::Think { .. }, Some(_)) => self.replay().0,
+            (Cadence::Think { .. }, None) => self.count.unwrap_or(0),
+            (Cadence::Think { .. }, Some(_)) => self.replay().0,
         }
     }
 
     /// When it has nothing scheduled any more, from the traffic start.
     fn done_at(&self) -> Duration {
-        match &self.clock {
-            Clock::Every(interval) => {
+        match &self.cadence {
+            Cadence::Every(interval) => {
                 let n = self.planned();
                 self.start + interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
             }
-            Clock::Think { .. } => self.replay().1,
+            Cadence::Think { .. } => self.replay().1,
         }
     }
 
@@ -394,7 +394,7 @@ impl Builder<'_> {
             let first_stream = d.stream_base + s_pos as StreamId * n_recv;
             let program = Program {
                 start: start + stagger(spacing, s_pos, d.senders.len()),
-                clock: Clock::new(&d.pace, s_pos, u64::from(n_recv)),
+                cadence: Cadence::new(&d.pace, s_pos, u64::from(n_recv)),
                 count: d.messages.map(|m| m * u64::from(n_recv)),
                 end,
                 size: d.size,
@@ -451,7 +451,7 @@ impl Builder<'_> {
                 let position = g_ix * g.senders_per_group as usize + k;
                 let program = Program {
                     start: start + stagger(spacing, position, n_senders),
-                    clock: Clock::new(&g.pace, position, 1),
+                    cadence: Cadence::new(&g.pace, position, 1),
                     count: g.messages,
                     end,
                     size: g.size,
@@ -511,7 +511,7 @@ impl Builder<'_> {
                 self.expect.tracks.push((stream, u));
                 self.vu(u).programs.push(Program {
                     start,
-                    clock: Clock::Every(e.interval),
+                    cadence: Cadence::Every(e.interval),
                     count: None,
                     end,
                     size: e.size,
@@ -539,7 +539,7 @@ mod tests {
     fn program(count: Option<u64>, end: Option<Duration>) -> Program {
         Program {
             start: Duration::from_millis(5),
-            clock: Clock::Every(Duration::from_millis(10)),
+            cadence: Cadence::Every(Duration::from_millis(10)),
             count,
             end,
             size: 10,
@@ -613,7 +613,7 @@ mod tests {
     fn flow(times: ThinkTimes, seed: u64, position: usize, per_loop: u64, loops: u64) -> Program {
         let pace = Pace::Think(crate::scenario::Think { times, seed });
         Program {
-            clock: Clock::new(&pace, position, per_loop),
+            cadence: Cadence::new(&pace, position, per_loop),
             count: Some(loops * per_loop),
             end: None,
             ..program(None, None)
