@@ -119,7 +119,7 @@ pub struct Caps {
     /// A user must have connected once before the server keeps messages for it while it
     /// is offline (MQTT persistent sessions): late users connect, join their groups and
     /// disconnect before traffic starts.
-    pub presence: bool,
+    pub needs_prior_connect: bool,
     /// It can fetch what a user missed while offline. Without it, scenarios with late or
     /// churning users are refused up front: their missed messages would look like loss.
     pub fetch_missed: bool,
@@ -167,7 +167,7 @@ impl Caps {
     /// Nothing at all.
     pub const NONE: Caps = Caps {
         acceptance: false,
-        presence: false,
+        needs_prior_connect: false,
         fetch_missed: false,
         filters_own_echoes: false,
         fetch_needs_receipt: false,

@@ -235,7 +235,7 @@ impl Users {
             heartbeat: plan.target.heartbeat,
             verify_sync: plan.ledger.verify_sync,
             acceptance: driver.caps().acceptance,
-            presence: driver.caps().presence,
+            needs_prior_connect: driver.caps().needs_prior_connect,
             filters_own_echoes: driver.caps().filters_own_echoes,
             sync_first_login: sharded,
             // Behind a start barrier no shard sends before every shard's users are in.
@@ -360,7 +360,7 @@ fn visits(plan: &Plan, sched: &schedule::Schedule, cfg: &VuConfig, receives: &[b
         .map(|(ix, vu)| {
             let late = plan.population.late.binary_search(&ix).is_ok();
             let fetches = receives[(ix - range.start) as usize] || !vu.groups.is_empty();
-            late && (cfg.presence || (cfg.skip_history && fetches))
+            late && (cfg.needs_prior_connect || (cfg.skip_history && fetches))
         })
         .collect()
 }

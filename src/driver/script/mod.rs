@@ -108,7 +108,7 @@ impl super::Driver for ScriptDriver {
         files: &["file", "proto"],
         caps: Caps {
             acceptance: true,
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,

@@ -69,7 +69,7 @@ impl super::Driver for SocketIoDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: true,
+            needs_prior_connect: true,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: true,
@@ -107,7 +107,7 @@ impl super::Driver for SocketIoDriver {
         Caps {
             acceptance: self.opts.ack,
             // A session is kept for recovery only once a user has connected.
-            presence: self.opts.recovery,
+            needs_prior_connect: self.opts.recovery,
             fetch_missed: self.opts.recovery,
             filters_own_echoes: self.opts.from.is_some(),
             // A session is only restored from the offset of a packet the user received;

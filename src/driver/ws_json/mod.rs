@@ -56,7 +56,7 @@ impl super::Driver for WsJsonDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,
@@ -78,7 +78,7 @@ impl super::Driver for WsJsonDriver {
     fn caps(&self) -> Caps {
         Caps {
             acceptance: self.opts.ack.is_some(),
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: self.opts.sync.is_some(),
             filters_own_echoes: self.opts.push.as_ref().is_some_and(|p| p.from.is_some()),
             fetch_needs_receipt: false,

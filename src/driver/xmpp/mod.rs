@@ -143,7 +143,7 @@ impl super::Driver for XmppDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: true,
+            needs_prior_connect: true,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,

@@ -48,7 +48,7 @@ pub struct VuConfig {
     /// The driver reports acceptance of sends.
     pub acceptance: bool,
     /// Late users connect once before traffic so the server keeps their messages.
-    pub presence: bool,
+    pub needs_prior_connect: bool,
     /// The driver never hands a user its own group messages back. Otherwise the user
     /// drops them (an echo of its own stream is not a delivery); with it, such an echo
     /// reaches the ledger as an unexpected recipient, because it is the server's mistake.
@@ -78,7 +78,7 @@ pub struct VuSpec {
     /// False for late users (they sync after their first login).
     pub on_time: bool,
     /// A late user that connects once before traffic starts, and leaves until its login
-    /// time (see [`VuConfig::presence`] and [`VuConfig::skip_history`]).
+    /// time (see [`VuConfig::needs_prior_connect`] and [`VuConfig::skip_history`]).
     pub visits: bool,
     /// Disconnect and reconnect times for churning users, from the start of the run.
     pub churn: Option<(Duration, Duration)>,
