@@ -10,32 +10,32 @@ use super::ws::{read_text, Ws};
 use crate::driver::{Event, Failure};
 
 /// What a session makes of the frames it reads ([`next_event`]).
-pub(crate) trait Judge {
-    /// The driver's options the judging reads.
+pub(crate) trait Interpret {
+    /// The driver's options the interpreting reads.
     type Opts: ?Sized;
 
     /// The session's bookkeeping of ids, acks, held frames and pings owed.
     fn inbox(&mut self) -> &mut Inbox;
 
-    /// The oldest event judged and not handed out yet.
+    /// The oldest event interpreted and not handed out yet.
     fn take_ready(&mut self) -> Option<Event>;
 
-    /// Judges one frame, read now or held: queues the events it holds, if any.
-    fn judge(&mut self, opts: &Self::Opts, frame: &str);
+    /// Interprets one frame, read now or held: queues the events it holds, if any.
+    fn interpret(&mut self, opts: &Self::Opts, frame: &str);
 
     /// The frame that answers one ping of the server (`None`: the rules name none).
     fn pong(&mut self, opts: &Self::Opts) -> Option<String>;
 }
 
-/// The next event of a session: one judged already, else the frames held, then a pong
+/// The next event of a session: one interpreted already, else the frames held, then a pong
 /// owed, then what the socket brings.
-pub(crate) async fn next_event<J: Judge>(ws: &mut Ws, opts: &J::Opts, st: &mut J) -> Event {
+pub(crate) async fn next_event<J: Interpret>(ws: &mut Ws, opts: &J::Opts, st: &mut J) -> Event {
     loop {
         if let Some(ev) = st.take_ready() {
             return ev;
         }
         if let Some(frame) = st.inbox().take_unread() {
-            st.judge(opts, &frame);
+            st.interpret(opts, &frame);
             continue;
         }
         if st.inbox().pongs_owed > 0 {
@@ -51,14 +51,14 @@ pub(crate) async fn next_event<J: Judge>(ws: &mut Ws, opts: &J::Opts, st: &mut J
             continue;
         }
         match read_text(ws).await {
-            Ok(text) => st.judge(opts, &text),
+            Ok(text) => st.interpret(opts, &text),
             Err(e) => return e.event(),
         }
     }
 }
 
 /// Reads frames until `answer` finds the answer in one; `answer` holds in the inbox what
-/// else a frame carries, for [`next_event`] to judge later in the order it came. Unbounded:
+/// else a frame carries, for [`next_event`] to interpret later in the order it came. Unbounded:
 /// the caller sets the time limit.
 pub(crate) async fn until_answer<T>(
     ws: &mut Ws,

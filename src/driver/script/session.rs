@@ -1,6 +1,6 @@
 //! One user's connection driven by the adapter script: the entry points called (hot ones
 //! directly, waiting ones as coroutines), the frames they queue written, every incoming
-//! frame judged by `receive` into the engine's events.
+//! frame interpreted by `receive` into the engine's events.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -28,7 +28,7 @@ pub struct ScriptSession {
     pending: VecDeque<(String, u64)>,
     /// Requests waiting for their reply: (id, tag), oldest first.
     requests: VecDeque<(String, u64)>,
-    /// Events judged and not handed out yet.
+    /// Events interpreted and not handed out yet.
     ready: VecDeque<Event>,
     cursors: Cursors,
     reply_timeout: Duration,
@@ -422,7 +422,7 @@ impl ScriptSession {
     }
 
     /// Reads frames until the one `receive` says answers `id` (`reply`, `error` or `ack`
-    /// with that id), judging every other one; bounded by `timeout`.
+    /// with that id), interpreting every other one; bounded by `timeout`.
     async fn wait(
         &mut self,
         flow: Flow,
@@ -452,7 +452,7 @@ impl ScriptSession {
                             (field("item"), field("conv"), field("seq"), field("from"));
                         self.fetched(&body, &conv, &seq, &from, out.as_deref_mut());
                     } else {
-                        self.judge(&t);
+                        self.interpret(&t);
                     }
                 }
                 if let Some(out) = out.as_deref_mut() {
@@ -500,12 +500,12 @@ impl ScriptSession {
     /// What `receive(u, frame, kind)` says the frame is (none, one or several things),
     /// after writing what it sent in answer (a pong, a subscription the frame asked for).
     async fn receive(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
-        let judged = self.judge_frame(frame)?;
+        let interpreted = self.interpret_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;
             self.link.flush().await?;
         }
-        Ok(judged)
+        Ok(interpreted)
     }
 
     /// How many frames the script queued.
@@ -518,7 +518,7 @@ impl ScriptSession {
     /// What `receive(u, frame, kind)` says the frame is: nil is nothing, a table one
     /// thing, a list of tables several (history a script held back to hand over in order).
     /// A script error is kind `script` and the connection stays.
-    fn judge_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
+    fn interpret_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
         let kind = if frame.text { "text" } else { "binary" };
         let frame = self
             .lua
@@ -550,7 +550,7 @@ impl ScriptSession {
     }
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
-    fn judge(&mut self, t: &Table) {
+    fn interpret(&mut self, t: &Table) {
         let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
         if let Some(ack) = id_key(&field("ack")) {
             let (conv, seq) = (field("conv"), field("seq"));
@@ -870,7 +870,7 @@ impl Session for ScriptSession {
                 Err(f) => return Event::Closed(f),
             };
             match self.receive(&frame).await {
-                Ok(said) => said.iter().for_each(|t| self.judge(t)),
+                Ok(said) => said.iter().for_each(|t| self.interpret(t)),
                 Err(f) if f.kind == ErrorKind::Script => return Event::ProtocolError(f),
                 Err(f) => return Event::Closed(f),
             }

@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::codec::{Kind, Packet, Sio};
 use super::options::{Emit, Options, NAME};
 use super::{codec, Recovery, OFFSET_WAIT};
-use crate::driver::kit::exchange::{self, until_answer, Judge};
+use crate::driver::kit::exchange::{self, until_answer, Interpret};
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::as_str;
 use crate::driver::kit::json_map::template::Values;
@@ -27,7 +27,7 @@ pub(super) struct State {
     pub(super) nsp: String,
     /// Request ids, sends waiting for their ack, frames held, pongs owed.
     pub(super) inbox: Inbox,
-    /// Events judged and not handed out yet, each with the offset it carried: the offset
+    /// Events interpreted and not handed out yet, each with the offset it carried: the offset
     /// counts as received only once the event is handed out, so a connection closed with
     /// events still here gets them replayed.
     pub(super) ready: VecDeque<(Option<Event>, Option<String>)>,
@@ -100,8 +100,8 @@ impl State {
         }
     }
 
-    /// Judges one frame: queues the event it is (if any).
-    pub(super) fn judge_packet(&mut self, opts: &Options, text: &str) {
+    /// Interprets one frame: queues the event it is (if any).
+    pub(super) fn interpret_packet(&mut self, opts: &Options, text: &str) {
         let sio = match codec::decode(text) {
             Ok(Packet::Message(s)) => s,
             Ok(Packet::Ping) => {
@@ -235,7 +235,7 @@ impl SocketIoSession {
                 self.st.inbox.hold(text);
                 continue;
             }
-            // A replayed packet: an event in this namespace; anything else is judged later.
+            // A replayed packet: an event in this namespace; anything else is interpreted later.
             match codec::decode(&text) {
                 Ok(Packet::Message(s)) if s.kind == Kind::Event && s.nsp == self.st.nsp => {
                     match self.st.message(&self.opts, s.data) {
@@ -315,14 +315,14 @@ impl SocketIoSession {
     }
 }
 
-impl Judge for State {
+impl Interpret for State {
     type Opts = Options;
 
     fn inbox(&mut self) -> &mut Inbox {
         &mut self.inbox
     }
 
-    /// The oldest event judged, its offset now counted as received; an offset that came
+    /// The oldest event interpreted, its offset now counted as received; an offset that came
     /// without an event (one the session does not hand out) counts on the way.
     fn take_ready(&mut self) -> Option<Event> {
         while let Some((ev, offset)) = self.ready.pop_front() {
@@ -336,8 +336,8 @@ impl Judge for State {
         None
     }
 
-    fn judge(&mut self, opts: &Options, frame: &str) {
-        self.judge_packet(opts, frame);
+    fn interpret(&mut self, opts: &Options, frame: &str) {
+        self.interpret_packet(opts, frame);
     }
 
     /// Engine.IO's pong.
@@ -427,7 +427,7 @@ impl Session for SocketIoSession {
     }
 
     async fn close(mut self) -> Recovery {
-        // Offsets judged but not handed out count up to the first delivery not handed out.
+        // Offsets interpreted but not handed out count up to the first delivery not handed out.
         while let Some((ev, offset)) = self.st.ready.pop_front() {
             if matches!(ev, Some(Event::Delivered { .. })) {
                 break;

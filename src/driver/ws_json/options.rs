@@ -159,7 +159,7 @@ pub struct Options {
     pub ignore: Vec<Matcher>,
     /// Fetching missed messages.
     pub sync: Option<SyncRule>,
-    /// The top-level keys of the paths every received frame is judged by.
+    /// The top-level keys of the paths every received frame is interpreted by.
     pub index: Index,
 }
 
@@ -226,7 +226,7 @@ impl Options {
         Ok(opts)
     }
 
-    /// Gives the paths received frames are judged by their slots in [`Options::index`],
+    /// Gives the paths received frames are interpreted by their slots in [`Options::index`],
     /// the most used first.
     fn build_index(&mut self) {
         let mut index = Index::default();

@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::options::{AckRule, Options, PushRule, NAME};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
-use crate::driver::kit::exchange::{self, until_answer, Judge};
+use crate::driver::kit::exchange::{self, until_answer, Interpret};
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::{self, as_str, Frame};
 use crate::driver::kit::json_map::template::{Template, Values};
@@ -44,7 +44,7 @@ impl WsJsonDriver {
                         inbox.hold(doc.to_owned());
                         continue;
                     }
-                    // Frames that are not JSON (a ping of some protocols) are judged later.
+                    // Frames that are not JSON (a ping of some protocols) are interpreted later.
                     let Ok(root) = path::parse(doc) else {
                         inbox.hold(doc.to_owned());
                         continue;
@@ -82,7 +82,7 @@ pub(super) struct State {
     pub(super) user: String,
     /// Request ids, sends waiting for their ack, frames held, pongs owed.
     pub(super) inbox: Inbox,
-    /// Events judged and not handed out yet (a frame may hold several documents).
+    /// Events interpreted and not handed out yet (a frame may hold several documents).
     pub(super) ready: VecDeque<Event>,
     pub(super) cursors: Cursors,
     /// Groups joined on this connection (their conversations are synced).
@@ -90,8 +90,8 @@ pub(super) struct State {
 }
 
 impl State {
-    /// Judges one document of a frame: queues the event it is (if any).
-    pub(super) fn judge_doc(&mut self, opts: &Options, doc: &str) {
+    /// Interprets one document of a frame: queues the event it is (if any).
+    pub(super) fn interpret_doc(&mut self, opts: &Options, doc: &str) {
         if opts
             .ping
             .as_ref()
@@ -206,7 +206,7 @@ impl State {
     }
 }
 
-impl Judge for State {
+impl Interpret for State {
     type Opts = Options;
 
     fn inbox(&mut self) -> &mut Inbox {
@@ -219,9 +219,9 @@ impl Judge for State {
 
     /// Each document of the frame (a held one is a document already, which splits into
     /// itself).
-    fn judge(&mut self, opts: &Options, frame: &str) {
+    fn interpret(&mut self, opts: &Options, frame: &str) {
         for doc in docs(frame, opts.lines) {
-            self.judge_doc(opts, doc);
+            self.interpret_doc(opts, doc);
         }
     }
 
