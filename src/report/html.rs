@@ -22,7 +22,8 @@ use super::present::{self, ms, pct, thousands};
 use super::renderer::Renderer;
 use super::sweep::Knee;
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, LATENCY_HEADER,
+    check_rows, delivery_rows, latency_rows, live_delivery_rows, CheckResult, CHECKS_HEADER,
+    LATENCY_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -303,18 +304,10 @@ fn delivery(out: &mut String, r: &Report) {
 /// Delivery while the run goes on: the tallies already certain, and what is overdue.
 fn live_delivery(out: &mut String, r: &Report, l: &super::model::LiveView) {
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = [
-        ("delivered", d.delivered),
-        ("overdue (in flight, late or lost)", l.overdue),
-        ("duplicated", d.duplicated),
-        ("reordered", d.reordered),
-        ("corrupted", d.corrupted),
-        ("late", d.late),
-        ("unexpected recipient", d.unexpected),
-    ]
-    .into_iter()
-    .map(|(label, n)| vec![label.to_owned(), thousands(n)])
-    .collect();
+    let rows: Vec<Vec<String>> = live_delivery_rows(d, l.overdue)
+        .into_iter()
+        .map(Vec::from)
+        .collect();
     section(
         out,
         "delivery",

@@ -1,6 +1,7 @@
-//! The rows of the tables every format shows — checks, latency, delivery — built once from
-//! the report in words and units ([`super::present`]); the text, HTML and Markdown
-//! renderers only lay them out (markup, alignment, escaping, how a result is marked).
+//! The rows of the tables every format shows — checks, latency, delivery (and delivery
+//! while a run goes on, for the live page) — built once from the report in words and
+//! units ([`super::present`]); the text, HTML and Markdown renderers only lay them out
+//! (markup, alignment, escaping, how a result is marked).
 
 use super::checks::CheckOutcome;
 use super::model::Report;
@@ -161,4 +162,21 @@ pub fn delivery_rows(d: &Delivery) -> Vec<[String; 3]> {
     rows.into_iter()
         .map(|(label, n)| [label.to_owned(), thousands(n), pct(n, d.expected)])
         .collect()
+}
+
+/// The delivery table of a run still going: the tallies already certain, and what is
+/// overdue (in flight, late or lost: only the end can tell), with counts.
+pub fn live_delivery_rows(d: &Delivery, overdue: u64) -> Vec<[String; 2]> {
+    [
+        ("delivered", d.delivered),
+        ("overdue (in flight, late or lost)", overdue),
+        ("duplicated", d.duplicated),
+        ("reordered", d.reordered),
+        ("corrupted", d.corrupted),
+        ("late", d.late),
+        ("unexpected recipient", d.unexpected),
+    ]
+    .into_iter()
+    .map(|(label, n)| [label.to_owned(), thousands(n)])
+    .collect()
 }
