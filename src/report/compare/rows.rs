@@ -7,7 +7,7 @@ use crate::artifact::Op;
 use crate::ledger::Delivery;
 use crate::metrics::{Counter, Hist};
 use crate::monitor::ProcUsage;
-use crate::report::checks::Unit;
+use crate::report::checks::{Measure, Unit};
 use crate::report::effect::ChaosRow;
 use crate::report::model::{Latency, Report};
 use crate::report::present::show;
@@ -228,9 +228,11 @@ impl<'r> Rows<'r> {
                 Unit::Ratio => Kind::Ratio,
                 Unit::Micros => Kind::Tail,
             };
-            let better = match c.op {
-                Op::AtMost => Lower,
-                Op::AtLeast => Higher,
+            // A metric's direction is the catalog's; a run pseudo-check's, its bound's.
+            let better = match (c.metric, c.op) {
+                (Measure::Check(m), _) => m.entry().better,
+                (Measure::Run(_), Op::AtMost) => Lower,
+                (Measure::Run(_), Op::AtLeast) => Higher,
             };
             self.add(
                 key,
