@@ -14,8 +14,9 @@ use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::monitor::ProcUsage;
-use crate::scenario::{self, Bound, Check, Plan, TrafficShape};
+use crate::scenario::{Bound, Check, Plan, TrafficShape};
 use crate::scrape::ScrapedSeries;
+pub use crate::vocab::CheckMetric;
 
 /// Version of the result file format; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -176,71 +177,6 @@ pub struct CheckSpec {
     pub value: f64,
 }
 
-/// The metric of a check, by its name in the result file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CheckMetric {
-    /// Messages never delivered (count).
-    #[serde(rename = "lost")]
-    Lost,
-    /// Extra copies delivered (count).
-    #[serde(rename = "duplicated")]
-    Duplicated,
-    /// Deliveries after a later message of the same stream (count).
-    #[serde(rename = "reordered")]
-    Reordered,
-    /// Deliveries whose body failed its checksum (count).
-    #[serde(rename = "corrupted")]
-    Corrupted,
-    /// Deliveries after `late_after` (count).
-    #[serde(rename = "late")]
-    Late,
-    /// End-to-end p99, µs.
-    #[serde(rename = "e2e_p99_us")]
-    E2eP99,
-    /// Send → acceptance p99, µs.
-    #[serde(rename = "ack_p99_us")]
-    AckP99,
-    /// Request round-trip p99, µs.
-    #[serde(rename = "request_p99_us")]
-    RequestP99,
-    /// Successful logins ÷ attempts (ratio).
-    #[serde(rename = "login_success")]
-    LoginSuccess,
-    /// Failed sends ÷ sends (ratio).
-    #[serde(rename = "send_error_rate")]
-    SendErrorRate,
-    /// Verified ÷ planned deliveries, replies ÷ requests counted alike (ratio).
-    #[serde(rename = "verified")]
-    Verified,
-    /// Frames the driver did not understand: `protocol` errors (count).
-    #[serde(rename = "protocol_errors")]
-    ProtocolErrors,
-    /// Deliveries found only by the final verification sync ÷ expected (ratio).
-    #[serde(rename = "repaired_rate")]
-    RepairedRate,
-    /// Bodies not from this run plus deliveries to unexpected recipients (count).
-    #[serde(rename = "foreign")]
-    Foreign,
-    /// Group joins that failed: `join_failed` errors (count).
-    #[serde(rename = "join_failures")]
-    JoinFailures,
-    /// Run-time failures of an adapter script: `script` errors (count).
-    #[serde(rename = "script_errors")]
-    ScriptErrors,
-    /// The longest recovery after a chaos step (µs).
-    #[serde(rename = "recovery")]
-    Recovery,
-    /// Users online ÷ users planned online, over the traffic outside chaos steps (ratio).
-    #[serde(rename = "online")]
-    Online,
-    /// The generator's send lag p99, µs.
-    #[serde(rename = "send_lag_p99_us")]
-    SendLag,
-    /// Sends made ÷ sends due by the schedule (ratio).
-    #[serde(rename = "offered")]
-    Offered,
-}
-
 /// The comparison of a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
@@ -287,34 +223,6 @@ pub struct RequestSweep {
     pub start_s: f64,
 }
 
-impl From<scenario::CheckMetric> for CheckMetric {
-    fn from(m: scenario::CheckMetric) -> Self {
-        use scenario::CheckMetric as M;
-        match m {
-            M::Lost => CheckMetric::Lost,
-            M::Duplicated => CheckMetric::Duplicated,
-            M::Reordered => CheckMetric::Reordered,
-            M::Corrupted => CheckMetric::Corrupted,
-            M::Late => CheckMetric::Late,
-            M::E2eP99 => CheckMetric::E2eP99,
-            M::AckP99 => CheckMetric::AckP99,
-            M::RequestP99 => CheckMetric::RequestP99,
-            M::LoginSuccess => CheckMetric::LoginSuccess,
-            M::SendErrorRate => CheckMetric::SendErrorRate,
-            M::Verified => CheckMetric::Verified,
-            M::ProtocolErrors => CheckMetric::ProtocolErrors,
-            M::RepairedRate => CheckMetric::RepairedRate,
-            M::Foreign => CheckMetric::Foreign,
-            M::JoinFailures => CheckMetric::JoinFailures,
-            M::ScriptErrors => CheckMetric::ScriptErrors,
-            M::Recovery => CheckMetric::Recovery,
-            M::Online => CheckMetric::Online,
-            M::SendLag => CheckMetric::SendLag,
-            M::Offered => CheckMetric::Offered,
-        }
-    }
-}
-
 impl From<&Check> for CheckSpec {
     fn from(c: &Check) -> Self {
         let (op, value) = match c.bound {
@@ -323,7 +231,7 @@ impl From<&Check> for CheckSpec {
         };
         CheckSpec {
             key: c.key.clone(),
-            metric: c.metric.into(),
+            metric: c.metric,
             op,
             value,
         }
@@ -813,7 +721,7 @@ mod tests {
     fn check_specs_follow_the_plan() {
         let check = Check {
             key: "checks.min_login_success".to_owned(),
-            metric: scenario::CheckMetric::LoginSuccess,
+            metric: CheckMetric::LoginSuccess,
             bound: Bound::AtLeast(0.99),
         };
         assert_eq!(

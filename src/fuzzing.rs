@@ -417,7 +417,7 @@ pub fn mqtt_client(data: &[u8]) {
 /// it writes back (see [`mqtt_client`]).
 #[cfg(feature = "mqtt")]
 fn mqtt_session(head: u8, stream: &[u8], cuts: &[u8]) -> (Vec<String>, Vec<u8>) {
-    use crate::driver::mqtt::conn::{Machine, Setup, Wire};
+    use crate::driver::mqtt::conn::{Incoming, Machine, Setup};
     let setup = Setup {
         v5: head & 1 != 0,
         qos: (head >> 1 & 3) % 3,
@@ -448,18 +448,18 @@ fn mqtt_session(head: u8, stream: &[u8], cuts: &[u8]) -> (Vec<String>, Vec<u8>) 
             match m.step() {
                 Ok(Some(w)) => {
                     match &w {
-                        Wire::Outcome { tag, .. } => {
+                        Incoming::Outcome { tag, .. } => {
                             assert!(setup.qos > 0 && *tag < published, "{w:?}");
                             assert!(outcomes.insert(*tag), "a second outcome: {w:?}");
                         }
-                        Wire::Message {
+                        Incoming::Message {
                             ack: Some((qos, pkid)),
                             ..
                         } => {
                             assert!(matches!(qos, 1 | 2), "{w:?}");
                             m.ack(*qos, *pkid).expect("an acknowledgement");
                         }
-                        Wire::Message { ack: None, .. } | Wire::SubAck(_) => {}
+                        Incoming::Message { ack: None, .. } | Incoming::SubAck(_) => {}
                     }
                     seen.push(format!("{w:?}"));
                 }

@@ -23,18 +23,20 @@
 //! - [`engine`] runs the virtual users open-loop through a [`driver`] and feeds ledger and metrics.
 //! - [`run`] runs one plan to one artifact: the embedded server or a probe of the target,
 //!   the monitor, the rendezvous of shards, the engine; or a plan's shards through a
-//!   launcher. It reports phases, progress and notes as events to a sink the caller gives.
-//! - [`driver`] speaks one wire protocol per file behind the `Driver`/`Session` traits; each
-//!   driver declares what it is (`Spec`) and checks its own options, and a registry line
-//!   makes it choosable by name (`loopback` is an in-process hub for engine tests); the
-//!   drivers share a toolkit (connect skeleton, I/O-error classifier, JSON mapping, cursors).
+//!   launcher. It reports stages, progress and notes as events to a sink the caller gives.
+//! - [`driver`] speaks one wire protocol per folder behind the `Driver`/`Session` traits;
+//!   each driver declares what it is (`Spec`) and checks its own options, and its `pub mod`
+//!   line (the registry line) makes it choosable by name (`loopback` is an in-process hub
+//!   for engine tests); the drivers share a toolkit (connect skeleton, I/O-error
+//!   classifier, JSON mapping, cursors, the request/reply read loops).
 //! - [`monitor`] samples CPU and memory of the generator and of target processes.
 //! - [`chaos`] carries out a plan's fault steps during the load (processes killed, paused
 //!   or restarted, connections cut, the network slowed through its own proxy) and says
 //!   what each cost.
 //! - [`artifact`] is the versioned, mergeable result file; [`report`] computes one model from
 //!   artifacts (checks, findings, series) and renders it through one renderer trait in
-//!   each format (text, JSON, HTML, JUnit, Markdown).
+//!   each format (text, JSON, HTML, JUnit, Markdown). Both, the scenario's checks and the
+//!   live endpoint name metrics by the one catalog in [`vocab::metric`].
 //! - [`launch`] runs the shards of one run (local processes, or the pods of a Kubernetes
 //!   Indexed Job it writes), has them meet before traffic, and collects their results;
 //!   [`clock`] is the generator's wall clock, corrected to the run's reference clock.

@@ -35,59 +35,15 @@ const SIGFIG: u8 = 3;
 /// Examples kept per error kind.
 pub const ERROR_EXAMPLES: usize = 5;
 
-/// A latency histogram.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hist {
-    /// TCP connect plus protocol handshake.
-    Connect,
-    /// Login, from its request to the server's answer.
-    Login,
-    /// Send, from the due time to the server's acceptance.
-    SendAck,
-    /// Due time of a send to its receipt by a recipient.
-    EndToEnd,
-    /// Due time of a group send to its receipt by the last online member.
-    Fanout,
-    /// How late a send went out after its due time (the generator's own lag).
-    SendLag,
-    /// Request round trip of the request pattern.
-    Request,
-}
+pub use crate::vocab::Hist;
 
-impl Hist {
-    /// Every histogram.
-    pub const ALL: [Hist; 7] = [
-        Hist::Connect,
-        Hist::Login,
-        Hist::SendAck,
-        Hist::EndToEnd,
-        Hist::Fanout,
-        Hist::SendLag,
-        Hist::Request,
-    ];
-
-    /// The name used in reports and result files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Hist::Connect => "connect",
-            Hist::Login => "login",
-            Hist::SendAck => "send_ack",
-            Hist::EndToEnd => "end_to_end",
-            Hist::Fanout => "fanout",
-            Hist::SendLag => "send_lag",
-            Hist::Request => "request",
-        }
-    }
-
-    /// Its slot in the per-second latency series, if it has one.
-    fn series(self) -> Option<usize> {
-        match self {
-            Hist::EndToEnd => Some(0),
-            Hist::SendAck => Some(1),
-            Hist::Request => Some(2),
-            _ => None,
-        }
+/// A histogram's slot in the per-second latency series, if it has one.
+fn series_slot(h: Hist) -> Option<usize> {
+    match h {
+        Hist::EndToEnd => Some(0),
+        Hist::SendAck => Some(1),
+        Hist::Request => Some(2),
+        _ => None,
     }
 }
 
@@ -538,7 +494,7 @@ impl Metrics {
     pub fn record(&mut self, sec: u32, h: Hist, us: u64) {
         let us = us.min(MAX_US);
         self.hists[h as usize].saturating_record(us);
-        if let Some(slot) = h.series() {
+        if let Some(slot) = series_slot(h) {
             self.second(sec).lat[slot].record(us);
         }
     }
@@ -683,7 +639,7 @@ impl Metrics {
     /// significant digits): count, p50, p99, max and mean in µs. `None` for a histogram
     /// without a series or a window without values.
     pub fn window(&self, h: Hist, secs: std::ops::Range<u32>) -> Option<Window> {
-        let i = h.series()?;
+        let i = series_slot(h)?;
         let mut all = Sketch::default();
         for s in self.seconds.iter().filter(|s| secs.contains(&s.sec)) {
             all.merge(&s.lat[i]);

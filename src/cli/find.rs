@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::load::{load_plan, out_dir};
 use super::output::Outputs;
-use super::run::{execute, load_plan, out_dir};
+use super::run::execute;
 use super::{note, RunArgs};
 use crate::artifact::default_out_dir;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
@@ -279,8 +280,8 @@ fn results_dir(args: &FindArgs) -> Result<PathBuf> {
 
 /// Why users cannot be added step by step in one run of `plan` (then each step is a run).
 fn one_run_refusal(plan: &Plan) -> Option<&'static str> {
-    if plan.target.caps.presence {
-        Some("the driver needs every user's session before traffic (presence), so users cannot join a running test unseen")
+    if plan.target.caps.needs_prior_connect {
+        Some("the driver needs every user to connect once before traffic, so users cannot join a running test unseen")
     } else if !plan.target.caps.fetch_missed {
         Some("the driver cannot fetch what a user missed before it logged in, so a later step's users would miss messages sent to them")
     } else if !plan.population.late.is_empty() || !plan.population.churn.is_empty() {

@@ -221,7 +221,7 @@ async fn apply(job: Job, args: &K8sArgs, plan: &Plan) -> Result<u8> {
         None,
     )?;
     let mut run = job.shard_run();
-    run.out = super::run::out_dir(plan)?;
+    run.out = super::load::out_dir(plan)?;
     note(&format!(
         "run {:08x}: {} users in {} pods; shard logs in {}",
         run.run_id,
@@ -240,7 +240,7 @@ async fn apply(job: Job, args: &K8sArgs, plan: &Plan) -> Result<u8> {
         .map_or_else(String::new, |e| e.url.to_string());
     let (mut watch, stops) = super::watch::Watch::shards();
     let merged = crate::run::shards::launch(&launcher, &run, &target, stops, &mut watch).await?;
-    super::run::finish(&merged, &run.out, &outputs)
+    super::finish::finish(&merged, &run.out, &outputs)
 }
 
 /// How long the plan runs at most once every pod has started: logins (on time and late),

@@ -3,8 +3,10 @@
 mod check_adapter;
 mod collect;
 mod find;
+mod finish;
 mod k8s;
 mod live_page;
+mod load;
 mod new;
 mod output;
 mod progress;

@@ -2,8 +2,9 @@
 //! ([`crate::run::shards::local`]), as local child processes that Ctrl-C / SIGTERM reach
 //! through the coordinator, their results merged exactly into one report.
 
+use super::finish::{finish, log_result};
+use super::load::{load_plan, out_dir};
 use super::output::Outputs;
-use super::run::{finish, load_plan, log_result, out_dir};
 use super::watch::Watch;
 use super::{note, RunArgs};
 use crate::error::Result;

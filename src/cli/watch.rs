@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use super::note;
 use super::progress::{Progress, Timeline};
-use crate::run::{Event, Phase, Sink};
+use crate::run::{Event, Sink, Stage};
 use crate::scenario::Plan;
 
 /// Renders one run's events and counts its stop signals.
@@ -71,8 +71,8 @@ impl Watch {
 impl Sink for Watch {
     fn event(&mut self, event: Event) {
         match event {
-            Event::Phase(Phase::Load) => self.start(),
-            Event::Phase(Phase::Collect) => self.end(),
+            Event::Stage(Stage::Load) => self.start(),
+            Event::Stage(Stage::Collect) => self.end(),
             Event::Progress(p) => {
                 if let Some(progress) = &mut self.progress {
                     progress.update(&p);

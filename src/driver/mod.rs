@@ -1,6 +1,8 @@
 //! Protocol drivers: one interface for every wire protocol msgstorm speaks.
 //!
-//! A driver is one folder here plus one line in the registry (`registry.rs`), every folder
+//! A driver is one folder here plus its `pub mod` line below, which registers it: the build
+//! script lists every such module whose `mod.rs` has `impl super::Driver for …` for
+//! `registry.rs`, with the `#[cfg(feature = …)]` above the line. Every folder is
 //! laid out alike: `mod.rs` declares what the driver is ([`Spec`]: name, URL schemes,
 //! traffic kinds, requests, auth forms, source addresses, capabilities) and builds it from
 //! a [`Config`] — checking its own `[target.<name>]` options (`options.rs`, through the
@@ -117,7 +119,7 @@ pub struct Caps {
     /// A user must have connected once before the server keeps messages for it while it
     /// is offline (MQTT persistent sessions): late users connect, join their groups and
     /// disconnect before traffic starts.
-    pub presence: bool,
+    pub needs_prior_connect: bool,
     /// It can fetch what a user missed while offline. Without it, scenarios with late or
     /// churning users are refused up front: their missed messages would look like loss.
     pub fetch_missed: bool,
@@ -165,7 +167,7 @@ impl Caps {
     /// Nothing at all.
     pub const NONE: Caps = Caps {
         acceptance: false,
-        presence: false,
+        needs_prior_connect: false,
         fetch_missed: false,
         filters_own_echoes: false,
         fetch_needs_receipt: false,

@@ -1,5 +1,6 @@
-//! The drivers built into this msgstorm: one line each in the `drivers!` list at the
-//! bottom, and one dispatch from a driver's name to its type.
+//! The drivers built into this msgstorm — each `pub mod` line of `driver/mod.rs` whose
+//! folder implements [`Driver`], listed by the build script (`build/drivers.rs`) — and one
+//! dispatch from a driver's name to its type.
 //!
 //! The engine is generic over [`Driver`], so running "the driver the scenario names" needs
 //! one place where the name becomes a type: [`with_driver`] builds it and hands it to a
@@ -71,20 +72,9 @@ macro_rules! drivers {
     };
 }
 
-drivers! {
-    super::native::NativeDriver,
-    super::echo::EchoDriver,
-    #[cfg(feature = "mqtt")]
-    super::mqtt::MqttDriver,
-    super::loopback::LoopbackDriver,
-    #[cfg(feature = "xmpp")]
-    super::xmpp::XmppDriver,
-    super::ws_json::WsJsonDriver,
-    #[cfg(feature = "socketio")]
-    super::socketio::SocketIoDriver,
-    #[cfg(feature = "script")]
-    super::script::ScriptDriver,
-}
+// The list of drivers: each `pub mod` line of `driver/mod.rs` whose folder implements
+// `Driver`, with its `#[cfg]` (written by `build/drivers.rs`).
+include!(concat!(env!("OUT_DIR"), "/drivers.rs"));
 
 /// Every built-in driver's spec, in registry order.
 pub fn specs() -> Vec<&'static Spec> {

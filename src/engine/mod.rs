@@ -5,7 +5,7 @@
 //! shard's: [`StartBarrier`]); each user's sends are due
 //! on a fixed schedule ([`schedule`]) and go out when due, whatever the server does (open
 //! loop); latency counts from the due time. One timer wakes every user whose work is due
-//! ([`pacer`]). When everything scheduled is done the run
+//! ([`timer_wheel`]). When everything scheduled is done the run
 //! drains in-flight deliveries for a bounded time, runs the final verification sync, and
 //! collects the per-slot recorders into one [`Outcome`].
 //!
@@ -15,11 +15,11 @@
 pub mod arrival;
 pub mod held;
 pub mod offered;
-pub mod pacer;
 pub mod patterns;
 pub mod schedule;
 pub mod shared;
 pub mod snapshot;
+pub mod timer_wheel;
 pub mod vu;
 
 #[cfg(test)]
@@ -38,7 +38,7 @@ use crate::driver::{Driver, UserCtx};
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::scenario::{Plan, Population, UserIx};
-use shared::{Phase, Shared};
+use shared::{EngineState, Shared};
 use vu::{VuConfig, VuSpec};
 
 /// How long after the schedule's end users may still be busy before the run goes on
@@ -173,7 +173,7 @@ pub async fn run<D: Driver>(
     }
     drain(&mut conductor, plan.drain, users.acceptance, users.planned).await;
     close(&mut conductor, users.tasks).await;
-    users.pacer.abort();
+    users.timer_wheel.abort();
     unverified_when_cut_off(&users.shared, users.range.clone());
 
     let shared = &users.shared;
@@ -210,8 +210,8 @@ struct Users {
     shared: Arc<Shared>,
     /// One task per user.
     tasks: JoinSet<()>,
-    /// The task of their timer ([`pacer`]).
-    pacer: tokio::task::JoinHandle<()>,
+    /// The task of their timer ([`timer_wheel`]).
+    timer_wheel: tokio::task::JoinHandle<()>,
     /// The users of this process.
     range: std::ops::Range<UserIx>,
     /// When the last user has nothing scheduled any more, from the traffic start.
@@ -236,7 +236,7 @@ impl Users {
             heartbeat: plan.target.heartbeat,
             verify_sync: plan.ledger.verify_sync,
             acceptance: driver.caps().acceptance,
-            presence: driver.caps().presence,
+            needs_prior_connect: driver.caps().needs_prior_connect,
             filters_own_echoes: driver.caps().filters_own_echoes,
             sync_first_login: sharded,
             // Behind a start barrier no shard sends before every shard's users are in.
@@ -277,11 +277,11 @@ impl Users {
             &visits,
             slots,
         );
-        let pacer = tokio::spawn(shared.pacer.clone().run());
+        let timer_wheel = tokio::spawn(shared.timer_wheel.clone().run());
         Users {
             shared,
             tasks,
-            pacer,
+            timer_wheel,
             range,
             sched_end,
             acceptance: cfg.acceptance,
@@ -365,7 +365,7 @@ fn visits(plan: &Plan, sched: &schedule::Schedule, cfg: &VuConfig, receives: &[b
             let late = plan.population.late.binary_search(&ix).is_ok()
                 || plan.population.sessions.is_some();
             let fetches = receives[(ix - range.start) as usize] || !vu.groups.is_empty();
-            late && (cfg.presence || (cfg.skip_history && fetches))
+            late && (cfg.needs_prior_connect || (cfg.skip_history && fetches))
         })
         .collect()
 }
@@ -544,10 +544,10 @@ async fn drain<F: FnMut(&Progress) + Send>(
     acceptance: bool,
     planned: u64,
 ) {
-    if c.shared.phase() >= Phase::Abort {
+    if c.shared.phase() >= EngineState::Abort {
         return;
     }
-    c.shared.advance(Phase::Draining);
+    c.shared.advance(EngineState::Draining);
     c.wait(Some(limit), move |s| {
         let l = &s.live;
         let received = l.received.load(Ordering::Relaxed);
@@ -565,11 +565,11 @@ async fn drain<F: FnMut(&Progress) + Send>(
 async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: JoinSet<()>) {
     let shared = c.shared.clone();
     let mut deadline = Instant::now();
-    if c.interrupted && shared.phase() < Phase::Abort {
-        shared.advance(Phase::Abort);
+    if c.interrupted && shared.phase() < EngineState::Abort {
+        shared.advance(EngineState::Abort);
         deadline += SIGNAL_GRACE;
     } else {
-        shared.advance(Phase::Closing);
+        shared.advance(EngineState::Closing);
         deadline += CLOSE_GRACE;
     }
     let mut listening = true;
@@ -587,14 +587,14 @@ async fn close<F: FnMut(&Progress) + Send>(c: &mut Conductor<F>, mut tasks: Join
                 }
                 if n == 1 && !c.interrupted {
                     c.interrupted = true;
-                    shared.advance(Phase::Abort);
+                    shared.advance(EngineState::Abort);
                     deadline = deadline.min(Instant::now() + SIGNAL_GRACE);
                 }
             }
         }
     };
     if !closed {
-        shared.advance(Phase::Abort);
+        shared.advance(EngineState::Abort);
         tasks.abort_all();
     }
 }
@@ -623,7 +623,7 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
             let n = *self.signals.borrow_and_update();
             if n >= 2 {
                 self.interrupted = true;
-                self.shared.advance(Phase::Abort);
+                self.shared.advance(EngineState::Abort);
                 return false;
             }
             if n == 1 && !self.interrupted {
@@ -652,7 +652,7 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
     /// Integrates the users online and planned online while the traffic goes on.
     fn hold(&mut self) {
         let s = &self.shared;
-        if s.phase() != Phase::Running || s.traffic_start.borrow().is_none() {
+        if s.phase() != EngineState::Running || s.traffic_start.borrow().is_none() {
             return;
         }
         let now = Instant::now();

@@ -79,7 +79,7 @@ pub enum Sends {
 
 /// When a program's sends are due, counted from its start.
 #[derive(Debug, Clone)]
-pub enum Clock {
+pub enum Cadence {
     /// Send k at `k·interval`.
     Every(Duration),
     /// Loops of `per_loop` sends, all due at `next`; a think time is drawn after each
@@ -112,16 +112,16 @@ pub enum Clock {
     },
 }
 
-impl Clock {
-    /// The clock of the sender at `position` of a pattern paced by `pace`, making
+impl Cadence {
+    /// The cadence of the sender at `position` of a pattern paced by `pace`, making
     /// `per_loop` sends per loop.
-    pub fn new(pace: &Pace, position: usize, per_loop: u64) -> Clock {
+    pub fn new(pace: &Pace, position: usize, per_loop: u64) -> Cadence {
         match pace {
-            Pace::Every(interval) => Clock::Every(*interval),
+            Pace::Every(interval) => Cadence::Every(*interval),
             Pace::Think(think) => {
                 let mut rng = think.rng(position);
                 let next = think.times.draw(&mut rng);
-                Clock::Think {
+                Cadence::Think {
                     times: think.times,
                     rng,
                     per_loop: per_loop.max(1),
@@ -132,25 +132,25 @@ impl Clock {
     }
 }
 
-impl Clock {
+impl Cadence {
     /// A Poisson process at `rate` sends/s inside `windows`, drawn from `rng`.
-    pub fn poisson(rate: f64, rng: fastrand::Rng, windows: Box<[(Duration, Duration)]>) -> Clock {
-        let mut clock = Clock::Poisson {
+    pub fn poisson(rate: f64, rng: fastrand::Rng, windows: Box<[(Duration, Duration)]>) -> Cadence {
+        let mut cadence = Cadence::Poisson {
             rate,
             rng,
             windows,
             window: 0,
             next: None,
         };
-        clock.step(None);
-        clock
+        cadence.step(None);
+        cadence
     }
 
     /// Draws a Poisson clock's next send after `last` (the first when `None`): an
     /// exponential gap, and past a window's end the next window starts afresh (the process
     /// is memoryless).
     fn step(&mut self, last: Option<Duration>) {
-        let Clock::Poisson {
+        let Cadence::Poisson {
             rate,
             rng,
             windows,
@@ -180,10 +180,10 @@ impl Clock {
 #[derive(Debug, Clone)]
 pub struct Program {
     /// Counted from the traffic start barrier (includes this sender's stagger): the first
-    /// send with [`Clock::Every`], the first think with [`Clock::Think`].
+    /// send with [`Cadence::Every`], the first think with [`Cadence::Think`].
     pub start: Duration,
     /// When each send is due.
-    pub clock: Clock,
+    pub cadence: Cadence,
     /// Sends in all, if bounded by count.
     pub count: Option<u64>,
     /// No send is due at or after this offset, if bounded by time.
@@ -215,13 +215,13 @@ impl Program {
         if self.count.is_some_and(|c| self.sent >= c) {
             return None;
         }
-        let at = match &self.clock {
-            Clock::Every(interval) => {
+        let at = match &self.cadence {
+            Cadence::Every(interval) => {
                 self.start + interval.saturating_mul(self.sent.min(u32::MAX.into()) as u32)
             }
-            Clock::Think { next, .. } => self.start.saturating_add(*next),
-            Clock::Poisson { next, .. } => self.start.saturating_add((*next)?),
-            Clock::Listed(senders, ix) => {
+            Cadence::Think { next, .. } => self.start.saturating_add(*next),
+            Cadence::Poisson { next, .. } => self.start.saturating_add((*next)?),
+            Cadence::Listed(senders, ix) => {
                 let (at, _) = senders[*ix].sends.get(self.sent as usize)?;
                 self.start.saturating_add(*at)
             }
@@ -242,8 +242,8 @@ impl Program {
 
     /// Moves the clock past a send: a think after each loop, the next Poisson draw.
     fn tick(&mut self) {
-        match &mut self.clock {
-            Clock::Think {
+        match &mut self.cadence {
+            Cadence::Think {
                 times,
                 rng,
                 per_loop,
@@ -253,11 +253,11 @@ impl Program {
                     *next = next.saturating_add(times.draw(rng));
                 }
             }
-            Clock::Poisson { .. } | Clock::Every(_) | Clock::Listed(..) => {}
+            Cadence::Poisson { .. } | Cadence::Every(_) | Cadence::Listed(..) => {}
         }
-        if let Clock::Poisson { next, .. } = &self.clock {
+        if let Cadence::Poisson { next, .. } = &self.cadence {
             let last = *next;
-            self.clock.step(last);
+            self.cadence.step(last);
         }
     }
 }
@@ -379,25 +379,26 @@ impl Sends {
 impl Program {
     /// How many sends it makes.
     pub fn planned(&self) -> u64 {
-        match (&self.clock, self.end) {
-            (Clock::Every(interval), _) => {
+        match (&self.cadence, self.end) {
+            (Cadence::Every(interval), _) => {
                 planned_sends(self.start, *interval, self.count, self.end)
             }
-            (Clock::Think { .. }, None) => self.count.unwrap_or(0),
-            (Clock::Think { .. }, Some(_)) | (Clock::Poisson { .. } | Clock::Listed(..), _) => {
-                self.replay().0
-            }
+            (Cadence::Think { .. }, None) => self.count.unwrap_or(0),
+            (Cadence::Think { .. }, Some(_))
+            | (Cadence::Poisson { .. } | Cadence::Listed(..), _) => self.replay().0,
         }
     }
 
     /// When it has nothing scheduled any more, from the traffic start.
     fn done_at(&self) -> Duration {
-        match &self.clock {
-            Clock::Every(interval) => {
+        match &self.cadence {
+            Cadence::Every(interval) => {
                 let n = self.planned();
                 self.start + interval.saturating_mul(n.min(u64::from(u32::MAX)) as u32)
             }
-            Clock::Think { .. } | Clock::Poisson { .. } | Clock::Listed(..) => self.replay().1,
+            Cadence::Think { .. } | Cadence::Poisson { .. } | Cadence::Listed(..) => {
+                self.replay().1
+            }
         }
     }
 
@@ -605,7 +606,7 @@ impl Builder<'_> {
             let first_stream = d.stream_base + s_pos as StreamId * n_recv;
             let program = Program {
                 start: start + stagger(spacing, s_pos, d.senders.len()),
-                clock: Clock::new(&d.pace, s_pos, u64::from(n_recv)),
+                cadence: Cadence::new(&d.pace, s_pos, u64::from(n_recv)),
                 count: d.messages.map(|m| m * u64::from(n_recv)),
                 end,
                 size: d.size,
@@ -662,7 +663,7 @@ impl Builder<'_> {
                 let position = g_ix * g.senders_per_group as usize + k;
                 let program = Program {
                     start: start + stagger(spacing, position, n_senders),
-                    clock: Clock::new(&g.pace, position, 1),
+                    cadence: Cadence::new(&g.pace, position, 1),
                     count: g.messages,
                     end,
                     size: g.size,
@@ -722,7 +723,7 @@ impl Builder<'_> {
                 self.expect.tracks.push((stream, u));
                 self.vu(u).programs.push(Program {
                     start,
-                    clock: Clock::Every(e.interval),
+                    cadence: Cadence::Every(e.interval),
                     count: None,
                     end,
                     size: e.size,
@@ -764,7 +765,7 @@ impl Builder<'_> {
             let first_stream = c.stream_base + c.contacts.offset(u) as StreamId;
             let program = Program {
                 start: Duration::ZERO,
-                clock: Clock::poisson(rate, user_rng(c.seed, u, 1), windows(u).into()),
+                cadence: Cadence::poisson(rate, user_rng(c.seed, u, 1), windows(u).into()),
                 count: None,
                 end: Some(end),
                 size: c.size,
@@ -837,7 +838,7 @@ impl Builder<'_> {
                 self.expect.group_of_stream.insert(stream, info.clone());
                 let program = Program {
                     start: Duration::ZERO,
-                    clock: Clock::poisson(
+                    cadence: Cadence::poisson(
                         rate,
                         user_rng(c.seed, stream, 3),
                         online_windows(self.plan, s, start, end).into(),
@@ -900,7 +901,7 @@ impl Builder<'_> {
         for (ix, s) in t.senders.iter().enumerate() {
             let program = Program {
                 start,
-                clock: Clock::Listed(t.senders.clone(), ix),
+                cadence: Cadence::Listed(t.senders.clone(), ix),
                 count: None,
                 end: end.map(|e| e.saturating_sub(start)),
                 size: 0,
@@ -1002,7 +1003,7 @@ mod tests {
     fn program(count: Option<u64>, end: Option<Duration>) -> Program {
         Program {
             start: Duration::from_millis(5),
-            clock: Clock::Every(Duration::from_millis(10)),
+            cadence: Cadence::Every(Duration::from_millis(10)),
             count,
             end,
             size: 10,
@@ -1076,7 +1077,7 @@ mod tests {
     fn flow(times: ThinkTimes, seed: u64, position: usize, per_loop: u64, loops: u64) -> Program {
         let pace = Pace::Think(crate::scenario::Think { times, seed });
         Program {
-            clock: Clock::new(&pace, position, per_loop),
+            cadence: Cadence::new(&pace, position, per_loop),
             count: Some(loops * per_loop),
             end: None,
             ..program(None, None)

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::pacer::Pacer;
 use super::patterns::{PatternTotals, Patterns};
 use super::schedule::GroupInfo;
+use super::timer_wheel::TimerWheel;
 use crate::clock::Clock;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Hist, Metrics, Window};
@@ -18,7 +18,7 @@ use crate::scenario::{LedgerOpts, SenderShards, StreamId, UserIx};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
+pub enum EngineState {
     /// Logging in and sending on schedule.
     Running,
     /// No new sends; in-flight deliveries may still arrive.
@@ -98,7 +98,7 @@ pub struct Shared {
     /// Live counters.
     pub live: Live,
     /// The run phase.
-    pub phase: watch::Sender<Phase>,
+    pub phase: watch::Sender<EngineState>,
     /// When traffic starts (set once every on-time user has tried to log in).
     pub traffic_start: watch::Sender<Option<Instant>>,
     /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
@@ -121,7 +121,7 @@ pub struct Shared {
     /// Which shard sent each stream, in a sharded run (cross-shard latencies are kept apart).
     pub senders: Option<SenderShards>,
     /// The users' timer for due work (its task runs while the users do).
-    pub pacer: Arc<Pacer>,
+    pub timer_wheel: Arc<TimerWheel>,
     /// The message patterns, when a live view shows totals by pattern (else empty, and
     /// nothing is recorded by pattern).
     pub patterns: Patterns,
@@ -156,7 +156,7 @@ impl Shared {
             series: Mutex::new(Metrics::new()),
             settled_before: AtomicU32::new(0),
             live: Live::default(),
-            phase: watch::channel(Phase::Running).0,
+            phase: watch::channel(EngineState::Running).0,
             traffic_start: watch::channel(None).0,
             bounds_us: ledger.bounds_us.clone(),
             logins_pending: AtomicUsize::new(0),
@@ -167,7 +167,7 @@ impl Shared {
             group_local,
             group_of_stream,
             senders: None,
-            pacer: Arc::default(),
+            timer_wheel: Arc::default(),
             patterns: Patterns::default(),
             fanout: Fanout {
                 slots: (0..16).map(|_| Mutex::default()).collect(),
@@ -191,11 +191,11 @@ impl Shared {
     /// or `abort`.
     pub fn phase_name(&self) -> &'static str {
         match self.phase() {
-            Phase::Running if self.traffic_start.borrow().is_none() => "login",
-            Phase::Running => "traffic",
-            Phase::Draining => "drain",
-            Phase::Closing => "closing",
-            Phase::Abort => "abort",
+            EngineState::Running if self.traffic_start.borrow().is_none() => "login",
+            EngineState::Running => "traffic",
+            EngineState::Draining => "drain",
+            EngineState::Closing => "closing",
+            EngineState::Abort => "abort",
         }
     }
 
@@ -262,12 +262,12 @@ impl Shared {
     }
 
     /// The current phase.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> EngineState {
         *self.phase.borrow()
     }
 
     /// Moves the run to `phase` unless it is already past it.
-    pub fn advance(&self, phase: Phase) {
+    pub fn advance(&self, phase: EngineState) {
         self.phase.send_if_modified(|p| {
             let later = phase > *p;
             if later {

@@ -160,10 +160,15 @@ impl View {
     /// The latency histograms, seconds.
     fn histograms(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for h in Hist::ALL {
-            let (name, help) = hist_name(h);
+            let e = h.entry();
             let (sum, count, buckets) = bucketed(self.snapshot.metrics.hist(h));
-            enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?
-                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            enc.encode_descriptor(
+                e.openmetrics,
+                e.help,
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?
+            .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
         Ok(())
     }
@@ -301,30 +306,5 @@ fn counter_name(c: Counter) -> (&'static str, &'static str) {
             "planned_online_user_milliseconds",
             "Users the plan puts online during the traffic, integrated over time",
         ),
-    }
-}
-
-/// The metric name (before `_seconds`) and help of a latency histogram.
-fn hist_name(h: Hist) -> (&'static str, &'static str) {
-    match h {
-        Hist::Connect => ("connect_latency", "TCP connect plus protocol handshake"),
-        Hist::Login => (
-            "login_latency",
-            "Login, from its request to the server's answer",
-        ),
-        Hist::SendAck => (
-            "send_ack_latency",
-            "From a send's due time to its acceptance",
-        ),
-        Hist::EndToEnd => ("e2e_latency", "From a send's due time to its receipt"),
-        Hist::Fanout => (
-            "fanout_latency",
-            "From a group send's due time to its receipt by the last online member",
-        ),
-        Hist::SendLag => (
-            "send_lag",
-            "How late sends went out after their due time (the generator's own lag)",
-        ),
-        Hist::Request => ("request_latency", "Request round trip"),
     }
 }

@@ -2,14 +2,15 @@
 //! their one-line reasons. Above the model and the words (`reason`, `present`), so that
 //! neither imports the other's caller.
 
-use super::checks;
+use super::checks::{self, CheckOutcome};
 use super::findings;
 use super::model::{Accounts, Connections, ErrorCount, Generator, Latency, Rates, Report, Verdict};
 use super::series::{self, SecondPoint};
 use super::sweep::Sweep;
 use crate::artifact::Artifact;
 use crate::ledger::Delivery;
-use crate::metrics::{Counter, ErrorKind, Hist};
+use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
+use hdrhistogram::Histogram;
 
 impl Report {
     /// Computes the report of `a`.
@@ -32,19 +33,9 @@ impl Report {
         let series = series::of(m);
         let sweeps = Sweep::all(a);
         let missing_shards = a.missing_shards();
-        let verdict = if !missing_shards.is_empty() {
-            Verdict::Incomplete
-        } else if a.interrupted {
-            Verdict::Interrupted
-        } else if checks.iter().all(|c| c.passed) {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        };
         let count = |c: Counter| m.count(c);
-        let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
         let mut report = Report {
-            verdict,
+            verdict: verdict(a, &missing_shards, &checks),
             scenario: a.scenario.clone(),
             run_id: a.run_id.clone(),
             target: a.target.clone(),
@@ -54,36 +45,12 @@ impl Report {
             acceptance: a.acceptance,
             checks,
             delivery,
-            connections: Connections {
-                attempts: count(Counter::ConnectAttempts),
-                logins_ok: count(Counter::LoginOk),
-                login_success: ratio(count(Counter::LoginOk), count(Counter::ConnectAttempts)),
-                online_peak: series.iter().map(|s| s.online).max().unwrap_or(0),
-                disconnects: count(Counter::Disconnects),
-                syncs: count(Counter::Syncs),
-                accounts: accounts(m),
-                resumes_without_offset: Some(count(Counter::ResumesWithoutOffset))
-                    .filter(|&n| n > 0),
-            },
+            connections: connections(m, &series),
             rates: Rates::of(m, active_seconds(&series)),
             latency_us: Hist::ALL
                 .iter()
                 .filter(|&&h| !m.hist(h).is_empty())
-                .map(|&h| {
-                    let x = m.hist(h);
-                    let q = |p| x.value_at_quantile(p);
-                    let latency = Latency {
-                        count: x.len(),
-                        p50: q(0.5),
-                        p95: q(0.95),
-                        p99: q(0.99),
-                        p999: q(0.999),
-                        max: x.max(),
-                        mean: x.mean(),
-                        curve: curve(x),
-                    };
-                    (h, latency)
-                })
+                .map(|&h| (h, latency(m.hist(h))))
                 .collect(),
             counters: Counter::ALL.iter().map(|&c| (c, count(c))).collect(),
             errors: m
@@ -93,7 +60,7 @@ impl Report {
                     (kind, ErrorCount { count, examples })
                 })
                 .collect(),
-            findings: findings::find(a, &sweeps),
+            findings: findings::of(a, &sweeps),
             sweeps,
             series,
             generators: a.shards.iter().map(generator).collect(),
@@ -123,6 +90,50 @@ impl Report {
             c.reason = why;
         }
         report
+    }
+}
+
+/// Incomplete when a shard is missing, else interrupted, else pass when every check did.
+fn verdict(a: &Artifact, missing_shards: &[u32], checks: &[CheckOutcome]) -> Verdict {
+    if !missing_shards.is_empty() {
+        Verdict::Incomplete
+    } else if a.interrupted {
+        Verdict::Interrupted
+    } else if checks.iter().all(|c| c.passed) {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    }
+}
+
+/// Connections, logins and who was online.
+fn connections(m: &Metrics, series: &[SecondPoint]) -> Connections {
+    let count = |c: Counter| m.count(c);
+    let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
+    Connections {
+        attempts: count(Counter::ConnectAttempts),
+        logins_ok: count(Counter::LoginOk),
+        login_success: ratio(count(Counter::LoginOk), count(Counter::ConnectAttempts)),
+        online_peak: series.iter().map(|s| s.online).max().unwrap_or(0),
+        disconnects: count(Counter::Disconnects),
+        syncs: count(Counter::Syncs),
+        accounts: accounts(m),
+        resumes_without_offset: Some(count(Counter::ResumesWithoutOffset)).filter(|&n| n > 0),
+    }
+}
+
+/// A histogram's percentiles and curve.
+fn latency(x: &Histogram<u64>) -> Latency {
+    let q = |p| x.value_at_quantile(p);
+    Latency {
+        count: x.len(),
+        p50: q(0.5),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+        max: x.max(),
+        mean: x.mean(),
+        curve: curve(x),
     }
 }
 

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::artifact::{Artifact, CheckMetric, CheckSpec, Op};
 use crate::ledger::Delivery;
 use crate::metrics::{send_failures, Counter, ErrorKind, Hist};
+pub use crate::vocab::Unit;
 
 /// One evaluated check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -206,19 +207,6 @@ pub enum RunMetric {
     Generator,
 }
 
-/// The unit of a check's bound and value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unit {
-    /// A count.
-    Count,
-    /// Microseconds.
-    #[serde(rename = "us")]
-    Micros,
-    /// A ratio, 0..1.
-    Ratio,
-}
-
 /// Why a check's metric could not be measured (the check then fails).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -232,8 +220,15 @@ pub enum NotMeasured {
 /// Evaluates every check of `a`, then the built-in checks it does not write (those that
 /// apply to what the run did), then the pseudo-checks that failed.
 pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
-    let mut out: Vec<CheckOutcome> = a
-        .checks
+    let mut out = written(a, delivery);
+    out.extend(built_ins(a, delivery));
+    run_checks(a, &mut out);
+    out
+}
+
+/// The checks `a` writes, each marked relaxed when it loosens a built-in one.
+fn written(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
+    a.checks
         .iter()
         .map(|c| {
             let mut o = one(a, delivery, c);
@@ -245,25 +240,35 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             }
             o
         })
-        .collect();
-    for b in &BUILT_IN {
-        if a.checks.iter().any(|c| c.metric == b.metric) || !applies(a, delivery, b.metric) {
-            continue;
-        }
-        let spec = CheckSpec {
-            key: b.key.to_owned(),
-            metric: b.metric,
-            op: b.op,
-            value: b.default,
-        };
-        let mut o = one(a, delivery, &spec);
-        o.origin = Origin::BuiltIn;
-        o.default_bound = Some(b.default);
-        out.push(o);
-    }
-    let m = &a.metrics;
-    let failed = |metric, op, bound, value| CheckOutcome {
-        key: match metric {
+        .collect()
+}
+
+/// The built-in checks `a` does not write that apply to what the run did.
+fn built_ins(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
+    BUILT_IN
+        .iter()
+        .filter(|b| {
+            !a.checks.iter().any(|c| c.metric == b.metric) && applies(a, delivery, b.metric)
+        })
+        .map(|b| {
+            let spec = CheckSpec {
+                key: b.key.to_owned(),
+                metric: b.metric,
+                op: b.op,
+                value: b.default,
+            };
+            let mut o = one(a, delivery, &spec);
+            o.origin = Origin::BuiltIn;
+            o.default_bound = Some(b.default);
+            o
+        })
+        .collect()
+}
+
+impl RunMetric {
+    /// The pseudo-check's key.
+    fn key(self) -> &'static str {
+        match self {
             RunMetric::Shards => "run.shards",
             RunMetric::Logins => "run.logins",
             RunMetric::Interrupted => "run.completed",
@@ -271,7 +276,13 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             RunMetric::Chaos => "run.chaos",
             RunMetric::Generator => "run.generator",
         }
-        .to_owned(),
+    }
+}
+
+/// A pseudo-check that failed: `value` measured against `bound`.
+fn failed(metric: RunMetric, op: Op, bound: f64, value: f64) -> CheckOutcome {
+    CheckOutcome {
+        key: metric.key().to_owned(),
         metric: Measure::Run(metric),
         op,
         bound,
@@ -282,7 +293,13 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
         origin: Origin::Run,
         default_bound: None,
         reason: None,
-    };
+    }
+}
+
+/// Adds the pseudo-checks of the run itself that failed, and the chaos steps' bounds, to
+/// the checks in `out`: `run.generator` first, as it says the rest is no verdict.
+fn run_checks(a: &Artifact, out: &mut Vec<CheckOutcome>) {
+    let m = &a.metrics;
     let count = a.shard_count();
     let missing = a.missing_shards().len() as u32;
     if missing > 0 {
@@ -325,7 +342,6 @@ pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
             engine as f64,
         ));
     }
-    out
 }
 
 /// Whether a built-in check the scenario does not write says anything about this run: the
@@ -404,40 +420,37 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
     };
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let count = |n: u64| Some(n as f64);
-    let (value, unit) = match c.metric {
-        CheckMetric::Lost => (count(d.lost), Unit::Count),
-        CheckMetric::Duplicated => (count(d.duplicated), Unit::Count),
-        CheckMetric::Reordered => (count(d.reordered), Unit::Count),
-        CheckMetric::Corrupted => (count(d.corrupted), Unit::Count),
-        CheckMetric::Late => (count(d.late), Unit::Count),
-        CheckMetric::E2eP99 => (latency(Hist::EndToEnd), Unit::Micros),
-        CheckMetric::AckP99 if !a.acceptance => (None, Unit::Micros),
-        CheckMetric::AckP99 => (latency(Hist::SendAck), Unit::Micros),
-        CheckMetric::RequestP99 => (latency(Hist::Request), Unit::Micros),
+    let value = match c.metric {
+        CheckMetric::Lost => count(d.lost),
+        CheckMetric::Duplicated => count(d.duplicated),
+        CheckMetric::Reordered => count(d.reordered),
+        CheckMetric::Corrupted => count(d.corrupted),
+        CheckMetric::Late => count(d.late),
+        CheckMetric::AckP99 if !a.acceptance => None,
+        CheckMetric::E2eP99
+        | CheckMetric::AckP99
+        | CheckMetric::RequestP99
+        | CheckMetric::SendLag => c.metric.entry().p99_of.and_then(latency),
         CheckMetric::LoginSuccess => {
             let (ok, tried) = outside_chaos(a, Counter::LoginOk, Counter::ConnectAttempts);
-            (ratio(ok, tried), Unit::Ratio)
+            ratio(ok, tried)
         }
         CheckMetric::Online => {
             let (online, planned) = outside_chaos(a, Counter::OnlineUserMs, Counter::PlannedUserMs);
-            (ratio(online, planned), Unit::Ratio)
+            ratio(online, planned)
         }
-        CheckMetric::SendLag => (latency(Hist::SendLag), Unit::Micros),
-        CheckMetric::Offered => (offered(m), Unit::Ratio),
+        CheckMetric::Offered => offered(m),
         CheckMetric::SendErrorRate => {
             let (failed, tried) = send_failures(|c| m.count(c));
-            (ratio(failed, tried), Unit::Ratio)
+            ratio(failed, tried)
         }
-        CheckMetric::Verified => (verified_share(a, d), Unit::Ratio),
-        CheckMetric::ProtocolErrors => (count(errors_of(a, ErrorKind::Protocol)), Unit::Count),
-        CheckMetric::RepairedRate => (ratio(d.repaired, d.expected), Unit::Ratio),
-        CheckMetric::Foreign => (
-            count(errors_of(a, ErrorKind::Foreign) + d.unexpected),
-            Unit::Count,
-        ),
-        CheckMetric::JoinFailures => (count(errors_of(a, ErrorKind::JoinFailed)), Unit::Count),
-        CheckMetric::ScriptErrors => (count(errors_of(a, ErrorKind::Script)), Unit::Count),
-        CheckMetric::Recovery => (recovery_us(a), Unit::Micros),
+        CheckMetric::Verified => verified_share(a, d),
+        CheckMetric::ProtocolErrors => count(errors_of(a, ErrorKind::Protocol)),
+        CheckMetric::RepairedRate => ratio(d.repaired, d.expected),
+        CheckMetric::Foreign => count(errors_of(a, ErrorKind::Foreign) + d.unexpected),
+        CheckMetric::JoinFailures => count(errors_of(a, ErrorKind::JoinFailed)),
+        CheckMetric::ScriptErrors => count(errors_of(a, ErrorKind::Script)),
+        CheckMetric::Recovery => recovery_us(a),
     };
     let not_measured = match value {
         Some(_) => None,
@@ -449,7 +462,7 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         metric: Measure::Check(c.metric),
         op: c.op,
         bound: c.value,
-        unit,
+        unit: c.metric.unit(),
         value,
         not_measured,
         // Messages whose recipients were never reached can't be shown delivered: a loss

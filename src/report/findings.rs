@@ -93,7 +93,7 @@ pub struct LittleGap {
 /// The findings of `a` and its `sweeps`: the generator's own failures first, then send
 /// lag, then saturated processes in the artifact's order, then the sweep steps where
 /// Little's law did not hold (not looked for when shards are missing).
-pub fn find(a: &Artifact, sweeps: &[Sweep]) -> Vec<Finding> {
+pub fn of(a: &Artifact, sweeps: &[Sweep]) -> Vec<Finding> {
     let mut out = Vec::new();
     if let Some((_, errors, examples)) = a
         .metrics

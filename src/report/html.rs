@@ -18,9 +18,13 @@ use chart::{Chart, Line, XAxis, YUnit};
 use page::{section, table};
 
 use super::model::{Report, Verdict};
-use super::present::{self, hist_label, latency_rows, ms, pct, thousands, LATENCY_HEADER};
+use super::present::{self, ms, pct, thousands};
 use super::renderer::Renderer;
 use super::sweep::Knee;
+use super::tables::{
+    check_rows, delivery_rows, latency_rows, live_delivery_rows, CheckResult, CHECKS_HEADER,
+    LATENCY_HEADER,
+};
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 
@@ -134,40 +138,25 @@ fn header(out: &mut String, r: &Report) {
 }
 
 fn checks(out: &mut String, r: &Report) {
-    let mut rows = Vec::new();
-    let pending = |key: &str| {
-        r.live
-            .as_ref()
-            .is_some_and(|l| l.pending.iter().any(|k| k == key))
-    };
-    for c in &r.checks {
-        let (bound, measured) = present::check(r, c);
-        let result = match (&c.reason, &r.live) {
-            _ if pending(&c.key) => "pending: judged when the run ends".to_owned(),
-            (Some(why), Some(_)) => format!("FAIL so far: {why}"),
-            (None, Some(_)) => "pass so far".to_owned(),
-            (Some(why), None) => format!("FAIL: {why}"),
-            (None, None) => "pass".to_owned(),
-        };
-        let measured = if pending(&c.key) {
-            "–".to_owned()
-        } else {
-            measured
-        };
-        rows.push(vec![
-            c.key.clone(),
-            present::origin(c),
-            bound,
-            measured,
-            result,
-        ]);
-    }
+    let so_far = if r.live.is_some() { " so far" } else { "" };
+    let rows: Vec<Vec<String>> = check_rows(r)
+        .into_iter()
+        .map(|c| {
+            let result = match c.result {
+                CheckResult::Pending => "pending: judged when the run ends".to_owned(),
+                CheckResult::Fail(Some(why)) => format!("FAIL{so_far}: {why}"),
+                CheckResult::Fail(None) => format!("FAIL{so_far}"),
+                CheckResult::Pass => format!("pass{so_far}"),
+            };
+            vec![c.key.to_owned(), c.from, c.bound, c.measured, result]
+        })
+        .collect();
     let body = if rows.is_empty() {
         "<p>No checks applied: the run did nothing a check could judge, and passes when it \
          completes.</p>"
             .to_owned()
     } else {
-        table(&["check", "from", "bound", "measured", "result"], &rows)
+        table(&CHECKS_HEADER, &rows)
     };
     section(
         out,
@@ -226,7 +215,7 @@ fn distribution(out: &mut String, r: &Report) {
             .iter()
             .map(|&(q, v)| (chart::nines(q, end), v as f64 / 1000.0))
             .collect();
-        lines.push(Line::new(hist_label(h), points));
+        lines.push(Line::new(h.entry().label, points));
     }
     let mut body = String::new();
     // The live page shows the plot from its first second, empty until samples come.
@@ -248,7 +237,7 @@ fn distribution(out: &mut String, r: &Report) {
         .into_iter()
         .filter(|row| r.latency_us.contains_key(&row.hist))
         .map(|row| {
-            let label = hist_label(row.hist).to_owned();
+            let label = row.hist.entry().label.to_owned();
             match row.cells {
                 Some(cells) => std::iter::once(label).chain(cells).collect(),
                 None => vec![
@@ -276,10 +265,7 @@ fn delivery(out: &mut String, r: &Report) {
         return live_delivery(out, r, l);
     }
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = super::present::delivery_rows(d)
-        .into_iter()
-        .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
-        .collect();
+    let rows: Vec<Vec<String>> = delivery_rows(d).into_iter().map(Vec::from).collect();
     let mut body = table(&["outcome", "count", "share of expected"], &rows);
     if !d.examples.is_empty() {
         let rows: Vec<Vec<String>> = d
@@ -318,18 +304,10 @@ fn delivery(out: &mut String, r: &Report) {
 /// Delivery while the run goes on: the tallies already certain, and what is overdue.
 fn live_delivery(out: &mut String, r: &Report, l: &super::model::LiveView) {
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = [
-        ("delivered", d.delivered),
-        ("overdue (in flight, late or lost)", l.overdue),
-        ("duplicated", d.duplicated),
-        ("reordered", d.reordered),
-        ("corrupted", d.corrupted),
-        ("late", d.late),
-        ("unexpected recipient", d.unexpected),
-    ]
-    .into_iter()
-    .map(|(label, n)| vec![label.to_owned(), thousands(n)])
-    .collect();
+    let rows: Vec<Vec<String>> = live_delivery_rows(d, l.overdue)
+        .into_iter()
+        .map(Vec::from)
+        .collect();
     section(
         out,
         "delivery",
@@ -371,6 +349,22 @@ fn errors(out: &mut String, r: &Report) {
 }
 
 fn traffic(out: &mut String, r: &Report) {
+    let mut body = table(&["connections", "value"], &connection_rows(r));
+    body.push_str(&table(&["messages", "count", "rate"], &message_rows(r)));
+    section(
+        out,
+        "traffic",
+        "Connections and messages",
+        &format!(
+            "Totals of the run; rates are over the {:.0} s of traffic.",
+            r.rates.window_s
+        ),
+        &body,
+    );
+}
+
+/// The connections table's rows.
+fn connection_rows(r: &Report) -> Vec<Vec<String>> {
     let c = &r.connections;
     let mut rows = vec![
         vec!["connect attempts".to_owned(), thousands(c.attempts)],
@@ -395,67 +389,86 @@ fn traffic(out: &mut String, r: &Report) {
             thousands(n),
         ]);
     }
-    let mut body = table(&["connections", "value"], &rows);
+    rows
+}
+
+/// The messages table's rows: count and rate of each outcome of a send.
+fn message_rows(r: &Report) -> Vec<Vec<String>> {
     let n = |k: Counter| r.count(k);
     let rate = |per_s: f64| format!("{per_s:.1}/s");
     let (failed, _) = crate::metrics::send_failures(n);
-    body.push_str(&table(
-        &["messages", "count", "rate"],
-        &[
-            vec![
-                "sent".to_owned(),
-                thousands(n(Counter::Sent)),
-                rate(r.rates.sent_per_s),
-            ],
-            vec![
-                "accepted".to_owned(),
-                if r.acceptance {
-                    thousands(n(Counter::Accepted))
-                } else {
-                    "no acceptance in this protocol".to_owned()
-                },
-                rate(r.rates.accepted_per_s),
-            ],
-            vec![
-                "refused / failed".to_owned(),
-                thousands(failed),
-                pct(failed, n(Counter::Sent)),
-            ],
-            vec![
-                "not sent (user offline when due)".to_owned(),
-                thousands(n(Counter::Dropped)),
-                String::new(),
-            ],
-            vec![
-                "received".to_owned(),
-                thousands(n(Counter::Received)),
-                rate(r.rates.received_per_s),
-            ],
-            vec![
-                "requests / replies".to_owned(),
-                format!(
-                    "{} / {}",
-                    thousands(n(Counter::Requests)),
-                    thousands(n(Counter::Replies))
-                ),
-                rate(r.rates.replies_per_s),
-            ],
+    vec![
+        vec![
+            "sent".to_owned(),
+            thousands(n(Counter::Sent)),
+            rate(r.rates.sent_per_s),
         ],
-    ));
-    section(
-        out,
-        "traffic",
-        "Connections and messages",
-        &format!(
-            "Totals of the run; rates are over the {:.0} s of traffic.",
-            r.rates.window_s
-        ),
-        &body,
-    );
+        vec![
+            "accepted".to_owned(),
+            if r.acceptance {
+                thousands(n(Counter::Accepted))
+            } else {
+                "no acceptance in this protocol".to_owned()
+            },
+            rate(r.rates.accepted_per_s),
+        ],
+        vec![
+            "refused / failed".to_owned(),
+            thousands(failed),
+            pct(failed, n(Counter::Sent)),
+        ],
+        vec![
+            "not sent (user offline when due)".to_owned(),
+            thousands(n(Counter::Dropped)),
+            String::new(),
+        ],
+        vec![
+            "received".to_owned(),
+            thousands(n(Counter::Received)),
+            rate(r.rates.received_per_s),
+        ],
+        vec![
+            "requests / replies".to_owned(),
+            format!(
+                "{} / {}",
+                thousands(n(Counter::Requests)),
+                thousands(n(Counter::Replies))
+            ),
+            rate(r.rates.replies_per_s),
+        ],
+    ]
 }
 
 /// The sweep of one request pattern (the `i`-th), as charts and a table.
 fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
+    let mut body = sweep_charts(s, i);
+    body.push_str(&sweep_table(s));
+    let _ = write!(body, "<p>{}</p>", esc(&knee(&s.knee)));
+    let (id, title) = match (i, s.name.as_str()) {
+        (0, "") => ("sweep".to_owned(), "Request sweep".to_owned()),
+        (_, "") => (format!("sweep-{i}"), format!("Request sweep {}", i + 1)),
+        (_, name) => (
+            if i == 0 {
+                "sweep".to_owned()
+            } else {
+                format!("sweep-{i}")
+            },
+            format!("Request sweep: {name} ({})", s.kind),
+        ),
+    };
+    section(
+        out,
+        &id,
+        &title,
+        "Steps of fixed concurrency (users each keeping one request outstanding). By \
+         Little's law, TPS × mean response time ≈ concurrency; where throughput stops \
+         growing, the server (or what sits in front of it) is saturated.",
+        &body,
+    );
+}
+
+/// The sweep's throughput and response-time charts by concurrency.
+fn sweep_charts(s: &super::sweep::Sweep, i: usize) -> String {
     let steps: Vec<String> = s
         .rows
         .iter()
@@ -505,6 +518,11 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
         }
         .svg(),
     );
+    body
+}
+
+/// The sweep's table, a row a step.
+fn sweep_table(s: &super::sweep::Sweep) -> String {
     let rows: Vec<Vec<String>> = s
         .rows
         .iter()
@@ -519,7 +537,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             ]
         })
         .collect();
-    body.push_str(&table(
+    table(
         &[
             "concurrency",
             "TPS (req/s)",
@@ -529,8 +547,12 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             "errors",
         ],
         &rows,
-    ));
-    let knee = match s.knee {
+    )
+}
+
+/// What the sweep says of the knee, in a sentence.
+fn knee(knee: &Knee) -> String {
+    match knee {
         Knee::OneStep => "One step only: a sweep over several concurrencies finds the knee.".to_owned(),
         Knee::StillGrowing { concurrency, tps } => format!(
             "Throughput still grows at concurrency {concurrency} ({tps:.0} req/s): the knee is further out."
@@ -543,29 +565,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             "Knee at concurrency {concurrency}: {tps:.0} req/s at {:.2} ms mean; more concurrency only adds latency.",
             rt_mean_us / 1000.0
         ),
-    };
-    let _ = write!(body, "<p>{}</p>", esc(&knee));
-    let (id, title) = match (i, s.name.as_str()) {
-        (0, "") => ("sweep".to_owned(), "Request sweep".to_owned()),
-        (_, "") => (format!("sweep-{i}"), format!("Request sweep {}", i + 1)),
-        (_, name) => (
-            if i == 0 {
-                "sweep".to_owned()
-            } else {
-                format!("sweep-{i}")
-            },
-            format!("Request sweep: {name} ({})", s.kind),
-        ),
-    };
-    section(
-        out,
-        &id,
-        &title,
-        "Steps of fixed concurrency (users each keeping one request outstanding). By \
-         Little's law, TPS × mean response time ≈ concurrency; where throughput stops \
-         growing, the server (or what sits in front of it) is saturated.",
-        &body,
-    );
+    }
 }
 
 fn resources(out: &mut String, r: &Report) {

@@ -5,11 +5,12 @@
 use std::fmt::Write;
 
 use super::model::{Report, Verdict};
-use super::present::{
-    check, finding, latency_label, latency_rows, ms, origin, pct, thousands, verdict,
+use super::present::{finding, ms, thousands, verdict};
+use super::renderer::Renderer;
+use super::tables::{
+    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, DELIVERY_HEADER,
     LATENCY_HEADER,
 };
-use super::renderer::Renderer;
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 
@@ -51,29 +52,23 @@ pub fn render(r: &Report) -> String {
         r.run_id,
         r.started_at
     );
-    let rows: Vec<Vec<String>> = r
-        .checks
-        .iter()
+    let rows: Vec<Vec<String>> = check_rows(r)
+        .into_iter()
         .map(|c| {
-            let (bound, measured) = check(r, c);
-            let result = match &c.reason {
-                Some(why) => format!("❌ FAIL: {why}"),
-                None if c.passed => "✅ pass".to_owned(),
-                None => "❌ FAIL".to_owned(),
+            let result = match c.result {
+                CheckResult::Fail(Some(why)) => format!("❌ FAIL: {why}"),
+                CheckResult::Fail(None) => "❌ FAIL".to_owned(),
+                CheckResult::Pass => "✅ pass".to_owned(),
+                CheckResult::Pending => "⏳ pending".to_owned(),
             };
-            vec![format!("`{}`", c.key), origin(c), bound, measured, result]
+            vec![format!("`{}`", c.key), c.from, c.bound, c.measured, result]
         })
         .collect();
-    table(
-        &mut out,
-        "Checks",
-        &["check", "from", "bound", "measured", "result"],
-        &rows,
-    );
+    table(&mut out, "Checks", &CHECKS_HEADER, &rows);
     let rows: Vec<Vec<String>> = latency_rows(r)
         .into_iter()
         .map(|row| {
-            let label = latency_label(row.hist).to_owned();
+            let label = row.label().to_owned();
             match row.cells {
                 Some(cells) => std::iter::once(label).chain(cells).collect(),
                 None => {
@@ -87,16 +82,8 @@ pub fn render(r: &Report) -> String {
         .collect();
     table(&mut out, "Latency", &LATENCY_HEADER, &rows);
     let d = &r.delivery;
-    let rows: Vec<Vec<String>> = super::present::delivery_rows(d)
-        .into_iter()
-        .map(|(label, n)| vec![label.to_owned(), thousands(n), pct(n, d.expected)])
-        .collect();
-    table(
-        &mut out,
-        "Delivery",
-        &["delivery", "count", "share of expected"],
-        &rows,
-    );
+    let rows: Vec<Vec<String>> = delivery_rows(d).into_iter().map(Vec::from).collect();
+    table(&mut out, "Delivery", &DELIVERY_HEADER, &rows);
     if !r.findings.is_empty() || !r.notes.is_empty() {
         out.push_str("\n### Notes\n\n");
         for f in &r.findings {

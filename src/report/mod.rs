@@ -2,7 +2,8 @@
 //! findings, latencies, delivery, rates, the sweep, the per-second series), then renderers
 //! that only format it, one file per [`format::Format`] behind one [`format::Renderer`]
 //! trait ([`text`] for the terminal, [`json`], [`html`] for `report.html`, and the CI
-//! formats beside them), with the presentation rules they share in [`present`].
+//! formats beside them), with the presentation rules they share in [`present`] and the
+//! rows of the tables they all show in [`tables`].
 //!
 //! Everything here is a pure function of an [`Artifact`]; nothing talks to a target. A new
 //! output format is one more module with a unit struct implementing the renderer, and one
@@ -28,6 +29,7 @@ mod reason;
 pub mod renderer;
 pub mod series;
 pub mod sweep;
+pub mod tables;
 pub mod text;
 
 pub use model::Report;

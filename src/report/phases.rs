@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use super::model::Report;
 
-/// One phase of the run and what the target did in it.
+/// What the target did in one phase of the run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Phase {
+pub struct TargetPhase {
     /// `logging in`, `online, no messages`, `messages`.
     pub name: &'static str,
     /// Seconds of the run in the phase.
@@ -32,7 +32,7 @@ pub struct Phase {
 }
 
 /// The phases of `r`'s run, when it watched target processes (empty otherwise).
-pub fn of(r: &Report) -> Vec<Phase> {
+pub fn of(r: &Report) -> Vec<TargetPhase> {
     let targets = crate::monitor::targets(&r.processes);
     if targets.is_empty() {
         return Vec::new();
@@ -92,7 +92,7 @@ pub fn of(r: &Report) -> Vec<Phase> {
                 }
             }
             let per = |b: u64| (bytes.2 > 0).then(|| b as f64 / f64::from(bytes.2));
-            Phase {
+            TargetPhase {
                 name,
                 seconds: secs.len() as u32,
                 online,

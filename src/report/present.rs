@@ -1,7 +1,8 @@
 //! Presentation rules every format shares, so that no number is formatted twice: thousands
 //! separators, units, percentages, a check's origin, bound and measured value, the verdict
-//! line, the findings' sentences, and the rows of the latency table (with the clocks'
-//! `~0 ±` rule). Renderers lay these out; they format no number themselves.
+//! line and the findings' sentences. The tables'
+//! rows are built from these in [`super::tables`]; renderers lay them out and format no
+//! number themselves.
 
 use super::checks::{CheckOutcome, Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
@@ -192,30 +193,38 @@ pub fn verdict(r: &Report) -> String {
 /// A check's bound and what was measured, with units.
 pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
     match c.metric {
-        Measure::Check(_) => {
-            let measured = match (c.value, c.not_measured) {
-                (Some(v), _)
-                    if c.metric == Measure::Check(CheckMetric::Lost)
-                        && r.delivery.unverified > 0 =>
-                {
-                    format!(
-                        "{} + {} unverified (recipients never logged in)",
-                        show(c.unit, v),
-                        thousands(r.delivery.unverified)
-                    )
-                }
-                (Some(v), _) => show(c.unit, v),
-                (None, Some(NotMeasured::NoAcceptance)) => {
-                    "not measured: the protocol has no acceptance".to_owned()
-                }
-                (None, _) => "not measured: no samples".to_owned(),
-            };
-            (
-                format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
-                measured,
+        Measure::Check(_) => (
+            format!("{} {}", c.op.symbol(), show(c.unit, c.bound)),
+            measured(r, c),
+        ),
+        Measure::Run(m) => run_check(r, c, m),
+    }
+}
+
+/// What a scenario or built-in check measured, with its unit, or why nothing was.
+fn measured(r: &Report, c: &CheckOutcome) -> String {
+    match (c.value, c.not_measured) {
+        (Some(v), _)
+            if c.metric == Measure::Check(CheckMetric::Lost) && r.delivery.unverified > 0 =>
+        {
+            format!(
+                "{} + {} unverified (recipients never logged in)",
+                show(c.unit, v),
+                thousands(r.delivery.unverified)
             )
         }
-        Measure::Run(RunMetric::Logins) => {
+        (Some(v), _) => show(c.unit, v),
+        (None, Some(NotMeasured::NoAcceptance)) => {
+            "not measured: the protocol has no acceptance".to_owned()
+        }
+        (None, _) => "not measured: no samples".to_owned(),
+    }
+}
+
+/// A pseudo-check's promise and what the run did instead.
+fn run_check(r: &Report, c: &CheckOutcome, metric: RunMetric) -> (String, String) {
+    match metric {
+        RunMetric::Logins => {
             let first = r.errors.iter().next().map_or_else(String::new, |(k, e)| {
                 format!(
                     ": {} ({})",
@@ -228,15 +237,15 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 format!("none of {} attempts{first}", r.connections.attempts),
             )
         }
-        Measure::Run(RunMetric::Shards) => (
+        RunMetric::Shards => (
             format!("all {:.0} shards of the run", c.bound),
             shards_present(r),
         ),
-        Measure::Run(RunMetric::Interrupted) => (
+        RunMetric::Interrupted => (
             "the run ends on its own".to_owned(),
             "interrupted by a signal".to_owned(),
         ),
-        Measure::Run(RunMetric::Chaos) => {
+        RunMetric::Chaos => {
             let first = r
                 .chaos
                 .iter()
@@ -252,11 +261,11 @@ pub fn check(r: &Report, c: &CheckOutcome) -> (String, String) {
                 ),
             )
         }
-        Measure::Run(RunMetric::Generator) => (
+        RunMetric::Generator => (
             "the generator keeps the schedule the scenario asked".to_owned(),
             fell_behind(r),
         ),
-        Measure::Run(RunMetric::EngineErrors) => {
+        RunMetric::EngineErrors => {
             let example = r
                 .errors
                 .get(&ErrorKind::Engine)
@@ -331,121 +340,4 @@ pub fn show(unit: Unit, v: f64) -> String {
         Unit::Micros => ms(v),
         Unit::Ratio => format!("{:.3}%", v * 100.0),
     }
-}
-/// The histograms of the latency table, in its order.
-const LATENCY_ORDER: [Hist; 7] = [
-    Hist::Connect,
-    Hist::Login,
-    Hist::SendAck,
-    Hist::EndToEnd,
-    Hist::Fanout,
-    Hist::SendLag,
-    Hist::Request,
-];
-
-/// One row of the latency table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LatencyRow {
-    /// The histogram.
-    pub hist: Hist,
-    /// `count`, `p50`, `p95`, `p99`, `p99.9`, `max`, `mean`; `None` for send → ack of a
-    /// protocol without acceptance (not measured).
-    pub cells: Option<[String; 7]>,
-}
-
-/// The header of the latency table.
-pub const LATENCY_HEADER: [&str; 8] = [
-    "latency", "count", "p50", "p95", "p99", "p99.9", "max", "mean",
-];
-
-/// The rows of the latency table: every histogram with values in table order, and send →
-/// ack as not measured when the protocol has no acceptance. Across hosts, an end-to-end or
-/// fan-out latency within the clocks' uncertainty is no measurement: it shows as `~0 ±U`.
-pub fn latency_rows(r: &Report) -> Vec<LatencyRow> {
-    let uncertainty = r.clocks.as_ref().and_then(|c| c.uncertainty_us);
-    let mut rows = Vec::new();
-    for h in LATENCY_ORDER {
-        if h == Hist::SendAck && !r.acceptance {
-            rows.push(LatencyRow {
-                hist: h,
-                cells: None,
-            });
-            continue;
-        }
-        let Some(l) = r.latency_us.get(&h) else {
-            continue;
-        };
-        let blur = match (h, uncertainty) {
-            (Hist::EndToEnd | Hist::Fanout, Some(u)) if u > 0 => u,
-            _ => 0,
-        };
-        let q = |us: u64| {
-            if us < blur {
-                format!("~0 ±{}", ms(blur as f64))
-            } else {
-                ms(us as f64)
-            }
-        };
-        rows.push(LatencyRow {
-            hist: h,
-            cells: Some([
-                thousands(l.count),
-                q(l.p50),
-                q(l.p95),
-                q(l.p99),
-                q(l.p999),
-                q(l.max),
-                ms(l.mean),
-            ]),
-        });
-    }
-    rows
-}
-
-/// What a histogram measures, for people new to the tool: the HTML report's, the charts'
-/// and `compare`'s name of it.
-pub fn hist_label(h: Hist) -> &'static str {
-    match h {
-        Hist::Connect => "connect (handshake)",
-        Hist::Login => "login",
-        Hist::SendAck => "send → ack",
-        Hist::EndToEnd => "end-to-end (due → received)",
-        Hist::Fanout => "group fan-out (due → last member)",
-        Hist::SendLag => "send lag (due → written)",
-        Hist::Request => "request round trip",
-    }
-}
-
-/// The latency table's name of a histogram in the text and Markdown reports: as
-/// [`hist_label`], with fan-out's "last online member" spelled out.
-pub fn latency_label(h: Hist) -> &'static str {
-    match h {
-        Hist::Fanout => "group fan-out (due → last online member)",
-        h => hist_label(h),
-    }
-}
-
-/// The delivery table's rows, label and count, in order: every format shows these
-/// (`unverified` only when some recipient never logged in).
-pub fn delivery_rows(d: &crate::ledger::Delivery) -> Vec<(&'static str, u64)> {
-    let mut rows = vec![
-        ("expected (sampled streams × recipients)", d.expected),
-        ("delivered intact", d.delivered),
-        ("  live push", d.via_push),
-        ("  sync after login", d.via_sync),
-        ("  repaired by final sync", d.repaired),
-        ("lost", d.lost),
-    ];
-    if d.unverified > 0 {
-        rows.push(("unverified (recipient never logged in)", d.unverified));
-    }
-    rows.extend([
-        ("duplicated", d.duplicated),
-        ("reordered", d.reordered),
-        ("corrupted", d.corrupted),
-        ("late", d.late),
-        ("damaged (unattributable)", d.damaged),
-        ("unexpected recipient", d.unexpected),
-    ]);
-    rows
 }

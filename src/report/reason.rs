@@ -31,21 +31,8 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(value as u64),
             example(r, &[ErrorKind::Protocol])
         ),
-        CheckMetric::RepairedRate => format!(
-            "{} of {} deliveries arrived only through the final verification sync: the server \
-             stored them but did not push them live, or the driver did not recognise its \
-             pushes{}",
-            thousands(d.repaired),
-            thousands(d.expected),
-            example(r, &[ErrorKind::Protocol])
-        ),
-        CheckMetric::Foreign => format!(
-            "{} bodies not from this run and {} deliveries to recipients that were not \
-             addressed: the run measured other traffic than its own{}",
-            thousands(r.errors.get(&ErrorKind::Foreign).map_or(0, |e| e.count)),
-            thousands(d.unexpected),
-            example(r, &[ErrorKind::Foreign])
-        ),
+        CheckMetric::RepairedRate => repaired(r),
+        CheckMetric::Foreign => foreign(r),
         CheckMetric::JoinFailures => format!(
             "{} group joins failed: a setup failure, and the group's messages are not expected \
              of a user that never joined{}",
@@ -57,23 +44,7 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(value as u64),
             example(r, &[ErrorKind::Script])
         ),
-        CheckMetric::Recovery => {
-            let slowest = r
-                .chaos
-                .iter()
-                .max_by(|a, b| {
-                    let k = |c: &&super::effect::ChaosRow| c.effect.recovery_s.unwrap_or(f64::MAX);
-                    k(a).total_cmp(&k(b))
-                })
-                .map_or_else(String::new, |c| match c.effect.recovery_s {
-                    Some(s) => format!(": {} ({}) took {s:.1} s", c.step.key, c.step.outcome),
-                    None => format!(": {} ({}) never recovered", c.step.key, c.step.outcome),
-                });
-            format!(
-                "latency p99 and delivered rate came back within the band of their baseline                  {} after a chaos step at the longest{slowest}",
-                show(c.unit, value)
-            )
-        }
+        CheckMetric::Recovery => recovery(r, c, value),
         CheckMetric::Lost if d.unverified > 0 => format!(
             "{} lost + {} unverified (recipients never logged in again)",
             thousands(value as u64),
@@ -111,6 +82,50 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         ),
     };
     format!("{what} ({bound})")
+}
+
+/// How long the slowest chaos step took to recover, and which it was.
+fn recovery(r: &Report, c: &CheckOutcome, value: f64) -> String {
+    let slowest = r
+        .chaos
+        .iter()
+        .max_by(|a, b| {
+            let k = |c: &&super::effect::ChaosRow| c.effect.recovery_s.unwrap_or(f64::MAX);
+            k(a).total_cmp(&k(b))
+        })
+        .map_or_else(String::new, |c| match c.effect.recovery_s {
+            Some(s) => format!(": {} ({}) took {s:.1} s", c.step.key, c.step.outcome),
+            None => format!(": {} ({}) never recovered", c.step.key, c.step.outcome),
+        });
+    format!(
+        "latency p99 and delivered rate came back within the band of their baseline                  {} after a chaos step at the longest{slowest}",
+        show(c.unit, value)
+    )
+}
+
+/// Deliveries only the final verification sync found.
+fn repaired(r: &Report) -> String {
+    let d = &r.delivery;
+    format!(
+        "{} of {} deliveries arrived only through the final verification sync: the server \
+             stored them but did not push them live, or the driver did not recognise its \
+             pushes{}",
+        thousands(d.repaired),
+        thousands(d.expected),
+        example(r, &[ErrorKind::Protocol])
+    )
+}
+
+/// Bodies not from this run and deliveries to recipients not addressed.
+fn foreign(r: &Report) -> String {
+    let d = &r.delivery;
+    format!(
+        "{} bodies not from this run and {} deliveries to recipients that were not \
+             addressed: the run measured other traffic than its own{}",
+        thousands(r.errors.get(&ErrorKind::Foreign).map_or(0, |e| e.count)),
+        thousands(d.unexpected),
+        example(r, &[ErrorKind::Foreign])
+    )
 }
 
 /// Who held the sends back: nothing to add when the generator was the limit

@@ -1096,3 +1096,14 @@ fn a_running_run_leaves_the_sends_made_of_those_due_to_its_end() {
         "{pending:?}"
     );
 }
+
+#[test]
+fn built_in_checks_bound_their_metric_in_the_catalogs_direction() {
+    for b in &super::checks::BUILT_IN {
+        let better = match b.op {
+            Op::AtMost => crate::vocab::Better::Lower,
+            Op::AtLeast => crate::vocab::Better::Higher,
+        };
+        assert_eq!(b.metric.entry().better, better, "{}", b.key);
+    }
+}

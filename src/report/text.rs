@@ -6,14 +6,16 @@ use std::fmt::Write;
 use comfy_table::{presets, CellAlignment, Table};
 
 use super::clocks::Clocks;
+use super::effect::ChaosRow;
 use super::findings::LITTLE_TOLERANCE;
 use super::model::Report;
-use super::present::{
-    accounts, check, finding, latency_label, latency_rows, ms, origin, pct, thousands, verdict,
-    LATENCY_HEADER, RESUMES_WITHOUT_OFFSET,
-};
+use super::present::{accounts, finding, ms, pct, thousands, verdict, RESUMES_WITHOUT_OFFSET};
 use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
+use super::tables::{
+    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, DELIVERY_HEADER,
+    LATENCY_HEADER,
+};
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
 
@@ -71,15 +73,19 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "note: {}", finding(f));
     }
     if !r.checks.is_empty() {
-        let mut t = table(&["check", "from", "bound", "measured", "result"]);
-        for c in &r.checks {
-            let (bound, measured) = check(r, c);
+        let mut t = table(&CHECKS_HEADER);
+        for c in check_rows(r) {
+            let result = match c.result {
+                CheckResult::Pass => "pass",
+                CheckResult::Fail(_) => "FAIL",
+                CheckResult::Pending => "pending",
+            };
             t.add_row(vec![
-                c.key.clone(),
-                origin(c),
-                bound,
-                measured,
-                if c.passed { "pass" } else { "FAIL" }.to_owned(),
+                c.key.to_owned(),
+                c.from,
+                c.bound,
+                c.measured,
+                result.to_owned(),
             ]);
         }
         let _ = writeln!(out, "\n{t}");
@@ -199,7 +205,7 @@ fn messages(out: &mut String, r: &Report) {
 fn latencies(out: &mut String, r: &Report) {
     let mut t = table(&LATENCY_HEADER);
     for row in latency_rows(r) {
-        let label = latency_label(row.hist).to_owned();
+        let label = row.label().to_owned();
         match row.cells {
             Some(cells) => t.add_row(std::iter::once(label).chain(cells).collect::<Vec<_>>()),
             None => t.add_row(vec![label, "not measured: no acceptance".to_owned()]),
@@ -257,9 +263,9 @@ fn clocks(out: &mut String, c: &Clocks) {
 
 fn delivery(out: &mut String, r: &Report) {
     let d = &r.delivery;
-    let mut t = table(&["delivery", "count", "share of expected"]);
-    for (label, n) in super::present::delivery_rows(d) {
-        t.add_row(vec![label.to_owned(), thousands(n), pct(n, d.expected)]);
+    let mut t = table(&DELIVERY_HEADER);
+    for row in delivery_rows(d) {
+        t.add_row(row.to_vec());
     }
     let _ = writeln!(
         out,
@@ -316,65 +322,11 @@ fn chaos(out: &mut String, r: &Report) {
         "recovered",
     ]);
     for c in &r.chaos {
-        let (s, e) = (&c.step, &c.effect);
-        let at = match s.began_s {
-            Some(b) if s.duration_s > 0.0 => format!("{b:.1} s for {:.1} s", s.duration_s),
-            Some(b) => format!("{b:.1} s"),
-            None => "—".to_owned(),
-        };
-        let mark = if s.ok { "" } else { "FAILED: " };
-        t.add_row(vec![
-            format!("{} {}", s.key, s.action),
-            at,
-            format!("{mark}{}", s.outcome),
-            format!(
-                "{} → {}",
-                ms(e.before.e2e_p50_us as f64),
-                ms(e.during.e2e_p50_us as f64)
-            ),
-            ms(e.during.e2e_p99_us as f64),
-            format!(
-                "{:.0} → {:.0} → {:.0}",
-                e.before.received_per_s, e.during.received_per_s, e.after.received_per_s
-            ),
-            format!(
-                "{}, {} / {}, {}",
-                thousands(c.during.lost),
-                thousands(c.during.duplicated),
-                thousands(c.after.lost),
-                thousands(c.after.duplicated)
-            ),
-            match e.recovery_s {
-                Some(s) => format!("after {s:.1} s"),
-                None => "not by the end".to_owned(),
-            },
-        ]);
+        t.add_row(chaos_row(c));
     }
     let _ = writeln!(out, "\n{t}");
     for c in &r.chaos {
-        let (before, fewest) = c.effect.online;
-        if let (Some((cut, of)), true) = (c.step.cut, fewest >= before) {
-            // Back within the second: the per-second count of users online never dipped,
-            // but the step's own count of the connections carried did.
-            let back = match c.step.back_after_s {
-                Some(s) => format!("all {of} connections back after {s:.3} s"),
-                None => format!("not all {of} back by the end of the run"),
-            };
-            if cut > 0 {
-                let _ = writeln!(out, "{}: a reconnect storm of {cut}; {back}", c.step.key);
-            }
-        } else if fewest < before {
-            let back = match c.effect.back_online_s {
-                Some(s) => format!("all back online {s:.1} s after its start"),
-                None => "not all back by the end of the run".to_owned(),
-            };
-            let _ = writeln!(
-                out,
-                "{}: users online {before} → {fewest} (a reconnect storm of {}); {back}",
-                c.step.key,
-                before - fewest
-            );
-        }
+        reconnect_storm(out, c);
     }
     for c in &r.chaos {
         let _ = writeln!(
@@ -405,6 +357,70 @@ fn chaos(out: &mut String, r: &Report) {
             "{}: errors from its start until recovery: {}",
             c.step.key,
             errors.join(", ")
+        );
+    }
+}
+
+/// One chaos step's row: when, what happened, latency and receipts around it, what it cost.
+fn chaos_row(c: &ChaosRow) -> Vec<String> {
+    let (s, e) = (&c.step, &c.effect);
+    let at = match s.began_s {
+        Some(b) if s.duration_s > 0.0 => format!("{b:.1} s for {:.1} s", s.duration_s),
+        Some(b) => format!("{b:.1} s"),
+        None => "—".to_owned(),
+    };
+    let mark = if s.ok { "" } else { "FAILED: " };
+    vec![
+        format!("{} {}", s.key, s.action),
+        at,
+        format!("{mark}{}", s.outcome),
+        format!(
+            "{} → {}",
+            ms(e.before.e2e_p50_us as f64),
+            ms(e.during.e2e_p50_us as f64)
+        ),
+        ms(e.during.e2e_p99_us as f64),
+        format!(
+            "{:.0} → {:.0} → {:.0}",
+            e.before.received_per_s, e.during.received_per_s, e.after.received_per_s
+        ),
+        format!(
+            "{}, {} / {}, {}",
+            thousands(c.during.lost),
+            thousands(c.during.duplicated),
+            thousands(c.after.lost),
+            thousands(c.after.duplicated)
+        ),
+        match e.recovery_s {
+            Some(s) => format!("after {s:.1} s"),
+            None => "not by the end".to_owned(),
+        },
+    ]
+}
+
+/// Whether `c` cut connections or took users offline, and how they came back.
+fn reconnect_storm(out: &mut String, c: &ChaosRow) {
+    let (before, fewest) = c.effect.online;
+    if let (Some((cut, of)), true) = (c.step.cut, fewest >= before) {
+        // Back within the second: the per-second count of users online never dipped,
+        // but the step's own count of the connections carried did.
+        let back = match c.step.back_after_s {
+            Some(s) => format!("all {of} connections back after {s:.3} s"),
+            None => format!("not all {of} back by the end of the run"),
+        };
+        if cut > 0 {
+            let _ = writeln!(out, "{}: a reconnect storm of {cut}; {back}", c.step.key);
+        }
+    } else if fewest < before {
+        let back = match c.effect.back_online_s {
+            Some(s) => format!("all back online {s:.1} s after its start"),
+            None => "not all back by the end of the run".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "{}: users online {before} → {fewest} (a reconnect storm of {}); {back}",
+            c.step.key,
+            before - fewest
         );
     }
 }

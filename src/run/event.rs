@@ -1,4 +1,4 @@
-//! What a run tells whoever watches it: its phases, a progress snapshot about once a
+//! What a run tells whoever watches it: its stages, a progress snapshot about once a
 //! second, and notes for the person running it — delivered to a [`Sink`].
 //!
 //! A sink is a trait called in line, not a channel: an event is handled before the run
@@ -10,9 +10,9 @@ use crate::engine;
 
 /// Where a run stands, as far as its watcher needs to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub enum Stage {
     /// The load starts (the engine's users, or the shards): from here until
-    /// [`Phase::Collect`] a stop request drains the run instead of killing it.
+    /// [`Stage::Collect`] a stop request drains the run instead of killing it.
     Load,
     /// The load is over (run to its end, drained or stopped); the result is being gathered.
     Collect,
@@ -21,8 +21,8 @@ pub enum Phase {
 /// One thing a run reports while it goes.
 #[derive(Debug, Clone)]
 pub enum Event {
-    /// The run entered a phase.
-    Phase(Phase),
+    /// The run entered a stage.
+    Stage(Stage),
     /// A snapshot of the engine's live counters, about once a second during the load.
     Progress(engine::Progress),
     /// A line for the person running msgstorm (not part of the result's own notes).

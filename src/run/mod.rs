@@ -7,7 +7,7 @@
 //! the artifact, written nowhere. [`shards`] runs one plan as several shards through a
 //! [`crate::launch::Launcher`] and merges their results exactly.
 //!
-//! Nothing here prints or parses flags: phases, progress and notes go to an [`event::Sink`]
+//! Nothing here prints or parses flags: stages, progress and notes go to an [`event::Sink`]
 //! that the CLI renders (the terminal bar, plain lines in CI logs) and tests collect; stop
 //! requests come in through a counter the caller increments (the CLI on Ctrl-C / SIGTERM).
 
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
-pub use event::{Event, Phase, Sink};
+pub use event::{Event, Sink, Stage};
 
 use crate::artifact::{Artifact, CheckMetric, RunFacts, ScenarioSource, ShardResult};
 use crate::driver::directory::Directory;
@@ -48,7 +48,7 @@ pub struct Options {
     /// The scenario as run, kept in the result for the report to show.
     pub source: Option<ScenarioSource>,
     /// Stop requests, counted: the first drains the load, the second stops it at once;
-    /// both still give the result. Looked at from [`Phase::Load`] to [`Phase::Collect`].
+    /// both still give the result. Looked at from [`Stage::Load`] to [`Stage::Collect`].
     pub stops: watch::Receiver<u32>,
     /// Where to serve the run's OpenMetrics (`--metrics-listen`; over the plan's
     /// `report.metrics_listen`).
@@ -177,8 +177,8 @@ struct Load {
     peak_rss: u64,
 }
 
-/// Runs the engine over `plan` with the driver it names, between [`Phase::Load`] and
-/// [`Phase::Collect`], its progress going to `sink`.
+/// Runs the engine over `plan` with the driver it names, between [`Stage::Load`] and
+/// [`Stage::Collect`], its progress going to `sink`.
 async fn load(
     plan: &Plan,
     opts: RunOptions,
@@ -186,7 +186,7 @@ async fn load(
     stops: watch::Receiver<u32>,
     sink: &mut dyn Sink,
 ) -> Result<Load> {
-    sink.event(Event::Phase(Phase::Load));
+    sink.event(Event::Stage(Stage::Load));
     let cpu_start = crate::sys::cpu_time();
     let job = EngineJob {
         plan,
@@ -203,7 +203,7 @@ async fn load(
         .map_err(|e| Error::Usage(e.to_string()))?;
     let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
     let peak_rss = crate::sys::peak_rss_bytes();
-    sink.event(Event::Phase(Phase::Collect));
+    sink.event(Event::Stage(Stage::Collect));
     let unpromised = [
         (promise.every, CheckMetric::Lost),
         (promise.once, CheckMetric::Duplicated),

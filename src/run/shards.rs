@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::{host, target, Event, Phase, Sink};
+use super::{host, target, Event, Sink, Stage};
 use crate::artifact::Artifact;
 use crate::driver::AuthForm;
 use crate::error::{Error, Result, EXIT_UNREACHABLE, EXIT_USAGE};
@@ -115,8 +115,8 @@ fn shard_run(
     }
 }
 
-/// Runs the shards of `run` with `launcher` between [`Phase::Load`] and
-/// [`Phase::Collect`], forwarding `stops` to them (the first drains, the second stops at
+/// Runs the shards of `run` with `launcher` between [`Stage::Load`] and
+/// [`Stage::Collect`], forwarding `stops` to them (the first drains, the second stops at
 /// once), and merges their results exactly. A shard without a result fails the run with
 /// its exit code's meaning (`target` names the server for exit 3) and the end of its log.
 pub async fn launch<L: Launcher>(
@@ -126,12 +126,12 @@ pub async fn launch<L: Launcher>(
     stops: watch::Receiver<u32>,
     sink: &mut dyn Sink,
 ) -> Result<Artifact> {
-    sink.event(Event::Phase(Phase::Load));
+    sink.event(Event::Stage(Stage::Load));
     let signals = stops.clone();
     let outcomes = launcher
         .run(run, stops, &mut |note| sink.event(Event::Note(note)))
         .await;
-    sink.event(Event::Phase(Phase::Collect));
+    sink.event(Event::Stage(Stage::Collect));
     // Stopped twice, a shard that did not end by itself was killed: the others' results
     // are what was measured.
     let stopped_twice = *signals.borrow() >= 2;

@@ -15,7 +15,7 @@ use crate::driver::{Caps, Config, Endpoint, Spec};
 pub use super::contacts::Contacts;
 pub use super::dist::{standard_normal, ThinkTimes};
 pub use super::sessions::{Sessions, OPEN};
-pub use crate::vocab::{LedgerOpts, StreamId, UserIx};
+pub use crate::vocab::{CheckMetric, LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -408,52 +408,6 @@ pub struct EchoTraffic {
     pub size: usize,
     /// Stream id of the connection at position `k` of `users` is `stream_base + k`.
     pub stream_base: StreamId,
-}
-
-/// What a check measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CheckMetric {
-    /// Messages never delivered (after sync).
-    Lost,
-    /// Extra copies delivered.
-    Duplicated,
-    /// Deliveries after a later message of the same stream.
-    Reordered,
-    /// Deliveries whose body failed its checksum.
-    Corrupted,
-    /// Deliveries after `late_after`.
-    Late,
-    /// End-to-end (due → received) p99, microseconds.
-    E2eP99,
-    /// Send → acceptance p99, microseconds.
-    AckP99,
-    /// Request round-trip p99, microseconds.
-    RequestP99,
-    /// Successful logins ÷ attempts.
-    LoginSuccess,
-    /// Failed sends ÷ sends.
-    SendErrorRate,
-    /// Verified ÷ planned deliveries (and replies ÷ requests).
-    Verified,
-    /// Frames the driver did not understand (`protocol` errors).
-    ProtocolErrors,
-    /// Deliveries found only by the final verification sync ÷ expected.
-    RepairedRate,
-    /// Bodies not from this run plus deliveries to unexpected recipients.
-    Foreign,
-    /// Group joins that failed (`join_failed` errors).
-    JoinFailures,
-    /// Run-time failures of the `script` driver's adapter (`script` errors).
-    ScriptErrors,
-    /// The longest recovery after a chaos step, microseconds (a step not recovered by the
-    /// end of the run counts as the whole run).
-    Recovery,
-    /// Users online ÷ users the plan puts online, over the traffic outside chaos steps.
-    Online,
-    /// The generator's send lag (due → written) p99, microseconds.
-    SendLag,
-    /// Sends made (sent, failed or due while their sender was offline) ÷ sends due.
-    Offered,
 }
 
 /// A bound on a metric.

@@ -1,15 +1,18 @@
 //! The words the whole house shares: user and stream numbers, the traffic kinds, the
-//! ledger's settings and a search's precision. A leaf: it imports nothing of the crate, so
-//! that the scenario, the drivers, the ledger, the envelope and `find` can all name these
-//! without importing each other.
+//! ledger's settings, a search's precision and the metric catalog. A leaf: it imports
+//! nothing of the crate, so that the scenario, the drivers, the ledger, the envelope,
+//! `metrics`, the artifact, `find` and the report can all name these without importing
+//! each other.
 
 pub mod kind;
 mod ledger;
+pub mod metric;
 pub mod offered;
 mod precision;
 
 pub use kind::TrafficKind;
 pub use ledger::LedgerOpts;
+pub use metric::{Better, CheckMetric, Hist, Unit};
 pub use offered::Offered;
 pub use precision::{num, Precision};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use msgstorm::artifact::{Artifact, ScenarioSource};
 use msgstorm::launch::local::Local;
 use msgstorm::run::shards::Split;
-use msgstorm::run::{self, Event, Options, Phase, Sink};
+use msgstorm::run::{self, Event, Options, Sink, Stage};
 use msgstorm::scenario::{self, Plan, Shard};
 use tokio::sync::watch;
 
@@ -65,12 +65,12 @@ fn options(text: &str) -> (Options, watch::Sender<u32>) {
     (options, stop)
 }
 
-/// The places of `phase`'s events among `events`.
-fn positions(events: &[Event], phase: Phase) -> Vec<usize> {
+/// The places of `stage`'s events among `events`.
+fn positions(events: &[Event], stage: Stage) -> Vec<usize> {
     events
         .iter()
         .enumerate()
-        .filter(|(_, e)| matches!(e, Event::Phase(p) if *p == phase))
+        .filter(|(_, e)| matches!(e, Event::Stage(s) if *s == stage))
         .map(|(i, _)| i)
         .collect()
 }
@@ -110,8 +110,8 @@ async fn a_run_reports_its_phases_and_progress_in_order_and_returns_a_complete_a
         .expect("the run succeeds");
 
     let (load, collect) = (
-        positions(&events, Phase::Load),
-        positions(&events, Phase::Collect),
+        positions(&events, Stage::Load),
+        positions(&events, Stage::Collect),
     );
     assert_eq!((load.len(), collect.len()), (1, 1), "{events:?}");
     let progress: Vec<usize> = (0..events.len())
@@ -197,7 +197,7 @@ async fn a_stop_request_through_the_options_drains_the_run_and_marks_it_interrup
         "stopped long before its 60 s of traffic: {:?}",
         start.elapsed()
     );
-    assert_eq!(positions(&sink.events, Phase::Collect).len(), 1);
+    assert_eq!(positions(&sink.events, Stage::Collect).len(), 1);
     assert_eq!(
         artifact.ledger.summary().duplicated,
         0,
@@ -236,8 +236,8 @@ async fn shards_on_this_host_note_the_run_then_merge_every_shard() {
     );
     let at = |wanted: &dyn Fn(&Event) -> bool| events.iter().position(wanted);
     let noted = at(&|e| matches!(e, Event::Note(n) if *n == note));
-    let load = at(&|e| matches!(e, Event::Phase(Phase::Load)));
-    let collect = at(&|e| matches!(e, Event::Phase(Phase::Collect)));
+    let load = at(&|e| matches!(e, Event::Stage(Stage::Load)));
+    let collect = at(&|e| matches!(e, Event::Stage(Stage::Collect)));
     assert!(
         noted.is_some() && noted < load && load < collect,
         "the note, then the load, then collecting: {events:?}"

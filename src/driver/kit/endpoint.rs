@@ -22,8 +22,11 @@ pub struct Endpoint {
     /// Path and query, at least `/`.
     pub path: String,
     /// `user[:password]` given in the URL.
-    pub userinfo: Option<(String, Option<String>)>,
+    pub userinfo: Option<UserInfo>,
 }
+
+/// A user name and, when given, its password.
+pub type UserInfo = (String, Option<String>);
 
 impl Endpoint {
     /// Parses `url` for driver `spec`; the error says what is wrong and gives an example.
@@ -36,40 +39,10 @@ impl Endpoint {
         let Some((scheme_name, rest)) = url.split_once("://") else {
             return Err(bad("expected `scheme://host`"));
         };
-        let Some(scheme) = spec.schemes.iter().find(|s| s.name == scheme_name) else {
-            let fits: Vec<String> = spec
-                .schemes
-                .iter()
-                .map(|s| format!("{}://", s.name))
-                .collect();
-            return Err(if fits.is_empty() {
-                format!(
-                    "driver `{}` runs in this process and takes no url",
-                    spec.name
-                )
-            } else {
-                format!(
-                    "scheme `{scheme_name}://` does not fit driver `{}`; it needs {}",
-                    spec.name,
-                    fits.join(" or ")
-                )
-            });
-        };
+        let scheme = scheme_of(spec, scheme_name)?;
         // `http::Uri` does not take credentials in the authority: split them off first.
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (userinfo, hostport) = match rest[..authority_end].rsplit_once('@') {
-            Some((info, host)) => {
-                let (user, pass) = match info.split_once(':') {
-                    Some((u, p)) => (u.to_owned(), Some(p.to_owned())),
-                    None => (info.to_owned(), None),
-                };
-                if user.is_empty() {
-                    return Err(bad("empty user name before `@`"));
-                }
-                (Some((user, pass)), host)
-            }
-            None => (None, &rest[..authority_end]),
-        };
+        let (userinfo, hostport) = split_userinfo(&rest[..authority_end]).map_err(&bad)?;
         let tail = rest[authority_end..].split('#').next().unwrap_or_default();
         let uri: http::Uri = format!("http://{hostport}{tail}")
             .parse()
@@ -82,20 +55,9 @@ impl Endpoint {
         if host.is_empty() {
             return Err(bad("the host is missing"));
         }
-        // `http::Uri` checks the port's digits but not its range.
-        let port_text = hostport
-            .rsplit_once(']')
-            .map_or(hostport, |(_, after)| after)
-            .rsplit_once(':')
-            .map(|(_, p)| p);
-        let port = match port_text {
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| bad(&format!("port `{p}` is not a number in 1..=65535")))?,
-            None => scheme.default_port,
-        };
+        let port = port_of(hostport)
+            .map_err(|why| bad(&why))?
+            .unwrap_or(scheme.default_port);
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
         let path = if path.starts_with('/') {
             path
@@ -142,6 +104,63 @@ impl Endpoint {
     pub fn tls(&self) -> bool {
         self.scheme.tls
     }
+}
+
+/// The scheme of `spec` named `name`, or what the driver takes instead.
+fn scheme_of(spec: &Spec, name: &str) -> Result<&'static Scheme, String> {
+    if let Some(scheme) = spec.schemes.iter().find(|s| s.name == name) {
+        return Ok(scheme);
+    }
+    let fits: Vec<String> = spec
+        .schemes
+        .iter()
+        .map(|s| format!("{}://", s.name))
+        .collect();
+    Err(if fits.is_empty() {
+        format!(
+            "driver `{}` runs in this process and takes no url",
+            spec.name
+        )
+    } else {
+        format!(
+            "scheme `{name}://` does not fit driver `{}`; it needs {}",
+            spec.name,
+            fits.join(" or ")
+        )
+    })
+}
+
+/// The credentials before `@` in `authority` (`http::Uri` does not take them), and the
+/// host and port after it.
+fn split_userinfo(authority: &str) -> Result<(Option<UserInfo>, &str), &'static str> {
+    let Some((info, host)) = authority.rsplit_once('@') else {
+        return Ok((None, authority));
+    };
+    let (user, pass) = match info.split_once(':') {
+        Some((u, p)) => (u.to_owned(), Some(p.to_owned())),
+        None => (info.to_owned(), None),
+    };
+    if user.is_empty() {
+        return Err("empty user name before `@`");
+    }
+    Ok((Some((user, pass)), host))
+}
+
+/// The port `hostport` names, if it names one: `http::Uri` checks its digits but not its
+/// range.
+fn port_of(hostport: &str) -> Result<Option<u16>, String> {
+    let text = hostport
+        .rsplit_once(']')
+        .map_or(hostport, |(_, after)| after)
+        .rsplit_once(':')
+        .map(|(_, p)| p);
+    text.map(|p| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("port `{p}` is not a number in 1..=65535"))
+    })
+    .transpose()
 }
 
 #[cfg(test)]

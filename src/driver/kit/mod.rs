@@ -13,6 +13,7 @@
 //! | [`ws`] | the WebSocket transport over [`connect`] (`native`, `echo`, `ws-json`, `socketio`, `script`) |
 //! | [`json_map`] | a JSON protocol described in the scenario: templates, paths, matchers (`ws-json`, `socketio`) |
 //! | `inbox` | a request/reply session's bookkeeping: request ids, acks owed, frames held while a reply is awaited, pongs owed (`ws-json`, `socketio`) |
+//! | `exchange` | the read loops over that bookkeeping: the next event (held frames first, pings answered), waiting for one answer (`ws-json`, `socketio`) |
 //! | [`cursors`] | per-conversation sync positions, merging pushes with fetched pages (`native`, `ws-json`, `script`) |
 //! | [`body`] | a delivered body without a copy ([`Body`](body::Body)) |
 
@@ -20,6 +21,7 @@ pub mod body;
 pub mod connect;
 pub mod cursors;
 pub mod endpoint;
+pub(crate) mod exchange;
 pub(crate) mod inbox;
 pub mod io_error;
 pub mod json_map;

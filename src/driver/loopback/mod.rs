@@ -7,7 +7,7 @@
 //! message is pushed or stored, never both: a push still queued when its session closes goes
 //! back to the store for the user's next connection. Every send gets an
 //! [`Event::Accepted`](crate::driver::Event::Accepted), every request an [`Event::Reply`](crate::driver::Event::Reply). Heartbeat and flush do nothing.
-//! Group members persist across connections, so the driver needs presence: late users join
+//! Group members persist across connections, so the driver needs a prior connect: late users join
 //! their groups before traffic starts.
 //!
 //! # Faults
@@ -116,7 +116,7 @@ impl super::Driver for LoopbackDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: true,
+            needs_prior_connect: true,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,

@@ -69,9 +69,9 @@ pub struct Hello {
     pub expiry: u32,
 }
 
-/// What the connection reports to the session.
+/// What the connection reports to the session: what came in from the broker.
 #[derive(Debug)]
-pub enum Wire {
+pub enum Incoming {
     /// A message on a subscribed topic; acknowledge it with [`Conn::ack`] once the engine
     /// has it.
     Message {
@@ -178,7 +178,7 @@ impl Conn {
     /// The next thing the broker did that the session acts on; acknowledgements, pings
     /// and the QoS 2 handshake are answered here. Cancel-safe. After a failure every call
     /// returns that failure.
-    pub async fn next(&mut self) -> Result<Wire, Failure> {
+    pub async fn next(&mut self) -> Result<Incoming, Failure> {
         self.m.alive()?;
         let r = self.next_inner().await;
         if let Err(f) = &r {
@@ -187,7 +187,7 @@ impl Conn {
         r
     }
 
-    async fn next_inner(&mut self) -> Result<Wire, Failure> {
+    async fn next_inner(&mut self) -> Result<Incoming, Failure> {
         loop {
             if let Some(w) = self.m.step()? {
                 return Ok(w);
@@ -216,7 +216,7 @@ impl Conn {
         self.m.full()
     }
 
-    /// Queues a publish of `body` to `topic`; its outcome comes as [`Wire::Outcome`]
+    /// Queues a publish of `body` to `topic`; its outcome comes as [`Incoming::Outcome`]
     /// with `tag` (none for QoS 0). The caller waits while the connection is
     /// [`Conn::full`].
     pub async fn publish(&mut self, tag: u64, topic: String, body: &str) -> Result<(), Failure> {
@@ -228,7 +228,7 @@ impl Conn {
     }
 
     /// Queues a SUBSCRIBE to `filter` (`no_local` is honoured by MQTT 5 only); the answer
-    /// comes as [`Wire::SubAck`].
+    /// comes as [`Incoming::SubAck`].
     pub fn subscribe(&mut self, filter: &str, no_local: bool) -> Result<(), Failure> {
         self.m.subscribe(filter, no_local)
     }
@@ -399,7 +399,7 @@ impl Machine {
 
     /// Acts on the packets read until one the session must hear of; `None` when more
     /// bytes are needed.
-    pub(crate) fn step(&mut self) -> Result<Option<Wire>, Failure> {
+    pub(crate) fn step(&mut self) -> Result<Option<Incoming>, Failure> {
         while let Some(packet) = self.parse()? {
             if let Some(w) = self.absorb(packet)? {
                 return Ok(Some(w));
@@ -409,14 +409,14 @@ impl Machine {
     }
 
     /// Acts on one packet; `Some` when the session must hear of it.
-    fn absorb(&mut self, packet: In) -> Result<Option<Wire>, Failure> {
+    fn absorb(&mut self, packet: In) -> Result<Option<Incoming>, Failure> {
         let outcome = |m: &mut Machine, pkid: u16, refused: Option<String>| {
             let i = m.inflight.iter().position(|&(id, _)| id == pkid)?;
             let (_, tag) = m.inflight.swap_remove(i);
-            Some(Wire::Outcome { tag, refused })
+            Some(Incoming::Outcome { tag, refused })
         };
         let w = match packet {
-            In::Publish { qos, pkid, payload } => Some(Wire::Message {
+            In::Publish { qos, pkid, payload } => Some(Incoming::Message {
                 payload,
                 ack: (qos > 0).then_some((qos, pkid)),
             }),
@@ -430,7 +430,7 @@ impl Machine {
                 self.put(Out::PubComp(pkid))?;
                 None
             }
-            In::SubAck(r) => Some(Wire::SubAck(r)),
+            In::SubAck(r) => Some(Incoming::SubAck(r)),
             In::PingResp => {
                 self.ping_sent = None;
                 None
@@ -881,7 +881,7 @@ mod tests {
     /// The outcome the next step reports: tag and refusal.
     fn outcome(m: &mut Machine) -> (u64, Option<String>) {
         match m.step().expect("no failure") {
-            Some(Wire::Outcome { tag, refused }) => (tag, refused),
+            Some(Incoming::Outcome { tag, refused }) => (tag, refused),
             other => panic!("expected an outcome, got {other:?}"),
         }
     }
@@ -1047,7 +1047,7 @@ mod tests {
         p.dup = true;
         send4(&mut m, v4::Packet::Publish(p));
         match m.step().expect("ok") {
-            Some(Wire::Message { payload, ack }) => {
+            Some(Incoming::Message { payload, ack }) => {
                 assert_eq!(&payload[..], b"ms1:body");
                 assert_eq!(ack, Some((2, 42)));
             }
@@ -1066,7 +1066,7 @@ mod tests {
         let mut p = v4::Publish::new("t/u1", QoS4::AtLeastOnce, "b");
         p.pkid = 5;
         send4(&mut m, v4::Packet::Publish(p));
-        let Some(Wire::Message {
+        let Some(Incoming::Message {
             ack: Some((1, 5)), ..
         }) = m.step().expect("ok")
         else {
@@ -1152,7 +1152,7 @@ mod tests {
     }
 
     /// The next report of `c`, within five seconds.
-    async fn next(c: &mut Conn) -> Wire {
+    async fn next(c: &mut Conn) -> Incoming {
         tokio::time::timeout(Duration::from_secs(5), c.next())
             .await
             .expect("a packet within 5 s")
@@ -1194,7 +1194,7 @@ mod tests {
         assert!(!present);
         sub.subscribe("t/x", false).expect("subscribe");
         sub.flush().await.expect("flush");
-        assert!(matches!(next(&mut sub).await, Wire::SubAck(Ok(()))));
+        assert!(matches!(next(&mut sub).await, Incoming::SubAck(Ok(()))));
         let (mut publisher, _) = Conn::open(plain(b.port).await, &setup, &hello("pub", true))
             .await
             .expect("pub");
@@ -1205,12 +1205,12 @@ mod tests {
         publisher.flush().await.expect("flush");
         assert!(matches!(
             next(&mut publisher).await,
-            Wire::Outcome {
+            Incoming::Outcome {
                 tag: 77,
                 refused: None
             }
         ));
-        let Wire::Message { payload, ack } = next(&mut sub).await else {
+        let Incoming::Message { payload, ack } = next(&mut sub).await else {
             panic!("the message");
         };
         assert_eq!(&payload[..], b"ms1:again");
@@ -1221,7 +1221,7 @@ mod tests {
             .await
             .expect("again");
         assert!(present, "the broker resumed the session");
-        let Wire::Message { payload, ack } = next(&mut sub).await else {
+        let Incoming::Message { payload, ack } = next(&mut sub).await else {
             panic!("the retransmission");
         };
         assert_eq!(&payload[..], b"ms1:again");

@@ -114,7 +114,7 @@ impl super::Driver for MqttDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: true,
+            needs_prior_connect: true,
             fetch_missed: true,
             filters_own_echoes: false,
             fetch_needs_receipt: false,
@@ -186,7 +186,7 @@ impl super::Driver for MqttDriver {
         let persistent = !self.opts.clean_session;
         Caps {
             acceptance: self.opts.qos > 0,
-            presence: persistent,
+            needs_prior_connect: persistent,
             fetch_missed: persistent && self.opts.qos > 0,
             filters_own_echoes: false,
             fetch_needs_receipt: false,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use super::conn::{Conn, Wire};
+use super::conn::{Conn, Incoming};
 use super::options::Options;
 use super::{Subscriptions, CLOSE_WAIT, REPLAY_LIMIT};
 use crate::driver::{Body, Dest, Event, Failure, Session};
@@ -38,9 +38,9 @@ pub struct MqttSession {
 impl MqttSession {
     /// Turns what the connection reported into an engine event, or `None` for a SUBACK
     /// nobody waits for.
-    pub(super) fn absorb(w: Wire) -> Option<(Event, Ack)> {
+    pub(super) fn absorb(w: Incoming) -> Option<(Event, Ack)> {
         match w {
-            Wire::Message { payload, ack } => Some((
+            Incoming::Message { payload, ack } => Some((
                 Event::Delivered {
                     // Shares the read chunk (a reference count), no copy.
                     body: match Utf8Bytes::try_from(payload.clone()) {
@@ -50,8 +50,8 @@ impl MqttSession {
                 },
                 ack,
             )),
-            Wire::Outcome { tag, refused: None } => Some((Event::Accepted { tag }, None)),
-            Wire::Outcome {
+            Incoming::Outcome { tag, refused: None } => Some((Event::Accepted { tag }, None)),
+            Incoming::Outcome {
                 tag,
                 refused: Some(why),
             } => Some((
@@ -61,7 +61,7 @@ impl MqttSession {
                 },
                 None,
             )),
-            Wire::SubAck(_) => None,
+            Incoming::SubAck(_) => None,
         }
     }
 
@@ -83,8 +83,8 @@ impl MqttSession {
             self.conn.subscribe(filter, no_local)?;
             loop {
                 match self.conn.next().await? {
-                    Wire::SubAck(Ok(())) => return Ok(()),
-                    Wire::SubAck(Err(why)) => {
+                    Incoming::SubAck(Ok(())) => return Ok(()),
+                    Incoming::SubAck(Err(why)) => {
                         return Err(Failure::new(
                             ErrorKind::Protocol,
                             format!("subscribing to {filter}: {why}"),

@@ -70,7 +70,7 @@ impl super::Driver for NativeDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,

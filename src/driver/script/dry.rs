@@ -4,8 +4,8 @@
 
 use mlua::{Function, MultiValue, Table, ThreadStatus, Value};
 
+use super::link::Frame;
 use super::vm::{one_line, take_outbox, Out, Vm};
-use super::wire::Frame;
 
 /// The body a dry run sends: a real envelope of 100 bytes, as a run would send it.
 fn body() -> String {

@@ -21,10 +21,10 @@ mod codecs;
 mod dry;
 mod http;
 mod limits;
+mod link;
 mod options;
 mod session;
 mod vm;
-mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,10 +41,10 @@ use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
 use crate::vocab::TrafficKind;
 use limits::Limits;
+use link::{Framing, Link};
 use options::{protos, transport, user_urls, vars, KEYS};
 pub use session::ScriptSession;
 use vm::Vm;
-use wire::{Framing, Wire};
 
 /// The driver's name.
 const NAME: &str = "script";
@@ -127,7 +127,7 @@ impl super::Driver for ScriptDriver {
         files: &["file", "proto"],
         caps: Caps {
             acceptance: true,
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,
@@ -192,10 +192,10 @@ impl super::Driver for ScriptDriver {
         resume: Cursors,
     ) -> Result<Connected<ScriptSession>, (Failure, Cursors)> {
         let started = Instant::now();
-        let (wire, timeout) = match &self.transport {
+        let (link, timeout) = match &self.transport {
             Transport::Ws(dialers) => {
                 let dialer = &dialers[user.ix as usize % dialers.len()];
-                (dialer.dial(user.ix).await.map(Wire::Ws), dialer.timeout())
+                (dialer.dial(user.ix).await.map(Link::Ws), dialer.timeout())
             }
             Transport::Tcp {
                 connector,
@@ -203,8 +203,8 @@ impl super::Driver for ScriptDriver {
                 max,
             } => {
                 let stream = connector.within("TCP connect", connector.connect(user.ix));
-                let wire = stream.await.map(|s| Wire::tcp(s, framing.clone(), *max));
-                (wire, connector.timeout())
+                let link = stream.await.map(|s| Link::tcp(s, framing.clone(), *max));
+                (link, connector.timeout())
             }
             Transport::Http(dial) => {
                 let dial = http::Dial {
@@ -213,11 +213,11 @@ impl super::Driver for ScriptDriver {
                 };
                 let timeout = dial.connector.timeout();
                 let opened = http::Http::open(dial).await;
-                (opened.map(|h| Wire::Http(Box::new(h))), timeout)
+                (opened.map(|h| Link::Http(Box::new(h))), timeout)
             }
         };
-        let wire = match wire {
-            Ok(wire) => wire,
+        let link = match link {
+            Ok(link) => link,
             Err(f) => return Err((f, resume)),
         };
         let handshake = started.elapsed();
@@ -225,7 +225,7 @@ impl super::Driver for ScriptDriver {
         let (username, password) = credentials(&self.auth, &user.id);
         let url = &self.urls[user.ix as usize % self.urls.len()];
         let session = ScriptSession::new(
-            wire,
+            link,
             vm,
             user,
             (&username, &password, url),

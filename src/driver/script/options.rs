@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use prost_reflect::DescriptorPool;
 
-use super::wire::{Framing, FRAMINGS};
+use super::link::{Framing, FRAMINGS};
 use super::{codecs, Transport};
 use crate::driver::kit::connect::Connector;
 use crate::driver::kit::options::Table;

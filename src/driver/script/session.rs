@@ -10,8 +10,8 @@ use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
 use super::http::Request;
 use super::limits::Guard;
+use super::link::{Frame, Link, Meta};
 use super::vm::{http_request, one_line, take_outbox, Out, Vm, REFUSED};
-use super::wire::{Frame, Meta, Wire};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
@@ -20,7 +20,7 @@ use crate::metrics::ErrorKind;
 /// A user's session under the script driver.
 #[derive(Debug)]
 pub struct ScriptSession {
-    wire: Wire,
+    link: Link,
     lua: mlua::Lua,
     /// The interpreter's bounds: every call into the script goes through it.
     guard: Arc<Guard>,
@@ -117,9 +117,9 @@ fn id_key(v: &Value) -> Option<String> {
 }
 
 impl ScriptSession {
-    /// A session on `wire` for `user`, its object made in `vm`.
+    /// A session on `link` for `user`, its object made in `vm`.
     pub(super) fn new(
-        wire: Wire,
+        link: Link,
         vm: &Vm,
         user: &UserCtx,
         (username, password, url): (&str, &str, &str),
@@ -138,7 +138,7 @@ impl ScriptSession {
         };
         let e = &vm.entry;
         Ok(ScriptSession {
-            wire,
+            link,
             lua: vm.lua.clone(),
             guard: Arc::clone(&vm.guard),
             entry: Entry {
@@ -185,9 +185,9 @@ impl ScriptSession {
     async fn write_outbox(&mut self) -> Result<(), Failure> {
         let queued = take_outbox(&self.user).map_err(|e| script_error("send", &e))?;
         for q in queued {
-            match (q, &mut self.wire) {
-                (Out::Frame(frame), wire) => wire.write(frame).await?,
-                (Out::Request(r), Wire::Http(h)) => h.request(r)?,
+            match (q, &mut self.link) {
+                (Out::Frame(frame), link) => link.write(frame).await?,
+                (Out::Request(r), Link::Http(h)) => h.request(r)?,
                 (Out::Request(_), _) => return Err(not_http("u:request")),
             }
         }
@@ -213,7 +213,7 @@ impl ScriptSession {
         loop {
             let yielded = self.guard.run(|| thread.resume::<MultiValue>(input));
             self.write_outbox().await?;
-            self.wire.flush().await?;
+            self.link.flush().await?;
             let yielded = match yielded {
                 Ok(y) => y,
                 Err(e) => return Err(self.flow_error(flow, &e)),
@@ -291,8 +291,8 @@ impl ScriptSession {
             "sse" => {
                 let (path, headers) = (arg(), arg());
                 let request = self.described(flow, [Value::Nil, path, Value::Nil, headers])?;
-                match &mut self.wire {
-                    Wire::Http(h) => h.sse(request).await?,
+                match &mut self.link {
+                    Link::Http(h) => h.sse(request).await?,
                     _ => return Err(not_http("u:sse")),
                 }
                 Value::Nil
@@ -372,7 +372,7 @@ impl ScriptSession {
         timeout: Duration,
     ) -> Result<Table, Failure> {
         let request = self.described(flow, described)?;
-        let Wire::Http(h) = &mut self.wire else {
+        let Link::Http(h) = &mut self.link else {
             return Err(not_http("u:http"));
         };
         let answer = tokio::time::timeout(timeout, h.call(&request))
@@ -405,7 +405,7 @@ impl ScriptSession {
     /// Starts the next long poll when the target is HTTP, the script has `poll` and none
     /// is out: `poll(u)` says the request (nil: none now).
     async fn poll_next(&mut self) -> Result<(), Failure> {
-        let (Some(poll), Wire::Http(h)) = (self.entry.poll.clone(), &self.wire) else {
+        let (Some(poll), Link::Http(h)) = (self.entry.poll.clone(), &self.link) else {
             return Ok(());
         };
         if h.polling {
@@ -423,7 +423,7 @@ impl ScriptSession {
         }
         let mut next = || got.next().unwrap_or(Value::Nil);
         let request = self.described(Flow::Fetch, [method, next(), next(), next()])?;
-        if let Wire::Http(h) = &mut self.wire {
+        if let Link::Http(h) = &mut self.link {
             h.poll(request)?;
         }
         Ok(())
@@ -556,7 +556,7 @@ impl ScriptSession {
         let want = id_key(id);
         let exchange = async {
             loop {
-                let frame = self.wire.next().await?;
+                let frame = self.link.next().await?;
                 let mut answer = None;
                 for t in self.receive(&frame).await? {
                     let answers = ["reply", "error", "ack"].iter().any(|k| {
@@ -575,7 +575,7 @@ impl ScriptSession {
                             (field("item"), field("conv"), field("seq"), field("from"));
                         self.fetched(&body, &conv, &seq, &from, out.as_deref_mut());
                     } else {
-                        self.judge(&t);
+                        self.interpret(&t);
                     }
                 }
                 if let Some(out) = out.as_deref_mut() {
@@ -623,12 +623,12 @@ impl ScriptSession {
     /// What `receive(u, frame, kind)` says the frame is (none, one or several things),
     /// after writing what it sent in answer (a pong, a subscription the frame asked for).
     async fn receive(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
-        let judged = self.judge_frame(frame)?;
+        let interpreted = self.interpret_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;
-            self.wire.flush().await?;
+            self.link.flush().await?;
         }
-        Ok(judged)
+        Ok(interpreted)
     }
 
     /// How many frames the script queued.
@@ -641,7 +641,7 @@ impl ScriptSession {
     /// What `receive(u, frame, kind)` says the frame is: nil is nothing, a table one
     /// thing, a list of tables several (history a script held back to hand over in order).
     /// A script error is kind `script` and the connection stays.
-    fn judge_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
+    fn interpret_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
         let kind = match &frame.meta {
             Some(m) => m.kind,
             None if frame.text => "text",
@@ -703,7 +703,7 @@ impl ScriptSession {
     }
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
-    fn judge(&mut self, t: &Table) {
+    fn interpret(&mut self, t: &Table) {
         let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
         if let Some(ack) = id_key(&field("ack")) {
             let (conv, seq) = (field("conv"), field("seq"));
@@ -971,12 +971,12 @@ impl Session for ScriptSession {
                 .call_hot("heartbeat", &f, MultiValue::new())
                 .await
                 .map(drop),
-            None => self.wire.ping().await,
+            None => self.link.ping().await,
         }
     }
 
     async fn flush(&mut self) -> Result<(), Failure> {
-        self.wire.flush().await
+        self.link.flush().await
     }
 
     async fn join(&mut self, group: &str) -> Result<(), Failure> {
@@ -1033,12 +1033,12 @@ impl Session for ScriptSession {
                 }
                 return Event::Closed(f);
             }
-            let frame = match self.wire.next().await {
+            let frame = match self.link.next().await {
                 Ok(f) => f,
                 Err(f) => return Event::Closed(f),
             };
             match self.receive(&frame).await {
-                Ok(said) => said.iter().for_each(|t| self.judge(t)),
+                Ok(said) => said.iter().for_each(|t| self.interpret(t)),
                 Err(f) if f.kind == ErrorKind::Script => return Event::ProtocolError(f),
                 Err(f) => return Event::Closed(f),
             }
@@ -1049,7 +1049,7 @@ impl Session for ScriptSession {
         if let Some(f) = self.entry.close.clone() {
             let _ = self.flow(Flow::Close, &f, MultiValue::new(), None).await;
         }
-        self.wire.close().await;
+        self.link.close().await;
         self.cursors
     }
 

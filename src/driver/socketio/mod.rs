@@ -69,7 +69,7 @@ impl super::Driver for SocketIoDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: true,
+            needs_prior_connect: true,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: true,
@@ -107,7 +107,7 @@ impl super::Driver for SocketIoDriver {
         Caps {
             acceptance: self.opts.ack,
             // A session is kept for recovery only once a user has connected.
-            presence: self.opts.recovery,
+            needs_prior_connect: self.opts.recovery,
             fetch_missed: self.opts.recovery,
             filters_own_echoes: self.opts.from.is_some(),
             // A session is only restored from the offset of a packet the user received;
@@ -226,13 +226,13 @@ mod tests {
         }
     }
 
-    fn judged(st: &mut State, text: &str) -> Option<String> {
+    fn interpreted(st: &mut State, text: &str) -> Option<String> {
         let opts = Options::parse(
             &toml::Table::new(),
             &<SocketIoDriver as super::super::Driver>::SPEC,
         )
         .expect("defaults");
-        st.judge(&opts, text);
+        st.interpret_packet(&opts, text);
         while let Some((ev, offset)) = st.ready.pop_front() {
             if offset.is_some() {
                 st.recovery.offset = offset;
@@ -248,27 +248,27 @@ mod tests {
     fn packets_become_events() {
         let mut st = state();
         assert_eq!(
-            judged(&mut st, "43/x,7[]"),
+            interpreted(&mut st, "43/x,7[]"),
             None,
             "other namespaces are not ours"
         );
         assert_eq!(
-            judged(&mut st, r#"437[{"ok":true}]"#).as_deref(),
+            interpreted(&mut st, r#"437[{"ok":true}]"#).as_deref(),
             Some("Accepted { tag: 70 }")
         );
         assert_eq!(
-            judged(&mut st, r#"42["message",{"from":"a","body":"hi"},"17-0"]"#).as_deref(),
+            interpreted(&mut st, r#"42["message",{"from":"a","body":"hi"},"17-0"]"#).as_deref(),
             Some(r#"Delivered { body: "hi" }"#)
         );
         assert_eq!(st.recovery.offset.as_deref(), Some("17-0"));
         assert_eq!(
-            judged(&mut st, r#"42["message",{"from":"me","body":"x"},"18-0"]"#),
+            interpreted(&mut st, r#"42["message",{"from":"me","body":"x"},"18-0"]"#),
             None
         );
         assert_eq!(st.recovery.offset.as_deref(), Some("18-0"));
-        assert_eq!(judged(&mut st, r#"42["welcome","19-0"]"#), None);
+        assert_eq!(interpreted(&mut st, r#"42["welcome","19-0"]"#), None);
         assert_eq!(st.recovery.offset.as_deref(), Some("19-0"));
-        assert_eq!(judged(&mut st, "2"), None);
+        assert_eq!(interpreted(&mut st, "2"), None);
         assert_eq!(st.inbox.pongs_owed, 1);
         for bad in [
             "",
@@ -279,10 +279,10 @@ mod tests {
             r#"42["message",{"nobody":1}]"#,
             "45-[]",
         ] {
-            let ev = judged(&mut st, bad).unwrap_or_else(|| panic!("{bad:?} gave nothing"));
+            let ev = interpreted(&mut st, bad).unwrap_or_else(|| panic!("{bad:?} gave nothing"));
             assert!(ev.starts_with("ProtocolError"), "{bad:?}: {ev}");
         }
-        let ev = judged(&mut st, "41").expect("closed");
+        let ev = interpreted(&mut st, "41").expect("closed");
         assert!(ev.starts_with("Closed"), "{ev}");
     }
 }

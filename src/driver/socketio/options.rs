@@ -113,57 +113,9 @@ impl Options {
             let open = format!("[{},", serde_json::Value::from(name));
             Ok::<_, OptionError>(Emit { open, payload })
         };
-        let path = text("path", "/socket.io/")?;
-        if !path.starts_with('/') || path.contains('?') {
-            return Err(top.bad(
-                "path",
-                "must start with `/` and hold no query, e.g. \"/socket.io/\"",
-            ));
-        }
-        let namespace = text("namespace", "/")?;
-        if !namespace.starts_with('/') || namespace.contains(',') {
-            return Err(top.bad(
-                "namespace",
-                "must start with `/` and hold no `,`, e.g. \"/chat\"",
-            ));
-        }
-        let urls = match table.get("urls") {
-            None => Vec::new(),
-            Some(toml::Value::Array(items)) => items
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => {
-                        Endpoint::parse(s, spec).map_err(|e| top.bad("urls", e))
-                    }
-                    other => Err(top.bad(
-                        "urls",
-                        format!("must hold URLs (strings), got {}", other.type_str()),
-                    )),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(v) => {
-                return Err(top.bad(
-                    "urls",
-                    format!("must be an array of URLs, got {}", v.type_str()),
-                ))
-            }
-        };
-        let auth = Template::parse(
-            top.str("auth")?
-                .unwrap_or(r#"{"user":"{user}","token":"{password}"}"#),
-            AUTH_VARS,
-        )
-        .map_err(|e| top.bad("auth", e))?;
-        if !auth
-            .fill(&Default::default(), 0)
-            .trim_start()
-            .starts_with('{')
-        {
-            return Err(top.bad(
-                "auth",
-                "must be a JSON object, e.g. '{\"token\":\"{password}\"}'",
-            ));
-        }
+        let (path, namespace) = path_and_namespace(&top)?;
+        let urls = urls(table, &top, spec)?;
+        let auth = auth(&top)?;
         // An empty path names the argument itself.
         let path_or_whole = |key: &str, default: &str| -> Result<Option<Path>, OptionError> {
             let p = top.str(key)?.unwrap_or(default);
@@ -172,19 +124,7 @@ impl Options {
             }
             Path::parse(p).map(Some).map_err(|e| top.bad(key, e))
         };
-        let message_event = text("message_event", "message")?;
-        if message_event.is_empty() {
-            return Err(top.bad("message_event", "an empty event name"));
-        }
-        let welcome_event = match top.str("welcome_event")? {
-            None => None,
-            Some("") => return Err(top.bad("welcome_event", "an empty event name")),
-            Some(name) if name == message_event => {
-                let why = format!("`{name}` is the message event, not a welcome");
-                return Err(top.bad("welcome_event", why));
-            }
-            Some(name) => Some(name.to_owned()),
-        };
+        let (message_event, welcome_event) = events(&top)?;
         Ok(Options {
             path,
             namespace,
@@ -224,6 +164,91 @@ impl Options {
         let sep = if path.contains('?') { '&' } else { '?' };
         format!("{path}{sep}EIO=4&transport=websocket")
     }
+}
+
+/// `path` and `namespace`, each checked.
+fn path_and_namespace(top: &Table<'_>) -> Result<(String, String), OptionError> {
+    let text = |key: &str, default: &str| -> Result<String, OptionError> {
+        Ok(top.str(key)?.unwrap_or(default).to_owned())
+    };
+    let path = text("path", "/socket.io/")?;
+    if !path.starts_with('/') || path.contains('?') {
+        return Err(top.bad(
+            "path",
+            "must start with `/` and hold no query, e.g. \"/socket.io/\"",
+        ));
+    }
+    let namespace = text("namespace", "/")?;
+    if !namespace.starts_with('/') || namespace.contains(',') {
+        return Err(top.bad(
+            "namespace",
+            "must start with `/` and hold no `,`, e.g. \"/chat\"",
+        ));
+    }
+    Ok((path, namespace))
+}
+
+/// `urls`: the endpoints users spread over, when more than the target's own.
+fn urls(table: &toml::Table, top: &Table<'_>, spec: &Spec) -> Result<Vec<Endpoint>, OptionError> {
+    let urls: Vec<Endpoint> = match table.get("urls") {
+        None => Vec::new(),
+        Some(toml::Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                toml::Value::String(s) => Endpoint::parse(s, spec).map_err(|e| top.bad("urls", e)),
+                other => Err(top.bad(
+                    "urls",
+                    format!("must hold URLs (strings), got {}", other.type_str()),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(top.bad(
+                "urls",
+                format!("must be an array of URLs, got {}", v.type_str()),
+            ))
+        }
+    };
+    Ok(urls)
+}
+
+/// `auth`: the handshake's auth payload, a JSON object.
+fn auth(top: &Table<'_>) -> Result<Template, OptionError> {
+    let auth = Template::parse(
+        top.str("auth")?
+            .unwrap_or(r#"{"user":"{user}","token":"{password}"}"#),
+        AUTH_VARS,
+    )
+    .map_err(|e| top.bad("auth", e))?;
+    if !auth
+        .fill(&Default::default(), 0)
+        .trim_start()
+        .starts_with('{')
+    {
+        return Err(top.bad(
+            "auth",
+            "must be a JSON object, e.g. '{\"token\":\"{password}\"}'",
+        ));
+    }
+    Ok(auth)
+}
+
+/// `message_event` and `welcome_event`, which must differ.
+fn events(top: &Table<'_>) -> Result<(String, Option<String>), OptionError> {
+    let message_event = top.str("message_event")?.unwrap_or("message").to_owned();
+    if message_event.is_empty() {
+        return Err(top.bad("message_event", "an empty event name"));
+    }
+    let welcome_event = match top.str("welcome_event")? {
+        None => None,
+        Some("") => return Err(top.bad("welcome_event", "an empty event name")),
+        Some(name) if name == message_event => {
+            let why = format!("`{name}` is the message event, not a welcome");
+            return Err(top.bad("welcome_event", why));
+        }
+        Some(name) => Some(name.to_owned()),
+    };
+    Ok((message_event, welcome_event))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::codec::{Kind, Packet, Sio};
 use super::options::{Emit, Options, NAME};
 use super::{codec, Recovery, OFFSET_WAIT};
+use crate::driver::kit::exchange::{self, until_answer, Interpret};
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::as_str;
 use crate::driver::kit::json_map::template::Values;
@@ -26,7 +27,7 @@ pub(super) struct State {
     pub(super) nsp: String,
     /// Request ids, sends waiting for their ack, frames held, pongs owed.
     pub(super) inbox: Inbox,
-    /// Events judged and not handed out yet, each with the offset it carried: the offset
+    /// Events interpreted and not handed out yet, each with the offset it carried: the offset
     /// counts as received only once the event is handed out, so a connection closed with
     /// events still here gets them replayed.
     pub(super) ready: VecDeque<(Option<Event>, Option<String>)>,
@@ -99,8 +100,8 @@ impl State {
         }
     }
 
-    /// Judges one frame: queues the event it is (if any).
-    pub(super) fn judge(&mut self, opts: &Options, text: &str) {
+    /// Interprets one frame: queues the event it is (if any).
+    pub(super) fn interpret_packet(&mut self, opts: &Options, text: &str) {
         let sio = match codec::decode(text) {
             Ok(Packet::Message(s)) => s,
             Ok(Packet::Ping) => {
@@ -171,8 +172,23 @@ impl SocketIoSession {
         connect.push_str(auth);
         self.ws.write(Message::text(connect)).await?;
         self.ws.flush().await?;
+        let (data, early) = self.until_connected().await?;
+        let pid = serde_json::from_str::<serde_json::Value>(&data)
+            .ok()
+            .and_then(|v| v.get("pid").and_then(|p| p.as_str()).map(str::to_owned));
+        let recovered = pid.is_some() && pid == self.st.recovery.pid;
+        if !recovered {
+            self.st.recovery = Recovery { pid, offset: None };
+        }
+        self.take_early(early, recovered);
+        Ok(())
+    }
+
+    /// Reads until the namespace's CONNECT answers ours, answering pings: its data, and
+    /// the packets that came before it.
+    async fn until_connected(&mut self) -> Result<(String, Vec<String>), Failure> {
         let mut early = Vec::new();
-        let data = loop {
+        loop {
             let text = read_text(&mut self.ws).await?;
             match codec::decode(&text) {
                 Ok(Packet::Ping) => {
@@ -184,7 +200,7 @@ impl SocketIoSession {
                     nsp,
                     data,
                     ..
-                })) if nsp == self.st.nsp => break data.to_owned(),
+                })) if nsp == self.st.nsp => return Ok((data.to_owned(), early)),
                 Ok(Packet::Message(Sio {
                     kind: Kind::ConnectError,
                     nsp,
@@ -208,20 +224,18 @@ impl SocketIoSession {
                 }
                 _ => early.push(text.to_string()),
             }
-        };
-        let pid = serde_json::from_str::<serde_json::Value>(&data)
-            .ok()
-            .and_then(|v| v.get("pid").and_then(|p| p.as_str()).map(str::to_owned));
-        let recovered = pid.is_some() && pid == self.st.recovery.pid;
-        if !recovered {
-            self.st.recovery = Recovery { pid, offset: None };
         }
+    }
+
+    /// The packets that came before CONNECT: held for later, or, when the session was
+    /// recovered, its replayed events taken as missed messages now.
+    fn take_early(&mut self, early: Vec<String>, recovered: bool) {
         for text in early {
             if !recovered {
                 self.st.inbox.hold(text);
                 continue;
             }
-            // A replayed packet: an event in this namespace; anything else is judged later.
+            // A replayed packet: an event in this namespace; anything else is interpreted later.
             match codec::decode(&text) {
                 Ok(Packet::Message(s)) if s.kind == Kind::Event && s.nsp == self.st.nsp => {
                     match self.st.message(&self.opts, s.data) {
@@ -237,7 +251,6 @@ impl SocketIoSession {
                 _ => self.st.inbox.hold(text),
             }
         }
-        Ok(())
     }
 
     /// Waits for a first offset, so that a user closing right after its first connect (a
@@ -302,6 +315,37 @@ impl SocketIoSession {
     }
 }
 
+impl Interpret for State {
+    type Opts = Options;
+
+    fn inbox(&mut self) -> &mut Inbox {
+        &mut self.inbox
+    }
+
+    /// The oldest event interpreted, its offset now counted as received; an offset that came
+    /// without an event (one the session does not hand out) counts on the way.
+    fn take_ready(&mut self) -> Option<Event> {
+        while let Some((ev, offset)) = self.ready.pop_front() {
+            if offset.is_some() {
+                self.recovery.offset = offset;
+            }
+            if ev.is_some() {
+                return ev;
+            }
+        }
+        None
+    }
+
+    fn interpret(&mut self, opts: &Options, frame: &str) {
+        self.interpret_packet(opts, frame);
+    }
+
+    /// Engine.IO's pong.
+    fn pong(&mut self, _opts: &Options) -> Option<String> {
+        Some("3".to_owned())
+    }
+}
+
 impl Session for SocketIoSession {
     type Resume = Recovery;
 
@@ -353,20 +397,17 @@ impl Session for SocketIoSession {
         };
         let limit = self.reply_timeout;
         let nsp = self.st.nsp.clone();
-        let wait = async {
-            loop {
-                let text = read_text(&mut self.ws).await?;
-                let ours = matches!(
-                    codec::decode(&text),
-                    Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
-                        if got == id && n == nsp
-                );
-                if ours {
-                    return Ok(());
-                }
-                self.st.inbox.hold(text.to_string());
+        let wait = until_answer(&mut self.ws, &mut self.st.inbox, |text, inbox| {
+            let ours = matches!(
+                codec::decode(text),
+                Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
+                    if got == id && n == nsp
+            );
+            if !ours {
+                inbox.hold(text.to_owned());
             }
-        };
+            ours.then_some(())
+        });
         match tokio::time::timeout(limit, wait).await {
             Ok(r) => r,
             Err(_) => Err(Failure::new(
@@ -382,39 +423,11 @@ impl Session for SocketIoSession {
     }
 
     async fn next_event(&mut self) -> Event {
-        loop {
-            if let Some((ev, offset)) = self.st.ready.pop_front() {
-                if offset.is_some() {
-                    self.st.recovery.offset = offset;
-                }
-                match ev {
-                    Some(ev) => return ev,
-                    None => continue,
-                }
-            }
-            if let Some(text) = self.st.inbox.take_unread() {
-                self.st.judge(&self.opts, &text);
-                continue;
-            }
-            if self.st.inbox.pongs_owed > 0 {
-                self.st.inbox.pongs_owed -= 1;
-                if let Err(f) = self.ws.write(Message::text("3")).await {
-                    return Event::Closed(f);
-                }
-                if let Err(f) = self.ws.flush().await {
-                    return Event::Closed(f);
-                }
-                continue;
-            }
-            match read_text(&mut self.ws).await {
-                Ok(text) => self.st.judge(&self.opts, &text),
-                Err(e) => return e.event(),
-            }
-        }
+        exchange::next_event(&mut self.ws, &*self.opts, &mut self.st).await
     }
 
     async fn close(mut self) -> Recovery {
-        // Offsets judged but not handed out count up to the first delivery not handed out.
+        // Offsets interpreted but not handed out count up to the first delivery not handed out.
         while let Some((ev, offset)) = self.st.ready.pop_front() {
             if matches!(ev, Some(Event::Delivered { .. })) {
                 break;

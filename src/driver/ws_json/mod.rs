@@ -13,7 +13,7 @@
 //!
 //! Requests the driver waits on (login, `after_login`, join, sync) are tied to their reply
 //! by `{req_id}` and the `reply_id` path; frames arriving meanwhile are kept unread and
-//! judged after, and pushes merge with fetched pages by conversation and sequence number
+//! interpreted after, and pushes merge with fetched pages by conversation and sequence number
 //! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
 //! up to which the user has everything, following `page_more` (a flag or a cursor); a login
 //! before traffic notes where each conversation stands ([`Session::skip_history`](crate::driver::Session::skip_history)).
@@ -56,7 +56,7 @@ impl super::Driver for WsJsonDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,
@@ -78,7 +78,7 @@ impl super::Driver for WsJsonDriver {
     fn caps(&self) -> Caps {
         Caps {
             acceptance: self.opts.ack.is_some(),
-            presence: false,
+            needs_prior_connect: false,
             fetch_missed: self.opts.sync.is_some(),
             filters_own_echoes: self.opts.push.as_ref().is_some_and(|p| p.from.is_some()),
             fetch_needs_receipt: false,
@@ -151,8 +151,8 @@ mod tests {
         }
     }
 
-    fn judged(st: &mut State, opts: &Options, doc: &str) -> Option<String> {
-        st.judge(opts, doc);
+    fn interpreted(st: &mut State, opts: &Options, doc: &str) -> Option<String> {
+        st.interpret_doc(opts, doc);
         st.ready.pop_front().map(|ev| format!("{ev:?}"))
     }
 
@@ -162,11 +162,11 @@ mod tests {
         let mut st = state();
         let ack = r#"{"type":"ack","ref":8,"conv":"d:a:me","seq":1,"ts":0}"#;
         assert_eq!(
-            judged(&mut st, &opts, ack).as_deref(),
+            interpreted(&mut st, &opts, ack).as_deref(),
             Some("Accepted { tag: 80 }")
         );
         let refused = r#"{"type":"error","ref":7,"code":"x","message":"too big","fatal":false}"#;
-        let ev = judged(&mut st, &opts, refused).expect("event");
+        let ev = interpreted(&mut st, &opts, refused).expect("event");
         assert!(
             ev.starts_with("Refused { tag: 70") && ev.contains("too big"),
             "{ev}"
@@ -178,20 +178,23 @@ mod tests {
         };
         // Seq 1 was the user's own message (acked): a push of it is not new.
         assert_eq!(
-            judged(&mut st, &opts, &msg(2, "a")).as_deref(),
+            interpreted(&mut st, &opts, &msg(2, "a")).as_deref(),
             Some(r#"Delivered { body: "b2" }"#)
         );
         assert_eq!(
-            judged(&mut st, &opts, &msg(2, "a")).as_deref(),
+            interpreted(&mut st, &opts, &msg(2, "a")).as_deref(),
             Some(r#"Delivered { body: "b2" }"#),
             "a server duplicate is passed on"
         );
         assert_eq!(
-            judged(&mut st, &opts, &msg(3, "me")),
+            interpreted(&mut st, &opts, &msg(3, "me")),
             None,
             "own messages are no deliveries"
         );
-        assert_eq!(judged(&mut st, &opts, r#"{"type":"pong","ts":1}"#), None);
+        assert_eq!(
+            interpreted(&mut st, &opts, r#"{"type":"pong","ts":1}"#),
+            None
+        );
         for odd in [
             "",
             "not json",
@@ -200,7 +203,8 @@ mod tests {
             r#"{"type":"ack","ref":99}"#,
             r#"{"type":{"deep":[[[]]]}}"#,
         ] {
-            let ev = judged(&mut st, &opts, odd).unwrap_or_else(|| panic!("{odd:?} gave nothing"));
+            let ev =
+                interpreted(&mut st, &opts, odd).unwrap_or_else(|| panic!("{odd:?} gave nothing"));
             assert!(ev.starts_with("ProtocolError"), "{odd:?}: {ev}");
         }
         assert!(st.inbox.pending.is_empty());

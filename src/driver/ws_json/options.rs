@@ -159,7 +159,7 @@ pub struct Options {
     pub ignore: Vec<Matcher>,
     /// Fetching missed messages.
     pub sync: Option<SyncRule>,
-    /// The top-level keys of the paths every received frame is judged by.
+    /// The top-level keys of the paths every received frame is interpreted by.
     pub index: Index,
 }
 
@@ -192,98 +192,12 @@ impl Options {
     pub fn parse(table: &toml::Table, kinds: &[&str]) -> Result<Self, OptionError> {
         let top = Table::new(table, NAME);
         top.only(KEYS)?;
-        let error = match top.sub("error")? {
-            Some(t) => {
-                t.keys_with(&["reason"])?;
-                Some(ErrorRule {
-                    matcher: t.some_matcher()?,
-                    reason: t.path("reason")?,
-                })
-            }
-            None => None,
-        };
-        let ack = match top.sub("ack")? {
-            Some(t) => {
-                t.keys_with(&["conv", "seq"])?;
-                let rule = AckRule {
-                    matcher: t.matcher()?,
-                    conv: t.path("conv")?,
-                    seq: t.path("seq")?,
-                };
-                if rule.conv.is_some() != rule.seq.is_some() {
-                    return Err(t.bad("conv", "`conv` and `seq` go together"));
-                }
-                Some(rule)
-            }
-            None => None,
-        };
-        let push = match top.sub("push")? {
-            Some(t) => {
-                t.keys_with(&["body", "from", "conv", "seq"])?;
-                let rule = PushRule {
-                    matcher: t.some_matcher()?,
-                    body: t.need_path("body")?,
-                    from: t.path("from")?,
-                    conv: t.path("conv")?,
-                    seq: t.path("seq")?,
-                };
-                if rule.conv.is_some() != rule.seq.is_some() {
-                    return Err(t.bad(
-                        if rule.conv.is_some() { "seq" } else { "conv" },
-                        "`conv` and `seq` go together (the sequence number of a message in \
-                         its conversation)",
-                    ));
-                }
-                Some(rule)
-            }
-            None => None,
-        };
-        let ping = match top.sub("ping")? {
-            Some(t) => {
-                t.keys_with(&["reply"])?;
-                Some(PingRule {
-                    matcher: t.some_matcher()?,
-                    // Any text: some protocols ping and pong outside JSON (`#1`, an empty frame).
-                    reply: t
-                        .str("reply")?
-                        .map(|s| Template::parse_text(s, PLAIN_VARS).map_err(|e| t.bad("reply", e)))
-                        .transpose()?
-                        .ok_or_else(|| t.bad("reply", "is required: the frame that answers"))?,
-                })
-            }
-            None => None,
-        };
-        let ignore = match table.get("ignore") {
-            None => Vec::new(),
-            Some(toml::Value::Array(items)) => {
-                let mut out = Vec::new();
-                for item in items {
-                    let toml::Value::Table(t) = item else {
-                        return Err(top.bad("ignore", "must be an array of tables ([[…ignore]])"));
-                    };
-                    let t = Table {
-                        t,
-                        at: format!("target.{NAME}.ignore"),
-                    };
-                    t.keys_with(&[])?;
-                    out.push(t.some_matcher()?);
-                }
-                out
-            }
-            Some(v) => {
-                return Err(top.bad(
-                    "ignore",
-                    format!("must be an array of tables, got {}", v.type_str()),
-                ))
-            }
-        };
-        let login_ok = match top.sub("login_ok")? {
-            Some(t) => {
-                t.keys_with(&[])?;
-                Some(t.some_matcher()?)
-            }
-            None => None,
-        };
+        let error = error_rule(&top)?;
+        let ack = ack_rule(&top)?;
+        let push = push_rule(&top)?;
+        let ping = ping_rule(&top)?;
+        let ignore = ignore_rules(table, &top)?;
+        let login_ok = login_ok_rule(&top)?;
         let opts = Options {
             lines: top.bool("lines")?,
             reply_id: top.path("reply_id")?,
@@ -312,7 +226,7 @@ impl Options {
         Ok(opts)
     }
 
-    /// Gives the paths received frames are judged by their slots in [`Options::index`],
+    /// Gives the paths received frames are interpreted by their slots in [`Options::index`],
     /// the most used first.
     fn build_index(&mut self) {
         let mut index = Index::default();
@@ -438,6 +352,122 @@ impl Options {
 }
 
 /// Reads `[target.ws-json.sync]`.
+/// `[target.ws-json.error]`: how a refusal is recognised, and its reason.
+fn error_rule(top: &Table<'_>) -> Result<Option<ErrorRule>, OptionError> {
+    Ok(match top.sub("error")? {
+        Some(t) => {
+            t.keys_with(&["reason"])?;
+            Some(ErrorRule {
+                matcher: t.some_matcher()?,
+                reason: t.path("reason")?,
+            })
+        }
+        None => None,
+    })
+}
+
+/// `[target.ws-json.ack]`: how the server's acceptance of a send is recognised.
+fn ack_rule(top: &Table<'_>) -> Result<Option<AckRule>, OptionError> {
+    Ok(match top.sub("ack")? {
+        Some(t) => {
+            t.keys_with(&["conv", "seq"])?;
+            let rule = AckRule {
+                matcher: t.matcher()?,
+                conv: t.path("conv")?,
+                seq: t.path("seq")?,
+            };
+            if rule.conv.is_some() != rule.seq.is_some() {
+                return Err(t.bad("conv", "`conv` and `seq` go together"));
+            }
+            Some(rule)
+        }
+        None => None,
+    })
+}
+
+/// `[target.ws-json.push]`: how a delivered message is recognised and read.
+fn push_rule(top: &Table<'_>) -> Result<Option<PushRule>, OptionError> {
+    Ok(match top.sub("push")? {
+        Some(t) => {
+            t.keys_with(&["body", "from", "conv", "seq"])?;
+            let rule = PushRule {
+                matcher: t.some_matcher()?,
+                body: t.need_path("body")?,
+                from: t.path("from")?,
+                conv: t.path("conv")?,
+                seq: t.path("seq")?,
+            };
+            if rule.conv.is_some() != rule.seq.is_some() {
+                return Err(t.bad(
+                    if rule.conv.is_some() { "seq" } else { "conv" },
+                    "`conv` and `seq` go together (the sequence number of a message in \
+                     its conversation)",
+                ));
+            }
+            Some(rule)
+        }
+        None => None,
+    })
+}
+
+/// `[target.ws-json.ping]`: the server's pings and the frame that answers them.
+fn ping_rule(top: &Table<'_>) -> Result<Option<PingRule>, OptionError> {
+    Ok(match top.sub("ping")? {
+        Some(t) => {
+            t.keys_with(&["reply"])?;
+            Some(PingRule {
+                matcher: t.some_matcher()?,
+                // Any text: some protocols ping and pong outside JSON (`#1`, an empty frame).
+                reply: t
+                    .str("reply")?
+                    .map(|s| Template::parse_text(s, PLAIN_VARS).map_err(|e| t.bad("reply", e)))
+                    .transpose()?
+                    .ok_or_else(|| t.bad("reply", "is required: the frame that answers"))?,
+            })
+        }
+        None => None,
+    })
+}
+
+/// `[target.ws-json.login_ok]`: the frame that says a login succeeded.
+fn login_ok_rule(top: &Table<'_>) -> Result<Option<Matcher>, OptionError> {
+    Ok(match top.sub("login_ok")? {
+        Some(t) => {
+            t.keys_with(&[])?;
+            Some(t.some_matcher()?)
+        }
+        None => None,
+    })
+}
+
+/// `[[target.ws-json.ignore]]`: frames to pass over, each by its matcher.
+fn ignore_rules(table: &toml::Table, top: &Table<'_>) -> Result<Vec<Matcher>, OptionError> {
+    Ok(match table.get("ignore") {
+        None => Vec::new(),
+        Some(toml::Value::Array(items)) => {
+            let mut out = Vec::new();
+            for item in items {
+                let toml::Value::Table(t) = item else {
+                    return Err(top.bad("ignore", "must be an array of tables ([[…ignore]])"));
+                };
+                let t = Table {
+                    t,
+                    at: format!("target.{NAME}.ignore"),
+                };
+                t.keys_with(&[])?;
+                out.push(t.some_matcher()?);
+            }
+            out
+        }
+        Some(v) => {
+            return Err(top.bad(
+                "ignore",
+                format!("must be an array of tables, got {}", v.type_str()),
+            ))
+        }
+    })
+}
+
 fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
     t.only(&[
         "list",

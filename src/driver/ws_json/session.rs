@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::Message;
 
-use super::options::{Options, NAME};
+use super::options::{AckRule, Options, PushRule, NAME};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::exchange::{self, until_answer, Interpret};
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::path::{self, as_str, Frame};
 use crate::driver::kit::json_map::template::{Template, Values};
 use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
-use crate::driver::kit::ws::{read_text, Ws};
+use crate::driver::kit::ws::Ws;
 use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
 
@@ -36,17 +37,16 @@ impl WsJsonDriver {
             let id = s.st.inbox.next_id();
             s.write(login, &Values { req_id: id, ..vals }).await?;
             s.ws.flush().await?;
-            loop {
-                let text = read_text(&mut s.ws).await?;
+            until_answer(&mut s.ws, &mut s.st.inbox, |text, inbox| {
                 let mut outcome = None;
-                for doc in docs(&text, opts.lines) {
+                for doc in docs(text, opts.lines) {
                     if outcome.is_some() {
-                        s.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                         continue;
                     }
-                    // Frames that are not JSON (a ping of some protocols) are judged later.
+                    // Frames that are not JSON (a ping of some protocols) are interpreted later.
                     let Ok(root) = path::parse(doc) else {
-                        s.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                         continue;
                     };
                     if ok.matches(doc, root) {
@@ -57,15 +57,12 @@ impl WsJsonDriver {
                             format!("login refused: {reason}"),
                         )));
                     } else {
-                        s.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                     }
                 }
-                match outcome {
-                    Some(Ok(())) => break,
-                    Some(Err(f)) => return Err(f),
-                    None => continue,
-                }
-            }
+                outcome
+            })
+            .await??;
         }
         for t in &opts.after_login {
             let reply = s.call(t, vals).await?;
@@ -85,7 +82,7 @@ pub(super) struct State {
     pub(super) user: String,
     /// Request ids, sends waiting for their ack, frames held, pongs owed.
     pub(super) inbox: Inbox,
-    /// Events judged and not handed out yet (a frame may hold several documents).
+    /// Events interpreted and not handed out yet (a frame may hold several documents).
     pub(super) ready: VecDeque<Event>,
     pub(super) cursors: Cursors,
     /// Groups joined on this connection (their conversations are synced).
@@ -93,8 +90,8 @@ pub(super) struct State {
 }
 
 impl State {
-    /// Judges one document: queues the event it is (if any).
-    pub(super) fn judge(&mut self, opts: &Options, doc: &str) {
+    /// Interprets one document of a frame: queues the event it is (if any).
+    pub(super) fn interpret_doc(&mut self, opts: &Options, doc: &str) {
         if opts
             .ping
             .as_ref()
@@ -118,61 +115,17 @@ impl State {
         let frame = &Frame::new(root, &opts.index);
         let id = || opts.reply_id.as_ref().and_then(|p| p.u64(frame));
         if let Some(reason) = opts.error_reason(doc, frame) {
-            let ev = match id().and_then(|id| self.inbox.take_ack(id)) {
-                Some(tag) => Event::Refused {
-                    tag,
-                    failure: Failure::new(ErrorKind::SendFailed, reason),
-                },
-                None => Event::ProtocolError(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("error frame: {reason}"),
-                )),
-            };
+            let ev = self.refusal(id(), reason);
             return self.ready.push_back(ev);
         }
         if let Some(ack) = opts.ack.as_ref().filter(|a| a.matcher.matches(doc, frame)) {
             if let Some(tag) = id().and_then(|id| self.inbox.take_ack(id)) {
-                if let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) {
-                    if let Some(seq) = seq.u64(frame) {
-                        let cursors = &mut self.cursors;
-                        conv.with(frame, |v| {
-                            if let Some(c) = v.and_then(as_str) {
-                                cursors.with(&c, |s| s.mark(seq));
-                            }
-                        });
-                    }
-                }
+                self.mark_acked(ack, frame);
                 return self.ready.push_back(Event::Accepted { tag });
             }
         }
         if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, frame)) {
-            let own = push.from.as_ref().is_some_and(|from| {
-                from.with(frame, |v| {
-                    v.and_then(as_str).is_some_and(|f| f == self.user)
-                })
-            });
-            let mut kind = Push::New;
-            if let (Some(conv), Some(seq)) = (&push.conv, &push.seq) {
-                let cursors = &mut self.cursors;
-                if let Some(seq) = seq.u64(frame) {
-                    conv.with(frame, |v| {
-                        if let Some(c) = v.and_then(as_str) {
-                            kind = cursors.with(&c, |s| s.push(seq));
-                        }
-                    });
-                }
-            }
-            if own || kind == Push::Synced {
-                return;
-            }
-            let ev = match push.body.with(frame, |v| v.map(text_of)) {
-                Some(body) => Event::Delivered { body: body.into() },
-                None => Event::ProtocolError(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("push without a body at `{}`: {}", push.body, clip(doc)),
-                )),
-            };
-            return self.ready.push_back(ev);
+            return self.pushed(push, doc, frame);
         }
         if opts
             .ping
@@ -189,6 +142,97 @@ impl State {
             ErrorKind::Protocol,
             format!("unmatched frame: {}", clip(doc)),
         )));
+    }
+
+    /// An error frame: the refusal of the send it answers, else a protocol error.
+    fn refusal(&mut self, id: Option<u64>, reason: String) -> Event {
+        match id.and_then(|id| self.inbox.take_ack(id)) {
+            Some(tag) => Event::Refused {
+                tag,
+                failure: Failure::new(ErrorKind::SendFailed, reason),
+            },
+            None => Event::ProtocolError(Failure::new(
+                ErrorKind::Protocol,
+                format!("error frame: {reason}"),
+            )),
+        }
+    }
+
+    /// Marks the sequence number an ack gives as the user's own in its conversation.
+    fn mark_acked(&mut self, ack: &AckRule, frame: &Frame<'_>) {
+        let (Some(conv), Some(seq)) = (&ack.conv, &ack.seq) else {
+            return;
+        };
+        if let Some(seq) = seq.u64(frame) {
+            let cursors = &mut self.cursors;
+            conv.with(frame, |v| {
+                if let Some(c) = v.and_then(as_str) {
+                    cursors.with(&c, |s| s.mark(seq));
+                }
+            });
+        }
+    }
+
+    /// A pushed message: queued as delivered unless it is the user's own or one a sync
+    /// already gave.
+    fn pushed(&mut self, push: &PushRule, doc: &str, frame: &Frame<'_>) {
+        let own = push.from.as_ref().is_some_and(|from| {
+            from.with(frame, |v| {
+                v.and_then(as_str).is_some_and(|f| f == self.user)
+            })
+        });
+        let mut kind = Push::New;
+        if let (Some(conv), Some(seq)) = (&push.conv, &push.seq) {
+            let cursors = &mut self.cursors;
+            if let Some(seq) = seq.u64(frame) {
+                conv.with(frame, |v| {
+                    if let Some(c) = v.and_then(as_str) {
+                        kind = cursors.with(&c, |s| s.push(seq));
+                    }
+                });
+            }
+        }
+        if own || kind == Push::Synced {
+            return;
+        }
+        let ev = match push.body.with(frame, |v| v.map(text_of)) {
+            Some(body) => Event::Delivered { body: body.into() },
+            None => Event::ProtocolError(Failure::new(
+                ErrorKind::Protocol,
+                format!("push without a body at `{}`: {}", push.body, clip(doc)),
+            )),
+        };
+        self.ready.push_back(ev);
+    }
+}
+
+impl Interpret for State {
+    type Opts = Options;
+
+    fn inbox(&mut self) -> &mut Inbox {
+        &mut self.inbox
+    }
+
+    fn take_ready(&mut self) -> Option<Event> {
+        self.ready.pop_front()
+    }
+
+    /// Each document of the frame (a held one is a document already, which splits into
+    /// itself).
+    fn interpret(&mut self, opts: &Options, frame: &str) {
+        for doc in docs(frame, opts.lines) {
+            self.interpret_doc(opts, doc);
+        }
+    }
+
+    fn pong(&mut self, opts: &Options) -> Option<String> {
+        let ping = opts.ping.as_ref()?;
+        let vals = Values {
+            user: &self.user,
+            req_id: self.inbox.next_id(),
+            ..Values::default()
+        };
+        Some(ping.reply.fill(&vals, now_ms()))
     }
 }
 
@@ -239,22 +283,20 @@ impl WsJsonSession {
         let exchange = async {
             self.write(template, &Values { req_id: id, ..vals }).await?;
             self.ws.flush().await?;
-            loop {
-                let text = read_text(&mut self.ws).await?;
+            until_answer(&mut self.ws, &mut self.st.inbox, |text, inbox| {
                 let mut reply = None;
-                for doc in docs(&text, lines) {
+                for doc in docs(text, lines) {
                     let ours = reply.is_none()
                         && path::parse(doc).is_ok_and(|root| reply_id.u64(root) == Some(id));
                     if ours {
                         reply = Some(doc.to_owned());
                     } else {
-                        self.st.inbox.hold(doc.to_owned());
+                        inbox.hold(doc.to_owned());
                     }
                 }
-                if let Some(r) = reply {
-                    return Ok(r);
-                }
-            }
+                reply
+            })
+            .await
         };
         match tokio::time::timeout(limit, exchange).await {
             Ok(result) => result,
@@ -364,44 +406,7 @@ impl Session for WsJsonSession {
     }
 
     async fn next_event(&mut self) -> Event {
-        loop {
-            if let Some(ev) = self.st.ready.pop_front() {
-                return ev;
-            }
-            if let Some(doc) = self.st.inbox.take_unread() {
-                self.st.judge(&self.opts, &doc);
-                continue;
-            }
-            if self.st.inbox.pongs_owed > 0 {
-                if let Some(ping) = &self.opts.ping {
-                    let id = self.st.inbox.next_id();
-                    let text = ping.reply.fill(
-                        &Values {
-                            user: &self.st.user,
-                            req_id: id,
-                            ..Values::default()
-                        },
-                        now_ms(),
-                    );
-                    self.st.inbox.pongs_owed -= 1;
-                    if let Err(f) = self.ws.write(Message::text(text)).await {
-                        return Event::Closed(f);
-                    }
-                    if let Err(f) = self.ws.flush().await {
-                        return Event::Closed(f);
-                    }
-                }
-                continue;
-            }
-            match read_text(&mut self.ws).await {
-                Ok(text) => {
-                    for doc in docs(&text, self.opts.lines) {
-                        self.st.judge(&self.opts, doc);
-                    }
-                }
-                Err(e) => return e.event(),
-            }
-        }
+        exchange::next_event(&mut self.ws, &*self.opts, &mut self.st).await
     }
 
     async fn close(mut self) -> Cursors {

@@ -201,38 +201,20 @@ impl Framer {
                 }
                 Event::Start(s) => stack.push(element(&s)?),
                 Event::Empty(s) => {
-                    let el = element(&s)?;
-                    match stack.last_mut() {
-                        Some(parent) => parent.children.push(el),
-                        None => return Ok(Parsed::Item(Item::Element(el), used)),
+                    if let Some(el) = place(&mut stack, element(&s)?) {
+                        return Ok(Parsed::Item(Item::Element(el), used));
                     }
                 }
                 Event::End(_) => match stack.pop() {
                     None => return Ok(Parsed::Item(Item::End, used)),
                     Some(mut el) => {
                         el.text = unescape(&el.text)?;
-                        match stack.last_mut() {
-                            Some(parent) => parent.children.push(el),
-                            None => return Ok(Parsed::Item(Item::Element(el), used)),
+                        if let Some(el) = place(&mut stack, el) {
+                            return Ok(Parsed::Item(Item::Element(el), used));
                         }
                     }
                 },
-                // Raw until the element ends: text cut by the end of the input may end in
-                // half an entity.
-                Event::Text(t) => match stack.last_mut() {
-                    Some(el) => el.text.push_str(&String::from_utf8_lossy(&t)),
-                    // Between stanzas only whitespace may come (keep-alives).
-                    None if t.iter().all(u8::is_ascii_whitespace) => {}
-                    None => {
-                        return Err(format!(
-                            "the stream is not well-formed XML: text between stanzas: {}",
-                            String::from_utf8_lossy(&t)
-                                .chars()
-                                .take(40)
-                                .collect::<String>()
-                        ))
-                    }
-                },
+                Event::Text(t) => text(&mut stack, &t)?,
                 Event::CData(t) => {
                     if let Some(el) = stack.last_mut() {
                         el.text
@@ -245,6 +227,37 @@ impl Framer {
             }
         }
     }
+}
+
+/// `el`, complete: a child of the element open around it, or a stanza when none is.
+fn place(stack: &mut [Element], el: Element) -> Option<Element> {
+    match stack.last_mut() {
+        Some(parent) => {
+            parent.children.push(el);
+            None
+        }
+        None => Some(el),
+    }
+}
+
+/// Text, kept raw in the element open around it until that ends (text cut by the end of
+/// the input may end in half an entity); between stanzas only whitespace may come
+/// (keep-alives).
+fn text(stack: &mut [Element], t: &[u8]) -> Result<(), String> {
+    match stack.last_mut() {
+        Some(el) => el.text.push_str(&String::from_utf8_lossy(t)),
+        None if t.iter().all(u8::is_ascii_whitespace) => {}
+        None => {
+            return Err(format!(
+                "the stream is not well-formed XML: text between stanzas: {}",
+                String::from_utf8_lossy(t)
+                    .chars()
+                    .take(40)
+                    .collect::<String>()
+            ))
+        }
+    }
+    Ok(())
 }
 
 /// An element from its start tag.

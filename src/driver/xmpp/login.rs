@@ -5,8 +5,9 @@
 use std::time::{Duration, Instant};
 
 use super::codec::{escape, Element, Item};
+use super::resume::XmppResume;
 use super::sasl::{self, Mechanism, Scram};
-use super::session::{acked, Sm, SmResume, Unacked, XmppResume};
+use super::sm::{acked, Sm, SmResume, Unacked};
 use super::stream::{self, Stream};
 use super::{error_condition, ns, stanza_error, Sasl, Tls, XmppDriver};
 use crate::driver::{Account, Event, Failure, UserCtx};
@@ -58,26 +59,7 @@ impl XmppDriver {
         let mut stream = Stream::new(io, self.max_body);
         let mut features = self.open(&mut stream).await?;
         if self.opts.tls == Tls::StartTls {
-            if features.child_ns("starttls", ns::TLS).is_none() {
-                return Err(Failure::new(
-                    ErrorKind::Protocol,
-                    "the server does not offer STARTTLS (`tls = \"starttls\"`)",
-                ));
-            }
-            stream.queue(&format!("<starttls xmlns='{}'/>", ns::TLS));
-            stream.flush().await?;
-            let answer = stream.element().await?;
-            if answer.name != "proceed" {
-                return Err(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("STARTTLS refused: <{}>", answer.name),
-                ));
-            }
-            let client = self
-                .starttls
-                .as_ref()
-                .ok_or_else(|| Failure::new(ErrorKind::Other, "TLS was not configured"))?;
-            stream = stream.tls(client).await?;
+            stream = self.starttls(stream, &features).await?;
             features = self.open(&mut stream).await?;
         }
         let handshake = started.elapsed();
@@ -106,20 +88,7 @@ impl XmppDriver {
                 }
                 // A new session: what the old one had not delivered is not sent again
                 // (the server may have had it without acknowledging it yet).
-                Ok(None) => {
-                    settled = prev
-                        .unacked
-                        .iter()
-                        .map(|u| Event::Refused {
-                            tag: u.tag,
-                            failure: Failure::new(
-                                ErrorKind::SendFailed,
-                                "unacknowledged when the connection broke, and the session \
-                                 could not be resumed",
-                            ),
-                        })
-                        .collect();
-                }
+                Ok(None) => settled = not_resumed(&prev),
                 Err(f) => {
                     // The session may still be there for the next attempt.
                     resume.sm = Some(prev);
@@ -128,6 +97,49 @@ impl XmppDriver {
             }
         }
         let resource = self.opts.resource.replace("{user}", &user.id);
+        let (sm, early) = self.bind(&mut stream, &features, &resource).await?;
+        Ok(Login {
+            stream,
+            sm,
+            resumed: false,
+            handshake,
+            early,
+            settled,
+        })
+    }
+
+    /// STARTTLS on `stream`, whose `features` must offer it.
+    async fn starttls(&self, mut stream: Stream, features: &Element) -> Result<Stream, Failure> {
+        if features.child_ns("starttls", ns::TLS).is_none() {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                "the server does not offer STARTTLS (`tls = \"starttls\"`)",
+            ));
+        }
+        stream.queue(&format!("<starttls xmlns='{}'/>", ns::TLS));
+        stream.flush().await?;
+        let answer = stream.element().await?;
+        if answer.name != "proceed" {
+            return Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("STARTTLS refused: <{}>", answer.name),
+            ));
+        }
+        let client = self
+            .starttls
+            .as_ref()
+            .ok_or_else(|| Failure::new(ErrorKind::Other, "TLS was not configured"))?;
+        stream.tls(client).await
+    }
+
+    /// Binds `resource`, enables stream management when the options ask for it and sends
+    /// the initial presence: the session's XEP-0198 state, and what arrived meanwhile.
+    async fn bind(
+        &self,
+        stream: &mut Stream,
+        features: &Element,
+        resource: &str,
+    ) -> Result<(Option<Sm>, Vec<Element>), Failure> {
         let sm = self.opts.stream_management;
         if sm && features.child_ns("sm", ns::SM).is_none() {
             return Err(Failure::new(
@@ -143,7 +155,7 @@ impl XmppDriver {
         stream.queue(&format!(
             "<iq type='set' id='bind'><bind xmlns='{}'><resource>{}</resource></bind></iq>",
             ns::BIND,
-            escape(&resource)
+            escape(resource)
         ));
         if sm {
             stream.queue(&format!("<enable xmlns='{}' resume='true'/>", ns::SM));
@@ -180,20 +192,14 @@ impl XmppDriver {
                 _ => early.push(e),
             }
         }
-        Ok(Login {
-            stream,
-            // The initial presence is the first stanza counted.
-            sm: sm.then(|| Sm {
-                sent: 1,
-                requested: 1,
-                id: sm_id,
-                ..Sm::default()
-            }),
-            resumed: false,
-            handshake,
-            early,
-            settled,
-        })
+        // The initial presence is the first stanza counted.
+        let sm = sm.then(|| Sm {
+            sent: 1,
+            requested: 1,
+            id: sm_id,
+            ..Sm::default()
+        });
+        Ok((sm, early))
     }
 
     /// SASL with the mechanism the options ask for, among those offered.
@@ -205,25 +211,7 @@ impl XmppDriver {
         password: &str,
         resume: &mut XmppResume,
     ) -> Result<(), Failure> {
-        let offered: Vec<&str> = features
-            .child_ns("mechanisms", ns::SASL)
-            .map(|m| m.children.iter().map(|c| c.text.trim()).collect())
-            .unwrap_or_default();
-        let has = |m: Mechanism| offered.contains(&m.name());
-        let mechanism = match self.opts.sasl {
-            Sasl::Auto if has(Mechanism::ScramSha1) => Mechanism::ScramSha1,
-            Sasl::Auto | Sasl::Plain if has(Mechanism::Plain) => Mechanism::Plain,
-            Sasl::ScramSha1 if has(Mechanism::ScramSha1) => Mechanism::ScramSha1,
-            _ => {
-                return Err(Failure::new(
-                    ErrorKind::AuthFailed,
-                    format!(
-                        "no usable SASL mechanism: the server offers [{}]",
-                        offered.join(", ")
-                    ),
-                ))
-            }
-        };
+        let mechanism = self.mechanism(features)?;
         let mut scram = None;
         let initial = match mechanism {
             Mechanism::Plain => sasl::plain(username, password),
@@ -279,6 +267,43 @@ impl XmppDriver {
             }
         }
     }
+
+    /// The SASL mechanism the options ask for, if `features` offer it.
+    fn mechanism(&self, features: &Element) -> Result<Mechanism, Failure> {
+        let offered: Vec<&str> = features
+            .child_ns("mechanisms", ns::SASL)
+            .map(|m| m.children.iter().map(|c| c.text.trim()).collect())
+            .unwrap_or_default();
+        let has = |m: Mechanism| offered.contains(&m.name());
+        match self.opts.sasl {
+            Sasl::Auto if has(Mechanism::ScramSha1) => Ok(Mechanism::ScramSha1),
+            Sasl::Auto | Sasl::Plain if has(Mechanism::Plain) => Ok(Mechanism::Plain),
+            Sasl::ScramSha1 if has(Mechanism::ScramSha1) => Ok(Mechanism::ScramSha1),
+            _ => Err(Failure::new(
+                ErrorKind::AuthFailed,
+                format!(
+                    "no usable SASL mechanism: the server offers [{}]",
+                    offered.join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+/// The sends a connection left unacknowledged, refused: the session could not be resumed,
+/// and the server may have had them without acknowledging them yet.
+fn not_resumed(prev: &SmResume) -> Vec<Event> {
+    prev.unacked
+        .iter()
+        .map(|u| Event::Refused {
+            tag: u.tag,
+            failure: Failure::new(
+                ErrorKind::SendFailed,
+                "unacknowledged when the connection broke, and the session could not be \
+                 resumed",
+            ),
+        })
+        .collect()
 }
 
 /// A login that went through.

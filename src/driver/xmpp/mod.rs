@@ -43,8 +43,10 @@ mod disco;
 mod login;
 mod mam;
 mod options;
+mod resume;
 mod sasl;
 mod session;
+mod sm;
 mod stream;
 
 use std::sync::Arc;
@@ -52,7 +54,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use codec::Element;
 pub use options::{Fetch, Options, Sasl, Tls};
-pub use session::{XmppResume, XmppSession};
+pub use resume::XmppResume;
+pub use session::XmppSession;
 
 use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
 use crate::driver::kit::connect::Connector;
@@ -140,7 +143,7 @@ impl super::Driver for XmppDriver {
         files: &[],
         caps: Caps {
             acceptance: true,
-            presence: true,
+            needs_prior_connect: true,
             fetch_missed: true,
             filters_own_echoes: true,
             fetch_needs_receipt: false,

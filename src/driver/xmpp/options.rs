@@ -114,30 +114,9 @@ impl Options {
         if resource.is_empty() {
             return Err(t.bad("resource", "must not be empty"));
         }
-        let tls = match t.string("tls")?.as_deref() {
-            None | Some("off") => Tls::Off,
-            Some("starttls") => Tls::StartTls,
-            Some(other) => {
-                return Err(t.bad(
-                    "tls",
-                    format!(
-                        "`{other}`: must be \"off\" or \"starttls\" (direct TLS is an xmpps:// URL)"
-                    ),
-                ))
-            }
-        };
+        let tls = tls(&t)?;
         let ca_file = t.string("ca_file")?.map(PathBuf::from);
-        let sasl = match t.string("sasl")?.as_deref() {
-            None | Some("auto") => Sasl::Auto,
-            Some("plain") => Sasl::Plain,
-            Some("scram-sha-1") => Sasl::ScramSha1,
-            Some(other) => {
-                return Err(t.bad(
-                    "sasl",
-                    format!("`{other}`: must be \"auto\", \"plain\" or \"scram-sha-1\""),
-                ))
-            }
-        };
+        let sasl = sasl(&t)?;
         let register = t.flag("register")?.unwrap_or(false);
         let stream_management = t.flag("stream_management")?.unwrap_or(true);
         let muc_domain = t.string("muc_domain")?;
@@ -165,16 +144,7 @@ impl Options {
                 format!("must be > 0 and at most {QUIET_MAX:?}, got {offline_quiet:?}"),
             ));
         }
-        let fetch = match t.string("fetch")?.as_deref() {
-            None | Some("offline") => Fetch::Offline,
-            Some("mam") => Fetch::Mam,
-            Some(other) => {
-                return Err(t.bad(
-                    "fetch",
-                    format!("`{other}`: must be \"offline\" or \"mam\""),
-                ))
-            }
-        };
+        let fetch = fetch(&t)?;
         Ok(Options {
             domain,
             resource,
@@ -191,6 +161,51 @@ impl Options {
             fetch,
         })
     }
+}
+
+/// `tls`: off or STARTTLS (direct TLS is an `xmpps://` URL).
+fn tls(t: &Table<'_>) -> Result<Tls, OptionError> {
+    Ok(match t.string("tls")?.as_deref() {
+        None | Some("off") => Tls::Off,
+        Some("starttls") => Tls::StartTls,
+        Some(other) => {
+            return Err(t.bad(
+                "tls",
+                format!(
+                    "`{other}`: must be \"off\" or \"starttls\" (direct TLS is an xmpps:// URL)"
+                ),
+            ))
+        }
+    })
+}
+
+/// `sasl`: the mechanism, or the best the server offers.
+fn sasl(t: &Table<'_>) -> Result<Sasl, OptionError> {
+    Ok(match t.string("sasl")?.as_deref() {
+        None | Some("auto") => Sasl::Auto,
+        Some("plain") => Sasl::Plain,
+        Some("scram-sha-1") => Sasl::ScramSha1,
+        Some(other) => {
+            return Err(t.bad(
+                "sasl",
+                format!("`{other}`: must be \"auto\", \"plain\" or \"scram-sha-1\""),
+            ))
+        }
+    })
+}
+
+/// `fetch`: how missed messages are fetched after login.
+fn fetch(t: &Table<'_>) -> Result<Fetch, OptionError> {
+    Ok(match t.string("fetch")?.as_deref() {
+        None | Some("offline") => Fetch::Offline,
+        Some("mam") => Fetch::Mam,
+        Some(other) => {
+            return Err(t.bad(
+                "fetch",
+                format!("`{other}`: must be \"offline\" or \"mam\""),
+            ))
+        }
+    })
 }
 
 #[cfg(test)]

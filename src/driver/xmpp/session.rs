@@ -1,7 +1,7 @@
 //! One logged-in user: sends, receipts, XEP-0198 acks, room joins, fetching what was
 //! missed, and what the user keeps for its next connection.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -10,87 +10,13 @@ use super::codec::{escape, Element, Item};
 use super::disco;
 use super::login::Login;
 use super::mam::{self, Since};
-use super::sasl::Salted;
+use super::resume::XmppResume;
+use super::sm::{acked, Sm, SmResume, Unacked};
 use super::stream::{self, Stream};
 use super::{error_condition, ns, stanza_error, Fetch, Options, XmppDriver};
 use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, OFFLINE_LIMIT, WRITE_BATCH};
-use crate::driver::{Account, Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Dest, Event, Failure, Session, UserCtx};
 use crate::metrics::ErrorKind;
-
-/// Ids of the room messages a user has had, to recognise them in the history a rejoin
-/// replays. Bounded: history never goes back further than `muc_history` messages.
-#[derive(Debug, Default)]
-struct RoomSeen {
-    order: VecDeque<String>,
-    ids: HashSet<String>,
-}
-
-impl RoomSeen {
-    /// Records `id`; false when it was already there.
-    fn insert(&mut self, id: String, keep: usize) -> bool {
-        if self.ids.contains(&id) {
-            return false;
-        }
-        self.order.push_back(id.clone());
-        self.ids.insert(id);
-        while self.order.len() > keep {
-            if let Some(old) = self.order.pop_front() {
-                self.ids.remove(&old);
-            }
-        }
-        true
-    }
-}
-
-/// What an XMPP user remembers between connections.
-#[derive(Debug, Default)]
-pub struct XmppResume {
-    /// The account was registered (or found) by this run.
-    pub(super) registered: bool,
-    /// What registering found, until a login reports it.
-    pub(super) account: Option<Account>,
-    /// The SCRAM salted password of the last login.
-    pub(super) salted: Option<Salted>,
-    /// Rooms joined before, by room JID, with the message ids seen in each.
-    rooms: HashMap<String, RoomSeen>,
-    /// The XEP-0198 session a lost connection left behind, to resume.
-    pub(super) sm: Option<SmResume>,
-    /// The archive id of the last message this user had (`fetch = "mam"`): its next MAM
-    /// fetch starts after it.
-    mam_after: Option<String>,
-    /// Messages that came one way (archive, push) and may come the other way later, to
-    /// hand each out once (`fetch = "mam"`).
-    copies: mam::Copies,
-}
-
-/// What resuming an XEP-0198 session takes.
-#[derive(Debug)]
-pub(super) struct SmResume {
-    /// The session id the server gave.
-    pub(super) id: String,
-    /// Stanzas of the server the engine took: the server retransmits the rest.
-    pub(super) handed: u32,
-    /// Our messages the server had not acknowledged when the connection broke: those past
-    /// the `h` of its `<resumed/>` are sent again.
-    pub(super) unacked: VecDeque<Unacked>,
-}
-
-/// A message sent and not acknowledged yet (XEP-0198).
-#[derive(Debug)]
-pub(super) struct Unacked {
-    /// Its stanza count.
-    pub(super) n: u32,
-    /// The engine's tag of the send.
-    pub(super) tag: u64,
-    /// The stanza, kept to send it again after a resumption (only when the session can be
-    /// resumed).
-    pub(super) xml: Option<String>,
-}
-
-/// Whether stanza count `n` is at or before `h` (XEP-0198 counts wrap at 2^32).
-pub(super) fn acked(n: u32, h: u32) -> bool {
-    h.wrapping_sub(n) < 1 << 31
-}
 
 /// One page of a MAM query under way.
 #[derive(Debug, Default)]
@@ -129,23 +55,6 @@ impl Held {
             unplaced: false,
         }
     }
-}
-
-/// XEP-0198 state of a session.
-#[derive(Debug, Default)]
-pub(super) struct Sm {
-    /// The id to resume the session with, when the server allows resumption.
-    pub(super) id: Option<String>,
-    /// Stanzas sent since `<enable/>`.
-    pub(super) sent: u32,
-    /// Stanzas received since `<enable/>`.
-    pub(super) received: u32,
-    /// Sends not acknowledged yet, oldest first.
-    pub(super) tags: VecDeque<Unacked>,
-    /// `sent` when the last `<r/>` went out.
-    pub(super) requested: u32,
-    /// The server asked for an ack.
-    pub(super) ack_owed: bool,
 }
 
 /// One user's XMPP connection.

@@ -22,7 +22,7 @@ use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::schedule::{Sends, VuPlan};
-use super::shared::{Phase, Shared};
+use super::shared::{EngineState, Shared};
 use crate::driver::{Account, Driver, Event, Resume, Session, UserCtx};
 use crate::ledger::Via;
 use crate::metrics::{Counter, ErrorKind, Hist};
@@ -49,7 +49,7 @@ pub struct VuConfig {
     /// The driver reports acceptance of sends.
     pub acceptance: bool,
     /// Late users connect once before traffic so the server keeps their messages.
-    pub presence: bool,
+    pub needs_prior_connect: bool,
     /// The driver never hands a user its own group messages back. Otherwise the user
     /// drops them (an echo of its own stream is not a delivery); with it, such an echo
     /// reaches the ledger as an unexpected recipient, because it is the server's mistake.
@@ -84,7 +84,7 @@ pub struct VuSpec {
     /// False for late users (they sync after their first login).
     pub on_time: bool,
     /// A late user that connects once before traffic starts, and leaves until its login
-    /// time (see [`VuConfig::presence`] and [`VuConfig::skip_history`]).
+    /// time (see [`VuConfig::needs_prior_connect`] and [`VuConfig::skip_history`]).
     pub visits: bool,
     /// When the user leaves and comes back (`None`: not before the run closes), ascending,
     /// from the start of the run (from the traffic start with `from_traffic`).
@@ -128,7 +128,7 @@ struct Link<S> {
     offline: Offline,
     /// When the last heartbeat went out.
     last_heartbeat: Instant,
-    /// The due time last registered with the pacer (see [`super::pacer::Pacer::poll_due`]).
+    /// The due time last registered with the timer wheel (see [`super::timer_wheel::TimerWheel::poll_due`]).
     armed: Option<Instant>,
 }
 
@@ -313,10 +313,10 @@ impl<D: Driver> Vu<D> {
         };
         loop {
             let phase = *phase_rx.borrow_and_update();
-            if phase == Phase::Abort {
+            if phase == EngineState::Abort {
                 break;
             }
-            if phase == Phase::Closing {
+            if phase == EngineState::Closing {
                 // Boxed: the final sync holds a session of its own, and the waiting loop
                 // should not keep room for it.
                 let away = matches!(link.offline, Offline::Away(None));
@@ -334,7 +334,7 @@ impl<D: Driver> Vu<D> {
                 _ = traffic_rx.changed(), if traffic.is_none() => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
                 () = std::future::poll_fn(|cx| match wake {
-                    Some(due) => self.shared.pacer.poll_due(cx, due, &mut link.armed),
+                    Some(due) => self.shared.timer_wheel.poll_due(cx, due, &mut link.armed),
                     None => std::task::Poll::Pending,
                 }) => None,
                 ev = next_event(link.session.as_mut()) => Some(ev),
@@ -414,12 +414,12 @@ impl<D: Driver> Vu<D> {
         &mut self,
         link: &Link<D::Session>,
         traffic: Option<Instant>,
-        phase: Phase,
+        phase: EngineState,
         now: Instant,
     ) -> Option<Instant> {
         let mut wake: Option<Instant> = None;
         let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
-        if let (Some(ts), Phase::Running) = (traffic, phase) {
+        if let (Some(ts), EngineState::Running) = (traffic, phase) {
             for due in self.spec.plan.programs.iter().filter_map(|p| p.due()) {
                 at(ts + due);
             }
@@ -495,7 +495,7 @@ impl<D: Driver> Vu<D> {
         &mut self,
         link: &mut Link<D::Session>,
         traffic: Option<Instant>,
-        phase: Phase,
+        phase: EngineState,
     ) {
         let now = Instant::now();
         let origin = self.origin();
@@ -525,7 +525,7 @@ impl<D: Driver> Vu<D> {
             }
             _ => {}
         }
-        if let (Some(ts), Phase::Running) = (traffic, phase) {
+        if let (Some(ts), EngineState::Running) = (traffic, phase) {
             if let Some(gone) = self.send_due(link.session.as_mut(), ts, now).await {
                 self.take_events(Event::Closed(gone), link);
             }
@@ -585,7 +585,7 @@ impl<D: Driver> Vu<D> {
         let ts = traffic?;
         let churn_pending = matches!(offline, Offline::Away(Some(_)) | Offline::Lost { .. })
             || (self.next_away < self.spec.away.len() && matches!(offline, Offline::No));
-        let running = self.shared.phase() == Phase::Running;
+        let running = self.shared.phase() == EngineState::Running;
         let sending = running && self.spec.plan.programs.iter().any(|p| p.due().is_some());
         let hold = ts + self.spec.plan.hold_until();
         if churn_pending || sending || self.outstanding.is_some() {
@@ -768,14 +768,14 @@ impl<D: Driver> Vu<D> {
 async fn first_login(
     (offset, from_traffic): (Option<Duration>, bool),
     t0: Instant,
-    phase: &mut tokio::sync::watch::Receiver<Phase>,
+    phase: &mut tokio::sync::watch::Receiver<EngineState>,
     traffic: &mut tokio::sync::watch::Receiver<Option<Instant>>,
 ) -> First {
     let Some(offset) = offset else {
         return First::Never;
     };
     let stopped = async {
-        let _ = phase.wait_for(|p| *p >= Phase::Draining).await;
+        let _ = phase.wait_for(|p| *p >= EngineState::Draining).await;
     };
     let due = async {
         let origin = if from_traffic {

@@ -20,7 +20,6 @@ use crate::report::html::{esc, page};
 use crate::report::json::Json;
 use crate::report::markdown::{self, Markdown};
 use crate::report::model::Report;
-use crate::report::present::hist_label;
 use crate::report::present::thousands;
 use crate::report::text::Text;
 
@@ -332,25 +331,7 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
         esc(&side(&c.base, files[0])),
         esc(&side(&c.new, files[1]))
     );
-    if !gates.is_empty() {
-        let rows: Vec<Vec<String>> = gates
-            .iter()
-            .map(|g| {
-                vec![
-                    g.gate.clone(),
-                    g.measured.clone(),
-                    if g.failed { "FAIL" } else { "pass" }.to_owned(),
-                ]
-            })
-            .collect();
-        page::section(
-            &mut body,
-            "gates",
-            "Regression gates",
-            "Each gate fails the comparison when its condition holds.",
-            &page::table(&["gate", "measured", "result"], &rows),
-        );
-    }
+    gates_section(&mut body, gates);
     let rows: Vec<Vec<String>> = measured(c)
         .map(|r| {
             let mut cells = cells(r);
@@ -399,6 +380,30 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
     page::document(&title, &body, None)
 }
 
+/// The regression gates and how each came out, when there are any.
+fn gates_section(body: &mut String, gates: &[Outcome]) {
+    if gates.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = gates
+        .iter()
+        .map(|g| {
+            vec![
+                g.gate.clone(),
+                g.measured.clone(),
+                if g.failed { "FAIL" } else { "pass" }.to_owned(),
+            ]
+        })
+        .collect();
+    page::section(
+        body,
+        "gates",
+        "Regression gates",
+        "Each gate fails the comparison when its condition holds.",
+        &page::table(&["gate", "measured", "result"], &rows),
+    );
+}
+
 /// The end-to-end, send → ack and request distributions of both runs on one plot.
 fn distributions(runs: &[Run<'_>]) -> String {
     let mut lines = Vec::new();
@@ -419,7 +424,7 @@ fn distributions(runs: &[Run<'_>]) -> String {
                 .map(|&(q, v)| (chart::nines(q, end), v as f64 / 1000.0))
                 .collect();
             let mut line = Line::new(
-                format!("{}: {}", run.label.unwrap_or(""), hist_label(h)),
+                format!("{}: {}", run.label.unwrap_or(""), h.entry().label),
                 points,
             );
             line.dashed = run.dashed;

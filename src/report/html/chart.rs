@@ -131,8 +131,12 @@ impl Chart {
             .filter(|v| v.is_finite())
             .fold(0.0, f64::max);
         let (ystep, ytop) = nice_scale(ymax);
-        let sx = |x: f64| plot.x0 + (x - dx0) / (dx1 - dx0).max(1e-9) * (plot.x1 - plot.x0);
-        let sy = |y: f64| plot.y1 - y / ytop * (plot.y1 - plot.y0);
+        let f = Frame {
+            plot,
+            dx0,
+            dx1,
+            ytop,
+        };
         let mut s = String::new();
         let time = matches!(self.x, XAxis::Time(_));
         let _ = write!(
@@ -140,62 +144,82 @@ impl Chart {
             r#"<svg id="{}" class="chart{}" viewBox="0 0 {WIDTH} {height}" role="img" data-x0="{dx0}" data-x1="{dx1}" data-l="{}" data-r="{}" data-t="{}" data-b="{}"><title>{}</title>"#,
             esc(&self.id),
             if time { " tc" } else { "" },
-            plot.x0,
-            plot.x1,
-            plot.y0,
-            plot.y1,
+            f.plot.x0,
+            f.plot.x1,
+            f.plot.y0,
+            f.plot.y1,
             esc(&self.title)
         );
+        self.grid(&mut s, &f, ystep);
+        self.lines_svg(&mut s, &f);
+        self.legend(&mut s, &f, &legend_rows);
+        if self.lines.iter().all(|l| l.points.is_empty()) {
+            let _ = write!(
+                s,
+                r#"<text class="empty" x="{:.1}" y="{:.1}" text-anchor="middle">no samples</text>"#,
+                (f.plot.x0 + f.plot.x1) / 2.0,
+                (f.plot.y0 + f.plot.y1) / 2.0
+            );
+        }
+        s.push_str("</svg>");
+        s
+    }
+
+    /// The y grid and ticks, the marked spans, the x ticks and the frame.
+    fn grid(&self, s: &mut String, f: &Frame, ystep: f64) {
         // Grid and y ticks.
         let mut v = 0.0;
-        while v <= ytop + ystep / 2.0 {
-            let y = sy(v);
+        while v <= f.ytop + ystep / 2.0 {
+            let y = f.y(v);
             let _ = write!(
                 s,
                 r#"<line class="grid" x1="{:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-                plot.x0,
-                plot.x1,
-                plot.x0 - 6.0,
+                f.plot.x0,
+                f.plot.x1,
+                f.plot.x0 - 6.0,
                 y + 4.0,
                 esc(&y_label(self.y, v, ystep))
             );
             v += ystep;
         }
         for m in &self.marks {
-            let (a, b) = (sx(m.from.max(dx0)), sx(m.to.min(dx1)));
+            let (a, b) = (f.x(m.from.max(f.dx0)), f.x(m.to.min(f.dx1)));
             let _ = write!(
                 s,
                 r#"<rect class="mark" x="{a:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{}</title></rect><text class="marktext" x="{:.1}" y="{:.1}">{}</text>"#,
-                plot.y0,
+                f.plot.y0,
                 (b - a).max(2.0),
-                plot.y1 - plot.y0,
+                f.plot.y1 - f.plot.y0,
                 esc(&m.label),
                 a + 3.0,
-                plot.y0 + 12.0,
+                f.plot.y0 + 12.0,
                 esc(&m.label)
             );
         }
         // X ticks.
-        for (x, label) in self.x_ticks(dx0, dx1) {
-            let px = sx(x);
+        for (x, label) in self.x_ticks(f.dx0, f.dx1) {
+            let px = f.x(x);
             let _ = write!(
                 s,
                 r#"<line class="grid" x1="{px:.1}" x2="{px:.1}" y1="{:.1}" y2="{:.1}"/><text class="tick" x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                plot.y0,
-                plot.y1,
-                plot.y1 + 18.0,
+                f.plot.y0,
+                f.plot.y1,
+                f.plot.y1 + 18.0,
                 esc(&label)
             );
         }
         let _ = write!(
             s,
             r#"<rect class="frame" x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/>"#,
-            plot.x0,
-            plot.y0,
-            plot.x1 - plot.x0,
-            plot.y1 - plot.y0
+            f.plot.x0,
+            f.plot.y0,
+            f.plot.x1 - f.plot.x0,
+            f.plot.y1 - f.plot.y0
         );
-        // Lines.
+    }
+
+    /// The lines, each a path broken at gaps.
+    fn lines_svg(&self, s: &mut String, f: &Frame) {
         for (i, line) in self.lines.iter().enumerate() {
             let color = COLORS[line.color.unwrap_or(i) % COLORS.len()];
             let mut d = String::new();
@@ -210,8 +234,8 @@ impl Chart {
                     d,
                     "{}{:.1} {:.1}",
                     if jump { "M" } else { "L" },
-                    sx(x),
-                    sy(y)
+                    f.x(x),
+                    f.y(y)
                 );
                 last = Some(x);
             }
@@ -229,15 +253,18 @@ impl Chart {
                 esc(&line.label)
             );
         }
-        // Legend.
-        for (i, (line, (x, row))) in self.lines.iter().zip(&legend_rows).enumerate() {
+    }
+
+    /// The legend, an entry a line, laid out in `rows`.
+    fn legend(&self, s: &mut String, f: &Frame, rows: &[(f64, f64)]) {
+        for (i, (line, (x, row))) in self.lines.iter().zip(rows).enumerate() {
             let color = COLORS[line.color.unwrap_or(i) % COLORS.len()];
             let y = 8.0 + row * LEGEND_ROW;
             let _ = write!(
                 s,
                 r#"<g class="legend"><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="3"{}/><text x="{:.1}" y="{:.1}">{}</text></g>"#,
-                plot.x0 + x,
-                plot.x0 + x + 18.0,
+                f.plot.x0 + x,
+                f.plot.x0 + x + 18.0,
                 y + 6.0,
                 y + 6.0,
                 if line.dashed {
@@ -245,21 +272,11 @@ impl Chart {
                 } else {
                     ""
                 },
-                plot.x0 + x + 23.0,
+                f.plot.x0 + x + 23.0,
                 y + 10.0,
                 esc(&line.label)
             );
         }
-        if self.lines.iter().all(|l| l.points.is_empty()) {
-            let _ = write!(
-                s,
-                r#"<text class="empty" x="{:.1}" y="{:.1}" text-anchor="middle">no samples</text>"#,
-                (plot.x0 + plot.x1) / 2.0,
-                (plot.y0 + plot.y1) / 2.0
-            );
-        }
-        s.push_str("</svg>");
-        s
     }
 
     fn x_domain(&self) -> (f64, f64) {
@@ -313,6 +330,28 @@ struct Plot {
     x1: f64,
     y0: f64,
     y1: f64,
+}
+
+/// The plot area with the domains it shows: x from `dx0` to `dx1`, y from 0 to `ytop`.
+struct Frame {
+    plot: Plot,
+    dx0: f64,
+    dx1: f64,
+    ytop: f64,
+}
+
+impl Frame {
+    /// An x value's position.
+    fn x(&self, x: f64) -> f64 {
+        let p = &self.plot;
+        p.x0 + (x - self.dx0) / (self.dx1 - self.dx0).max(1e-9) * (p.x1 - p.x0)
+    }
+
+    /// A y value's position.
+    fn y(&self, y: f64) -> f64 {
+        let p = &self.plot;
+        p.y1 - y / self.ytop * (p.y1 - p.y0)
+    }
 }
 
 /// Each legend entry's (x offset, row), wrapping at the plot's width.

@@ -152,20 +152,7 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
         .fold(1.0, f64::max)
         .ceil();
     let bucket = bucket_for(end);
-    let marks: Vec<Mark> = runs
-        .first()
-        .map(|r| {
-            r.report
-                .chaos
-                .iter()
-                .map(|c| Mark {
-                    from: c.effect.from_s,
-                    to: c.effect.to_s,
-                    label: format!("{} {}", c.step.key, c.step.action),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let marks = chaos_marks(runs);
     let chart = |id: &str, title: &str, y: YUnit, lines: Vec<Line>, gap: bool| Chart {
         marks: marks.clone(),
         id: id.to_owned(),
@@ -184,8 +171,40 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
                 .filter_map(|s| f(s).map(|v| (s.sec, v)));
             named(run, label, downsample(points, bucket, agg, end))
         };
-    let mut out = Vec::new();
+    let mut out = vec![users_panel(runs, &series, &chart)];
+    message_panels(runs, &series, &chart, &mut out);
+    latency_panels(runs, &series, &chart, &mut out);
+    // A run without errors gets a sentence instead of a flat line ([`body`]).
+    if any_errors(runs) {
+        out.push(errors_panel(runs, &series, &chart));
+    }
+    processes(runs, bucket, end, &mut out, &chart);
+    scraped(runs, bucket, end, &mut out, &chart);
+    if runs.len() > 1 {
+        color_by_metric(runs.len(), &mut out);
+    }
+    out
+}
 
+/// The first run's chaos steps, as marks on every chart.
+fn chaos_marks(runs: &[Run<'_>]) -> Vec<Mark> {
+    runs.first()
+        .map(|r| {
+            r.report
+                .chaos
+                .iter()
+                .map(|c| Mark {
+                    from: c.effect.from_s,
+                    to: c.effect.to_s,
+                    label: format!("{} {}", c.step.key, c.step.action),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Users online and logins per second.
+fn users_panel(runs: &[Run<'_>], series: &SeriesOf<'_>, chart: &MakeChart<'_>) -> Panel {
     let mut users = Vec::new();
     for run in runs {
         users.push(series(run, "users online", Agg::Max, &|s| {
@@ -195,7 +214,7 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
             Some(s.logins as f64)
         }));
     }
-    out.push(Panel {
+    Panel {
         heading: "Users online and logins".to_owned(),
         why: "Users logged in at each moment, and logins completed per second.".to_owned(),
         chart: chart(
@@ -205,8 +224,16 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
             users,
             false,
         ),
-    });
+    }
+}
 
+/// Messages per second, and request replies per second when there were any.
+fn message_panels(
+    runs: &[Run<'_>],
+    series: &SeriesOf<'_>,
+    chart: &MakeChart<'_>,
+    out: &mut Vec<Panel>,
+) {
     let mut msgs = Vec::new();
     for run in runs {
         let r = run.report;
@@ -246,7 +273,16 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
             ),
         });
     }
+}
 
+/// One panel per latency of the per-second series that has samples (or, on a live page,
+/// will have).
+fn latency_panels(
+    runs: &[Run<'_>],
+    series: &SeriesOf<'_>,
+    chart: &MakeChart<'_>,
+    out: &mut Vec<Panel>,
+) {
     type Pick = fn(&SecondPoint) -> Spread;
     let latencies: [(&str, &str, &str, Pick); 3] = [
         (
@@ -303,39 +339,36 @@ pub fn panels(runs: &[Run<'_>]) -> Vec<Panel> {
             chart: chart(id, heading, YUnit::Ms, lines, true),
         });
     }
+}
 
-    // A run without errors gets a sentence instead of a flat line ([`body`]).
-    if any_errors(runs) {
-        out.push(Panel {
-            heading: "Errors per second, by kind".to_owned(),
-            why: "Failures per second, one line per kind that occurred; what each kind means \
+/// Errors per second, a line per kind.
+fn errors_panel(runs: &[Run<'_>], series: &SeriesOf<'_>, chart: &MakeChart<'_>) -> Panel {
+    Panel {
+        heading: "Errors per second, by kind".to_owned(),
+        why: "Failures per second, one line per kind that occurred; what each kind means \
                   and examples are in the errors table below."
-                .to_owned(),
-            chart: chart(
-                "errors",
-                "errors per second",
-                YUnit::Count,
-                error_lines(runs, &series),
-                false,
-            ),
-        });
+            .to_owned(),
+        chart: chart(
+            "errors",
+            "errors per second",
+            YUnit::Count,
+            error_lines(runs, series),
+            false,
+        ),
     }
+}
 
-    processes(runs, bucket, end, &mut out, &chart);
-    scraped(runs, bucket, end, &mut out, &chart);
-    // Overlaid runs with the same lines: one colour per metric, dashed for the base.
-    if runs.len() > 1 {
-        for p in &mut out {
-            let lines = &mut p.chart.lines;
-            if lines.len() % runs.len() == 0 {
-                let per = lines.len() / runs.len();
-                for (i, l) in lines.iter_mut().enumerate() {
-                    l.color = Some(i % per);
-                }
+/// Overlaid runs with the same lines: one colour per metric (the base run's dashed).
+fn color_by_metric(runs: usize, panels: &mut [Panel]) {
+    for p in panels {
+        let lines = &mut p.chart.lines;
+        if lines.len() % runs == 0 {
+            let per = lines.len() / runs;
+            for (i, l) in lines.iter_mut().enumerate() {
+                l.color = Some(i % per);
             }
         }
     }
-    out
 }
 
 /// A line of `run` with its legend prefix and dash.

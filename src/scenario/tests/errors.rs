@@ -77,7 +77,7 @@ fn unknown_enum_value() {
         &[],
         3,
         "target.driver",
-        "unknown driver `nativ`; did you mean `native`? allowed: native, echo, mqtt",
+        "unknown driver `nativ`; did you mean `native`? allowed: echo, loopback, mqtt, native",
     );
 }
 
@@ -469,7 +469,7 @@ fn source_addresses_only_for_drivers_that_bind_them() {
         &[],
         5,
         "target.source_addresses",
-        "driver `mqtt` does not bind source addresses; these drivers do: native, echo",
+        "driver `mqtt` does not bind source addresses; these drivers do: echo, native",
     );
 }
 

@@ -220,7 +220,7 @@ pub struct Framed {
 
 /// The connection of one user.
 #[derive(Debug)]
-pub enum Wire {
+pub enum Link {
     /// A WebSocket.
     Ws(Ws),
     /// A framed TCP stream.
@@ -229,10 +229,10 @@ pub enum Wire {
     Http(Box<super::http::Http>),
 }
 
-impl Wire {
+impl Link {
     /// A TCP stream cut by `framing`, frames at most `max` bytes.
-    pub fn tcp(stream: Stream, framing: Framing, max: usize) -> Wire {
-        Wire::Tcp(Box::new(Framed {
+    pub fn tcp(stream: Stream, framing: Framing, max: usize) -> Link {
+        Link::Tcp(Box::new(Framed {
             stream,
             framing,
             read: Vec::new(),
@@ -244,7 +244,7 @@ impl Wire {
     /// Queues `frame` (binary, or text).
     pub async fn write(&mut self, frame: Frame) -> Result<(), Failure> {
         match self {
-            Wire::Ws(ws) => {
+            Link::Ws(ws) => {
                 let msg = if frame.text {
                     match String::from_utf8(frame.bytes) {
                         Ok(text) => Message::text(text),
@@ -258,11 +258,11 @@ impl Wire {
                 };
                 ws.write(msg).await
             }
-            Wire::Tcp(t) => t
+            Link::Tcp(t) => t
                 .framing
                 .encode(&frame.bytes, &mut t.write)
                 .map_err(|why| Failure::new(ErrorKind::Script, why)),
-            Wire::Http(_) => Err(Failure::new(
+            Link::Http(_) => Err(Failure::new(
                 ErrorKind::Script,
                 "u:send over HTTP: send requests with u:request or u:http",
             )),
@@ -272,9 +272,9 @@ impl Wire {
     /// Writes what was queued.
     pub async fn flush(&mut self) -> Result<(), Failure> {
         match self {
-            Wire::Ws(ws) => ws.flush().await,
-            Wire::Http(_) => Ok(()),
-            Wire::Tcp(t) => {
+            Link::Ws(ws) => ws.flush().await,
+            Link::Http(_) => Ok(()),
+            Link::Tcp(t) => {
                 if t.write.is_empty() {
                     return Ok(());
                 }
@@ -291,15 +291,15 @@ impl Wire {
     /// A heartbeat of the transport itself (a WebSocket ping; nothing on TCP or HTTP).
     pub async fn ping(&mut self) -> Result<(), Failure> {
         match self {
-            Wire::Ws(ws) => ws.write(Message::Ping(Default::default())).await,
-            Wire::Tcp(_) | Wire::Http(_) => Ok(()),
+            Link::Ws(ws) => ws.write(Message::Ping(Default::default())).await,
+            Link::Tcp(_) | Link::Http(_) => Ok(()),
         }
     }
 
     /// The next frame from the server. Cancel-safe: bytes read stay buffered.
     pub async fn next(&mut self) -> Result<Frame, Failure> {
         match self {
-            Wire::Ws(ws) => loop {
+            Link::Ws(ws) => loop {
                 match ws.next().await {
                     None => return Err(Failure::new(ErrorKind::ClosedByPeer, "connection closed")),
                     Some(Err(e)) => return Err(classify(&e)),
@@ -327,7 +327,7 @@ impl Wire {
                     Some(Ok(_)) => continue,
                 }
             },
-            Wire::Tcp(t) => loop {
+            Link::Tcp(t) => loop {
                 match t.framing.decode(&mut t.read, t.max) {
                     Ok(Some(bytes)) => {
                         return Ok(Frame {
@@ -348,18 +348,18 @@ impl Wire {
                     Err(e) => return Err(io_error::classify(&e)),
                 }
             },
-            Wire::Http(h) => h.next().await,
+            Link::Http(h) => h.next().await,
         }
     }
 
     /// Closes the connection.
     pub async fn close(self) {
         match self {
-            Wire::Ws(ws) => ws.close().await,
-            Wire::Tcp(mut t) => {
+            Link::Ws(ws) => ws.close().await,
+            Link::Tcp(mut t) => {
                 let _ = t.stream.shutdown().await;
             }
-            Wire::Http(h) => drop(h),
+            Link::Http(h) => drop(h),
         }
     }
 }

@@ -23,9 +23,9 @@ const SLOT: Duration = Duration::from_millis(1);
 /// further ahead is passed over once per lap until its lap comes.
 const SLOTS: u64 = 4096;
 
-/// The process's timer for due work; [`Pacer::run`] is its task.
+/// The process's timer for due work; [`TimerWheel::run`] is its task.
 #[derive(Debug)]
-pub struct Pacer {
+pub struct TimerWheel {
     /// The calendar.
     wheel: Mutex<Wheel>,
     /// Tells the task that an entry is due before the time it sleeps until.
@@ -106,9 +106,9 @@ impl Wheel {
     }
 }
 
-impl Default for Pacer {
+impl Default for TimerWheel {
     fn default() -> Self {
-        Pacer {
+        TimerWheel {
             wheel: Mutex::new(Wheel {
                 origin: Instant::now(),
                 slots: (0..SLOTS).map(|_| Vec::new()).collect(),
@@ -122,7 +122,7 @@ impl Default for Pacer {
     }
 }
 
-impl Pacer {
+impl TimerWheel {
     fn wheel(&self) -> MutexGuard<'_, Wheel> {
         // An entry is a plain waker: a panic elsewhere leaves the calendar consistent.
         self.wheel.lock().unwrap_or_else(|e| e.into_inner())
@@ -224,8 +224,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn fires_each_entry_once_never_before_its_due_time() {
-        let pacer = Arc::new(Pacer::default());
-        let task = tokio::spawn(pacer.clone().run());
+        let timers = Arc::new(TimerWheel::default());
+        let task = tokio::spawn(timers.clone().run());
         let t0 = Instant::now();
         // Inside one slot, across slots, and past a whole lap of the calendar.
         let offsets = [300, 700, 3_000, 5_000_000, 9_000_000, 9_000_001];
@@ -234,7 +234,7 @@ mod tests {
             .map(|&us| {
                 let due = t0 + Duration::from_micros(us);
                 let (c, w) = counter();
-                pacer.wake_at(due, w);
+                timers.wake_at(due, w);
                 (due, c)
             })
             .collect();
@@ -250,33 +250,33 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_earlier_entry_wakes_the_sleeping_timer_and_a_passed_one_fires_at_once() {
-        let pacer = Arc::new(Pacer::default());
-        let task = tokio::spawn(pacer.clone().run());
+        let timers = Arc::new(TimerWheel::default());
+        let task = tokio::spawn(timers.clone().run());
         let t0 = Instant::now();
         let (late, w) = counter();
-        pacer.wake_at(t0 + Duration::from_secs(2), w);
+        timers.wake_at(t0 + Duration::from_secs(2), w);
         tokio::time::sleep(Duration::from_millis(10)).await;
         let (soon, w) = counter();
-        pacer.wake_at(t0 + Duration::from_millis(20), w);
+        timers.wake_at(t0 + Duration::from_millis(20), w);
         tokio::time::sleep_until(t0 + Duration::from_millis(21)).await;
         tokio::task::yield_now().await;
         assert_eq!((woken(&soon), woken(&late)), (1, 0));
         let (passed, w) = counter();
-        pacer.wake_at(t0, w);
+        timers.wake_at(t0, w);
         assert_eq!(woken(&passed), 1);
         task.abort();
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_registers_once_per_due_time() {
-        let pacer = Arc::new(Pacer::default());
-        let task = tokio::spawn(pacer.clone().run());
+        let timers = Arc::new(TimerWheel::default());
+        let task = tokio::spawn(timers.clone().run());
         let due = Instant::now() + Duration::from_millis(50);
         let mut armed = None;
         let mut polls = 0;
         std::future::poll_fn(|cx| {
             polls += 1;
-            pacer.poll_due(cx, due, &mut armed)
+            timers.poll_due(cx, due, &mut armed)
         })
         .await;
         assert!(Instant::now() >= due);
@@ -286,35 +286,35 @@ mod tests {
         let later = Instant::now() + Duration::from_millis(50);
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
-        assert!(pacer.poll_due(&mut cx, later, &mut armed).is_pending());
-        assert!(pacer.poll_due(&mut cx, later, &mut armed).is_pending());
-        assert_eq!(pacer.wheel().len, 1);
+        assert!(timers.poll_due(&mut cx, later, &mut armed).is_pending());
+        assert!(timers.poll_due(&mut cx, later, &mut armed).is_pending());
+        assert_eq!(timers.wheel().len, 1);
         task.abort();
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_emptied_slot_gives_its_buffer_to_the_next_slot_filled() {
-        let pacer = Arc::new(Pacer::default());
-        let task = tokio::spawn(pacer.clone().run());
+        let timers = Arc::new(TimerWheel::default());
+        let task = tokio::spawn(timers.clone().run());
         let t0 = Instant::now();
         for _ in 0..100 {
-            pacer.wake_at(
+            timers.wake_at(
                 t0 + Duration::from_millis(5),
                 futures_util::task::noop_waker(),
             );
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
         {
-            let w = pacer.wheel();
+            let w = timers.wheel();
             assert_eq!(w.len, 0);
             assert!(w.slots.iter().all(|b| b.capacity() == 0));
             assert_eq!(w.spare.len(), 1);
         }
-        pacer.wake_at(
+        timers.wake_at(
             t0 + Duration::from_secs(1),
             futures_util::task::noop_waker(),
         );
-        let w = pacer.wheel();
+        let w = timers.wheel();
         assert!(w.spare.is_empty());
         assert!(w.slots.iter().any(|b| b.capacity() >= 100));
         drop(w);
