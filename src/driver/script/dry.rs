@@ -4,7 +4,7 @@
 
 use mlua::{Function, MultiValue, Table, ThreadStatus, Value};
 
-use super::link::Frame;
+use super::frame::Frame;
 use super::vm::{one_line, take_outbox, Out, Vm};
 
 /// The body a dry run sends: a real envelope of 100 bytes, as a run would send it.

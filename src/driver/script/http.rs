@@ -25,7 +25,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::link::{Frame, Meta};
+use super::frame::{Frame, Meta};
 use crate::driver::kit::connect::Connector;
 use crate::driver::Failure;
 use crate::metrics::ErrorKind;

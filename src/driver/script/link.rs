@@ -6,6 +6,7 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::frame::Frame;
 use crate::driver::kit::connect::Stream;
 use crate::driver::kit::io_error;
 use crate::driver::kit::ws::{classify, Ws};
@@ -179,33 +180,6 @@ impl Framing {
         buf.drain(..start + len);
         Ok(Some(frame))
     }
-}
-
-/// A frame in or out: its bytes and whether it is text.
-#[derive(Debug)]
-pub struct Frame {
-    /// The frame.
-    pub bytes: Vec<u8>,
-    /// A text frame (WebSocket text, or a delimited TCP frame).
-    pub text: bool,
-    /// Where an HTTP transport's frame came from (`None` on a socket).
-    pub meta: Option<Meta>,
-}
-
-/// What an HTTP transport says of a frame besides its bytes: `receive`'s fourth argument.
-#[derive(Debug, Clone)]
-pub struct Meta {
-    /// `"response"` (to `u:request`), `"poll"` (to `poll(u)`) or `"event"` (an event of
-    /// `u:sse`): `receive`'s `kind`.
-    pub kind: &'static str,
-    /// The HTTP status (200 for an event).
-    pub status: u16,
-    /// The reference `u:request` gave, or an event's `id`.
-    pub reference: Option<String>,
-    /// An event's `event` name.
-    pub event: Option<String>,
-    /// The answer's headers (none for an event).
-    pub headers: Vec<(String, String)>,
 }
 
 /// A framed TCP connection.

@@ -19,6 +19,7 @@
 
 mod codecs;
 mod dry;
+mod frame;
 mod http;
 mod limits;
 mod link;

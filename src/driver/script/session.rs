@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
+use super::frame::{Frame, Meta};
 use super::http::Request;
 use super::limits::Guard;
-use super::link::{Frame, Link, Meta};
+use super::link::Link;
 use super::vm::{http_request, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};

@@ -228,7 +228,7 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
 #[derive(Debug)]
 pub enum Out {
     /// A frame (`u:send`).
-    Frame(super::link::Frame),
+    Frame(super::frame::Frame),
     /// An HTTP request (`u:request`).
     Request(super::http::Request),
 }
@@ -247,7 +247,7 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
             Value::Table(r) => queued.push(Out::Request(http_request(&r)?)),
             Value::String(frame) => {
                 let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
-                queued.push(Out::Frame(super::link::Frame {
+                queued.push(Out::Frame(super::frame::Frame {
                     bytes: frame.as_bytes().to_vec(),
                     text: !binary,
                     meta: None,
