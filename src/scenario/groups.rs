@@ -83,8 +83,9 @@ pub fn resolve(
         .collect()
 }
 
-/// `size` users around a random seed user: its contacts, then theirs, breadth first; the
-/// rest uniformly when the neighbourhood is smaller.
+/// `size` users around a random seed user: its contacts, then theirs, breadth first (each
+/// user's contacts in a random order); the rest uniformly when the neighbourhood is
+/// smaller.
 fn community(rng: &mut Rng, c: &Contacts, users: u32, size: u32) -> Vec<UserIx> {
     let mut chosen = std::collections::HashSet::new();
     let mut order = Vec::with_capacity(size as usize);
@@ -95,7 +96,11 @@ fn community(rng: &mut Rng, c: &Contacts, users: u32, size: u32) -> Vec<UserIx> 
         }
         if chosen.insert(u) {
             order.push(u);
-            queue.extend(c.of(u).iter().copied());
+            // In a random order: contacts are listed by index, and a community cut at
+            // its size would otherwise favour low indices (and the shards that hold them).
+            let mut next = c.of(u).to_vec();
+            rng.shuffle(&mut next);
+            queue.extend(next);
         }
     }
     while order.len() < size as usize {
@@ -199,6 +204,36 @@ mod tests {
         assert_eq!(
             by_contacts,
             resolve(&model(Members::Contacts), 5000, Some(&c), 1, "g")
+        );
+    }
+
+    #[test]
+    fn members_spread_over_the_users_indices_also_when_cut_from_a_hub() {
+        // Shards are ranges of indices: a group cut from a hub's hundreds of contacts must
+        // not favour low ones. Each half of the users holds about half of the memberships.
+        let hubs = contacts::resolve(
+            ContactModel {
+                mean: 10.0,
+                exponent: 2.1,
+            },
+            20_000,
+            3,
+        );
+        let big = GroupModel {
+            count: 300,
+            min: 100,
+            max: 300,
+            ..model(Members::Contacts)
+        };
+        let groups = resolve(&big, 20_000, Some(&hubs), 1, "g");
+        let members: Vec<UserIx> = groups
+            .iter()
+            .flat_map(|g| g.members.iter().copied())
+            .collect();
+        let low = members.iter().filter(|&&m| m < 10_000).count() as f64 / members.len() as f64;
+        assert!(
+            (0.46..0.54).contains(&low),
+            "{low} of the memberships in the lower half"
         );
     }
 }
