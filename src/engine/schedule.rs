@@ -5,7 +5,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenario::plan::{ChatTraffic, Contacts, TraceSender, TraceTarget, TraceTraffic, OPEN};
+use crate::scenario::plan::{
+    ChatTraffic, Contacts, GroupSpec, TraceSender, TraceTarget, TraceTraffic, OPEN,
+};
 use crate::scenario::{
     DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
     ThinkTimes, TrafficShape, UserIx,
@@ -642,21 +644,27 @@ impl Builder<'_> {
         }
     }
 
+    /// Adds group `spec` to the run's groups, its local members joining it at login.
+    fn join(&mut self, spec: &GroupSpec) -> Arc<GroupInfo> {
+        let info = Arc::new(GroupInfo {
+            index: self.groups.len(),
+            name: spec.name.clone(),
+        });
+        self.groups.push(info.clone());
+        for &m in &spec.members {
+            if self.local(m) {
+                self.vu(m).groups.push(info.clone());
+            }
+        }
+        info
+    }
+
     /// A group pattern starting at `start`, ending at `end` if set.
     fn group(&mut self, g: &GroupTraffic, start: Duration, end: Option<Duration>) {
         let n_senders = g.groups.len() * g.senders_per_group as usize;
         let spacing = g.pace.spacing();
         for (g_ix, spec) in g.groups.iter().enumerate() {
-            let info = Arc::new(GroupInfo {
-                index: self.groups.len(),
-                name: spec.name.clone(),
-            });
-            self.groups.push(info.clone());
-            for &m in &spec.members {
-                if self.local(m) {
-                    self.vu(m).groups.push(info.clone());
-                }
-            }
+            let info = self.join(spec);
             for (k, &s) in spec.senders.iter().enumerate() {
                 let stream = g.stream_base + (g_ix as u32 * g.senders_per_group) + k as StreamId;
                 self.expect.group_of_stream.insert(stream, info.clone());
@@ -822,16 +830,7 @@ impl Builder<'_> {
             .sum();
         let mut stream = c.group_stream_base;
         for (g, &w) in c.groups.iter().zip(c.group_weights.iter()) {
-            let info = Arc::new(GroupInfo {
-                index: self.groups.len(),
-                name: g.name.clone(),
-            });
-            self.groups.push(info.clone());
-            for &m in &g.members {
-                if self.local(m) {
-                    self.vu(m).groups.push(info.clone());
-                }
-            }
+            let info = self.join(g);
             let each = f64::from(w) / g.senders.len().max(1) as f64;
             let rate = c.group_rate * each / busy.max(f64::MIN_POSITIVE);
             for &s in &g.senders {
@@ -876,23 +875,7 @@ impl Builder<'_> {
 impl Builder<'_> {
     /// A trace from `start`: each sender's messages at their times, cut at `end`.
     fn trace(&mut self, t: &TraceTraffic, start: Duration, end: Option<Duration>) {
-        let infos: Arc<[Arc<GroupInfo>]> = t
-            .groups
-            .iter()
-            .map(|g| {
-                let info = Arc::new(GroupInfo {
-                    index: self.groups.len(),
-                    name: g.name.clone(),
-                });
-                self.groups.push(info.clone());
-                for &m in &g.members {
-                    if self.local(m) {
-                        self.vu(m).groups.push(info.clone());
-                    }
-                }
-                info
-            })
-            .collect();
+        let infos: Arc<[Arc<GroupInfo>]> = t.groups.iter().map(|g| self.join(g)).collect();
         let ids = Arc::new((
             self.plan.population.prefix.clone(),
             self.plan.population.first_id,
