@@ -2,6 +2,8 @@
 //! against real servers: every message reaches its recipient exactly once, live or by the
 //! catch-up of a returning user, in one process or split over shards.
 
+#[cfg(feature = "mqtt")]
+mod mqtt;
 mod serve;
 mod trace;
 #[cfg(feature = "xmpp")]
