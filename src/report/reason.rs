@@ -98,7 +98,8 @@ fn recovery(r: &Report, c: &CheckOutcome, value: f64) -> String {
             None => format!(": {} ({}) never recovered", c.step.key, c.step.outcome),
         });
     format!(
-        "latency p99 and delivered rate came back within the band of their baseline                  {} after a chaos step at the longest{slowest}",
+        "latency p99 and delivered rate came back within the band of their baseline {} after \
+         a chaos step at the longest{slowest}",
         show(c.unit, value)
     )
 }

@@ -177,13 +177,16 @@ async fn a_killed_and_restarted_server_loses_no_acknowledged_message() {
     );
     let rest = format!(
         "[[chaos]]\naction = \"restart\"\npid = {}\nat = \"2s\"\nstart = \"{start}\"\n\n\
-         [checks]\nmax_lost = 0\nmax_duplicated = 0\nmax_recovery = \"4s\"\n\
+         [checks]\nmax_lost = 0\nmax_duplicated = 0\nmax_recovery = \"20s\"\n\
          max_send_error_rate = 0.2\n",
         server.pid()
     );
     // The kill is the point: the sends in flight when the server dies fail (more of them on
-    // a loaded machine), so the scenario allows them; none acknowledged may be lost.
-    let (ran, artifact) = run_text(&work, &scenario(&target(&server), 100, 6, &rest)).await;
+    // a loaded machine), so the scenario allows them; none acknowledged may be lost. How
+    // long recovery takes is stated, not judged tightly: a debug server's start and the
+    // users' reconnect backoff (up to 3.2 s) took over 4 s on a loaded box, so the traffic
+    // goes on 8 s past the kill for recovery to be seen.
+    let (ran, artifact) = run_text(&work, &scenario(&target(&server), 100, 10, &rest)).await;
     let r = Report::new(&artifact);
     if let Some(&new) = r.chaos.first().and_then(|c| c.step.pids.get(1)) {
         let _ = std::process::Command::new("kill")
@@ -194,7 +197,7 @@ async fn a_killed_and_restarted_server_loses_no_acknowledged_message() {
     let r = report(&ran, &artifact);
     let step = &r.chaos[0].step;
     assert_eq!(step.pids[0], server.pid(), "{ran}");
-    assert!(step.back_after_s.is_some_and(|s| s < 4.0), "{step:?}");
+    assert!(step.back_after_s.is_some_and(|s| s < 20.0), "{step:?}");
     let d = artifact.ledger.summary();
     assert_eq!((d.lost, d.duplicated), (0, 0), "{ran}");
     // Every send delivered or refused, none unaccounted. A send whose acceptance the kill
