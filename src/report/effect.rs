@@ -9,7 +9,9 @@ use crate::chaos::StepRecord;
 
 /// How far from the baseline a second may be and still count as recovered: end-to-end
 /// p99 at most this many times the baseline's (its worst second's) or [`SLACK_US`] above
-/// it, whichever is more, and delivered rate at least [`RATE_SHARE`] of the baseline's.
+/// it, whichever is more, and delivered rate at least [`RATE_SHARE`] of the baseline's, or
+/// deliveries at least that share of the second's sends times the baseline's deliveries
+/// per send.
 pub const BAND: f64 = 2.0;
 /// Absolute slack on the p99 band, µs: a baseline of a few ms has single seconds 10–20 ms
 /// higher whenever the host's scheduler is busy (two shared cores), which is not the
@@ -167,7 +169,14 @@ fn within(p: &SecondPoint, base: &Span) -> bool {
     let p99_ok = p.e2e.count == 0 && base.received_per_s == 0.0
         || p.e2e.p99 as f64
             <= (base.e2e_p99_us as f64 * BAND).max((base.e2e_p99_us + SLACK_US) as f64);
-    let rate_ok = p.received as f64 >= base.received_per_s * RATE_SHARE;
+    // Deliveries keep up with what was sent that second as they did before the step: a
+    // baseline of a second or two may hold a burst (users' first sends together), and a
+    // second at the offered rate after the step is recovered even when below it.
+    let fanout = base.received_per_s * f64::from(base.seconds) / base.sent.max(1) as f64;
+    let rate_ok = p.received as f64 >= base.received_per_s * RATE_SHARE
+        || (base.sent > 0
+            && p.sent > 0
+            && p.received as f64 >= p.sent as f64 * fanout * RATE_SHARE);
     p99_ok && rate_ok
 }
 
@@ -351,5 +360,35 @@ mod tests {
         assert_eq!(e.recovery_s, Some(1.0), "{e:?}");
         let after = (300.0 + 4.0 * 100.0 + 50.0) / 5.5;
         assert!((e.after.received_per_s - after).abs() < 1e-9, "{e:?}");
+    }
+
+    /// A baseline that holds the users' first burst (130/s sent and delivered) and a
+    /// server killed at 2 s: from second 3 on it delivers all of the 100/s sent again,
+    /// which is recovered though below 80% of the burst.
+    #[test]
+    fn recovery_is_deliveries_keeping_up_with_sends_not_a_burst_in_the_baseline() {
+        let mut series: Vec<SecondPoint> = (0..2).map(|s| second(s, 130, 5_000)).collect();
+        series.push(second(2, 0, 0));
+        series.extend((3..9).map(|s| second(s, 100, 5_000)));
+        let step = StepRecord {
+            key: "chaos[0]".to_owned(),
+            action: "restart".to_owned(),
+            planned: String::new(),
+            at_s: 2.0,
+            duration_s: 0.0,
+            began_s: Some(2.0),
+            ended_s: Some(2.5),
+            outcome: String::new(),
+            ok: true,
+            pids: Vec::new(),
+            exit_code: None,
+            output: None,
+            cut: None,
+            back_after_s: None,
+            max_lost: None,
+            max_duplicated: None,
+        };
+        let e = of(&step, &series, (0.0, 9.0), 0.0);
+        assert_eq!(e.recovery_s, Some(0.5), "{e:?}");
     }
 }
