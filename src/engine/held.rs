@@ -27,9 +27,9 @@ pub struct PlannedOnline {
     churning: u64,
     /// When the churning users are away, from the start of the run.
     away: std::ops::Range<Duration>,
-    /// Users who come and go in sessions: each login (`grace` after it is due) and
-    /// logout of the process's users, from the traffic start, sorted.
-    sessions: Vec<(Duration, bool)>,
+    /// Users who come and go in sessions: after each login (`grace` after it is due) or
+    /// logout of the process's users, from the traffic start, how many are planned online.
+    sessions: Vec<(Duration, u64)>,
 }
 
 impl PlannedOnline {
@@ -70,10 +70,7 @@ impl PlannedOnline {
         let steps = self
             .sessions
             .partition_point(|&(at, _)| at <= since_traffic);
-        let sessions = self.sessions[..steps]
-            .iter()
-            .fold(0i64, |n, &(_, login)| if login { n + 1 } else { n - 1 })
-            .max(0) as u64;
+        let sessions = steps.checked_sub(1).map_or(0, |i| self.sessions[i].1);
         let late = self.late_logins.partition_point(|&login| login <= t) as u64;
         let churning = if self.away.contains(&t) {
             0
@@ -85,12 +82,13 @@ impl PlannedOnline {
 }
 
 /// Each login (`grace` after it is due) and logout of the users in `range`, from the
-/// traffic start, sorted; a session shorter than `grace` counts for nothing.
+/// traffic start, sorted, with the users planned online after it; a session shorter than
+/// `grace` counts for nothing.
 fn session_steps(
     s: &crate::scenario::plan::Sessions,
     range: std::ops::Range<UserIx>,
     grace: Duration,
-) -> Vec<(Duration, bool)> {
+) -> Vec<(Duration, u64)> {
     let ms = |t: u32| Duration::from_millis(t.into());
     let mut steps: Vec<(Duration, bool)> = range
         .flat_map(|u| s.of(u).iter())
@@ -101,7 +99,18 @@ fn session_steps(
         })
         .collect();
     steps.sort_unstable();
+    let mut online = 0u64;
     steps
+        .into_iter()
+        .map(|(at, login)| {
+            online = if login {
+                online + 1
+            } else {
+                online.saturating_sub(1)
+            };
+            (at, online)
+        })
+        .collect()
 }
 
 /// Integrates users online and users planned online over the traffic, a sample at a time.

@@ -137,9 +137,17 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
 }
 
 /// What the load phase gave: the engine's outcome and what it cost this process.
-/// The shape the population of `plan` offered, if it has one.
+/// The most users whose offered shape a run computes for its result file: it plans every
+/// user's sends again, which for 1M users took 2.3 s and over 1 GB
+/// (`bench/results/2026-11-28-population.md`); `validate` gives it for any size.
+const OFFERED_USERS: u32 = 200_000;
+
+/// The shape the population of `plan` offered, if it has one and is not too large to plan
+/// again at the end of the run.
 fn offered(plan: &Plan) -> Option<crate::vocab::Offered> {
-    crate::engine::offered::offered(plan)
+    (plan.population.users <= OFFERED_USERS)
+        .then(|| crate::engine::offered::offered(plan))
+        .flatten()
 }
 
 impl Load {
