@@ -296,6 +296,28 @@ mod tests {
     use crate::report::series::Spread;
 
     /// Second `sec` with `received` deliveries of end-to-end p99 `p99_us`.
+    /// Step `chaos[0]` doing `action` from `began` to `ended`, seconds of the run.
+    fn step(action: &str, began: f64, ended: f64) -> StepRecord {
+        StepRecord {
+            key: "chaos[0]".to_owned(),
+            action: action.to_owned(),
+            planned: String::new(),
+            at_s: began,
+            duration_s: ended - began,
+            began_s: Some(began),
+            ended_s: Some(ended),
+            outcome: String::new(),
+            ok: true,
+            pids: Vec::new(),
+            exit_code: None,
+            output: None,
+            cut: None,
+            back_after_s: None,
+            max_lost: None,
+            max_duplicated: None,
+        }
+    }
+
     fn second(sec: u32, received: u64, p99_us: u64) -> SecondPoint {
         let e2e = Spread {
             count: received,
@@ -338,24 +360,7 @@ mod tests {
         ]);
         series.extend((8..10).map(|s| second(s, 100, 5_000)));
         series.push(second(10, 50, 5_000));
-        let step = StepRecord {
-            key: "chaos[0]".to_owned(),
-            action: "pause".to_owned(),
-            planned: String::new(),
-            at_s: 3.0,
-            duration_s: 2.0,
-            began_s: Some(3.0),
-            ended_s: Some(5.0),
-            outcome: String::new(),
-            ok: true,
-            pids: Vec::new(),
-            exit_code: None,
-            output: None,
-            cut: None,
-            back_after_s: None,
-            max_lost: None,
-            max_duplicated: None,
-        };
+        let step = step("pause", 3.0, 5.0);
         let e = of(&step, &series, (0.0, 10.5), 0.0);
         assert_eq!(e.recovery_s, Some(1.0), "{e:?}");
         let after = (300.0 + 4.0 * 100.0 + 50.0) / 5.5;
@@ -370,24 +375,7 @@ mod tests {
         let mut series: Vec<SecondPoint> = (0..2).map(|s| second(s, 130, 5_000)).collect();
         series.push(second(2, 0, 0));
         series.extend((3..9).map(|s| second(s, 100, 5_000)));
-        let step = StepRecord {
-            key: "chaos[0]".to_owned(),
-            action: "restart".to_owned(),
-            planned: String::new(),
-            at_s: 2.0,
-            duration_s: 0.0,
-            began_s: Some(2.0),
-            ended_s: Some(2.5),
-            outcome: String::new(),
-            ok: true,
-            pids: Vec::new(),
-            exit_code: None,
-            output: None,
-            cut: None,
-            back_after_s: None,
-            max_lost: None,
-            max_duplicated: None,
-        };
+        let step = step("restart", 2.0, 2.5);
         let e = of(&step, &series, (0.0, 9.0), 0.0);
         assert_eq!(e.recovery_s, Some(0.5), "{e:?}");
     }
