@@ -77,7 +77,7 @@ impl ThinkTimes {
 /// One draw of the standard normal distribution (Box–Muller). Written here because
 /// `fastrand`, whose seeded streams every plan is drawn from, has no distributions, and
 /// `rand_distr` needs `rand`'s generator traits.
-pub fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
+fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
     // 1 − u is in (0, 1]: the logarithm is finite.
     let (u, v) = (1.0 - rng.f64(), rng.f64());
     (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()

@@ -13,7 +13,7 @@ pub use crate::driver::Auth;
 use crate::driver::{Caps, Config, Endpoint, Spec};
 
 pub use super::contacts::Contacts;
-pub use super::dist::{standard_normal, ThinkTimes};
+pub use super::dist::ThinkTimes;
 pub use super::sessions::{Sessions, OPEN};
 pub use crate::vocab::{CheckMetric, LedgerOpts, StreamId, UserIx};
 

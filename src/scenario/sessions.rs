@@ -94,17 +94,6 @@ impl Sessions {
             .count() as u64
     }
 
-    /// The share of the day user `u` is online, in 0..=1.
-    pub fn online_share(&self, u: UserIx) -> f64 {
-        let day = self.day.as_millis().max(1) as f64;
-        let ms: u64 = self
-            .of(u)
-            .iter()
-            .map(|&[a, b]| u64::from(b.min(day as u32).saturating_sub(a)))
-            .sum();
-        ms as f64 / day
-    }
-
     /// Session lengths within the day, ms (a session open at the day's end counts to it).
     pub fn lengths(&self) -> impl Iterator<Item = u32> + '_ {
         let day = self.day.as_millis().min(u128::from(OPEN - 1)) as u32;
