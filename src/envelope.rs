@@ -517,3 +517,63 @@ mod tests {
         }
     }
 }
+
+/// The token a signal carries (see `crate::driver::Signal`): the kind's letter, then an
+/// envelope of header only whose stream is the signalling user and whose due time is when
+/// the signal was due. Recipients hand it back like a body; a body that starts with a
+/// kind's letter followed by the magic is a token, never a message.
+pub mod token {
+    use super::{decode as decode_body, encode as encode_body, Decoded, Envelope, MAGIC};
+    use crate::vocab::SignalKind;
+
+    /// The longest token, in bytes.
+    pub const MAX_LEN: usize = 1 + super::MAX_HEADER_LEN;
+
+    /// Appends the token of a signal of `kind` carrying `env` to `out`.
+    pub fn encode(kind: SignalKind, env: &Envelope, out: &mut String) {
+        out.push(char::from(kind.letter()));
+        encode_body(env, 0, out);
+    }
+
+    /// The kind and envelope of a token; `None` when `body` is no token (a message body or
+    /// someone else's text).
+    pub fn decode(body: &str) -> Option<(SignalKind, Decoded)> {
+        let (&first, rest) = body.as_bytes().split_first()?;
+        let kind = SignalKind::of_letter(first)?;
+        if !rest.starts_with(MAGIC.as_bytes()) {
+            return None;
+        }
+        Some((kind, decode_body(&body[1..])))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_token_carries_its_kind_and_envelope_and_is_no_message() {
+            let env = Envelope {
+                run: 7,
+                stream: 42,
+                seq: 3,
+                due_us: 1_700_000_000_000_000,
+            };
+            let mut t = String::new();
+            encode(SignalKind::Presence, &env, &mut t);
+            assert!(t.len() <= MAX_LEN, "{t}");
+            assert_eq!(
+                decode(&t),
+                Some((SignalKind::Presence, Decoded::Intact(env)))
+            );
+            assert_eq!(
+                decode_body(&t),
+                Decoded::Foreign,
+                "a token is not a message"
+            );
+            let mut body = String::new();
+            encode_body(&env, 100, &mut body);
+            assert_eq!(decode(&body), None, "a message is not a token");
+            assert_eq!(decode("Rhello"), None);
+        }
+    }
+}

@@ -176,6 +176,53 @@ impl Caps {
     };
 }
 
+/// The signals a client sends besides messages that a driver offers, as configured: a
+/// scenario asking for one the driver lacks is refused before anything connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Signals {
+    /// Read receipts ([`Signal::Read`]): stored by the server for a sender that is offline,
+    /// so a returning sender fetches them with its missed messages.
+    pub receipts: bool,
+    /// Typing notices ([`Signal::Typing`]) to the peer or the group's members online.
+    pub typing: bool,
+    /// Presence ([`Signal::Presence`]) published at login and logout to the user's contacts
+    /// online, whom the server learns from [`Session::contacts`].
+    pub presence: bool,
+}
+
+/// A signal a user sends besides messages. Every signal carries a token (see
+/// [`Session::signal`]) that the recipients' sessions hand back as the body of an
+/// [`Event::Delivered`] (or in [`Session::fetch_missed`]'s list), so the engine verifies
+/// signals as it verifies messages.
+#[derive(Debug, Clone, Copy)]
+pub enum Signal<'a> {
+    /// The user read `message`, a body it received from `sender` in `conv` (the sender's
+    /// id for a direct message, the group's name for a group message): the receipt goes
+    /// to `sender` alone.
+    Read {
+        /// The wire id of the message's sender, whom the receipt is for.
+        sender: &'a str,
+        /// The conversation the message came in.
+        conv: Dest<'a>,
+        /// The body of the message as received.
+        message: &'a str,
+    },
+    /// The user started (`active`) or stopped typing in `conv`; the server passes it on to
+    /// the other members online and stores nothing.
+    Typing {
+        /// The conversation: the peer of a direct conversation, or a group.
+        conv: Dest<'a>,
+        /// Started (true) or stopped (false).
+        active: bool,
+    },
+    /// The user is online (right after its login) or goes offline (right before it
+    /// closes): the server tells the user's contacts online.
+    Presence {
+        /// Online (true) or going offline (false).
+        online: bool,
+    },
+}
+
 /// A form of `[target.auth]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthForm {
@@ -366,6 +413,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
         None
     }
 
+    /// The signals it can send with the options it was built with (none by default).
+    fn signals(&self) -> Signals {
+        Signals::default()
+    }
+
     /// Removes what the server keeps for `user` after its last connection of the run (MQTT
     /// persistent sessions), so a run leaves the target as it found it. Bounded in time.
     fn forget(&self, user: &UserCtx) -> impl Future<Output = ()> + Send {
@@ -426,13 +478,45 @@ pub trait Session: Send + 'static {
         std::future::ready(Ok(()))
     }
 
+    /// Tells the server who this user's contacts are (by wire id): the users whose presence
+    /// it follows and who follow its own. Called once per run, at the user's first login,
+    /// when the scenario asks for presence; only for drivers whose [`Driver::signals`] offer
+    /// presence.
+    fn contacts(&mut self, ids: &[&str]) -> impl Future<Output = Result<(), Failure>> + Send {
+        let _ = ids;
+        std::future::ready(Err(Failure::new(
+            ErrorKind::Protocol,
+            "this driver keeps no contacts",
+        )))
+    }
+
+    /// Sends `signal` carrying `token` (at most [`crate::envelope::token::MAX_LEN`] ASCII
+    /// letters, digits and `:`), which every recipient's session hands back unchanged as the
+    /// body of an [`Event::Delivered`], or in [`Session::fetch_missed`]'s list when the server stored
+    /// it (read receipts for a sender that was offline). A receipt's outcome arrives as
+    /// [`Event::Accepted`] / [`Event::Refused`] with `tag` when the driver has acceptance;
+    /// typing and presence have none. Only called for signals [`Driver::signals`] offers.
+    fn signal(
+        &mut self,
+        tag: u64,
+        signal: Signal<'_>,
+        token: &str,
+    ) -> impl Future<Output = Result<(), Failure>> + Send {
+        let _ = (tag, signal, token);
+        std::future::ready(Err(Failure::new(
+            ErrorKind::Protocol,
+            "this driver sends no signals",
+        )))
+    }
+
     /// Fetches the messages this user missed since its last connection (or since what
     /// [`Session::skip_history`] noted, or ever) and appends their bodies to `out`. Pushes
     /// arriving meanwhile are kept for [`Session::next_event`] and merged with the fetch
     /// as a real client merges them: a message is never returned both ways, and the
     /// pushes kept come out after the fetched messages below them, so the engine sees
     /// each conversation in order. A message the server itself sends twice (outside such
-    /// an overlap) is still handed out twice, for the ledger to count as duplicated.
+    /// an overlap) is still handed out twice, for the ledger to count as duplicated. The
+    /// tokens of signals the server stored for the user (read receipts) go to `out` too.
     fn fetch_missed(
         &mut self,
         out: &mut Vec<String>,

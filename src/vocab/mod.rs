@@ -9,12 +9,14 @@ mod ledger;
 pub mod metric;
 pub mod offered;
 mod precision;
+pub mod signal;
 
 pub use kind::TrafficKind;
 pub use ledger::LedgerOpts;
 pub use metric::{Better, CheckMetric, Hist, Unit};
 pub use offered::Offered;
 pub use precision::{num, Precision};
+pub use signal::SignalKind;
 
 /// A user is numbered `0..population.users` inside a plan; its wire id is
 /// `format!("{}{}", population.prefix, population.first_id + index)`.
