@@ -22,8 +22,8 @@ use super::present::{self, ms, pct, thousands};
 use super::renderer::Renderer;
 use super::sweep::Knee;
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, live_delivery_rows, CheckResult, CHECKS_HEADER,
-    LATENCY_HEADER,
+    check_rows, delivery_rows, latency_rows, live_delivery_rows, signal_rows, CheckResult,
+    CHECKS_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -67,6 +67,7 @@ pub fn render(r: &Report) -> String {
     timeline::section(&mut body, r);
     distribution(&mut body, r);
     delivery(&mut body, r);
+    signals(&mut body, r);
     errors(&mut body, r);
     traffic(&mut body, r);
     for (i, s) in r.sweeps.iter().enumerate() {
@@ -257,6 +258,23 @@ fn distribution(out: &mut String, r: &Report) {
          equally spaced), where the slow outliers are. Latencies count from when a message \
          was due, so a generator that fell behind adds to them rather than hiding it.",
         &body,
+    );
+}
+
+fn signals(out: &mut String, r: &Report) {
+    if r.signals.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = signal_rows(r).into_iter().map(Vec::from).collect();
+    section(
+        out,
+        "signals",
+        "Signals",
+        "Read receipts are owed to each message's sender once each, live or fetched; a typing \
+         notice or a presence change is owed to each recipient that was online before it and \
+         stayed online for the scenario's <code>within</code> after it. Extra: arrived where \
+         none was owed (a recipient that came or went around it).",
+        &table(&SIGNALS_HEADER, &rows),
     );
 }
 

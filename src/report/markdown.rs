@@ -8,8 +8,8 @@ use super::model::{Report, Verdict};
 use super::present::{finding, ms, thousands, verdict};
 use super::renderer::Renderer;
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, DELIVERY_HEADER,
-    LATENCY_HEADER,
+    check_rows, delivery_rows, latency_rows, signal_rows, CheckResult, CHECKS_HEADER,
+    DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -84,6 +84,10 @@ pub fn render(r: &Report) -> String {
     let d = &r.delivery;
     let rows: Vec<Vec<String>> = delivery_rows(d).into_iter().map(Vec::from).collect();
     table(&mut out, "Delivery", &DELIVERY_HEADER, &rows);
+    if !r.signals.is_empty() {
+        let rows: Vec<Vec<String>> = signal_rows(r).into_iter().map(Vec::from).collect();
+        table(&mut out, "Signals", &SIGNALS_HEADER, &rows);
+    }
     if !r.findings.is_empty() || !r.notes.is_empty() {
         out.push_str("\n### Notes\n\n");
         for f in &r.findings {

@@ -7,6 +7,7 @@ use super::present::{check, pct, show, thousands};
 use crate::artifact::CheckMetric;
 use crate::ledger::Problem;
 use crate::metrics::{Counter, ErrorKind};
+use crate::vocab::SignalKind;
 
 /// The one-line reason `c` failed.
 pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
@@ -55,9 +56,35 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         CheckMetric::Reordered => problem(r, "reordered", value, Problem::Reordered),
         CheckMetric::Corrupted => problem(r, "corrupted", value, Problem::Corrupted),
         CheckMetric::Late => problem(r, "late", value, Problem::Late),
-        CheckMetric::E2eP99 | CheckMetric::AckP99 | CheckMetric::RequestP99 => {
+        CheckMetric::E2eP99
+        | CheckMetric::AckP99
+        | CheckMetric::RequestP99
+        | CheckMetric::ReceiptP99
+        | CheckMetric::TypingP99
+        | CheckMetric::PresenceP99 => {
             format!("p99 {}", show(c.unit, value))
         }
+        CheckMetric::ReceiptsLost => signal(
+            r,
+            SignalKind::Read,
+            "read receipts never reached their message's sender",
+            value,
+        ),
+        CheckMetric::ReceiptsDuplicated => {
+            signal(r, SignalKind::Read, "extra copies of read receipts", value)
+        }
+        CheckMetric::TypingMissed => signal(
+            r,
+            SignalKind::Typing,
+            "typing notices a peer online was owed never arrived",
+            value,
+        ),
+        CheckMetric::PresenceMissed => signal(
+            r,
+            SignalKind::Presence,
+            "presence changes a contact online was owed never arrived",
+            value,
+        ),
         CheckMetric::Online => format!(
             "{} of the users the plan puts online were online over the traffic (peak {} \
              users){}",
@@ -82,6 +109,20 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         ),
     };
     format!("{what} ({bound})")
+}
+
+/// A signal check's reason: `value` of them, of how many were owed.
+fn signal(r: &Report, kind: SignalKind, what: &str, value: f64) -> String {
+    let owed = r
+        .signals
+        .iter()
+        .find(|s| s.kind == kind)
+        .map_or(0, |s| s.delivery.expected);
+    format!(
+        "{} {what} (of {} owed)",
+        thousands(value as u64),
+        thousands(owed)
+    )
 }
 
 /// How long the slowest chaos step took to recover, and which it was.

@@ -180,3 +180,40 @@ pub fn live_delivery_rows(d: &Delivery, overdue: u64) -> Vec<[String; 2]> {
     .map(|(label, n)| [label.to_owned(), thousands(n)])
     .collect()
 }
+
+/// The header of the signals table.
+pub const SIGNALS_HEADER: [&str; 9] = [
+    "signal",
+    "sent",
+    "owed",
+    "arrived",
+    "  by fetch",
+    "missing",
+    "extra",
+    "duplicated",
+    "corrupted",
+];
+
+/// One row per kind of signal the scenario asked for: sent, owed (every receipt not
+/// refused; each typing notice and presence change to each recipient online before it and
+/// for `within` after), arrived, missing (lost receipts, missed notices), extra (arrived
+/// where none was owed), duplicated, corrupted.
+pub fn signal_rows(r: &Report) -> Vec<[String; 9]> {
+    r.signals
+        .iter()
+        .map(|s| {
+            let d = &s.delivery;
+            [
+                s.kind.name().to_owned(),
+                thousands(d.sent),
+                thousands(d.expected),
+                thousands(d.arrived),
+                thousands(d.via_sync),
+                thousands(d.missing),
+                thousands(d.extra),
+                thousands(d.duplicated),
+                thousands(d.corrupted),
+            ]
+        })
+        .collect()
+}

@@ -13,8 +13,8 @@ use super::present::{accounts, finding, ms, pct, thousands, verdict, RESUMES_WIT
 use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, DELIVERY_HEADER,
-    LATENCY_HEADER,
+    check_rows, delivery_rows, latency_rows, signal_rows, CheckResult, CHECKS_HEADER,
+    DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -59,6 +59,7 @@ pub fn render(r: &Report) -> String {
         clocks(&mut out, c);
     }
     delivery(&mut out, r);
+    signals(&mut out, r);
     errors(&mut out, r);
     chaos(&mut out, r);
     for s in &r.sweeps {
@@ -287,6 +288,17 @@ fn delivery(out: &mut String, r: &Report) {
             );
         }
     }
+}
+
+fn signals(out: &mut String, r: &Report) {
+    if r.signals.is_empty() {
+        return;
+    }
+    let mut t = table(&SIGNALS_HEADER);
+    for row in signal_rows(r) {
+        t.add_row(row.to_vec());
+    }
+    let _ = writeln!(out, "\n{t}");
 }
 
 fn errors(out: &mut String, r: &Report) {
