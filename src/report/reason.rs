@@ -64,27 +64,10 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         | CheckMetric::PresenceP99 => {
             format!("p99 {}", show(c.unit, value))
         }
-        CheckMetric::ReceiptsLost => signal(
-            r,
-            SignalKind::Read,
-            "read receipts never reached their message's sender",
-            value,
-        ),
-        CheckMetric::ReceiptsDuplicated => {
-            signal(r, SignalKind::Read, "extra copies of read receipts", value)
-        }
-        CheckMetric::TypingMissed => signal(
-            r,
-            SignalKind::Typing,
-            "typing notices a peer online was owed never arrived",
-            value,
-        ),
-        CheckMetric::PresenceMissed => signal(
-            r,
-            SignalKind::Presence,
-            "presence changes a contact online was owed never arrived",
-            value,
-        ),
+        CheckMetric::ReceiptsLost
+        | CheckMetric::ReceiptsDuplicated
+        | CheckMetric::TypingMissed
+        | CheckMetric::PresenceMissed => signal(r, metric, value),
         CheckMetric::Online => format!(
             "{} of the users the plan puts online were online over the traffic (peak {} \
              users){}",
@@ -112,7 +95,22 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
 }
 
 /// A signal check's reason: `value` of them, of how many were owed.
-fn signal(r: &Report, kind: SignalKind, what: &str, value: f64) -> String {
+fn signal(r: &Report, metric: CheckMetric, value: f64) -> String {
+    let (kind, what) = match metric {
+        CheckMetric::ReceiptsDuplicated => (SignalKind::Read, "extra copies of read receipts"),
+        CheckMetric::TypingMissed => (
+            SignalKind::Typing,
+            "typing notices a peer online was owed never arrived",
+        ),
+        CheckMetric::PresenceMissed => (
+            SignalKind::Presence,
+            "presence changes a contact online was owed never arrived",
+        ),
+        _ => (
+            SignalKind::Read,
+            "read receipts never reached their message's sender",
+        ),
+    };
     let owed = r
         .signals
         .iter()
