@@ -20,7 +20,7 @@ use crate::engine::schedule::To;
 use crate::envelope::{self, token, Decoded, Envelope};
 use crate::ledger::signals::SignalArrival;
 use crate::ledger::Via;
-use crate::metrics::{ErrorKind, Hist};
+use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::plan::{Contacts, SignalsPlan};
 use crate::scenario::{StreamId, UserIx};
 use crate::vocab::SignalKind;
@@ -176,13 +176,16 @@ impl<D: Driver> Vu<D> {
         );
         let tag = self.take_tag();
         match session.signal(tag, Signal::Presence { online }, &t).await {
-            Ok(()) => self.shared.recorder(slot).signals.published(
-                SignalKind::Presence,
-                ix,
-                seq,
-                at_us,
-                None,
-            ),
+            Ok(()) => {
+                self.shared.recorder(slot).signals.published(
+                    SignalKind::Presence,
+                    ix,
+                    seq,
+                    at_us,
+                    None,
+                );
+                self.count(Counter::SignalsSent, 1);
+            }
             Err(f) => self.error(f.kind, format!("publishing presence: {}", f.detail)),
         }
     }
@@ -328,6 +331,7 @@ impl<D: Driver> Vu<D> {
             Ok(()) => {
                 rec.signals.receipt_sent(ix, sender, rseq);
                 drop(rec);
+                self.count(Counter::SignalsSent, 1);
                 if self.cfg.acceptance {
                     if let Some(st) = self.sig() {
                         st.pending.insert(tag, (sender, rseq));
@@ -384,6 +388,7 @@ impl<D: Driver> Vu<D> {
                     at_us,
                     Some(peer),
                 );
+                self.count(Counter::SignalsSent, 1);
                 Ok(())
             }
             Err(f) if f.kind == ErrorKind::ClosedByPeer => Err(f),
