@@ -1,5 +1,7 @@
 //! Why a check failed, in one line with an example: what the report's first line, the JSON
 //! and the HTML say of each failed check, so a user sees the cause without reading tables.
+//! What the reason quotes of a server's or an adapter's text is shown through
+//! [`crate::untrusted`]: the reason stays one line whatever the server said.
 
 use super::checks::{CheckOutcome, Measure};
 use super::model::Report;
@@ -7,6 +9,7 @@ use super::present::{check, pct, show, thousands};
 use crate::artifact::CheckMetric;
 use crate::ledger::Problem;
 use crate::metrics::{Counter, ErrorKind};
+use crate::untrusted::quote;
 use crate::vocab::SignalKind;
 
 /// The one-line reason `c` failed.
@@ -133,8 +136,16 @@ fn recovery(r: &Report, c: &CheckOutcome, value: f64) -> String {
             k(a).total_cmp(&k(b))
         })
         .map_or_else(String::new, |c| match c.effect.recovery_s {
-            Some(s) => format!(": {} ({}) took {s:.1} s", c.step.key, c.step.outcome),
-            None => format!(": {} ({}) never recovered", c.step.key, c.step.outcome),
+            Some(s) => format!(
+                ": {} ({}) took {s:.1} s",
+                quote(&c.step.key),
+                quote(&c.step.outcome)
+            ),
+            None => format!(
+                ": {} ({}) never recovered",
+                quote(&c.step.key),
+                quote(&c.step.outcome)
+            ),
         });
     format!(
         "latency p99 and delivered rate came back within the band of their baseline {} after \
@@ -259,7 +270,10 @@ fn problem(r: &Report, name: &str, value: f64, kind: Problem) -> String {
         .map_or_else(String::new, |e| {
             format!(
                 ", e.g. stream {} → user {}, seq {}: {}",
-                e.stream, e.recipient, e.seq, e.detail
+                e.stream,
+                e.recipient,
+                e.seq,
+                quote(&e.detail)
             )
         });
     format!("{} {name}{example}", thousands(value as u64))
@@ -281,7 +295,7 @@ fn example(r: &Report, kinds: &[ErrorKind]) -> String {
         .find_map(|k| {
             let e = r.errors.get(k)?;
             let ex = e.examples.first()?;
-            Some(format!(", e.g. {}: \"{ex}\"", k.name()))
+            Some(format!(", e.g. {}: \"{}\"", k.name(), quote(ex)))
         })
         .unwrap_or_default()
 }
