@@ -27,8 +27,8 @@ use super::present::{self, ms, pct, thousands};
 use super::renderer::Renderer;
 use super::sweep::Knee;
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, live_delivery_rows, signal_rows, CheckResult,
-    CHECKS_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
+    check_rows, delivery_rows, latency_rows, live_delivery_rows, presence_fanout, signal_rows,
+    CheckResult, CHECKS_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -291,7 +291,11 @@ fn signals(out: &mut String, r: &Report) {
          notice or a presence change is owed to each recipient that was online before it and \
          stayed online for the scenario's <code>within</code> after it. Extra: arrived where \
          none was owed (a recipient that came or went around it).",
-        &table(&SIGNALS_HEADER, &rows),
+        &format!(
+            "{}<p>{}</p>",
+            table(&SIGNALS_HEADER, &rows),
+            presence_fanout(r).map(|l| esc(&l)).unwrap_or_default()
+        ),
     );
 }
 

@@ -10,8 +10,8 @@ use super::model::{Report, Verdict};
 use super::present::{finding, ms, thousands, verdict};
 use super::renderer::Renderer;
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, signal_rows, CheckResult, CHECKS_HEADER,
-    DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
+    check_rows, delivery_rows, latency_rows, presence_fanout, signal_rows, CheckResult,
+    CHECKS_HEADER, DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -89,6 +89,9 @@ pub fn render(r: &Report) -> String {
     if !r.signals.is_empty() {
         let rows: Vec<Vec<String>> = signal_rows(r).into_iter().map(Vec::from).collect();
         table(&mut out, "Signals", &SIGNALS_HEADER, &rows, cell);
+        if let Some(line) = presence_fanout(r) {
+            let _ = writeln!(out, "\n{line}");
+        }
     }
     if !r.findings.is_empty() || !r.notes.is_empty() {
         out.push_str("\n### Notes\n\n");

@@ -217,3 +217,20 @@ pub fn signal_rows(r: &Report) -> Vec<[String; 9]> {
         })
         .collect()
 }
+
+/// The presence fan-out in words, when the run published presence: how many contacts each
+/// login or logout reached, and how many it owed, on average.
+pub fn presence_fanout(r: &Report) -> Option<String> {
+    let p = r
+        .signals
+        .iter()
+        .find(|s| s.kind == crate::vocab::SignalKind::Presence)?;
+    let d = &p.delivery;
+    let per = |n: u64| n as f64 / d.sent.max(1) as f64;
+    Some(format!(
+        "presence fan-out: {:.1} contacts notified per login or logout ({:.1} owed), {} changes",
+        per(d.arrived + d.extra),
+        per(d.expected),
+        thousands(d.sent)
+    ))
+}

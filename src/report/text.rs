@@ -15,8 +15,8 @@ use super::present::{accounts, finding, ms, pct, thousands, verdict, RESUMES_WIT
 use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, signal_rows, CheckResult, CHECKS_HEADER,
-    DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
+    check_rows, delivery_rows, latency_rows, presence_fanout, signal_rows, CheckResult,
+    CHECKS_HEADER, DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -302,6 +302,9 @@ fn signals(out: &mut String, r: &Report) {
         t.add_row(row.to_vec());
     }
     let _ = writeln!(out, "\n{t}");
+    if let Some(line) = presence_fanout(r) {
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 fn errors(out: &mut String, r: &Report) {
