@@ -45,6 +45,7 @@ impl<D: Driver> Vu<D> {
                 }
                 burst += 1;
                 let next = self.spec.plan.programs[i].advance();
+                self.sent_due(i, due);
                 match session.as_deref_mut() {
                     Some(s) => {
                         if let Err(gone) = self.send_one(s, i, next, due, now).await {

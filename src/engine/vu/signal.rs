@@ -63,6 +63,9 @@ pub(super) struct SignalState {
     presence_seq: u64,
     /// Per program, the send (its count of sends before it) last typed for.
     typed: Vec<Option<u64>>,
+    /// Per program, when its last send was due: a typing notice is never due before the
+    /// send ahead of it (the user was still writing that one), nor before the traffic.
+    last_due: Vec<Instant>,
     /// Since when the current session is online, wall µs.
     online_since: Option<u64>,
     /// The last time the current session received anything.
@@ -248,7 +251,12 @@ impl<D: Driver> Vu<D> {
             if !typed || !matches!(p.sends.to(&next), To::User(..)) {
                 continue;
             }
-            let at = (ts + due).checked_sub(cfg.plan.typing_lead).unwrap_or(ts);
+            let floor = st.last_due.get(i).copied().unwrap_or(ts);
+            let at = (ts + due)
+                .checked_sub(cfg.plan.typing_lead)
+                .unwrap_or(ts)
+                .max(ts)
+                .max(floor);
             if best.as_ref().is_none_or(|b| at < b.0) {
                 best = Some((at, i, next));
             }
@@ -396,6 +404,16 @@ impl<D: Driver> Vu<D> {
                 self.error(f.kind, format!("sending a typing notice: {}", f.detail));
                 Ok(())
             }
+        }
+    }
+
+    /// Program `i` made (or dropped) its send due at `due`.
+    pub(super) fn sent_due(&mut self, i: usize, due: Instant) {
+        if let Some(st) = self.sig() {
+            if st.last_due.len() <= i {
+                st.last_due.resize(i + 1, due);
+            }
+            st.last_due[i] = due;
         }
     }
 
