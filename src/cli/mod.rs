@@ -372,12 +372,15 @@ pub async fn run(cli: Cli) -> Result<u8> {
 
 /// Says what load the plan offers when its population has a shape (sessions over a day,
 /// contacts): users online over the day, sessions, contacts, planned messages and how
-/// they split over the senders.
+/// they split over the senders; and what the users will signal besides messages.
 fn offered(plan: &crate::scenario::Plan) {
     if let Some(o) = crate::engine::offered::offered(plan) {
         for line in crate::report::population::lines(&o, plan.population.users) {
             say(&line);
         }
+    }
+    if let Some(s) = &plan.signals {
+        say(&s.describe());
     }
 }
 

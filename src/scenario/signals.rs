@@ -53,6 +53,34 @@ pub struct SignalsPlan {
 }
 
 impl SignalsPlan {
+    /// What the users will signal, in words (`msgstorm validate` prints it).
+    pub fn describe(&self) -> String {
+        let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        let mut parts = Vec::new();
+        if self.receipts > 0.0 {
+            parts.push(format!(
+                "read receipts for {:.0}% of the messages received, read a mean {} after they arrive",
+                self.receipts * 100.0,
+                secs(self.read_delay.mean())
+            ));
+        }
+        if self.typing > 0.0 {
+            parts.push(format!(
+                "typing {} before {:.0}% of the direct sends",
+                secs(self.typing_lead),
+                self.typing * 100.0
+            ));
+        }
+        if self.presence {
+            parts.push("presence at every login and logout to the contacts".to_owned());
+        }
+        format!(
+            "signals: {}; owed to recipients online {} after",
+            parts.join(", "),
+            secs(self.within)
+        )
+    }
+
     /// The signals it asks for.
     pub fn asks(&self) -> Signals {
         Signals {

@@ -17,6 +17,14 @@ async fn a_run_with_signals_reports_each_kind_owed_and_arrived_and_passes() {
     let work = Work::new();
     let (ran, a) = run_text(&work, &scenario("")).await;
     ran.expect_code(0);
+    let file = work.path("scenario.toml").display().to_string();
+    let validated = msgstorm(&["validate", &file]).await;
+    assert!(
+        validated
+            .stdout
+            .contains("signals: read receipts for 50% of the messages received"),
+        "validate says what the users will signal:\n{validated}"
+    );
     assert!(ran.verdict().starts_with("PASS"), "{ran}");
     let record = a.signals.as_ref().expect("signals in result.json");
     let rows = SignalRecord::summary(record);
