@@ -333,6 +333,8 @@ mod tests {
             accepted: received,
             received,
             replies: 0,
+            signals_sent: 0,
+            signals_received: 0,
             errors: 0,
             error_kinds: Default::default(),
             e2e,

@@ -23,6 +23,12 @@ pub struct SecondPoint {
     pub received: u64,
     /// Request replies.
     pub replies: u64,
+    /// Signals sent: read receipts, typing notices, presence changes (absent when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub signals_sent: u64,
+    /// Signals received, every copy (absent when none): a login wave's presence storm.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub signals_received: u64,
     /// Errors of any kind.
     pub errors: u64,
     /// Errors by kind (only kinds that occurred; empty for seconds of result files written
@@ -72,6 +78,8 @@ pub fn of(m: &Metrics) -> Vec<SecondPoint> {
             accepted: s.count(Counter::Accepted),
             received: s.count(Counter::Received),
             replies: s.count(Counter::Replies),
+            signals_sent: s.count(Counter::SignalsSent),
+            signals_received: s.count(Counter::SignalsReceived),
             errors: s.errors,
             error_kinds: ErrorKind::ALL
                 .iter()
@@ -83,4 +91,9 @@ pub fn of(m: &Metrics) -> Vec<SecondPoint> {
             request: s.request.into(),
         })
         .collect()
+}
+
+/// Whether a count is zero (left out of the JSON series).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -56,6 +56,11 @@ async fn a_run_with_signals_reports_each_kind_owed_and_arrived_and_passes() {
             "built in, not written"
         );
     }
+    let html = std::fs::read_to_string(work.path("out").join("report.html")).expect("report.html");
+    assert!(
+        html.contains("Signals per second"),
+        "the presence storm's chart"
+    );
     // The file holds what the report needs: `report` draws the contacts again and says
     // the same.
     let result = work.path("out").join("result.json");

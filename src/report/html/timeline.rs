@@ -256,6 +256,34 @@ fn message_panels(
         why: "Messages sent, accepted by the server and delivered, per second.".to_owned(),
         chart: chart("messages", "messages per second", YUnit::Count, msgs, false),
     });
+    // Signals at their own scale: a login wave's presence storm can dwarf the messages.
+    if runs
+        .iter()
+        .any(|r| r.report.series.iter().any(|s| s.signals_sent > 0))
+    {
+        let mut signals = Vec::new();
+        for run in runs {
+            signals.push(series(run, "sent/s", Agg::Rate, &|s| {
+                Some(s.signals_sent as f64)
+            }));
+            signals.push(series(run, "received/s", Agg::Rate, &|s| {
+                Some(s.signals_received as f64)
+            }));
+        }
+        out.push(Panel {
+            heading: "Signals per second".to_owned(),
+            why: "Read receipts, typing notices and presence changes sent, and every copy \
+                  received, per second: the presence fan-out of a login wave shows here."
+                .to_owned(),
+            chart: chart(
+                "signals",
+                "signals per second",
+                YUnit::Count,
+                signals,
+                false,
+            ),
+        });
+    }
     // Requests run at their own scale (thousands per second against a few messages).
     if runs
         .iter()
