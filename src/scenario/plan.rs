@@ -15,6 +15,7 @@ use crate::driver::{Caps, Config, Endpoint, Spec};
 pub use super::contacts::Contacts;
 pub use super::dist::ThinkTimes;
 pub use super::sessions::{Sessions, OPEN};
+pub use super::sizes::{BodySize, SizeSummary, Sizes};
 pub use crate::vocab::{CheckMetric, LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
@@ -243,6 +244,8 @@ pub struct TraceTraffic {
     pub senders: std::sync::Arc<[TraceSender]>,
     /// The trace's groups.
     pub groups: Vec<GroupSpec>,
+    /// The sizes of messages the trace gives none.
+    pub size: BodySize,
     /// The stream of a sender's `k`-th target is `stream_base` + the targets of the
     /// senders before it + `k`.
     pub stream_base: StreamId,
@@ -257,7 +260,7 @@ pub struct TraceSender {
     pub targets: Vec<TraceTarget>,
     /// Each message: when it is due from the pattern's start, and its target.
     pub sends: Vec<(Duration, u32)>,
-    /// Each message's body bytes.
+    /// Each message's body bytes (0: drawn from the pattern's `size`).
     pub sizes: Vec<u32>,
 }
 
@@ -282,7 +285,7 @@ pub struct ChatTraffic {
     /// Who talks to whom.
     pub contacts: std::sync::Arc<Contacts>,
     /// Body bytes.
-    pub size: usize,
+    pub size: BodySize,
     /// The stream of user `u`'s messages to its `k`-th contact is
     /// `stream_base + contacts.offset(u) + k`.
     pub stream_base: StreamId,
@@ -311,7 +314,7 @@ pub struct DirectTraffic {
     /// When each sender's sends are due.
     pub pace: Pace,
     /// Body size in bytes (the envelope is padded to it).
-    pub size: usize,
+    pub size: BodySize,
     /// Stream id of pair (sender `s`, receiver `r`) is
     /// `stream_base + s_pos * receivers.len() + r_pos`.
     pub stream_base: StreamId,
@@ -327,7 +330,7 @@ pub struct GroupTraffic {
     /// When each sender's sends are due.
     pub pace: Pace,
     /// Body size in bytes.
-    pub size: usize,
+    pub size: BodySize,
     /// Stream id of (group `g`, sender position `k`) is
     /// `stream_base + g * senders_per_group + k`.
     pub stream_base: StreamId,
@@ -405,7 +408,7 @@ pub struct EchoTraffic {
     /// Time between two sends on one connection.
     pub interval: Duration,
     /// Frame size in bytes.
-    pub size: usize,
+    pub size: BodySize,
     /// Stream id of the connection at position `k` of `users` is `stream_base + k`.
     pub stream_base: StreamId,
 }
@@ -504,16 +507,14 @@ impl Plan {
         self.traffic
             .iter()
             .map(|t| match &t.kind {
-                TrafficShape::Direct(d) => d.size,
-                TrafficShape::Group(g) => g.size,
-                TrafficShape::Echo(e) => e.size,
-                TrafficShape::Chat(c) => c.size,
-                TrafficShape::Trace(t) => t
-                    .senders
-                    .iter()
-                    .flat_map(|s| s.sizes.iter())
-                    .max()
-                    .map_or(0, |&m| m as usize),
+                TrafficShape::Direct(d) => d.size.max(),
+                TrafficShape::Group(g) => g.size.max(),
+                TrafficShape::Echo(e) => e.size.max(),
+                TrafficShape::Chat(c) => c.size.max(),
+                TrafficShape::Trace(t) => {
+                    let sizes = t.senders.iter().flat_map(|s| s.sizes.iter());
+                    sizes.max().map_or(0, |&m| m as usize).max(t.size.max())
+                }
                 TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
             })
             .max()
