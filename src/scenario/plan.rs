@@ -15,7 +15,7 @@ use crate::driver::{Caps, Config, Endpoint, Spec};
 pub use super::contacts::Contacts;
 pub use super::dist::ThinkTimes;
 pub use super::sessions::{Sessions, OPEN};
-pub use super::sizes::{BodySize, SizeSummary, Sizes};
+pub use super::sizes::{summary as size_summary, BodySize, Sizes};
 pub use crate::vocab::{CheckMetric, LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
@@ -234,6 +234,20 @@ pub enum TrafficShape {
     Chat(ChatTraffic),
     /// Recorded messages replayed.
     Trace(TraceTraffic),
+}
+
+impl TrafficShape {
+    /// The sizes its message bodies are drawn from, if it sends messages.
+    pub fn size(&self) -> Option<&BodySize> {
+        match self {
+            TrafficShape::Direct(d) => Some(&d.size),
+            TrafficShape::Group(g) => Some(&g.size),
+            TrafficShape::Echo(e) => Some(&e.size),
+            TrafficShape::Chat(c) => Some(&c.size),
+            TrafficShape::Trace(t) => Some(&t.size),
+            TrafficShape::Idle { .. } | TrafficShape::Request(_) => None,
+        }
+    }
 }
 
 /// A trace replayed: every recorded message at its time, from its sender to its recipient
@@ -504,21 +518,24 @@ impl Shard {
 impl Plan {
     /// The largest message body any traffic pattern sends, bytes.
     pub fn max_body(&self) -> usize {
+        let listed = |t: &TrafficShape| match t {
+            TrafficShape::Trace(t) => t.senders.iter().flat_map(|s| s.sizes.iter()).max().copied(),
+            _ => None,
+        };
         self.traffic
             .iter()
-            .map(|t| match &t.kind {
-                TrafficShape::Direct(d) => d.size.max(),
-                TrafficShape::Group(g) => g.size.max(),
-                TrafficShape::Echo(e) => e.size.max(),
-                TrafficShape::Chat(c) => c.size.max(),
-                TrafficShape::Trace(t) => {
-                    let sizes = t.senders.iter().flat_map(|s| s.sizes.iter());
-                    sizes.max().map_or(0, |&m| m as usize).max(t.size.max())
-                }
-                TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
+            .map(|t| {
+                let drawn = t.kind.size().map_or(0, BodySize::max);
+                drawn.max(listed(&t.kind).map_or(0, |m| m as usize))
             })
             .max()
             .unwrap_or(0)
+    }
+
+    /// Whether a pattern draws its body sizes from a distribution (not one size).
+    pub fn draws_sizes(&self) -> bool {
+        let drawn = |t: &TrafficShape| t.size().is_some_and(|b| !matches!(*b.sizes, Sizes::Fixed(_)));
+        self.traffic.iter().any(|t| drawn(&t.kind))
     }
 
     /// The driver's configuration for run `run_id`.

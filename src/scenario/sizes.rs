@@ -18,6 +18,7 @@ use super::draw::mix;
 use super::source::Source;
 use super::values::{MAX_SIZE, SIZE};
 use crate::envelope::MAX_HEADER_LEN;
+use crate::vocab::offered::BodyBytes;
 use crate::vocab::StreamId;
 use crate::Result;
 
@@ -29,8 +30,8 @@ pub const FORMS: &str = "bytes (200), { lognormal = 200, spread = 1.0, max = 409
 /// The seed tag of body sizes (mixed with the plan's seed).
 const TAG: u64 = 0x5_12E5;
 
-/// How many draws [`BodySize::summary`] takes.
-const SUMMARY_DRAWS: u64 = 20_000;
+/// How many draws stand for a distribution in [`summary`].
+const SAMPLE: u64 = 20_000;
 
 /// The sizes a pattern's bodies are drawn from.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,34 +118,49 @@ impl BodySize {
         }
     }
 
-    /// Mean, median, 99th percentile and largest body, bytes, of a fixed number of
-    /// draws (the largest is the cap a draw may reach).
-    pub fn summary(&self) -> SizeSummary {
-        let mut v: Vec<usize> = (0..SUMMARY_DRAWS)
-            .map(|k| self.at(k as StreamId, k))
-            .collect();
+    /// [`SAMPLE`] draws, ascending: the distribution as [`summary`] weighs it.
+    fn sample(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..SAMPLE).map(|k| self.at(k as StreamId, k)).collect();
         v.sort_unstable();
-        let q = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)] as u64;
-        SizeSummary {
-            mean: v.iter().sum::<usize>() as f64 / v.len() as f64,
-            p50: q(0.5),
-            p99: q(0.99),
-            max: self.max() as u64,
-        }
+        v
     }
 }
 
-/// Body sizes in numbers, bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SizeSummary {
-    /// The mean.
-    pub mean: f64,
-    /// The median.
-    pub p50: u64,
-    /// The 99th percentile.
-    pub p99: u64,
-    /// The largest.
-    pub max: u64,
+/// The sizes of `planned` messages of each pattern's sizes, and of `listed` messages with
+/// sizes of their own (a trace's): mean, median and 99th percentile weighted by messages,
+/// and the largest any may have. `None` when nothing is planned.
+pub fn summary(planned: &[(BodySize, u64)], listed: &[usize]) -> Option<BodyBytes> {
+    let mut weighted: Vec<(usize, f64)> = listed.iter().map(|&b| (b, 1.0)).collect();
+    let mut max = listed.iter().copied().max().unwrap_or(0);
+    for (size, n) in planned.iter().filter(|&&(_, n)| n > 0) {
+        max = max.max(size.max());
+        match &*size.sizes {
+            Sizes::Fixed(b) => weighted.push((*b, *n as f64)),
+            _ => {
+                let each = *n as f64 / SAMPLE as f64;
+                weighted.extend(size.sample().into_iter().map(|b| (b, each)));
+            }
+        }
+    }
+    weighted.sort_unstable_by_key(|&(b, _)| b);
+    let total: f64 = weighted.iter().map(|&(_, w)| w).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let quantile = |p: f64| {
+        let mut below = 0.0;
+        let at = weighted.iter().find(|&&(_, w)| {
+            below += w;
+            below > p * total
+        });
+        at.or(weighted.last()).map_or(0, |&(b, _)| b as u64)
+    };
+    Some(BodyBytes {
+        mean: weighted.iter().map(|&(b, w)| b as f64 * w).sum::<f64>() / total,
+        p50: quantile(0.5),
+        p99: quantile(0.99),
+        max: max as u64,
+    })
 }
 
 /// Reads the sizes at `key` from `v`, [`SIZE`] bytes when absent.
@@ -291,7 +307,7 @@ mod tests {
         assert!((count(1000) - 0.15).abs() < 0.01);
         assert!((count(10000) - 0.05).abs() < 0.01);
         assert_eq!(b.max(), 10000);
-        let s = b.summary();
+        let s = summary(&[(b.clone(), 1000)], &[]).unwrap();
         assert_eq!((s.p50, s.p99, s.max), (100, 10000, 10000));
         assert!(
             (s.mean / (80.0 + 150.0 + 500.0) - 1.0).abs() < 0.05,

@@ -41,4 +41,22 @@ pub struct Offered {
     pub group_sends: u64,
     /// The deliveries those make (each to every other member).
     pub group_deliveries: u64,
+    /// The body sizes of the planned messages (absent in result files from before sizes
+    /// were drawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<BodyBytes>,
+}
+
+/// Body sizes of the planned messages, bytes, each pattern weighted by its planned sends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BodyBytes {
+    /// The mean.
+    pub mean: f64,
+    /// The median.
+    pub p50: u64,
+    /// The 99th percentile.
+    pub p99: u64,
+    /// The largest a message may have (the cap the driver is configured for).
+    pub max: u64,
 }

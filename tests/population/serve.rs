@@ -83,3 +83,30 @@ async fn two_shards_of_a_day_send_and_verify_what_one_process_plans() {
     assert_eq!((s.1, s.3, s.4), (s.2, 0, 0), "{s:?}");
     assert_eq!((w.1, w.3, w.4), (w.2, 0, 0), "{w:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mix_of_body_sizes_arrives_whole_at_the_mix_mean() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let day = DAY.replace(
+        "size = 120",
+        "size = { mix = [[100, 0.8], [1000, 0.15], [10000, 0.05]] }",
+    );
+    let (ran, a) = run_text(
+        &work,
+        &scenario("name = \"sizes\"\nseed = 13\ndrain = \"3s\"", &server, &day),
+    )
+    .await;
+    ran.expect_code(0);
+    let d = a.ledger.summary();
+    assert_eq!(d.delivered, d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated, d.corrupted), (0, 0, 0), "{d:?}");
+    // 0.8 × 100 + 0.15 × 1000 + 0.05 × 10000 = 730 bytes a message; over ~840 sends the
+    // 10 kB share alone moves the mean by ~10%, so within 25%.
+    let sent = a.metrics.count(Counter::Sent);
+    let mean = a.metrics.count(Counter::BytesOut) as f64 / sent.max(1) as f64;
+    assert!((547.0..=913.0).contains(&mean), "{mean} bytes a message over {sent}");
+    let sizes = a.population.as_ref().and_then(|o| o.sizes).expect("sizes in result.json");
+    assert_eq!((sizes.p50, sizes.p99, sizes.max), (100, 10000, 10000), "{sizes:?}");
+    assert!(ran.stdout.contains("sizes: mean"), "{ran}");
+}
