@@ -114,7 +114,11 @@ impl Sizes {
         let mut drawn = p.planned();
         if let Sends::Trace { senders, ix, .. } = &p.sends {
             let before = self.listed.len();
-            let own = senders[*ix].sizes.iter().take(drawn as usize).filter(|&&b| b > 0);
+            let own = senders[*ix]
+                .sizes
+                .iter()
+                .take(drawn as usize)
+                .filter(|&&b| b > 0);
             self.listed.extend(own.map(|&b| b as usize));
             drawn -= (self.listed.len() - before) as u64;
         }

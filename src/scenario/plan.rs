@@ -534,7 +534,10 @@ impl Plan {
 
     /// Whether a pattern draws its body sizes from a distribution (not one size).
     pub fn draws_sizes(&self) -> bool {
-        let drawn = |t: &TrafficShape| t.size().is_some_and(|b| !matches!(*b.sizes, Sizes::Fixed(_)));
+        let drawn = |t: &TrafficShape| {
+            t.size()
+                .is_some_and(|b| !matches!(*b.sizes, Sizes::Fixed(_)))
+        };
         self.traffic.iter().any(|t| drawn(&t.kind))
     }
 

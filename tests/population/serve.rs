@@ -105,8 +105,19 @@ async fn a_mix_of_body_sizes_arrives_whole_at_the_mix_mean() {
     // 10 kB share alone moves the mean by ~10%, so within 25%.
     let sent = a.metrics.count(Counter::Sent);
     let mean = a.metrics.count(Counter::BytesOut) as f64 / sent.max(1) as f64;
-    assert!((547.0..=913.0).contains(&mean), "{mean} bytes a message over {sent}");
-    let sizes = a.population.as_ref().and_then(|o| o.sizes).expect("sizes in result.json");
-    assert_eq!((sizes.p50, sizes.p99, sizes.max), (100, 10000, 10000), "{sizes:?}");
+    assert!(
+        (547.0..=913.0).contains(&mean),
+        "{mean} bytes a message over {sent}"
+    );
+    let sizes = a
+        .population
+        .as_ref()
+        .and_then(|o| o.sizes)
+        .expect("sizes in result.json");
+    assert_eq!(
+        (sizes.p50, sizes.p99, sizes.max),
+        (100, 10000, 10000),
+        "{sizes:?}"
+    );
     assert!(ran.stdout.contains("sizes: mean"), "{ran}");
 }
