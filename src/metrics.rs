@@ -23,8 +23,10 @@ use serde::{Deserialize, Serialize};
 
 mod hist_bytes;
 mod sketch;
+pub mod split;
 
 use sketch::Sketch;
+use split::Split;
 
 /// The largest latency a histogram holds: one hour. Larger values are recorded as this.
 pub const MAX_US: u64 = 3_600_000_000;
@@ -382,6 +384,8 @@ pub struct Metrics {
     /// sending shard): also in the end-to-end histogram, kept apart so that a merge can
     /// take out those of a shard whose clock turned out unknown.
     cross: BTreeMap<(u32, u32), Histogram<u64>>,
+    /// Deliveries and latencies by group-size band, session phase and return.
+    split: Split,
 }
 
 /// Count and examples of one error kind.
@@ -441,6 +445,23 @@ impl Default for Metrics {
     }
 }
 
+/// Base64 of `h`'s V2-deflate encoding, as a result file keeps a histogram.
+fn encode(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing a histogram into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The histogram [`encode`] wrote.
+fn decode(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| e.to_string())?;
+    hist_bytes::decode(&bytes, &new_hist())
+}
+
 /// A histogram from 1 µs to one hour at [`SIGFIG`] significant digits.
 fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("constant bounds are valid")
@@ -455,6 +476,7 @@ impl Metrics {
             errors: Default::default(),
             seconds: Vec::new(),
             cross: BTreeMap::new(),
+            split: Split::default(),
         }
     }
 
@@ -571,6 +593,7 @@ impl Metrics {
         for (e, o) in self.errors.iter_mut().zip(&other.errors) {
             e.count += o.count;
         }
+        self.split.merge(&other.split);
     }
 
     /// Moves the seconds of the series before `sec` into `into`'s series, merged with what
@@ -592,6 +615,16 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Deliveries and latencies by group-size band, session phase and return.
+    pub fn split(&self) -> &Split {
+        &self.split
+    }
+
+    /// See [`Metrics::split`].
+    pub fn split_mut(&mut self) -> &mut Split {
+        &mut self.split
     }
 
     /// The total histogram of `h`.
@@ -703,6 +736,9 @@ struct Repr {
     /// Cross-shard end-to-end latencies (see `Metrics::cross`), absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     cross_e2e: Vec<CrossRepr>,
+    /// The split by group-size band, session phase and return, absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    split: Vec<split::PartRepr>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -755,14 +791,6 @@ fn is_zero(n: &u64) -> bool {
 
 impl From<Metrics> for Repr {
     fn from(m: Metrics) -> Self {
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let encode = |h: &Histogram<u64>| {
-            let mut bytes = Vec::new();
-            V2DeflateSerializer::new()
-                .serialize(h, &mut bytes)
-                .expect("serializing a histogram into memory cannot fail");
-            b64.encode(bytes)
-        };
         let hists = Hist::ALL
             .iter()
             .map(|&h| (h, encode(&m.hists[h as usize])))
@@ -818,6 +846,7 @@ impl From<Metrics> for Repr {
             errors,
             seconds,
             cross_e2e,
+            split: m.split.to_repr(),
         }
     }
 }
@@ -827,19 +856,12 @@ impl TryFrom<Repr> for Metrics {
 
     fn try_from(r: Repr) -> Result<Self, String> {
         let mut m = Metrics::new();
-        let b64 = base64::engine::general_purpose::STANDARD;
         for (h, text) in r.hists {
-            let bytes = b64
-                .decode(text)
-                .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
-            m.hists[h as usize] = hist_bytes::decode(&bytes, &new_hist())
-                .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
+            m.hists[h as usize] =
+                decode(&text).map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
         }
         for c in r.cross_e2e {
-            let bytes = b64
-                .decode(c.hist)
-                .map_err(|e| format!("metrics: cross_e2e {}<-{}: {e}", c.to, c.from))?;
-            let h = hist_bytes::decode(&bytes, &new_hist())
+            let h = decode(&c.hist)
                 .map_err(|e| format!("metrics: cross_e2e {}<-{}: {e}", c.to, c.from))?;
             m.cross.insert((c.to, c.from), h);
         }
@@ -853,6 +875,7 @@ impl TryFrom<Repr> for Metrics {
         for (c, n) in r.counters {
             m.counters[c as usize] = n;
         }
+        m.split = Split::from_repr(r.split)?;
         for e in r.errors {
             let slot = &mut m.errors[e.kind as usize];
             slot.count = e.count;

@@ -19,6 +19,7 @@ pub mod patterns;
 pub mod schedule;
 pub mod shared;
 pub mod snapshot;
+pub mod split;
 pub mod timer_wheel;
 pub mod vu;
 
@@ -328,6 +329,7 @@ fn shared_state(
         std::mem::take(&mut sched.expect.group_of_stream),
     );
     shared.senders = crate::scenario::Shard::senders(plan);
+    shared.bands = split::Bands::of(plan, &sched.groups);
     if opts.live.is_some() {
         shared.patterns = patterns::Patterns::of(plan);
     }

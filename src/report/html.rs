@@ -66,6 +66,7 @@ pub fn render(r: &Report) -> String {
     findings(&mut body, r);
     timeline::section(&mut body, r);
     distribution(&mut body, r);
+    super::split::html(&mut body, &r.split);
     delivery(&mut body, r);
     errors(&mut body, r);
     traffic(&mut body, r);

@@ -74,6 +74,10 @@ pub struct Report {
     /// The shape the plan's population offered (sessions, contacts, groups), if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub population: Option<crate::vocab::Offered>,
+    /// Latency and delivery by group-size band, session phase and return (empty when the
+    /// run had none of them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<super::split::SplitRow>,
     /// Series scraped from the `[monitor] prometheus` endpoints.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<ScrapedSeries>,

@@ -121,3 +121,48 @@ async fn a_mix_of_body_sizes_arrives_whole_at_the_mix_mean() {
     );
     assert!(ran.stdout.contains("sizes: mean"), "{ran}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_splits_its_deliveries_by_group_band_session_phase_and_return() {
+    use msgstorm::metrics::split::Part;
+    let server = start(config()).await;
+    let work = Work::new();
+    let (ran, a) = run_text(
+        &work,
+        &scenario("name = \"split\"\nseed = 14\ndrain = \"3s\"", &server, DAY),
+    )
+    .await;
+    ran.expect_code(0);
+    let d = a.ledger.summary();
+    let s = a.metrics.split();
+    // Every delivery was due in one phase or the other.
+    assert_eq!(
+        s.count(Part::LoginWave) + s.count(Part::Steady),
+        d.delivered,
+        "{d:?}"
+    );
+    assert!(s.count(Part::LoginWave) > 0 && s.count(Part::Steady) > 0);
+    // Groups of 3 to 60 members: some small, some large, and the largest apart.
+    let bands = [Part::Small, Part::Large, Part::Hot].map(|p| s.count(p));
+    assert!(bands.iter().all(|&n| n > 0), "{bands:?}");
+    assert!(
+        bands.iter().sum::<u64>() < d.delivered,
+        "{bands:?} of {d:?}"
+    );
+    // Only live deliveries are timed.
+    assert!(s.hist(Part::Steady).len() <= s.count(Part::Steady));
+    assert_eq!(
+        s.hist(Part::Steady).len() + s.hist(Part::LoginWave).len(),
+        d.via_push
+    );
+    // Users come back and catch up.
+    assert!(s.count(Part::Sync) > 20, "{}", s.count(Part::Sync));
+    assert_eq!(s.hist(Part::Sync).len(), s.count(Part::Sync));
+    assert!(ran.stdout.contains("where the shape matters"), "{ran}");
+    let text = std::fs::read_to_string(work.path("out").join("result.json")).expect("read");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let (schemas, schema) = crate::cli::report::result_schema();
+    if let Err(e) = schemas.validate(&value, schema) {
+        panic!("result.json does not match schema/result.schema.json: {e:#}");
+    }
+}

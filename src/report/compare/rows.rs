@@ -11,6 +11,7 @@ use crate::report::checks::{Measure, Unit};
 use crate::report::effect::ChaosRow;
 use crate::report::model::{Latency, Report};
 use crate::report::present::show;
+use crate::report::split::SplitRow;
 use Better::{Higher, Lower};
 
 /// Every row of `base` against `new`, in report order.
@@ -22,6 +23,7 @@ pub(super) fn all(base: &Report, new: &Report) -> Vec<Row> {
     };
     rows.headline();
     rows.latencies();
+    rows.split();
     rows.delivery();
     rows.chaos_steps();
     rows.checks();
@@ -36,6 +38,11 @@ struct Rows<'r> {
     base: &'r Report,
     new: &'r Report,
     rows: Vec<Row>,
+}
+
+/// The row of `part` in `r`'s split.
+fn split_row<'a>(r: &'a Report, part: &str) -> Option<&'a SplitRow> {
+    r.split.iter().find(|s| s.part == part)
 }
 
 /// The keys `of` either run names, sorted, each once.
@@ -139,6 +146,38 @@ impl<'r> Rows<'r> {
                     kind,
                     Lower,
                     &|r| r.latency_us.get(&h).map(pick),
+                );
+            }
+        }
+    }
+
+    /// The split where the population's shape matters, each part either run has:
+    /// `split_<part>_count`, `_p50` and `_p99`.
+    fn split(&mut self) {
+        type Pick = fn(&SplitRow) -> Option<f64>;
+        let parts: [(&str, &str, Kind, Better, Pick); 3] = [
+            ("count", "count", Kind::Volume, Higher, |s| {
+                Some(s.count as f64)
+            }),
+            ("p50", "p50", Kind::Latency, Lower, |s| {
+                s.p50_us.map(|v| v as f64)
+            }),
+            ("p99", "p99", Kind::Tail, Lower, |s| {
+                s.p99_us.map(|v| v as f64)
+            }),
+        ];
+        for part in union(self.base, self.new, |r| r.split.iter().map(|s| s.part)) {
+            let label = [self.base, self.new]
+                .iter()
+                .find_map(|r| split_row(r, part))
+                .map_or_else(String::new, |s| s.label.clone());
+            for (key, shown, kind, better, pick) in parts {
+                self.add(
+                    format!("split_{part}_{key}"),
+                    format!("{label}: {shown}"),
+                    kind,
+                    better,
+                    &|r| split_row(r, part).and_then(pick),
                 );
             }
         }
