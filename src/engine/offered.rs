@@ -5,7 +5,7 @@
 
 use super::schedule::{self, Program, Sends};
 use crate::scenario::{size_summary, BodySize, Plan};
-use crate::vocab::offered::{Offered, POINTS};
+use crate::vocab::offered::{pow2_hist, Offered, LOGIN_BUCKETS, POINTS, TOP_SHARES};
 
 /// The numbers of `plan`, when its population has a shape (sessions or contacts) or its
 /// body sizes are drawn from a distribution.
@@ -30,6 +30,10 @@ pub fn offered(plan: &Plan) -> Option<Offered> {
         group_sends: 0,
         group_deliveries: 0,
         sizes: None,
+        logins: Vec::new(),
+        session_hist: Vec::new(),
+        group_hist: Vec::new(),
+        top_shares: Vec::new(),
     };
     if let Some(s) = &pop.sessions {
         let day = s.day.as_millis() as u64;
@@ -47,6 +51,14 @@ pub fn offered(plan: &Plan) -> Option<Offered> {
             u64::from(l.get(i).copied().unwrap_or(0))
         };
         (o.sessions, o.session_p50_ms, o.session_p90_ms) = (s.count() as u64, q(0.5), q(0.9));
+        o.session_hist = pow2_hist(l.iter().map(|&ms| u64::from(ms)));
+        o.logins = vec![0; LOGIN_BUCKETS as usize];
+        for at in s.logins().filter(|&at| at > 0) {
+            let b = u64::from(at) * u64::from(LOGIN_BUCKETS) / day.max(1);
+            if let Some(n) = o.logins.get_mut(b as usize) {
+                *n += 1;
+            }
+        }
     }
     if let Some(c) = &pop.contacts {
         o.contacts_max = (0..c.users()).map(|u| c.of(u).len()).max().unwrap_or(0) as u64;
@@ -90,13 +102,19 @@ fn sends(o: &mut Offered, plan: &Plan) {
         per_user.iter().take(n).sum::<u64>() as f64 / o.chat_sends.max(1) as f64
     };
     (o.top1_share, o.top10_share) = (share(0.01), share(0.1));
+    if o.chat_sends > 0 {
+        o.top_shares = TOP_SHARES.iter().map(|&f| [f, share(f)]).collect();
+    }
+    let mut members = Vec::new();
     for t in &plan.traffic {
         if let crate::scenario::TrafficShape::Chat(c) = &t.kind {
             o.groups += c.groups.len() as u64;
             let largest = c.groups.iter().map(|g| g.members.len()).max().unwrap_or(0);
             o.largest_group = o.largest_group.max(largest as u64);
+            members.extend(c.groups.iter().map(|g| g.members.len() as u64));
         }
     }
+    o.group_hist = pow2_hist(members.into_iter());
 }
 
 /// The planned messages by the sizes they are drawn from, and the sizes a trace lists.

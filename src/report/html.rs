@@ -10,6 +10,7 @@
 
 pub mod chart;
 pub mod page;
+pub mod shape;
 pub mod timeline;
 
 use std::fmt::Write;
@@ -65,6 +66,7 @@ pub fn render(r: &Report) -> String {
     checks(&mut body, r);
     findings(&mut body, r);
     timeline::section(&mut body, r);
+    shape::section(&mut body, r);
     distribution(&mut body, r);
     super::split::html(&mut body, &r.split);
     delivery(&mut body, r);

@@ -4,7 +4,7 @@ use msgstorm::artifact::Artifact;
 use msgstorm::metrics::Counter;
 
 use super::DAY;
-use crate::common::run::{run_file, run_text, scenario, Work};
+use crate::common::run::{msgstorm, run_file, run_text, scenario, Work};
 use crate::common::{config, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,6 +159,33 @@ async fn a_day_splits_its_deliveries_by_group_band_session_phase_and_return() {
     assert!(s.count(Part::Sync) > 20, "{}", s.count(Part::Sync));
     assert_eq!(s.hist(Part::Sync).len(), s.count(Part::Sync));
     assert!(ran.stdout.contains("where the shape matters"), "{ran}");
+    // The page charts the offered shape and tables the split.
+    let html = std::fs::read_to_string(work.path("out").join("report.html")).expect("read");
+    for id in [
+        "shape-online",
+        "shape-logins",
+        "shape-sessions",
+        "shape-groups",
+        "shape-senders",
+        "split",
+    ] {
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "no #{id} in report.html"
+        );
+    }
+    // `compare` puts the population's numbers and the split side by side.
+    let result = work.path("out").join("result.json").display().to_string();
+    let cmp = msgstorm(&["compare", &result, &result]).await;
+    cmp.expect_code(0);
+    for row in [
+        "| population_top10_share ",
+        "| population_fanout ",
+        "| split_hot_p99 ",
+        "| split_sync_count ",
+    ] {
+        assert!(cmp.stdout.contains(row), "no {row} in {cmp}");
+    }
     let text = std::fs::read_to_string(work.path("out").join("result.json")).expect("read");
     let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let (schemas, schema) = crate::cli::report::result_schema();

@@ -12,6 +12,7 @@ use crate::report::effect::ChaosRow;
 use crate::report::model::{Latency, Report};
 use crate::report::present::show;
 use crate::report::split::SplitRow;
+use crate::vocab::Offered;
 use Better::{Higher, Lower};
 
 /// Every row of `base` against `new`, in report order.
@@ -22,6 +23,7 @@ pub(super) fn all(base: &Report, new: &Report) -> Vec<Row> {
         rows: Vec::new(),
     };
     rows.headline();
+    rows.population();
     rows.latencies();
     rows.split();
     rows.delivery();
@@ -148,6 +150,68 @@ impl<'r> Rows<'r> {
                     &|r| r.latency_us.get(&h).map(pick),
                 );
             }
+        }
+    }
+
+    /// The population's offered shape, when either run has one: the load each asked for
+    /// (`population_<number>`; more is "higher", as for logins).
+    fn population(&mut self) {
+        type Pick = fn(&Offered) -> Option<f64>;
+        let numbers: [(&str, &str, Kind, Pick); 8] = [
+            ("sessions", "sessions", Kind::Volume, |o| {
+                Some(o.sessions as f64)
+            }),
+            (
+                "online_peak",
+                "users online at the peak, planned",
+                Kind::Volume,
+                |o| o.online.iter().max().map(|&n| n as f64),
+            ),
+            (
+                "chat_sends",
+                "messages to contacts planned",
+                Kind::Volume,
+                |o| Some(o.chat_sends as f64),
+            ),
+            (
+                "top1_share",
+                "share of the top 1% of senders",
+                Kind::Ratio,
+                |o| Some(o.top1_share),
+            ),
+            (
+                "top10_share",
+                "share of the top 10% of senders",
+                Kind::Ratio,
+                |o| Some(o.top10_share),
+            ),
+            (
+                "largest_group",
+                "members of the largest group",
+                Kind::Volume,
+                |o| Some(o.largest_group as f64),
+            ),
+            (
+                "fanout",
+                "deliveries per group message",
+                Kind::Volume,
+                |o| (o.group_sends > 0).then(|| o.group_deliveries as f64 / o.group_sends as f64),
+            ),
+            ("size_mean", "mean body bytes", Kind::Volume, |o| {
+                o.sizes.map(|s| s.mean)
+            }),
+        ];
+        if self.base.population.is_none() && self.new.population.is_none() {
+            return;
+        }
+        for (key, label, kind, pick) in numbers {
+            self.add(
+                format!("population_{key}"),
+                format!("population: {label}"),
+                kind,
+                Higher,
+                &|r| r.population.as_ref().and_then(pick),
+            );
         }
     }
 
