@@ -66,9 +66,9 @@ pub fn render(r: &Report) -> String {
     checks(&mut body, r);
     findings(&mut body, r);
     timeline::section(&mut body, r);
-    shape::section(&mut body, r);
+    shape::section_of(&mut body, r);
     distribution(&mut body, r);
-    super::split::html(&mut body, &r.split);
+    shape::split_of(&mut body, &r.split);
     delivery(&mut body, r);
     errors(&mut body, r);
     traffic(&mut body, r);

@@ -1,11 +1,10 @@
 //! Latency and delivery split where a population's shape matters (the metrics' split):
 //! group messages by the size band of their group, all messages by the session phase they
-//! were due in, and returning users' catch-up. The report's rows, their text lines and
-//! their HTML section; `compare` reads the rows.
+//! were due in, and returning users' catch-up. The report's rows and their text lines;
+//! the HTML page (`html::shape`) and `compare` read the rows.
 
 use serde::Serialize;
 
-use super::html::page::{section, table};
 use crate::metrics::split::Part;
 use crate::metrics::Metrics;
 
@@ -58,8 +57,8 @@ fn ms(us: Option<u64>) -> String {
     )
 }
 
-/// The cells of one row: part, what it holds, count, live share, p50, p99, max.
-fn cells(r: &SplitRow) -> Vec<String> {
+/// The cells of one row: part, what it holds, count, timed, p50, p99, max.
+pub fn cells(r: &SplitRow) -> Vec<String> {
     vec![
         r.part.to_owned(),
         r.label.clone(),
@@ -71,8 +70,8 @@ fn cells(r: &SplitRow) -> Vec<String> {
     ]
 }
 
-/// The column heads.
-const HEAD: [&str; 7] = ["part", "holds", "count", "timed", "p50", "p99", "max"];
+/// The column heads of [`cells`].
+pub const HEAD: [&str; 7] = ["part", "holds", "count", "timed", "p50", "p99", "max"];
 
 /// The rows as text lines.
 pub fn lines(rows: &[SplitRow]) -> Vec<String> {
@@ -90,23 +89,4 @@ pub fn lines(rows: &[SplitRow]) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// The HTML section of the rows, when there are any.
-pub fn html(out: &mut String, rows: &[SplitRow]) {
-    if rows.is_empty() {
-        return;
-    }
-    let body = table(&HEAD, &rows.iter().map(cells).collect::<Vec<_>>());
-    section(
-        out,
-        "split",
-        "Where the shape matters",
-        "Group messages by the size of their group (the largest group apart), every message \
-         by the session phase it was due in (a second is in the login wave when the plan puts \
-         more than twice the median second's logins in it), and each return's catch-up from \
-         its login to the last missed message its sync fetched. Count: first intact copies \
-         (returns, for sync); timed: those that came live, with their end-to-end latency.",
-        &body,
-    );
 }

@@ -77,7 +77,7 @@ impl ThinkTimes {
 /// One draw of the standard normal distribution (Box–Muller). Written here because
 /// `fastrand`, whose seeded streams every plan is drawn from, has no distributions, and
 /// `rand_distr` needs `rand`'s generator traits.
-pub(super) fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
+pub fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
     // 1 − u is in (0, 1]: the logarithm is finite.
     let (u, v) = (1.0 - rng.f64(), rng.f64());
     (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
@@ -125,7 +125,7 @@ pub fn durations(src: &Source<'_>, v: &Spanned<toml::Value>, key: &str) -> Resul
 
 /// A lognormal's `spread` in `table` (1.0 when absent): the σ of the logarithm, in
 /// 0..=[`MAX_SPREAD`]. `bad` makes the error at the distribution's key.
-pub(super) fn spread(table: &toml::Table, bad: &impl Fn(String) -> crate::Error) -> Result<f64> {
+pub fn spread(table: &toml::Table, bad: &impl Fn(String) -> crate::Error) -> Result<f64> {
     match table.get("spread") {
         None => Ok(1.0),
         Some(s) => s
