@@ -445,6 +445,15 @@ impl Default for Metrics {
     }
 }
 
+/// Adds each histogram of `from` to the one at its index in `into` (all of
+/// [`new_hist`]'s bounds).
+fn add_all(into: &mut [Histogram<u64>], from: &[Histogram<u64>]) {
+    // Adding walks the whole counts array: an empty histogram is skipped.
+    for (h, o) in into.iter_mut().zip(from).filter(|(_, o)| !o.is_empty()) {
+        h.add(o).expect("all histograms have the same bounds");
+    }
+}
+
 /// Base64 of `h`'s V2-deflate encoding, as a result file keeps a histogram.
 fn encode(h: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
@@ -578,15 +587,7 @@ impl Metrics {
     /// Adds the histograms, counters and error counts `other` recorded (not its series,
     /// error examples or cross-shard histograms): the totals a live view shows.
     pub fn merge_totals(&mut self, other: &Metrics) {
-        // Adding walks the whole counts array: an empty histogram is skipped.
-        for (h, o) in self
-            .hists
-            .iter_mut()
-            .zip(&other.hists)
-            .filter(|(_, o)| !o.is_empty())
-        {
-            h.add(o).expect("all histograms have the same bounds");
-        }
+        add_all(&mut self.hists, &other.hists);
         for (c, o) in self.counters.iter_mut().zip(&other.counters) {
             *c = c.saturating_add(*o);
         }

@@ -99,14 +99,7 @@ impl Split {
         for (c, o) in self.counts.iter_mut().zip(&other.counts) {
             *c = c.saturating_add(*o);
         }
-        for (h, o) in self
-            .hists
-            .iter_mut()
-            .zip(&other.hists)
-            .filter(|(_, o)| !o.is_empty())
-        {
-            h.add(o).expect("all histograms have the same bounds");
-        }
+        super::add_all(&mut self.hists, &other.hists);
     }
 
     /// How many events `part` counted.

@@ -8,40 +8,29 @@ use msgstorm::metrics::Counter;
 use crate::common::run::{run_text, scenario, Work};
 use crate::common::{config, start};
 
-/// 1,000 users over a 20 s day (the built-in daily curve), a cut of every connection at
-/// 10 s, contacts, groups of 3 to 80, 200 messages/s to contacts at activity 1.0 and a mix
-/// of body sizes.
-const STORM_DAY: &str = r#"
-[population]
-users = 1000
-
-[population.sessions]
-day = "20s"
-length = { lognormal = "3s", spread = 1.0 }
-gap = { exponential = "3s" }
-
-[population.contacts]
-mean = 6
-
-[population.groups]
-count = 40
-min = 3
-max = 80
-exponent = 1.5
-
-[[traffic]]
-name = "chat"
-kind = "chat"
-rate = 200
-group_rate = 10
-activity = 1.0
-size = { mix = [[100, 0.8], [1000, 0.15], [5000, 0.05]] }
-
-[[chaos]]
-action = "cut"
-at = "10s"
-fraction = 1.0
-"#;
+/// `DAY` grown to 1,000 users over a 20 s day (the built-in daily curve), 40 groups of 3
+/// to 80, 200 messages/s to contacts (activity 1.0, the default) and a mix of body sizes,
+/// with a cut of every connection at 10 s.
+fn storm_day() -> String {
+    let mut day = super::DAY.to_owned();
+    for (from, to) in [
+        ("users = 240", "users = 1000"),
+        ("day = \"12s\"", "day = \"20s\""),
+        ("lognormal = \"2s\"", "lognormal = \"3s\""),
+        ("exponential = \"2s\"", "exponential = \"3s\""),
+        ("count = 20", "count = 40"),
+        ("max = 60", "max = 80"),
+        ("\nrate = 60", "\nrate = 200"),
+        (
+            "size = 120",
+            "size = { mix = [[100, 0.8], [1000, 0.15], [5000, 0.05]] }",
+        ),
+    ] {
+        assert!(day.contains(from), "DAY has `{from}`");
+        day = day.replace(from, to);
+    }
+    day + "\n[[chaos]]\naction = \"cut\"\nat = \"10s\"\nfraction = 1.0\n"
+}
 
 /// The share of the sends the top `f` of `n` users make when the k-th most active sends
 /// ∝ k^−s.
@@ -60,7 +49,7 @@ async fn a_day_with_a_reconnect_storm_keeps_an_exact_ledger_and_the_asked_shape(
         &scenario(
             "name = \"storm\"\nseed = 37\ndrain = \"5s\"",
             &server,
-            STORM_DAY,
+            &storm_day(),
         ),
     )
     .await;
@@ -74,8 +63,13 @@ async fn a_day_with_a_reconnect_storm_keeps_an_exact_ledger_and_the_asked_shape(
 
     // Exact ledger through the login wave, the returns and the storm.
     let d = a.ledger.summary();
-    assert_eq!(d.delivered, d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated, d.corrupted), (0, 0, 0), "{d:?}");
+    // A send whose acceptance the cut cut off counts as refused (expected nowhere), yet
+    // the server may have stored it: then it arrives too, and counts in both.
+    assert!(
+        d.delivered >= d.expected && d.delivered <= d.expected + d.refused,
+        "{d:?}"
+    );
     assert!(
         d.via_sync > 500,
         "returns and the storm's reconnects catch up: {d:?}"
