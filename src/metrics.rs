@@ -740,6 +740,9 @@ struct Repr {
     /// The split by group-size band, session phase and return, absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     split: Vec<split::PartRepr>,
+    /// The size band of each group stream (see `Split::band_of`), absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    split_bands: Vec<(crate::vocab::StreamId, split::Part)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -848,6 +851,7 @@ impl From<Metrics> for Repr {
             seconds,
             cross_e2e,
             split: m.split.to_repr(),
+            split_bands: m.split.bands().to_vec(),
         }
     }
 }
@@ -877,6 +881,7 @@ impl TryFrom<Repr> for Metrics {
             m.counters[c as usize] = n;
         }
         m.split = Split::from_repr(r.split)?;
+        m.split.note_bands(r.split_bands);
         for e in r.errors {
             let slot = &mut m.errors[e.kind as usize];
             slot.count = e.count;

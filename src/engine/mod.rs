@@ -329,7 +329,7 @@ fn shared_state(
         std::mem::take(&mut sched.expect.group_of_stream),
     );
     shared.senders = crate::scenario::Shard::senders(plan);
-    shared.bands = split::Bands::of(plan, &sched.groups);
+    shared.bands = split::Bands::of(plan, &sched.groups, &shared.group_of_stream);
     if opts.live.is_some() {
         shared.patterns = patterns::Patterns::of(plan);
     }

@@ -391,6 +391,8 @@ impl Shared {
             all.metrics.merge(&r.metrics);
             all.ledger.merge(&r.ledger);
         }
+        let bands = self.bands.streams().iter().copied();
+        all.metrics.split_mut().note_bands(bands);
         all
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::schedule::GroupInfo;
 use crate::metrics::split::{Part, SMALL_GROUP};
 use crate::metrics::Metrics;
-use crate::scenario::{Plan, TrafficShape};
+use crate::scenario::{Plan, StreamId, TrafficShape};
 
 /// A second is in the login wave when its planned logins exceed this many times the
 /// median second's.
@@ -31,11 +31,18 @@ pub struct Bands {
     /// Whether each second from the traffic start is in the login wave (empty without
     /// sessions).
     wave: Vec<bool>,
+    /// The band of each group stream (for the lost messages by band).
+    streams: Vec<(StreamId, Part)>,
 }
 
 impl Bands {
-    /// The bands of `plan`, whose groups the schedule listed as `groups`.
-    pub fn of(plan: &Plan, groups: &[Arc<GroupInfo>]) -> Bands {
+    /// The bands of `plan`, whose groups the schedule listed as `groups`, the group of each
+    /// group stream as `of_stream`.
+    pub fn of(
+        plan: &Plan,
+        groups: &[Arc<GroupInfo>],
+        of_stream: &foldhash::HashMap<StreamId, Arc<GroupInfo>>,
+    ) -> Bands {
         let mut sizes = foldhash::HashMap::default();
         for t in &plan.traffic {
             let specs = match &t.kind {
@@ -70,7 +77,20 @@ impl Bands {
             .sessions
             .as_ref()
             .map_or_else(Vec::new, |s| login_wave(s.day, s.logins()));
-        Bands { groups, wave }
+        let streams = of_stream
+            .iter()
+            .filter_map(|(&s, g)| Some((s, *groups.get(g.index)?)))
+            .collect();
+        Bands {
+            groups,
+            wave,
+            streams,
+        }
+    }
+
+    /// The band of each group stream.
+    pub fn streams(&self) -> &[(StreamId, Part)] {
+        &self.streams
     }
 
     /// Counts a first intact copy of a message of `group` (if a group message) due

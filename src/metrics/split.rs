@@ -9,6 +9,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::vocab::StreamId;
+
 /// One row of the split.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +76,9 @@ pub struct Split {
     /// Indexed by `Part as usize`: end-to-end latency of the live deliveries (the
     /// catch-up time of each return, for `Sync`), µs.
     hists: [Histogram<u64>; Part::ALL.len()],
+    /// The band of each group stream, sorted by stream, distinct: where a lost message of
+    /// a group was (set once per process, when its recorders are collected).
+    bands: Vec<(StreamId, Part)>,
 }
 
 impl Default for Split {
@@ -81,6 +86,7 @@ impl Default for Split {
         Split {
             counts: [0; Part::ALL.len()],
             hists: std::array::from_fn(|_| super::new_hist()),
+            bands: Vec::new(),
         }
     }
 }
@@ -100,6 +106,28 @@ impl Split {
             *c = c.saturating_add(*o);
         }
         super::add_all(&mut self.hists, &other.hists);
+        self.note_bands(other.bands.iter().copied());
+    }
+
+    /// Notes the band of each of `bands`' group streams.
+    pub fn note_bands(&mut self, bands: impl IntoIterator<Item = (StreamId, Part)>) {
+        let before = self.bands.len();
+        self.bands.extend(bands);
+        if self.bands.len() > before {
+            self.bands.sort_unstable();
+            self.bands.dedup_by_key(|&mut (s, _)| s);
+        }
+    }
+
+    /// The band of group stream `stream`, if noted.
+    pub fn band_of(&self, stream: StreamId) -> Option<Part> {
+        let i = self.bands.binary_search_by_key(&stream, |&(s, _)| s).ok()?;
+        Some(self.bands[i].1)
+    }
+
+    /// The bands noted, as a result file keeps them.
+    pub(super) fn bands(&self) -> &[(StreamId, Part)] {
+        &self.bands
     }
 
     /// How many events `part` counted.

@@ -76,7 +76,7 @@ impl Report {
                 .collect(),
             scenario_source: a.scenario_source.clone(),
             population: a.population.clone(),
-            split: super::split::rows(&a.metrics),
+            split: super::split::rows(&a.metrics, &a.ledger),
             server_metrics: a.server_metrics.clone(),
             chaos: Vec::new(),
             live: None,

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::ledger::Ledger;
 use crate::metrics::split::Part;
 use crate::metrics::Metrics;
 
@@ -17,6 +18,9 @@ pub struct SplitRow {
     pub label: String,
     /// First intact copies received (returns whose sync fetched something, for `sync`).
     pub count: u64,
+    /// Messages lost, for the group bands (the ledger tells lost messages by stream, so
+    /// not by the phase they were due in).
+    pub lost: Option<u64>,
     /// Of those, how many came live (each with an end-to-end latency; returns, for `sync`).
     pub timed: u64,
     /// Median latency, µs (end-to-end; the catch-up, for `sync`), when any was timed.
@@ -27,9 +31,15 @@ pub struct SplitRow {
     pub max_us: Option<u64>,
 }
 
-/// The rows of `m`'s split that counted something, in report order.
-pub fn rows(m: &Metrics) -> Vec<SplitRow> {
+/// The rows of `m`'s split that counted something, in report order, with the messages
+/// `ledger` lost in each group band.
+pub fn rows(m: &Metrics, ledger: &Ledger) -> Vec<SplitRow> {
     let s = m.split();
+    let bands = [Part::Small, Part::Large, Part::Hot];
+    let lost = ledger.lost_by(bands.len(), |stream| {
+        let band = s.band_of(stream)?;
+        bands.iter().position(|&b| b == band)
+    });
     Part::ALL
         .iter()
         .filter(|&&p| s.count(p) > 0)
@@ -40,6 +50,7 @@ pub fn rows(m: &Metrics) -> Vec<SplitRow> {
                 part: p.name(),
                 label: p.label(),
                 count: s.count(p),
+                lost: bands.iter().position(|&b| b == p).map(|i| lost[i]),
                 timed: h.len(),
                 p50_us: at(0.5),
                 p99_us: at(0.99),
@@ -57,12 +68,13 @@ fn ms(us: Option<u64>) -> String {
     )
 }
 
-/// The cells of one row: part, what it holds, count, timed, p50, p99, max.
+/// The cells of one row: part, what it holds, count, lost, timed, p50, p99, max.
 pub fn cells(r: &SplitRow) -> Vec<String> {
     vec![
         r.part.to_owned(),
         r.label.clone(),
         r.count.to_string(),
+        r.lost.map_or_else(|| "-".to_owned(), |n| n.to_string()),
         r.timed.to_string(),
         ms(r.p50_us),
         ms(r.p99_us),
@@ -71,7 +83,9 @@ pub fn cells(r: &SplitRow) -> Vec<String> {
 }
 
 /// The column heads of [`cells`].
-pub const HEAD: [&str; 7] = ["part", "holds", "count", "timed", "p50", "p99", "max"];
+pub const HEAD: [&str; 8] = [
+    "part", "holds", "count", "lost", "timed", "p50", "p99", "max",
+];
 
 /// The rows as text lines.
 pub fn lines(rows: &[SplitRow]) -> Vec<String> {
@@ -84,8 +98,8 @@ pub fn lines(rows: &[SplitRow]) -> Vec<String> {
                 "deliveries"
             };
             format!(
-                "{:<10} {:<30} {:>9} {what}, {:>9} timed  p50 {:>10}  p99 {:>10}  max {:>10}",
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+                "{:<10} {:<30} {:>9} {what}, lost {:>6}, {:>9} timed  p50 {:>10}  p99 {:>10}  max {:>10}",
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
             )
         })
         .collect()

@@ -159,6 +159,11 @@ async fn a_day_splits_its_deliveries_by_group_band_session_phase_and_return() {
     assert!(s.count(Part::Sync) > 20, "{}", s.count(Part::Sync));
     assert_eq!(s.hist(Part::Sync).len(), s.count(Part::Sync));
     assert!(ran.stdout.contains("where the shape matters"), "{ran}");
+    // Lost messages are told by group band (none here), not by phase.
+    let rows = msgstorm::report::split::rows(&a.metrics, &a.ledger);
+    let lost = |part: &str| rows.iter().find(|r| r.part == part).and_then(|r| r.lost);
+    assert_eq!([lost("small"), lost("large"), lost("hot")], [Some(0); 3]);
+    assert_eq!((lost("steady"), lost("sync")), (None, None));
     // The page charts the offered shape and tables the split.
     let html = std::fs::read_to_string(work.path("out").join("report.html")).expect("read");
     for id in [

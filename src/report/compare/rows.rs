@@ -216,12 +216,15 @@ impl<'r> Rows<'r> {
     }
 
     /// The split where the population's shape matters, each part either run has:
-    /// `split_<part>_count`, `_p50` and `_p99`.
+    /// `split_<part>_count`, `_lost` (group bands), `_p50` and `_p99`.
     fn split(&mut self) {
         type Pick = fn(&SplitRow) -> Option<f64>;
-        let parts: [(&str, &str, Kind, Better, Pick); 3] = [
+        let parts: [(&str, &str, Kind, Better, Pick); 4] = [
             ("count", "count", Kind::Volume, Higher, |s| {
                 Some(s.count as f64)
+            }),
+            ("lost", "lost", Kind::Problem, Lower, |s| {
+                s.lost.map(|n| n as f64)
             }),
             ("p50", "p50", Kind::Latency, Lower, |s| {
                 s.p50_us.map(|v| v as f64)
