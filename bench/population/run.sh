@@ -6,7 +6,7 @@
 # Prints a Markdown section for bench/results/. Not a test: run by hand.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -q --bin msgstorm
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release -q --bin msgstorm
 bin=target/release/msgstorm
 work=$(mktemp -d)
 trap 'kill $srv 2>/dev/null || true; rm -rf "$work"' EXIT
