@@ -82,6 +82,18 @@ async fn two_shards_of_a_day_send_and_verify_what_one_process_plans() {
     assert_eq!(w.0, s.0, "due: one process {w:?}, two shards {s:?}");
     assert_eq!((s.1, s.3, s.4), (s.2, 0, 0), "{s:?}");
     assert_eq!((w.1, w.3, w.4), (w.2, 0, 0), "{w:?}");
+    // The shards' splits merge: every delivery in one phase, every group stream's band
+    // known, whether one process or two counted them.
+    use msgstorm::metrics::split::Part;
+    for a in [&whole, &sharded] {
+        let split = a.metrics.split();
+        let phases = split.count(Part::LoginWave) + split.count(Part::Steady);
+        assert_eq!(phases, a.ledger.summary().delivered);
+        let rows = msgstorm::report::split::rows(&a.metrics, &a.ledger);
+        let bands: Vec<_> = rows.iter().filter(|r| r.lost.is_some()).collect();
+        assert!(bands.len() >= 2, "{rows:?}");
+        assert!(bands.iter().all(|r| r.lost == Some(0)), "{rows:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
