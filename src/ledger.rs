@@ -671,6 +671,25 @@ impl Ledger {
         }
     }
 
+    /// The messages lost (as [`Ledger::summary`] counts them) on the streams `part_of`
+    /// places in one of `n` parts, by part.
+    pub fn lost_by(&self, n: usize, part_of: impl Fn(StreamId) -> Option<usize>) -> Vec<u64> {
+        let mut out = vec![0; n];
+        let none = Stream::default();
+        for (key, t) in self.tracks.iter().filter(|(_, t)| t.expected) {
+            let Some(i) = part_of(key.0).filter(|&i| i < n) else {
+                continue;
+            };
+            if self.unreached.contains(&key.1) {
+                continue;
+            }
+            let s = self.streams.get(&key.0).unwrap_or(&none);
+            let expected = s.sent.saturating_sub(s.refused.len() as u64);
+            out[i] += expected.saturating_sub(t.received_of(s));
+        }
+        out
+    }
+
     /// The delivery verdict so far (pure: may be called at any time).
     pub fn summary(&self) -> Delivery {
         let c = &self.counts;

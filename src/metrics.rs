@@ -23,8 +23,10 @@ use serde::{Deserialize, Serialize};
 
 mod hist_bytes;
 mod sketch;
+pub mod split;
 
 use sketch::Sketch;
+use split::Split;
 
 /// The largest latency a histogram holds: one hour. Larger values are recorded as this.
 pub const MAX_US: u64 = 3_600_000_000;
@@ -390,6 +392,8 @@ pub struct Metrics {
     /// sending shard): also in the end-to-end histogram, kept apart so that a merge can
     /// take out those of a shard whose clock turned out unknown.
     cross: BTreeMap<(u32, u32), Histogram<u64>>,
+    /// Deliveries and latencies by group-size band, session phase and return.
+    split: Split,
 }
 
 /// Count and examples of one error kind.
@@ -449,6 +453,32 @@ impl Default for Metrics {
     }
 }
 
+/// Adds each histogram of `from` to the one at its index in `into` (all of
+/// [`new_hist`]'s bounds).
+fn add_all(into: &mut [Histogram<u64>], from: &[Histogram<u64>]) {
+    // Adding walks the whole counts array: an empty histogram is skipped.
+    for (h, o) in into.iter_mut().zip(from).filter(|(_, o)| !o.is_empty()) {
+        h.add(o).expect("all histograms have the same bounds");
+    }
+}
+
+/// Base64 of `h`'s V2-deflate encoding, as a result file keeps a histogram.
+fn encode(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing a histogram into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The histogram [`encode`] wrote.
+fn decode(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| e.to_string())?;
+    hist_bytes::decode(&bytes, &new_hist())
+}
+
 /// A histogram from 1 µs to one hour at [`SIGFIG`] significant digits.
 fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("constant bounds are valid")
@@ -463,6 +493,7 @@ impl Metrics {
             errors: Default::default(),
             seconds: Vec::new(),
             cross: BTreeMap::new(),
+            split: Split::default(),
         }
     }
 
@@ -564,21 +595,14 @@ impl Metrics {
     /// Adds the histograms, counters and error counts `other` recorded (not its series,
     /// error examples or cross-shard histograms): the totals a live view shows.
     pub fn merge_totals(&mut self, other: &Metrics) {
-        // Adding walks the whole counts array: an empty histogram is skipped.
-        for (h, o) in self
-            .hists
-            .iter_mut()
-            .zip(&other.hists)
-            .filter(|(_, o)| !o.is_empty())
-        {
-            h.add(o).expect("all histograms have the same bounds");
-        }
+        add_all(&mut self.hists, &other.hists);
         for (c, o) in self.counters.iter_mut().zip(&other.counters) {
             *c = c.saturating_add(*o);
         }
         for (e, o) in self.errors.iter_mut().zip(&other.errors) {
             e.count += o.count;
         }
+        self.split.merge(&other.split);
     }
 
     /// Moves the seconds of the series before `sec` into `into`'s series, merged with what
@@ -600,6 +624,16 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Deliveries and latencies by group-size band, session phase and return.
+    pub fn split(&self) -> &Split {
+        &self.split
+    }
+
+    /// See [`Metrics::split`].
+    pub fn split_mut(&mut self) -> &mut Split {
+        &mut self.split
     }
 
     /// The total histogram of `h`.
@@ -711,6 +745,12 @@ struct Repr {
     /// Cross-shard end-to-end latencies (see `Metrics::cross`), absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     cross_e2e: Vec<CrossRepr>,
+    /// The split by group-size band, session phase and return, absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    split: Vec<split::PartRepr>,
+    /// The size band of each group stream (see `Split::band_of`), absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    split_bands: Vec<(crate::vocab::StreamId, split::Part)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -763,14 +803,6 @@ fn is_zero(n: &u64) -> bool {
 
 impl From<Metrics> for Repr {
     fn from(m: Metrics) -> Self {
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let encode = |h: &Histogram<u64>| {
-            let mut bytes = Vec::new();
-            V2DeflateSerializer::new()
-                .serialize(h, &mut bytes)
-                .expect("serializing a histogram into memory cannot fail");
-            b64.encode(bytes)
-        };
         let hists = Hist::ALL
             .iter()
             .map(|&h| (h, encode(&m.hists[h as usize])))
@@ -826,6 +858,8 @@ impl From<Metrics> for Repr {
             errors,
             seconds,
             cross_e2e,
+            split: m.split.to_repr(),
+            split_bands: m.split.bands().to_vec(),
         }
     }
 }
@@ -835,19 +869,12 @@ impl TryFrom<Repr> for Metrics {
 
     fn try_from(r: Repr) -> Result<Self, String> {
         let mut m = Metrics::new();
-        let b64 = base64::engine::general_purpose::STANDARD;
         for (h, text) in r.hists {
-            let bytes = b64
-                .decode(text)
-                .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
-            m.hists[h as usize] = hist_bytes::decode(&bytes, &new_hist())
-                .map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
+            m.hists[h as usize] =
+                decode(&text).map_err(|e| format!("metrics: histogram {}: {e}", h.name()))?;
         }
         for c in r.cross_e2e {
-            let bytes = b64
-                .decode(c.hist)
-                .map_err(|e| format!("metrics: cross_e2e {}<-{}: {e}", c.to, c.from))?;
-            let h = hist_bytes::decode(&bytes, &new_hist())
+            let h = decode(&c.hist)
                 .map_err(|e| format!("metrics: cross_e2e {}<-{}: {e}", c.to, c.from))?;
             m.cross.insert((c.to, c.from), h);
         }
@@ -861,6 +888,8 @@ impl TryFrom<Repr> for Metrics {
         for (c, n) in r.counters {
             m.counters[c as usize] = n;
         }
+        m.split = Split::from_repr(r.split)?;
+        m.split.note_bands(r.split_bands);
         for e in r.errors {
             let slot = &mut m.errors[e.kind as usize];
             slot.count = e.count;

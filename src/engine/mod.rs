@@ -19,6 +19,7 @@ pub mod patterns;
 pub mod schedule;
 pub mod shared;
 pub mod snapshot;
+pub mod split;
 pub mod timer_wheel;
 pub mod vu;
 
@@ -346,6 +347,7 @@ fn shared_state(
         // Receipts go to each message's sender: the stream tells who it is.
         shared.senders = Some(crate::scenario::SenderShards::of(plan));
     }
+    shared.bands = split::Bands::of(plan, &sched.groups, &shared.group_of_stream);
     if opts.live.is_some() {
         shared.patterns = patterns::Patterns::of(plan);
     }

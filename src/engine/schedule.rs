@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenario::plan::{
-    ChatTraffic, Contacts, GroupSpec, TraceSender, TraceTarget, TraceTraffic, OPEN,
+    BodySize, ChatTraffic, Contacts, GroupSpec, TraceSender, TraceTarget, TraceTraffic, OPEN,
 };
 use crate::scenario::{
     DirectTraffic, EchoTraffic, GroupTraffic, IdleUsers, Pace, Plan, RequestTraffic, StreamId,
@@ -190,8 +190,8 @@ pub struct Program {
     pub count: Option<u64>,
     /// No send is due at or after this offset, if bounded by time.
     pub end: Option<Duration>,
-    /// Body size.
-    pub size: usize,
+    /// Body sizes.
+    pub size: BodySize,
     /// Where the sends go.
     pub sends: Sends,
     /// How many were sent.
@@ -380,7 +380,7 @@ impl Sends {
                     stream: *first_stream + pos as StreamId,
                     seq,
                     receiver: Some(pos),
-                    size: s.sizes.get(k).map(|&b| b as usize),
+                    size: s.sizes.get(k).filter(|&&b| b > 0).map(|&b| b as usize),
                 }
             }
             Sends::Direct {
@@ -639,7 +639,7 @@ impl Builder<'_> {
                 cadence: Cadence::new(&d.pace, s_pos, u64::from(n_recv)),
                 count: d.messages.map(|m| m * u64::from(n_recv)),
                 end,
-                size: d.size,
+                size: d.size.clone(),
                 sends: Sends::Direct {
                     receivers: receivers.clone(),
                     first_stream,
@@ -702,7 +702,7 @@ impl Builder<'_> {
                     cadence: Cadence::new(&g.pace, position, 1),
                     count: g.messages,
                     end,
-                    size: g.size,
+                    size: g.size.clone(),
                     sends: Sends::Group {
                         group: info.clone(),
                         stream,
@@ -762,7 +762,7 @@ impl Builder<'_> {
                     cadence: Cadence::Every(e.interval),
                     count: None,
                     end,
-                    size: e.size,
+                    size: e.size.clone(),
                     sends: Sends::Echo { stream },
                     sent: 0,
                 });
@@ -804,7 +804,7 @@ impl Builder<'_> {
                 cadence: Cadence::poisson(rate, user_rng(c.seed, u, 1), windows(u).into()),
                 count: None,
                 end: Some(end),
-                size: c.size,
+                size: c.size.clone(),
                 sends: Sends::Contacts {
                     contacts: c.contacts.clone(),
                     user: u,
@@ -872,7 +872,7 @@ impl Builder<'_> {
                     ),
                     count: None,
                     end: Some(end),
-                    size: c.size,
+                    size: c.size.clone(),
                     sends: Sends::Group {
                         group: info.clone(),
                         stream,
@@ -915,7 +915,7 @@ impl Builder<'_> {
                 cadence: Cadence::Listed(t.senders.clone(), ix),
                 count: None,
                 end: end.map(|e| e.saturating_sub(start)),
-                size: 0,
+                size: t.size.clone(),
                 sends: Sends::Trace {
                     senders: t.senders.clone(),
                     ix,
@@ -1017,7 +1017,7 @@ mod tests {
             cadence: Cadence::Every(Duration::from_millis(10)),
             count,
             end,
-            size: 10,
+            size: BodySize::fixed(10),
             sends: Sends::Direct {
                 receivers: vec![(1, "u1".to_owned()), (2, "u2".to_owned())].into(),
                 first_stream: 100,

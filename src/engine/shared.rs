@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::patterns::{PatternTotals, Patterns};
 use super::schedule::GroupInfo;
+use super::split::Bands;
 use super::timer_wheel::TimerWheel;
 use crate::clock::Clock;
 use crate::ledger::signals::SignalBook;
@@ -128,6 +129,8 @@ pub struct Shared {
     /// The message patterns, when a live view shows totals by pattern (else empty, and
     /// nothing is recorded by pattern).
     pub patterns: Patterns,
+    /// The group-size bands and the login wave deliveries are split by.
+    pub bands: Bands,
     fanout: Fanout,
 }
 
@@ -173,6 +176,7 @@ impl Shared {
             senders: None,
             timer_wheel: Arc::default(),
             patterns: Patterns::default(),
+            bands: Bands::default(),
             fanout: Fanout {
                 slots: (0..16).map(|_| Mutex::default()).collect(),
             },
@@ -393,6 +397,8 @@ impl Shared {
             all.ledger.merge(&r.ledger);
             all.signals.merge(&r.signals);
         }
+        let bands = self.bands.streams().iter().copied();
+        all.metrics.split_mut().note_bands(bands);
         all
     }
 }

@@ -55,6 +55,25 @@ fn in_order_delivery_has_no_problems() {
 }
 
 #[test]
+fn lost_messages_are_counted_by_the_part_of_their_stream() {
+    let mut l = one_track(10);
+    l.expect(2, 7);
+    l.expect(3, 7);
+    for seq in 0..5 {
+        l.sent(2, seq);
+        l.sent(3, seq);
+    }
+    for seq in (0..10).filter(|&s| s != 4) {
+        push(&mut l, seq);
+    }
+    l.received(7, 2, 0, 1_000, Via::Push, false);
+    // Stream 1 in part 0, stream 2 in part 1, stream 3 in none.
+    let lost = l.lost_by(2, |s| (s < 3).then_some(s as usize - 1));
+    assert_eq!(lost, vec![1, 4]);
+    assert_eq!(l.summary().lost, 1 + 4 + 5);
+}
+
+#[test]
 fn one_drop_is_one_lost() {
     let mut l = one_track(10);
     for seq in (0..10).filter(|&s| s != 4) {

@@ -82,6 +82,7 @@ impl Report {
             scenario_source: a.scenario_source.clone(),
             population: a.population.clone(),
             signals,
+            split: super::split::rows(&a.metrics, &a.ledger),
             server_metrics: a.server_metrics.clone(),
             chaos: Vec::new(),
             live: None,

@@ -15,6 +15,7 @@
 
 pub mod chart;
 pub mod page;
+pub mod shape;
 pub mod timeline;
 
 use std::fmt::Write;
@@ -76,7 +77,9 @@ pub fn render(r: &Report) -> String {
     checks(&mut body, r);
     findings(&mut body, r);
     timeline::section(&mut body, r);
+    shape::section_of(&mut body, r);
     distribution(&mut body, r);
+    shape::split_of(&mut body, &r.split);
     delivery(&mut body, r);
     signals(&mut body, r);
     errors(&mut body, r);

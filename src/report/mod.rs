@@ -28,6 +28,7 @@ pub mod present;
 mod reason;
 pub mod renderer;
 pub mod series;
+pub mod split;
 pub mod sweep;
 pub mod tables;
 pub mod text;

@@ -78,6 +78,10 @@ pub struct Report {
     /// presence), in report order; empty without signals.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<crate::ledger::signals::SignalRow>,
+    /// Latency and delivery by group-size band, session phase and return (empty when the
+    /// run had none of them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<super::split::SplitRow>,
     /// Series scraped from the `[monitor] prometheus` endpoints.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<ScrapedSeries>,

@@ -49,5 +49,11 @@ pub fn lines(o: &Offered, users: u32) -> Vec<String> {
             o.group_deliveries as f64 / o.group_sends.max(1) as f64
         ));
     }
+    if let Some(b) = &o.sizes {
+        out.push(format!(
+            "sizes: mean {:.0} bytes, p50 {}, p99 {}, max {}",
+            b.mean, b.p50, b.p99, b.max
+        ));
+    }
     out
 }

@@ -58,6 +58,12 @@ pub fn render(r: &Report) -> String {
     }
     messages(&mut out, r);
     latencies(&mut out, r);
+    if !r.split.is_empty() {
+        let _ = writeln!(out, "\nwhere the shape matters");
+        for line in super::split::lines(&r.split) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     if let Some(c) = &r.clocks {
         clocks(&mut out, c);
     }

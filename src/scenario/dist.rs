@@ -77,7 +77,7 @@ impl ThinkTimes {
 /// One draw of the standard normal distribution (Box–Muller). Written here because
 /// `fastrand`, whose seeded streams every plan is drawn from, has no distributions, and
 /// `rand_distr` needs `rand`'s generator traits.
-fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
+pub fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
     // 1 − u is in (0, 1]: the logarithm is finite.
     let (u, v) = (1.0 - rng.f64(), rng.f64());
     (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
@@ -116,21 +116,27 @@ pub fn durations(src: &Source<'_>, v: &Spanned<toml::Value>, key: &str) -> Resul
         }
         (None, None, Some(median)) if table.keys().all(|k| k == "lognormal" || k == "spread") => {
             let median = dur(median)?;
-            let spread = match get("spread") {
-                None => 1.0,
-                Some(s) => s
-                    .as_float()
-                    .or_else(|| s.as_integer().map(|i| i as f64))
-                    .filter(|s| (0.0..=MAX_SPREAD).contains(s))
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "`spread` is the σ of the logarithm, a number in 0..={MAX_SPREAD} \
-                             (1.0 when absent)"
-                        ))
-                    })?,
-            };
+            let spread = spread(table, &bad)?;
             Ok(ThinkTimes::Lognormal { median, spread })
         }
         _ => Err(bad(format!("must be {FORMS}"))),
+    }
+}
+
+/// A lognormal's `spread` in `table` (1.0 when absent): the σ of the logarithm, in
+/// 0..=[`MAX_SPREAD`]. `bad` makes the error at the distribution's key.
+pub fn spread(table: &toml::Table, bad: &impl Fn(String) -> crate::Error) -> Result<f64> {
+    match table.get("spread") {
+        None => Ok(1.0),
+        Some(s) => s
+            .as_float()
+            .or_else(|| s.as_integer().map(|i| i as f64))
+            .filter(|s| (0.0..=MAX_SPREAD).contains(s))
+            .ok_or_else(|| {
+                bad(format!(
+                    "`spread` is the σ of the logarithm, a number in 0..={MAX_SPREAD} \
+                     (1.0 when absent)"
+                ))
+            }),
     }
 }

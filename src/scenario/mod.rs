@@ -34,6 +34,7 @@ mod population;
 mod schema;
 mod sessions;
 mod signals;
+mod sizes;
 mod source;
 mod target;
 mod trace;

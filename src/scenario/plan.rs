@@ -16,6 +16,7 @@ pub use super::contacts::{resolve as resolve_contacts, ContactModel, Contacts};
 pub use super::dist::ThinkTimes;
 pub use super::sessions::{Sessions, OPEN};
 pub use super::signals::SignalsPlan;
+pub use super::sizes::{summary as size_summary, BodySize, Sizes};
 pub use crate::vocab::{CheckMetric, LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
@@ -240,6 +241,20 @@ pub enum TrafficShape {
     Trace(TraceTraffic),
 }
 
+impl TrafficShape {
+    /// The sizes its message bodies are drawn from, if it sends messages.
+    pub fn size(&self) -> Option<&BodySize> {
+        match self {
+            TrafficShape::Direct(d) => Some(&d.size),
+            TrafficShape::Group(g) => Some(&g.size),
+            TrafficShape::Echo(e) => Some(&e.size),
+            TrafficShape::Chat(c) => Some(&c.size),
+            TrafficShape::Trace(t) => Some(&t.size),
+            TrafficShape::Idle { .. } | TrafficShape::Request(_) => None,
+        }
+    }
+}
+
 /// A trace replayed: every recorded message at its time, from its sender to its recipient
 /// or group.
 #[derive(Debug, Clone, PartialEq)]
@@ -248,6 +263,8 @@ pub struct TraceTraffic {
     pub senders: std::sync::Arc<[TraceSender]>,
     /// The trace's groups.
     pub groups: Vec<GroupSpec>,
+    /// The sizes of messages the trace gives none.
+    pub size: BodySize,
     /// The stream of a sender's `k`-th target is `stream_base` + the targets of the
     /// senders before it + `k`.
     pub stream_base: StreamId,
@@ -262,7 +279,7 @@ pub struct TraceSender {
     pub targets: Vec<TraceTarget>,
     /// Each message: when it is due from the pattern's start, and its target.
     pub sends: Vec<(Duration, u32)>,
-    /// Each message's body bytes.
+    /// Each message's body bytes (0: drawn from the pattern's `size`).
     pub sizes: Vec<u32>,
 }
 
@@ -287,7 +304,7 @@ pub struct ChatTraffic {
     /// Who talks to whom.
     pub contacts: std::sync::Arc<Contacts>,
     /// Body bytes.
-    pub size: usize,
+    pub size: BodySize,
     /// The stream of user `u`'s messages to its `k`-th contact is
     /// `stream_base + contacts.offset(u) + k`.
     pub stream_base: StreamId,
@@ -316,7 +333,7 @@ pub struct DirectTraffic {
     /// When each sender's sends are due.
     pub pace: Pace,
     /// Body size in bytes (the envelope is padded to it).
-    pub size: usize,
+    pub size: BodySize,
     /// Stream id of pair (sender `s`, receiver `r`) is
     /// `stream_base + s_pos * receivers.len() + r_pos`.
     pub stream_base: StreamId,
@@ -332,7 +349,7 @@ pub struct GroupTraffic {
     /// When each sender's sends are due.
     pub pace: Pace,
     /// Body size in bytes.
-    pub size: usize,
+    pub size: BodySize,
     /// Stream id of (group `g`, sender position `k`) is
     /// `stream_base + g * senders_per_group + k`.
     pub stream_base: StreamId,
@@ -410,7 +427,7 @@ pub struct EchoTraffic {
     /// Time between two sends on one connection.
     pub interval: Duration,
     /// Frame size in bytes.
-    pub size: usize,
+    pub size: BodySize,
     /// Stream id of the connection at position `k` of `users` is `stream_base + k`.
     pub stream_base: StreamId,
 }
@@ -506,23 +523,27 @@ impl Shard {
 impl Plan {
     /// The largest message body any traffic pattern sends, bytes.
     pub fn max_body(&self) -> usize {
+        let listed = |t: &TrafficShape| match t {
+            TrafficShape::Trace(t) => t.senders.iter().flat_map(|s| s.sizes.iter()).max().copied(),
+            _ => None,
+        };
         self.traffic
             .iter()
-            .map(|t| match &t.kind {
-                TrafficShape::Direct(d) => d.size,
-                TrafficShape::Group(g) => g.size,
-                TrafficShape::Echo(e) => e.size,
-                TrafficShape::Chat(c) => c.size,
-                TrafficShape::Trace(t) => t
-                    .senders
-                    .iter()
-                    .flat_map(|s| s.sizes.iter())
-                    .max()
-                    .map_or(0, |&m| m as usize),
-                TrafficShape::Idle { .. } | TrafficShape::Request(_) => 0,
+            .map(|t| {
+                let drawn = t.kind.size().map_or(0, BodySize::max);
+                drawn.max(listed(&t.kind).map_or(0, |m| m as usize))
             })
             .max()
             .unwrap_or(0)
+    }
+
+    /// Whether a pattern draws its body sizes from a distribution (not one size).
+    pub fn draws_sizes(&self) -> bool {
+        let drawn = |t: &TrafficShape| {
+            t.size()
+                .is_some_and(|b| !matches!(*b.sizes, Sizes::Fixed(_)))
+        };
+        self.traffic.iter().any(|t| drawn(&t.kind))
     }
 
     /// The driver's configuration for run `run_id`.

@@ -246,8 +246,8 @@ pub struct TrafficSpec {
     pub interval: Opt<Dur>,
     /// Total messages/s of the pattern.
     pub rate: Opt<f64>,
-    /// Body bytes.
-    pub size: Opt<i64>,
+    /// Body bytes, or a distribution of them (`sizes`).
+    pub size: Opt<toml::Value>,
     /// Group: number of groups.
     pub groups: Opt<i64>,
     /// Group: members per group.

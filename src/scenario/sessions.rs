@@ -94,6 +94,11 @@ impl Sessions {
             .count() as u64
     }
 
+    /// When each session begins, ms from the traffic start.
+    pub fn logins(&self) -> impl Iterator<Item = u32> + '_ {
+        self.windows.iter().map(|w| w[0])
+    }
+
     /// Session lengths within the day, ms (a session open at the day's end counts to it).
     pub fn lengths(&self) -> impl Iterator<Item = u32> + '_ {
         let day = self.day.as_millis().min(u128::from(OPEN - 1)) as u32;

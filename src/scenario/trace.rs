@@ -60,9 +60,9 @@ pub struct Trace {
     pub span: Duration,
 }
 
-/// Reads `file` (`key` names it in errors) and maps it onto `users` users at `speed` ×,
-/// with `size` bytes for messages the trace gives none.
-pub fn read(file: &Path, key: &str, users: u32, speed: f64, size: usize) -> Result<Trace> {
+/// Reads `file` (`key` names it in errors) and maps it onto `users` users at `speed` ×; a
+/// message the trace gives no size has size 0 (drawn from the pattern's `size` when sent).
+pub fn read(file: &Path, key: &str, users: u32, speed: f64) -> Result<Trace> {
     let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
     let json = matches!(
         file.extension().and_then(|e| e.to_str()),
@@ -82,7 +82,7 @@ pub fn read(file: &Path, key: &str, users: u32, speed: f64, size: usize) -> Resu
     if lines.is_empty() {
         return Err(err(1, "the trace holds no message".to_owned()));
     }
-    map(lines, users, speed, size, file.to_path_buf(), key)
+    map(lines, users, speed, file.to_path_buf(), key)
 }
 
 /// The messages of a JSON-lines trace.
@@ -240,14 +240,7 @@ impl Built {
 }
 
 /// Maps the messages onto users `0..users` and streams, in time order.
-fn map(
-    mut lines: Vec<Line>,
-    users: u32,
-    speed: f64,
-    size: usize,
-    file: PathBuf,
-    key: &str,
-) -> Result<Trace> {
+fn map(mut lines: Vec<Line>, users: u32, speed: f64, file: PathBuf, key: &str) -> Result<Trace> {
     lines.sort_by(|a, b| a.time.total_cmp(&b.time).then(a.line.cmp(&b.line)));
     let t0 = lines[0].time;
     let mut ids: HashMap<String, UserIx> = HashMap::new();
@@ -281,7 +274,7 @@ fn map(
             from,
             target,
             Duration::from_secs_f64((l.time - t0) / speed),
-            l.size.unwrap_or(size),
+            l.size.unwrap_or(0),
         );
     }
     let Built {
@@ -312,7 +305,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join(name);
         std::fs::write(&file, text).expect("write the trace");
-        read(&file, "traffic[0].file", users, 2.0, 100)
+        read(&file, "traffic[0].file", users, 2.0)
     }
 
     #[test]
@@ -334,7 +327,11 @@ mod tests {
             vec![(Duration::ZERO, 0), (Duration::from_millis(1500), 1)]
         );
         assert_eq!(alice.sizes, vec![50, 70]);
-        assert_eq!(t.senders[1].sizes, vec![100], "the default size");
+        assert_eq!(
+            t.senders[1].sizes,
+            vec![0],
+            "drawn from the pattern's size when sent"
+        );
         assert_eq!(
             t.groups[0].members,
             vec![0, 2],

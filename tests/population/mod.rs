@@ -5,6 +5,7 @@
 #[cfg(feature = "mqtt")]
 mod mqtt;
 mod serve;
+mod storm;
 mod trace;
 #[cfg(feature = "xmpp")]
 mod xmpp;

@@ -4,7 +4,7 @@ use msgstorm::artifact::Artifact;
 use msgstorm::metrics::Counter;
 
 use super::DAY;
-use crate::common::run::{run_file, run_text, scenario, Work};
+use crate::common::run::{msgstorm, run_file, run_text, scenario, Work};
 use crate::common::{config, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,4 +82,131 @@ async fn two_shards_of_a_day_send_and_verify_what_one_process_plans() {
     assert_eq!(w.0, s.0, "due: one process {w:?}, two shards {s:?}");
     assert_eq!((s.1, s.3, s.4), (s.2, 0, 0), "{s:?}");
     assert_eq!((w.1, w.3, w.4), (w.2, 0, 0), "{w:?}");
+    // The shards' splits merge: every delivery in one phase, every group stream's band
+    // known, whether one process or two counted them.
+    use msgstorm::metrics::split::Part;
+    for a in [&whole, &sharded] {
+        let split = a.metrics.split();
+        let phases = split.count(Part::LoginWave) + split.count(Part::Steady);
+        assert_eq!(phases, a.ledger.summary().delivered);
+        let rows = msgstorm::report::split::rows(&a.metrics, &a.ledger);
+        let bands: Vec<_> = rows.iter().filter(|r| r.lost.is_some()).collect();
+        assert!(bands.len() >= 2, "{rows:?}");
+        assert!(bands.iter().all(|r| r.lost == Some(0)), "{rows:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mix_of_body_sizes_arrives_whole_at_the_mix_mean() {
+    let server = start(config()).await;
+    let work = Work::new();
+    let day = DAY.replace(
+        "size = 120",
+        "size = { mix = [[100, 0.8], [1000, 0.15], [10000, 0.05]] }",
+    );
+    let (ran, a) = run_text(
+        &work,
+        &scenario("name = \"sizes\"\nseed = 13\ndrain = \"3s\"", &server, &day),
+    )
+    .await;
+    ran.expect_code(0);
+    let d = a.ledger.summary();
+    assert_eq!(d.delivered, d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated, d.corrupted), (0, 0, 0), "{d:?}");
+    // 0.8 × 100 + 0.15 × 1000 + 0.05 × 10000 = 730 bytes a message; over ~840 sends the
+    // 10 kB share alone moves the mean by ~10%, so within 25%.
+    let sent = a.metrics.count(Counter::Sent);
+    let mean = a.metrics.count(Counter::BytesOut) as f64 / sent.max(1) as f64;
+    assert!(
+        (547.0..=913.0).contains(&mean),
+        "{mean} bytes a message over {sent}"
+    );
+    let sizes = a
+        .population
+        .as_ref()
+        .and_then(|o| o.sizes)
+        .expect("sizes in result.json");
+    assert_eq!(
+        (sizes.p50, sizes.p99, sizes.max),
+        (100, 10000, 10000),
+        "{sizes:?}"
+    );
+    assert!(ran.stdout.contains("sizes: mean"), "{ran}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_splits_its_deliveries_by_group_band_session_phase_and_return() {
+    use msgstorm::metrics::split::Part;
+    let server = start(config()).await;
+    let work = Work::new();
+    let (ran, a) = run_text(
+        &work,
+        &scenario("name = \"split\"\nseed = 14\ndrain = \"3s\"", &server, DAY),
+    )
+    .await;
+    ran.expect_code(0);
+    let d = a.ledger.summary();
+    let s = a.metrics.split();
+    // Every delivery was due in one phase or the other.
+    assert_eq!(
+        s.count(Part::LoginWave) + s.count(Part::Steady),
+        d.delivered,
+        "{d:?}"
+    );
+    assert!(s.count(Part::LoginWave) > 0 && s.count(Part::Steady) > 0);
+    // Groups of 3 to 60 members: some small, some large, and the largest apart.
+    let bands = [Part::Small, Part::Large, Part::Hot].map(|p| s.count(p));
+    assert!(bands.iter().all(|&n| n > 0), "{bands:?}");
+    assert!(
+        bands.iter().sum::<u64>() < d.delivered,
+        "{bands:?} of {d:?}"
+    );
+    // Only live deliveries are timed.
+    assert!(s.hist(Part::Steady).len() <= s.count(Part::Steady));
+    assert_eq!(
+        s.hist(Part::Steady).len() + s.hist(Part::LoginWave).len(),
+        d.via_push
+    );
+    // Users come back and catch up.
+    assert!(s.count(Part::Sync) > 20, "{}", s.count(Part::Sync));
+    assert_eq!(s.hist(Part::Sync).len(), s.count(Part::Sync));
+    assert!(ran.stdout.contains("where the shape matters"), "{ran}");
+    // Lost messages are told by group band (none here), not by phase.
+    let rows = msgstorm::report::split::rows(&a.metrics, &a.ledger);
+    let lost = |part: &str| rows.iter().find(|r| r.part == part).and_then(|r| r.lost);
+    assert_eq!([lost("small"), lost("large"), lost("hot")], [Some(0); 3]);
+    assert_eq!((lost("steady"), lost("sync")), (None, None));
+    // The page charts the offered shape and tables the split.
+    let html = std::fs::read_to_string(work.path("out").join("report.html")).expect("read");
+    for id in [
+        "shape-online",
+        "shape-logins",
+        "shape-sessions",
+        "shape-groups",
+        "shape-senders",
+        "split",
+    ] {
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "no #{id} in report.html"
+        );
+    }
+    // `compare` puts the population's numbers and the split side by side.
+    let result = work.path("out").join("result.json").display().to_string();
+    let cmp = msgstorm(&["compare", &result, &result]).await;
+    cmp.expect_code(0);
+    for row in [
+        "| population_top10_share ",
+        "| population_fanout ",
+        "| split_hot_p99 ",
+        "| split_sync_count ",
+    ] {
+        assert!(cmp.stdout.contains(row), "no {row} in {cmp}");
+    }
+    let text = std::fs::read_to_string(work.path("out").join("result.json")).expect("read");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let (schemas, schema) = crate::cli::report::result_schema();
+    if let Err(e) = schemas.validate(&value, schema) {
+        panic!("result.json does not match schema/result.schema.json: {e:#}");
+    }
 }

@@ -666,6 +666,7 @@ impl<D: Driver> Vu<D> {
     /// Logs in (with retries left to the caller), joins groups, and optionally fetches what
     /// was missed.
     async fn login(&mut self, sync: bool) -> Option<D::Session> {
+        let began = Instant::now();
         let resume = self.resume.take().map_or_else(Resume::<D>::default, |r| *r);
         self.count(Counter::ConnectAttempts, 1);
         let mut session = match self.driver.connect(&self.spec.ctx, resume).await {
@@ -724,22 +725,28 @@ impl<D: Driver> Vu<D> {
             }
         }
         self.signals_online(&mut session).await;
-        if sync {
-            self.fetch(&mut session, Via::Sync).await;
+        if sync && self.fetch(&mut session, Via::Sync).await > 0 {
+            // A return's catch-up: from its login to the last missed message fetched.
+            let now = Instant::now();
+            let us = now.saturating_duration_since(began).as_micros() as u64;
+            self.tally(now).returned(us);
         }
         Some(session)
     }
 
-    /// Fetches what the user missed and accounts for it as arriving `via`.
-    async fn fetch(&mut self, session: &mut D::Session, via: Via) {
+    /// Fetches what the user missed and accounts for it as arriving `via`; returns how
+    /// many messages it fetched.
+    async fn fetch(&mut self, session: &mut D::Session, via: Via) -> usize {
         let mut inbox = Vec::new();
         match session.fetch_missed(&mut inbox).await {
             Ok(()) => self.count(Counter::Syncs, 1),
             Err(f) => self.error(f.kind, format!("fetching missed messages: {}", f.detail)),
         }
+        let fetched = inbox.len();
         for body in inbox {
             self.deliver(&body, via);
         }
+        fetched
     }
 
     /// The user is offline: out of the gauges, and its sends still waiting for acceptance

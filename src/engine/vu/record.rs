@@ -12,6 +12,7 @@ use crate::driver::Driver;
 use crate::engine::patterns::slot;
 use crate::engine::shared::{Recorder, Shared};
 use crate::ledger::{Arrival, Via};
+use crate::metrics::split::Part;
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::{StreamId, UserIx};
 
@@ -70,6 +71,8 @@ pub(super) struct Tally {
     errors: Vec<(ErrorKind, String)>,
     /// Bodies with our marker that could not be attributed.
     damaged: u64,
+    /// Catch-up times of returns whose sync fetched something, µs.
+    returns: Vec<u64>,
     /// Due times of sends handed to the session and not yet written out: their send lag
     /// is taken once the wake-up's writes are done ([`Vu::sends_written`]). Not applied
     /// with the rest: a tally holding some stays with its user.
@@ -134,6 +137,11 @@ impl Tally {
         self.damaged += 1;
     }
 
+    /// A return whose sync fetched the last missed message `us` after the login began.
+    pub(super) fn returned(&mut self, us: u64) {
+        self.returns.push(us);
+    }
+
     /// True when it holds enough to be applied mid-burst.
     pub(super) fn full(&self) -> bool {
         self.lat
@@ -169,10 +177,14 @@ impl Tally {
         for (stream, seq) in self.dropped.drain(..) {
             r.ledger.dropped(stream, seq);
         }
+        for us in self.returns.drain(..) {
+            r.metrics.split_mut().record(Part::Sync, Some(us));
+        }
         for _ in 0..std::mem::take(&mut self.damaged) {
             r.ledger.damaged();
         }
         by_pattern(r, shared, &mut self.written, &self.received);
+        let start_us = shared.traffic_start.borrow().map(|ts| shared.wall_of(ts));
         for d in self.received.drain(..) {
             // The same deliveries as `Vu::deliver` records end-to-end latency of.
             if d.via == Via::Push && !d.corrupt {
@@ -189,8 +201,15 @@ impl Tally {
                 continue;
             }
             self.live.received += 1;
-            let group = shared.group_of_stream.contains_key(&d.stream);
-            if group && d.via == Via::Push && !d.corrupt {
+            let group = shared.group_of_stream.get(&d.stream);
+            if let (Some(start), false) = (start_us, d.corrupt) {
+                let due = d.at_us.saturating_sub(d.latency_us).saturating_sub(start);
+                let push = (d.via == Via::Push).then_some(d.latency_us);
+                shared
+                    .bands
+                    .record(&mut r.metrics, group.map(|g| &**g), due, push);
+            }
+            if group.is_some() && d.via == Via::Push && !d.corrupt {
                 if let Some(fan) = shared.fanout_received(d.stream, d.seq, d.at_us) {
                     r.metrics.record(sec, Hist::Fanout, fan);
                 }

@@ -93,7 +93,8 @@ impl<D: Driver> Vu<D> {
             self.shared.run_id,
             next,
             due_us,
-            next.size.unwrap_or(program.size),
+            next.size
+                .unwrap_or_else(|| program.size.at(next.stream, next.seq)),
         );
         let to = program.sends.to(&next);
         let recipients = match &to {

@@ -11,6 +11,8 @@ use crate::report::checks::{Measure, Unit};
 use crate::report::effect::ChaosRow;
 use crate::report::model::{Latency, Report};
 use crate::report::present::show;
+use crate::report::split::SplitRow;
+use crate::vocab::Offered;
 use Better::{Higher, Lower};
 
 /// Every row of `base` against `new`, in report order.
@@ -21,7 +23,9 @@ pub(super) fn all(base: &Report, new: &Report) -> Vec<Row> {
         rows: Vec::new(),
     };
     rows.headline();
+    rows.population();
     rows.latencies();
+    rows.split();
     rows.delivery();
     rows.chaos_steps();
     rows.checks();
@@ -36,6 +40,11 @@ struct Rows<'r> {
     base: &'r Report,
     new: &'r Report,
     rows: Vec<Row>,
+}
+
+/// The row of `part` in `r`'s split.
+fn split_row<'a>(r: &'a Report, part: &str) -> Option<&'a SplitRow> {
+    r.split.iter().find(|s| s.part == part)
 }
 
 /// The keys `of` either run names, sorted, each once.
@@ -139,6 +148,103 @@ impl<'r> Rows<'r> {
                     kind,
                     Lower,
                     &|r| r.latency_us.get(&h).map(pick),
+                );
+            }
+        }
+    }
+
+    /// The population's offered shape, when either run has one: the load each asked for
+    /// (`population_<number>`; more is "higher", as for logins).
+    fn population(&mut self) {
+        type Pick = fn(&Offered) -> Option<f64>;
+        let numbers: [(&str, &str, Kind, Pick); 8] = [
+            ("sessions", "sessions", Kind::Volume, |o| {
+                Some(o.sessions as f64)
+            }),
+            (
+                "online_peak",
+                "users online at the peak, planned",
+                Kind::Volume,
+                |o| o.online.iter().max().map(|&n| n as f64),
+            ),
+            (
+                "chat_sends",
+                "messages to contacts planned",
+                Kind::Volume,
+                |o| Some(o.chat_sends as f64),
+            ),
+            (
+                "top1_share",
+                "share of the top 1% of senders",
+                Kind::Ratio,
+                |o| Some(o.top1_share),
+            ),
+            (
+                "top10_share",
+                "share of the top 10% of senders",
+                Kind::Ratio,
+                |o| Some(o.top10_share),
+            ),
+            (
+                "largest_group",
+                "members of the largest group",
+                Kind::Volume,
+                |o| Some(o.largest_group as f64),
+            ),
+            (
+                "fanout",
+                "deliveries per group message",
+                Kind::Volume,
+                |o| (o.group_sends > 0).then(|| o.group_deliveries as f64 / o.group_sends as f64),
+            ),
+            ("size_mean", "mean body bytes", Kind::Volume, |o| {
+                o.sizes.map(|s| s.mean)
+            }),
+        ];
+        if self.base.population.is_none() && self.new.population.is_none() {
+            return;
+        }
+        for (key, label, kind, pick) in numbers {
+            self.add(
+                format!("population_{key}"),
+                format!("population: {label}"),
+                kind,
+                Higher,
+                &|r| r.population.as_ref().and_then(pick),
+            );
+        }
+    }
+
+    /// The split where the population's shape matters, each part either run has:
+    /// `split_<part>_count`, `_lost` (group bands), `_p50` and `_p99`.
+    fn split(&mut self) {
+        type Pick = fn(&SplitRow) -> Option<f64>;
+        let parts: [(&str, &str, Kind, Better, Pick); 4] = [
+            ("count", "count", Kind::Volume, Higher, |s| {
+                Some(s.count as f64)
+            }),
+            ("lost", "lost", Kind::Problem, Lower, |s| {
+                s.lost.map(|n| n as f64)
+            }),
+            ("p50", "p50", Kind::Latency, Lower, |s| {
+                s.p50_us.map(|v| v as f64)
+            }),
+            ("p99", "p99", Kind::Tail, Lower, |s| {
+                s.p99_us.map(|v| v as f64)
+            }),
+        ];
+        for part in union(self.base, self.new, |r| r.split.iter().map(|s| s.part)) {
+            let label = [self.base, self.new]
+                .iter()
+                .find_map(|r| split_row(r, part))
+                .map_or_else(String::new, |s| s.label.clone());
+            for (key, shown, kind, better, pick) in parts {
+                self.add(
+                    format!("split_{part}_{key}"),
+                    format!("{label}: {shown}"),
+                    kind,
+                    better,
+                    &|r| split_row(r, part).and_then(pick),
                 );
             }
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::pattern::{Ctx, Load, Lowering, PatternKind};
-use crate::scenario::plan::{ChatTraffic, StreamId, TrafficShape};
+use crate::scenario::plan::{ChatTraffic, Sizes, StreamId, TrafficShape};
 use crate::vocab::TrafficKind;
 use crate::Result;
 
@@ -26,7 +26,7 @@ struct Chat {
     /// Zipf exponent of the users' rates.
     activity: f64,
     /// Body bytes.
-    size: usize,
+    size: Sizes,
     /// Mean contacts per user, for the estimate of the streams.
     mean_contacts: f64,
     /// Messages/s into the population's groups, in all.
@@ -120,7 +120,7 @@ impl PatternKind for Chat {
     }
 
     fn max_body(&self) -> usize {
-        self.size
+        self.size.max()
     }
 
     fn needs_contacts(&self) -> bool {
@@ -160,7 +160,7 @@ impl PatternKind for Chat {
             group_weights: Arc::from(group_weights),
             group_stream_base,
             contacts,
-            size: self.size,
+            size: self.size.seeded(cx.seed),
             stream_base,
             seed: cx.rng.u64(..),
         })

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::pattern::{sends, Ctx, Load, Lowering, PatternKind};
 use crate::scenario::draw::{choose, Pool};
-use crate::scenario::plan::{Pace, DirectTraffic, StreamId, TrafficShape};
+use crate::scenario::plan::{DirectTraffic, Pace, Sizes, StreamId, TrafficShape};
 use crate::scenario::schema::Pick;
 use crate::Result;
 
@@ -33,7 +33,7 @@ struct Direct {
     /// Between two sends of one sender.
     interval: Duration,
     /// Body bytes.
-    size: usize,
+    size: Sizes,
 }
 
 /// Checks a direct pattern.
@@ -80,7 +80,7 @@ impl PatternKind for Direct {
     }
 
     fn max_body(&self) -> usize {
-        self.size
+        self.size.max()
     }
 
     fn lower(self: Box<Self>, cx: &mut Lowering<'_>) -> TrafficShape {
@@ -96,7 +96,7 @@ impl PatternKind for Direct {
             receivers,
             messages: self.messages,
             pace: Pace::Every(self.interval),
-            size: self.size,
+            size: self.size.seeded(cx.seed),
             stream_base,
         })
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::pattern::{sends, Ctx, Load, Lowering, PatternKind};
 use crate::scenario::draw::choose;
-use crate::scenario::plan::{EchoTraffic, StreamId, TrafficShape};
+use crate::scenario::plan::{EchoTraffic, Sizes, StreamId, TrafficShape};
 use crate::scenario::schema::Pick;
 use crate::Result;
 
@@ -21,7 +21,7 @@ struct Echo {
     /// Between two sends on one connection.
     interval: Duration,
     /// Frame bytes.
-    size: usize,
+    size: Sizes,
 }
 
 /// Checks an echo pattern.
@@ -51,7 +51,7 @@ impl PatternKind for Echo {
     }
 
     fn max_body(&self) -> usize {
-        self.size
+        self.size.max()
     }
 
     fn lower(self: Box<Self>, cx: &mut Lowering<'_>) -> TrafficShape {
@@ -60,7 +60,7 @@ impl PatternKind for Echo {
         TrafficShape::Echo(EchoTraffic {
             users,
             interval: self.interval,
-            size: self.size,
+            size: self.size.seeded(cx.seed),
             stream_base,
         })
     }

@@ -11,7 +11,7 @@ use super::pattern::{Ctx, GroupSends, Load, Lowering, PatternKind};
 use crate::scenario::draw::{choose, Pool};
 use crate::vocab::TrafficKind;
 use crate::scenario::plan::{
-    DirectTraffic, GroupTraffic, Pace, StreamId, Think, ThinkTimes, TrafficShape,
+    DirectTraffic, GroupTraffic, Pace, Sizes, StreamId, Think, ThinkTimes, TrafficShape,
 };
 use crate::scenario::schema::{Opt, Pick};
 use toml::Spanned;
@@ -62,7 +62,7 @@ struct Flow {
     /// Think times.
     think: ThinkTimes,
     /// Body bytes.
-    size: usize,
+    size: Sizes,
 }
 
 /// Checks a flow.
@@ -243,7 +243,7 @@ impl PatternKind for Flow {
     }
 
     fn max_body(&self) -> usize {
-        self.size
+        self.size.max()
     }
 
     fn sends_as(&self) -> Option<TrafficKind> {
@@ -279,7 +279,7 @@ impl PatternKind for Flow {
                     receivers,
                     messages: Some(self.loops),
                     pace: self.pace(cx),
-                    size: self.size,
+                    size: self.size.clone().seeded(cx.seed),
                     stream_base,
                 })
             }
@@ -290,7 +290,7 @@ impl PatternKind for Flow {
                     groups: specs,
                     messages: Some(self.loops),
                     pace: self.pace(cx),
-                    size: self.size,
+                    size: self.size.clone().seeded(cx.seed),
                     stream_base: cx.take_streams(groups * per_group),
                     senders_per_group: per_group,
                 })

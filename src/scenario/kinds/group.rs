@@ -6,7 +6,7 @@ use fastrand::Rng;
 
 use super::pattern::{sends, Ctx, GroupSends, Load, Lowering, PatternKind};
 use crate::scenario::draw::{choose, floyd, Pool};
-use crate::scenario::plan::{Pace, GroupSpec, GroupTraffic, TrafficShape};
+use crate::scenario::plan::{GroupSpec, GroupTraffic, Pace, Sizes, TrafficShape};
 use crate::scenario::schema::Pick;
 use crate::Result;
 
@@ -35,7 +35,7 @@ struct Group {
     /// Between two sends of one sender.
     interval: Duration,
     /// Body bytes.
-    size: usize,
+    size: Sizes,
 }
 
 /// Checks a group pattern.
@@ -93,7 +93,7 @@ impl PatternKind for Group {
     }
 
     fn max_body(&self) -> usize {
-        self.size
+        self.size.max()
     }
 
     fn group_sends(&self) -> Option<GroupSends> {
@@ -110,7 +110,7 @@ impl PatternKind for Group {
             groups,
             messages: self.messages,
             pace: Pace::Every(self.interval),
-            size: self.size,
+            size: self.size.seeded(cx.seed),
             stream_base: cx.take_streams(self.groups * self.senders_per_group),
             senders_per_group: self.senders_per_group,
         })

@@ -9,13 +9,11 @@ use toml::Spanned;
 
 use crate::driver::Spec;
 use crate::scenario::draw::Pool;
-use crate::scenario::plan::{StreamId, TrafficShape};
+use crate::scenario::plan::{Sizes, StreamId, TrafficShape};
 use crate::scenario::population::Pop;
 use crate::scenario::schema::{Opt, Pick, TrafficSpec};
 use crate::scenario::source::Source;
-use crate::scenario::values::{
-    at_least, count, positive, rate, show, MAX_DURATION, MAX_SIZE, MIN_INTERVAL, SIZE,
-};
+use crate::scenario::values::{at_least, count, positive, rate, show, MAX_DURATION, MIN_INTERVAL};
 use crate::vocab::TrafficKind;
 use crate::Result;
 
@@ -319,27 +317,9 @@ impl Ctx<'_> {
         Ok(Duration::from_secs_f64(secs))
     }
 
-    /// `size`, [`SIZE`] when absent.
-    pub fn size(&self) -> Result<usize> {
-        let Some(s) = &self.t.size else {
-            return Ok(SIZE);
-        };
-        let n = *s.get_ref();
-        if n <= 0 {
-            return Err(self
-                .src
-                .at(s, self.key("size"), format!("must be > 0 bytes, got {n}")));
-        }
-        usize::try_from(n)
-            .ok()
-            .filter(|&n| n <= MAX_SIZE)
-            .ok_or_else(|| {
-                self.src.at(
-                    s,
-                    self.key("size"),
-                    format!("must be at most {MAX_SIZE} bytes (64 MiB), got {n}"),
-                )
-            })
+    /// `size`: bytes or a distribution of them, 100 bytes when absent.
+    pub fn size(&self) -> Result<Sizes> {
+        crate::scenario::sizes::sizes(self.src, self.t.size.as_ref(), &self.key("size"))
     }
 
     /// A duration > 0 at key `k`.

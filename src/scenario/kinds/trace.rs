@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::pattern::{Ctx, Load, Lowering, PatternKind};
-use crate::scenario::plan::{StreamId, TraceTarget, TraceTraffic, TrafficShape};
+use crate::scenario::plan::{Sizes, StreamId, TraceTarget, TraceTraffic, TrafficShape};
 use crate::scenario::trace::Trace;
 use crate::vocab::TrafficKind;
 use crate::Result;
@@ -18,6 +18,8 @@ pub const KEYS: &[&str] = &["file", "speed", "size"];
 struct Traced {
     /// The trace.
     trace: Trace,
+    /// The sizes of messages the trace gives none.
+    size: Sizes,
 }
 
 /// Checks a trace pattern: reads its file; without `duration` it lasts the trace.
@@ -50,7 +52,7 @@ pub fn check(cx: &Ctx<'_>, duration: &mut Option<Duration>) -> Result<Box<dyn Pa
     };
     let dir = cx.src.file.parent().unwrap_or(std::path::Path::new("."));
     let path = dir.join(file.get_ref());
-    let trace = crate::scenario::trace::read(&path, &cx.key("file"), cx.pop.users, speed, cx.size()?)?;
+    let trace = crate::scenario::trace::read(&path, &cx.key("file"), cx.pop.users, speed)?;
     if duration.is_none() {
         *duration = Some(trace.span + Duration::from_millis(1));
     }
@@ -61,7 +63,10 @@ pub fn check(cx: &Ctx<'_>, duration: &mut Option<Duration>) -> Result<Box<dyn Pa
             format!("the trace sends into groups; driver `{}` does not run group traffic", cx.driver.name),
         ));
     }
-    Ok(Box::new(Traced { trace }))
+    Ok(Box::new(Traced {
+        trace,
+        size: cx.size()?,
+    }))
 }
 
 impl PatternKind for Traced {
@@ -89,7 +94,7 @@ impl PatternKind for Traced {
 
     fn max_body(&self) -> usize {
         let sizes = self.trace.senders.iter().flat_map(|s| s.sizes.iter());
-        sizes.max().map_or(0, |&m| m as usize)
+        sizes.max().map_or(0, |&m| m as usize).max(self.size.max())
     }
 
     fn sends_as(&self) -> Option<TrafficKind> {
@@ -110,6 +115,7 @@ impl PatternKind for Traced {
             senders: Arc::from(self.trace.senders),
             groups,
             stream_base,
+            size: self.size.seeded(cx.seed),
         })
     }
 }

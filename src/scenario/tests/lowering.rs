@@ -106,7 +106,7 @@ fn senders_are_online_throughout_receivers_are_anyone_else() {
         "20 senders / 200 msgs/s"
     );
     assert_eq!(d.messages, Some(5));
-    assert_eq!(d.size, 100);
+    assert_eq!(*d.size.sizes, Sizes::Fixed(100));
     assert_eq!(p.traffic[0].name, "traffic[0]");
     assert_eq!(p.traffic[0].duration, None);
 }
@@ -322,7 +322,7 @@ fn overrides_set_and_create_keys() {
     )
     .unwrap();
     assert_eq!(p.population.users, 2000);
-    assert_eq!(direct(&p, 0).size, 64);
+    assert_eq!(direct(&p, 0).size.max(), 64);
     assert_eq!(p.report.out.as_deref(), Some(std::path::Path::new("out/x")));
     assert_eq!(p.target.heartbeat, Some(Duration::from_secs(20)));
     assert_eq!(p.population.late.len(), 7);
