@@ -366,8 +366,14 @@ pub fn reply_ref(f: &ServerFrame) -> Option<Ref> {
         | ServerFrame::SyncPage { r#ref, .. }
         | ServerFrame::TimeReply { r#ref, .. }
         | ServerFrame::KvValue { r#ref, .. } => Some(*r#ref),
+        ServerFrame::ReceiptPage(p) => Some(p.r#ref),
         ServerFrame::Error { r#ref, .. } => *r#ref,
-        ServerFrame::Welcome { .. } | ServerFrame::Msg(_) | ServerFrame::Pong { .. } => None,
+        ServerFrame::Welcome { .. }
+        | ServerFrame::Msg(_)
+        | ServerFrame::Pong { .. }
+        | ServerFrame::Presence(_)
+        | ServerFrame::Typing(_)
+        | ServerFrame::Receipt(_) => None,
     }
 }
 
