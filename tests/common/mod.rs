@@ -414,6 +414,19 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// Waits until `series` of `server`'s metrics reads `value` (panics after [`WAIT`]).
+pub async fn wait_metric(server: &ServerHandle, series: &str, value: f64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = http_get(server.addr(), "/metrics").await;
+        if metric(&text, series) == Some(value) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{series} never {value}: {text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The real `msgstorm serve` binary running as a child process; killed on drop.
 pub struct ChildServer {
     child: std::process::Child,

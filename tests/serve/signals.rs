@@ -15,8 +15,11 @@ use msgstorm::wire::{
 };
 
 use crate::common::{
-    config, expect_error, fault_log, http_get, metric, start, Client, SECRET, WAIT,
+    config, expect_error, fault_log, http_get, metric, start, wait_metric, Client, SECRET,
 };
+
+/// Logged-in connections: a close is handled once it drops.
+const ONLINE: &str = "serve_online_users";
 
 /// Every frame pushed to `c` before the reply to a `time` request it sends now.
 async fn settled(c: &mut Client) -> Vec<ServerFrame> {
@@ -173,19 +176,6 @@ async fn presence_reaches_only_contacts_online_and_is_not_stored() {
     );
 }
 
-/// Waits until the server counts `n` logged-in connections (a close handled).
-async fn wait_online(server: &ServerHandle, n: f64) {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let text = http_get(server.addr(), "/metrics").await;
-        if metric(&text, "serve_online_users") == Some(n) {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "never {n} online: {text}");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test]
 async fn the_server_publishes_offline_when_the_last_connection_closes_without_one() {
     let server = start(config()).await;
@@ -196,7 +186,7 @@ async fn the_server_publishes_offline_when_the_last_connection_closes_without_on
     add_contacts(&mut alice, &["bob"]).await;
     publish(&mut alice, Status::Online, "P1").await;
     drop(alice2);
-    wait_online(&server, 2.0).await;
+    wait_metric(&server, ONLINE, 2.0).await;
     let got = presences(&settled(&mut bob).await);
     assert_eq!(got.len(), 1, "alice is still online: {got:?}");
     drop(alice);
@@ -217,7 +207,7 @@ async fn the_server_publishes_offline_when_the_last_connection_closes_without_on
     publish(&mut carol, Status::Online, "P2").await;
     publish(&mut carol, Status::Offline, "P3").await;
     drop(carol);
-    wait_online(&server, 1.0).await;
+    wait_metric(&server, ONLINE, 1.0).await;
     let got = presences(&settled(&mut bob).await);
     let notes: Vec<&str> = got.iter().map(|p| p.note.as_str()).collect();
     assert_eq!(notes, ["P2", "P3"], "no server offline after carol's own");

@@ -13,6 +13,7 @@ pub(super) fn reply_ref(frame: &ServerFrame) -> Option<u64> {
         ServerFrame::Ok { r#ref }
         | ServerFrame::ConvList { r#ref, .. }
         | ServerFrame::SyncPage { r#ref, .. } => Some(*r#ref),
+        ServerFrame::ReceiptPage(p) => Some(p.r#ref),
         ServerFrame::Error { r#ref, .. } => *r#ref,
         _ => None,
     }
