@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 pub use signal::{
-    ContactsAdd, Presence, PresencePush, Receipt, ReceiptPage, ReceiptPush, ReceiptsQuery,
-    Status, Typing, TypingPush, TypingState,
+    ContactsAdd, Presence, PresencePush, Receipt, ReceiptPage, ReceiptPush, ReceiptsQuery, Status,
+    Typing, TypingPush, TypingState,
 };
 
 /// Version of this protocol; a client sends it in [`ClientFrame::Login`] and the server

@@ -174,7 +174,9 @@ impl Hub {
                 self.deliver(recipient, frame, signal);
                 log("dup");
             }
-            Decision::Hold => self.faults.hold(recipient, Held::new(frame.clone(), origin)),
+            Decision::Hold => self
+                .faults
+                .hold(recipient, Held::new(frame.clone(), origin)),
             Decision::Corrupt => {
                 self.deliver(recipient, &corrupted(), signal);
                 log("corrupt");

@@ -271,9 +271,9 @@ mod tests {
         assert!(text.contains("serve_logins_total{result=\"ok\"} 1"));
         assert!(text.contains("serve_errors_total{code=\"slow_consumer\"} 1"));
         assert!(text.contains("serve_faults_injected_total{kind=\"drop\"} 1"));
-        assert!(text.contains(
-            "serve_signal_faults_injected_total{signal=\"receipt\",kind=\"drop\"} 1"
-        ));
+        assert!(
+            text.contains("serve_signal_faults_injected_total{signal=\"receipt\",kind=\"drop\"} 1")
+        );
         assert!(text.contains("serve_signals_pushed_total{kind=\"typing\"} 1"));
         assert!(text.contains("serve_outbound_queue_depth_max 7"));
         assert!(text.contains("serve_commit_latency_seconds_bucket"));

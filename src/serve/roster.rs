@@ -41,8 +41,12 @@ impl Roster {
     pub fn add(&self, user: &str, others: &[String]) {
         let mut map = self.contacts.write().unwrap_or_else(|p| p.into_inner());
         for other in others {
-            map.entry(user.to_owned()).or_default().insert(other.clone());
-            map.entry(other.clone()).or_default().insert(user.to_owned());
+            map.entry(user.to_owned())
+                .or_default()
+                .insert(other.clone());
+            map.entry(other.clone())
+                .or_default()
+                .insert(user.to_owned());
         }
     }
 

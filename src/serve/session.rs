@@ -349,9 +349,7 @@ impl Session {
             }
             ClientFrame::Presence(p) => signals::presence(shared, &user, p, &self.outbox),
             ClientFrame::Typing(t) => signals::typing(shared, user, t).await,
-            ClientFrame::Receipt(r) => {
-                signals::receipt(shared, user, r, self.outbox.clone()).await
-            }
+            ClientFrame::Receipt(r) => signals::receipt(shared, user, r, self.outbox.clone()).await,
             ClientFrame::Receipts(q) => signals::receipts(shared, user, q)
                 .await
                 .map(|page| self.reply(&page)),

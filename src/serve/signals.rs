@@ -181,7 +181,11 @@ pub async fn typing(shared: &Shared, user: String, t: Typing) -> Result<(), Refu
         }
         Dest::Group(g) => {
             if !valid_id(&g) {
-                return Err(Refusal(None, ErrorCode::NoSuchGroup, "no such group".into()));
+                return Err(Refusal(
+                    None,
+                    ErrorCode::NoSuchGroup,
+                    "no such group".into(),
+                ));
             }
             let conv = group_conv(&g);
             let (u, c) = (user.clone(), conv.clone());
@@ -195,7 +199,11 @@ pub async fn typing(shared: &Shared, user: String, t: Typing) -> Result<(), Refu
             match read {
                 Ok(Ok(members)) => (conv, members),
                 Ok(Err(Access::NoSuchGroup)) => {
-                    return Err(Refusal(None, ErrorCode::NoSuchGroup, "no such group".into()))
+                    return Err(Refusal(
+                        None,
+                        ErrorCode::NoSuchGroup,
+                        "no such group".into(),
+                    ))
                 }
                 Ok(Err(_)) => {
                     let msg = "not a member of this group".to_owned();

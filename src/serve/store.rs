@@ -117,7 +117,9 @@ pub fn load_state(conn: &Connection) -> Result<State> {
 fn pairs<T: rusqlite::types::FromSql>(conn: &Connection, sql: &str) -> Result<Vec<(String, T)>> {
     let err = |e| db_err(sql, e);
     let mut q = conn.prepare(sql).map_err(err)?;
-    let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err)?;
+    let rows = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(err)?;
     rows.map(|r| r.map_err(err)).collect()
 }
 

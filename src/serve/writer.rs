@@ -13,15 +13,13 @@ use rusqlite::{params, Connection, Transaction};
 use tokio::sync::mpsc;
 
 use super::config::{GroupPolicy, SeqScope};
+use super::faults::{corrupt_body, Origin};
 use super::hub::{encode, Hub};
 use super::metrics::Metrics;
-use super::faults::{corrupt_body, Origin};
 use super::outbox::Outbox;
 use super::roster::Roster;
 use super::store::{load_state, State};
-use crate::wire::{
-    direct_conv, group_conv, Dest, ErrorCode, Msg, ReceiptPush, Ref, ServerFrame,
-};
+use crate::wire::{direct_conv, group_conv, Dest, ErrorCode, Msg, ReceiptPush, Ref, ServerFrame};
 
 /// A group membership change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -470,7 +468,10 @@ fn store_receipt(
             return Ok(Err((ErrorCode::Malformed, msg)));
         }
         Some(false) => {
-            let msg = format!("`{}` and `{}` are not both members of `{}`", r.user, r.to, r.conv);
+            let msg = format!(
+                "`{}` and `{}` are not both members of `{}`",
+                r.user, r.to, r.conv
+            );
             return Ok(Err((ErrorCode::NotMember, msg)));
         }
         Some(true) => {}

@@ -197,7 +197,10 @@ async fn presence_and_typing_tokens_come_back_and_the_server_offline_is_no_deliv
         }
     }
     assert_eq!(got, ["P1", "T1"]);
-    assert!(delivered(settled(&mut carol, 1).await).is_empty(), "no contact");
+    assert!(
+        delivered(settled(&mut carol, 1).await).is_empty(),
+        "no contact"
+    );
     alice.close().await;
     let offline = "serve_signals_pushed_total{kind=\"presence\"}";
     wait_metric(&server, offline, 2.0).await;

@@ -136,14 +136,23 @@ async fn contacts_are_mutual_and_survive_a_restart() {
             ("alice", Status::Online, "P1")
         );
     }
-    assert!(presences(&settled(&mut dave).await).is_empty(), "no contact");
+    assert!(
+        presences(&settled(&mut dave).await).is_empty(),
+        "no contact"
+    );
     publish(&mut bob, Status::Online, "P2").await;
     let got = presences(&settled(&mut alice).await);
     assert_eq!(got.len(), 1, "mutual: {got:?}");
     assert_eq!((got[0].from.as_str(), got[0].note.as_str()), ("bob", "P2"));
-    assert!(presences(&settled(&mut carol).await).is_empty(), "bob and carol are not contacts");
+    assert!(
+        presences(&settled(&mut carol).await).is_empty(),
+        "bob and carol are not contacts"
+    );
     let text = http_get(server.addr(), "/metrics").await;
-    assert_eq!(metric(&text, "serve_signals_pushed_total{kind=\"presence\"}"), Some(3.0));
+    assert_eq!(
+        metric(&text, "serve_signals_pushed_total{kind=\"presence\"}"),
+        Some(3.0)
+    );
 }
 
 #[tokio::test]
@@ -241,7 +250,10 @@ async fn typing_reaches_the_other_members_online_of_direct_and_group_conversatio
     alice
         .send(&typing(Dest::Group("g".into()), TypingState::Stop, "T2"))
         .await;
-    assert!(typings(&settled(&mut alice).await).is_empty(), "not to the typist");
+    assert!(
+        typings(&settled(&mut alice).await).is_empty(),
+        "not to the typist"
+    );
     let got = typings(&settled(&mut bob).await);
     let seen: Vec<_> = got
         .iter()
@@ -250,14 +262,22 @@ async fn typing_reaches_the_other_members_online_of_direct_and_group_conversatio
     assert_eq!(
         seen,
         [
-            ("alice", direct_conv("alice", "bob"), TypingState::Start, "T1"),
+            (
+                "alice",
+                direct_conv("alice", "bob"),
+                TypingState::Start,
+                "T1"
+            ),
             ("alice", group_conv("g"), TypingState::Stop, "T2"),
         ]
     );
     let got = typings(&settled(&mut carol).await);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].conv.as_str(), got[0].note.as_str()), ("g:g", "T2"));
-    assert!(typings(&settled(&mut dave).await).is_empty(), "not a member");
+    assert!(
+        typings(&settled(&mut dave).await).is_empty(),
+        "not a member"
+    );
 }
 
 #[tokio::test]
@@ -281,7 +301,12 @@ async fn receipts_are_acknowledged_after_the_commit_pushed_and_kept_numbered_acr
         })
         .await;
     assert_eq!(
-        (pushed.from.as_str(), pushed.conv.as_str(), pushed.note.as_str(), pushed.rseq),
+        (
+            pushed.from.as_str(),
+            pushed.conv.as_str(),
+            pushed.note.as_str(),
+            pushed.rseq
+        ),
         ("bob", conv.as_str(), "R1", 1)
     );
     drop(alice);
@@ -308,7 +333,10 @@ async fn receipts_are_acknowledged_after_the_commit_pushed_and_kept_numbered_acr
     let rest = receipt_page(&mut alice, 3, 0).await;
     assert_eq!(rest.receipts.len(), 1);
     assert_eq!((rest.receipts[0].rseq, rest.more), (4, false));
-    assert!(receipt_page(&mut bob, 0, 0).await.receipts.is_empty(), "bob's inbox");
+    assert!(
+        receipt_page(&mut bob, 0, 0).await.receipts.is_empty(),
+        "bob's inbox"
+    );
 }
 
 #[tokio::test]
@@ -406,7 +434,10 @@ async fn signal_pushes_get_faults_that_the_log_names_and_stored_receipts_repair(
     }))
     .await;
     settled(&mut bob).await;
-    assert!(settled(&mut alice).await.is_empty(), "every push to alice dropped");
+    assert!(
+        settled(&mut alice).await.is_empty(),
+        "every push to alice dropped"
+    );
     let page = receipt_page(&mut alice, 0, 0).await;
     assert_eq!(page.receipts.len(), 1);
     assert_eq!(page.receipts[0].note, "R1", "the dropped receipt is stored");

@@ -8,9 +8,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use super::codec::{parse, reply_ref, unexpected, unreadable};
-use super::{
-    NativeDriver, INTERNAL_REF, RECEIPTS, REQUEST_KV_GET, REQUEST_TIME, SYNC_PAGE,
-};
+use super::{NativeDriver, INTERNAL_REF, RECEIPTS, REQUEST_KV_GET, REQUEST_TIME, SYNC_PAGE};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::kit::json_map::clip;
 use crate::driver::kit::ws::{read_text, Ws};
@@ -528,6 +526,12 @@ mod tests {
                         };
                         vec![page, msg(4), msg(4), msg(5)]
                     }
+                    ClientFrame::Receipts(q) => vec![ServerFrame::ReceiptPage(wire::ReceiptPage {
+                        r#ref: q.r#ref,
+                        receipts: Vec::new(),
+                        more: false,
+                        last_rseq: 0,
+                    })],
                     _ => vec![],
                 };
                 for r in &replies {
