@@ -146,27 +146,49 @@ pub fn vanished(shared: &Shared, user: &str) {
 
 /// Pushes `user`'s presence notice number `n` to its contacts online.
 fn publish(shared: &Shared, user: &str, status: Status, note: &str, n: u64) {
-    let push = PresencePush {
-        from: user.to_owned(),
-        status,
-        note: note.to_owned(),
-        ts: now_ms(),
-    };
-    let frame = encode(&ServerFrame::Presence(push.clone()));
-    let key = format!("p:{user}");
+    let ts = now_ms();
+    let contacts = shared.roster.contacts(user);
+    fan_out(
+        shared,
+        ("presence", 'p'),
+        user,
+        n,
+        &contacts,
+        note,
+        |note| {
+            ServerFrame::Presence(PresencePush {
+                from: user.to_owned(),
+                status,
+                note,
+                ts,
+            })
+        },
+    );
+}
+
+/// Pushes the frame `build` makes from `note` to each of `to`: the signal `kind` (its name
+/// and the letter of its fault key) numbered `n` of `user`. A `corrupt` fault gets the
+/// frame built from the corrupted note.
+fn fan_out(
+    shared: &Shared,
+    (kind, letter): (&'static str, char),
+    user: &str,
+    n: u64,
+    to: &[String],
+    note: &str,
+    build: impl Fn(String) -> ServerFrame,
+) {
+    let frame = encode(&build(note.to_owned()));
+    let key = format!("{letter}:{user}");
     let origin = Origin {
         key: &key,
         seq: n,
         from: user,
-        signal: Some("presence"),
+        signal: Some(kind),
     };
-    for contact in shared.roster.contacts(user) {
-        shared.hub.push(&contact, &origin, &frame, || {
-            encode(&ServerFrame::Presence(PresencePush {
-                note: corrupt_body(&push.note),
-                ..push.clone()
-            }))
-        });
+    for recipient in to.iter().filter(|r| **r != user) {
+        let corrupted = || encode(&build(corrupt_body(note)));
+        shared.hub.push(recipient, &origin, &frame, corrupted);
     }
 }
 
@@ -214,28 +236,23 @@ pub async fn typing(shared: &Shared, user: String, t: Typing) -> Result<(), Refu
         }
     };
     let n = shared.roster.typed(&user);
-    let push = TypingPush {
-        from: user.clone(),
-        conv,
-        state: t.state,
-        note: t.note,
-        ts: now_ms(),
-    };
-    let frame = encode(&ServerFrame::Typing(push.clone()));
-    let key = format!("t:{user}");
-    let origin = Origin {
-        key: &key,
-        seq: n,
-        from: &user,
-        signal: Some("typing"),
-    };
-    for member in members.iter().filter(|m| **m != user) {
-        shared.hub.push(member, &origin, &frame, || {
-            encode(&ServerFrame::Typing(TypingPush {
-                note: corrupt_body(&push.note),
-                ..push.clone()
-            }))
-        });
-    }
+    let ts = now_ms();
+    fan_out(
+        shared,
+        ("typing", 't'),
+        &user,
+        n,
+        &members,
+        &t.note,
+        |note| {
+            ServerFrame::Typing(TypingPush {
+                from: user.clone(),
+                conv: conv.clone(),
+                state: t.state,
+                note,
+                ts,
+            })
+        },
+    );
     Ok(())
 }

@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
+use msgstorm::driver::{Auth, Config, Connected, Driver, Endpoint, Resume, UserCtx};
 use msgstorm::serve::{self, ServeConfig, ServerHandle};
 use msgstorm::wire::{ClientFrame, ConvId, Dest, Msg, Ref, ServerFrame, PROTOCOL_VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,6 +65,35 @@ pub fn config() -> ServeConfig {
 /// Starts an in-process server with `config` on a free loopback port.
 pub async fn start(config: ServeConfig) -> ServerHandle {
     serve::spawn(config).await.expect("the test server starts")
+}
+
+/// A driver `D` for `server`, with `options` as its `[target.<name>]`.
+pub fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
+    let spec = &D::SPEC;
+    D::new(&Config {
+        spec,
+        endpoint: Some(Endpoint::parse(&server.ws_url(), spec).expect("url")),
+        auth: Auth::Secret(server.secret().to_owned()),
+        connect_timeout: WAIT,
+        heartbeat: None,
+        source_addrs: Vec::new(),
+        max_body: 1000,
+        run_id: 1,
+        kinds: vec!["direct"],
+        options,
+        dir: Default::default(),
+        directory: None,
+        relay: None,
+    })
+    .expect("driver")
+}
+
+/// Logs `user` in through `driver`, remembering `resume`.
+pub async fn connect<D: Driver>(driver: &D, user: &UserCtx, resume: Resume<D>) -> D::Session {
+    match driver.connect(user, resume).await {
+        Ok(Connected { session, .. }) => session,
+        Err((f, _)) => panic!("{} cannot log in: {f:?}", user.id),
+    }
 }
 
 /// What ended a connection, as seen by the client.

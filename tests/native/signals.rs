@@ -3,45 +3,24 @@
 //! once (across a reconnect, a server restart, a dropped push), and the server's own
 //! `offline` is no delivery.
 
-use std::path::PathBuf;
-
 use msgstorm::driver::kit::cursors::Cursors;
 use msgstorm::driver::native::{NativeDriver, NativeSession};
-use msgstorm::driver::{Auth, Config, Dest, Driver, Endpoint, Event, Session, Signal, UserCtx};
+use msgstorm::driver::{Dest, Driver, Event, Session, Signal, UserCtx};
 use msgstorm::serve::faults::FaultSpec;
 use msgstorm::serve::{ServeConfig, ServerHandle};
 
-use crate::common::{config, fault_log, start, wait_metric, WAIT};
+use crate::common::{config, connect, driver, fault_log, start, wait_metric, WAIT};
 
-fn driver(server: &ServerHandle) -> NativeDriver {
-    let spec = &<NativeDriver as Driver>::SPEC;
-    let config = Config {
-        spec,
-        endpoint: Some(Endpoint::parse(&server.ws_url(), spec).expect("url")),
-        auth: Auth::Secret(server.secret().to_owned()),
-        connect_timeout: WAIT,
-        heartbeat: None,
-        source_addrs: Vec::new(),
-        max_body: 100,
-        run_id: 1,
-        kinds: vec!["direct"],
-        options: toml::Table::new(),
-        dir: PathBuf::new(),
-        directory: None,
-        relay: None,
-    };
-    NativeDriver::new(&config).expect("driver")
+fn native(server: &ServerHandle) -> NativeDriver {
+    driver(server, toml::Table::new())
 }
 
-async fn connect(driver: &NativeDriver, id: &str, resume: Cursors) -> NativeSession {
+async fn login(driver: &NativeDriver, id: &str, resume: Cursors) -> NativeSession {
     let user = UserCtx {
         ix: 0,
         id: id.to_owned(),
     };
-    match driver.connect(&user, resume).await {
-        Ok(c) => c.session,
-        Err((f, _)) => panic!("{id} cannot log in: {f:?}"),
-    }
+    connect(driver, &user, resume).await
 }
 
 /// The next event of `s` that is not a reply to a request, within [`WAIT`].
@@ -93,7 +72,7 @@ async fn read_receipt(bob: &mut NativeSession, tag: u64, token: &str) {
 #[tokio::test]
 async fn the_driver_offers_every_signal() {
     let server = start(config()).await;
-    let s = driver(&server).signals();
+    let s = native(&server).signals();
     assert!(s.receipts && s.typing && s.presence, "{s:?}");
 }
 
@@ -105,9 +84,9 @@ async fn stored_receipts_are_fetched_once_after_a_reconnect_and_a_restart() {
         ..config()
     };
     let server = start(data.clone()).await;
-    let d = driver(&server);
-    let mut alice = connect(&d, "alice", Cursors::default()).await;
-    let mut bob = connect(&d, "bob", Cursors::default()).await;
+    let d = native(&server);
+    let mut alice = login(&d, "alice", Cursors::default()).await;
+    let mut bob = login(&d, "bob", Cursors::default()).await;
     read_receipt(&mut bob, 1, "R1").await;
     match next(&mut alice).await {
         Event::Delivered { body } => assert_eq!(String::from(body), "R1", "pushed"),
@@ -119,10 +98,10 @@ async fn stored_receipts_are_fetched_once_after_a_reconnect_and_a_restart() {
     server.shutdown().await.expect("clean shutdown");
 
     let server = start(data).await;
-    let d = driver(&server);
-    let mut bob = connect(&d, "bob", Cursors::default()).await;
+    let d = native(&server);
+    let mut bob = login(&d, "bob", Cursors::default()).await;
     read_receipt(&mut bob, 3, "R3").await;
-    let mut alice = connect(&d, "alice", resume).await;
+    let mut alice = login(&d, "alice", resume).await;
     let mut out = Vec::new();
     alice.fetch_missed(&mut out).await.expect("fetch");
     assert_eq!(out, ["R2", "R3"], "R1 came by push before");
@@ -148,9 +127,9 @@ async fn a_dropped_receipt_push_is_repaired_by_fetch_missed() {
         ..config()
     })
     .await;
-    let d = driver(&server);
-    let mut alice = connect(&d, "alice", Cursors::default()).await;
-    let mut bob = connect(&d, "bob", Cursors::default()).await;
+    let d = native(&server);
+    let mut alice = login(&d, "alice", Cursors::default()).await;
+    let mut bob = login(&d, "bob", Cursors::default()).await;
     read_receipt(&mut bob, 1, "R1").await;
     assert!(
         delivered(settled(&mut alice, 2).await).is_empty(),
@@ -170,10 +149,10 @@ async fn a_dropped_receipt_push_is_repaired_by_fetch_missed() {
 #[tokio::test]
 async fn presence_and_typing_tokens_come_back_and_the_server_offline_is_no_delivery() {
     let server = start(config()).await;
-    let d = driver(&server);
-    let mut alice = connect(&d, "alice", Cursors::default()).await;
-    let mut bob = connect(&d, "bob", Cursors::default()).await;
-    let mut carol = connect(&d, "carol", Cursors::default()).await;
+    let d = native(&server);
+    let mut alice = login(&d, "alice", Cursors::default()).await;
+    let mut bob = login(&d, "bob", Cursors::default()).await;
+    let mut carol = login(&d, "carol", Cursors::default()).await;
     // More ids than one frame holds: bob comes in the second chunk.
     let many: Vec<String> = (0..1500).map(|i| format!("u{i}")).collect();
     let mut ids: Vec<&str> = many.iter().map(String::as_str).collect();
