@@ -29,6 +29,7 @@
 //! [`Cursors`], under the key [`RECEIPTS`], numbered by `rseq`.
 
 mod codec;
+mod dry;
 mod session;
 
 use std::collections::VecDeque;
@@ -65,6 +66,16 @@ const REQUEST_TIME: &str = "time";
 /// pool and simulated backend.
 const REQUEST_KV_GET: &str = "kv_get";
 
+impl NativeDriver {
+    /// The login token of `user` (empty without a secret).
+    fn token(&self, user: &str) -> String {
+        match &self.secret {
+            Some(secret) => crate::wire::token(user, secret),
+            None => String::new(),
+        }
+    }
+}
+
 impl super::Driver for NativeDriver {
     const SPEC: Spec = Spec {
         name: "native",
@@ -92,6 +103,10 @@ impl super::Driver for NativeDriver {
     };
 
     type Session = NativeSession;
+
+    fn dry_run(&self, user: &str, to: &str, group: &str) -> Option<Vec<String>> {
+        Some(dry::lines(user, self.token(user), to, group))
+    }
 
     fn signals(&self) -> Signals {
         Signals {

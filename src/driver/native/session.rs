@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::codec::{parse, reply_ref, unexpected, unreadable};
+use super::codec::{parse, reply_ref, signal_frame, unexpected, unreadable};
 use super::{NativeDriver, INTERNAL_REF, RECEIPTS, REQUEST_KV_GET, REQUEST_TIME, SYNC_PAGE};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::kit::json_map::clip;
@@ -15,7 +15,7 @@ use crate::driver::kit::ws::{read_text, Ws};
 use crate::driver::{Body, Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 use crate::wire::signal::MAX_CONTACTS;
-use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame, Status, TypingState};
+use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
 
 impl NativeDriver {
     pub(super) async fn login(
@@ -24,10 +24,7 @@ impl NativeDriver {
         user: &UserCtx,
     ) -> Result<(), Failure> {
         {
-            let token = match &self.secret {
-                Some(secret) => wire::token(&user.id, secret),
-                None => String::new(),
-            };
+            let token = self.token(&user.id);
             session
                 .write(&ClientFrame::Login {
                     v: wire::PROTOCOL_VERSION,
@@ -363,40 +360,8 @@ impl Session for NativeSession {
     }
 
     async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
-        let note = token.to_owned();
-        let frame = match signal {
-            Signal::Read { sender, conv, .. } => ClientFrame::Receipt(wire::Receipt {
-                r#ref: tag,
-                to: sender.to_owned(),
-                conv: match conv {
-                    Dest::User(peer) => wire::direct_conv(&self.user, peer),
-                    Dest::Group(g) => wire::group_conv(g),
-                },
-                note,
-            }),
-            Signal::Typing { conv, active } => ClientFrame::Typing(wire::Typing {
-                to: match conv {
-                    Dest::User(peer) => wire::Dest::User(peer.to_owned()),
-                    Dest::Group(g) => wire::Dest::Group(g.to_owned()),
-                },
-                state: if active {
-                    TypingState::Start
-                } else {
-                    TypingState::Stop
-                },
-                note,
-            }),
-            Signal::Presence { online } => ClientFrame::Presence(wire::Presence {
-                r#ref: None,
-                status: if online {
-                    Status::Online
-                } else {
-                    Status::Offline
-                },
-                note,
-            }),
-        };
-        self.write(&frame).await
+        self.write(&signal_frame(&self.user, tag, signal, token))
+            .await
     }
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
