@@ -335,30 +335,28 @@ impl Session {
                     self.error(Some(r#ref), ErrorCode::Overloaded, "kv worker pool is full");
                 }
             }
-            signal => self.signal(user, signal).await,
+            ClientFrame::Contacts(c) => {
+                let done = signals::contacts(&self.shared, user, c, self.outbox.clone()).await;
+                self.refused(done);
+            }
+            ClientFrame::Presence(p) => {
+                self.refused(signals::presence(&self.shared, &user, p, &self.outbox));
+            }
+            ClientFrame::Typing(t) => self.refused(signals::typing(&self.shared, user, t).await),
+            ClientFrame::Receipt(r) => {
+                let done = signals::receipt(&self.shared, user, r, self.outbox.clone()).await;
+                self.refused(done);
+            }
+            ClientFrame::Receipts(q) => match signals::receipts(&self.shared, user, q).await {
+                Ok(page) => self.reply(&page),
+                Err(refusal) => self.refused(Err(refusal)),
+            },
         }
         None
     }
 
-    /// A signal frame (contacts, presence, typing, receipt, receipts).
-    async fn signal(&self, user: String, frame: ClientFrame) {
-        let shared = &self.shared;
-        let done = match frame {
-            ClientFrame::Contacts(c) => {
-                signals::contacts(shared, user, c, self.outbox.clone()).await
-            }
-            ClientFrame::Presence(p) => signals::presence(shared, &user, p, &self.outbox),
-            ClientFrame::Typing(t) => signals::typing(shared, user, t).await,
-            ClientFrame::Receipt(r) => signals::receipt(shared, user, r, self.outbox.clone()).await,
-            ClientFrame::Receipts(q) => signals::receipts(shared, user, q)
-                .await
-                .map(|page| self.reply(&page)),
-            other => Err(Refusal(
-                frame_ref(&other),
-                ErrorCode::Internal,
-                "not a signal".into(),
-            )),
-        };
+    /// Answers a refused signal frame with its error.
+    fn refused(&self, done: Result<(), Refusal>) {
         if let Err(Refusal(r#ref, code, message)) = done {
             self.error(r#ref, code, message);
         }
