@@ -11,12 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::chaos::StepRecord;
 use crate::error::{Error, Result};
+use crate::ledger::signals::{SignalBook, SignalRow};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::monitor::ProcUsage;
 use crate::scenario::{Bound, Check, Plan, TrafficShape};
 use crate::scrape::ScrapedSeries;
 pub use crate::vocab::CheckMetric;
+use crate::vocab::{SignalKind, UserIx};
 
 /// Version of the result file format; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -91,6 +93,74 @@ pub struct Artifact {
     /// one; absent otherwise and in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population: Option<crate::vocab::Offered>,
+    /// Read receipts, typing and presence, when the scenario asked for any; absent
+    /// otherwise and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<SignalRecord>,
+}
+
+/// What a run's users signalled besides messages, and what verifying it needs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRecord {
+    /// The kinds the scenario asked for, in [`SignalKind::ALL`]'s order.
+    pub asked: Vec<SignalKind>,
+    /// How long a recipient must stay online after a typing notice or presence change to
+    /// be owed it, µs.
+    pub within_us: u64,
+    /// The contact graph presence goes to, as drawn: (mean, exponent, users, seed).
+    pub contacts: Option<(f64, f64, u32, u64)>,
+    /// Sent, published and arrived signals.
+    pub book: SignalBook,
+}
+
+impl SignalRecord {
+    /// The record of a plan's `[signals]` with `book` (`None` without signals).
+    pub fn of(plan: &Plan, book: SignalBook) -> Option<SignalRecord> {
+        let s = plan.signals.as_ref()?;
+        let asks = s.asks();
+        let asked = SignalKind::ALL
+            .into_iter()
+            .filter(|k| match k {
+                SignalKind::Read => asks.receipts,
+                SignalKind::Typing => asks.typing,
+                SignalKind::Presence => asks.presence,
+            })
+            .collect();
+        let contacts = plan.population.contacts.as_ref().map(|c| {
+            let (model, seed) = c.recipe();
+            (model.mean, model.exponent, c.users(), seed)
+        });
+        Some(SignalRecord {
+            asked,
+            within_us: s.within.as_micros() as u64,
+            contacts,
+            book,
+        })
+    }
+
+    /// What happened to each kind asked for (draws the contact graph again for presence).
+    pub fn summary(&self) -> Vec<SignalRow> {
+        let graph = match (self.contacts, self.asked.contains(&SignalKind::Presence)) {
+            (Some((mean, exponent, users, seed)), true) => {
+                Some(crate::scenario::plan::resolve_contacts(
+                    crate::scenario::plan::ContactModel { mean, exponent },
+                    users,
+                    seed,
+                ))
+            }
+            _ => None,
+        };
+        let contacts = |u: UserIx| graph.as_ref().map_or_else(Vec::new, |g| g.of(u).to_vec());
+        let all = self.book.summary(self.within_us, &contacts);
+        self.asked
+            .iter()
+            .map(|&kind| SignalRow {
+                kind,
+                delivery: all[kind as usize],
+            })
+            .collect()
+    }
 }
 
 /// The scenario as run, for the report to show.
@@ -271,6 +341,8 @@ pub struct RunFacts {
     pub chaos: Vec<StepRecord>,
     /// The shape the plan's population offered, if it has one (the first shard's).
     pub population: Option<crate::vocab::Offered>,
+    /// What the users signalled, when the scenario asked for signals.
+    pub signals: Option<SignalRecord>,
 }
 
 impl Artifact {
@@ -321,6 +393,7 @@ impl Artifact {
             server_metrics: facts.server_metrics,
             chaos: facts.chaos,
             population: facts.population,
+            signals: facts.signals,
         }
     }
 
@@ -373,6 +446,11 @@ impl Artifact {
         }
         if self.population.is_none() {
             self.population.clone_from(&other.population);
+        }
+        match (&mut self.signals, &other.signals) {
+            (Some(mine), Some(theirs)) => mine.book.merge(&theirs.book),
+            (None, Some(theirs)) => self.signals = Some(theirs.clone()),
+            _ => {}
         }
         // Every shard may scrape the same endpoints: the first shard's series of each stays.
         for s in &other.server_metrics {

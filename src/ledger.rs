@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{LedgerOpts, StreamId, UserIx};
 
+pub mod signals;
 mod track;
 
 use track::{Stream, Track};

@@ -42,6 +42,9 @@
 //!   [`clock`] is the generator's wall clock, corrected to the run's reference clock.
 //! - [`serve`] is the reference IM server; [`sys`] the few OS facts (fd limit, CPU time).
 //! - [`cli`] is the only place that prints; [`error`] is the crate error and the exit-code contract.
+//! - [`untrusted`] shows text from outside msgstorm (what servers and adapters said, names
+//!   from a scenario or a result file) on one line with its controls as visible escapes:
+//!   every text output goes through it.
 
 pub mod artifact;
 pub mod chaos;
@@ -70,6 +73,7 @@ pub mod scrape;
 pub mod serve;
 pub mod sizing;
 pub mod sys;
+pub mod untrusted;
 pub mod vocab;
 pub mod wire;
 

@@ -22,9 +22,11 @@ fn main() -> ExitCode {
     match runtime.block_on(msgstorm::cli::run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            // An error may quote a server, an adapter or a shard's log: one line, its
+            // control characters shown as escapes (`msgstorm::untrusted`).
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", msgstorm::untrusted::line(&e.to_string()));
             }
             ExitCode::from(e.exit_code())
         }

@@ -102,11 +102,15 @@ pub enum Counter {
     /// User-milliseconds the plan puts online during the traffic (on-time users, late
     /// users from their login, churning users outside their time away), per second.
     PlannedUserMs,
+    /// Signals sent: read receipts, typing notices and presence changes.
+    SignalsSent,
+    /// Signals received (every copy): the presence storm of a login wave shows here.
+    SignalsReceived,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 23] = [
+    pub const ALL: [Counter; 25] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -130,6 +134,8 @@ impl Counter {
         Counter::Due,
         Counter::OnlineUserMs,
         Counter::PlannedUserMs,
+        Counter::SignalsSent,
+        Counter::SignalsReceived,
     ];
 
     /// The name used in reports and result files.
@@ -158,6 +164,8 @@ impl Counter {
             Counter::Due => "due",
             Counter::OnlineUserMs => "online_user_ms",
             Counter::PlannedUserMs => "planned_user_ms",
+            Counter::SignalsSent => "signals_sent",
+            Counter::SignalsReceived => "signals_received",
         }
     }
 }

@@ -27,6 +27,7 @@ mod scrape;
 #[cfg(feature = "script")]
 mod script;
 mod serve;
+mod signals;
 #[cfg(feature = "socketio")]
 mod socketio;
 mod workloads;

@@ -144,9 +144,12 @@ pub async fn run(args: CheckArgs) -> Result<u8> {
             }
             Outcome::Skip(l) => ("skip", l),
         };
+        // A case's line quotes the run's verdict or error: what the server said, shown.
         say(&format!(
-            "{word:<5}{:<12}{} — {line}",
-            case.name, case.shows
+            "{word:<5}{:<12}{} — {}",
+            case.name,
+            case.shows,
+            crate::untrusted::line(line)
         ));
     }
     say(&if failed == 0 {

@@ -534,7 +534,7 @@ impl Searching<'_> {
     fn take(&mut self, step: find::Step, interrupted: bool) -> bool {
         let key = &self.settings.key;
         let r = &step.row;
-        note(&format!(
+        note(&crate::untrusted::line(&format!(
             "find: {key} = {}: {} (offered {:.1}/s, achieved {:.1}/s){}",
             num(step.value),
             if step.passed { "pass" } else { "FAIL" },
@@ -545,7 +545,7 @@ impl Searching<'_> {
             } else {
                 format!(": {}", step.failed.join("; "))
             }
-        ));
+        )));
         if interrupted {
             // An interrupted step neither passed nor failed at its value: it is kept as a
             // row, not counted by the search.

@@ -484,7 +484,8 @@ fn dry_run(plan: &crate::scenario::Plan) -> Result<()> {
                 config.spec.name
             ))
         })?;
-    lines.iter().for_each(|l| say(l));
+    // A frame's text may hold line breaks or control characters: one line each, shown.
+    lines.iter().for_each(|l| say(&crate::untrusted::line(l)));
     Ok(())
 }
 

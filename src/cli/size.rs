@@ -114,7 +114,12 @@ pub fn run(args: SizeArgs) -> Result<u8> {
         "sizing from {} — {}{}; measured at {} online, {:.0} deliveries/s\n\
          load: {} users, {:.1}% online, {} msg/s, conversations of {}, {}\n\n{t}",
         path.display(),
-        b.processes.join(", "),
+        // Process names as the result file has them: shown, as any outside text.
+        b.processes
+            .iter()
+            .map(|p| crate::untrusted::quote(p))
+            .collect::<Vec<_>>()
+            .join(", "),
         if b.embedded {
             " (the embedded server: the generator's own use is included, an upper bound)"
         } else {

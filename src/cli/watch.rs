@@ -78,7 +78,8 @@ impl Sink for Watch {
                     progress.update(&p);
                 }
             }
-            Event::Note(text) => note(&text),
+            // A note may quote a shard's log or a server's answer: one line, shown.
+            Event::Note(text) => note(&crate::untrusted::line(&text)),
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 
-use super::{Caps, Config, Driver, OptionError, Spec};
+use super::{Caps, Config, Driver, OptionError, Signals, Spec};
 
 /// A job that runs with whichever driver the scenario names.
 pub trait WithDriver {
@@ -37,9 +37,9 @@ macro_rules! drivers {
 
         /// Builds the driver `config` names (checking its options) and returns what it
         /// can do as configured; nothing connects.
-        pub fn check(config: &Config) -> Result<Caps, OptionError> {
+        pub fn check(config: &Config) -> Result<(Caps, Signals), OptionError> {
             $($(#[$attr])* if config.spec.name == <$ty as Driver>::SPEC.name {
-                return <$ty as Driver>::new(config).map(|d| d.caps());
+                return <$ty as Driver>::new(config).map(|d| (d.caps(), d.signals()));
             })*
             Err(not_built(config.spec.name))
         }

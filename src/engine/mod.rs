@@ -23,6 +23,8 @@ pub mod timer_wheel;
 pub mod vu;
 
 #[cfg(test)]
+mod signal_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::atomic::Ordering;
@@ -35,6 +37,7 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::driver::{Driver, UserCtx};
+use crate::ledger::signals::SignalBook;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::scenario::{Plan, Population, UserIx};
@@ -116,6 +119,8 @@ pub struct Outcome {
     pub metrics: Metrics,
     /// Delivery accounting.
     pub ledger: Ledger,
+    /// Read receipts, typing and presence accounting.
+    pub signals: SignalBook,
     /// True when a signal stopped the run early.
     pub interrupted: bool,
     /// Wall clock at the start, µs since the Unix epoch.
@@ -195,6 +200,7 @@ pub async fn run<D: Driver>(
     Outcome {
         metrics: all.metrics,
         ledger: all.ledger,
+        signals: all.signals,
         interrupted: conductor.interrupted,
         started_wall_us: shared.t0_wall_us,
         duration: shared.t0.elapsed(),
@@ -242,6 +248,14 @@ impl Users {
             // Behind a start barrier no shard sends before every shard's users are in.
             skip_history: driver.caps().skips_history && (!sharded || opts.barrier.is_some()),
             range: range.clone(),
+            signals: plan.signals.clone().map(|s| {
+                Arc::new(vu::SignalCfg {
+                    plan: s,
+                    seed: plan.seed,
+                    contacts: plan.population.contacts.clone(),
+                    ids: (plan.population.prefix.clone(), plan.population.first_id),
+                })
+            }),
         });
         let visits = visits(plan, &sched, &cfg, &receives);
         let pop = &plan.population;
@@ -328,6 +342,10 @@ fn shared_state(
         std::mem::take(&mut sched.expect.group_of_stream),
     );
     shared.senders = crate::scenario::Shard::senders(plan);
+    if plan.signals.as_ref().is_some_and(|s| s.receipts > 0.0) && shared.senders.is_none() {
+        // Receipts go to each message's sender: the stream tells who it is.
+        shared.senders = Some(crate::scenario::SenderShards::of(plan));
+    }
     if opts.live.is_some() {
         shared.patterns = patterns::Patterns::of(plan);
     }

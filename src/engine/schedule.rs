@@ -234,6 +234,11 @@ impl Program {
         }
     }
 
+    /// The next send and when it is due, without advancing the program; `None` when done.
+    pub fn peek(&self) -> Option<(Duration, NextSend)> {
+        Some((self.due()?, self.sends.peek(self.sent)))
+    }
+
     /// The next send; advances the program.
     pub fn advance(&mut self) -> NextSend {
         let k = self.sent;
@@ -314,6 +319,33 @@ impl Sends {
 
     /// The `k`-th send (0-based) of the program these sends belong to.
     fn next(&mut self, k: u64) -> NextSend {
+        let next = self.peek(k);
+        match self {
+            Sends::Contacts {
+                contacts,
+                user,
+                seqs,
+                pick,
+                ..
+            } => {
+                // The same draw as the peek's, now taken.
+                pick.usize(..contacts.of(*user).len().max(1));
+                if let Some(s) = next.receiver.and_then(|pos| seqs.get_mut(pos)) {
+                    *s += 1;
+                }
+            }
+            Sends::Trace { seqs, .. } => {
+                if let Some(s) = next.receiver.and_then(|pos| seqs.get_mut(pos)) {
+                    *s += 1;
+                }
+            }
+            Sends::Direct { .. } | Sends::Group { .. } | Sends::Echo { .. } => {}
+        }
+        next
+    }
+
+    /// What the `k`-th send will be, without taking it.
+    fn peek(&self, k: u64) -> NextSend {
         match self {
             Sends::Contacts {
                 contacts,
@@ -324,11 +356,8 @@ impl Sends {
                 ..
             } => {
                 let n = contacts.of(*user).len().max(1);
-                let pos = pick.usize(..n);
+                let pos = pick.clone().usize(..n);
                 let seq = seqs.get(pos).copied().unwrap_or(0);
-                if let Some(s) = seqs.get_mut(pos) {
-                    *s += 1;
-                }
                 NextSend {
                     stream: *first_stream + pos as StreamId,
                     seq,
@@ -347,7 +376,6 @@ impl Sends {
                 let k = k as usize;
                 let pos = s.sends.get(k).map_or(0, |&(_, p)| p as usize);
                 let seq = seqs[pos];
-                seqs[pos] += 1;
                 NextSend {
                     stream: *first_stream + pos as StreamId,
                     seq,

@@ -12,6 +12,7 @@ use super::patterns::{PatternTotals, Patterns};
 use super::schedule::GroupInfo;
 use super::timer_wheel::TimerWheel;
 use crate::clock::Clock;
+use crate::ledger::signals::SignalBook;
 use crate::ledger::Ledger;
 use crate::metrics::{ErrorKind, Hist, Metrics, Window};
 use crate::scenario::{LedgerOpts, SenderShards, StreamId, UserIx};
@@ -37,6 +38,8 @@ pub struct Recorder {
     pub metrics: Metrics,
     /// Delivery accounting.
     pub ledger: Ledger,
+    /// Read receipts, typing and presence accounting.
+    pub signals: SignalBook,
     /// Totals by traffic pattern, indexed as [`Shared::patterns`] (only with a live view).
     pub patterns: Vec<PatternTotals>,
 }
@@ -149,6 +152,7 @@ impl Shared {
                     Mutex::new(Recorder {
                         metrics: Metrics::new(),
                         ledger: Ledger::new(ledger),
+                        signals: SignalBook::default(),
                         patterns: Vec::new(),
                     })
                 })
@@ -380,12 +384,14 @@ impl Shared {
         let mut all = Recorder {
             metrics: series,
             ledger: Ledger::new(ledger),
+            signals: SignalBook::default(),
             patterns: Vec::new(),
         };
         for i in 0..self.recorders.len() {
             let r = self.recorder(i);
             all.metrics.merge(&r.metrics);
             all.ledger.merge(&r.ledger);
+            all.signals.merge(&r.signals);
         }
         all
     }

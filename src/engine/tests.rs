@@ -19,13 +19,16 @@ use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
 use crate::scenario::{self, Plan, Shard, TrafficShape};
 
 /// The plan of a scenario text.
-fn plan(text: &str) -> Plan {
+pub(super) fn plan(text: &str) -> Plan {
     scenario::parse(text, Path::new("t.toml"), &[], Shard::WHOLE).expect("test scenario")
 }
 
 /// Runs `plan` over a loopback hub with `opts`; returns the outcome, its delivery verdict
 /// and what the hub injected.
-async fn run_loopback(plan: &Plan, opts: LoopbackOptions) -> (Outcome, Delivery, Injected) {
+pub(super) async fn run_loopback(
+    plan: &Plan,
+    opts: LoopbackOptions,
+) -> (Outcome, Delivery, Injected) {
     let driver = LoopbackDriver::with_options(opts);
     let hub = driver.hub();
     let (_signal_tx, signals) = watch::channel(0u32);
@@ -574,7 +577,7 @@ async fn recorders_hold_only_the_seconds_not_yet_over() {
 }
 
 /// 200 users who come and go over a 20 s day and talk to their contacts.
-const DAY: &str = r#"
+pub(super) const DAY: &str = r#"
 seed = 3
 drain = "2s"
 [population]

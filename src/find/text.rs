@@ -1,5 +1,6 @@
 //! A search's renderings: for the terminal the answer first, then one row per step in
-//! value order, then the notes; as JSON the `find.json` file's content.
+//! value order, then the notes; as JSON the `find.json` file's content. Names, failed
+//! checks and notes are shown through [`crate::untrusted`] on the terminal.
 
 use std::fmt::Write;
 
@@ -10,6 +11,7 @@ use crate::error::Result;
 use crate::report::format::{self, Format, Renderer};
 use crate::report::json::Json;
 use crate::report::text::Text;
+use crate::untrusted::{line, quote};
 
 /// The formats a search is rendered in.
 const RENDERERS: [(Format, &dyn Renderer<FindResult>); 2] =
@@ -33,18 +35,19 @@ pub fn render(f: &FindResult) -> String {
     let _ = writeln!(
         out,
         "msgstorm find: {} — varied {} from {} (to at most {}) against {}",
-        f.scenario,
-        f.vary,
+        quote(&f.scenario),
+        quote(&f.vary),
         num(f.from),
         num(f.to),
-        f.target
+        quote(&f.target)
     );
-    let _ = writeln!(out, "\nANSWER: {}\n", f.answer.words);
+    let _ = writeln!(out, "\nANSWER: {}\n", line(&f.answer.words));
+    let vary = quote(&f.vary);
     let mut t = Table::new();
     t.load_preset(presets::ASCII_MARKDOWN);
     let header = [
         "#",
-        f.vary.as_str(),
+        &vary,
         "verdict",
         "offered/s",
         "achieved/s",
@@ -120,7 +123,7 @@ pub fn render(f: &FindResult) -> String {
             if let Some(g) = &s.generator_limit {
                 let _ = write!(why, " — generator limit: {g}");
             }
-            let _ = writeln!(out, "  {} = {}: {why}", f.vary, num(s.value));
+            let _ = writeln!(out, "  {vary} = {}: {}", num(s.value), line(&why));
         }
     }
     let storms: Vec<_> = f
@@ -135,15 +138,15 @@ pub fn render(f: &FindResult) -> String {
                 .row
                 .errors_by_kind
                 .iter()
-                .map(|(k, n)| format!("{k} {n}"))
+                .map(|(k, n)| format!("{} {n}", quote(k)))
                 .collect();
-            let _ = writeln!(out, "  {} = {}: {}", f.vary, num(s.value), kinds.join(", "));
+            let _ = writeln!(out, "  {vary} = {}: {}", num(s.value), kinds.join(", "));
         }
     }
     if !f.notes.is_empty() {
         let _ = writeln!(out, "\nNOTES");
         for n in &f.notes {
-            let _ = writeln!(out, "  - {n}");
+            let _ = writeln!(out, "  - {}", line(n));
         }
     }
     out

@@ -71,6 +71,14 @@ impl Track {
         true
     }
 
+    /// Whether `seq` was received.
+    pub(super) fn has(&self, seq: u64) -> bool {
+        seq < self.next || {
+            let i = self.above.partition_point(|r| r.1 <= seq);
+            self.above.get(i).is_some_and(|r| r.0 <= seq)
+        }
+    }
+
     /// Whether any seq above `seq` and below `to` was received.
     pub(super) fn received_within(&self, seq: u64, to: u64) -> bool {
         let from = seq.saturating_add(1);

@@ -306,5 +306,10 @@ fn counter_name(c: Counter) -> (&'static str, &'static str) {
             "planned_online_user_milliseconds",
             "Users the plan puts online during the traffic, integrated over time",
         ),
+        Counter::SignalsSent => (
+            "signals_sent",
+            "Read receipts, typing notices and presence changes sent",
+        ),
+        Counter::SignalsReceived => ("signals_received", "Signals received (every copy)"),
     }
 }

@@ -167,6 +167,7 @@ fn so_far(source: Option<&Source>) -> String {
                 server_metrics: Vec::new(),
                 chaos: Vec::new(),
                 population: None,
+                signals: None,
             };
             let a = Artifact::new(&run.plan, facts, metrics, Ledger::new(&run.plan.ledger));
             let progress = Progress {

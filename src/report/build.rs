@@ -29,7 +29,12 @@ impl Report {
         clocks: Option<super::clocks::Clocks>,
     ) -> Report {
         let m = &a.metrics;
-        let checks = checks::evaluate(a, &delivery);
+        let signals = a
+            .signals
+            .as_ref()
+            .map(crate::artifact::SignalRecord::summary)
+            .unwrap_or_default();
+        let checks = checks::evaluate(a, &delivery, &signals);
         let series = series::of(m);
         let sweeps = Sweep::all(a);
         let missing_shards = a.missing_shards();
@@ -76,6 +81,7 @@ impl Report {
                 .collect(),
             scenario_source: a.scenario_source.clone(),
             population: a.population.clone(),
+            signals,
             server_metrics: a.server_metrics.clone(),
             chaos: Vec::new(),
             live: None,

@@ -6,8 +6,10 @@
 use serde::Serialize;
 
 use crate::artifact::{Artifact, CheckMetric, CheckSpec, Op};
+use crate::ledger::signals::{SignalDelivery, SignalRow};
 use crate::ledger::Delivery;
 use crate::metrics::{send_failures, Counter, ErrorKind, Hist};
+use crate::vocab::SignalKind;
 pub use crate::vocab::Unit;
 
 /// One evaluated check.
@@ -73,9 +75,10 @@ pub struct BuiltIn {
 /// The built-in checks, in report order: a failing adapter script first, since nothing
 /// after it measured what the scenario meant; then the generator's own schedule (a run that
 /// did not offer the asked load is no verdict on the target); then the users the plan put
-/// online, and what every delivery owes (bounds measured on the 2-core box the tests run
+/// online, and what every delivery owes — and, where the scenario asks for signals, every
+/// read receipt, typing notice and presence change owed (bounds measured on the 2-core box the tests run
 /// on so that every shipped scenario passes: `bench/results/2026-11-28-promise.md`).
-pub const BUILT_IN: [BuiltIn; 15] = [
+pub const BUILT_IN: [BuiltIn; 19] = [
     BuiltIn {
         key: "checks.max_script_errors",
         metric: CheckMetric::ScriptErrors,
@@ -166,6 +169,30 @@ pub const BUILT_IN: [BuiltIn; 15] = [
         op: Op::AtMost,
         default: 0.0,
     },
+    BuiltIn {
+        key: "checks.max_receipts_lost",
+        metric: CheckMetric::ReceiptsLost,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_receipts_duplicated",
+        metric: CheckMetric::ReceiptsDuplicated,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_typing_missed",
+        metric: CheckMetric::TypingMissed,
+        op: Op::AtMost,
+        default: 0.0,
+    },
+    BuiltIn {
+        key: "checks.max_presence_missed",
+        metric: CheckMetric::PresenceMissed,
+        op: Op::AtMost,
+        default: 0.0,
+    },
 ];
 
 /// The built-in bound on the generator's send lag p99, µs: a generator that sends 1% of
@@ -219,15 +246,25 @@ pub enum NotMeasured {
 
 /// Evaluates every check of `a`, then the built-in checks it does not write (those that
 /// apply to what the run did), then the pseudo-checks that failed.
-pub fn evaluate(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
-    let mut out = written(a, delivery);
-    out.extend(built_ins(a, delivery));
+pub fn evaluate(a: &Artifact, delivery: &Delivery, signals: &Signals) -> Vec<CheckOutcome> {
+    let m = Measured { delivery, signals };
+    let mut out = written(a, &m);
+    out.extend(built_ins(a, &m));
     run_checks(a, &mut out);
     out
 }
 
 /// The checks `a` writes, each marked relaxed when it loosens a built-in one.
-fn written(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
+/// What happened to a run's deliveries and signals: what checks measure besides metrics.
+struct Measured<'a> {
+    delivery: &'a Delivery,
+    signals: &'a Signals,
+}
+
+/// What happened to each kind of signal asked for (see `SignalRecord::summary`).
+pub type Signals = [SignalRow];
+
+fn written(a: &Artifact, delivery: &Measured<'_>) -> Vec<CheckOutcome> {
     a.checks
         .iter()
         .map(|c| {
@@ -244,7 +281,7 @@ fn written(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
 }
 
 /// The built-in checks `a` does not write that apply to what the run did.
-fn built_ins(a: &Artifact, delivery: &Delivery) -> Vec<CheckOutcome> {
+fn built_ins(a: &Artifact, delivery: &Measured<'_>) -> Vec<CheckOutcome> {
     BUILT_IN
         .iter()
         .filter(|b| {
@@ -347,8 +384,9 @@ fn run_checks(a: &Artifact, out: &mut Vec<CheckOutcome>) {
 /// Whether a built-in check the scenario does not write says anything about this run: the
 /// delivery checks only when the run planned deliveries or requests (and, for the verified
 /// share, when no shard is missing), the send check only when something was sent.
-fn applies(a: &Artifact, d: &Delivery, metric: CheckMetric) -> bool {
-    let m = &a.metrics;
+fn applies(a: &Artifact, measured: &Measured<'_>, metric: CheckMetric) -> bool {
+    let (m, d) = (&a.metrics, measured.delivery);
+    let asked = |k: SignalKind| measured.signals.iter().any(|s| s.kind == k);
     match metric {
         // A shard alone holds the deliveries to its own users only, of senders anywhere.
         CheckMetric::Verified => {
@@ -370,6 +408,9 @@ fn applies(a: &Artifact, d: &Delivery, metric: CheckMetric) -> bool {
         CheckMetric::Online => m.count(Counter::PlannedUserMs) > 0 && m.count(Counter::LoginOk) > 0,
         // Only adapter scripts fail this way: other runs' reports stay as they were.
         CheckMetric::ScriptErrors => a.driver == "script" || errors_of(a, ErrorKind::Script) > 0,
+        CheckMetric::ReceiptsLost | CheckMetric::ReceiptsDuplicated => asked(SignalKind::Read),
+        CheckMetric::TypingMissed => asked(SignalKind::Typing),
+        CheckMetric::PresenceMissed => asked(SignalKind::Presence),
         _ => true,
     }
 }
@@ -412,8 +453,15 @@ pub fn verified_share(a: &Artifact, d: &Delivery) -> Option<f64> {
     }
 }
 
-fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
-    let m = &a.metrics;
+fn one(a: &Artifact, measured: &Measured<'_>, c: &CheckSpec) -> CheckOutcome {
+    let (m, d) = (&a.metrics, measured.delivery);
+    let signal = |k: SignalKind, f: fn(&SignalDelivery) -> u64| {
+        measured
+            .signals
+            .iter()
+            .find(|s| s.kind == k)
+            .map(|s| f(&s.delivery) as f64)
+    };
     let latency = |h: Hist| -> Option<f64> {
         let hist = m.hist(h);
         (!hist.is_empty()).then(|| hist.value_at_quantile(0.99) as f64)
@@ -430,7 +478,14 @@ fn one(a: &Artifact, d: &Delivery, c: &CheckSpec) -> CheckOutcome {
         CheckMetric::E2eP99
         | CheckMetric::AckP99
         | CheckMetric::RequestP99
-        | CheckMetric::SendLag => c.metric.entry().p99_of.and_then(latency),
+        | CheckMetric::SendLag
+        | CheckMetric::ReceiptP99
+        | CheckMetric::TypingP99
+        | CheckMetric::PresenceP99 => c.metric.entry().p99_of.and_then(latency),
+        CheckMetric::ReceiptsLost => signal(SignalKind::Read, |s| s.missing),
+        CheckMetric::ReceiptsDuplicated => signal(SignalKind::Read, |s| s.duplicated),
+        CheckMetric::TypingMissed => signal(SignalKind::Typing, |s| s.missing),
+        CheckMetric::PresenceMissed => signal(SignalKind::Presence, |s| s.missing),
         CheckMetric::LoginSuccess => {
             let (ok, tried) = outside_chaos(a, Counter::LoginOk, Counter::ConnectAttempts);
             ratio(ok, tried)

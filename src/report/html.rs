@@ -7,6 +7,11 @@
 //! messages, latencies, errors, every monitored process, scraped server metrics — all on one
 //! time axis), the latency distribution, delivery, errors, the sweep, resources, and the
 //! scenario as run.
+//!
+//! Text from outside msgstorm is escaped for HTML, and shown through [`crate::untrusted`]
+//! first (its control characters and bidirectional overrides as visible escapes), as in
+//! every other format — the live page included, which renders through here. The scenario
+//! as run is the user's own file, shown as it is.
 
 pub mod chart;
 pub mod page;
@@ -22,11 +27,12 @@ use super::present::{self, ms, pct, thousands};
 use super::renderer::Renderer;
 use super::sweep::Knee;
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, live_delivery_rows, CheckResult, CHECKS_HEADER,
-    LATENCY_HEADER,
+    check_rows, delivery_rows, latency_rows, live_delivery_rows, presence_fanout, signal_rows,
+    CheckResult, CHECKS_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
+use crate::untrusted::{line, quote};
 
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -57,8 +63,13 @@ impl Renderer<Report> for Html {
 /// Renders the whole page.
 pub fn render(r: &Report) -> String {
     let title = match &r.live {
-        Some(l) => format!("{} — running: {} {:.0} s", r.scenario, l.phase, l.elapsed_s),
-        None => format!("{} — {}", r.scenario, present::verdict(r)),
+        Some(l) => format!(
+            "{} — running: {} {:.0} s",
+            quote(&r.scenario),
+            l.phase,
+            l.elapsed_s
+        ),
+        None => format!("{} — {}", quote(&r.scenario), present::verdict(r)),
     };
     let mut body = String::new();
     header(&mut body, r);
@@ -67,6 +78,7 @@ pub fn render(r: &Report) -> String {
     timeline::section(&mut body, r);
     distribution(&mut body, r);
     delivery(&mut body, r);
+    signals(&mut body, r);
     errors(&mut body, r);
     traffic(&mut body, r);
     for (i, s) in r.sweeps.iter().enumerate() {
@@ -114,7 +126,7 @@ fn header(out: &mut String, r: &Report) {
         out,
         r#"<header class="verdict {class}"><h1>{}</h1><p class="scenario">Scenario <b>{}</b> · <b id="n-logins">{}</b> logins · <b id="n-sent">{}</b> messages sent · <b id="n-delivered">{}</b> delivered · {missing} · end-to-end p99 {}</p></header>"#,
         esc(&heading),
-        esc(&r.scenario),
+        esc(&quote(&r.scenario)),
         thousands(r.count(Counter::LoginOk)),
         thousands(r.count(Counter::Sent)),
         thousands(r.delivery.delivered),
@@ -128,11 +140,11 @@ fn header(out: &mut String, r: &Report) {
     let _ = write!(
         out,
         r#"<dl class="meta"><dt>run</dt><dd>{}</dd><dt>started</dt><dd>{}</dd><dt>length</dt><dd>{:.1} s</dd><dt>target</dt><dd>{}</dd><dt>driver</dt><dd>{}</dd><dt>generators</dt><dd>{}</dd></dl>"#,
-        esc(&r.run_id),
-        esc(&r.started_at),
+        esc(&quote(&r.run_id)),
+        esc(&quote(&r.started_at)),
         r.live.as_ref().map_or(r.duration_s, |l| l.elapsed_s),
-        esc(&r.target),
-        esc(&r.driver),
+        esc(&quote(&r.target)),
+        esc(&quote(&r.driver)),
         generators
     );
 }
@@ -148,7 +160,13 @@ fn checks(out: &mut String, r: &Report) {
                 CheckResult::Fail(None) => format!("FAIL{so_far}"),
                 CheckResult::Pass => format!("pass{so_far}"),
             };
-            vec![c.key.to_owned(), c.from, c.bound, c.measured, result]
+            vec![
+                quote(c.key).into_owned(),
+                c.from,
+                c.bound,
+                c.measured,
+                result,
+            ]
         })
         .collect();
     let body = if rows.is_empty() {
@@ -182,7 +200,7 @@ fn findings(out: &mut String, r: &Report) {
         );
     }
     for n in &r.notes {
-        let _ = write!(body, "<li>{}</li>", esc(n));
+        let _ = write!(body, "<li>{}</li>", esc(&line(n)));
     }
     body.push_str("</ul>");
     section(
@@ -260,6 +278,27 @@ fn distribution(out: &mut String, r: &Report) {
     );
 }
 
+fn signals(out: &mut String, r: &Report) {
+    if r.signals.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = signal_rows(r).into_iter().map(Vec::from).collect();
+    section(
+        out,
+        "signals",
+        "Signals",
+        "Read receipts are owed to each message's sender once each, live or fetched; a typing \
+         notice or a presence change is owed to each recipient that was online before it and \
+         stayed online for the scenario's <code>within</code> after it. Extra: arrived where \
+         none was owed (a recipient that came or went around it).",
+        &format!(
+            "{}<p>{}</p>",
+            table(&SIGNALS_HEADER, &rows),
+            presence_fanout(r).map(|l| esc(&l)).unwrap_or_default()
+        ),
+    );
+}
+
 fn delivery(out: &mut String, r: &Report) {
     if let Some(l) = &r.live {
         return live_delivery(out, r, l);
@@ -277,7 +316,7 @@ fn delivery(out: &mut String, r: &Report) {
                     e.stream.to_string(),
                     format!("#{}", e.recipient),
                     e.seq.to_string(),
-                    e.detail.clone(),
+                    quote(&e.detail).into_owned(),
                 ]
             })
             .collect();
@@ -335,7 +374,7 @@ fn errors(out: &mut String, r: &Report) {
             thousands(e.count),
             e.count as f64 * 100.0 / most as f64,
             esc(kind.describe()),
-            esc(e.examples.first().map_or("", String::as_str))
+            esc(&quote(e.examples.first().map_or("", String::as_str)))
         );
     }
     body.push_str("</tbody></table>");
@@ -453,7 +492,7 @@ fn sweep(out: &mut String, s: &super::sweep::Sweep, i: usize) {
             } else {
                 format!("sweep-{i}")
             },
-            format!("Request sweep: {name} ({})", s.kind),
+            format!("Request sweep: {} ({})", quote(name), quote(&s.kind)),
         ),
     };
     section(
@@ -603,7 +642,11 @@ fn resources(out: &mut String, r: &Report) {
             .iter()
             .map(|p| {
                 vec![
-                    format!("{}{}", p.name, if p.exited { " (exited)" } else { "" }),
+                    format!(
+                        "{}{}",
+                        quote(&p.name),
+                        if p.exited { " (exited)" } else { "" }
+                    ),
                     p.pid.to_string(),
                     format!("{:.0}% of a core", p.cpu_avg_pct),
                     format!("{:.0}%", p.cpu_peak_pct),
@@ -648,7 +691,7 @@ fn scenario(out: &mut String, r: &Report) {
     if !src.overrides.is_empty() {
         body.push_str("<p>Overridden on the command line:</p><ul>");
         for o in &src.overrides {
-            let _ = write!(body, "<li><code>--set {}</code></li>", esc(o));
+            let _ = write!(body, "<li><code>--set {}</code></li>", esc(&quote(o)));
         }
         body.push_str("</ul>");
     }

@@ -5,7 +5,7 @@
 //! `run.completed`, …) are test cases like the others. The shape is Apache Ant's, as pinned
 //! by the JUnit schema the tests validate against (`tests/junit/JUnit.xsd`): `<properties>`
 //! with the run's facts, then the test cases, then `<system-out>` with the verdict,
-//! findings and notes.
+//! findings and notes, each one line ([`crate::untrusted`]).
 
 use std::fmt::Write;
 
@@ -78,7 +78,7 @@ pub fn render(r: &Report) -> String {
     let lines: Vec<String> = std::iter::once(verdict(r))
         .chain(r.findings.iter().map(|f| format!("note: {}", finding(f))))
         .chain(r.notes.iter().map(|n| format!("note: {n}")))
-        .map(|line| esc(&line))
+        .map(|line| esc(&crate::untrusted::line(&line)))
         .collect();
     let _ = writeln!(out, "  <system-out>{}</system-out>", lines.join("\n"));
     out.push_str("  <system-err></system-err>\n</testsuite>\n");

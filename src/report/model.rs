@@ -74,6 +74,10 @@ pub struct Report {
     /// The shape the plan's population offered (sessions, contacts, groups), if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub population: Option<crate::vocab::Offered>,
+    /// What happened to each kind of signal the scenario asked for (read receipts, typing,
+    /// presence), in report order; empty without signals.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<crate::ledger::signals::SignalRow>,
     /// Series scraped from the `[monitor] prometheus` endpoints.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<ScrapedSeries>,

@@ -2,13 +2,16 @@
 //! separators, units, percentages, a check's origin, bound and measured value, the verdict
 //! line and the findings' sentences. The tables'
 //! rows are built from these in [`super::tables`]; renderers lay them out and format no
-//! number themselves.
+//! number themselves. Outside text these sentences quote (error examples, names of
+//! processes, chaos steps and checks) is shown through [`crate::untrusted`], so that each
+//! stays one line.
 
 use super::checks::{CheckOutcome, Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::findings::{Finding, LittleGap, LITTLE_TOLERANCE};
 use super::model::{Accounts, Report, Verdict};
 use crate::artifact::CheckMetric;
 use crate::metrics::{ErrorKind, Hist};
+use crate::untrusted::quote;
 
 /// The connections row of reconnects that could not resume their session.
 pub const RESUMES_WITHOUT_OFFSET: &str = "reconnects without an offset (missed not fetchable)";
@@ -71,8 +74,9 @@ pub fn finding(f: &Finding) -> String {
              addresses, file descriptors, socket buffers or memory, or a name it could not \
              resolve): not the server's failures, and the users they hit measured nothing of \
              it. Give it more (`ulimit -n`, `[target] source_addresses`, shards) and run \
-             again. First: {example}",
-            if *errors == 1 { "" } else { "s" }
+             again. First: {}",
+            if *errors == 1 { "" } else { "s" },
+            quote(example)
         ),
         Finding::SendLag { p99_us } => format!(
             "the generator fell behind its schedule: send lag p99 {:.1} ms (latencies still \
@@ -121,8 +125,9 @@ pub fn finding(f: &Finding) -> String {
             cpu_pct,
             ..
         } => format!(
-            "{process} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
+            "{} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
              of one core): {} was the bottleneck there",
+            quote(process),
             if *generator {
                 "the generator itself"
             } else {
@@ -144,7 +149,7 @@ fn gaps(steps: &[LittleGap]) -> String {
                 if g.pattern.is_empty() {
                     String::new()
                 } else {
-                    format!(" in {}", g.pattern)
+                    format!(" in {}", quote(&g.pattern))
                 }
             )
         })
@@ -175,9 +180,9 @@ pub fn verdict(r: &Report) -> String {
             .map(|c| match &c.reason {
                 // `INCOMPLETE: 1 of 2 shards…` says it already.
                 Some(why) if c.metric != Measure::Run(RunMetric::Shards) => {
-                    format!("{}: {why}", c.key)
+                    format!("{}: {}", quote(&c.key), crate::untrusted::line(why))
                 }
-                _ => c.key.clone(),
+                _ => quote(&c.key).into_owned(),
             })
             .collect();
         format!("FAIL: {}", names.join("; "))
@@ -229,7 +234,7 @@ fn run_check(r: &Report, c: &CheckOutcome, metric: RunMetric) -> (String, String
                 format!(
                     ": {} ({})",
                     k.name(),
-                    e.examples.first().map_or("", String::as_str)
+                    quote(e.examples.first().map_or("", String::as_str))
                 )
             });
             (
@@ -251,7 +256,7 @@ fn run_check(r: &Report, c: &CheckOutcome, metric: RunMetric) -> (String, String
                 .iter()
                 .find(|c| !c.step.ok)
                 .map_or_else(String::new, |c| {
-                    format!(": {} {}", c.step.key, c.step.outcome)
+                    format!(": {} {}", quote(&c.step.key), quote(&c.step.outcome))
                 });
             (
                 "every chaos step does what it says".to_owned(),
@@ -270,7 +275,7 @@ fn run_check(r: &Report, c: &CheckOutcome, metric: RunMetric) -> (String, String
                 .errors
                 .get(&ErrorKind::Engine)
                 .and_then(|e| e.examples.first())
-                .map_or_else(String::new, |ex| format!(": {ex}"));
+                .map_or_else(String::new, |ex| format!(": {}", quote(ex)));
             (
                 "no user task of the generator fails".to_owned(),
                 format!(

@@ -1,5 +1,7 @@
 //! Why a check failed, in one line with an example: what the report's first line, the JSON
 //! and the HTML say of each failed check, so a user sees the cause without reading tables.
+//! What the reason quotes of a server's or an adapter's text is shown through
+//! [`crate::untrusted`]: the reason stays one line whatever the server said.
 
 use super::checks::{CheckOutcome, Measure};
 use super::model::Report;
@@ -7,6 +9,8 @@ use super::present::{check, pct, show, thousands};
 use crate::artifact::CheckMetric;
 use crate::ledger::Problem;
 use crate::metrics::{Counter, ErrorKind};
+use crate::untrusted::quote;
+use crate::vocab::SignalKind;
 
 /// The one-line reason `c` failed.
 pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
@@ -55,9 +59,18 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
         CheckMetric::Reordered => problem(r, "reordered", value, Problem::Reordered),
         CheckMetric::Corrupted => problem(r, "corrupted", value, Problem::Corrupted),
         CheckMetric::Late => problem(r, "late", value, Problem::Late),
-        CheckMetric::E2eP99 | CheckMetric::AckP99 | CheckMetric::RequestP99 => {
+        CheckMetric::E2eP99
+        | CheckMetric::AckP99
+        | CheckMetric::RequestP99
+        | CheckMetric::ReceiptP99
+        | CheckMetric::TypingP99
+        | CheckMetric::PresenceP99 => {
             format!("p99 {}", show(c.unit, value))
         }
+        CheckMetric::ReceiptsLost
+        | CheckMetric::ReceiptsDuplicated
+        | CheckMetric::TypingMissed
+        | CheckMetric::PresenceMissed => signal(r, metric, value),
         CheckMetric::Online => format!(
             "{} of the users the plan puts online were online over the traffic (peak {} \
              users){}",
@@ -84,6 +97,35 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
     format!("{what} ({bound})")
 }
 
+/// A signal check's reason: `value` of them, of how many were owed.
+fn signal(r: &Report, metric: CheckMetric, value: f64) -> String {
+    let (kind, what) = match metric {
+        CheckMetric::ReceiptsDuplicated => (SignalKind::Read, "extra copies of read receipts"),
+        CheckMetric::TypingMissed => (
+            SignalKind::Typing,
+            "typing notices a peer online was owed never arrived",
+        ),
+        CheckMetric::PresenceMissed => (
+            SignalKind::Presence,
+            "presence changes a contact online was owed never arrived",
+        ),
+        _ => (
+            SignalKind::Read,
+            "read receipts never reached their message's sender",
+        ),
+    };
+    let owed = r
+        .signals
+        .iter()
+        .find(|s| s.kind == kind)
+        .map_or(0, |s| s.delivery.expected);
+    format!(
+        "{} {what} (of {} owed)",
+        thousands(value as u64),
+        thousands(owed)
+    )
+}
+
 /// How long the slowest chaos step took to recover, and which it was.
 fn recovery(r: &Report, c: &CheckOutcome, value: f64) -> String {
     let slowest = r
@@ -94,8 +136,16 @@ fn recovery(r: &Report, c: &CheckOutcome, value: f64) -> String {
             k(a).total_cmp(&k(b))
         })
         .map_or_else(String::new, |c| match c.effect.recovery_s {
-            Some(s) => format!(": {} ({}) took {s:.1} s", c.step.key, c.step.outcome),
-            None => format!(": {} ({}) never recovered", c.step.key, c.step.outcome),
+            Some(s) => format!(
+                ": {} ({}) took {s:.1} s",
+                quote(&c.step.key),
+                quote(&c.step.outcome)
+            ),
+            None => format!(
+                ": {} ({}) never recovered",
+                quote(&c.step.key),
+                quote(&c.step.outcome)
+            ),
         });
     format!(
         "latency p99 and delivered rate came back within the band of their baseline {} after \
@@ -220,7 +270,10 @@ fn problem(r: &Report, name: &str, value: f64, kind: Problem) -> String {
         .map_or_else(String::new, |e| {
             format!(
                 ", e.g. stream {} → user {}, seq {}: {}",
-                e.stream, e.recipient, e.seq, e.detail
+                e.stream,
+                e.recipient,
+                e.seq,
+                quote(&e.detail)
             )
         });
     format!("{} {name}{example}", thousands(value as u64))
@@ -242,7 +295,7 @@ fn example(r: &Report, kinds: &[ErrorKind]) -> String {
         .find_map(|k| {
             let e = r.errors.get(k)?;
             let ex = e.examples.first()?;
-            Some(format!(", e.g. {}: \"{ex}\"", k.name()))
+            Some(format!(", e.g. {}: \"{}\"", k.name(), quote(ex)))
         })
         .unwrap_or_default()
 }

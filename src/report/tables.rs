@@ -180,3 +180,57 @@ pub fn live_delivery_rows(d: &Delivery, overdue: u64) -> Vec<[String; 2]> {
     .map(|(label, n)| [label.to_owned(), thousands(n)])
     .collect()
 }
+
+/// The header of the signals table.
+pub const SIGNALS_HEADER: [&str; 9] = [
+    "signal",
+    "sent",
+    "owed",
+    "arrived",
+    "  by fetch",
+    "missing",
+    "extra",
+    "duplicated",
+    "corrupted",
+];
+
+/// One row per kind of signal the scenario asked for: sent, owed (every receipt not
+/// refused; each typing notice and presence change to each recipient online before it and
+/// for `within` after), arrived, missing (lost receipts, missed notices), extra (arrived
+/// where none was owed), duplicated, corrupted.
+pub fn signal_rows(r: &Report) -> Vec<[String; 9]> {
+    r.signals
+        .iter()
+        .map(|s| {
+            let d = &s.delivery;
+            [
+                s.kind.name().to_owned(),
+                thousands(d.sent),
+                thousands(d.expected),
+                thousands(d.arrived),
+                thousands(d.via_sync),
+                thousands(d.missing),
+                thousands(d.extra),
+                thousands(d.duplicated),
+                thousands(d.corrupted),
+            ]
+        })
+        .collect()
+}
+
+/// The presence fan-out in words, when the run published presence: how many contacts each
+/// login or logout reached, and how many it owed, on average.
+pub fn presence_fanout(r: &Report) -> Option<String> {
+    let p = r
+        .signals
+        .iter()
+        .find(|s| s.kind == crate::vocab::SignalKind::Presence)?;
+    let d = &p.delivery;
+    let per = |n: u64| n as f64 / d.sent.max(1) as f64;
+    Some(format!(
+        "presence fan-out: {:.1} contacts notified per login or logout ({:.1} owed), {} changes",
+        per(d.arrived + d.extra),
+        per(d.expected),
+        thousands(d.sent)
+    ))
+}

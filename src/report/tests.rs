@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod hostile;
+
 use super::checks::{Measure, NotMeasured, Origin, RunMetric, Unit};
 use super::findings::{self, Finding};
 use super::model::{Accounts, Report, Verdict};

@@ -1,5 +1,7 @@
 //! The terminal report: a summary line first, then tables with a unit on every number.
-//! It formats a [`Report`] and computes nothing.
+//! It formats a [`Report`] and computes nothing. Every string the run did not write itself
+//! (names, error examples, notes) is shown through [`crate::untrusted`]: the report writes
+//! no control character but its own line breaks, and its first line stays one line.
 
 use std::fmt::Write;
 
@@ -13,11 +15,12 @@ use super::present::{accounts, finding, ms, pct, thousands, verdict, RESUMES_WIT
 use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, CheckResult, CHECKS_HEADER, DELIVERY_HEADER,
-    LATENCY_HEADER,
+    check_rows, delivery_rows, latency_rows, presence_fanout, signal_rows, CheckResult,
+    CHECKS_HEADER, DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
+use crate::untrusted::{line, quote};
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -59,6 +62,7 @@ pub fn render(r: &Report) -> String {
         clocks(&mut out, c);
     }
     delivery(&mut out, r);
+    signals(&mut out, r);
     errors(&mut out, r);
     chaos(&mut out, r);
     for s in &r.sweeps {
@@ -67,7 +71,7 @@ pub fn render(r: &Report) -> String {
     resources(&mut out, r);
     target_phases(&mut out, r);
     for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
+        let _ = writeln!(out, "note: {}", line(n));
     }
     for f in &r.findings {
         let _ = writeln!(out, "note: {}", finding(f));
@@ -81,7 +85,7 @@ pub fn render(r: &Report) -> String {
                 CheckResult::Pending => "pending",
             };
             t.add_row(vec![
-                c.key.to_owned(),
+                quote(c.key).into_owned(),
                 c.from,
                 c.bound,
                 c.measured,
@@ -102,20 +106,20 @@ fn summary(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
         "{verdict} — {}: {} logins, {} msgs sent, {} delivered, {} lost, e2e p99 {e2e_p99}, {:.1} s, {} ({})",
-        r.scenario,
+        quote(&r.scenario),
         thousands(r.count(Counter::LoginOk)),
         thousands(r.count(Counter::Sent)),
         thousands(r.delivery.delivered),
         thousands(r.delivery.lost),
         r.duration_s,
-        r.target,
-        r.driver,
+        quote(&r.target),
+        quote(&r.driver),
     );
     let _ = writeln!(
         out,
         "run {} started {}{}",
-        r.run_id,
-        r.started_at,
+        quote(&r.run_id),
+        quote(&r.started_at),
         if r.generators.len() > 1 {
             format!(", {} generator processes", r.generators.len())
         } else {
@@ -226,7 +230,7 @@ fn clocks(out: &mut String, c: &Clocks) {
     let _ = writeln!(
         out,
         "\nclocks: every shard's times are on the reference clock ({})",
-        c.reference
+        quote(&c.reference)
     );
     for s in c.shards.iter().filter(|s| s.index != 0 || s.offset_us != 0) {
         let drift = s.drift_us.map_or("drift unknown".to_owned(), |d| {
@@ -283,9 +287,23 @@ fn delivery(out: &mut String, r: &Report) {
                 e.stream,
                 e.recipient,
                 e.seq,
-                e.detail
+                quote(&e.detail)
             );
         }
+    }
+}
+
+fn signals(out: &mut String, r: &Report) {
+    if r.signals.is_empty() {
+        return;
+    }
+    let mut t = table(&SIGNALS_HEADER);
+    for row in signal_rows(r) {
+        t.add_row(row.to_vec());
+    }
+    let _ = writeln!(out, "\n{t}");
+    if let Some(line) = presence_fanout(r) {
+        let _ = writeln!(out, "{line}");
     }
 }
 
@@ -299,7 +317,7 @@ fn errors(out: &mut String, r: &Report) {
             kind.name().to_owned(),
             thousands(e.count),
             kind.describe().to_owned(),
-            e.examples.first().cloned().unwrap_or_default(),
+            quote(e.examples.first().map_or("", String::as_str)).into_owned(),
         ]);
     }
     let _ = writeln!(out, "\n{t}");
@@ -332,7 +350,7 @@ fn chaos(out: &mut String, r: &Report) {
         let _ = writeln!(
             out,
             "{}: due during it {}; due after it {}",
-            c.step.key,
+            quote(&c.step.key),
             span_line(&c.during),
             span_line(&c.after)
         );
@@ -341,7 +359,7 @@ fn chaos(out: &mut String, r: &Report) {
         let _ = writeln!(
             out,
             "{}: {} logins from its start until recovery (users reconnecting)",
-            c.step.key,
+            quote(&c.step.key),
             thousands(c.effect.logins)
         );
     }
@@ -350,12 +368,12 @@ fn chaos(out: &mut String, r: &Report) {
             .effect
             .errors
             .iter()
-            .map(|(k, n)| format!("{k} {}", thousands(*n)))
+            .map(|(k, n)| format!("{} {}", quote(k), thousands(*n)))
             .collect();
         let _ = writeln!(
             out,
             "{}: errors from its start until recovery: {}",
-            c.step.key,
+            quote(&c.step.key),
             errors.join(", ")
         );
     }
@@ -371,9 +389,9 @@ fn chaos_row(c: &ChaosRow) -> Vec<String> {
     };
     let mark = if s.ok { "" } else { "FAILED: " };
     vec![
-        format!("{} {}", s.key, s.action),
+        format!("{} {}", quote(&s.key), quote(&s.action)),
         at,
-        format!("{mark}{}", s.outcome),
+        format!("{mark}{}", quote(&s.outcome)),
         format!(
             "{} → {}",
             ms(e.before.e2e_p50_us as f64),
@@ -409,7 +427,11 @@ fn reconnect_storm(out: &mut String, c: &ChaosRow) {
             None => format!("not all {of} back by the end of the run"),
         };
         if cut > 0 {
-            let _ = writeln!(out, "{}: a reconnect storm of {cut}; {back}", c.step.key);
+            let _ = writeln!(
+                out,
+                "{}: a reconnect storm of {cut}; {back}",
+                quote(&c.step.key)
+            );
         }
     } else if fewest < before {
         let back = match c.effect.back_online_s {
@@ -419,7 +441,7 @@ fn reconnect_storm(out: &mut String, c: &ChaosRow) {
         let _ = writeln!(
             out,
             "{}: users online {before} → {fewest} (a reconnect storm of {}); {back}",
-            c.step.key,
+            quote(&c.step.key),
             before - fewest
         );
     }
@@ -468,7 +490,12 @@ fn sweep(out: &mut String, s: &Sweep) {
     if s.name.is_empty() {
         let _ = writeln!(out, "\n{t}");
     } else {
-        let _ = writeln!(out, "\nREQUESTS {} ({})\n{t}", s.name, s.kind);
+        let _ = writeln!(
+            out,
+            "\nREQUESTS {} ({})\n{t}",
+            quote(&s.name),
+            quote(&s.kind)
+        );
     }
     let knee = match s.knee {
         Knee::OneStep => "one step only: add a sweep to find the knee".to_owned(),
@@ -490,7 +517,7 @@ fn sweep(out: &mut String, s: &Sweep) {
     if s.name.is_empty() {
         let _ = writeln!(out, "{knee}");
     } else {
-        let _ = writeln!(out, "{}: {knee}", s.name);
+        let _ = writeln!(out, "{}: {knee}", quote(&s.name));
     }
 }
 
@@ -531,7 +558,11 @@ fn resources(out: &mut String, r: &Report) {
     ]);
     for p in &r.processes {
         t.add_row(vec![
-            format!("{}{}", p.name, if p.exited { " (exited)" } else { "" }),
+            format!(
+                "{}{}",
+                quote(&p.name),
+                if p.exited { " (exited)" } else { "" }
+            ),
             p.pid.to_string(),
             format!("{:.0}% of a core", p.cpu_avg_pct),
             format!("{:.0}%", p.cpu_peak_pct),

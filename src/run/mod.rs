@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 pub use event::{Event, Sink, Stage};
 
-use crate::artifact::{Artifact, CheckMetric, RunFacts, ScenarioSource, ShardResult};
+use crate::artifact::{Artifact, CheckMetric, RunFacts, ScenarioSource, ShardResult, SignalRecord};
 use crate::driver::directory::Directory;
 use crate::driver::{Config, Driver, Promise, WithDriver};
 pub use crate::engine::snapshot::{Followed, Viewer};
@@ -127,6 +127,7 @@ pub async fn run(mut plan: Plan, options: Options, sink: &mut dyn Sink) -> Resul
         chaos,
         // Planned again for all users: once per run, by its first shard.
         population: (plan.shard.index == 0).then(|| offered(&plan)).flatten(),
+        signals: SignalRecord::of(&plan, load.outcome.signals),
     };
     Ok(Artifact::new(
         &plan,

@@ -35,6 +35,8 @@ pub struct Contacts {
     first: Vec<u32>,
     /// Contacts, by user, ascending.
     list: Vec<UserIx>,
+    /// What it was drawn from: the model and the seed ([`resolve`] draws it again).
+    recipe: (ContactModel, u64),
 }
 
 impl fmt::Debug for Contacts {
@@ -69,6 +71,11 @@ impl Contacts {
     /// Contact slots of all users (each mutual contact counted on both sides).
     pub fn slots(&self) -> usize {
         self.list.len()
+    }
+
+    /// The model and seed it was drawn from.
+    pub fn recipe(&self) -> (ContactModel, u64) {
+        self.recipe
     }
 
     /// Users.
@@ -126,7 +133,11 @@ pub fn resolve(model: ContactModel, users: u32, seed: u64) -> Contacts {
     for u in 0..n {
         list[first[u] as usize..first[u + 1] as usize].sort_unstable();
     }
-    Contacts { first, list }
+    Contacts {
+        first,
+        list,
+        recipe: (model, seed),
+    }
 }
 
 /// Walker's alias table: draws an index in proportion to its weight in O(1).

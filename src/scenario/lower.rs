@@ -38,7 +38,9 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
     let (late, churn) = away(c.seed, &pop);
     let mut away = [late.as_slice(), churn.as_slice()].concat();
     away.sort_unstable();
-    let needed = pop.contacts.is_some() || c.traffic.iter().any(|p| p.numbers.needs_contacts());
+    let presence = c.signals.as_ref().is_some_and(|s| s.presence);
+    let needed =
+        pop.contacts.is_some() || presence || c.traffic.iter().any(|p| p.numbers.needs_contacts());
     let contacts = needed.then(|| {
         let model = pop
             .contacts
@@ -98,6 +100,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
         find: c.find,
         warnings: c.warnings,
         chaos: c.chaos,
+        signals: c.signals,
     }
 }
 

@@ -33,6 +33,7 @@ pub mod plan;
 mod population;
 mod schema;
 mod sessions;
+mod signals;
 mod source;
 mod target;
 mod trace;

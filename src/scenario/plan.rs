@@ -12,9 +12,10 @@ pub use super::chaos_step::{
 pub use crate::driver::Auth;
 use crate::driver::{Caps, Config, Endpoint, Spec};
 
-pub use super::contacts::Contacts;
+pub use super::contacts::{resolve as resolve_contacts, ContactModel, Contacts};
 pub use super::dist::ThinkTimes;
 pub use super::sessions::{Sessions, OPEN};
+pub use super::signals::SignalsPlan;
 pub use crate::vocab::{CheckMetric, LedgerOpts, StreamId, UserIx};
 
 /// A runnable scenario.
@@ -49,6 +50,8 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// Fault steps during the load (`[[chaos]]`), in file order.
     pub chaos: Vec<ChaosStep>,
+    /// What users send besides messages (`[signals]`), when the scenario asks for any.
+    pub signals: Option<SignalsPlan>,
 }
 
 /// A number of `[find]` and whether it is written whole (then every step is whole).
@@ -105,6 +108,8 @@ pub struct Target {
     pub dir: std::path::PathBuf,
     /// What the driver can do as configured (found when its options were checked).
     pub caps: Caps,
+    /// The signals the driver can send as configured (found with `caps`).
+    pub signals: crate::driver::Signals,
     /// The traffic kinds of the scenario, for drivers configured per kind.
     pub kinds: Vec<&'static str>,
     /// Where the users connect instead of the endpoint's host and port: msgstorm's chaos
@@ -553,7 +558,8 @@ pub struct SenderShards {
 }
 
 impl SenderShards {
-    fn of(plan: &Plan) -> SenderShards {
+    /// The senders of `plan`'s streams.
+    pub fn of(plan: &Plan) -> SenderShards {
         let mut out = SenderShards {
             me: plan.shard,
             users: plan.population.users,

@@ -46,6 +46,27 @@ pub struct Scenario {
     /// Fault steps during the load (`src/scenario/chaos.rs`).
     #[serde(default)]
     pub chaos: Vec<Spanned<ChaosSpec>>,
+    /// Read receipts, typing and presence (`src/scenario/signals.rs`).
+    pub signals: Option<Spanned<SignalsSpec>>,
+}
+
+/// `[signals]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalsSpec {
+    /// Share of received messages read and receipted.
+    pub receipts: Opt<f64>,
+    /// How long after its arrival a message is read (a duration distribution).
+    pub read_delay: Opt<toml::Value>,
+    /// Share of direct sends preceded by a typing notice.
+    pub typing: Opt<f64>,
+    /// How long before its message a typing notice goes.
+    pub typing_lead: Opt<Dur>,
+    /// Presence published at every login and logout.
+    pub presence: Opt<bool>,
+    /// How long a recipient must stay online after a typing notice or a presence change
+    /// to be owed it.
+    pub within: Opt<Dur>,
 }
 
 /// `[target]`.
@@ -372,6 +393,22 @@ pub struct ChecksSpec {
     /// Lower bound on sends made ÷ sends due by the schedule (a built-in check: 99% when
     /// not set).
     pub min_offered: Opt<f64>,
+    /// Bound on read receipts lost (a built-in check with receipts: 0 when not set).
+    pub max_receipts_lost: Opt<i64>,
+    /// Bound on duplicated read receipts (a built-in check with receipts: 0 when not set).
+    pub max_receipts_duplicated: Opt<i64>,
+    /// Bound on typing notices owed and missed (a built-in check with typing: 0 when not
+    /// set).
+    pub max_typing_missed: Opt<i64>,
+    /// Bound on presence changes owed and missed (a built-in check with presence: 0 when
+    /// not set).
+    pub max_presence_missed: Opt<i64>,
+    /// Bound on read → receipt p99.
+    pub receipt_p99: Opt<Dur>,
+    /// Bound on typing → peer p99.
+    pub typing_p99: Opt<Dur>,
+    /// Bound on login/logout → contact's presence p99.
+    pub presence_p99: Opt<Dur>,
 }
 
 /// `[report]`.

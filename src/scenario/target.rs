@@ -97,6 +97,7 @@ pub fn target(
         options,
         dir: src.file.parent().map(Path::to_path_buf).unwrap_or_default(),
         caps: driver.caps,
+        signals: crate::driver::Signals::default(),
         kinds: Vec::new(),
         relay: None,
     })
@@ -272,8 +273,9 @@ pub fn check_driver(
     max_body: usize,
 ) -> Result<()> {
     match driver::check(&target.driver_config(max_body, 0)) {
-        Ok(caps) => {
+        Ok((caps, signals)) => {
             target.caps = caps;
+            target.signals = signals;
             Ok(())
         }
         Err(e) => Err(src.error(span_of(root, &e.key), e.key, e.msg)),

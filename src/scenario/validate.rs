@@ -49,6 +49,8 @@ pub struct Checked {
     pub warnings: Vec<String>,
     /// Fault steps during the load.
     pub chaos: Vec<super::chaos_step::ChaosStep>,
+    /// `[signals]`.
+    pub signals: Option<super::signals::SignalsPlan>,
 }
 
 /// Validates a whole scenario read from `file`; `root` is its spanned tree (after
@@ -101,6 +103,8 @@ pub fn validate(
         },
     )?;
     ledger.bounds_us = super::chaos::bounds_us(&chaos);
+    let signals =
+        super::signals::signals(src, s.signals.as_ref(), target.driver.name, target.signals)?;
     Ok(Checked {
         name,
         seed,
@@ -115,6 +119,7 @@ pub fn validate(
         find: super::find::find(src, s.find.as_ref())?,
         warnings,
         chaos,
+        signals,
     })
 }
 
@@ -381,6 +386,26 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
             &c.max_script_errors,
             CheckMetric::ScriptErrors,
         ),
+        (
+            "max_receipts_lost",
+            &c.max_receipts_lost,
+            CheckMetric::ReceiptsLost,
+        ),
+        (
+            "max_receipts_duplicated",
+            &c.max_receipts_duplicated,
+            CheckMetric::ReceiptsDuplicated,
+        ),
+        (
+            "max_typing_missed",
+            &c.max_typing_missed,
+            CheckMetric::TypingMissed,
+        ),
+        (
+            "max_presence_missed",
+            &c.max_presence_missed,
+            CheckMetric::PresenceMissed,
+        ),
     ];
     for (key, v, metric) in counts {
         if let Some(v) = v {
@@ -399,6 +424,9 @@ fn checks(src: &Source<'_>, spec: Option<&ChecksSpec>) -> Result<Vec<Check>> {
         ("ack_p99", &c.ack_p99, CheckMetric::AckP99),
         ("request_p99", &c.request_p99, CheckMetric::RequestP99),
         ("max_recovery", &c.max_recovery, CheckMetric::Recovery),
+        ("receipt_p99", &c.receipt_p99, CheckMetric::ReceiptP99),
+        ("typing_p99", &c.typing_p99, CheckMetric::TypingP99),
+        ("presence_p99", &c.presence_p99, CheckMetric::PresenceP99),
         ("max_send_lag", &c.max_send_lag, CheckMetric::SendLag),
     ];
     for (key, v, metric) in latencies {

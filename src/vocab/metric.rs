@@ -50,6 +50,12 @@ pub enum Hist {
     SendLag,
     /// Request round trip of the request pattern.
     Request,
+    /// A read (when the reader read the message) to its receipt's arrival at the sender.
+    Receipt,
+    /// A typing notice's due time to its arrival at the peer.
+    Typing,
+    /// A login or logout to its presence's arrival at a contact.
+    Presence,
 }
 
 /// What the catalog says of a latency histogram (all of them in µs, lower better).
@@ -70,7 +76,7 @@ pub struct HistEntry {
 }
 
 /// The histograms, in report order.
-const HISTS: [HistEntry; 7] = [
+const HISTS: [HistEntry; 10] = [
     HistEntry {
         hist: Hist::Connect,
         key: "connect",
@@ -127,11 +133,35 @@ const HISTS: [HistEntry; 7] = [
         openmetrics: "request_latency",
         help: "Request round trip",
     },
+    HistEntry {
+        hist: Hist::Receipt,
+        key: "receipt",
+        short: "receipt",
+        label: "read → receipt at sender",
+        openmetrics: "receipt_latency",
+        help: "From a message's read to its receipt's arrival at the sender",
+    },
+    HistEntry {
+        hist: Hist::Typing,
+        key: "typing",
+        short: "typing",
+        label: "typing → peer",
+        openmetrics: "typing_latency",
+        help: "From a typing notice's due time to its arrival at the peer",
+    },
+    HistEntry {
+        hist: Hist::Presence,
+        key: "presence",
+        short: "presence",
+        label: "login/logout → contact's presence",
+        openmetrics: "presence_latency",
+        help: "From a login or logout to its presence's arrival at a contact",
+    },
 ];
 
 impl Hist {
     /// Every histogram, in report order.
-    pub const ALL: [Hist; 7] = [
+    pub const ALL: [Hist; 10] = [
         Hist::Connect,
         Hist::Login,
         Hist::SendAck,
@@ -139,6 +169,9 @@ impl Hist {
         Hist::Fanout,
         Hist::SendLag,
         Hist::Request,
+        Hist::Receipt,
+        Hist::Typing,
+        Hist::Presence,
     ];
 
     /// Its catalog entry.
@@ -196,6 +229,20 @@ pub enum CheckMetric {
     SendLag,
     /// Sends made (sent, failed or due while their sender was offline) ÷ sends due.
     Offered,
+    /// Read receipts sent and accepted that never reached their message's sender.
+    ReceiptsLost,
+    /// Extra copies of read receipts.
+    ReceiptsDuplicated,
+    /// Typing notices a peer online was owed and never got.
+    TypingMissed,
+    /// Presence changes a contact online was owed and never got.
+    PresenceMissed,
+    /// Read → receipt at the sender p99.
+    ReceiptP99,
+    /// Typing notice → peer p99.
+    TypingP99,
+    /// Login or logout → contact's presence p99.
+    PresenceP99,
 }
 
 /// What the catalog says of a check metric.
@@ -231,7 +278,7 @@ const fn check(
 }
 
 /// The check metrics, in declaration order.
-const CHECKS: [CheckEntry; 20] = {
+const CHECKS: [CheckEntry; 27] = {
     use Better::{Higher, Lower};
     use CheckMetric as M;
     use Unit::{Count, Micros, Ratio};
@@ -268,6 +315,37 @@ const CHECKS: [CheckEntry; 20] = {
             Some(Hist::SendLag),
         ),
         check(M::Offered, "offered", Ratio, Higher, None),
+        check(M::ReceiptsLost, "receipts_lost", Count, Lower, None),
+        check(
+            M::ReceiptsDuplicated,
+            "receipts_duplicated",
+            Count,
+            Lower,
+            None,
+        ),
+        check(M::TypingMissed, "typing_missed", Count, Lower, None),
+        check(M::PresenceMissed, "presence_missed", Count, Lower, None),
+        check(
+            M::ReceiptP99,
+            "receipt_p99_us",
+            Micros,
+            Lower,
+            Some(Hist::Receipt),
+        ),
+        check(
+            M::TypingP99,
+            "typing_p99_us",
+            Micros,
+            Lower,
+            Some(Hist::Typing),
+        ),
+        check(
+            M::PresenceP99,
+            "presence_p99_us",
+            Micros,
+            Lower,
+            Some(Hist::Presence),
+        ),
     ]
 };
 

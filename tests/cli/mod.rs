@@ -6,6 +6,7 @@ mod drivers;
 mod exit_codes;
 mod faults;
 mod flow;
+mod hostile;
 mod new;
 mod promise;
 pub(crate) mod report;

@@ -20,6 +20,10 @@ const KEPT_LONG: &[(&str, &str)] = &[
         "a flat table: one arm per `[checks]` key with its bound's parser",
     ),
     (
+        "src/report/reason.rs::of",
+        "a flat table: one arm per check metric with its one-line reason",
+    ),
+    (
         "src/driver/script/session.rs::operation",
         "a flat table: one arm per operation an adapter script yields (`wait`, `upto`, …)",
     ),

@@ -25,6 +25,8 @@ pub struct Hub {
     pub(super) groups: RwLock<HashMap<Box<str>, Arc<Group>>>,
     /// What was injected, indexed by [`Fault`].
     pub(super) injected: [AtomicU64; 6],
+    /// Each user's contacts, by wire id (mutual: both sides are listed).
+    pub(super) contacts: RwLock<HashMap<Box<str>, Vec<Box<str>>>>,
 }
 
 /// A group: an id (for conversation keys) and its members.
@@ -136,6 +138,7 @@ impl Hub {
             users: RwLock::default(),
             groups: RwLock::default(),
             injected: Default::default(),
+            contacts: RwLock::default(),
         }
     }
 
@@ -256,6 +259,17 @@ impl Hub {
             r -= p;
         }
         Decision::Deliver
+    }
+
+    /// Queues `body` for the user of `mb` when it is online (no fault, nothing stored).
+    pub(super) fn push_live(&self, mb: &Mailbox, body: &str, now: Option<Instant>) {
+        let mut st = lock(&mb.state);
+        if st.online {
+            let ready = self.ready_at(now, Duration::ZERO);
+            st.enqueue(ready, Item::Push(body.to_owned(), Mark::Clean));
+            drop(st);
+            mb.notify.notify_one();
+        }
     }
 
     /// Queues an event for the session of `mb` itself (acceptances, replies).

@@ -37,6 +37,10 @@
 //! message (`corrupted`). A body that is no more than its header has its final `:` changed:
 //! the ledger can only count it as `damaged`, and the message as `lost`.
 //!
+//! Signals go through the hub too: a read receipt like a direct message to the message's
+//! sender (pushed or stored, with the same faults), typing notices and presence only to
+//! recipients online (never stored, no faults), presence to the contacts each user gave.
+//!
 //! `latency` and `jitter` delay every event (acceptances and replies by `latency` alone).
 //! Deliveries to one user keep their order whatever the jitter: only `reorder` reorders.
 //!
@@ -46,11 +50,12 @@
 mod hub;
 mod options;
 mod session;
+mod signals;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{Caps, Config, Connected, Failure, OptionError, Signals, Spec, UserCtx};
 use crate::metrics::ErrorKind;
 use crate::vocab::TrafficKind;
 use hub::lock;
@@ -127,6 +132,14 @@ impl super::Driver for LoopbackDriver {
 
     type Session = LoopbackSession;
 
+    fn signals(&self) -> Signals {
+        Signals {
+            receipts: true,
+            typing: true,
+            presence: true,
+        }
+    }
+
     fn new(config: &Config) -> Result<Self, OptionError> {
         LoopbackOptions::parse(&config.options).map(Self::with_options)
     }
@@ -154,6 +167,7 @@ impl super::Driver for LoopbackDriver {
                 hub: self.hub.clone(),
                 mailbox,
                 ix: user.ix,
+                id: user.id.as_str().into(),
                 panics: self.hub.opts.panic_user == Some(user.ix),
                 cut: if cut { Cut::AtSend } else { Cut::No },
             },

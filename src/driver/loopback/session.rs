@@ -16,6 +16,8 @@ pub struct LoopbackSession {
     pub(super) hub: Arc<Hub>,
     pub(super) mailbox: Arc<Mailbox>,
     pub(super) ix: UserIx,
+    /// The user's wire id.
+    pub(super) id: Box<str>,
     /// `send` panics (the `panic_user` hook).
     pub(super) panics: bool,
     /// Where the `cut_user` hook stands for this connection.
@@ -222,6 +224,19 @@ impl Session for LoopbackSession {
                 None => self.mailbox.notify.notified().await,
             }
         }
+    }
+
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        self.add_contacts(ids)
+    }
+
+    async fn signal(
+        &mut self,
+        tag: u64,
+        signal: crate::driver::Signal<'_>,
+        token: &str,
+    ) -> Result<(), Failure> {
+        self.send_signal(tag, signal, token)
     }
 
     async fn close(self) {}

@@ -10,6 +10,9 @@
 mod receive;
 mod record;
 mod send;
+mod signal;
+
+pub use signal::SignalCfg;
 
 use std::future::Future;
 use std::ops::Range;
@@ -65,6 +68,8 @@ pub struct VuConfig {
     pub skip_history: bool,
     /// The users of this process.
     pub range: Range<UserIx>,
+    /// Read receipts, typing and presence, when the scenario asks for them.
+    pub signals: Option<Arc<SignalCfg>>,
 }
 
 /// One user's identity and timeline.
@@ -203,6 +208,8 @@ struct Vu<D: Driver> {
     /// Groups (by their index in the run) whose last join failed: at the end of the run
     /// their messages are no longer expected of this user.
     unjoined: Vec<usize>,
+    /// Reads, typing and presence to make (only with signals).
+    sig: Option<Box<signal::SignalState>>,
 }
 
 /// Counts the user down wherever it ends. A normal end has done all of this already; a
@@ -266,6 +273,7 @@ impl<D: Driver> Vu<D> {
                     .collect()
             },
             unjoined: Vec::new(),
+            sig: cfg.signals.as_ref().map(|_| Box::default()),
             driver,
             shared,
             cfg,
@@ -432,6 +440,12 @@ impl<D: Driver> Vu<D> {
         if let (Some(hb), true) = (self.cfg.heartbeat, link.session.is_some()) {
             at(link.last_heartbeat + hb);
         }
+        if link.session.is_some() {
+            let running = traffic.filter(|_| phase == EngineState::Running);
+            if let Some(t) = self.next_signal(running) {
+                at(t);
+            }
+        }
         let origin = self.origin();
         match (link.offline, origin) {
             (Offline::No, Some(o)) => {
@@ -452,8 +466,10 @@ impl<D: Driver> Vu<D> {
     /// Handles `ev` and every event already received after it, up to [`DRAIN`]; a closed
     /// connection schedules the first reconnect.
     fn take_events(&mut self, mut ev: Event, link: &mut Link<D::Session>) {
+        self.heard();
         for taken in 1..=DRAIN {
             if let Event::Closed(f) = ev {
+                self.signals_lost();
                 self.error(f.kind, f.detail);
                 self.count(Counter::Disconnects, 1);
                 let mut resends = false;
@@ -525,6 +541,12 @@ impl<D: Driver> Vu<D> {
             }
             _ => {}
         }
+        if let Some(s) = link.session.as_mut() {
+            let running = traffic.filter(|_| phase == EngineState::Running);
+            if let Some(gone) = self.signals_due(s, running, now).await {
+                self.take_events(Event::Closed(gone), link);
+            }
+        }
         if let (Some(ts), EngineState::Running) = (traffic, phase) {
             if let Some(gone) = self.send_due(link.session.as_mut(), ts, now).await {
                 self.take_events(Event::Closed(gone), link);
@@ -534,15 +556,8 @@ impl<D: Driver> Vu<D> {
         if let (Offline::No, Some(o)) = (link.offline, origin) {
             if let Some(&(out, back)) = self.spec.away.get(self.next_away) {
                 if now >= o + out {
-                    if let Some(mut s) = link.session.take() {
-                        // What was just written goes out before the user waits for its
-                        // acceptance.
-                        if let Err(f) = s.flush().await {
-                            self.error(f.kind, f.detail);
-                        }
-                        Box::pin(self.settle(&mut s)).await;
-                        self.resume = Some(Box::new(Box::pin(s.close()).await));
-                        self.went_offline();
+                    if let Some(s) = link.session.take() {
+                        Box::pin(self.leave(s)).await;
                     }
                     self.next_away += 1;
                     link.offline = Offline::Away(back);
@@ -565,6 +580,22 @@ impl<D: Driver> Vu<D> {
             }
         }
         self.sends_written();
+    }
+
+    /// Logs out as planned: what was just written goes out, the sends in flight are
+    /// accepted (bounded), the contacts learn the user goes offline, and the connection
+    /// closes.
+    async fn leave(&mut self, mut s: D::Session) {
+        if let Err(f) = s.flush().await {
+            self.error(f.kind, f.detail);
+        }
+        Box::pin(self.settle(&mut s)).await;
+        Box::pin(self.signals_leaving(&mut s)).await;
+        if let Err(f) = s.flush().await {
+            self.error(f.kind, f.detail);
+        }
+        self.resume = Some(Box::new(Box::pin(s.close()).await));
+        self.went_offline();
     }
 
     fn traffic_start(&self) -> Option<Instant> {
@@ -692,6 +723,7 @@ impl<D: Driver> Vu<D> {
                 );
             }
         }
+        self.signals_online(&mut session).await;
         if sync {
             self.fetch(&mut session, Via::Sync).await;
         }
@@ -714,6 +746,7 @@ impl<D: Driver> Vu<D> {
     /// count as failed.
     fn went_offline(&mut self) {
         self.offline_gauges();
+        self.receipts_unconfirmed();
         if self.pending.is_empty() {
             return;
         }
@@ -746,6 +779,7 @@ impl<D: Driver> Vu<D> {
 
     /// Final verification sync and disconnect.
     async fn finish(&mut self, mut session: D::Session) {
+        self.signals_offline(Instant::now());
         if self.cfg.verify_sync {
             self.fetch(&mut session, Via::Repair).await;
             // Pushes that arrived during the sync and that it did not return are still

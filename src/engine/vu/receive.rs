@@ -15,6 +15,16 @@ impl<D: Driver> Vu<D> {
     /// Accounts for one event of the session (`Closed` is the caller's business).
     pub(super) fn handle(&mut self, ev: Event) {
         let now = Instant::now();
+        let receipt = match &ev {
+            Event::Accepted { tag } => Some((*tag, None)),
+            Event::Refused { tag, failure } => Some((*tag, Some(failure))),
+            _ => None,
+        };
+        if let Some((tag, refused)) = receipt.filter(|_| self.sig.is_some()) {
+            if self.receipt_answered(tag, refused) {
+                return;
+            }
+        }
         match ev {
             Event::Accepted { tag } => {
                 if let Some(p) = self.pending.remove(&tag) {
@@ -58,6 +68,10 @@ impl<D: Driver> Vu<D> {
 
     /// Verifies one delivered body and accounts for it.
     pub(super) fn deliver(&mut self, body: &str, via: Via) {
+        if let Some((kind, decoded)) = envelope::token::decode(body) {
+            self.signal_arrived(kind, decoded, via);
+            return;
+        }
         let now = Instant::now();
         let now_us = self.shared.wall_of(now);
         let run = self.shared.run_id;
@@ -94,6 +108,7 @@ impl<D: Driver> Vu<D> {
                     t.latency(Hist::EndToEnd, receipt.latency_us);
                 }
                 t.receipt(receipt);
+                self.maybe_read(&env, now);
             }
             Decoded::Corrupt(env) if env.run == run => t.receipt(receipt(env, true)),
             Decoded::Damaged => t.damaged(),

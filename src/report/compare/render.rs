@@ -1,6 +1,7 @@
 //! The comparison as rendered: [`Compared`] (two runs, their files and the gates' outcomes)
 //! in every format `compare` offers — terminal tables, JSON, an HTML page with the two runs'
-//! time series overlaid (the base dashed), and Markdown for a pull-request comment.
+//! time series overlaid (the base dashed), and Markdown for a pull-request comment. The
+//! runs' names, keys and files are shown through [`crate::untrusted`].
 
 use std::fmt::Write;
 
@@ -22,6 +23,7 @@ use crate::report::markdown::{self, Markdown};
 use crate::report::model::Report;
 use crate::report::present::thousands;
 use crate::report::text::Text;
+use crate::untrusted::quote;
 
 /// What "within noise" means, in one sentence.
 pub const NOISE: &str = "within noise: latencies ±5% (p99 and p99.9 ±10%, max ±25%) and \
@@ -153,25 +155,37 @@ impl Renderer<Compared> for Markdown {
                 .iter()
                 .map(|g| {
                     vec![
-                        format!("`{}`", g.gate),
+                        g.gate.clone(),
                         g.measured.clone(),
                         if g.failed { "❌ FAIL" } else { "✅ pass" }.to_owned(),
                     ]
                 })
                 .collect();
-            markdown::table(&mut out, "Gates", &["gate", "measured", "result"], &rows);
+            markdown::table(
+                &mut out,
+                "Gates",
+                &["gate", "measured", "result"],
+                &rows,
+                markdown::code,
+            );
         }
         let header = ["metric", "base", "new", "change", "relative", "verdict"];
         let changed: Vec<Vec<String>> = measured(c)
             .filter(|r| matches!(r.change, Change::Better | Change::Worse))
-            .map(|r| code_key(cells(r)))
+            .map(cells)
             .collect();
         if !changed.is_empty() {
-            markdown::table(&mut out, "Changed beyond noise", &header, &changed);
+            markdown::table(
+                &mut out,
+                "Changed beyond noise",
+                &header,
+                &changed,
+                markdown::code,
+            );
         }
-        let all: Vec<Vec<String>> = measured(c).map(|r| code_key(cells(r))).collect();
+        let all: Vec<Vec<String>> = measured(c).map(cells).collect();
         out.push_str("\n<details><summary>Every metric</summary>\n");
-        markdown::table(&mut out, "Every metric", &header, &all);
+        markdown::table(&mut out, "Every metric", &header, &all, markdown::code);
         let _ = write!(out, "\n({})\n\n</details>\n", markdown::cell(NOISE));
         Ok(out)
     }
@@ -182,12 +196,6 @@ fn measured(c: &Comparison) -> impl Iterator<Item = &Row> {
     c.rows
         .iter()
         .filter(|r| r.base.is_some() || r.new.is_some())
-}
-
-/// `cells` with the metric key as a code span.
-fn code_key(mut cells: Vec<String>) -> Vec<String> {
-    cells[0] = format!("`{}`", cells[0]);
-    cells
 }
 
 /// A value of `row` with its unit, `–` when not measured.
@@ -238,7 +246,7 @@ pub fn relative(r: f64) -> String {
 /// The cells of one row: metric, base, new, change, relative, verdict.
 fn cells(row: &Row) -> Vec<String> {
     vec![
-        row.key.clone(),
+        quote(&row.key).into_owned(),
         value(row, row.base),
         value(row, row.new),
         row.delta()
@@ -250,10 +258,10 @@ fn cells(row: &Row) -> Vec<String> {
 
 /// The first line: the gates' verdict, or the count of changes when there are no gates.
 pub fn headline(c: &Comparison, gates: &[Outcome]) -> String {
-    let failed: Vec<&str> = gates
+    let failed: Vec<_> = gates
         .iter()
         .filter(|g| g.failed)
-        .map(|g| g.gate.as_str())
+        .map(|g| quote(&g.gate))
         .collect();
     let count = |ch: Change| c.rows.iter().filter(|r| r.change == ch).count();
     let tally = format!(
@@ -274,8 +282,13 @@ pub fn headline(c: &Comparison, gates: &[Outcome]) -> String {
 
 fn side(r: &Report, file: &str) -> String {
     format!(
-        "{file}: scenario {}, run {}, started {}, {:.1} s, {}",
-        r.scenario, r.run_id, r.started_at, r.duration_s, r.target
+        "{}: scenario {}, run {}, started {}, {:.1} s, {}",
+        quote(file),
+        quote(&r.scenario),
+        quote(&r.run_id),
+        quote(&r.started_at),
+        r.duration_s,
+        quote(&r.target)
     )
 }
 
@@ -306,8 +319,8 @@ pub fn text(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
                 out,
                 "  {} {}: {}",
                 if g.failed { "FAIL" } else { "pass" },
-                g.gate,
-                g.measured
+                quote(&g.gate),
+                crate::untrusted::line(&g.measured)
             );
         }
     }
@@ -335,7 +348,7 @@ pub fn html(c: &Comparison, files: [&str; 2], gates: &[Outcome]) -> String {
     let rows: Vec<Vec<String>> = measured(c)
         .map(|r| {
             let mut cells = cells(r);
-            cells[0] = format!("{} ({})", r.label, r.key);
+            cells[0] = format!("{} ({})", quote(&r.label), quote(&r.key));
             cells
         })
         .collect();
@@ -389,8 +402,8 @@ fn gates_section(body: &mut String, gates: &[Outcome]) {
         .iter()
         .map(|g| {
             vec![
-                g.gate.clone(),
-                g.measured.clone(),
+                quote(&g.gate).into_owned(),
+                crate::untrusted::line(&g.measured).into_owned(),
                 if g.failed { "FAIL" } else { "pass" }.to_owned(),
             ]
         })

@@ -148,7 +148,7 @@ impl Chart {
             f.plot.x1,
             f.plot.y0,
             f.plot.y1,
-            esc(&self.title)
+            esc(&crate::untrusted::quote(&self.title))
         );
         self.grid(&mut s, &f, ystep);
         self.lines_svg(&mut s, &f);
@@ -190,10 +190,10 @@ impl Chart {
                 f.plot.y0,
                 (b - a).max(2.0),
                 f.plot.y1 - f.plot.y0,
-                esc(&m.label),
+                esc(&crate::untrusted::quote(&m.label)),
                 a + 3.0,
                 f.plot.y0 + 12.0,
-                esc(&m.label)
+                esc(&crate::untrusted::quote(&m.label))
             );
         }
         // X ticks.
@@ -250,7 +250,7 @@ impl Chart {
                 } else {
                     ""
                 },
-                esc(&line.label)
+                esc(&crate::untrusted::quote(&line.label))
             );
         }
     }
@@ -274,7 +274,7 @@ impl Chart {
                 },
                 f.plot.x0 + x + 23.0,
                 y + 10.0,
-                esc(&line.label)
+                esc(&crate::untrusted::quote(&line.label))
             );
         }
     }

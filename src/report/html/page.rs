@@ -113,7 +113,10 @@ const SCRIPT: &str = r#"
 /// in place (the reader keeps their scroll position), until the page it gets is no longer
 /// live (`main` without `data-live`): the run's final report, which stays. The root
 /// element's `data-refreshes` counts the swaps; when the run cannot be reached the
-/// banner says so and it keeps trying.
+/// banner says so and it keeps trying. It puts no text into the page as markup: the fetched
+/// page is parsed as a document (its text escaped, and shown through
+/// [`crate::untrusted`], by the renderer) and its `main` adopted; the title and the
+/// banner's own words are set as text (`document.title`, `textContent`).
 const LIVE_SCRIPT: &str = r#"
 (function () {
   var root = document.documentElement, swaps = 0;

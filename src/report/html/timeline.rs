@@ -125,8 +125,8 @@ pub fn body(runs: &[Run<'_>]) -> String {
         let _ = write!(
             body,
             "<h3>{}</h3><p class=\"why\">{}</p>{}",
-            esc(&p.heading),
-            esc(&p.why),
+            esc(&crate::untrusted::line(&p.heading)),
+            esc(&crate::untrusted::line(&p.why)),
             p.chart.svg()
         );
     }
@@ -137,7 +137,11 @@ pub fn body(runs: &[Run<'_>]) -> String {
     if !flat.is_empty() {
         body.push_str("<h3>Server metrics that did not change</h3><ul class=\"flat\">");
         for f in flat {
-            let _ = write!(body, "<li><code>{}</code></li>", esc(&f));
+            let _ = write!(
+                body,
+                "<li><code>{}</code></li>",
+                esc(&crate::untrusted::line(&f))
+            );
         }
         body.push_str("</ul>");
     }

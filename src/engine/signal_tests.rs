@@ -1,0 +1,81 @@
+//! Read receipts, typing and presence over the loopback hub, on tokio's paused clock.
+
+use super::tests::{plan, run_loopback, DAY};
+use crate::artifact::SignalRecord;
+use crate::driver::loopback::LoopbackOptions;
+use crate::metrics::Hist;
+use crate::vocab::SignalKind;
+
+/// [`DAY`] with every signal: half the messages read, half the direct sends typed.
+fn day_with_signals() -> String {
+    format!(
+        "{DAY}\n[target]\ndriver = \"loopback\"\n[signals]\nreceipts = 0.5\nread_delay = {{ exponential = \"500ms\" }}\n\
+         typing = 0.5\ntyping_lead = \"300ms\"\npresence = true\nwithin = \"1s\"\n"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_receipt_typing_notice_and_presence_owed_arrives_once_over_a_day() {
+    let plan = plan(&day_with_signals());
+    let (out, d, _) = run_loopback(&plan, LoopbackOptions::default()).await;
+    assert_eq!(
+        (d.lost, d.duplicated),
+        (0, 0),
+        "messages still exact: {d:?}"
+    );
+    let record = SignalRecord::of(&plan, out.signals).expect("signals asked");
+    let rows = record.summary();
+    let row = |k: SignalKind| rows.iter().find(|r| r.kind == k).expect("asked").delivery;
+    let read = row(SignalKind::Read);
+    // About half of the deliveries, less those not yet read when the run closed.
+    assert!(
+        read.sent > d.delivered / 4 && read.sent < d.delivered * 6 / 10,
+        "{read:?} of {} delivered",
+        d.delivered
+    );
+    assert_eq!(
+        (read.missing, read.duplicated, read.refused),
+        (0, 0, 0),
+        "{read:?}"
+    );
+    assert_eq!(read.arrived, read.expected);
+    assert!(
+        read.via_sync > 10,
+        "receipts of senders away come by fetch: {read:?}"
+    );
+    let typing = row(SignalKind::Typing);
+    assert!(typing.expected > 100, "{typing:?}");
+    assert_eq!((typing.missing, typing.duplicated), (0, 0), "{typing:?}");
+    let presence = row(SignalKind::Presence);
+    assert!(presence.sent > 400, "every login and logout: {presence:?}");
+    assert!(presence.expected > 200, "{presence:?}");
+    assert_eq!(
+        (presence.missing, presence.duplicated),
+        (0, 0),
+        "{presence:?}"
+    );
+    for h in [Hist::Receipt, Hist::Typing, Hist::Presence] {
+        assert!(!out.metrics.hist(h).is_empty(), "{h:?} measured");
+    }
+    assert_eq!(out.metrics.errors().count(), 0, "{:?}", out.metrics);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_receipt_push_is_found_by_the_senders_fetch_and_a_lost_one_counted() {
+    let text = day_with_signals();
+    let (out, d, injected) = run_loopback(
+        &plan(&text),
+        LoopbackOptions {
+            drop: 0.05,
+            loss: 0.01,
+            ..LoopbackOptions::default()
+        },
+    )
+    .await;
+    assert!(injected.lost > 0 && injected.dropped > 0, "{injected:?}");
+    let record = SignalRecord::of(&plan(&text), out.signals).expect("signals asked");
+    let read = record.summary()[0].delivery;
+    assert!(read.missing > 0, "receipts the hub lost are lost: {read:?}");
+    assert_eq!(read.arrived + read.missing, read.expected);
+    assert!(d.lost > 0, "messages too: {d:?}");
+}

@@ -1,0 +1,33 @@
+//! Read receipts, typing and presence, from the scenario to the report: what each user
+//! sends besides messages is verified per recipient, in every output format.
+
+mod loopback;
+
+/// 200 users over a 10 s day who talk to their contacts, read half of what they get,
+/// type before half of their sends and publish their presence.
+pub const DAY: &str = r#"
+[population]
+users = 200
+
+[population.sessions]
+day = "10s"
+length = { lognormal = "2s", spread = 1.0 }
+gap = { exponential = "2s" }
+
+[population.contacts]
+mean = 6
+
+[[traffic]]
+name = "chat"
+kind = "chat"
+rate = 60
+size = 120
+
+[signals]
+receipts = 0.5
+read_delay = { exponential = "300ms" }
+typing = 0.5
+typing_lead = "200ms"
+presence = true
+within = "1s"
+"#;
