@@ -2,6 +2,7 @@
 //! sends besides messages is verified per recipient, in every output format.
 
 mod loopback;
+mod native;
 
 /// 200 users over a 10 s day who talk to their contacts, read half of what they get,
 /// type before half of their sends and publish their presence.
