@@ -26,7 +26,7 @@
 //! `note`; the notes of pushed `receipt`, `typing` and `presence` frames are delivered
 //! (the server's own `offline`, with an empty note, is not). Stored receipts merge with
 //! pushed ones exactly as messages do: the receipt inbox is one more sequence among the
-//! [`Cursors`], under the key [`RECEIPTS`], numbered by `rseq`.
+//! [`Cursors`], under the key `r:`, numbered by `rseq`.
 
 mod codec;
 mod dry;
