@@ -7,10 +7,16 @@
 //! This module imports nothing else from the crate.
 
 mod scan;
+pub mod signal;
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+
+pub use signal::{
+    ContactsAdd, Presence, PresencePush, Receipt, ReceiptPage, ReceiptPush, ReceiptsQuery, Status,
+    Typing, TypingPush, TypingState,
+};
 
 /// Version of this protocol; a client sends it in [`ClientFrame::Login`] and the server
 /// refuses a version it does not speak with [`ErrorCode::BadVersion`].
@@ -271,6 +277,16 @@ pub enum ClientFrame {
         /// The key to look up.
         key: String,
     },
+    /// Make the caller and each listed user contacts of each other ([`signal`]).
+    Contacts(ContactsAdd),
+    /// Publish the caller's presence to its contacts online.
+    Presence(Presence),
+    /// Tell the other members of a conversation online that the caller types.
+    Typing(Typing),
+    /// Store a read receipt for the sender of the messages read, and push it.
+    Receipt(Receipt),
+    /// Fetch the caller's stored receipts, paged.
+    Receipts(ReceiptsQuery),
 }
 
 /// [`ClientFrame::Send`] with its recipient and body borrowed: what a client writes per
@@ -324,7 +340,7 @@ pub enum ServerFrame {
     },
     /// A message pushed to an online member.
     Msg(Msg),
-    /// A request without a payload succeeded (group create/join/leave).
+    /// A request without a payload succeeded (group create/join/leave, contacts, receipt).
     Ok {
         /// The client's `ref`.
         #[serde(rename = "ref")]
@@ -373,6 +389,14 @@ pub enum ServerFrame {
         /// The value the simulated backend holds for it.
         value: String,
     },
+    /// A contact's presence ([`signal`]).
+    Presence(PresencePush),
+    /// A member of a conversation types.
+    Typing(TypingPush),
+    /// A read receipt for the caller.
+    Receipt(ReceiptPush),
+    /// Reply to [`ClientFrame::Receipts`].
+    ReceiptPage(ReceiptPage),
     /// Something went wrong. With a `ref` it answers that request; without one it concerns
     /// the connection, and when `fatal` is true the server closes the connection after it.
     Error {

@@ -19,6 +19,7 @@ mod k8s;
 mod live;
 #[cfg(feature = "mqtt")]
 mod mqtt;
+mod native;
 mod population;
 mod run;
 #[cfg(feature = "prometheus")]

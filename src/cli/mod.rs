@@ -483,7 +483,7 @@ fn dry_run(plan: &crate::scenario::Plan) -> Result<()> {
         .map_err(|e| Error::Usage(e.to_string()))?
         .ok_or_else(|| {
             Error::Usage(format!(
-                "--frames: driver `{}` has no dry run (it is for driver = \"script\")",
+                "--frames: driver `{}` has no dry run (`native` and `script` have one)",
                 config.spec.name
             ))
         })?;

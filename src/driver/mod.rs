@@ -25,6 +25,7 @@
 //! | join group | `group_create`/`group_join` | SUBSCRIBE to the group topic | – | MUC join presence, waiting for the subject |
 //! | fetch missed | `convs`, then `sync` pages after the seq up to which the user has everything (what the server held before the run skipped) | persistent session: the broker replays queued messages on reconnect; collected until it goes quiet | – (late and churning users are refused) | offline storage after presence; room history on rejoin; XEP-0198 resumption |
 //! | close | WebSocket close | DISCONNECT | WebSocket close | `</stream:stream>` |
+//! | signals | `receipt` (its `ok` is the acceptance), `typing`, `presence` with the token as `note`; `contacts` at the first login; stored receipts paged by `receipts` in the fetch | – | – | – |
 //!
 //! What every driver is built from is the toolkit, [`kit`]: the connect skeleton, the one
 //! I/O-error classifier, TLS, the WebSocket transport, the target URL, the options table,

@@ -107,29 +107,54 @@ pub enum Decision {
     Delay(Duration),
 }
 
+/// What a push carries, as faults see it: the key and number its fault is decided by
+/// (a message's conversation and seq; for a signal, a key that no conversation can have —
+/// `r:`, `p:` or `t:` and a user id — and that user's receipt, presence or typing number),
+/// its sender, and which signal it is (`None`: a message).
+#[derive(Debug, Clone, Copy)]
+pub struct Origin<'a> {
+    /// The conversation, or the signal's key.
+    pub key: &'a str,
+    /// The seq, or the signal's number.
+    pub seq: u64,
+    /// Its sender.
+    pub from: &'a str,
+    /// `receipt`, `presence` or `typing`; `None` for a message.
+    pub signal: Option<&'static str>,
+}
+
 /// A push held back by a reorder fault.
 #[derive(Debug, Clone)]
 pub struct Held {
     /// The serialized frame.
     pub frame: Utf8Bytes,
-    /// Its conversation.
-    pub conv: String,
-    /// Its seq.
-    pub seq: u64,
-    /// Its sender.
-    pub from: String,
+    key: String,
+    seq: u64,
+    from: String,
+    signal: Option<&'static str>,
     since: Instant,
 }
 
 impl Held {
-    /// A held push of `frame` (message `conv`/`seq` from `from`), held from now.
-    pub fn new(frame: Utf8Bytes, conv: &str, seq: u64, from: &str) -> Self {
+    /// A held push of `frame` (carrying `origin`), held from now.
+    pub fn new(frame: Utf8Bytes, origin: &Origin<'_>) -> Self {
         Held {
             frame,
-            conv: conv.to_owned(),
-            seq,
-            from: from.to_owned(),
+            key: origin.key.to_owned(),
+            seq: origin.seq,
+            from: origin.from.to_owned(),
+            signal: origin.signal,
             since: Instant::now(),
+        }
+    }
+
+    /// What the held push carries.
+    pub fn origin(&self) -> Origin<'_> {
+        Origin {
+            key: &self.key,
+            seq: self.seq,
+            from: &self.from,
+            signal: self.signal,
         }
     }
 }
@@ -139,14 +164,18 @@ impl Held {
 pub struct FaultRecord<'a> {
     /// `drop`, `dup`, `reorder`, `reorder_timeout`, `corrupt`, `delay` or `dup_store`.
     pub kind: &'static str,
-    /// Conversation of the affected message.
+    /// Conversation of the affected message (the fault key of a signal: `r:`, `p:` or
+    /// `t:` and a user id).
     pub conv: &'a str,
-    /// Its seq.
+    /// Its seq (a signal's number).
     pub seq: u64,
     /// The user whose push was affected.
     pub recipient: &'a str,
     /// The message's sender.
     pub from: &'a str,
+    /// The signal (`receipt`, `presence`, `typing`); absent for a message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<&'static str>,
     /// For `reorder`: the seq of the push it was sent after.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
@@ -159,6 +188,24 @@ pub struct FaultRecord<'a> {
     /// For `dup_store`: the seq of the second copy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy_seq: Option<u64>,
+}
+
+impl<'a> FaultRecord<'a> {
+    /// A record of a fault of `kind` on the push of `origin` to `recipient`.
+    pub fn new(kind: &'static str, origin: &Origin<'a>, recipient: &'a str) -> Self {
+        FaultRecord {
+            kind,
+            conv: origin.key,
+            seq: origin.seq,
+            recipient,
+            from: origin.from,
+            signal: origin.signal,
+            after_seq: None,
+            after_conv: None,
+            delay_ms: None,
+            copy_seq: None,
+        }
+    }
 }
 
 /// The fault injector of one server.
@@ -292,7 +339,7 @@ impl Faults {
     /// Counts a fault and appends it to the log (one `write` per line, so the file is
     /// complete as soon as this returns).
     pub fn record(&self, metrics: &Metrics, rec: &FaultRecord<'_>) {
-        metrics.fault(rec.kind);
+        metrics.fault(rec.kind, rec.signal);
         let Some(log) = &self.log else { return };
         let Ok(mut line) = serde_json::to_string(rec) else {
             return;
@@ -328,7 +375,7 @@ fn unit(seed: u64, conv: &str, seq: u64, recipient: &str) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The body with its last character replaced by a different ASCII letter (an empty body
+/// The body (or note) with its last character replaced by a different ASCII letter (an empty body
 /// becomes `x`), so the result stays valid UTF-8 and the front of the body is unchanged.
 pub fn corrupt_body(body: &str) -> String {
     match body.char_indices().last() {

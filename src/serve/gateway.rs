@@ -17,6 +17,7 @@ use super::config::ServeConfig;
 use super::guard::Pass;
 use super::hub::{encode, Hub};
 use super::metrics::Metrics;
+use super::roster::Roster;
 use super::rpc::KvPool;
 use super::session;
 use super::store::Readers;
@@ -40,6 +41,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Who is online.
     pub hub: Arc<Hub>,
+    /// Contacts and published presence.
+    pub roster: Arc<Roster>,
     /// The writer's queue.
     pub writer: mpsc::Sender<Cmd>,
     /// The reader threads and their read connections.

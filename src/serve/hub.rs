@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::ws::Utf8Bytes;
 use tokio::runtime::Handle;
 
-use super::faults::{corrupt_body, Decision, FaultRecord, Faults, Held};
+use super::faults::{corrupt_body, Decision, FaultRecord, Faults, Held, Origin};
 use super::metrics::Metrics;
 use super::outbox::Outbox;
 use crate::wire::{Msg, ServerFrame};
@@ -61,18 +61,21 @@ impl Hub {
         lock(&self.conns).insert(id, outbox);
     }
 
-    /// Forgets a connection (and its login, if `user` is given).
-    pub fn remove_conn(&self, id: u64, user: Option<&str>) {
+    /// Forgets a connection (and its login, if `user` is given); true when that was the
+    /// user's last connection.
+    pub fn remove_conn(&self, id: u64, user: Option<&str>) -> bool {
         lock(&self.conns).remove(&id);
-        if let Some(user) = user {
-            let mut shard = self.shard(user);
-            if let Some(list) = shard.get_mut(user) {
-                list.retain(|(c, _)| *c != id);
-                if list.is_empty() {
-                    shard.remove(user);
-                }
-            }
+        let Some(user) = user else { return false };
+        let mut shard = self.shard(user);
+        let Some(list) = shard.get_mut(user) else {
+            return false;
+        };
+        list.retain(|(c, _)| *c != id);
+        let last = list.is_empty();
+        if last {
+            shard.remove(user);
         }
+        last
     }
 
     /// Marks connection `id` as logged in as `user`.
@@ -95,15 +98,16 @@ impl Hub {
         lock(&self.conns).len()
     }
 
-    /// Queues `frame` on every connection of `user`.
-    pub fn deliver(&self, user: &str, frame: &Utf8Bytes) {
+    /// Queues `frame` on every connection of `user`, counted as a push of `signal` (`None`:
+    /// a message).
+    pub fn deliver(&self, user: &str, frame: &Utf8Bytes, signal: Option<&'static str>) {
         let targets: Vec<Arc<Outbox>> = match self.shard(user).get(user) {
             Some(list) => list.iter().map(|(_, o)| o.clone()).collect(),
             None => return,
         };
         for o in targets {
             if o.push(frame.clone()) == super::outbox::Pushed::Queued {
-                self.metrics.pushed.inc();
+                self.metrics.pushed(signal);
             }
         }
     }
@@ -114,16 +118,40 @@ impl Hub {
     }
 
     /// Pushes a committed message (already serialized as `frame`) to `recipient`,
-    /// applying faults when they target it. The fault is decided for every push (it
-    /// depends only on the seed, `msg` and `recipient`); a push held before for this
-    /// recipient is sent right after this one when this one is sent now (overtaken by
-    /// it: `reorder`), else right before it (`reorder_timeout`).
+    /// applying faults when they target it (see [`Hub::push`]).
     pub fn push_msg(self: &Arc<Self>, recipient: &str, msg: &Msg, frame: &Utf8Bytes) {
+        let origin = Origin {
+            key: &msg.conv,
+            seq: msg.seq,
+            from: &msg.from,
+            signal: None,
+        };
+        self.push(recipient, &origin, frame, || {
+            let mut bad = msg.clone();
+            bad.body = corrupt_body(&msg.body);
+            encode(&ServerFrame::Msg(bad))
+        });
+    }
+
+    /// Pushes `frame`, which carries `origin`, to `recipient`, applying faults when they
+    /// target it (`corrupted` builds the frame with its body or note corrupted). The fault
+    /// is decided for every push (it depends only on the seed, the origin's key and number,
+    /// and `recipient`); a push held before for this recipient is sent right after this
+    /// one when this one is sent now (overtaken by it: `reorder`), else right before it
+    /// (`reorder_timeout`).
+    pub fn push(
+        self: &Arc<Self>,
+        recipient: &str,
+        origin: &Origin<'_>,
+        frame: &Utf8Bytes,
+        corrupted: impl FnOnce() -> Utf8Bytes,
+    ) {
+        let signal = origin.signal;
         if !self.faults.targets(recipient) || !self.is_online(recipient) {
-            self.deliver(recipient, frame);
+            self.deliver(recipient, frame, signal);
             return;
         }
-        let decision = self.faults.decide(&msg.conv, msg.seq, recipient);
+        let decision = self.faults.decide(origin.key, origin.seq, recipient);
         let mut earlier = self.faults.take_held(recipient);
         // Only a push sent now (once, twice or corrupted) overtakes a held one; otherwise
         // the held push goes out first, late but in order.
@@ -134,57 +162,49 @@ impl Hub {
         if let Some(held) = earlier.take_if(|_| !overtakes) {
             self.release(recipient, &held);
         }
+        let log = |kind| {
+            self.faults
+                .record(&self.metrics, &FaultRecord::new(kind, origin, recipient));
+        };
         match decision {
-            Decision::Deliver => self.deliver(recipient, frame),
-            Decision::Drop => self
-                .faults
-                .record(&self.metrics, &record("drop", msg, recipient)),
+            Decision::Deliver => self.deliver(recipient, frame, signal),
+            Decision::Drop => log("drop"),
             Decision::Dup => {
-                self.deliver(recipient, frame);
-                self.deliver(recipient, frame);
-                self.faults
-                    .record(&self.metrics, &record("dup", msg, recipient));
+                self.deliver(recipient, frame, signal);
+                self.deliver(recipient, frame, signal);
+                log("dup");
             }
-            Decision::Hold => {
-                let held = Held::new(frame.clone(), &msg.conv, msg.seq, &msg.from);
-                self.faults.hold(recipient, held);
-            }
+            Decision::Hold => self
+                .faults
+                .hold(recipient, Held::new(frame.clone(), origin)),
             Decision::Corrupt => {
-                let mut bad = msg.clone();
-                bad.body = corrupt_body(&msg.body);
-                self.deliver(recipient, &encode(&ServerFrame::Msg(bad)));
-                self.faults
-                    .record(&self.metrics, &record("corrupt", msg, recipient));
+                self.deliver(recipient, &corrupted(), signal);
+                log("corrupt");
             }
             Decision::Delay(d) => {
                 let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                 let rec = FaultRecord {
                     delay_ms: Some(ms),
-                    ..record("delay", msg, recipient)
+                    ..FaultRecord::new("delay", origin, recipient)
                 };
                 self.faults.record(&self.metrics, &rec);
                 let hub = Arc::clone(self);
                 let (user, frame) = (recipient.to_owned(), frame.clone());
                 self.runtime.spawn(async move {
                     tokio::time::sleep(d).await;
-                    hub.deliver(&user, &frame);
+                    hub.deliver(&user, &frame, signal);
                 });
             }
         }
         let Some(held) = earlier else {
             return;
         };
-        self.deliver(recipient, &held.frame);
+        let before = held.origin();
+        self.deliver(recipient, &held.frame, before.signal);
         let rec = FaultRecord {
-            kind: "reorder",
-            conv: &held.conv,
-            seq: held.seq,
-            recipient,
-            from: &held.from,
-            after_seq: Some(msg.seq),
-            after_conv: Some(&msg.conv),
-            delay_ms: None,
-            copy_seq: None,
+            after_seq: Some(origin.seq),
+            after_conv: Some(origin.key),
+            ..FaultRecord::new("reorder", &before, recipient)
         };
         self.faults.record(&self.metrics, &rec);
     }
@@ -201,10 +221,16 @@ impl Hub {
         copy_seq: u64,
         recipients: impl Iterator<Item = &'a str>,
     ) {
+        let origin = Origin {
+            key: &msg.conv,
+            seq: msg.seq,
+            from: &msg.from,
+            signal: None,
+        };
         for recipient in recipients {
             let rec = FaultRecord {
                 copy_seq: Some(copy_seq),
-                ..record("dup_store", msg, recipient)
+                ..FaultRecord::new("dup_store", &origin, recipient)
             };
             self.faults.record(&self.metrics, &rec);
         }
@@ -212,18 +238,9 @@ impl Hub {
 
     /// Sends a held push that nothing overtook, logged as `reorder_timeout`.
     fn release(&self, recipient: &str, held: &Held) {
-        self.deliver(recipient, &held.frame);
-        let rec = FaultRecord {
-            kind: "reorder_timeout",
-            conv: &held.conv,
-            seq: held.seq,
-            recipient,
-            from: &held.from,
-            after_seq: None,
-            after_conv: None,
-            delay_ms: None,
-            copy_seq: None,
-        };
+        let origin = held.origin();
+        self.deliver(recipient, &held.frame, origin.signal);
+        let rec = FaultRecord::new("reorder_timeout", &origin, recipient);
         self.faults.record(&self.metrics, &rec);
     }
 
@@ -238,20 +255,5 @@ impl Hub {
     /// True when reorder holds need a release timer.
     pub fn reorders(&self) -> bool {
         self.faults.reorders()
-    }
-}
-
-/// The log record of a fault of `kind` on the push of `msg` to `recipient`.
-fn record<'a>(kind: &'static str, msg: &'a Msg, recipient: &'a str) -> FaultRecord<'a> {
-    FaultRecord {
-        kind,
-        conv: &msg.conv,
-        seq: msg.seq,
-        recipient,
-        from: &msg.from,
-        after_seq: None,
-        after_conv: None,
-        delay_ms: None,
-        copy_seq: None,
     }
 }

@@ -24,8 +24,14 @@ pub struct Metrics {
     logins: Family<Labels, Counter>,
     /// Messages durably committed.
     pub accepted: Counter,
-    /// Message pushes queued to online members.
-    pub pushed: Counter,
+    messages_pushed: Counter,
+    signals_pushed: Family<Labels, Counter>,
+    /// Read receipts durably stored.
+    pub receipts_stored: Counter,
+    /// Stored receipts returned by `receipts` pages.
+    pub receipts_synced: Counter,
+    /// Contact pairs newly stored.
+    pub contacts: Counter,
     /// Messages returned by sync pages.
     pub synced: Counter,
     /// Commands per commit transaction.
@@ -43,6 +49,7 @@ pub struct Metrics {
     /// Connections closed to make room under `--max-unauthenticated`.
     pub unauthenticated_evicted: Counter,
     faults: Family<Labels, Counter>,
+    signal_faults: Family<[(&'static str, &'static str); 2], Counter>,
     errors: Family<Labels, Counter>,
     /// `kv_get` requests answered.
     pub kv_served: Counter,
@@ -59,7 +66,11 @@ impl Metrics {
             online: Gauge::default(),
             logins: Family::default(),
             accepted: Counter::default(),
-            pushed: Counter::default(),
+            messages_pushed: Counter::default(),
+            signals_pushed: Family::default(),
+            receipts_stored: Counter::default(),
+            receipts_synced: Counter::default(),
+            contacts: Counter::default(),
             synced: Counter::default(),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             commit_latency: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
@@ -69,6 +80,7 @@ impl Metrics {
             unauthenticated: Gauge::default(),
             unauthenticated_evicted: Counter::default(),
             faults: Family::default(),
+            signal_faults: Family::default(),
             errors: Family::default(),
             kv_served: Counter::default(),
             kv_waiting: Gauge::default(),
@@ -93,7 +105,27 @@ impl Metrics {
         r.register(
             "serve_messages_pushed",
             "Message pushes queued to online members",
-            m.pushed.clone(),
+            m.messages_pushed.clone(),
+        );
+        r.register(
+            "serve_signals_pushed",
+            "Signal pushes (receipt, presence, typing) queued to online users",
+            m.signals_pushed.clone(),
+        );
+        r.register(
+            "serve_receipts_stored",
+            "Read receipts durably stored",
+            m.receipts_stored.clone(),
+        );
+        r.register(
+            "serve_receipts_synced",
+            "Stored receipts returned by receipts pages",
+            m.receipts_synced.clone(),
+        );
+        r.register(
+            "serve_contacts",
+            "Contact pairs newly stored",
+            m.contacts.clone(),
         );
         r.register(
             "serve_messages_synced",
@@ -137,8 +169,13 @@ impl Metrics {
         );
         r.register(
             "serve_faults_injected",
-            "Faults injected into pushes by kind",
+            "Faults injected into message pushes by kind",
             m.faults.clone(),
+        );
+        r.register(
+            "serve_signal_faults_injected",
+            "Faults injected into signal pushes by signal and kind",
+            m.signal_faults.clone(),
         );
         r.register(
             "serve_errors",
@@ -169,9 +206,23 @@ impl Metrics {
         self.errors.get_or_create(&[("code", code.as_str())]).inc();
     }
 
-    /// Counts an injected fault.
-    pub fn fault(&self, kind: &'static str) {
-        self.faults.get_or_create(&[("kind", kind)]).inc();
+    /// Counts a push queued: of `signal`, or of a message (`None`).
+    pub fn pushed(&self, signal: Option<&'static str>) {
+        match signal {
+            None => self.messages_pushed.inc(),
+            Some(kind) => self.signals_pushed.get_or_create(&[("kind", kind)]).inc(),
+        };
+    }
+
+    /// Counts an injected fault into a push of `signal` (`None`: a message, or storage).
+    pub fn fault(&self, kind: &'static str, signal: Option<&'static str>) {
+        match signal {
+            None => self.faults.get_or_create(&[("kind", kind)]).inc(),
+            Some(signal) => self
+                .signal_faults
+                .get_or_create(&[("signal", signal), ("kind", kind)])
+                .inc(),
+        };
     }
 
     /// Raises the high-water mark of a single queue's depth to `depth` if it is higher.
@@ -211,13 +262,19 @@ mod tests {
         let m = Metrics::new();
         m.login(true);
         m.error(ErrorCode::SlowConsumer);
-        m.fault("drop");
+        m.fault("drop", None);
+        m.fault("drop", Some("receipt"));
+        m.pushed(Some("typing"));
         m.observe_queue_depth(7);
         m.observe_queue_depth(3);
         let text = m.render();
         assert!(text.contains("serve_logins_total{result=\"ok\"} 1"));
         assert!(text.contains("serve_errors_total{code=\"slow_consumer\"} 1"));
         assert!(text.contains("serve_faults_injected_total{kind=\"drop\"} 1"));
+        assert!(
+            text.contains("serve_signal_faults_injected_total{signal=\"receipt\",kind=\"drop\"} 1")
+        );
+        assert!(text.contains("serve_signals_pushed_total{kind=\"typing\"} 1"));
         assert!(text.contains("serve_outbound_queue_depth_max 7"));
         assert!(text.contains("serve_commit_latency_seconds_bucket"));
     }

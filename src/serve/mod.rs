@@ -16,7 +16,9 @@
 //!   connections not logged in; [`gateway`]: HTTP routes and shared state;
 //!   [`session`]: one connection; [`outbox`]: its bounded outbound queue; [`hub`]: who is
 //!   online and pushing; [`writer`]: the committing thread; [`store`]: schema and reads;
-//!   [`rpc`]: `time` and `kv_get`; [`faults`]: push fault injection; [`metrics`]: Prometheus.
+//!   [`rpc`]: `time` and `kv_get`; [`signals`]: contacts, presence, typing and read
+//!   receipts; [`roster`]: who follows whose presence; [`faults`]: push fault injection;
+//!   [`metrics`]: Prometheus.
 //!
 //! The protocol is [`crate::wire`]; `docs/protocol.md` documents it with examples.
 
@@ -29,8 +31,10 @@ pub mod guard;
 pub mod hub;
 pub mod metrics;
 pub mod outbox;
+pub mod roster;
 pub mod rpc;
 pub mod session;
+pub mod signals;
 pub mod store;
 pub mod writer;
 
@@ -50,6 +54,7 @@ use faults::Faults;
 use gateway::Shared;
 use hub::Hub;
 use metrics::Metrics;
+use roster::Roster;
 use rpc::KvPool;
 use store::Readers;
 use writer::{Cmd, Writer};
@@ -99,9 +104,11 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         tokio::runtime::Handle::current(),
     ));
     let conn = store::open_writer(&path, config.durability)?;
+    let roster = Arc::new(Roster::new(store::load_contacts(&conn)?));
     let writer = Writer::new(
         conn,
         hub.clone(),
+        roster.clone(),
         metrics.clone(),
         config.batch_max,
         config.groups,
@@ -123,6 +130,7 @@ fn prepare(mut config: ServeConfig) -> Result<Prepared> {
         secret,
         metrics,
         hub,
+        roster,
         writer: tx,
         readers,
         kv,

@@ -18,9 +18,13 @@ use super::guard::Pass;
 use super::hub::encode;
 use super::outbox::Outbox;
 use super::rpc::now_us;
+use super::signals::{self, Refusal};
 use super::store::{self, Access};
 use super::writer::{now_ms, Cmd, GroupOp};
-use crate::wire::{ClientFrame, Dest, ErrorCode, Ref, ServerFrame, PROTOCOL_VERSION};
+use crate::wire::{
+    ClientFrame, ContactsAdd, Dest, ErrorCode, Receipt, ReceiptsQuery, Ref, ServerFrame,
+    PROTOCOL_VERSION,
+};
 
 /// Most messages one sync page returns.
 pub const SYNC_PAGE_MAX: u32 = 1000;
@@ -45,6 +49,11 @@ const CLIENT_TYPES: &[&str] = &[
     "ping",
     "time",
     "kv_get",
+    "contacts",
+    "presence",
+    "typing",
+    "receipt",
+    "receipts",
 ];
 
 /// Why the connection ends, when the server ends it.
@@ -80,7 +89,11 @@ pub async fn serve(ws: WebSocket, pass: Pass, shared: Arc<Shared>) {
         shared,
     };
     s.run(ws).await;
-    s.shared.hub.remove_conn(s.id, s.user.as_deref());
+    if s.shared.hub.remove_conn(s.id, s.user.as_deref()) {
+        if let Some(user) = &s.user {
+            signals::vanished(&s.shared, user);
+        }
+    }
     if s.user.is_some() {
         s.shared.metrics.online.dec();
     }
@@ -322,8 +335,31 @@ impl Session {
                     self.error(Some(r#ref), ErrorCode::Overloaded, "kv worker pool is full");
                 }
             }
+            ClientFrame::Contacts(c) => {
+                let done = signals::contacts(&self.shared, user, c, self.outbox.clone()).await;
+                self.refused(done);
+            }
+            ClientFrame::Presence(p) => {
+                self.refused(signals::presence(&self.shared, &user, p, &self.outbox));
+            }
+            ClientFrame::Typing(t) => self.refused(signals::typing(&self.shared, user, t).await),
+            ClientFrame::Receipt(r) => {
+                let done = signals::receipt(&self.shared, user, r, self.outbox.clone()).await;
+                self.refused(done);
+            }
+            ClientFrame::Receipts(q) => match signals::receipts(&self.shared, user, q).await {
+                Ok(page) => self.reply(&page),
+                Err(refusal) => self.refused(Err(refusal)),
+            },
         }
         None
+    }
+
+    /// Answers a refused signal frame with its error.
+    fn refused(&self, done: Result<(), Refusal>) {
+        if let Err(Refusal(r#ref, code, message)) = done {
+            self.error(r#ref, code, message);
+        }
     }
 
     fn login(&mut self, frame: ClientFrame) -> Option<Close> {
@@ -465,8 +501,12 @@ fn frame_ref(f: &ClientFrame) -> Option<Ref> {
         | ClientFrame::Convs { r#ref }
         | ClientFrame::Sync { r#ref, .. }
         | ClientFrame::Time { r#ref }
-        | ClientFrame::KvGet { r#ref, .. } => Some(*r#ref),
-        ClientFrame::Login { .. } | ClientFrame::Ping { .. } => None,
+        | ClientFrame::KvGet { r#ref, .. }
+        | ClientFrame::Contacts(ContactsAdd { r#ref, .. })
+        | ClientFrame::Receipt(Receipt { r#ref, .. })
+        | ClientFrame::Receipts(ReceiptsQuery { r#ref, .. }) => Some(*r#ref),
+        ClientFrame::Presence(p) => p.r#ref,
+        ClientFrame::Login { .. } | ClientFrame::Ping { .. } | ClientFrame::Typing(_) => None,
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::config::Durability;
 use crate::error::{Error, Result};
-use crate::wire::{ConvInfo, Msg};
+use crate::wire::{ConvInfo, Msg, ReceiptPush};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS msgs (
@@ -25,6 +25,11 @@ CREATE TABLE IF NOT EXISTS members (
 CREATE INDEX IF NOT EXISTS members_by_user ON members (user, grp);
 CREATE TABLE IF NOT EXISTS user_convs (
     user TEXT NOT NULL, conv TEXT NOT NULL, PRIMARY KEY (user, conv)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS contacts (
+    user TEXT NOT NULL, contact TEXT NOT NULL, PRIMARY KEY (user, contact)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipts (
+    user TEXT NOT NULL, rseq INTEGER NOT NULL, sender TEXT NOT NULL, conv TEXT NOT NULL,
+    note TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (user, rseq)) WITHOUT ROWID;
 ";
 
 /// The database file inside a data directory.
@@ -63,6 +68,8 @@ pub struct State {
     pub groups: HashMap<String, HashSet<String>>,
     /// The creator of each existing group.
     pub creators: HashMap<String, String>,
+    /// Highest stored receipt number per recipient.
+    pub rseqs: HashMap<String, u64>,
 }
 
 /// Loads [`State`] from the database.
@@ -100,7 +107,25 @@ pub fn load_state(conn: &Connection) -> Result<State> {
         let (g, u) = row.map_err(|e| db_err("load members", e))?;
         st.groups.entry(g).or_default().insert(u);
     }
+    st.rseqs = pairs(conn, "SELECT user, MAX(rseq) FROM receipts GROUP BY user")?
+        .into_iter()
+        .collect();
     Ok(st)
+}
+
+/// Every row of a two-column query.
+fn pairs<T: rusqlite::types::FromSql>(conn: &Connection, sql: &str) -> Result<Vec<(String, T)>> {
+    let err = |e| db_err(sql, e);
+    let mut q = conn.prepare(sql).map_err(err)?;
+    let rows = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(err)?;
+    rows.map(|r| r.map_err(err)).collect()
+}
+
+/// Every stored contact pair, each in both directions.
+pub fn load_contacts(conn: &Connection) -> Result<Vec<(String, String)>> {
+    pairs(conn, "SELECT user, contact FROM contacts")
 }
 
 /// Whether a user may read a conversation.
@@ -245,6 +270,16 @@ pub fn access(conn: &Connection, user: &str, conv: &str) -> Result<Access> {
     })
 }
 
+/// The members of `group`.
+pub fn members(conn: &Connection, group: &str) -> Result<Vec<String>> {
+    let err = |e| db_err("members", e);
+    let mut q = conn
+        .prepare_cached("SELECT user FROM members WHERE grp = ?1")
+        .map_err(err)?;
+    let rows = q.query_map([group], |r| r.get(0)).map_err(err)?;
+    rows.map(|r| r.map_err(err)).collect()
+}
+
 /// The user's conversations (direct ones it took part in, groups it is a member of)
 /// with their latest committed seq.
 pub fn convs(conn: &Connection, user: &str) -> Result<Vec<ConvInfo>> {
@@ -293,32 +328,84 @@ pub fn sync(
              ORDER BY seq LIMIT ?3",
         )
         .map_err(err)?;
-    let mut rows = q
+    let rows = q
         .query(params![conv, after, u64::from(limit) + 1])
         .map_err(err)?;
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut msgs = Vec::new();
-    let mut bytes = 0;
-    while let Some(r) = rows.next().map_err(err)? {
-        if msgs.len() == limit {
-            return Ok((msgs, true));
-        }
-        let msg = Msg {
+    page(rows, limit, max_bytes, |r| {
+        Ok(Msg {
             conv: conv.to_owned(),
-            seq: r.get(0).map_err(err)?,
-            from: r.get(1).map_err(err)?,
-            body: r.get(2).map_err(err)?,
-            ts: r.get(3).map_err(err)?,
-        };
-        // One comma between messages.
-        let size = json_len(&msg) + 1;
-        if !msgs.is_empty() && bytes + size > max_bytes {
-            return Ok((msgs, true));
+            seq: r.get(0)?,
+            from: r.get(1)?,
+            body: r.get(2)?,
+            ts: r.get(3)?,
+        })
+    })
+    .map_err(err)
+}
+
+/// Reads `rows` (queried with a limit of `limit + 1`) into a page of at most `limit` items
+/// and at most `max_bytes` of JSON (always at least one item, so a reader makes progress);
+/// and whether more follow.
+fn page<T: serde::Serialize>(
+    mut rows: rusqlite::Rows<'_>,
+    limit: u32,
+    max_bytes: usize,
+    read: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<(Vec<T>, bool)> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    while let Some(r) = rows.next()? {
+        if items.len() == limit {
+            return Ok((items, true));
+        }
+        let item = read(r)?;
+        // One comma between items.
+        let size = json_len(&item) + 1;
+        if !items.is_empty() && bytes + size > max_bytes {
+            return Ok((items, true));
         }
         bytes += size;
-        msgs.push(msg);
+        items.push(item);
     }
-    Ok((msgs, false))
+    Ok((items, false))
+}
+
+/// The receipts stored for `user` with `rseq > after`, ascending, at most `limit` and at
+/// most `max_bytes` of JSON (always at least one); whether more follow; and the highest
+/// `rseq` stored for `user`.
+pub fn receipts(
+    conn: &Connection,
+    user: &str,
+    after: u64,
+    limit: u32,
+    max_bytes: usize,
+) -> Result<(Vec<ReceiptPush>, bool, u64)> {
+    let err = |e| db_err("receipts", e);
+    let last: u64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(rseq), 0) FROM receipts WHERE user = ?1")
+        .and_then(|mut q| q.query_row([user], |r| r.get(0)))
+        .map_err(err)?;
+    let mut q = conn
+        .prepare_cached(
+            "SELECT rseq, sender, conv, note, ts FROM receipts WHERE user = ?1 AND rseq > ?2 \
+             ORDER BY rseq LIMIT ?3",
+        )
+        .map_err(err)?;
+    let rows = q
+        .query(params![user, after, u64::from(limit) + 1])
+        .map_err(err)?;
+    let (receipts, more) = page(rows, limit, max_bytes, |r| {
+        Ok(ReceiptPush {
+            rseq: r.get(0)?,
+            from: r.get(1)?,
+            conv: r.get(2)?,
+            note: r.get(3)?,
+            ts: r.get(4)?,
+        })
+    })
+    .map_err(err)?;
+    Ok((receipts, more, last))
 }
 
 /// The length of `value` serialized as JSON, without allocating it.

@@ -2,7 +2,8 @@
 //! commits them in one transaction (group commit), and only then acks the senders and
 //! pushes to online members. It assigns seqs from in-memory counters: per conversation, so
 //! they are gapless, or one for the whole server (`--seqs server`), so a conversation's
-//! skip. A `dup_store` fault stores a message a second time, with the next seq.
+//! skip. A `dup_store` fault stores a message a second time, with the next seq. Read
+//! receipts are stored the same way, numbered per recipient (`rseq`), and contacts too.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -12,11 +13,13 @@ use rusqlite::{params, Connection, Transaction};
 use tokio::sync::mpsc;
 
 use super::config::{GroupPolicy, SeqScope};
+use super::faults::{corrupt_body, Origin};
 use super::hub::{encode, Hub};
 use super::metrics::Metrics;
 use super::outbox::Outbox;
+use super::roster::Roster;
 use super::store::{load_state, State};
-use crate::wire::{direct_conv, group_conv, Dest, ErrorCode, Msg, Ref, ServerFrame};
+use crate::wire::{direct_conv, group_conv, Dest, ErrorCode, Msg, ReceiptPush, Ref, ServerFrame};
 
 /// A group membership change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,32 @@ pub enum Cmd {
         /// The caller's outbox.
         reply: Arc<Outbox>,
     },
+    /// Make `user` and each of `add` contacts of each other.
+    Contacts {
+        /// The caller.
+        user: String,
+        /// Echoed in the reply.
+        r#ref: Ref,
+        /// Valid user ids.
+        add: Vec<String>,
+        /// The caller's outbox.
+        reply: Arc<Outbox>,
+    },
+    /// Store a read receipt from `user` for `to` and push it.
+    Receipt {
+        /// The reader (the caller).
+        user: String,
+        /// Echoed in the reply.
+        r#ref: Ref,
+        /// The sender of the messages read (a valid user id).
+        to: String,
+        /// Their conversation.
+        conv: String,
+        /// A valid note.
+        note: String,
+        /// The caller's outbox.
+        reply: Arc<Outbox>,
+    },
     /// Commit what is queued and stop.
     Stop,
 }
@@ -76,6 +105,20 @@ enum Outcome {
         copy: Option<Msg>,
     },
     Done(Ref, Arc<Outbox>),
+    Contacts {
+        user: String,
+        add: Vec<String>,
+        /// Pairs that were not contacts before.
+        new: u64,
+        r#ref: Ref,
+        reply: Arc<Outbox>,
+    },
+    Receipt {
+        to: String,
+        receipt: ReceiptPush,
+        r#ref: Ref,
+        reply: Arc<Outbox>,
+    },
     Refused(Ref, Arc<Outbox>, ErrorCode, String),
 }
 
@@ -91,6 +134,7 @@ pub struct Writer {
     conn: Connection,
     state: State,
     hub: Arc<Hub>,
+    roster: Arc<Roster>,
     metrics: Arc<Metrics>,
     batch_max: usize,
     policy: GroupPolicy,
@@ -99,10 +143,11 @@ pub struct Writer {
 
 impl Writer {
     /// A writer on `conn`, loading its state from it, admitting group members by `policy`
-    /// and counting seqs by `seqs`.
+    /// and counting seqs by `seqs`; contacts it stores go to `roster` too.
     pub fn new(
         conn: Connection,
         hub: Arc<Hub>,
+        roster: Arc<Roster>,
         metrics: Arc<Metrics>,
         batch_max: usize,
         policy: GroupPolicy,
@@ -113,6 +158,7 @@ impl Writer {
             conn,
             state,
             hub,
+            roster,
             metrics,
             batch_max: batch_max.max(1),
             policy,
@@ -217,6 +263,27 @@ impl Writer {
                 Outcome::Done(r#ref, reply) => {
                     reply.push(encode(&ServerFrame::Ok { r#ref }));
                 }
+                Outcome::Contacts {
+                    user,
+                    add,
+                    new,
+                    r#ref,
+                    reply,
+                } => {
+                    self.roster.add(&user, &add);
+                    self.metrics.contacts.inc_by(new);
+                    reply.push(encode(&ServerFrame::Ok { r#ref }));
+                }
+                Outcome::Receipt {
+                    to,
+                    receipt,
+                    r#ref,
+                    reply,
+                } => {
+                    self.metrics.receipts_stored.inc();
+                    reply.push(encode(&ServerFrame::Ok { r#ref }));
+                    self.push_receipt(&to, receipt);
+                }
                 Outcome::Refused(r#ref, reply, code, message) => {
                     self.metrics.error(code);
                     reply.push(encode(&ServerFrame::Error {
@@ -231,9 +298,33 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Pushes a committed receipt to `to`, faults keyed by (`r:` + `to`, rseq).
+    fn push_receipt(&self, to: &str, receipt: ReceiptPush) {
+        let key = format!("r:{to}");
+        let origin = Origin {
+            key: &key,
+            seq: receipt.rseq,
+            from: &receipt.from,
+            signal: Some("receipt"),
+        };
+        let frame = encode(&ServerFrame::Receipt(receipt.clone()));
+        self.hub.push(to, &origin, &frame, || {
+            let note = corrupt_body(&receipt.note);
+            encode(&ServerFrame::Receipt(ReceiptPush {
+                note,
+                ..receipt.clone()
+            }))
+        });
+    }
+}
+
 fn refuse(cmd: Cmd, code: ErrorCode, message: &str) {
     let (r#ref, reply) = match cmd {
-        Cmd::Send { r#ref, reply, .. } | Cmd::Group { r#ref, reply, .. } => (r#ref, reply),
+        Cmd::Send { r#ref, reply, .. }
+        | Cmd::Group { r#ref, reply, .. }
+        | Cmd::Contacts { r#ref, reply, .. }
+        | Cmd::Receipt { r#ref, reply, .. } => (r#ref, reply),
         Cmd::Stop => return,
     };
     reply.push(encode(&ServerFrame::Error {
@@ -285,10 +376,122 @@ fn apply_all(
                 };
                 out.push(change_group(tx, st, rules.policy, &r)?);
             }
+            Cmd::Contacts {
+                user,
+                r#ref,
+                add,
+                reply,
+            } => {
+                let new = add_contacts(tx, user, add)?;
+                out.push(Outcome::Contacts {
+                    user: user.clone(),
+                    add: add.clone(),
+                    new,
+                    r#ref: *r#ref,
+                    reply: reply.clone(),
+                });
+            }
+            Cmd::Receipt {
+                user,
+                r#ref,
+                to,
+                conv,
+                note,
+                reply,
+            } => {
+                let r = ReceiptCmd {
+                    user,
+                    to,
+                    conv,
+                    note,
+                };
+                out.push(match store_receipt(tx, st, &r, ts)? {
+                    Ok(receipt) => Outcome::Receipt {
+                        to: to.clone(),
+                        receipt,
+                        r#ref: *r#ref,
+                        reply: reply.clone(),
+                    },
+                    Err((code, msg)) => Outcome::Refused(*r#ref, reply.clone(), code, msg),
+                });
+            }
             Cmd::Stop => {}
         }
     }
     Ok(())
+}
+
+/// Stores `user` and each of `add` as contacts of each other; returns how many pairs are new.
+fn add_contacts(tx: &Transaction<'_>, user: &str, add: &[String]) -> Result<u64, String> {
+    let mut q = tx
+        .prepare_cached("INSERT OR IGNORE INTO contacts (user, contact) VALUES (?1, ?2)")
+        .map_err(|e| e.to_string())?;
+    let mut new = 0;
+    for other in add {
+        let there = q.execute([user, other]).map_err(|e| e.to_string())?;
+        q.execute([other, user]).map_err(|e| e.to_string())?;
+        new += u64::try_from(there).unwrap_or(0);
+    }
+    Ok(new)
+}
+
+/// A receipt as the writer applies it.
+struct ReceiptCmd<'a> {
+    user: &'a str,
+    to: &'a str,
+    conv: &'a str,
+    note: &'a str,
+}
+
+/// Stores a receipt in `to`'s inbox with the next rseq, when both the reader and `to` are
+/// members of the conversation; the refusal otherwise.
+fn store_receipt(
+    tx: &Transaction<'_>,
+    st: &mut State,
+    r: &ReceiptCmd<'_>,
+    ts: u64,
+) -> Result<Result<ReceiptPush, (ErrorCode, String)>, String> {
+    let members = |a: &str, b: &str| [a, b].contains(&r.user) && [a, b].contains(&r.to);
+    let allowed = if let Some(pair) = r.conv.strip_prefix("d:") {
+        pair.split_once(':').map(|(a, b)| members(a, b))
+    } else if let Some(g) = r.conv.strip_prefix("g:") {
+        match st.groups.get(g) {
+            None => return Ok(Err((ErrorCode::NoSuchGroup, format!("no group `{g}`")))),
+            Some(m) => Some(m.contains(r.user) && m.contains(r.to)),
+        }
+    } else {
+        None
+    };
+    match allowed {
+        None => {
+            let msg = "conversation ids are d:A:B or g:NAME".to_owned();
+            return Ok(Err((ErrorCode::Malformed, msg)));
+        }
+        Some(false) => {
+            let msg = format!(
+                "`{}` and `{}` are not both members of `{}`",
+                r.user, r.to, r.conv
+            );
+            return Ok(Err((ErrorCode::NotMember, msg)));
+        }
+        Some(true) => {}
+    }
+    let last = st.rseqs.entry(r.to.to_owned()).or_insert(0);
+    let rseq = *last + 1;
+    tx.prepare_cached(
+        "INSERT INTO receipts (user, rseq, sender, conv, note, ts) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut q| q.execute(params![r.to, rseq, r.user, r.conv, r.note, ts]))
+    .map_err(|e| e.to_string())?;
+    *last = rseq;
+    Ok(Ok(ReceiptPush {
+        from: r.user.to_owned(),
+        conv: r.conv.to_owned(),
+        note: r.note.to_owned(),
+        rseq,
+        ts,
+    }))
 }
 
 #[allow(clippy::too_many_arguments)]

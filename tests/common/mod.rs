@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
+use msgstorm::driver::{Auth, Config, Connected, Driver, Endpoint, Resume, UserCtx};
 use msgstorm::serve::{self, ServeConfig, ServerHandle};
 use msgstorm::wire::{ClientFrame, ConvId, Dest, Msg, Ref, ServerFrame, PROTOCOL_VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,6 +65,35 @@ pub fn config() -> ServeConfig {
 /// Starts an in-process server with `config` on a free loopback port.
 pub async fn start(config: ServeConfig) -> ServerHandle {
     serve::spawn(config).await.expect("the test server starts")
+}
+
+/// A driver `D` for `server`, with `options` as its `[target.<name>]`.
+pub fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
+    let spec = &D::SPEC;
+    D::new(&Config {
+        spec,
+        endpoint: Some(Endpoint::parse(&server.ws_url(), spec).expect("url")),
+        auth: Auth::Secret(server.secret().to_owned()),
+        connect_timeout: WAIT,
+        heartbeat: None,
+        source_addrs: Vec::new(),
+        max_body: 1000,
+        run_id: 1,
+        kinds: vec!["direct"],
+        options,
+        dir: Default::default(),
+        directory: None,
+        relay: None,
+    })
+    .expect("driver")
+}
+
+/// Logs `user` in through `driver`, remembering `resume`.
+pub async fn connect<D: Driver>(driver: &D, user: &UserCtx, resume: Resume<D>) -> D::Session {
+    match driver.connect(user, resume).await {
+        Ok(Connected { session, .. }) => session,
+        Err((f, _)) => panic!("{} cannot log in: {f:?}", user.id),
+    }
 }
 
 /// What ended a connection, as seen by the client.
@@ -366,8 +396,14 @@ pub fn reply_ref(f: &ServerFrame) -> Option<Ref> {
         | ServerFrame::SyncPage { r#ref, .. }
         | ServerFrame::TimeReply { r#ref, .. }
         | ServerFrame::KvValue { r#ref, .. } => Some(*r#ref),
+        ServerFrame::ReceiptPage(p) => Some(p.r#ref),
         ServerFrame::Error { r#ref, .. } => *r#ref,
-        ServerFrame::Welcome { .. } | ServerFrame::Msg(_) | ServerFrame::Pong { .. } => None,
+        ServerFrame::Welcome { .. }
+        | ServerFrame::Msg(_)
+        | ServerFrame::Pong { .. }
+        | ServerFrame::Presence(_)
+        | ServerFrame::Typing(_)
+        | ServerFrame::Receipt(_) => None,
     }
 }
 
@@ -406,6 +442,19 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
             .parse()
             .ok()
     })
+}
+
+/// Waits until `series` of `server`'s metrics reads `value` (panics after [`WAIT`]).
+pub async fn wait_metric(server: &ServerHandle, series: &str, value: f64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = http_get(server.addr(), "/metrics").await;
+        if metric(&text, series) == Some(value) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{series} never {value}: {text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// The real `msgstorm serve` binary running as a child process; killed on drop.

@@ -8,4 +8,5 @@ mod login;
 mod messaging;
 mod policy;
 mod rpc;
+mod signals;
 mod slow;

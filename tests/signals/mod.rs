@@ -2,6 +2,22 @@
 //! sends besides messages is verified per recipient, in every output format.
 
 mod loopback;
+mod native;
+
+use msgstorm::ledger::signals::SignalRow;
+
+/// Asserts that more than 50 of each kind were owed and that every one arrived, once.
+pub fn every_owed_arrived_once(rows: &[SignalRow]) {
+    for r in rows {
+        let d = r.delivery;
+        assert!(d.expected > 50, "{r:?}");
+        assert_eq!(
+            (d.arrived, d.missing, d.duplicated),
+            (d.expected, 0, 0),
+            "{r:?}"
+        );
+    }
+}
 
 /// 200 users over a 10 s day who talk to their contacts, read half of what they get,
 /// type before half of their sends and publish their presence.

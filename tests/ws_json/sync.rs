@@ -7,14 +7,16 @@
 use msgstorm::artifact::Artifact;
 use msgstorm::driver::native::NativeDriver;
 use msgstorm::driver::ws_json::WsJsonDriver;
-use msgstorm::driver::{Auth, Config, Connected, Driver, Endpoint, Resume, Session, UserCtx};
+use msgstorm::driver::{Driver, Resume, Session, UserCtx};
 use msgstorm::ledger::Delivery;
 use msgstorm::metrics::Counter;
 use msgstorm::serve::faults::FaultSpec;
 use msgstorm::serve::{SeqScope, ServeConfig, ServerHandle};
 
 use crate::common::run::{run_text, Ran, Work};
-use crate::common::{config, fault_log, http_get, metric, start, ChildServer, Client, SECRET};
+use crate::common::{
+    config, connect, driver, fault_log, http_get, metric, start, ChildServer, Client, SECRET,
+};
 use crate::ws_json::native::{scenario, ws_json_tables};
 
 /// The `[target.ws-json]` options of the shipped scenario.
@@ -24,35 +26,6 @@ fn ws_json_options() -> toml::Table {
         .as_table()
         .expect("[target.ws-json]")
         .clone()
-}
-
-/// A driver `D` for `server`, with `options` as its `[target.<name>]`.
-fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
-    let spec = &D::SPEC;
-    D::new(&Config {
-        spec,
-        endpoint: Some(Endpoint::parse(&server.ws_url(), spec).expect("url")),
-        auth: Auth::Secret(server.secret().to_owned()),
-        connect_timeout: crate::common::WAIT,
-        heartbeat: None,
-        source_addrs: Vec::new(),
-        max_body: 1000,
-        run_id: 1,
-        kinds: vec!["direct"],
-        options,
-        dir: Default::default(),
-        directory: None,
-        relay: None,
-    })
-    .expect("driver")
-}
-
-/// Logs `user` in through `driver`, remembering `resume`.
-async fn connect<D: Driver>(driver: &D, user: &UserCtx, resume: Resume<D>) -> D::Session {
-    match driver.connect(user, resume).await {
-        Ok(Connected { session, .. }) => session,
-        Err((f, _)) => panic!("{} cannot log in: {f:?}", user.id),
-    }
 }
 
 /// Messages the server has returned by `sync` so far.

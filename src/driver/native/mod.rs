@@ -20,14 +20,24 @@
 //!   duplicated and a server that pushes out of order as reordered. (One case cannot be told
 //!   apart: a push the server held back behind a later one, of a message a sync already
 //!   returned, counts as duplicated.)
+//!
+//! Signals: a read receipt is a `receipt` frame (its `ok` is the acceptance), typing a
+//! `typing` frame, presence a `presence` frame, each carrying the engine's token as its
+//! `note`; the notes of pushed `receipt`, `typing` and `presence` frames are delivered
+//! (the server's own `offline`, with an empty note, is not). Stored receipts merge with
+//! pushed ones exactly as messages do: the receipt inbox is one more sequence among the
+//! [`Cursors`], under the key `r:`, numbered by `rseq`.
 
 mod codec;
+mod dry;
 mod session;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::within;
 use crate::driver::kit::cursors::Cursors;
 use crate::driver::kit::ws::Dialer;
@@ -37,8 +47,11 @@ pub use session::NativeSession;
 /// Requests the driver makes for itself (join, sync) use refs with this bit set, so they
 /// never collide with the engine's tags.
 const INTERNAL_REF: u64 = 1 << 63;
-/// Messages per sync page.
+/// Messages per sync page (receipts per `receipts` page too).
 const SYNC_PAGE: u32 = 500;
+/// The key of the user's receipt inbox among its [`Cursors`]: numbered by `rseq` as a
+/// conversation by seq, and no conversation's id (those start `d:` or `g:`).
+const RECEIPTS: &str = "r:";
 
 /// The native protocol driver.
 #[derive(Debug, Clone)]
@@ -52,6 +65,16 @@ const REQUEST_TIME: &str = "time";
 /// The request the `kv_get` request pattern sends: a lookup through the server's worker
 /// pool and simulated backend.
 const REQUEST_KV_GET: &str = "kv_get";
+
+impl NativeDriver {
+    /// The login token of `user` (empty without a secret).
+    fn token(&self, user: &str) -> String {
+        match &self.secret {
+            Some(secret) => crate::wire::token(user, secret),
+            None => String::new(),
+        }
+    }
+}
 
 impl super::Driver for NativeDriver {
     const SPEC: Spec = Spec {
@@ -80,6 +103,18 @@ impl super::Driver for NativeDriver {
     };
 
     type Session = NativeSession;
+
+    fn dry_run(&self, user: &str, to: &str, group: &str) -> Option<Vec<String>> {
+        Some(dry::lines(user, self.token(user), to, group))
+    }
+
+    fn signals(&self) -> Signals {
+        Signals {
+            receipts: true,
+            typing: true,
+            presence: true,
+        }
+    }
 
     fn new(config: &Config) -> Result<Self, OptionError> {
         crate::driver::kit::ws::only_tls_options(config)?;

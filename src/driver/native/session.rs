@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::codec::{parse, reply_ref, unexpected, unreadable};
-use super::{NativeDriver, INTERNAL_REF, REQUEST_KV_GET, REQUEST_TIME, SYNC_PAGE};
+use super::codec::{parse, reply_ref, signal_frame, unexpected, unreadable};
+use super::{NativeDriver, INTERNAL_REF, RECEIPTS, REQUEST_KV_GET, REQUEST_TIME, SYNC_PAGE};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::kit::json_map::clip;
 use crate::driver::kit::ws::{read_text, Ws};
-use crate::driver::{Body, Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Body, Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
+use crate::wire::signal::MAX_CONTACTS;
 use crate::wire::{self, ClientFrame, ErrorCode, ServerFrame};
 
 impl NativeDriver {
@@ -23,10 +24,7 @@ impl NativeDriver {
         user: &UserCtx,
     ) -> Result<(), Failure> {
         {
-            let token = match &self.secret {
-                Some(secret) => wire::token(&user.id, secret),
-                None => String::new(),
-            };
+            let token = self.token(&user.id);
             session
                 .write(&ClientFrame::Login {
                     v: wire::PROTOCOL_VERSION,
@@ -139,6 +137,23 @@ impl NativeSession {
             ServerFrame::TimeReply { r#ref, .. } | ServerFrame::KvValue { r#ref, .. } => {
                 Some(Event::Reply { tag: r#ref })
             }
+            ServerFrame::Ok { r#ref } if r#ref & INTERNAL_REF == 0 => {
+                Some(Event::Accepted { tag: r#ref })
+            }
+            ServerFrame::Receipt(r) => {
+                let push = self.cursors.with(RECEIPTS, |s| s.push(r.rseq));
+                (push != Push::Synced).then(|| Event::Delivered {
+                    body: r.note.into(),
+                })
+            }
+            ServerFrame::Typing(t) => Some(Event::Delivered {
+                body: t.note.into(),
+            }),
+            // The server's own `offline` at an abrupt close carries no token.
+            ServerFrame::Presence(p) if p.note.is_empty() => None,
+            ServerFrame::Presence(p) => Some(Event::Delivered {
+                body: p.note.into(),
+            }),
             ServerFrame::Error {
                 r#ref: Some(r),
                 code,
@@ -182,6 +197,45 @@ impl NativeSession {
         match self.call(ClientFrame::Convs { r#ref: r }, r).await? {
             ServerFrame::ConvList { convs, .. } => Ok(convs),
             other => Err(unexpected("convs", &other)),
+        }
+    }
+
+    /// One page of the stored receipts after `after`: the receipts, whether more follow,
+    /// and the highest rseq stored.
+    async fn receipt_page(
+        &mut self,
+        after: u64,
+        limit: u32,
+    ) -> Result<(Vec<wire::ReceiptPush>, bool, u64), Failure> {
+        let r = self.internal_ref();
+        let query = ClientFrame::Receipts(wire::ReceiptsQuery {
+            r#ref: r,
+            after,
+            limit,
+        });
+        match self.call(query, r).await? {
+            ServerFrame::ReceiptPage(p) => Ok((p.receipts, p.more, p.last_rseq)),
+            other => Err(unexpected("receipts", &other)),
+        }
+    }
+
+    /// Appends the notes of the stored receipts not seen yet to `out`.
+    async fn fetch_receipts(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
+        loop {
+            let after = self.cursors.upto(RECEIPTS);
+            let (receipts, more, _) = self.receipt_page(after, SYNC_PAGE).await?;
+            let Some(last) = receipts.last().map(|r| r.rseq) else {
+                return Ok(());
+            };
+            for r in receipts {
+                if self.cursors.with(RECEIPTS, |s| s.mark(r.rseq)) {
+                    out.push(r.note);
+                }
+            }
+            self.cursors.with(RECEIPTS, |s| s.cover(last));
+            if !more {
+                return Ok(());
+            }
         }
     }
 
@@ -287,7 +341,27 @@ impl Session for NativeSession {
         for info in self.conversations().await? {
             self.cursors.with(&info.conv, |s| s.cover(info.last_seq));
         }
+        let (_, _, last) = self.receipt_page(0, 1).await?;
+        self.cursors.with(RECEIPTS, |s| s.cover(last));
         Ok(())
+    }
+
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        for chunk in ids.chunks(MAX_CONTACTS) {
+            let r = self.internal_ref();
+            let add = chunk.iter().map(|id| (*id).to_owned()).collect();
+            let frame = ClientFrame::Contacts(wire::ContactsAdd { r#ref: r, add });
+            match self.call(frame, r).await? {
+                ServerFrame::Ok { .. } => {}
+                other => return Err(unexpected("contacts", &other)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
+        self.write(&signal_frame(&self.user, tag, signal, token))
+            .await
     }
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
@@ -321,7 +395,7 @@ impl Session for NativeSession {
                 }
             }
         }
-        Ok(())
+        self.fetch_receipts(out).await
     }
 
     async fn next_event(&mut self) -> Event {
@@ -417,6 +491,12 @@ mod tests {
                         };
                         vec![page, msg(4), msg(4), msg(5)]
                     }
+                    ClientFrame::Receipts(q) => vec![ServerFrame::ReceiptPage(wire::ReceiptPage {
+                        r#ref: q.r#ref,
+                        receipts: Vec::new(),
+                        more: false,
+                        last_rseq: 0,
+                    })],
                     _ => vec![],
                 };
                 for r in &replies {
