@@ -107,6 +107,16 @@ pub struct Entry {
     /// `poll(u)` (HTTP targets): the next long-poll request — method, path, body,
     /// headers — or nil for none now.
     pub poll: Option<Function>,
+    /// `contacts(u, ids)`: tells the server the user's contacts, once per run at its first
+    /// login (may wait).
+    pub contacts: Option<Function>,
+    /// `receipt(u, sender, conv, message, token)`: sends a read receipt; returns the id its
+    /// acceptance carries.
+    pub receipt: Option<Function>,
+    /// `typing(u, conv, active, token)`: sends a typing notice.
+    pub typing: Option<Function>,
+    /// `presence(u, online, token)`: publishes the user's presence.
+    pub presence: Option<Function>,
     /// The prelude's user constructor.
     pub new_user: Function,
 }
@@ -220,6 +230,10 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         close: get("close")?,
         request: get("request")?,
         poll: get("poll")?,
+        contacts: get("contacts")?,
+        receipt: get("receipt")?,
+        typing: get("typing")?,
+        presence: get("presence")?,
         new_user: need(get("__user")?)?,
     })
 }
