@@ -145,14 +145,18 @@ fn signal_lines(vm: &Vm, u: &Table, to: &str, out: &mut Vec<String>) {
         let Some(f) = f else { continue };
         token.clear();
         crate::envelope::token::encode(kind, &env, &mut token);
-        let called = call(&vm.lua, signal, &token).and_then(|(name, args)| {
-            let mut all = MultiValue::from_iter([Value::Table(u.clone())]);
-            all.extend(args);
-            Ok((name, vm.guard.run(|| f.call::<Value>(all))?))
-        });
-        match called {
-            Ok((name, id)) => {
-                out.push(format!("{name} (token {token}):"));
+        let (name, args) = match call(&vm.lua, signal, &token) {
+            Ok(called) => called,
+            Err(e) => {
+                out.push(format!("  error: {}", one_line(&e)));
+                continue;
+            }
+        };
+        out.push(format!("{name} with token {token}:"));
+        let mut all = MultiValue::from_iter([Value::Table(u.clone())]);
+        all.extend(args);
+        match vm.guard.run(|| f.call::<Value>(all)) {
+            Ok(id) => {
                 frames(u, out);
                 if name == "receipt" {
                     out.push(format!(

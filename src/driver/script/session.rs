@@ -427,15 +427,14 @@ impl ScriptSession {
         let user = self.user.clone();
         let got = self
             .guard
-            .run(|| poll.call::<MultiValue>(user))
+            .run(|| poll.call::<Table>(user))
             .map_err(|e| script_error("poll", &e))?;
-        let mut got = got.into_iter();
-        let method = got.next().unwrap_or(Value::Nil);
+        let at = |i: usize| got.raw_get::<Value>(i).unwrap_or(Value::Nil);
+        let method = at(1);
         if matches!(method, Value::Nil) {
             return Ok(());
         }
-        let mut next = || got.next().unwrap_or(Value::Nil);
-        let request = self.described(Flow::Fetch, [method, next(), next(), next()])?;
+        let request = self.described(Flow::Fetch, [method, at(2), at(3), at(4)])?;
         if let Link::Http(h) = &mut self.link {
             h.poll(request)?;
         }
