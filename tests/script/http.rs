@@ -13,7 +13,7 @@ use msgstorm::artifact::Artifact;
 use msgstorm::ledger::signals::SignalDelivery;
 use msgstorm::vocab::SignalKind;
 
-use crate::common::run::{run_file, Ran, Work};
+use crate::common::run::{msgstorm, run_file, Ran, Work};
 
 /// The HTTP chat server, on a free loopback port; killed on drop.
 struct HttpChat {
@@ -213,4 +213,40 @@ async fn receipts_a_server_accepts_and_drops_are_counted_missing_one_for_one() {
     assert_eq!(read.missing, dropped, "{read:?} {stats}");
     assert_eq!(read.arrived + read.missing, read.expected, "{read:?}");
     ran.expect_code(1);
+}
+
+/// `scenarios/http-chat-signals.toml` and its adapter, with `edit` applied to the adapter,
+/// written to `work`; the scenario's path.
+fn signals_scenario(work: &Work, edit: impl Fn(String) -> String) -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
+    let read = |name: &str| std::fs::read_to_string(format!("{dir}{name}")).expect(name);
+    work.write("http-chat.lua", &edit(read("http-chat.lua")));
+    let file = work.write("scenario.toml", &read("http-chat-signals.toml"));
+    file.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_offers_the_signals_it_defines_and_validate_refuses_the_others() {
+    let work = Work::new();
+    let file = signals_scenario(&work, |s| s);
+    let ran = msgstorm(&["validate", "--frames", &file]).await;
+    ran.expect_code(0);
+    for shown in [
+        "receipt with token R",
+        "typing with token T",
+        "presence with token P",
+    ] {
+        assert!(ran.stdout.contains(shown), "{shown}: {}", ran.stdout);
+    }
+    let file = signals_scenario(&work, |s| {
+        s.replace("function receipt(", "function unused(")
+    });
+    let ran = msgstorm(&["validate", &file]).await;
+    ran.expect_code(2);
+    let line = format!("{file}:");
+    assert!(
+        ran.stderr.contains(&line) && ran.stderr.contains("signals.receipts"),
+        "{}",
+        ran.stderr
+    );
 }
