@@ -215,20 +215,22 @@ async fn receipts_a_server_accepts_and_drops_are_counted_missing_one_for_one() {
     ran.expect_code(1);
 }
 
-/// `scenarios/http-chat-signals.toml` and its adapter, with `edit` applied to the adapter,
-/// written to `work`; the scenario's path.
-fn signals_scenario(work: &Work, edit: impl Fn(String) -> String) -> String {
+/// `scenarios/http-chat-signals.toml` (its URL replaced by `url`) and its adapter, with
+/// `edit` applied to the adapter, written to `work`; the scenario's path.
+fn signals_scenario(work: &Work, url: &str, edit: impl Fn(String) -> String) -> String {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
     let read = |name: &str| std::fs::read_to_string(format!("{dir}{name}")).expect(name);
     work.write("http-chat.lua", &edit(read("http-chat.lua")));
-    let file = work.write("scenario.toml", &read("http-chat-signals.toml"));
+    let scenario = read("http-chat-signals.toml").replace("http://127.0.0.1:8008", url);
+    let file = work.write("scenario.toml", &scenario);
     file.display().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_offers_the_signals_it_defines_and_validate_refuses_the_others() {
     let work = Work::new();
-    let file = signals_scenario(&work, |s| s);
+    let url = "http://127.0.0.1:8008";
+    let file = signals_scenario(&work, url, |s| s);
     let ran = msgstorm(&["validate", "--frames", &file]).await;
     ran.expect_code(0);
     for shown in [
@@ -238,7 +240,7 @@ async fn a_script_offers_the_signals_it_defines_and_validate_refuses_the_others(
     ] {
         assert!(ran.stdout.contains(shown), "{shown}: {}", ran.stdout);
     }
-    let file = signals_scenario(&work, |s| {
+    let file = signals_scenario(&work, url, |s| {
         s.replace("function receipt(", "function unused(")
     });
     let ran = msgstorm(&["validate", &file]).await;
@@ -249,4 +251,25 @@ async fn a_script_offers_the_signals_it_defines_and_validate_refuses_the_others(
         "{}",
         ran.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_adapter_passes_the_signal_cases_of_an_adapter_that_has_them() {
+    let server = HttpChat::start();
+    let work = Work::new();
+    let url = format!("http://127.0.0.1:{}", server.port);
+    let file = signals_scenario(&work, &url, |s| s);
+    let out = work.path("checks").display().to_string();
+    let ran = msgstorm(&["check-adapter", &file, "--out", &out]).await;
+    ran.expect_code(0);
+    for case in ["receipts", "typing", "presence"] {
+        let line = ran
+            .stderr
+            .lines()
+            .chain(ran.stdout.lines())
+            .find(|l| l.split_whitespace().nth(1) == Some(case))
+            .unwrap_or_else(|| panic!("no line for {case}: {ran}"));
+        assert!(line.starts_with("pass"), "{line}");
+        assert!(!line.contains(" 0 of 0 owed"), "{line}");
+    }
 }
