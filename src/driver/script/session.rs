@@ -827,6 +827,24 @@ impl ScriptSession {
         Ok(MultiValue::from_iter([Value::String(why)]))
     }
 
+    /// Notes the send `tag` as waiting for the acceptance that carries `id`, which the
+    /// entry point `what` returned.
+    fn awaits_acceptance(&mut self, what: &str, id: &Value, tag: u64) -> Result<(), Failure> {
+        match id_key(id) {
+            Some(id) => {
+                self.pending.push_back((id, tag));
+                Ok(())
+            }
+            None => Err(Failure::new(
+                ErrorKind::Script,
+                format!(
+                    "{what} returned no id for its acceptance (return the request id, or set \
+                     acceptance = false)"
+                ),
+            )),
+        }
+    }
+
     /// The tag of the pending send with id `id`, removed.
     fn take_pending(&mut self, id: &str) -> Option<u64> {
         take(&mut self.pending, id)
@@ -939,18 +957,7 @@ impl Session for ScriptSession {
         ]);
         let id = self.call_hot(what, &f, args).await?;
         if self.acceptance {
-            match id_key(&id) {
-                Some(id) => self.pending.push_back((id, tag)),
-                None => {
-                    return Err(Failure::new(
-                        ErrorKind::Script,
-                        format!(
-                            "{what} returned no id for its acceptance (return the request id, \
-                             or set acceptance = false)"
-                        ),
-                    ))
-                }
-            }
+            self.awaits_acceptance(what, &id, tag)?;
         }
         Ok(())
     }

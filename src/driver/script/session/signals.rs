@@ -4,7 +4,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::{id_key, script_error, Flow, ScriptSession};
+use super::{script_error, Flow, ScriptSession};
 use crate::driver::{Dest, Failure, Signal, Signals};
 use crate::metrics::ErrorKind;
 
@@ -96,19 +96,9 @@ impl ScriptSession {
         };
         let id = self.call_hot(name, &f, args).await?;
         self.link.flush().await?;
-        if name != "receipt" || !self.acceptance {
-            return Ok(());
+        if name == "receipt" && self.acceptance {
+            self.awaits_acceptance(name, &id, tag)?;
         }
-        match id_key(&id) {
-            Some(id) => {
-                self.pending.push_back((id, tag));
-                Ok(())
-            }
-            None => Err(Failure::new(
-                ErrorKind::Script,
-                "receipt returned no id for its acceptance (return the request id, or set \
-                 acceptance = false)",
-            )),
-        }
+        Ok(())
     }
 }
