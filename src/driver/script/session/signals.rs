@@ -102,3 +102,47 @@ impl ScriptSession {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_names_its_sender_and_conversation_and_carries_the_token() {
+        let lua = Lua::new();
+        let read = Signal::Read {
+            sender: "u1",
+            conv: Dest::Group("lobby"),
+            message: "ms1:…",
+        };
+        let (name, args) = call(&lua, read, "R0").expect("arguments");
+        assert_eq!(name, "receipt");
+        let args: Vec<Value> = args.into_iter().collect();
+        assert_eq!(args.len(), 4);
+        assert_eq!(args[0].to_string().expect("text"), "u1");
+        let Value::Table(conv) = &args[1] else {
+            panic!("conv is a table: {:?}", args[1]);
+        };
+        assert_eq!(conv.get::<String>("kind").expect("kind"), "group");
+        assert_eq!(conv.get::<String>("name").expect("name"), "lobby");
+        assert_eq!(args[3].to_string().expect("text"), "R0");
+    }
+
+    #[test]
+    fn typing_and_presence_carry_their_flag_and_token() {
+        let lua = Lua::new();
+        let typing = Signal::Typing {
+            conv: Dest::User("u2"),
+            active: true,
+        };
+        let (name, args) = call(&lua, typing, "T0").expect("arguments");
+        let args: Vec<Value> = args.into_iter().collect();
+        assert_eq!(name, "typing");
+        assert!(matches!(args[1], Value::Boolean(true)), "{args:?}");
+        let (name, args) = call(&lua, Signal::Presence { online: false }, "P0").expect("args");
+        let args: Vec<Value> = args.into_iter().collect();
+        assert_eq!(name, "presence");
+        assert!(matches!(args[0], Value::Boolean(false)), "{args:?}");
+        assert_eq!(args[1].to_string().expect("text"), "P0");
+    }
+}
