@@ -4,6 +4,12 @@
 -- to receive as a "response"), and messages arrive by long polling `/sync` (poll: each
 -- answer a "poll" frame) or, with `vars.mode = "sse"`, by a Server-Sent Events stream
 -- (each event an "event" frame).
+--
+-- Signals: a read receipt is a request like a send (its answer the acceptance), stored by
+-- the server in the sender's log under the conversation `r:SENDER`, so a sender that was
+-- away fetches it; typing notices and presence are requests whose answers say nothing,
+-- pushed by the server to the users online only (never fetched). Whatever carries a
+-- token comes back to msgstorm as `{ signal = token }`.
 
 local encode, decode = codec.json_encode, codec.json_decode
 
@@ -18,6 +24,35 @@ function login(u)
   -- Where this user's log stands: a returning user goes on from where it was.
   u.state.since = u.kept.since or 0
   if vars.mode == "sse" then u:sse("/events", auth(u)) end
+end
+
+-- The users whose presence this one follows and who follow its own (both ways).
+function contacts(u, ids)
+  local r = u:http("POST", "/contacts", encode({ ids = ids }), auth(u))
+  if r.status ~= 200 then error("contacts: HTTP " .. r.status) end
+end
+
+-- A read receipt to the message's sender, 1:1 or in a group alike.
+function receipt(u, sender, conv, message, token)
+  local txn = u:next_id()
+  u:request("PUT", "/receipt/" .. txn, encode({ to = sender, token = token }), auth(u), txn)
+  return txn
+end
+
+-- Typing and presence: answers carry the ref "signal", which acknowledges nothing.
+function typing(u, conv, active, token)
+  local to = { token = token, active = active }
+  to[conv.kind == "group" and "group" or "to"] = conv.name
+  u:request("POST", "/typing", encode(to), auth(u), "signal")
+end
+
+function presence(u, online, token)
+  u:request("POST", "/presence", encode({ online = online, token = token }), auth(u), "signal")
+end
+
+-- Offline for the server: typing notices and presence stop coming.
+function close(u)
+  u:http("POST", "/logout", nil, auth(u))
 end
 
 function join(u, name)
@@ -47,16 +82,17 @@ end
 -- Before traffic ("start"): note where the user's log stands, so that what a reused
 -- server holds from earlier runs is never taken for this run's. A late or returning
 -- user ("missed") and the final verification ("verify"): the whole log, each message
--- handed over once (conv/seq tell what the user has already).
+-- handed over once (conv/seq tell what the user has already). Receipts the server stored
+-- are fetched like messages; typing notices and presence (no conv) only ever come live.
 function fetch(u, why)
   local r = u:http("GET", "/sync?timeout=0&since=0", nil, auth(u))
   if r.status ~= 200 then error("sync: HTTP " .. r.status) end
   local page = decode(r.body)
   for _, e in ipairs(page.events) do
-    if why == "start" then
+    if e.conv and why == "start" then
       u:cover(e.conv, e.seq)
-    else
-      u:deliver(e.body, e.conv, e.seq, e.from)
+    elseif e.conv then
+      u:deliver(e.signal or e.body, e.conv, e.seq, e.from)
     end
   end
   if why == "start" then
@@ -66,11 +102,15 @@ function fetch(u, why)
 end
 
 local function message(e)
+  if e.signal then return { signal = e.signal, conv = e.conv, seq = e.seq } end
   return { push = e.body, conv = e.conv, seq = e.seq, from = e.from }
 end
 
 function receive(u, body, kind, meta)
-  if kind == "response" then
+  if kind == "response" and meta.ref == "signal" then
+    if meta.status == 200 then return nil end
+    return { protocol = "signal: HTTP " .. meta.status }
+  elseif kind == "response" then
     if meta.status == 200 then
       local a = decode(body)
       return { ack = meta.ref, conv = a.conv, seq = a.seq }

@@ -5,7 +5,18 @@ like Matrix's client-server API: a send is a `PUT` with the client's transaction
 client receives by long-polling `GET /sync?since=N&timeout=MS` or by a Server-Sent Events
 stream (`GET /events`). Every message has a conversation and a sequence number in it.
 
-    python3 server.py PORT      # listens on 127.0.0.1:PORT (0: any free port), prints it
+Signals, each carrying the client's opaque token (`{"signal": TOKEN, "from": USER}` in the
+recipient's log): a read receipt (`PUT /receipt/TXN`, `{"to": SENDER, "token": T}`) is
+stored in the sender's log like a message, with a conversation `r:SENDER` and a sequence
+number, so a sender that was offline gets it from `/sync`; a typing notice (`POST /typing`,
+`{"to": PEER or "group": NAME, "token": T}`) and a presence change (`POST /presence`,
+`{"online": BOOL, "token": T}`) go only to the users online then (logged in and not logged
+out: `POST /logout`): the peer, the group's other members, or the user's contacts
+(`POST /contacts`, `{"ids": [...]}`, kept both ways). `GET /stats` counts them.
+
+    python3 server.py PORT [--drop-receipts N]
+        # listens on 127.0.0.1:PORT (0: any free port), prints it; with --drop-receipts,
+        # every Nth receipt is accepted and then dropped (neither pushed nor stored)
 """
 
 import json
@@ -18,6 +29,10 @@ LOCK = threading.Condition()
 LOGS = {}      # user -> [event]: what the user receives, in order
 SEQS = {}      # conv -> last seq
 GROUPS = {}    # group -> set of members
+ONLINE = set()  # users logged in and not logged out
+CONTACTS = {}  # user -> set of contacts
+STATS = {"receipts": 0, "receipts_dropped": 0, "typing": 0, "presence": 0}
+DROP_EVERY = 0  # --drop-receipts N: every Nth receipt dropped (0: none)
 
 
 def deliver(user, event):
@@ -26,6 +41,9 @@ def deliver(user, event):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes: without this, Nagle holds the body back
+    # until the client's delayed ACK of the headers (40 ms a request).
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
@@ -54,6 +72,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(400, {"error": "no user"})
             with LOCK:
                 LOGS.setdefault(user, [])
+                ONLINE.add(user)
             return self.reply(200, {"token": user})
         user = self.user()
         if user is None:
@@ -63,13 +82,62 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 GROUPS.setdefault(group, set()).add(user)
             return self.reply(200, {})
+        if url.path == "/logout":
+            with LOCK:
+                ONLINE.discard(user)
+            return self.reply(200, {})
+        if url.path == "/contacts":
+            ids = self.body()["ids"]
+            with LOCK:
+                for c in ids:
+                    CONTACTS.setdefault(user, set()).add(c)
+                    CONTACTS.setdefault(c, set()).add(user)
+            return self.reply(200, {})
+        if url.path == "/typing":
+            msg = self.body()
+            with LOCK:
+                if msg.get("group"):
+                    to = GROUPS.get(msg["group"], set()) - {user}
+                else:
+                    to = {msg["to"]}
+                self.fan_out(user, msg["token"], to, "typing")
+            return self.reply(200, {})
+        if url.path == "/presence":
+            msg = self.body()
+            with LOCK:
+                self.fan_out(user, msg["token"], CONTACTS.get(user, set()), "presence")
+            return self.reply(200, {})
         self.reply(404, {"error": "no such path"})
+
+    def fan_out(self, user, token, to, stat):
+        """A signal to those of `to` online now (LOCK held), stored for nobody."""
+        for r in sorted(to & ONLINE - {user}):
+            deliver(r, {"signal": token, "from": user})
+            STATS[stat] += 1
+        LOCK.notify_all()
+
+    def receipt(self, user):
+        """A read receipt: accepted, then stored for its sender (or dropped)."""
+        msg = self.body()
+        with LOCK:
+            STATS["receipts"] += 1
+            if DROP_EVERY and STATS["receipts"] % DROP_EVERY == 0:
+                STATS["receipts_dropped"] += 1
+                return self.reply(200, {})
+            conv = "r:" + msg["to"]
+            seq = SEQS.get(conv, 0) + 1
+            SEQS[conv] = seq
+            deliver(msg["to"], {"conv": conv, "seq": seq, "signal": msg["token"], "from": user})
+            LOCK.notify_all()
+        self.reply(200, {})
 
     def do_PUT(self):
         url = urlparse(self.path)
         user = self.user()
         if user is None:
             return self.reply(401, {"error": "no token"})
+        if url.path.startswith("/receipt/"):
+            return self.receipt(user)
         if not url.path.startswith("/send/"):
             return self.reply(404, {"error": "no such path"})
         msg = self.body()
@@ -93,6 +161,9 @@ class Handler(BaseHTTPRequestHandler):
         user = self.user()
         if user is None:
             return self.reply(401, {"error": "no token"})
+        if url.path == "/stats":
+            with LOCK:
+                return self.reply(200, STATS)
         if url.path == "/sync":
             q = parse_qs(url.query)
             since = int(q.get("since", ["0"])[0])
@@ -125,7 +196,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    global DROP_EVERY
+    args = sys.argv[1:]
+    port = int(args[0]) if args else 0
+    if "--drop-receipts" in args:
+        DROP_EVERY = int(args[args.index("--drop-receipts") + 1])
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     print("listening on %d" % server.server_address[1], flush=True)

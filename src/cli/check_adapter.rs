@@ -6,7 +6,8 @@
 //! Each case is a small run: the scenario's `[target]` kept as written, its own users and
 //! traffic, judged as any run is (the built-in checks: nothing lost, duplicated,
 //! reordered, no script or protocol errors) plus what the case is about. A case the
-//! driver cannot run (no `group`, no `fetch`) is skipped, saying why.
+//! driver cannot run (no `group`, no `fetch`, a signal it does not offer) is skipped,
+//! saying why.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,7 @@ use super::{say, RunArgs};
 use crate::artifact::Artifact;
 use crate::error::{Error, Result, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::scenario::{self, Plan, Shard};
+use crate::vocab::SignalKind;
 
 /// Options of `msgstorm check-adapter`.
 #[derive(Debug, Args)]
@@ -49,12 +51,26 @@ enum Need {
     Deliveries,
     /// Deliveries arrived, some of them fetched after a late login.
     Fetched,
+    /// Every signal of this kind owed arrived, and some were owed.
+    Signals(SignalKind),
     /// Only that the checks passed.
     Nothing,
 }
 
+/// The users and traffic of the signal cases: two users sending to two others.
+macro_rules! signal_case {
+    ($signals:literal) => {
+        concat!(
+            "[population]\nusers = 4\nlogin_rate = 100\n\n\
+             [[traffic]]\nkind = \"direct\"\nsenders = 2\nreceivers = 2\nmessages = 10\n\
+             interval = \"100ms\"\n\n[signals]\n",
+            $signals
+        )
+    };
+}
+
 /// The cases, in the order they run.
-const CASES: [Case; 6] = [
+const CASES: [Case; 9] = [
     Case {
         name: "login",
         shows: "every user logs in, no error",
@@ -100,6 +116,26 @@ const CASES: [Case; 6] = [
                # the adapter. What was accepted must still arrive, once.\n\
                [checks]\nmax_send_error_rate = 0.5\n",
         needs: Need::Deliveries,
+    },
+    Case {
+        name: "receipts",
+        shows: "read receipts: each accepted and delivered to the message's sender once",
+        body: signal_case!("receipts = 1.0\nread_delay = { exponential = \"100ms\" }\n"),
+        needs: Need::Signals(SignalKind::Read),
+    },
+    Case {
+        name: "typing",
+        shows: "typing notices: each reaches the peer online once",
+        body: signal_case!("typing = 1.0\ntyping_lead = \"50ms\"\nwithin = \"300ms\"\n"),
+        needs: Need::Signals(SignalKind::Typing),
+    },
+    Case {
+        name: "presence",
+        shows: "presence: each login reaches the contacts online once",
+        body: "[population]\nusers = 6\nlogin_rate = 20\n\n[population.contacts]\nmean = 4\n\n\
+               [[traffic]]\nkind = \"idle\"\nduration = \"1s\"\n\n\
+               [signals]\npresence = true\nwithin = \"300ms\"\n",
+        needs: Need::Signals(SignalKind::Presence),
     },
     Case {
         name: "unreachable",
@@ -229,6 +265,9 @@ fn judge(a: &Artifact, needs: Need, dir: &Path) -> Outcome {
     if !rendered.passed {
         return Outcome::Fail(verdict);
     }
+    if let Need::Signals(kind) = needs {
+        return signals_judged(a, kind);
+    }
     let d = a.ledger.summary();
     let said = format!(
         "{} of {} delivered ({} fetched), {} lost, {} duplicated",
@@ -241,6 +280,27 @@ fn judge(a: &Artifact, needs: Need, dir: &Path) -> Outcome {
         }
         Need::Nothing => Outcome::Pass(verdict),
         _ => Outcome::Pass(said),
+    }
+}
+
+/// The verdict of a signal case that passed its checks: some of `kind` were owed, and all
+/// arrived.
+fn signals_judged(a: &Artifact, kind: SignalKind) -> Outcome {
+    let row = a
+        .signals
+        .as_ref()
+        .and_then(|r| r.summary().into_iter().find(|r| r.kind == kind));
+    let Some(r) = row.map(|r| r.delivery) else {
+        return Outcome::Fail("the run kept no signals".to_owned());
+    };
+    let said = format!(
+        "{} of {} owed arrived ({} fetched), {} missing, {} duplicated",
+        r.arrived, r.expected, r.via_sync, r.missing, r.duplicated
+    );
+    if r.expected == 0 || r.arrived < r.expected {
+        Outcome::Fail(said)
+    } else {
+        Outcome::Pass(said)
     }
 }
 

@@ -1,14 +1,19 @@
 //! The script driver's HTTP transports against a real HTTP server (Python's `http.server`
 //! running `peers/httpchat/server.py`, shaped like Matrix's client-server API): sends as
 //! requests whose answers are their acceptance, messages by long polling or by a
-//! Server-Sent Events stream, late users catching up — the ledger exact either way.
+//! Server-Sent Events stream, late users catching up — the ledger exact either way. With
+//! `[signals]`, read receipts, typing notices and presence through the script's signal
+//! entry points, verified against the server's own counts.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
 use msgstorm::artifact::Artifact;
+use msgstorm::ledger::signals::SignalDelivery;
+use msgstorm::vocab::SignalKind;
 
-use crate::common::run::{run_file, Ran, Work};
+use crate::common::run::{msgstorm, run_file, Ran, Work};
 
 /// The HTTP chat server, on a free loopback port; killed on drop.
 struct HttpChat {
@@ -18,9 +23,15 @@ struct HttpChat {
 
 impl HttpChat {
     fn start() -> HttpChat {
+        HttpChat::with(&[])
+    }
+
+    /// The server started with `args` after its port.
+    fn with(args: &[&str]) -> HttpChat {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/httpchat/server.py");
         let mut child = Command::new("python3")
             .args([script, "0"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -37,6 +48,19 @@ impl HttpChat {
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
         HttpChat { child, port }
+    }
+
+    /// The server's own counts (`GET /stats`): receipts taken and dropped, typing notices
+    /// and presence changes fanned out.
+    fn stats(&self) -> serde_json::Value {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect for stats");
+        let ask = "GET /stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test\r\n\
+                   Connection: close\r\n\r\n";
+        s.write_all(ask.as_bytes()).expect("ask for stats");
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).expect("read stats");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("stats {answer:?}: {e}"))
     }
 }
 
@@ -92,4 +116,160 @@ async fn http_sends_and_long_polls_give_an_exact_ledger() {
 async fn http_sends_and_server_sent_events_give_an_exact_ledger() {
     let (ran, a) = run("sse").await;
     exact(&ran, &a);
+}
+
+/// `scenarios/http-chat-signals.toml` (users who come and go, with receipts, typing and
+/// presence) against a fresh server started with `args`; the server's counts after.
+async fn run_signals(args: &[&str]) -> (Ran, Artifact, serde_json::Value) {
+    let server = HttpChat::with(args);
+    let work = Work::new();
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/http-chat-signals.toml"
+    );
+    let (ran, a) = run_file(
+        std::path::Path::new(file),
+        &work.path("out"),
+        &[
+            "--set",
+            &format!("target.url=\"http://127.0.0.1:{}\"", server.port),
+            // Two cores shared with the rest of the suite: the schedule is not the point.
+            "--set",
+            "checks.max_send_lag=\"10s\"",
+        ],
+    )
+    .await;
+    let stats = server.stats();
+    (ran, a, stats)
+}
+
+/// The row of signal `kind`.
+fn row(a: &Artifact, kind: SignalKind) -> SignalDelivery {
+    let record = a.signals.as_ref().expect("the run asked for signals");
+    record
+        .summary()
+        .into_iter()
+        .find(|r| r.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind:?} row"))
+        .delivery
+}
+
+/// The server's count under `key`.
+fn count(stats: &serde_json::Value, key: &str) -> u64 {
+    stats[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} in {stats}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_typing_and_presence_through_a_script_reach_everyone_owed_once() {
+    let (ran, a, stats) = run_signals(&[]).await;
+    ran.expect_code(0);
+    let d = a.ledger.summary();
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}\n{ran}");
+    let read = row(&a, SignalKind::Read);
+    assert!(read.expected > 50, "{read:?}");
+    assert_eq!(
+        (read.arrived, read.missing, read.duplicated, read.refused),
+        (read.expected, 0, 0, 0),
+        "{read:?}"
+    );
+    assert!(
+        read.via_sync > 0,
+        "senders away fetch their receipts: {read:?}"
+    );
+    assert_eq!(read.sent, count(&stats, "receipts"), "{stats}");
+    for kind in [SignalKind::Typing, SignalKind::Presence] {
+        let r = row(&a, kind);
+        assert!(r.expected > 20, "{kind:?}: {r:?}");
+        assert_eq!(
+            (r.arrived, r.missing, r.duplicated),
+            (r.expected, 0, 0),
+            "{kind:?}: {r:?}"
+        );
+    }
+    // Everything that arrived was fanned out by the server (a few fanned out to a user that
+    // logged out before its next poll never arrive).
+    let typing = row(&a, SignalKind::Typing);
+    let presence = row(&a, SignalKind::Presence);
+    assert!(
+        typing.arrived + typing.extra <= count(&stats, "typing"),
+        "{typing:?} {stats}"
+    );
+    assert!(
+        presence.arrived + presence.extra <= count(&stats, "presence"),
+        "{presence:?} {stats}"
+    );
+    let errors: Vec<_> = a.metrics.errors().collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_a_server_accepts_and_drops_are_counted_missing_one_for_one() {
+    let (ran, a, stats) = run_signals(&["--drop-receipts", "7"]).await;
+    let read = row(&a, SignalKind::Read);
+    let dropped = count(&stats, "receipts_dropped");
+    assert!(dropped > 5, "{stats}");
+    assert_eq!(read.missing, dropped, "{read:?} {stats}");
+    assert_eq!(read.arrived + read.missing, read.expected, "{read:?}");
+    ran.expect_code(1);
+}
+
+/// `scenarios/http-chat-signals.toml` (its URL replaced by `url`) and its adapter, with
+/// `edit` applied to the adapter, written to `work`; the scenario's path.
+fn signals_scenario(work: &Work, url: &str, edit: impl Fn(String) -> String) -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
+    let read = |name: &str| std::fs::read_to_string(format!("{dir}{name}")).expect(name);
+    work.write("http-chat.lua", &edit(read("http-chat.lua")));
+    let scenario = read("http-chat-signals.toml").replace("http://127.0.0.1:8008", url);
+    let file = work.write("scenario.toml", &scenario);
+    file.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_offers_the_signals_it_defines_and_validate_refuses_the_others() {
+    let work = Work::new();
+    let url = "http://127.0.0.1:8008";
+    let file = signals_scenario(&work, url, |s| s);
+    let ran = msgstorm(&["validate", "--frames", &file]).await;
+    ran.expect_code(0);
+    for shown in [
+        "receipt with token R",
+        "typing with token T",
+        "presence with token P",
+    ] {
+        assert!(ran.stdout.contains(shown), "{shown}: {}", ran.stdout);
+    }
+    let file = signals_scenario(&work, url, |s| {
+        s.replace("function receipt(", "function unused(")
+    });
+    let ran = msgstorm(&["validate", &file]).await;
+    ran.expect_code(2);
+    let line = format!("{file}:");
+    assert!(
+        ran.stderr.contains(&line) && ran.stderr.contains("signals.receipts"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_adapter_passes_the_signal_cases_of_an_adapter_that_has_them() {
+    let server = HttpChat::start();
+    let work = Work::new();
+    let url = format!("http://127.0.0.1:{}", server.port);
+    let file = signals_scenario(&work, &url, |s| s);
+    let out = work.path("checks").display().to_string();
+    let ran = msgstorm(&["check-adapter", &file, "--out", &out]).await;
+    ran.expect_code(0);
+    for case in ["receipts", "typing", "presence"] {
+        let line = ran
+            .stderr
+            .lines()
+            .chain(ran.stdout.lines())
+            .find(|l| l.split_whitespace().nth(1) == Some(case))
+            .unwrap_or_else(|| panic!("no line for {case}: {ran}"));
+        assert!(line.starts_with("pass"), "{line}");
+        assert!(!line.contains(" 0 of 0 owed"), "{line}");
+    }
 }

@@ -1,6 +1,8 @@
 -- A skeleton adapter for a JSON-over-TCP IM server (docs/drivers/script.md). Each frame is
 -- one JSON object; msgstorm cuts the stream by the `framing` of the scenario. Replace the
--- message shapes below with your server's.
+-- message shapes below with your server's. Read receipts, typing notices and presence are
+-- entry points too (`contacts`, `receipt`, `typing`, `presence`), offered when defined:
+-- docs/drivers/script.md, "Signals".
 
 local encode, decode = codec.json_encode, codec.json_decode
 

@@ -1,10 +1,15 @@
 //! `msgstorm validate --frames`: what an adapter script would send for one user's login, a
-//! direct message and a group message, without connecting. Each flow runs until it ends or
-//! first waits for the server; what it queued until then is shown, then what it waits for.
+//! direct message, a group message and the signals it defines, without connecting. Each
+//! flow runs until it ends or first waits for the server; what it queued until then is
+//! shown, then what it waits for.
 
 use mlua::{Function, MultiValue, Table, ThreadStatus, Value};
 
+use crate::driver::{Dest, Signal};
+use crate::vocab::SignalKind;
+
 use super::frame::Frame;
+use super::session::signals::call;
 use super::vm::{one_line, take_outbox, Out, Vm};
 
 /// The body a dry run sends: a real envelope of 100 bytes, as a run would send it.
@@ -89,7 +94,80 @@ pub fn lines(
             Err(e) => out.push(format!("  error: {}", one_line(&e))),
         }
     }
+    signal_lines(vm, &u, to, &mut out);
     out
+}
+
+/// What the signal entry points the script defines send: `contacts` with `to` as the one
+/// contact, a read receipt to `to` for a direct message, a typing notice to `to`, presence.
+fn signal_lines(vm: &Vm, u: &Table, to: &str, out: &mut Vec<String>) {
+    if let Some(contacts) = &vm.entry.contacts {
+        out.push(format!("contacts ({to}):"));
+        let list = vm
+            .lua
+            .create_sequence_from([to])
+            .map_or(Value::Nil, Value::Table);
+        flow(vm, u, contacts, MultiValue::from_iter([list]), out);
+    }
+    let message = body();
+    let mut token = String::new();
+    let env = crate::envelope::Envelope {
+        run: 1,
+        stream: Default::default(),
+        seq: 0,
+        due_us: 0,
+    };
+    let signals = [
+        (
+            &vm.entry.receipt,
+            Signal::Read {
+                sender: to,
+                conv: Dest::User(to),
+                message: &message,
+            },
+            SignalKind::Read,
+        ),
+        (
+            &vm.entry.typing,
+            Signal::Typing {
+                conv: Dest::User(to),
+                active: true,
+            },
+            SignalKind::Typing,
+        ),
+        (
+            &vm.entry.presence,
+            Signal::Presence { online: true },
+            SignalKind::Presence,
+        ),
+    ];
+    for (f, signal, kind) in signals {
+        let Some(f) = f else { continue };
+        token.clear();
+        crate::envelope::token::encode(kind, &env, &mut token);
+        let (name, args) = match call(&vm.lua, signal, &token) {
+            Ok(called) => called,
+            Err(e) => {
+                out.push(format!("  error: {}", one_line(&e)));
+                continue;
+            }
+        };
+        out.push(format!("{name} with token {token}:"));
+        let mut all = MultiValue::from_iter([Value::Table(u.clone())]);
+        all.extend(args);
+        match vm.guard.run(|| f.call::<Value>(all)) {
+            Ok(id) => {
+                frames(u, out);
+                if name == "receipt" {
+                    out.push(format!(
+                        "  its acceptance is the reply with id {}",
+                        show(&id)
+                    ));
+                }
+            }
+            Err(e) => out.push(format!("  error: {}", one_line(&e))),
+        }
+    }
 }
 
 /// A Lua string argument (nil when Lua cannot make one).

@@ -4,9 +4,10 @@
 //! `docs/drivers/script.md`.
 //!
 //! The script maps the engine's intents to frames — `login`, `direct`, `group`, `join`,
-//! `heartbeat`, `fetch`, `close` — and says what each incoming frame is (`receive`): an
-//! acceptance of a send, a push, a reply to a request, a history item, an error, or
-//! nothing. Everything else stays here in Rust: the envelope, the ledger, pacing, metrics
+//! `heartbeat`, `fetch`, `close`, and the signals `contacts`, `receipt`, `typing`,
+//! `presence`, offered only when defined — and says what each incoming frame is
+//! (`receive`): an acceptance of a send, a push, a signal's token, a reply to a request, a
+//! history item, an error, or nothing. Everything else stays here in Rust: the envelope, the ledger, pacing, metrics
 //! and timestamps never reach the script; per-conversation positions ([`Cursors`]) merge
 //! pushes with fetched history exactly as in the `native` and `ws-json` drivers.
 //!
@@ -34,7 +35,9 @@ use std::time::Instant;
 use prost_reflect::DescriptorPool;
 
 use super::directory::{self, Directory};
-use super::{AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use super::{
+    AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::Connector;
 use crate::driver::kit::cursors::Cursors;
 use crate::driver::kit::json_map::credentials;
@@ -185,6 +188,10 @@ impl super::Driver for ScriptDriver {
             skips_history: has_fetch,
             ..Self::SPEC.caps
         }
+    }
+
+    fn signals(&self) -> Signals {
+        session::signals::offered(&self.vms[0].entry)
     }
 
     async fn connect(

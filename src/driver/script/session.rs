@@ -2,6 +2,8 @@
 //! directly, waiting ones as coroutines), the frames they queue written, every incoming
 //! frame judged by `receive` into the engine's events.
 
+pub(super) mod signals;
+
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use super::link::Link;
 use super::vm::{http_request, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};
-use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 
 /// A user's session under the script driver.
@@ -60,6 +62,10 @@ struct Entry {
     close: Option<Function>,
     request: Option<Function>,
     poll: Option<Function>,
+    contacts: Option<Function>,
+    receipt: Option<Function>,
+    typing: Option<Function>,
+    presence: Option<Function>,
 }
 
 /// Which flow a coroutine runs, for the kind of a refusal.
@@ -70,6 +76,7 @@ enum Flow {
     Join,
     Fetch,
     Close,
+    Contacts,
 }
 
 impl Flow {
@@ -78,7 +85,7 @@ impl Flow {
             Flow::Login => ErrorKind::AuthFailed,
             Flow::Open => ErrorKind::SendFailed,
             Flow::Join => ErrorKind::JoinFailed,
-            Flow::Fetch | Flow::Close => ErrorKind::Protocol,
+            Flow::Fetch | Flow::Close | Flow::Contacts => ErrorKind::Protocol,
         }
     }
 
@@ -89,6 +96,7 @@ impl Flow {
             Flow::Join => "join",
             Flow::Fetch => "fetch",
             Flow::Close => "close",
+            Flow::Contacts => "contacts",
         }
     }
 }
@@ -154,6 +162,10 @@ impl ScriptSession {
                 close: e.close.clone(),
                 request: e.request.clone(),
                 poll: e.poll.clone(),
+                contacts: e.contacts.clone(),
+                receipt: e.receipt.clone(),
+                typing: e.typing.clone(),
+                presence: e.presence.clone(),
             },
             user: table,
             id: user.id.clone(),
@@ -415,15 +427,14 @@ impl ScriptSession {
         let user = self.user.clone();
         let got = self
             .guard
-            .run(|| poll.call::<MultiValue>(user))
+            .run(|| poll.call::<Table>(user))
             .map_err(|e| script_error("poll", &e))?;
-        let mut got = got.into_iter();
-        let method = got.next().unwrap_or(Value::Nil);
+        let at = |i: usize| got.raw_get::<Value>(i).unwrap_or(Value::Nil);
+        let method = at(1);
         if matches!(method, Value::Nil) {
             return Ok(());
         }
-        let mut next = || got.next().unwrap_or(Value::Nil);
-        let request = self.described(Flow::Fetch, [method, next(), next(), next()])?;
+        let request = self.described(Flow::Fetch, [method, at(2), at(3), at(4)])?;
         if let Link::Http(h) = &mut self.link {
             h.poll(request)?;
         }
@@ -740,6 +751,10 @@ impl ScriptSession {
         if has(t, "push") {
             return self.pushed(t, "push");
         }
+        // Another user's signal: its token, handed back as a delivery.
+        if has(t, "signal") {
+            return self.pushed(t, "signal");
+        }
         if has(t, "protocol") {
             return self.protocol(text(&field("protocol")));
         }
@@ -762,8 +777,8 @@ impl ScriptSession {
         self.ready.push_back(Event::ProtocolError(Failure::new(
             ErrorKind::Script,
             format!(
-                "receive returned a table with none of ack, push, reply, error, item, \
-                 protocol (keys: {})",
+                "receive returned a table with none of ack, push, signal, reply, error, \
+                 item, protocol (keys: {})",
                 keys.join(", ")
             ),
         )));
@@ -810,6 +825,24 @@ impl ScriptSession {
             .create_string(why)
             .map_err(|e| script_error("fetch", &e))?;
         Ok(MultiValue::from_iter([Value::String(why)]))
+    }
+
+    /// Notes the send `tag` as waiting for the acceptance that carries `id`, which the
+    /// entry point `what` returned.
+    fn awaits_acceptance(&mut self, what: &str, id: &Value, tag: u64) -> Result<(), Failure> {
+        match id_key(id) {
+            Some(id) => {
+                self.pending.push_back((id, tag));
+                Ok(())
+            }
+            None => Err(Failure::new(
+                ErrorKind::Script,
+                format!(
+                    "{what} returned no id for its acceptance (return the request id, or set \
+                     acceptance = false)"
+                ),
+            )),
+        }
     }
 
     /// The tag of the pending send with id `id`, removed.
@@ -924,18 +957,7 @@ impl Session for ScriptSession {
         ]);
         let id = self.call_hot(what, &f, args).await?;
         if self.acceptance {
-            match id_key(&id) {
-                Some(id) => self.pending.push_back((id, tag)),
-                None => {
-                    return Err(Failure::new(
-                        ErrorKind::Script,
-                        format!(
-                            "{what} returned no id for its acceptance (return the request id, \
-                             or set acceptance = false)"
-                        ),
-                    ))
-                }
-            }
+            self.awaits_acceptance(what, &id, tag)?;
         }
         Ok(())
     }
@@ -1008,6 +1030,15 @@ impl Session for ScriptSession {
             }
             None => Ok(()),
         }
+    }
+
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        self.tell_contacts(ids).await
+    }
+
+    async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
+        self.live = true;
+        self.send_signal(tag, signal, token).await
     }
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {

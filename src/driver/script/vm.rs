@@ -51,6 +51,9 @@ function U:lookup(key, timeout) return coroutine.yield("lookup", key, timeout) e
 function U:claim(key, value) return coroutine.yield("claim", key, value) end
 function U:sleep(seconds) return coroutine.yield("sleep", seconds) end
 function refuse(reason) error("msgstorm:refused:" .. tostring(reason), 0) end
+-- The script's `poll` with its results in one table: a call returning more values than it
+-- took arguments leaves mlua no stack to read them from.
+function __poll(u) return table.pack(poll(u)) end
 do
   -- An error caught after the call's deadline is raised again: a script cannot catch its
   -- way past the call bound (see limits.rs).
@@ -104,9 +107,19 @@ pub struct Entry {
     /// `request(u, name)`: sends a request of the request/response workload; returns the
     /// id its reply carries.
     pub request: Option<Function>,
-    /// `poll(u)` (HTTP targets): the next long-poll request — method, path, body,
-    /// headers — or nil for none now.
+    /// `poll(u)` (HTTP targets) through the prelude's `__poll`: the next long-poll request
+    /// — method, path, body, headers — or nil for none now, packed in one table.
     pub poll: Option<Function>,
+    /// `contacts(u, ids)`: tells the server the user's contacts, once per run at its first
+    /// login (may wait).
+    pub contacts: Option<Function>,
+    /// `receipt(u, sender, conv, message, token)`: sends a read receipt; returns the id its
+    /// acceptance carries.
+    pub receipt: Option<Function>,
+    /// `typing(u, conv, active, token)`: sends a typing notice.
+    pub typing: Option<Function>,
+    /// `presence(u, online, token)`: publishes the user's presence.
+    pub presence: Option<Function>,
     /// The prelude's user constructor.
     pub new_user: Function,
 }
@@ -219,7 +232,14 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         fetch: get("fetch")?,
         close: get("close")?,
         request: get("request")?,
-        poll: get("poll")?,
+        poll: match get("poll")? {
+            Some(_) => get("__poll")?,
+            None => None,
+        },
+        contacts: get("contacts")?,
+        receipt: get("receipt")?,
+        typing: get("typing")?,
+        presence: get("presence")?,
         new_user: need(get("__user")?)?,
     })
 }
