@@ -57,7 +57,9 @@ pub use options::{Fetch, Options, Sasl, Tls};
 pub use resume::XmppResume;
 pub use session::XmppSession;
 
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::Connector;
 use crate::driver::kit::tls;
 use crate::vocab::TrafficKind;
@@ -76,6 +78,7 @@ mod ns {
     pub const PING: &str = "urn:xmpp:ping";
     pub const DELAY: &str = "urn:xmpp:delay";
     pub const STANZAS: &str = "urn:ietf:params:xml:ns:xmpp-stanzas";
+    pub const ROSTER: &str = "jabber:iq:roster";
 }
 
 /// How long closing waits for the server to end its side of the stream.
@@ -219,6 +222,16 @@ impl super::Driver for XmppDriver {
             acceptance: self.opts.stream_management,
             group_history: Some(self.opts.muc_history),
             ..Self::SPEC.caps
+        }
+    }
+
+    /// Read receipts (XEP-0333 markers, stored offline), typing (XEP-0085 chat states)
+    /// and presence (roster subscriptions, RFC 6121): see [`session`]'s `signals`.
+    fn signals(&self) -> Signals {
+        Signals {
+            receipts: true,
+            typing: true,
+            presence: true,
         }
     }
 
