@@ -1,7 +1,8 @@
 //! Read receipts, typing and presence through real ejabberd and Prosody: users with
-//! contacts that chat, go away and come back (sessions); every receipt reaches its sender once (live
-//! or stored while it was away), every typing notice and presence change owed arrives, and
-//! Prosody's own log counts the receipts and typing notices the users sent.
+//! contacts that chat, go away and come back (sessions); every receipt reaches its sender
+//! once (live or stored while it was away), every typing notice and presence change owed
+//! arrives (Prosody: every one; ejabberd: all but a bounded few), and Prosody's own log
+//! counts the receipts and typing notices the users sent.
 
 use std::time::Duration;
 
