@@ -38,59 +38,7 @@ stop_server() {
     fi
 }
 trap 'stop_server; rm -rf "$WORK"' EXIT
-log() { printf '== %s\n' "$*"; }
-ulimit -n "$(ulimit -Hn)"
-if [[ $(nproc) -ge 2 ]]; then SERVER_CPU=(taskset -c 0) GEN_CPU=(taskset -c 1); else SERVER_CPU=() GEN_CPU=(); fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 300); do
-        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "server did not listen on $1" >&2
-    exit 1
-}
-
-start_ejabberd() {
-    local dir=$WORK/ejabberd libs
-    rm -rf "$dir"; mkdir -p "$dir/spool"
-    libs=$(dirname "$(ls -d /usr/lib/*/ejabberd-* | head -1)")
-    PORT=$(free_port)
-    cat > "$dir/ejabberd.yml" <<YML
-hosts: ["localhost"]
-loglevel: warning
-listen:
-  - port: $PORT
-    ip: "127.0.0.1"
-    module: ejabberd_c2s
-    backlog: 65535
-    max_stanza_size: 65536
-registration_timeout: infinity
-access_rules:
-  register:
-    allow: all
-shaper_rules:
-  max_user_offline_messages: 100000
-  max_user_sessions: 10
-modules:
-  mod_ping: {}
-  mod_register:
-    access: register
-    ip_access: all
-  mod_offline:
-    access_max_user_messages: max_user_offline_messages
-  mod_stream_mgmt:
-    resend_on_timeout: if_offline
-YML
-    (cd "$dir" && ERL_LIBS=$libs EJABBERD_CONFIG_PATH=$dir/ejabberd.yml \
-        EJABBERD_LOG_PATH=$dir/ejabberd.log ERL_MAX_PORTS=65536 \
-        exec "${SERVER_CPU[@]}" erl -noinput -noshell +P 1000000 -mnesia dir "\"$dir/spool\"" \
-        -s ejabberd > "$dir/out.log" 2>&1) &
-    SERVER_PID=$!
-    wait_port "$PORT"
-    SERVER_NAME=beam.smp
-}
-
+. bench/xmpp/common.sh
 start_prosody() {
     local dir=$WORK/prosody
     rm -rf "$dir"; mkdir -p "$dir/data"
@@ -221,45 +169,17 @@ tsung_w5() {
     mkdir -p "$dir"
     # Each chatter sends every THINK seconds: CHAT msgs/s in total.
     think=$THINK
-    cat > "$dir/w5.xml" <<XML
-<?xml version="1.0"?>
-<!DOCTYPE tsung SYSTEM "/usr/share/tsung/tsung-1.0.dtd">
-<tsung loglevel="warning" version="1.0" dumptraffic="false">
-  <clients><client host="localhost" use_controller_vm="true" maxusers="$((USERS + 10))"/></clients>
-  <servers><server host="127.0.0.1" port="$PORT" type="tcp"/></servers>
-  <load>
-    <arrivalphase phase="1" duration="$(( (USERS + RATE - 1) / RATE ))" unit="second">
-      <users maxnumber="$USERS" arrivalrate="$RATE" unit="second"/>
-    </arrivalphase>
-  </load>
-  <options>
-    <option type="ts_jabber" name="global_number" value="$USERS"/>
-    <option type="ts_jabber" name="userid_max" value="$USERS"/>
-    <option type="ts_jabber" name="domain" value="localhost"/>
-    <option type="ts_jabber" name="username" value="u"/>
-    <option type="ts_jabber" name="passwd" value="pwu"/>
-  </options>
-  <sessions>
+    {
+    tsung_head
+    cat <<XML
     <session probability="90" name="online" type="ts_jabber">
-      <request><jabber type="connect" ack="local"/></request>
-      <transaction name="login">
-        <request><jabber type="auth_sasl" ack="local"/></request>
-        <request><jabber type="connect" ack="local"/></request>
-        <request><jabber type="auth_sasl_bind" ack="local"/></request>
-        <request><jabber type="auth_sasl_session" ack="local"/></request>
-      </transaction>
+$(tsung_login)
       <request><jabber type="presence:initial" ack="no_ack"/></request>
       <thinktime value="$DURATION"/>
       <request><jabber type="close" ack="no_ack"/></request>
     </session>
     <session probability="10" name="chat" type="ts_jabber">
-      <request><jabber type="connect" ack="local"/></request>
-      <transaction name="login">
-        <request><jabber type="auth_sasl" ack="local"/></request>
-        <request><jabber type="connect" ack="local"/></request>
-        <request><jabber type="auth_sasl_bind" ack="local"/></request>
-        <request><jabber type="auth_sasl_session" ack="local"/></request>
-      </transaction>
+$(tsung_login)
       <request><jabber type="presence:initial" ack="no_ack"/></request>
       <for from="1" to="$(python3 -c "print(int($DURATION / $think))")" incr="1" var="i">
         <thinktime value="$think" random="false"/>
@@ -270,6 +190,7 @@ tsung_w5() {
   </sessions>
 </tsung>
 XML
+    } > "$dir/w5.xml"
     log "tsung: ${GEN_CPU[*]} tsung -f w5.xml -l DIR start"
     sed 's/^/    /' "$dir/w5.xml"
     local start end

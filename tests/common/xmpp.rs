@@ -343,6 +343,7 @@ modules:
   mod_disco: {{}}
   mod_carboncopy: {{}}
   mod_ping: {{}}
+  mod_roster: {{}}
   mod_register:
     access: register
     ip_access: all

@@ -5,4 +5,5 @@ mod failures;
 mod offline;
 mod resume;
 mod rooms;
+mod signals;
 mod tls;

@@ -13,6 +13,9 @@ use super::{error_condition, ns, stanza_error, Sasl, Tls, XmppDriver};
 use crate::driver::{Account, Event, Failure, UserCtx};
 use crate::metrics::ErrorKind;
 
+/// The id of the ping that follows the initial presence.
+const AVAILABLE: &str = "available";
+
 impl XmppDriver {
     /// The stream header opening a (re)started stream.
     fn header(&self) -> String {
@@ -160,12 +163,19 @@ impl XmppDriver {
         if sm {
             stream.queue(&format!("<enable xmlns='{}' resume='true'/>", ns::SM));
         }
-        stream.queue("<presence/>");
+        // A ping after the presence: its answer comes once the server has made the
+        // session available, so from the end of the login on, what is sent to the user
+        // (a chat state, a contact's presence) reaches it instead of being dropped.
+        stream.queue(&format!(
+            "<presence/><iq type='get' id='{AVAILABLE}' to='{}'><ping xmlns='{}'/></iq>",
+            escape(&self.domain),
+            ns::PING
+        ));
         stream.flush().await?;
-        let (mut bound, mut enabled) = (false, !sm);
+        let (mut bound, mut enabled, mut available) = (false, !sm, false);
         let mut sm_id = None;
         let mut early = Vec::new();
-        while !(bound && enabled) {
+        while !(bound && enabled && available) {
             let e = stream.element().await?;
             match e.name.as_str() {
                 "iq" if e.attr("id") == Some("bind") => {
@@ -189,13 +199,19 @@ impl XmppDriver {
                         "the server refused to enable stream management",
                     ))
                 }
+                // Any answer (an error from a server without XEP-0199) comes in order;
+                // absorbed with the rest, so stanzas are counted as they came.
+                "iq" if e.attr("id") == Some(AVAILABLE) => {
+                    available = true;
+                    early.push(e);
+                }
                 _ => early.push(e),
             }
         }
-        // The initial presence is the first stanza counted.
+        // The initial presence and the ping are the first stanzas counted.
         let sm = sm.then(|| Sm {
-            sent: 1,
-            requested: 1,
+            sent: 2,
+            requested: 2,
             id: sm_id,
             ..Sm::default()
         });

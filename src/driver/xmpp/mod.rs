@@ -7,7 +7,7 @@
 //!   in-band registration (XEP-0077) on the user's first connection, SASL PLAIN or
 //!   SCRAM-SHA-1, stream restart, resource binding, stream management (XEP-0198) enabled,
 //!   initial presence (which makes the server deliver what it stored while the user was
-//!   offline).
+//!   offline) and a ping whose answer says the session is available.
 //! - send: `<message type="chat">` to `{user}@domain` or `type="groupchat"` to the room,
 //!   the envelope in `<body>`. The acceptance is XEP-0198: every stanza sent is counted,
 //!   an `<r/>` follows each batch of sends, and the server's `<a h="N"/>` accepts every tag
@@ -25,6 +25,9 @@
 //!   offline storage.
 //! - a broken connection resumes its XEP-0198 session; what the server had not
 //!   acknowledged past the `h` of its `<resumed/>` is sent again.
+//! - signals: read receipts as XEP-0333 markers stored for a sender away, typing as
+//!   XEP-0085 chat states, presence over mutual roster subscriptions, each with its token
+//!   as the stanza id (presence: its status); see `session/signals.rs`.
 //! - heartbeat: `<r/>` (XEP-0198) or a whitespace keep-alive; server pings (XEP-0199) are
 //!   answered.
 //! - received messages are acknowledged (`<a h/>`) only once the engine has them: what
@@ -57,7 +60,9 @@ pub use options::{Fetch, Options, Sasl, Tls};
 pub use resume::XmppResume;
 pub use session::XmppSession;
 
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Scheme, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::Connector;
 use crate::driver::kit::tls;
 use crate::vocab::TrafficKind;
@@ -76,6 +81,7 @@ mod ns {
     pub const PING: &str = "urn:xmpp:ping";
     pub const DELAY: &str = "urn:xmpp:delay";
     pub const STANZAS: &str = "urn:ietf:params:xml:ns:xmpp-stanzas";
+    pub const ROSTER: &str = "jabber:iq:roster";
 }
 
 /// How long closing waits for the server to end its side of the stream.
@@ -219,6 +225,16 @@ impl super::Driver for XmppDriver {
             acceptance: self.opts.stream_management,
             group_history: Some(self.opts.muc_history),
             ..Self::SPEC.caps
+        }
+    }
+
+    /// Read receipts (XEP-0333 markers, stored offline), typing (XEP-0085 chat states)
+    /// and presence (roster subscriptions, RFC 6121): see [`session`]'s `signals`.
+    fn signals(&self) -> Signals {
+        Signals {
+            receipts: true,
+            typing: true,
+            presence: true,
         }
     }
 

@@ -1,6 +1,6 @@
 //! What an XMPP user keeps between its connections: the account, the SCRAM salted
 //! password, the rooms it joined with the messages seen in each, the XEP-0198 session to
-//! resume and its place in the archive.
+//! resume, its place in the archive and its contacts.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -53,4 +53,7 @@ pub struct XmppResume {
     /// Messages that came one way (archive, push) and may come the other way later, to
     /// hand each out once (`fetch = "mam"`).
     pub(super) copies: mam::Copies,
+    /// The user's contacts (bare JIDs), once the engine has told them: a subscription
+    /// request from one of them is answered with our own request too.
+    pub(super) contacts: HashSet<String>,
 }

@@ -1,7 +1,9 @@
 //! One logged-in user: sends, receipts, XEP-0198 acks, room joins, fetching what was
-//! missed, and what the user keeps for its next connection.
+//! missed, signals ([`signals`]), and what the user keeps for its next connection.
 
-use std::collections::VecDeque;
+mod signals;
+
+use std::collections::{HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,7 +17,7 @@ use super::sm::{acked, Sm, SmResume, Unacked};
 use super::stream::{self, Stream};
 use super::{error_condition, ns, stanza_error, Fetch, Options, XmppDriver};
 use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, OFFLINE_LIMIT, WRITE_BATCH};
-use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 
 /// One page of a MAM query under way.
@@ -83,6 +85,10 @@ pub struct XmppSession {
     resume: XmppResume,
     reply_timeout: Duration,
     next_id: u64,
+    /// The engine published the user's unavailable presence: closing sends no other.
+    left: bool,
+    /// Contacts whose subscription request this session answered with its own.
+    resubscribed: HashSet<String>,
 }
 
 impl XmppSession {
@@ -113,6 +119,8 @@ impl XmppSession {
             resume,
             reply_timeout: d.connector.timeout(),
             next_id: 0,
+            left: false,
+            resubscribed: HashSet::new(),
         };
         s.pending.extend(login.settled.into_iter().map(Held::event));
         for e in login.early {
@@ -194,6 +202,12 @@ impl XmppSession {
                 self.answer_iq(&e);
                 Ok(())
             }
+            "presence" => {
+                if let Some(event) = self.presence_in(&e) {
+                    self.hold(event, count);
+                }
+                Ok(())
+            }
             "r" if e.attr("xmlns") == Some(ns::SM) => {
                 if let Some(sm) = &mut self.sm {
                     sm.ack_owed = true;
@@ -237,6 +251,9 @@ impl XmppSession {
             return Ok(());
         }
         let Some(body) = e.child("body").map(|b| b.text.clone()) else {
+            if let Some(event) = self.signal_in(&e) {
+                self.hold(event, count);
+            }
             return Ok(());
         };
         // Only live pushes move the archive position: what arrives while fetching, and an
@@ -279,8 +296,34 @@ impl XmppSession {
         Ok(())
     }
 
-    /// Answers an `<iq>` the server sent: a ping gets its result, any other request an
-    /// error; results and errors of our own requests need nothing.
+    /// Keeps a received signal's token for the engine, acknowledged once the engine has
+    /// it (as a message).
+    fn hold(&mut self, event: Event, stanza: Option<u32>) {
+        self.pending.push_back(Held {
+            event,
+            stanza,
+            archive: None,
+            unplaced: false,
+        });
+    }
+
+    /// Queues `xml`, a stanza whose acceptance the engine waits for as `tag` (an XEP-0198
+    /// ack; kept to send again when the session resumes).
+    fn tracked(&mut self, tag: u64, xml: String) {
+        self.stanza(&xml);
+        if let Some(sm) = &mut self.sm {
+            let xml = sm.id.is_some().then_some(xml);
+            sm.tags.push_back(Unacked {
+                n: sm.sent,
+                tag,
+                xml,
+            });
+        }
+    }
+
+    /// Answers an `<iq>` the server sent: a ping or a roster push (RFC 6121 §2.1.6) gets
+    /// its result, any other request an error; results and errors of our own requests
+    /// need nothing.
     fn answer_iq(&mut self, e: &Element) {
         let kind = e.attr("type").unwrap_or_default();
         if kind != "get" && kind != "set" {
@@ -291,7 +334,9 @@ impl XmppSession {
             .attr("from")
             .map(|f| format!(" to='{}'", escape(f)))
             .unwrap_or_default();
-        let reply = if e.child_ns("ping", ns::PING).is_some() {
+        let ours = e.child_ns("ping", ns::PING).is_some()
+            || (kind == "set" && e.child_ns("query", ns::ROSTER).is_some());
+        let reply = if ours {
             format!("<iq type='result' id='{id}'{to}/>")
         } else {
             format!(
@@ -550,30 +595,18 @@ impl Session for XmppSession {
     type Resume = XmppResume;
 
     async fn send(&mut self, tag: u64, dest: Dest<'_>, body: &str) -> Result<(), Failure> {
-        let (to, kind) = match dest {
-            Dest::User(u) => (
-                format!("{}@{}", self.username.replace("{user}", u), self.domain),
-                "chat",
-            ),
-            Dest::Group(g) => match self.room(g) {
-                Ok(room) => (room, "groupchat"),
-                Err(why) => return Err(Failure::new(ErrorKind::SendFailed, why)),
-            },
+        let (to, kind) = self.conv(dest)?;
+        // The envelope's header as id: a reader's marker names it (XEP-0333).
+        let id = match signals::message_id(body) {
+            Some(header) => escape(header).into_owned(),
+            None => format!("m{tag}"),
         };
         let xml = format!(
-            "<message type='{kind}' to='{}' id='m{tag}'><body>{}</body></message>",
+            "<message type='{kind}' to='{}' id='{id}'><body>{}</body></message>",
             escape(&to),
             escape(body)
         );
-        self.stanza(&xml);
-        if let Some(sm) = &mut self.sm {
-            let xml = sm.id.is_some().then_some(xml);
-            sm.tags.push_back(Unacked {
-                n: sm.sent,
-                tag,
-                xml,
-            });
-        }
+        self.tracked(tag, xml);
         if self.stream.queued() > WRITE_BATCH {
             self.write().await?;
         }
@@ -682,6 +715,14 @@ impl Session for XmppSession {
         self.write().await
     }
 
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        self.add_contacts(ids).await
+    }
+
+    async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
+        self.send_signal(tag, signal, token).await
+    }
+
     async fn next_event(&mut self) -> Event {
         // The engine reads events without fetching first: what arrives is pushes.
         self.replaying = false;
@@ -708,7 +749,9 @@ impl Session for XmppSession {
         // a session closed in between silently loses the message, `ejabberd_sm:
         // route_message`, "Race condition". Without the presence, every message routed
         // until the close takes that risk.)
-        self.stanza("<presence type='unavailable'/>");
+        if !self.left {
+            self.stanza("<presence type='unavailable'/>");
+        }
         // Acknowledge what the engine has, then end the stream: messages that arrive
         // meanwhile stay unacknowledged, and the server keeps them for the next login.
         if let Some(sm) = &mut self.sm {
