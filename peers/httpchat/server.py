@@ -201,6 +201,9 @@ def main():
     port = int(args[0]) if args else 0
     if "--drop-receipts" in args:
         DROP_EVERY = int(args[args.index("--drop-receipts") + 1])
+    # A listen backlog for a login wave: the default of 5 drops SYNs when many users
+    # connect at once, and each drop costs the client a 1 s retransmit.
+    ThreadingHTTPServer.request_queue_size = 1024
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     print("listening on %d" % server.server_address[1], flush=True)

@@ -768,11 +768,11 @@ impl<D: Driver> Vu<D> {
         t.live.refused += lost;
     }
 
-    /// Logs out gracefully: waits (bounded) for the acceptance of sends in flight, so a
-    /// user going offline does not turn its own last messages into failures.
+    /// Logs out gracefully: waits (bounded) for the acceptance of sends and read receipts in
+    /// flight, so a user going offline does not turn its own last ones into failures.
     async fn settle(&mut self, session: &mut D::Session) {
         let deadline = Instant::now() + SETTLE;
-        while !self.pending.is_empty() {
+        while !self.pending.is_empty() || self.receipts_pending() {
             match tokio::time::timeout_at(deadline, session.next_event()).await {
                 Ok(Event::Closed(f)) => {
                     self.error(f.kind, f.detail);

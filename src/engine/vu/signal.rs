@@ -436,6 +436,11 @@ impl<D: Driver> Vu<D> {
         true
     }
 
+    /// Whether read receipts are waiting for the server's acceptance.
+    pub(super) fn receipts_pending(&self) -> bool {
+        self.sig.as_deref().is_some_and(|s| !s.pending.is_empty())
+    }
+
     /// Receipts still waiting for acceptance when the user goes offline are not owed.
     pub(super) fn receipts_unconfirmed(&mut self) {
         let (ix, slot) = (self.spec.ctx.ix, self.spec.slot);
