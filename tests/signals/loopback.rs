@@ -4,12 +4,12 @@
 use msgstorm::artifact::SignalRecord;
 use msgstorm::vocab::SignalKind;
 
-use super::{every_owed_arrived_once, DAY};
+use super::{every_owed_arrived_once, DAY, SIGNALS};
 use crate::common::run::{msgstorm, run_text, Work};
 
 /// `DAY` over the loopback hub with `options` in `[target.loopback]`.
 fn scenario(options: &str) -> String {
-    format!("name = \"signals\"\nseed = 5\ndrain = \"2s\"\n[target]\ndriver = \"loopback\"\n[target.loopback]\n{options}\n{DAY}")
+    format!("name = \"signals\"\nseed = 5\ndrain = \"2s\"\n[target]\ndriver = \"loopback\"\n[target.loopback]\n{options}\n{DAY}{SIGNALS}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,8 +19,8 @@ pub fn every_owed_arrived_once(rows: &[SignalRow]) {
     }
 }
 
-/// 200 users over a 10 s day who talk to their contacts, read half of what they get,
-/// type before half of their sends and publish their presence.
+/// 200 users over a 10 s day who talk to their contacts (with [`SIGNALS`]: who read half
+/// of what they get, type before half of their sends and publish their presence).
 pub const DAY: &str = r#"
 [population]
 users = 200
@@ -38,7 +38,10 @@ name = "chat"
 kind = "chat"
 rate = 60
 size = 120
+"#;
 
+/// Every signal: half the messages read, half the direct sends typed, presence.
+pub const SIGNALS: &str = r#"
 [signals]
 receipts = 0.5
 read_delay = { exponential = "300ms" }

@@ -7,7 +7,7 @@
 use msgstorm::artifact::SignalRecord;
 use msgstorm::vocab::SignalKind;
 
-use super::{every_owed_arrived_once, DAY};
+use super::{every_owed_arrived_once, DAY, SIGNALS};
 use crate::common::run::{run_text, scenario, Work};
 use crate::common::{config, fault_log, http_get, metric, start};
 use msgstorm::serve::faults::FaultSpec;
@@ -20,7 +20,7 @@ async fn a_run_against_the_reference_server_gets_every_signal_once() {
     let text = scenario(
         "name = \"signals-native\"\nseed = 5\ndrain = \"2s\"",
         &server,
-        DAY,
+        &format!("{DAY}{SIGNALS}"),
     );
     let (ran, a) = run_text(&work, &text).await;
     let metrics = http_get(server.addr(), "/metrics").await;
@@ -56,7 +56,7 @@ async fn dropped_signal_pushes_are_repaired_for_receipts_and_counted_for_the_res
     let text = scenario(
         "name = \"signals-faults\"\nseed = 5\ndrain = \"2s\"",
         &server,
-        DAY,
+        &format!("{DAY}{SIGNALS}"),
     );
     let (ran, a) = run_text(&work, &text).await;
     server.shutdown().await.expect("server stops");

@@ -37,15 +37,10 @@ mean = 6
 kind = "chat"
 rate = 60
 size = 100
+"#;
 
-[signals]
-receipts = 0.5
-read_delay = { exponential = "300ms" }
-typing = 0.5
-typing_lead = "200ms"
-presence = true
-within = "1s"
-
+/// The checks of [`SIGNALS`]' runs.
+const CHECKS: &str = r#"
 [checks]
 # Signals are what this test is about. On a busy test machine logins of a wave wait on the
 # server's password hashing, a few sends go unconfirmed at a logout, and ejabberd 23.01
@@ -66,8 +61,9 @@ fn signals_arrive(
 ) -> (SignalDelivery, SignalDelivery, &'static Server) {
     let server = shared(kind);
     let rest = format!(
-        "{SIGNALS}max_receipts_lost = {dropped}\nmax_typing_missed = {dropped}\n\
-         max_presence_missed = {dropped}\n"
+        "{SIGNALS}{}{CHECKS}max_receipts_lost = {dropped}\nmax_typing_missed = {dropped}\n\
+         max_presence_missed = {dropped}\n",
+        crate::signals::SIGNALS
     );
     let a = passed(
         run_msgstorm(&scenario(server, prefix, "", &rest), &[], LIMIT),

@@ -159,6 +159,15 @@ impl Hub {
         self.injected[f as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The group named `name`, when it exists.
+    pub(super) fn group(&self, name: &str) -> Option<Arc<Group>> {
+        self.groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
     /// The mailbox of `id`, created when first needed.
     pub(super) fn mailbox(&self, id: &str) -> Arc<Mailbox> {
         if let Some(m) = self.users.read().unwrap_or_else(|p| p.into_inner()).get(id) {

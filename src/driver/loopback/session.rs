@@ -128,14 +128,7 @@ impl Session for LoopbackSession {
                 }
             }
             Dest::Group(name) => {
-                let group = self
-                    .hub
-                    .groups
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(name)
-                    .cloned();
-                let Some(group) = group else {
+                let Some(group) = self.hub.group(name) else {
                     let item = Item::Refused(tag, "no such group");
                     self.hub.answer(&self.mailbox, item, now);
                     return Ok(());

@@ -52,14 +52,7 @@ impl LoopbackSession {
                 conv: Dest::Group(name),
                 ..
             } => {
-                let group = self
-                    .hub
-                    .groups
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(name)
-                    .cloned();
-                if let Some(g) = group {
+                if let Some(g) = self.hub.group(name) {
                     let members = g.members.read().unwrap_or_else(|p| p.into_inner());
                     for mb in members.iter().filter(|m| !Arc::ptr_eq(m, &self.mailbox)) {
                         self.hub.push_live(mb, token, now);
