@@ -6,7 +6,8 @@
 //! - **Memory per online user**: the slope of a least-squares line through the watched
 //!   target processes' resident memory against users online, one point per second of the
 //!   login phase (before traffic); its standard error is the uncertainty, its intercept the
-//!   base memory.
+//!   base memory. A run whose users come and go over a day has no login phase: there, one
+//!   point per second that set a new most users online, against that most.
 //! - **CPU per 1,000 delivered messages**: the target's CPU seconds over the seconds of
 //!   traffic divided by the messages received in them, per second; the mean and its
 //!   standard error. Idle work (heartbeats) is included, so it is an upper bound.
@@ -119,14 +120,16 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
     // Memory: RSS against users online over the login phase. A monitor sample at second
     // `t` was taken at the end of metrics second `t - 1`.
     let login_end = a.traffic_started_s.unwrap_or(f64::MAX);
-    let points: Vec<(f64, f64)> = per_sec
-        .iter()
-        .filter(|(&sec, _)| f64::from(sec) <= login_end + 1.0)
-        .filter_map(|(&sec, &(_, rss))| {
-            let users = online.get(&sec.checked_sub(1)?)?;
-            Some((*users as f64, rss))
-        })
-        .collect();
+    let online_at = |sec: u32| online.get(&sec.checked_sub(1)?).copied();
+    let points: Vec<(f64, f64)> = if a.population.as_ref().is_some_and(|o| o.sessions > 0) {
+        day_points(&per_sec, online_at)
+    } else {
+        per_sec
+            .iter()
+            .filter(|(&sec, _)| f64::from(sec) <= login_end + 1.0)
+            .filter_map(|(&sec, &(_, rss))| Some((online_at(sec)? as f64, rss)))
+            .collect()
+    };
     let line = fit(&points);
     // CPU: per traffic second with deliveries, CPU seconds per 1,000 received.
     let mut ratios = Vec::new();
@@ -160,6 +163,28 @@ pub fn basis(a: &Artifact) -> Result<Basis, String> {
         wire_in_per_msg: wire_in,
         wire_out_per_delivery: wire_out,
     })
+}
+
+/// The memory points of a run whose users come and go over a day (`[population.sessions]`),
+/// which has no login phase before its traffic: RSS against the most users online so far,
+/// at every second that set a new most. A server's resident memory keeps what its busiest
+/// moment took (an allocator seldom gives it back), so the high-water mark of users, not
+/// the users online that second, is what it holds memory for.
+fn day_points(
+    per_sec: &std::collections::BTreeMap<u32, (f64, f64)>,
+    online_at: impl Fn(u32) -> Option<u64>,
+) -> Vec<(f64, f64)> {
+    let mut most = 0;
+    per_sec
+        .iter()
+        .filter_map(|(&sec, &(_, rss))| {
+            let users = online_at(sec)?;
+            (users > most).then(|| {
+                most = users;
+                (users as f64, rss)
+            })
+        })
+        .collect()
 }
 
 /// TCP payload bytes the `watched` processes received per message sent and sent per
@@ -367,6 +392,29 @@ fn mean(xs: &[f64]) -> Option<Estimate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_day_of_users_coming_and_going_sizes_memory_by_its_high_water_marks() {
+        // 2 MB a user while users come; leaving gives nothing back.
+        let online = [10u64, 20, 15, 30, 25, 40];
+        let per_sec: std::collections::BTreeMap<u32, (f64, f64)> = (1..=6u32)
+            .map(|sec| {
+                let most = online[..sec as usize].iter().max().copied().unwrap_or(0);
+                (sec, (0.0, 1e6 + 2e6 * most as f64))
+            })
+            .collect();
+        let points = day_points(&per_sec, |sec| {
+            online.get(sec.checked_sub(1)? as usize).copied()
+        });
+        assert_eq!(
+            points.len(),
+            4,
+            "only the seconds that set a new most: {points:?}"
+        );
+        let (slope, base) = fit(&points).expect("a line");
+        assert!((slope.value - 2e6).abs() < 1.0, "{slope:?}");
+        assert!((base - 1e6).abs() < 1.0, "{base}");
+    }
 
     #[test]
     fn a_line_through_exact_points_has_no_error() {

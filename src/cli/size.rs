@@ -139,7 +139,8 @@ pub fn run(args: SizeArgs) -> Result<u8> {
     let missing: Vec<&str> = [
         (
             b.memory_per_user_bytes.is_none(),
-            "memory (fewer than 3 seconds of login phase with users arriving)",
+            "memory (fewer than 3 seconds of login phase with users arriving, or for a day of \
+             sessions, seconds that set a new most users online)",
         ),
         (
             b.cpu_s_per_1000.is_none(),
