@@ -242,6 +242,9 @@ pub enum NotMeasured {
     NoSamples,
     /// Send → acceptance latency, and the protocol has no acceptance.
     NoAcceptance,
+    /// A signal the scenario asked for of which no recipient was owed one: the run
+    /// verified none (no such sends, or no recipient online `within` around them).
+    NothingOwed,
 }
 
 /// Evaluates every check of `a`, then the built-in checks it does not write (those that
@@ -408,10 +411,7 @@ fn applies(a: &Artifact, measured: &Measured<'_>, metric: CheckMetric) -> bool {
         CheckMetric::Online => m.count(Counter::PlannedUserMs) > 0 && m.count(Counter::LoginOk) > 0,
         // Only adapter scripts fail this way: other runs' reports stay as they were.
         CheckMetric::ScriptErrors => a.driver == "script" || errors_of(a, ErrorKind::Script) > 0,
-        CheckMetric::ReceiptsLost | CheckMetric::ReceiptsDuplicated => asked(SignalKind::Read),
-        CheckMetric::TypingMissed => asked(SignalKind::Typing),
-        CheckMetric::PresenceMissed => asked(SignalKind::Presence),
-        _ => true,
+        m => m.signal().is_none_or(asked),
     }
 }
 
@@ -455,13 +455,15 @@ pub fn verified_share(a: &Artifact, d: &Delivery) -> Option<f64> {
 
 fn one(a: &Artifact, measured: &Measured<'_>, c: &CheckSpec) -> CheckOutcome {
     let (m, d) = (&a.metrics, measured.delivery);
-    let signal = |k: SignalKind, f: fn(&SignalDelivery) -> u64| {
+    // A kind asked for that owed nothing verified nothing: not measured, so not a pass.
+    let owed = |k: SignalKind| {
         measured
             .signals
             .iter()
-            .find(|s| s.kind == k)
-            .map(|s| f(&s.delivery) as f64)
+            .find(|s| s.kind == k && s.delivery.expected > 0)
     };
+    let signal =
+        |k: SignalKind, f: fn(&SignalDelivery) -> u64| owed(k).map(|s| f(&s.delivery) as f64);
     let latency = |h: Hist| -> Option<f64> {
         let hist = m.hist(h);
         (!hist.is_empty()).then(|| hist.value_at_quantile(0.99) as f64)
@@ -482,7 +484,8 @@ fn one(a: &Artifact, measured: &Measured<'_>, c: &CheckSpec) -> CheckOutcome {
         | CheckMetric::ReceiptP99
         | CheckMetric::TypingP99
         | CheckMetric::PresenceP99 => c.metric.entry().p99_of.and_then(latency),
-        CheckMetric::ReceiptsLost => signal(SignalKind::Read, |s| s.missing),
+        // A receipt the server refused (or never confirmed) did not reach its sender either.
+        CheckMetric::ReceiptsLost => signal(SignalKind::Read, |s| s.missing + s.refused),
         CheckMetric::ReceiptsDuplicated => signal(SignalKind::Read, |s| s.duplicated),
         CheckMetric::TypingMissed => signal(SignalKind::Typing, |s| s.missing),
         CheckMetric::PresenceMissed => signal(SignalKind::Presence, |s| s.missing),
@@ -510,6 +513,7 @@ fn one(a: &Artifact, measured: &Measured<'_>, c: &CheckSpec) -> CheckOutcome {
     let not_measured = match value {
         Some(_) => None,
         None if c.metric == CheckMetric::AckP99 && !a.acceptance => Some(NotMeasured::NoAcceptance),
+        None if c.metric.signal().is_some() => Some(NotMeasured::NothingOwed),
         None => Some(NotMeasured::NoSamples),
     };
     CheckOutcome {

@@ -222,6 +222,9 @@ fn measured(r: &Report, c: &CheckOutcome) -> String {
         (None, Some(NotMeasured::NoAcceptance)) => {
             "not measured: the protocol has no acceptance".to_owned()
         }
+        (None, Some(NotMeasured::NothingOwed)) => {
+            "not measured: no recipient was owed one".to_owned()
+        }
         (None, _) => "not measured: no samples".to_owned(),
     }
 }

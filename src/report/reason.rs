@@ -111,7 +111,8 @@ fn signal(r: &Report, metric: CheckMetric, value: f64) -> String {
         ),
         _ => (
             SignalKind::Read,
-            "read receipts never reached their message's sender",
+            "read receipts never reached their message's sender (lost, or refused by the \
+             server)",
         ),
     };
     let owed = r

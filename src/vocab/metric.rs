@@ -364,6 +364,17 @@ impl CheckMetric {
     pub fn unit(self) -> Unit {
         self.entry().unit
     }
+
+    /// The signal a check of read receipts, typing or presence counts (not its latency).
+    pub fn signal(self) -> Option<super::SignalKind> {
+        use super::SignalKind;
+        match self {
+            CheckMetric::ReceiptsLost | CheckMetric::ReceiptsDuplicated => Some(SignalKind::Read),
+            CheckMetric::TypingMissed => Some(SignalKind::Typing),
+            CheckMetric::PresenceMissed => Some(SignalKind::Presence),
+            _ => None,
+        }
+    }
 }
 
 /// Serializes a catalog value as its key.

@@ -112,3 +112,26 @@ async fn receipts_a_server_loses_fail_the_run_by_their_own_check() {
         "{check}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_no_recipient_was_owed_fails_as_not_measured() {
+    let work = Work::new();
+    // Nobody stays online a minute after a typing notice in a 10 s day.
+    let text = scenario("").replace("within = \"1s\"", "within = \"60s\"");
+    let (ran, a) = run_text(&work, &text).await;
+    ran.expect_code(1);
+    let rows = SignalRecord::summary(a.signals.as_ref().expect("signals"));
+    assert!(rows[1].delivery.sent > 0, "typing was sent: {:?}", rows[1]);
+    assert_eq!(
+        rows[1].delivery.expected, 0,
+        "and owed to nobody: {:?}",
+        rows[1]
+    );
+    assert!(
+        ran.stdout.contains("checks.max_typing_missed")
+            && ran
+                .stdout
+                .contains("not measured: no recipient was owed one"),
+        "{ran}"
+    );
+}
