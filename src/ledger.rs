@@ -958,17 +958,8 @@ impl TryFrom<Repr> for Ledger {
         }
         let mut tracks = HashMap::with_capacity(r.tracks.len());
         for (s, u, expected, next, above) in r.tracks {
-            let ok = above.iter().all(|r| r.0 < r.1)
-                && above.first().is_none_or(|r| r.0 > next)
-                && above.windows(2).all(|w| w[0].1 < w[1].0);
-            if !ok {
-                return Err(format!("ledger: track ({s}, {u}): bad received ranges"));
-            }
-            let t = Track {
-                expected,
-                next,
-                above,
-            };
+            let t = Track::from_parts(expected, next, above)
+                .ok_or_else(|| format!("ledger: track ({s}, {u}): bad received ranges"))?;
             if tracks.insert((s, u), t).is_some() {
                 return Err(format!("ledger: track ({s}, {u}) listed twice"));
             }

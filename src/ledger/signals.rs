@@ -291,8 +291,9 @@ impl SignalBook {
     }
 }
 
-/// The arrivals of one kind from one user at another: (kind, from, to, received ranges).
-type ArrivedRow = (SignalKind, UserIx, UserIx, Vec<(u64, u64)>);
+/// The arrivals of one kind from one user at another, as the ledger writes a track:
+/// (kind, from, to, every seq below this received, the ranges received above it).
+type ArrivedRow = (SignalKind, UserIx, UserIx, u64, Vec<(u64, u64)>);
 
 /// How a [`SignalBook`] is written in result files: lists instead of maps.
 #[derive(Serialize, Deserialize)]
@@ -317,7 +318,7 @@ impl From<SignalBook> for Repr {
         let mut arrived: Vec<_> = b
             .arrived
             .into_iter()
-            .map(|((k, f, t), tr)| (k, f, t, tr.ranges().collect()))
+            .map(|((k, f, t), tr)| (k, f, t, tr.next, tr.above))
             .collect();
         arrived.sort_unstable();
         Repr {
@@ -350,15 +351,18 @@ impl TryFrom<Repr> for SignalBook {
             s.sent = sent;
             s.refused = refused;
         }
-        for (kind, from, to, ranges) in r.arrived {
-            let t = b.arrived.entry((kind, from, to)).or_default();
-            for (a, z) in ranges {
-                if z < a || z - a > 1 << 32 {
-                    return Err(format!("signals from {from} to {to}: bad range {a}..{z}"));
-                }
-                for seq in a..z {
-                    t.insert(seq);
-                }
+        for (kind, from, to, next, above) in r.arrived {
+            let t = Track::from_parts(false, next, above).ok_or_else(|| {
+                format!(
+                    "signals: {} from {from} to {to}: bad received ranges",
+                    kind.name()
+                )
+            })?;
+            if b.arrived.insert((kind, from, to), t).is_some() {
+                return Err(format!(
+                    "signals: {} from {from} to {to} listed twice",
+                    kind.name()
+                ));
             }
         }
         Ok(b)

@@ -71,6 +71,19 @@ impl Track {
         true
     }
 
+    /// The track a result file wrote as `next` and the ranges received above it; `None`
+    /// unless they are sorted, disjoint, not adjacent and above `next`.
+    pub(super) fn from_parts(expected: bool, next: u64, above: Vec<(u64, u64)>) -> Option<Track> {
+        let ok = above.iter().all(|r| r.0 < r.1)
+            && above.first().is_none_or(|r| r.0 > next)
+            && above.windows(2).all(|w| w[0].1 < w[1].0);
+        ok.then_some(Track {
+            expected,
+            next,
+            above,
+        })
+    }
+
     /// Whether `seq` was received.
     pub(super) fn has(&self, seq: u64) -> bool {
         seq < self.next || {

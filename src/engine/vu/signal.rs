@@ -248,7 +248,7 @@ impl<D: Driver> Vu<D> {
             };
             let typed =
                 chance(cfg.seed ^ TYPES, u64::from(next.stream), next.seq, 0) < cfg.plan.typing;
-            if !typed || !matches!(p.sends.to(&next), To::User(..)) {
+            if !typed || !p.sends.to_a_user(&next) {
                 continue;
             }
             let floor = st.last_due.get(i).copied().unwrap_or(ts);

@@ -103,3 +103,13 @@ fn books_of_shards_merge_to_the_book_of_one_process_and_survive_json() {
     assert_eq!(back.summary(S, &contacts), whole.summary(S, &contacts));
     assert_eq!(whole.summary(S, &contacts)[0].missing, 1);
 }
+
+#[test]
+fn a_result_file_with_overlapping_ranges_is_refused_not_read_seq_by_seq() {
+    let mut b = SignalBook::default();
+    b.arrived(SignalKind::Typing, 1, 2, 0, Via::Push, false);
+    let mut json: serde_json::Value = serde_json::to_value(&b).expect("JSON");
+    json["arrived"][0][4] = serde_json::json!([[5, u64::MAX], [4, 9]]);
+    let err = serde_json::from_value::<SignalBook>(json).expect_err("refused");
+    assert!(err.to_string().contains("bad received ranges"), "{err}");
+}
