@@ -120,6 +120,7 @@ pub fn ledger(data: &[u8]) {
         examples: usize::from(r.u8() % 5),
         verify_sync: false,
         bounds_us: Vec::new(),
+        wave_us: Vec::new(),
     };
     let flip = r.u8();
     let mut whole = Ledger::new(&opts);

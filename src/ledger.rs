@@ -28,6 +28,16 @@ mod track;
 
 use track::{Stream, Track};
 
+/// Where in the run a message was due: how many of the chaos bounds and how many of the
+/// login wave's bounds were at or before its due time ([`Ledger::span_of`] of each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct When {
+    /// Its span between the chaos bounds.
+    pub span: usize,
+    /// Its place between the login wave's bounds: odd when it was due in the wave.
+    pub wave: usize,
+}
+
 /// How a message reached its recipient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -219,6 +229,8 @@ pub struct Ledger {
     /// With bounds: the event counters per span between them, by due time (`bounds + 1`
     /// spans; empty without bounds).
     spans: Vec<Counts>,
+    /// The login wave's bounds, µs from traffic start ([`LedgerOpts::wave_us`]).
+    wave_us: Vec<u64>,
 }
 
 /// What happened to the messages due in one span between chaos bounds.
@@ -349,11 +361,12 @@ impl Ledger {
                 vec![Counts::default(); opts.bounds_us.len() + 1]
             },
             bounds_us: opts.bounds_us.clone(),
+            wave_us: opts.wave_us.clone(),
         }
     }
 
-    /// The span of a message due `due_us` after traffic start: how many bounds are at or
-    /// before it (0 without chaos steps).
+    /// The span of a message due `due_us` after traffic start: how many of `bounds_us` are
+    /// at or before it (0 without chaos steps; for the login wave's bounds, its place).
     pub fn span_of(bounds_us: &[u64], due_us: u64) -> usize {
         bounds_us.partition_point(|&b| b <= due_us)
     }
@@ -363,21 +376,17 @@ impl Ledger {
         &self.bounds_us
     }
 
-    /// `seq` of `stream`, sent, was due in span `span`: it is the first of its span the
-    /// ledger hears of unless a lower one came before.
-    pub fn sent_in(&mut self, stream: StreamId, seq: u64, span: usize) {
+    /// `seq` of `stream`, sent, was due `when`: it is the first of its span (and of its
+    /// place in the login wave) the ledger hears of unless a lower one came before.
+    pub fn sent_in(&mut self, stream: StreamId, seq: u64, when: When) {
         self.sent(stream, seq);
-        if span == 0 || self.bounds_us.is_empty() || !self.sampled(stream) {
+        if !self.sampled(stream) {
             return;
         }
-        let n = self.bounds_us.len();
+        let (chaos, wave) = (self.bounds_us.len(), self.wave_us.len());
         let s = self.streams.entry(stream).or_default();
-        if s.cuts.len() < n {
-            s.cuts.resize(n, u64::MAX);
-        }
-        for cut in &mut s.cuts[..span.min(n)] {
-            *cut = (*cut).min(seq);
-        }
+        track::cut(&mut s.cuts, chaos, seq, when.span);
+        track::cut(&mut s.wave, wave, seq, when.wave);
     }
 
     /// [`Ledger::received`] of a message due in span `span`: also counted in that span.
@@ -431,7 +440,7 @@ impl Ledger {
             let s = self.streams.get(&key.0).unwrap_or(&none);
             let last = out.len() - 1;
             for seq in t.missing(s) {
-                let due = s.cuts.partition_point(|&c| c <= seq).min(last);
+                let due = track::past(&s.cuts, seq).min(last);
                 let next = self.bounds_us.get(due).filter(|b| starts_us.contains(b));
                 let cut = s.cuts.get(due).copied().unwrap_or(u64::MAX);
                 let at = if next.is_some() && !t.received_within(seq, cut) {
@@ -618,12 +627,8 @@ impl Ledger {
             for &seq in &o.dropped {
                 insert_sorted(&mut s.dropped, seq);
             }
-            if s.cuts.len() < o.cuts.len() {
-                s.cuts.resize(o.cuts.len(), u64::MAX);
-            }
-            for (a, &b) in s.cuts.iter_mut().zip(&o.cuts) {
-                *a = (*a).min(b);
-            }
+            track::merge_cuts(&mut s.cuts, &o.cuts);
+            track::merge_cuts(&mut s.wave, &o.wave);
         }
         for (key, o) in &other.tracks {
             match self.tracks.get_mut(key) {
@@ -637,6 +642,9 @@ impl Ledger {
         if self.spans.len() < other.spans.len() {
             self.spans.resize(other.spans.len(), Counts::default());
             self.bounds_us.clone_from(&other.bounds_us);
+        }
+        if self.wave_us.is_empty() {
+            self.wave_us.clone_from(&other.wave_us);
         }
         for (a, b) in self.spans.iter_mut().zip(&other.spans) {
             a.add(b);
@@ -688,6 +696,27 @@ impl Ledger {
             out[i] += expected.saturating_sub(t.received_of(s));
         }
         out
+    }
+
+    /// The messages lost (as [`Ledger::summary`] counts them) by whether they were due in
+    /// the login wave: `[in the wave, outside it]`, each placed by its stream's wave cuts;
+    /// `None` without a login wave.
+    pub fn lost_by_wave(&self) -> Option<[u64; 2]> {
+        if self.wave_us.is_empty() {
+            return None;
+        }
+        let mut out = [0; 2];
+        let none = Stream::default();
+        for (key, t) in self.tracks.iter().filter(|(_, t)| t.expected) {
+            if self.unreached.contains(&key.1) {
+                continue;
+            }
+            let s = self.streams.get(&key.0).unwrap_or(&none);
+            for seq in t.missing(s) {
+                out[usize::from(track::past(&s.wave, seq) % 2 == 0)] += 1;
+            }
+        }
+        Some(out)
     }
 
     /// The delivery verdict so far (pure: may be called at any time).
@@ -839,6 +868,12 @@ struct Repr {
     /// (stream, first seq due at or after each bound)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     cuts: Vec<(StreamId, Vec<u64>)>,
+    /// The login wave's bounds, µs from traffic start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    wave_us: Vec<u64>,
+    /// (stream, first seq due at or after each of the login wave's bounds)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    wave_cuts: Vec<(StreamId, Vec<u64>)>,
     /// (stream, sends the schedule made due on it), for streams where it is known
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     due: Vec<(StreamId, u64)>,
@@ -853,13 +888,17 @@ impl From<Ledger> for Repr {
             .map(|(id, s)| (*id, s.dropped.clone()))
             .collect();
         dropped.sort_unstable_by_key(|d| d.0);
-        let mut cuts: Vec<_> = l
-            .streams
-            .iter()
-            .filter(|(_, s)| !s.cuts.is_empty())
-            .map(|(id, s)| (*id, s.cuts.clone()))
-            .collect();
-        cuts.sort_unstable_by_key(|c| c.0);
+        let cuts_of = |which: fn(&Stream) -> &Vec<u64>| {
+            let mut cuts: Vec<_> = l
+                .streams
+                .iter()
+                .filter(|(_, s)| !which(s).is_empty())
+                .map(|(id, s)| (*id, which(s).clone()))
+                .collect();
+            cuts.sort_unstable_by_key(|c| c.0);
+            cuts
+        };
+        let (cuts, wave_cuts) = (cuts_of(|s| &s.cuts), cuts_of(|s| &s.wave));
         let mut due: Vec<_> = l
             .streams
             .iter()
@@ -900,6 +939,8 @@ impl From<Ledger> for Repr {
             bounds_us: l.bounds_us,
             spans: l.spans,
             cuts,
+            wave_us: l.wave_us,
+            wave_cuts,
             due,
         }
     }
@@ -919,9 +960,7 @@ impl TryFrom<Repr> for Ledger {
             let s = Stream {
                 sent,
                 refused,
-                dropped: Vec::new(),
-                cuts: Vec::new(),
-                due: 0,
+                ..Stream::default()
             };
             if streams.insert(id, s).is_some() {
                 return Err(format!("ledger: stream {id} listed twice"));
@@ -945,6 +984,16 @@ impl TryFrom<Repr> for Ledger {
             match streams.get_mut(&id) {
                 Some(s) if cuts.len() == r.bounds_us.len() => s.cuts = cuts,
                 _ => return Err(format!("ledger: stream {id}: cuts without their bounds")),
+            }
+        }
+        for (id, cuts) in r.wave_cuts {
+            match streams.get_mut(&id) {
+                Some(s) if cuts.len() == r.wave_us.len() => s.wave = cuts,
+                _ => {
+                    return Err(format!(
+                        "ledger: stream {id}: wave cuts without the wave's bounds"
+                    ))
+                }
             }
         }
         for (id, due) in r.due {
@@ -975,6 +1024,7 @@ impl TryFrom<Repr> for Ledger {
             unreached: BTreeSet::new(),
             bounds_us: r.bounds_us,
             spans: r.spans,
+            wave_us: r.wave_us,
         };
         if !r.unreached.windows(2).all(|w| w[0] < w[1]) {
             return Err("ledger: unreached recipients out of order".to_string());

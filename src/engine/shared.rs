@@ -14,7 +14,7 @@ use super::split::Bands;
 use super::timer_wheel::TimerWheel;
 use crate::clock::Clock;
 use crate::ledger::signals::SignalBook;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, When};
 use crate::metrics::{ErrorKind, Hist, Metrics, Window};
 use crate::scenario::{LedgerOpts, SenderShards, StreamId, UserIx};
 
@@ -107,6 +107,8 @@ pub struct Shared {
     pub traffic_start: watch::Sender<Option<Instant>>,
     /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
     pub bounds_us: Vec<u64>,
+    /// The login wave's bounds, µs from traffic start ([`LedgerOpts::wave_us`]).
+    pub wave_us: Vec<u64>,
     /// On-time users that have not finished their first login attempt.
     pub logins_pending: AtomicUsize,
     /// Users that still have sends, logins or reconnects scheduled.
@@ -166,6 +168,7 @@ impl Shared {
             phase: watch::channel(EngineState::Running).0,
             traffic_start: watch::channel(None).0,
             bounds_us: ledger.bounds_us.clone(),
+            wave_us: ledger.wave_us.clone(),
             logins_pending: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
             progress: Notify::new(),
@@ -257,11 +260,22 @@ impl Shared {
         crate::ledger::Ledger::span_of(&self.bounds_us, due_us.saturating_sub(self.wall_of(ts)))
     }
 
-    /// `at` as wall-clock µs (see [`Shared::wall_of`]) and the span between chaos bounds
-    /// of a message due then ([`Shared::span_of`]).
-    pub fn wall_and_span(&self, at: Instant) -> (u64, usize) {
+    /// `at` as wall-clock µs (see [`Shared::wall_of`]) and where in the run a message due
+    /// then was due: its span between chaos bounds ([`Shared::span_of`]) and its place
+    /// between the login wave's bounds.
+    pub fn wall_and_when(&self, at: Instant) -> (u64, When) {
         let us = self.wall_of(at);
-        (us, self.span_of(us))
+        let wave = match *self.traffic_start.borrow() {
+            Some(ts) if !self.wave_us.is_empty() => {
+                Ledger::span_of(&self.wave_us, us.saturating_sub(self.wall_of(ts)))
+            }
+            _ => 0,
+        };
+        let when = When {
+            span: self.span_of(us),
+            wave,
+        };
+        (us, when)
     }
 
     /// Wall-clock µs now, on the run's clock (see [`Shared`]).

@@ -7,20 +7,17 @@
 //!   fan-out a server feels first; the others are `small` (at most
 //!   [`SMALL_GROUP`] members) or `large`.
 //! - **Phases** (with `[population.sessions]` only): a second of the day is in the login
-//!   wave when the logins the plan puts in it are more than [`WAVE`] × the median logins
-//!   per second of the day; a message counts in the phase of the second it was due in.
+//!   wave when the logins the plan puts in it are more than twice the median logins
+//!   per second of the day ([`crate::vocab::LedgerOpts::wave_us`], which the ledger tells lost messages
+//!   by too); a message counts in the phase of the second it was due in.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::schedule::GroupInfo;
+use crate::ledger::Ledger;
 use crate::metrics::split::{Part, SMALL_GROUP};
 use crate::metrics::Metrics;
 use crate::scenario::{Plan, StreamId, TrafficShape};
-
-/// A second is in the login wave when its planned logins exceed this many times the
-/// median second's.
-pub const WAVE: u64 = 2;
 
 /// The bands of the run's groups and the seconds of the login wave.
 #[derive(Debug, Default)]
@@ -28,9 +25,9 @@ pub struct Bands {
     /// The band of each group of the run, by [`GroupInfo::index`] (empty when every group
     /// has one size).
     groups: Vec<Part>,
-    /// Whether each second from the traffic start is in the login wave (empty without
-    /// sessions).
-    wave: Vec<bool>,
+    /// The login wave's bounds, µs from the traffic start (`LedgerOpts::wave_us`; empty
+    /// without sessions).
+    wave_us: Vec<u64>,
     /// The band of each group stream (for the lost messages by band).
     streams: Vec<(StreamId, Part)>,
 }
@@ -72,18 +69,13 @@ impl Bands {
                 })
                 .collect()
         };
-        let wave = plan
-            .population
-            .sessions
-            .as_ref()
-            .map_or_else(Vec::new, |s| login_wave(s.day, s.logins()));
         let streams = of_stream
             .iter()
             .filter_map(|(&s, g)| Some((s, *groups.get(g.index)?)))
             .collect();
         Bands {
             groups,
-            wave,
+            wave_us: plan.ledger.wave_us.clone(),
             streams,
         }
     }
@@ -106,40 +98,10 @@ impl Bands {
         if let Some(&band) = group.and_then(|g| self.groups.get(g.index)) {
             m.split_mut().record(band, push_us);
         }
-        if !self.wave.is_empty() {
-            let sec = (due_us / 1_000_000) as usize;
-            let wave = self.wave.get(sec).copied().unwrap_or(false);
+        if !self.wave_us.is_empty() {
+            let wave = Ledger::span_of(&self.wave_us, due_us) % 2 == 1;
             let phase = if wave { Part::LoginWave } else { Part::Steady };
             m.split_mut().record(phase, push_us);
         }
-    }
-}
-
-/// Whether each second of a day of `day` is in the login wave: its planned logins (at
-/// `logins`, ms from the traffic start) above [`WAVE`] × the median second's.
-pub fn login_wave(day: Duration, logins: impl Iterator<Item = u32>) -> Vec<bool> {
-    let mut per_sec = vec![0u64; day.as_secs().max(1) as usize];
-    for at in logins {
-        if let Some(n) = per_sec.get_mut(at as usize / 1000) {
-            *n += 1;
-        }
-    }
-    let mut sorted = per_sec.clone();
-    sorted.sort_unstable();
-    let median = sorted[sorted.len() / 2];
-    per_sec.iter().map(|&n| n > WAVE * median).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_login_wave_is_the_seconds_with_more_than_twice_the_median_logins() {
-        // Logins per second: 1, 1, 9, 1, 3 — the median is 1.
-        let mut at = vec![0, 1000, 3000, 4000, 4100, 4200];
-        at.extend((0..9).map(|k| 2000 + k * 100));
-        let wave = login_wave(Duration::from_secs(5), at.into_iter());
-        assert_eq!(wave, vec![false, false, true, false, true]);
     }
 }

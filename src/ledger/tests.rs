@@ -11,6 +11,7 @@ fn opts(sample: f64) -> LedgerOpts {
         examples: 3,
         verify_sync: true,
         bounds_us: Vec::new(),
+        wave_us: Vec::new(),
     }
 }
 
@@ -409,6 +410,7 @@ fn an_unreached_recipient_is_unverified_in_the_merge_and_after_a_round_trip() {
         examples: 3,
         verify_sync: true,
         bounds_us: Vec::new(),
+        wave_us: Vec::new(),
     };
     let mut sender = Ledger::new(&opts);
     let mut receivers = Ledger::new(&opts);
@@ -474,7 +476,14 @@ fn spans_between_chaos_bounds_add_up_to_the_totals() {
     let span = |seq: u64| Ledger::span_of(&o.bounds_us, seq * 500_000);
     let mut sender = Ledger::new(&o);
     for seq in 0..10 {
-        sender.sent_in(1, seq, span(seq));
+        sender.sent_in(
+            1,
+            seq,
+            When {
+                span: span(seq),
+                wave: 0,
+            },
+        );
     }
     let mut receiver = Ledger::new(&o);
     receiver.expect(1, 7);
@@ -511,7 +520,14 @@ fn a_loss_still_on_its_way_when_a_step_began_is_charged_to_the_step() {
     let mut l = Ledger::new(&o);
     l.expect(1, 7);
     for seq in 0..10 {
-        l.sent_in(1, seq, span(seq));
+        l.sent_in(
+            1,
+            seq,
+            When {
+                span: span(seq),
+                wave: 0,
+            },
+        );
     }
     for seq in [0, 2, 6, 7, 8, 9] {
         l.received_in(7, 1, seq, 1_000, Via::Push, false, span(seq));
@@ -528,6 +544,42 @@ fn a_loss_still_on_its_way_when_a_step_began_is_charged_to_the_step() {
         "by due time when the bound starts no step"
     );
     assert_eq!(l.summary().lost, 4);
+}
+
+/// With a login wave, every lost message is told by whether it was due in the wave —
+/// placed by its stream's wave cuts, sent from two processes and received in a third —
+/// and the two add up to the total, also through serialization.
+#[test]
+fn lost_messages_are_told_by_whether_they_were_due_in_the_login_wave() {
+    let o = LedgerOpts {
+        wave_us: vec![0, 1_000_000, 3_000_000, 4_000_000],
+        ..opts(1.0)
+    };
+    // Seqs 0..10 due every 0.5 s: 0, 1 (0–1 s) and 6, 7 (3–4 s) in the wave.
+    let when = |seq: u64| When {
+        span: 0,
+        wave: Ledger::span_of(&o.wave_us, seq * 500_000),
+    };
+    let (mut l, mut second) = (Ledger::new(&o), Ledger::new(&o));
+    for seq in 0..10 {
+        if seq < 5 { &mut l } else { &mut second }.sent_in(1, seq, when(seq));
+    }
+    let mut receiver = Ledger::new(&o);
+    receiver.expect(1, 7);
+    for seq in [0, 2, 4, 5, 8] {
+        receiver.received(7, 1, seq, 1_000, Via::Push, false);
+    }
+    l.merge(&second);
+    l.merge(&receiver);
+    assert_eq!(l.summary().lost, 5);
+    assert_eq!(
+        l.lost_by_wave(),
+        Some([3, 2]),
+        "1, 6, 7 in the wave; 3, 9 not"
+    );
+    let back: Ledger = serde_json::from_str(&serde_json::to_string(&l).expect("ser")).expect("de");
+    assert_eq!(back.lost_by_wave(), Some([3, 2]));
+    assert_eq!(Ledger::new(&opts(1.0)).lost_by_wave(), None);
 }
 
 #[test]

@@ -13,9 +13,41 @@ pub(super) struct Stream {
     /// With chaos steps: `cuts[k]` is the first seq due at or after the ledger's bound `k`
     /// (`u64::MAX`: none seen), so a seq's span is the number of cuts at or below it.
     pub(super) cuts: Vec<u64>,
+    /// With a login wave: `wave[k]` is the first seq due at or after the ledger's wave
+    /// bound `k`, like `cuts`; a seq past an odd number of them was due in the wave.
+    pub(super) wave: Vec<u64>,
     /// Sends the schedule made due on it (0: not known, e.g. a pattern without a count or
     /// an end): the deliveries planned count these, sent or not.
     pub(super) due: u64,
+}
+
+/// Notes in `cuts` (one per bound of `n`) that `seq` was due after the first `past` of
+/// the bounds: it is the first seq at or after each of them unless a lower one came before.
+pub(super) fn cut(cuts: &mut Vec<u64>, n: usize, seq: u64, past: usize) {
+    if past == 0 || n == 0 {
+        return;
+    }
+    if cuts.len() < n {
+        cuts.resize(n, u64::MAX);
+    }
+    for c in &mut cuts[..past.min(n)] {
+        *c = (*c).min(seq);
+    }
+}
+
+/// Adds the cuts another process noted (the lower first seq of each bound wins).
+pub(super) fn merge_cuts(cuts: &mut Vec<u64>, other: &[u64]) {
+    if cuts.len() < other.len() {
+        cuts.resize(other.len(), u64::MAX);
+    }
+    for (a, &b) in cuts.iter_mut().zip(other) {
+        *a = (*a).min(b);
+    }
+}
+
+/// How many of the bounds `cuts` were noted for a seq was due after.
+pub(super) fn past(cuts: &[u64], seq: u64) -> usize {
+    cuts.partition_point(|&c| c <= seq)
 }
 
 /// Receiver side of a stream × recipient.
@@ -197,9 +229,7 @@ mod tests {
             let stream = Stream {
                 sent: 40,
                 refused: vec![3, 17],
-                dropped: Vec::new(),
-                cuts: Vec::new(),
-                due: 0,
+                ..Stream::default()
             };
             let missing: Vec<u64> = t.missing(&stream).collect();
             let want: Vec<u64> =

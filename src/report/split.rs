@@ -18,8 +18,9 @@ pub struct SplitRow {
     pub label: String,
     /// First intact copies received (returns whose sync fetched something, for `sync`).
     pub count: u64,
-    /// Messages lost, for the group bands (the ledger tells lost messages by stream, so
-    /// not by the phase they were due in).
+    /// Messages lost, for the group bands (by the stream's group) and the session phases
+    /// (by the login wave's bounds the ledger placed each stream's sends between); none for
+    /// `sync`, whose rows are returns.
     pub lost: Option<u64>,
     /// Of those, how many came live (each with an end-to-end latency; returns, for `sync`).
     pub timed: u64,
@@ -32,7 +33,7 @@ pub struct SplitRow {
 }
 
 /// The rows of `m`'s split that counted something, in report order, with the messages
-/// `ledger` lost in each group band.
+/// `ledger` lost in each group band and each session phase.
 pub fn rows(m: &Metrics, ledger: &Ledger) -> Vec<SplitRow> {
     let s = m.split();
     let bands = [Part::Small, Part::Large, Part::Hot];
@@ -40,9 +41,15 @@ pub fn rows(m: &Metrics, ledger: &Ledger) -> Vec<SplitRow> {
         let band = s.band_of(stream)?;
         bands.iter().position(|&b| b == band)
     });
+    let by_wave = ledger.lost_by_wave();
+    let lost_in = |p: Part| match p {
+        Part::LoginWave => by_wave.map(|l| l[0]),
+        Part::Steady => by_wave.map(|l| l[1]),
+        _ => bands.iter().position(|&b| b == p).map(|i| lost[i]),
+    };
     Part::ALL
         .iter()
-        .filter(|&&p| s.count(p) > 0)
+        .filter(|&&p| s.count(p) > 0 || lost_in(p).is_some_and(|n| n > 0))
         .map(|&p| {
             let h = s.hist(p);
             let at = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q));
@@ -50,7 +57,7 @@ pub fn rows(m: &Metrics, ledger: &Ledger) -> Vec<SplitRow> {
                 part: p.name(),
                 label: p.label(),
                 count: s.count(p),
-                lost: bands.iter().position(|&b| b == p).map(|i| lost[i]),
+                lost: lost_in(p),
                 timed: h.len(),
                 p50_us: at(0.5),
                 p99_us: at(0.99),

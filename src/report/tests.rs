@@ -716,6 +716,7 @@ fn built_in_fixture(sent: u64, refused: u64) -> Artifact {
         examples: 3,
         verify_sync: true,
         bounds_us: Vec::new(),
+        wave_us: Vec::new(),
     });
     l.expect(7, 2);
     for seq in 0..sent {
@@ -942,6 +943,7 @@ fn live_report() -> Report {
         examples: 3,
         verify_sync: true,
         bounds_us: Vec::new(),
+        wave_us: Vec::new(),
     });
     for (key, metric) in [
         ("checks.max_lost", CheckMetric::Lost),

@@ -69,6 +69,12 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
             kind: p.numbers.lower(&mut cx),
         });
     }
+    let sessions = pop
+        .sessions
+        .as_ref()
+        .map(|m| Arc::new(sessions::resolve(m, pop.users, c.seed)));
+    let mut ledger = c.ledger;
+    ledger.wave_us = sessions.as_ref().map_or_else(Vec::new, |s| s.wave_us());
     Plan {
         name: c.name,
         seed: c.seed,
@@ -84,14 +90,11 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
             churn,
             churn_offline_at: pop.churn_offline_at,
             churn_back_at: pop.churn_back_at,
-            sessions: pop
-                .sessions
-                .as_ref()
-                .map(|m| Arc::new(sessions::resolve(m, pop.users, c.seed))),
+            sessions,
             contacts,
         },
         traffic,
-        ledger: c.ledger,
+        ledger,
         checks: c.checks,
         report: c.report,
         monitor: c.monitor,

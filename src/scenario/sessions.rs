@@ -99,11 +99,46 @@ impl Sessions {
         self.windows.iter().map(|w| w[0])
     }
 
+    /// The login wave's bounds, µs from the traffic start: where each run of its seconds
+    /// begins and ends, in turn. A second of the day is in the wave when the logins the plan
+    /// puts in it are more than [`WAVE`] × the median second's.
+    pub fn wave_us(&self) -> Vec<u64> {
+        let mut bounds = Vec::new();
+        let mut inside = false;
+        let wave = login_wave(self.day, self.logins());
+        for (sec, &w) in wave.iter().enumerate().chain([(wave.len(), &false)]) {
+            if w != inside {
+                bounds.push(sec as u64 * 1_000_000);
+                inside = w;
+            }
+        }
+        bounds
+    }
+
     /// Session lengths within the day, ms (a session open at the day's end counts to it).
     pub fn lengths(&self) -> impl Iterator<Item = u32> + '_ {
         let day = self.day.as_millis().min(u128::from(OPEN - 1)) as u32;
         self.windows.iter().map(move |&[a, b]| b.min(day) - a)
     }
+}
+
+/// A second is in the login wave when its planned logins exceed this many times the
+/// median second's.
+pub const WAVE: u64 = 2;
+
+/// Whether each second of a day of `day` is in the login wave: its planned logins (at
+/// `logins`, ms from the traffic start) above [`WAVE`] × the median second's.
+fn login_wave(day: Duration, logins: impl Iterator<Item = u32>) -> Vec<bool> {
+    let mut per_sec = vec![0u64; day.as_secs().max(1) as usize];
+    for at in logins {
+        if let Some(n) = per_sec.get_mut(at as usize / 1000) {
+            *n += 1;
+        }
+    }
+    let mut sorted = per_sec.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    per_sec.iter().map(|&n| n > WAVE * median).collect()
 }
 
 /// Resolves `model` for `users` users from `seed`.
@@ -242,6 +277,25 @@ impl Curve {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_login_wave_is_the_seconds_with_more_than_twice_the_median_logins() {
+        // Logins per second: 1, 1, 9, 1, 3 — the median is 1.
+        let mut at = vec![0, 1000, 3000, 4000, 4100, 4200];
+        at.extend((0..9).map(|k| 2000 + k * 100));
+        let wave = login_wave(Duration::from_secs(5), at.iter().copied());
+        assert_eq!(wave, vec![false, false, true, false, true]);
+        let s = Sessions {
+            day: Duration::from_secs(5),
+            first: vec![0, at.len() as u32],
+            windows: at.iter().map(|&a| [a, a + 1]).collect(),
+        };
+        // Runs of wave seconds [2, 3) and [4, 5), as bounds in µs.
+        assert_eq!(
+            s.wave_us(),
+            vec![2_000_000, 3_000_000, 4_000_000, 5_000_000]
+        );
+    }
 
     fn model(max_online: Option<u32>) -> SessionModel {
         SessionModel {

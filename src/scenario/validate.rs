@@ -277,6 +277,7 @@ fn ledger(src: &Source<'_>, spec: Option<&LedgerSpec>) -> Result<LedgerOpts> {
         examples: 10,
         verify_sync: true,
         bounds_us: Vec::new(),
+        wave_us: Vec::new(),
     };
     let Some(l) = spec else { return Ok(opts) };
     if let Some(s) = &l.sample {

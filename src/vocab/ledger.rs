@@ -18,4 +18,8 @@ pub struct LedgerOpts {
     /// distinct; empty without `[[chaos]]`): deliveries are also counted per span between
     /// them, by due time, for each step's figures.
     pub bounds_us: Vec<u64>,
+    /// The login wave's bounds, µs from traffic start: where each run of its seconds
+    /// begins and ends, in turn (sorted, distinct; empty without `[population.sessions]`).
+    /// Lost messages are told by whether they were due in the wave.
+    pub wave_us: Vec<u64>,
 }

@@ -2,10 +2,12 @@
 
 use msgstorm::artifact::Artifact;
 use msgstorm::metrics::Counter;
+use msgstorm::serve::faults::FaultSpec;
+use msgstorm::serve::ServeConfig;
 
 use super::DAY;
 use crate::common::run::{msgstorm, run_file, run_text, scenario, Work};
-use crate::common::{config, start};
+use crate::common::{config, fault_log, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compressed_day_delivers_every_message_to_contacts_exactly_once() {
@@ -171,11 +173,11 @@ async fn a_day_splits_its_deliveries_by_group_band_session_phase_and_return() {
     assert!(s.count(Part::Sync) > 20, "{}", s.count(Part::Sync));
     assert_eq!(s.hist(Part::Sync).len(), s.count(Part::Sync));
     assert!(ran.stdout.contains("where the shape matters"), "{ran}");
-    // Lost messages are told by group band (none here), not by phase.
+    // Lost messages are told by group band and by phase (none here).
     let rows = msgstorm::report::split::rows(&a.metrics, &a.ledger);
     let lost = |part: &str| rows.iter().find(|r| r.part == part).and_then(|r| r.lost);
     assert_eq!([lost("small"), lost("large"), lost("hot")], [Some(0); 3]);
-    assert_eq!((lost("steady"), lost("sync")), (None, None));
+    assert_eq!((lost("steady"), lost("sync")), (Some(0), None));
     // The page charts the offered shape and tables the split.
     let html = std::fs::read_to_string(work.path("out").join("report.html")).expect("read");
     for id in [
@@ -209,4 +211,60 @@ async fn a_day_splits_its_deliveries_by_group_band_session_phase_and_return() {
     if let Err(e) = schemas.validate(&value, schema) {
         panic!("result.json does not match schema/result.schema.json: {e:#}");
     }
+}
+
+/// Pushes the server drops, with no final verification sync to repair them: each lost
+/// message is told by the session phase it was due in, the phases add up to the run's lost,
+/// and never more are lost than the server's fault log lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_messages_are_split_by_the_session_phase_they_were_due_in() {
+    let work = Work::new();
+    let log = work.path("faults.jsonl");
+    let server = start(ServeConfig {
+        faults: FaultSpec::parse("drop=0.3").expect("valid fault spec"),
+        fault_seed: Some(37),
+        fault_log: Some(log.clone()),
+        ..config()
+    })
+    .await;
+    // A login wave in the middle of the day, when users are online to get pushes.
+    let spike = "day = \"12s\"\ncurve = [1, 1, 1, 1, 1, 12, 1, 1, 1, 1, 1]";
+    let body = DAY.replace("day = \"12s\"", spike) + "\n[ledger]\nverify_sync = false\n";
+    let (ran, a) = run_text(
+        &work,
+        &scenario(
+            "name = \"lost-by-phase\"\nseed = 14\ndrain = \"3s\"",
+            &server,
+            &body,
+        ),
+    )
+    .await;
+    server.shutdown().await.expect("server stops");
+    ran.expect_code(1);
+    let dropped = fault_log(&log)
+        .iter()
+        .filter(|l| l["kind"] == "drop" && l.get("signal").is_none())
+        .count() as u64;
+    let d = a.ledger.summary();
+    assert!(d.lost > 0 && d.lost <= dropped, "{dropped} dropped, {d:?}");
+    let [wave, steady] = a.ledger.lost_by_wave().expect("a login wave");
+    assert_eq!(wave + steady, d.lost, "{d:?}");
+    // About a sixth of the deliveries are due in the wave: ~12 of ~70 lost expected there.
+    assert!(
+        wave > 0 && steady > 0,
+        "{wave} in the wave, {steady} outside"
+    );
+    let rows = msgstorm::report::split::rows(&a.metrics, &a.ledger);
+    let lost = |part: &str| rows.iter().find(|r| r.part == part).and_then(|r| r.lost);
+    assert_eq!(
+        (lost("login_wave"), lost("steady")),
+        (Some(wave), Some(steady))
+    );
+    assert_eq!(lost("sync"), None);
+    let line = ran
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("login_wave"))
+        .unwrap_or_default();
+    assert!(line.contains(&format!("lost {wave:>6}")), "{line}\n{ran}");
 }

@@ -11,7 +11,7 @@ use super::Vu;
 use crate::driver::Driver;
 use crate::engine::patterns::slot;
 use crate::engine::shared::{Recorder, Shared};
-use crate::ledger::{Arrival, Via};
+use crate::ledger::{Arrival, Via, When};
 use crate::metrics::split::Part;
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::{StreamId, UserIx};
@@ -58,8 +58,9 @@ pub(super) struct Tally {
     lat: Vec<(Hist, u64)>,
     /// Highest seq sent per stream; consecutive sends of one stream share an entry (the
     /// ledger keeps only the highest).
-    /// (stream, first seq, last seq, span): runs of one stream's sends in one span.
-    sent: Vec<(StreamId, u64, u64, usize)>,
+    /// (stream, first seq, last seq, when): runs of one stream's sends due in one span and
+    /// one place of the login wave.
+    sent: Vec<(StreamId, u64, u64, When)>,
     /// Streams of the sends written, when totals are kept by pattern.
     written: Vec<StreamId>,
     /// Sends refused or failed: expected nowhere.
@@ -93,10 +94,10 @@ impl Tally {
     }
 
     /// The user sent `seq` on `stream`.
-    pub(super) fn sent(&mut self, stream: StreamId, seq: u64, span: usize) {
+    pub(super) fn sent(&mut self, stream: StreamId, seq: u64, when: When) {
         match self.sent.last_mut() {
-            Some(last) if last.0 == stream && last.3 == span => last.2 = last.2.max(seq),
-            _ => self.sent.push((stream, seq, seq, span)),
+            Some(last) if last.0 == stream && last.3 == when => last.2 = last.2.max(seq),
+            _ => self.sent.push((stream, seq, seq, when)),
         }
     }
 
@@ -167,8 +168,8 @@ impl Tally {
         for (kind, text) in self.errors.drain(..) {
             r.metrics.error(sec, kind, || text);
         }
-        for (stream, first, last, span) in self.sent.drain(..) {
-            r.ledger.sent_in(stream, first, span);
+        for (stream, first, last, when) in self.sent.drain(..) {
+            r.ledger.sent_in(stream, first, when);
             r.ledger.sent(stream, last);
         }
         for (stream, seq) in self.refused.drain(..) {

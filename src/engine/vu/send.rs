@@ -87,7 +87,7 @@ impl<D: Driver> Vu<D> {
         now: Instant,
     ) -> Result<(), Failure> {
         let program = &self.spec.plan.programs[i];
-        let (due_us, span) = self.shared.wall_and_span(due);
+        let (due_us, when) = self.shared.wall_and_when(due);
         body_of(
             &mut self.body,
             self.shared.run_id,
@@ -123,7 +123,7 @@ impl<D: Driver> Vu<D> {
         let t = self.tally(now);
         // Its lag is taken once the wake-up's writes are done (see `Vu::sends_written`).
         t.handed(due);
-        t.sent(next.stream, next.seq, span);
+        t.sent(next.stream, next.seq, when);
         match sent {
             Ok(()) => {
                 t.count(Counter::Sent, 1);

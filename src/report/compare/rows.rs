@@ -216,7 +216,7 @@ impl<'r> Rows<'r> {
     }
 
     /// The split where the population's shape matters, each part either run has:
-    /// `split_<part>_count`, `_lost` (group bands), `_p50` and `_p99`.
+    /// `split_<part>_count`, `_lost` (group bands and phases), `_p50` and `_p99`.
     fn split(&mut self) {
         type Pick = fn(&SplitRow) -> Option<f64>;
         let parts: [(&str, &str, Kind, Better, Pick); 4] = [

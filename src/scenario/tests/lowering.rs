@@ -261,6 +261,7 @@ fn checks_and_defaults_lower() {
             examples: 10,
             verify_sync: true,
             bounds_us: Vec::new(),
+            wave_us: Vec::new(),
         }
     );
     assert_eq!(p.population.user_id(3), "u3");
