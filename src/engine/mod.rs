@@ -249,14 +249,10 @@ impl Users {
             // Behind a start barrier no shard sends before every shard's users are in.
             skip_history: driver.caps().skips_history && (!sharded || opts.barrier.is_some()),
             range: range.clone(),
-            signals: plan.signals.clone().map(|s| {
-                Arc::new(vu::SignalCfg {
-                    plan: s,
-                    seed: plan.seed,
-                    contacts: plan.population.contacts.clone(),
-                    ids: (plan.population.prefix.clone(), plan.population.first_id),
-                })
-            }),
+            signals: plan
+                .signals
+                .as_ref()
+                .map(|s| Arc::new(vu::SignalCfg::of(plan, s))),
         });
         let visits = visits(plan, &sched, &cfg, &receives);
         let pop = &plan.population;
@@ -343,7 +339,7 @@ fn shared_state(
         std::mem::take(&mut sched.expect.group_of_stream),
     );
     shared.senders = crate::scenario::Shard::senders(plan);
-    if plan.signals.as_ref().is_some_and(|s| s.receipts > 0.0) && shared.senders.is_none() {
+    if plan.signals.as_ref().is_some_and(|s| s.asks().receipts) && shared.senders.is_none() {
         // Receipts go to each message's sender: the stream tells who it is.
         shared.senders = Some(crate::scenario::SenderShards::of(plan));
     }

@@ -46,6 +46,13 @@ impl Patterns {
         out
     }
 
+    /// Each pattern's streams, with its name.
+    pub fn ranges(&self) -> impl Iterator<Item = (Range<StreamId>, &str)> + '_ {
+        self.streams
+            .iter()
+            .map(|(r, i)| (r.clone(), self.names[*i].as_str()))
+    }
+
     /// The pattern `stream` belongs to.
     pub fn of_stream(&self, stream: StreamId) -> Option<usize> {
         self.streams

@@ -83,3 +83,34 @@ async fn a_lost_receipt_push_is_found_by_the_senders_fetch_and_a_lost_one_counte
     assert_eq!(read.arrived + read.missing, read.expected);
     assert!(d.lost > 0, "messages too: {d:?}");
 }
+
+/// A pattern that sets its own shares: every message of the `support` pattern is read and
+/// none of the day's chat, and the support pattern's direct sends are all typed.
+#[tokio::test(start_paused = true)]
+async fn a_pattern_that_sets_its_own_shares_reads_and_types_its_messages_alone() {
+    let text = format!(
+        "{DAY}\n[[traffic]]\nname = \"support\"\nkind = \"chat\"\nrate = 2\n\n\
+         [target]\ndriver = \"loopback\"\n[signals]\nreceipts = 0.0\nread_delay = \"100ms\"\n\
+         [signals.pattern.support]\nreceipts = 1.0\ntyping = 1.0\n"
+    );
+    let plan = plan(&text);
+    let (out, d, _) = run_loopback(&plan, LoopbackOptions::default()).await;
+    let record = SignalRecord::of(&plan, out.signals).expect("signals asked");
+    let rows = record.summary();
+    let row = |k: SignalKind| rows.iter().find(|r| r.kind == k).expect("asked").delivery;
+    // About 40 support messages (2/s over 20 s), each read once by its recipient; the
+    // day's thousands of chat messages by nobody.
+    let read = row(SignalKind::Read);
+    assert!(d.delivered > 1000, "{d:?}");
+    assert!(
+        (20..=70).contains(&read.sent),
+        "receipts for the support messages only: {read:?}"
+    );
+    assert_eq!((read.missing, read.duplicated), (0, 0), "{read:?}");
+    // Typing only before support sends, the run's share being 0.
+    let typing = row(SignalKind::Typing);
+    assert!(
+        (20..=70).contains(&typing.sent),
+        "typing before the support sends only: {typing:?}"
+    );
+}

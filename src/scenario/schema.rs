@@ -67,6 +67,19 @@ pub struct SignalsSpec {
     /// How long a recipient must stay online after a typing notice or a presence change
     /// to be owed it.
     pub within: Opt<Dur>,
+    /// Shares for one `[[traffic]]` pattern's messages, by its name, in place of the run's.
+    #[serde(default)]
+    pub pattern: std::collections::BTreeMap<Spanned<String>, PatternSignalsSpec>,
+}
+
+/// `[signals.pattern.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternSignalsSpec {
+    /// Share of the pattern's messages read and receipted.
+    pub receipts: Opt<f64>,
+    /// Share of the pattern's direct sends preceded by a typing notice.
+    pub typing: Opt<f64>,
 }
 
 /// `[target]`.

@@ -9,6 +9,9 @@
 //!   population's contact graph, `[population.contacts]` or its default).
 //! - `within`: a recipient is owed a typing notice or a presence change when it was online
 //!   when it was sent and stayed online this long after.
+//! - `[signals.pattern.NAME]`: `receipts` and `typing` for the messages of one `[[traffic]]`
+//!   pattern, in place of the run's (a support channel whose every message is read beside
+//!   a chat where a few are).
 //!
 //! Which messages are read, when, and which sends are typed are pure functions of the
 //! seed and the message, so every shard and a re-run agree.
@@ -18,7 +21,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::dist::{durations, ThinkTimes};
-use super::schema::SignalsSpec;
+use super::schema::{Opt, PatternSignalsSpec, SignalsSpec};
 use super::source::Source;
 use super::values::{duration, positive, unit};
 use crate::driver::Signals;
@@ -50,6 +53,29 @@ pub struct SignalsPlan {
     /// How long a recipient must stay online after a typing notice or presence change to
     /// be owed it.
     pub within: Duration,
+    /// Shares of the patterns that set their own, in the scenario's order of names.
+    pub patterns: Vec<PatternShares>,
+}
+
+/// The shares one traffic pattern sets for its messages (`[signals.pattern.NAME]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatternShares {
+    /// The `[[traffic]]` pattern's name.
+    pub pattern: String,
+    /// Share of its messages read (`None`: the run's).
+    pub receipts: Option<f64>,
+    /// Share of its direct sends typed (`None`: the run's).
+    pub typing: Option<f64>,
+}
+
+impl PatternShares {
+    /// The receipts and typing shares of this pattern, the run's `plan` where it sets none.
+    pub fn or_run(&self, plan: &SignalsPlan) -> (f64, f64) {
+        (
+            self.receipts.unwrap_or(plan.receipts),
+            self.typing.unwrap_or(plan.typing),
+        )
+    }
 }
 
 impl SignalsPlan {
@@ -74,6 +100,15 @@ impl SignalsPlan {
         if self.presence {
             parts.push("presence at every login and logout to the contacts".to_owned());
         }
+        for p in &self.patterns {
+            let (read, typed) = p.or_run(self);
+            parts.push(format!(
+                "pattern `{}`: {:.0}% read, {:.0}% typed",
+                p.pattern,
+                read * 100.0,
+                typed * 100.0
+            ));
+        }
         format!(
             "signals: {}; owed to recipients online {} after",
             parts.join(", "),
@@ -83,21 +118,25 @@ impl SignalsPlan {
 
     /// The signals it asks for.
     pub fn asks(&self) -> Signals {
+        let any = |share: fn(&PatternShares, &SignalsPlan) -> f64| {
+            self.patterns.iter().any(|p| share(p, self) > 0.0)
+        };
         Signals {
-            receipts: self.receipts > 0.0,
-            typing: self.typing > 0.0,
+            receipts: self.receipts > 0.0 || any(|p, s| p.or_run(s).0),
+            typing: self.typing > 0.0 || any(|p, s| p.or_run(s).1),
             presence: self.presence,
         }
     }
 }
 
-/// Validates `[signals]` against the driver's `offered` signals; `None` when it asks for
-/// none.
+/// Validates `[signals]` against the driver's `offered` signals and the names of the
+/// traffic patterns that send messages; `None` when it asks for none.
 pub fn signals(
     src: &Source<'_>,
     spec: Option<&Spanned<SignalsSpec>>,
     driver: &str,
     offered: Signals,
+    senders: &[&str],
 ) -> Result<Option<SignalsPlan>> {
     let Some(spec) = spec else { return Ok(None) };
     let s = spec.get_ref();
@@ -121,6 +160,11 @@ pub fn signals(
             Some(v) => src.value(v, "signals.within", positive)?,
             None => WITHIN,
         },
+        patterns: s
+            .pattern
+            .iter()
+            .map(|(name, p)| pattern(src, name, p, senders))
+            .collect::<Result<_>>()?,
     };
     let asks = plan.asks();
     let lacking = [
@@ -128,20 +172,20 @@ pub fn signals(
             asks.receipts && !offered.receipts,
             "receipts",
             "read receipts",
-            &s.receipts,
+            asking(s, &s.receipts, |p| &p.receipts),
         ),
         (
             asks.typing && !offered.typing,
             "typing",
             "typing notices",
-            &s.typing,
+            asking(s, &s.typing, |p| &p.typing),
         ),
     ];
     for (missing, key, what, v) in lacking {
-        if let (true, Some(v)) = (missing, v) {
+        if let (true, Some((path, v))) = (missing, v) {
             return Err(src.at(
                 v,
-                format!("signals.{key}"),
+                format!("{path}{key}"),
                 format!("driver `{driver}` sends no {what}"),
             ));
         }
@@ -154,4 +198,61 @@ pub fn signals(
         ));
     }
     Ok((asks != Signals::default()).then_some(plan))
+}
+
+/// The first key of `s` that asks for a signal: the run's `run`, or a pattern's (`of` it),
+/// with the path before its last part.
+fn asking<'a>(
+    s: &'a SignalsSpec,
+    run: &'a Opt<f64>,
+    of: fn(&PatternSignalsSpec) -> &Opt<f64>,
+) -> Option<(String, &'a Spanned<f64>)> {
+    let by_pattern = || {
+        s.pattern.iter().find_map(|(name, p)| {
+            of(p)
+                .as_ref()
+                .filter(|v| *v.get_ref() > 0.0)
+                .map(|v| (format!("signals.pattern.{}.", name.get_ref()), v))
+        })
+    };
+    run.as_ref()
+        .filter(|v| *v.get_ref() > 0.0)
+        .map(|v| ("signals.".to_owned(), v))
+        .or_else(by_pattern)
+}
+
+/// `[signals.pattern.NAME]`, checked: `NAME` is one of the patterns that send messages.
+fn pattern(
+    src: &Source<'_>,
+    name: &Spanned<String>,
+    p: &PatternSignalsSpec,
+    senders: &[&str],
+) -> Result<PatternShares> {
+    let key = format!("signals.pattern.{}", name.get_ref());
+    if !senders.contains(&name.get_ref().as_str()) {
+        let known = if senders.is_empty() {
+            "none does".to_owned()
+        } else {
+            senders
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(src.at(
+            name,
+            key,
+            format!("no [[traffic]] pattern of that name sends messages ({known})"),
+        ));
+    }
+    let share = |v: &Opt<f64>, k: &str| {
+        v.as_ref()
+            .map(|v| src.value(v, format!("{key}.{k}"), unit))
+            .transpose()
+    };
+    Ok(PatternShares {
+        pattern: name.get_ref().clone(),
+        receipts: share(&p.receipts, "receipts")?,
+        typing: share(&p.typing, "typing")?,
+    })
 }

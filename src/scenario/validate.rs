@@ -15,6 +15,7 @@ use super::source::Source;
 use super::target::{check_driver, target, DriverTable};
 use super::traffic::{traffic, Pattern};
 use super::values::{duration, number, positive, unit, MAX_EXAMPLES};
+use crate::vocab::TrafficKind;
 use crate::Result;
 
 /// Seed used when the scenario sets none.
@@ -103,8 +104,18 @@ pub fn validate(
         },
     )?;
     ledger.bounds_us = super::chaos::bounds_us(&chaos);
-    let signals =
-        super::signals::signals(src, s.signals.as_ref(), target.driver.name, target.signals)?;
+    let senders: Vec<&str> = traffic
+        .iter()
+        .filter(|p| !matches!(p.kind, TrafficKind::Idle | TrafficKind::Request))
+        .map(|p| p.name.as_str())
+        .collect();
+    let signals = super::signals::signals(
+        src,
+        s.signals.as_ref(),
+        target.driver.name,
+        target.signals,
+        &senders,
+    )?;
     Ok(Checked {
         name,
         seed,

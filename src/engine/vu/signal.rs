@@ -10,18 +10,21 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::Vu;
 use crate::driver::{Dest, Driver, Failure, Session, Signal};
+use crate::engine::patterns::Patterns;
 use crate::engine::schedule::To;
 use crate::envelope::{self, token, Decoded, Envelope};
 use crate::ledger::signals::SignalArrival;
 use crate::ledger::Via;
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::plan::{Contacts, SignalsPlan};
+use crate::scenario::Plan;
 use crate::scenario::{StreamId, UserIx};
 use crate::vocab::SignalKind;
 
@@ -36,9 +39,38 @@ pub struct SignalCfg {
     pub contacts: Option<Arc<Contacts>>,
     /// Wire ids: prefix and first number.
     pub ids: (String, u64),
+    /// The streams of the patterns that set their own shares (`[signals.pattern.NAME]`),
+    /// with their (receipts, typing) shares.
+    pub shares: Vec<(Range<StreamId>, (f64, f64))>,
 }
 
 impl SignalCfg {
+    /// The signals of `plan`'s users (`plan.signals` is `s`).
+    pub fn of(plan: &Plan, s: &SignalsPlan) -> SignalCfg {
+        let shares = Patterns::of(plan)
+            .ranges()
+            .filter_map(|(streams, name)| {
+                let p = s.patterns.iter().find(|p| p.pattern == name)?;
+                Some((streams, p.or_run(s)))
+            })
+            .collect();
+        SignalCfg {
+            plan: s.clone(),
+            seed: plan.seed,
+            contacts: plan.population.contacts.clone(),
+            ids: (plan.population.prefix.clone(), plan.population.first_id),
+            shares,
+        }
+    }
+
+    /// The (receipts, typing) shares of the messages of `stream`.
+    fn shares_of(&self, stream: StreamId) -> (f64, f64) {
+        self.shares
+            .iter()
+            .find(|(r, _)| r.contains(&stream))
+            .map_or((self.plan.receipts, self.plan.typing), |s| s.1)
+    }
+
     /// The wire id of user `u`.
     fn wire(&self, u: UserIx) -> String {
         format!("{}{}", self.ids.0, self.ids.1 + u64::from(u))
@@ -200,7 +232,7 @@ impl<D: Driver> Vu<D> {
         };
         let me = u64::from(self.spec.ctx.ix);
         let (stream, seq) = (u64::from(env.stream), env.seq);
-        if chance(cfg.seed ^ READS, stream, seq, me) >= cfg.plan.receipts {
+        if chance(cfg.seed ^ READS, stream, seq, me) >= cfg.shares_of(env.stream).0 {
             return;
         }
         let Some(sender) = self
@@ -234,7 +266,7 @@ impl<D: Driver> Vu<D> {
         ts: Instant,
     ) -> Option<(Instant, usize, crate::engine::schedule::NextSend)> {
         let cfg = self.cfg.signals.as_deref()?;
-        if cfg.plan.typing <= 0.0 {
+        if !cfg.plan.asks().typing {
             return None;
         }
         let st = self.sig.as_deref()?;
@@ -246,8 +278,8 @@ impl<D: Driver> Vu<D> {
             let Some((due, next)) = p.peek() else {
                 continue;
             };
-            let typed =
-                chance(cfg.seed ^ TYPES, u64::from(next.stream), next.seq, 0) < cfg.plan.typing;
+            let typed = chance(cfg.seed ^ TYPES, u64::from(next.stream), next.seq, 0)
+                < cfg.shares_of(next.stream).1;
             if !typed || !p.sends.to_a_user(&next) {
                 continue;
             }

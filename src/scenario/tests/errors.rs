@@ -546,3 +546,38 @@ fn find_table_is_checked_at_its_lines() {
         "a connection storm varies `population.users`",
     );
 }
+
+#[test]
+fn signals_of_a_pattern_name_a_pattern_that_sends_and_a_driver_that_can() {
+    // BASE is 13 lines; [target] adds 3.
+    let mqtt = with_target("driver = \"mqtt\"\nurl = \"mqtt://127.0.0.1\"");
+    fails(
+        &format!("{mqtt}\n[signals]\n[signals.pattern.chat]\nreceipts = 0.5\n"),
+        &[],
+        20,
+        "signals.pattern.chat.receipts",
+        "driver `mqtt` sends no read receipts",
+    );
+    fails(
+        &format!("{BASE}\n[signals]\ntyping = 0.2\n[signals.pattern.chats]\ntyping = 0.5\n"),
+        &[],
+        17,
+        "signals.pattern.chats",
+        "no [[traffic]] pattern of that name sends messages (`chat`)",
+    );
+    fails(
+        &format!("{BASE}\n[signals]\n[signals.pattern.chat]\nreceipts = 1.5\n"),
+        &[],
+        17,
+        "signals.pattern.chat.receipts",
+        "",
+    );
+    let ok = plan(
+        &format!("{BASE}\n[signals]\n[signals.pattern.chat]\nreceipts = 0.5\n"),
+        &[],
+    )
+    .expect("valid");
+    let s = ok.signals.expect("signals asked");
+    assert!(s.asks().receipts && !s.asks().typing, "{s:?}");
+    assert_eq!(s.patterns[0].or_run(&s), (0.5, 0.0));
+}
