@@ -110,6 +110,10 @@ pub struct SignalRecord {
     pub within_us: u64,
     /// The contact graph presence goes to, as drawn: (mean, exponent, users, seed).
     pub contacts: Option<(f64, f64, u32, u64)>,
+    /// The members of each group a typing notice went to: (the run's group number,
+    /// members ascending).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<(u32, Vec<UserIx>)>,
     /// Sent, published and arrived signals.
     pub book: SignalBook,
 }
@@ -131,10 +135,18 @@ impl SignalRecord {
             let (model, seed) = c.recipe();
             (model.mean, model.exponent, c.users(), seed)
         });
+        let typed = book.groups_typed();
+        let groups = plan
+            .groups()
+            .zip(0u32..)
+            .filter(|(_, ix)| typed.binary_search(ix).is_ok())
+            .map(|(g, ix)| (ix, g.members.clone()))
+            .collect();
         Some(SignalRecord {
             asked,
             within_us: s.within.as_micros() as u64,
             contacts,
+            groups,
             book,
         })
     }
@@ -152,7 +164,12 @@ impl SignalRecord {
             _ => None,
         };
         let contacts = |u: UserIx| graph.as_ref().map_or_else(Vec::new, |g| g.of(u).to_vec());
-        let all = self.book.summary(self.within_us, &contacts);
+        let members = |g: u32| {
+            self.groups
+                .binary_search_by_key(&g, |m| m.0)
+                .map_or_else(|_| Vec::new(), |i| self.groups[i].1.clone())
+        };
+        let all = self.book.summary(self.within_us, &contacts, &members);
         self.asked
             .iter()
             .map(|&kind| SignalRow {

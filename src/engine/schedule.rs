@@ -317,16 +317,9 @@ impl Sends {
         }
     }
 
-    /// Whether `next` goes to one user (not a group, not an echo), found without naming it.
-    pub fn to_a_user(&self, next: &NextSend) -> bool {
-        match self {
-            Sends::Direct { .. } | Sends::Contacts { .. } => true,
-            Sends::Trace { senders, ix, .. } => matches!(
-                senders[*ix].targets.get(next.receiver.unwrap_or(0)),
-                Some(TraceTarget::User(_))
-            ),
-            Sends::Group { .. } | Sends::Echo { .. } => false,
-        }
+    /// Whether the sends go to conversations (users or groups), not to an echo.
+    pub fn converse(&self) -> bool {
+        !matches!(self, Sends::Echo { .. })
     }
 
     /// The `k`-th send (0-based) of the program these sends belong to.

@@ -46,6 +46,12 @@ async fn every_receipt_typing_notice_and_presence_owed_arrives_once_over_a_day()
     let typing = row(SignalKind::Typing);
     assert!(typing.expected > 100, "{typing:?}");
     assert_eq!((typing.missing, typing.duplicated), (0, 0), "{typing:?}");
+    // Group sends are typed too, each notice owed to the group's other members online.
+    assert!(
+        record.groups.len() > 5,
+        "typing in groups: {}",
+        record.groups.len()
+    );
     let presence = row(SignalKind::Presence);
     assert!(presence.sent > 400, "every login and logout: {presence:?}");
     assert!(presence.expected > 200, "{presence:?}");

@@ -17,7 +17,7 @@ use super::schedule::GroupInfo;
 use crate::ledger::Ledger;
 use crate::metrics::split::{Part, SMALL_GROUP};
 use crate::metrics::Metrics;
-use crate::scenario::{Plan, StreamId, TrafficShape};
+use crate::scenario::{Plan, StreamId};
 
 /// The bands of the run's groups and the seconds of the login wave.
 #[derive(Debug, Default)]
@@ -40,18 +40,10 @@ impl Bands {
         groups: &[Arc<GroupInfo>],
         of_stream: &foldhash::HashMap<StreamId, Arc<GroupInfo>>,
     ) -> Bands {
-        let mut sizes = foldhash::HashMap::default();
-        for t in &plan.traffic {
-            let specs = match &t.kind {
-                TrafficShape::Group(g) => &g.groups,
-                TrafficShape::Chat(c) => &c.groups,
-                TrafficShape::Trace(t) => &t.groups,
-                _ => continue,
-            };
-            for g in specs {
-                sizes.insert(g.name.as_str(), g.members.len());
-            }
-        }
+        let sizes: foldhash::HashMap<&str, usize> = plan
+            .groups()
+            .map(|g| (g.name.as_str(), g.members.len()))
+            .collect();
         let size = |g: &GroupInfo| sizes.get(g.name.as_str()).copied().unwrap_or(0);
         let largest = groups.iter().map(|g| size(g)).max().unwrap_or(0);
         let smallest = groups.iter().map(|g| size(g)).min().unwrap_or(0);

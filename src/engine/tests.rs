@@ -657,3 +657,20 @@ fn shards_plan_the_same_users_contacts_and_sends_as_one_process() {
     assert_eq!(tracks, whole_tracks);
     assert_eq!(due, whole_due);
 }
+
+/// The engine numbers the run's groups as the plan lists them, so a typing notice's group
+/// number names the same members in the report.
+#[test]
+fn the_schedule_numbers_groups_as_the_plan_lists_them() {
+    let text = format!(
+        "{DAY}\n[[traffic]]\nname = \"rooms\"\nkind = \"group\"\ngroups = 3\ngroup_size = 4\nrate = 1\n\
+         messages = 1\n"
+    );
+    let plan = plan(&text);
+    let sched = super::schedule::build(&plan, 0..200);
+    let names: Vec<&str> = plan.groups().map(|g| g.name.as_str()).collect();
+    assert_eq!(names.len(), 13);
+    let numbered: Vec<&str> = sched.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(numbered, names);
+    assert!(sched.groups.iter().enumerate().all(|(i, g)| g.index == i));
+}

@@ -19,16 +19,42 @@ use crate::vocab::{SignalKind, UserIx};
 /// `to` of a publication that goes to the publisher's contacts (presence).
 const CONTACTS: UserIx = UserIx::MAX;
 
+/// Who a typing notice or presence change goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Audience {
+    /// One peer (a typing notice in a 1:1 conversation).
+    Peer(UserIx),
+    /// The other members of a group, by the run's group number (a typing notice in a group).
+    Group(u32),
+    /// The publisher's contacts (presence).
+    Contacts,
+}
+
 /// One typing notice or presence change as published.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Published {
     kind: SignalKind,
     from: UserIx,
     seq: u64,
     /// When it was due, µs since the Unix epoch.
     at_us: u64,
-    /// The peer of a typing notice ([`CONTACTS`] for presence).
+    /// The peer of a typing notice ([`CONTACTS`] for presence and group typing).
     to: UserIx,
+    /// The group of a typing notice in a group: the run's group number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<u32>,
+}
+
+impl Published {
+    /// Who it goes to.
+    fn audience(&self) -> Audience {
+        match (self.group, self.to) {
+            (Some(g), _) => Audience::Group(g),
+            (None, CONTACTS) => Audience::Contacts,
+            (None, peer) => Audience::Peer(peer),
+        }
+    }
 }
 
 /// What happened to one kind of signal in the run.
@@ -115,24 +141,37 @@ impl SignalBook {
         }
     }
 
-    /// `from` published typing notice or presence change `seq` at `at_us`: a typing notice
-    /// to `to`, a presence change (`to` = `None`) to its contacts.
+    /// `from` published typing notice or presence change `seq` at `at_us` to `to`.
     pub fn published(
         &mut self,
         kind: SignalKind,
         from: UserIx,
         seq: u64,
         at_us: u64,
-        to: Option<UserIx>,
+        to: Audience,
     ) {
         self.counts[kind as usize].published += 1;
+        let (to, group) = match to {
+            Audience::Peer(peer) => (peer, None),
+            Audience::Group(g) => (CONTACTS, Some(g)),
+            Audience::Contacts => (CONTACTS, None),
+        };
         self.published.push(Published {
             kind,
             from,
             seq,
             at_us,
-            to: to.unwrap_or(CONTACTS),
+            to,
+            group,
         });
+    }
+
+    /// The groups typing notices went to, ascending, each once.
+    pub fn groups_typed(&self) -> Vec<u32> {
+        let mut groups: Vec<u32> = self.published.iter().filter_map(|p| p.group).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
     }
 
     /// `user` was online from `from_us` to `to_us`.
@@ -211,11 +250,13 @@ impl SignalBook {
     /// What happened to each kind of signal, in [`SignalKind::ALL`]'s order: a recipient is
     /// owed a typing notice or presence change when it was online from before its due time
     /// (strictly: one that came online in the same microsecond may have come after it) to
-    /// `within_us` after it; `contacts` gives a publisher's contacts.
+    /// `within_us` after it; `contacts` gives a publisher's contacts and `members` a group's
+    /// members (the publisher among them is owed nothing).
     pub fn summary(
         &self,
         within_us: u64,
         contacts: &dyn Fn(UserIx) -> Vec<UserIx>,
+        members: &dyn Fn(u32) -> Vec<UserIx>,
     ) -> [SignalDelivery; 3] {
         let mut out = [SignalDelivery::default(); 3];
         for (d, c) in out.iter_mut().zip(&self.counts) {
@@ -254,12 +295,12 @@ impl SignalBook {
         for p in &self.published {
             let d = &mut out[p.kind as usize];
             d.sent += 1;
-            let audience = if p.to == CONTACTS {
-                contacts(p.from)
-            } else {
-                vec![p.to]
+            let audience = match p.audience() {
+                Audience::Peer(peer) => vec![peer],
+                Audience::Group(g) => members(g),
+                Audience::Contacts => contacts(p.from),
             };
-            for r in audience {
+            for r in audience.into_iter().filter(|&r| r != p.from) {
                 let got = self
                     .arrived
                     .get(&(p.kind, p.from, r))

@@ -521,6 +521,17 @@ impl Shard {
 }
 
 impl Plan {
+    /// The run's groups, numbered as the engine numbers them: pattern by pattern, in plan
+    /// order, each pattern's groups in its order.
+    pub fn groups(&self) -> impl Iterator<Item = &GroupSpec> + '_ {
+        self.traffic.iter().flat_map(|t| match &t.kind {
+            TrafficShape::Group(g) => g.groups.as_slice(),
+            TrafficShape::Chat(c) => c.groups.as_slice(),
+            TrafficShape::Trace(t) => t.groups.as_slice(),
+            _ => &[],
+        })
+    }
+
     /// The largest message body any traffic pattern sends, bytes.
     pub fn max_body(&self) -> usize {
         let listed = |t: &TrafficShape| match t {

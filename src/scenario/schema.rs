@@ -58,7 +58,7 @@ pub struct SignalsSpec {
     pub receipts: Opt<f64>,
     /// How long after its arrival a message is read (a duration distribution).
     pub read_delay: Opt<toml::Value>,
-    /// Share of direct sends preceded by a typing notice.
+    /// Share of sends (direct and group) preceded by a typing notice.
     pub typing: Opt<f64>,
     /// How long before its message a typing notice goes.
     pub typing_lead: Opt<Dur>,
@@ -78,7 +78,7 @@ pub struct SignalsSpec {
 pub struct PatternSignalsSpec {
     /// Share of the pattern's messages read and receipted.
     pub receipts: Opt<f64>,
-    /// Share of the pattern's direct sends preceded by a typing notice.
+    /// Share of the pattern's sends preceded by a typing notice.
     pub typing: Opt<f64>,
 }
 

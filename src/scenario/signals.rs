@@ -3,7 +3,7 @@
 //!
 //! - `receipts`: the share of received messages a user reads; each read sends a receipt to
 //!   the message's sender `read_delay` after the message arrived (push or catch-up).
-//! - `typing`: the share of direct sends preceded by a typing notice `typing_lead` before
+//! - `typing`: the share of sends (direct and group) preceded by a typing notice `typing_lead` before
 //!   the send is due.
 //! - `presence`: every login and logout is published to the user's contacts (the
 //!   population's contact graph, `[population.contacts]` or its default).
@@ -44,7 +44,7 @@ pub struct SignalsPlan {
     pub receipts: f64,
     /// How long after its arrival a message is read.
     pub read_delay: ThinkTimes,
-    /// Share of direct sends preceded by a typing notice (0: none).
+    /// Share of sends (direct and group) preceded by a typing notice (0: none).
     pub typing: f64,
     /// How long before its send a typing notice is due.
     pub typing_lead: Duration,
@@ -64,7 +64,7 @@ pub struct PatternShares {
     pub pattern: String,
     /// Share of its messages read (`None`: the run's).
     pub receipts: Option<f64>,
-    /// Share of its direct sends typed (`None`: the run's).
+    /// Share of its sends typed (`None`: the run's).
     pub typing: Option<f64>,
 }
 
@@ -92,7 +92,7 @@ impl SignalsPlan {
         }
         if self.typing > 0.0 {
             parts.push(format!(
-                "typing {} before {:.0}% of the direct sends",
+                "typing {} before {:.0}% of the sends",
                 secs(self.typing_lead),
                 self.typing * 100.0
             ));

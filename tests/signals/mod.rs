@@ -19,8 +19,9 @@ pub fn every_owed_arrived_once(rows: &[SignalRow]) {
     }
 }
 
-/// 200 users over a 10 s day who talk to their contacts (with [`SIGNALS`]: who read half
-/// of what they get, type before half of their sends and publish their presence).
+/// 200 users over a 10 s day who talk to their contacts and in 8 groups (with [`SIGNALS`]:
+/// who read half of what they get, type before half of their sends, direct and group, and
+/// publish their presence).
 pub const DAY: &str = r#"
 [population]
 users = 200
@@ -33,10 +34,16 @@ gap = { exponential = "2s" }
 [population.contacts]
 mean = 6
 
+[population.groups]
+count = 8
+min = 3
+max = 20
+
 [[traffic]]
 name = "chat"
 kind = "chat"
 rate = 60
+group_rate = 6
 size = 120
 "#;
 

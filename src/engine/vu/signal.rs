@@ -20,7 +20,7 @@ use crate::driver::{Dest, Driver, Failure, Session, Signal};
 use crate::engine::patterns::Patterns;
 use crate::engine::schedule::To;
 use crate::envelope::{self, token, Decoded, Envelope};
-use crate::ledger::signals::SignalArrival;
+use crate::ledger::signals::{Audience, SignalArrival};
 use crate::ledger::Via;
 use crate::metrics::{Counter, ErrorKind, Hist};
 use crate::scenario::plan::{Contacts, SignalsPlan};
@@ -75,6 +75,14 @@ impl SignalCfg {
     fn wire(&self, u: UserIx) -> String {
         format!("{}{}", self.ids.0, self.ids.1 + u64::from(u))
     }
+}
+
+/// The conversation a typing notice goes to.
+enum Conv {
+    /// A peer, by wire id.
+    User(String),
+    /// A group, by wire name.
+    Group(String),
 }
 
 /// A message the user will read: when, and the message (stream, seq, due µs, sender).
@@ -217,7 +225,7 @@ impl<D: Driver> Vu<D> {
                     ix,
                     seq,
                     at_us,
-                    None,
+                    Audience::Contacts,
                 );
                 self.count(Counter::SignalsSent, 1);
             }
@@ -280,7 +288,7 @@ impl<D: Driver> Vu<D> {
             };
             let typed = chance(cfg.seed ^ TYPES, u64::from(next.stream), next.seq, 0)
                 < cfg.shares_of(next.stream).1;
-            if !typed || !p.sends.to_a_user(&next) {
+            if !typed || !p.sends.converse() {
                 continue;
             }
             let floor = st.last_due.get(i).copied().unwrap_or(ts);
@@ -400,10 +408,11 @@ impl<D: Driver> Vu<D> {
         at: Instant,
     ) -> Result<(), Failure> {
         let (ix, slot, run) = (self.spec.ctx.ix, self.spec.slot, self.shared.run_id);
-        let To::User(peer, peer_id) = self.spec.plan.programs[i].sends.to(&next) else {
-            return Ok(());
+        let (audience, conv) = match self.spec.plan.programs[i].sends.to(&next) {
+            To::User(peer, id) => (Audience::Peer(peer), Conv::User(id.into_owned())),
+            To::Group(g) => (Audience::Group(g.index as u32), Conv::Group(g.name.clone())),
+            To::Echo => return Ok(()),
         };
-        let peer_id = peer_id.into_owned();
         let at_us = self.due_online(at);
         let Some(st) = self.sig() else { return Ok(()) };
         let seq = st.typing_seq;
@@ -416,7 +425,10 @@ impl<D: Driver> Vu<D> {
         );
         let tag = self.take_tag();
         let typing = Signal::Typing {
-            conv: Dest::User(&peer_id),
+            conv: match &conv {
+                Conv::User(id) => Dest::User(id),
+                Conv::Group(name) => Dest::Group(name),
+            },
             active: true,
         };
         match session.signal(tag, typing, &t).await {
@@ -426,7 +438,7 @@ impl<D: Driver> Vu<D> {
                     ix,
                     seq,
                     at_us,
-                    Some(peer),
+                    audience,
                 );
                 self.count(Counter::SignalsSent, 1);
                 Ok(())
