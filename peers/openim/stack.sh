@@ -6,7 +6,7 @@
 # KRaft mode, then OpenIM's RPC services, API, message gateway, transfer and push. Ports are
 # fixed (OpenIM's own defaults; the stores on the ports OpenIM's configuration expects), so
 # one stack runs per machine. With OWNER_PID the stack stops itself when that process ends
-# (a test binary that starts it once and has no hook at its exit). Built by scripts/test
+# and DIR is removed (a test binary that starts it once and has no hook at its exit). Built by scripts/test
 # (ensure_openim) into bin/, with Kafka's class path in kafka-cp.txt.
 set -euo pipefail
 
@@ -73,7 +73,8 @@ start() {
     : >"$DIR/pids"
     if [ -n "$OWNER" ]; then
         # Stops the stack when its owner ends (tail --pid waits for a process's end).
-        (tail --pid="$OWNER" -f /dev/null; "$HERE/stack.sh" stop "$DIR") >/dev/null 2>&1 </dev/null &
+        (tail --pid="$OWNER" -f /dev/null; "$HERE/stack.sh" stop "$DIR" && rm -rf "$DIR") \
+            >/dev/null 2>&1 </dev/null &
         disown
     fi
 
@@ -118,18 +119,39 @@ EOF
     java -cp "$cp" kafka.tools.StorageTool format --ignore-formatted \
         -t "$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null)" \
         -c "$DIR/kafka/server.properties" >"$DIR/logs/kafka-format.log" 2>&1
-    spawn kafka java -Xms256m -Xmx768m -cp "$cp" kafka.Kafka "$DIR/kafka/server.properties"
+    printf '%s\n' 'log4j.rootLogger=INFO, out' 'log4j.appender.out=org.apache.log4j.ConsoleAppender' \
+        'log4j.appender.out.layout=org.apache.log4j.PatternLayout' \
+        'log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n' >"$DIR/kafka/log4j.properties"
+    spawn kafka java -Xms256m -Xmx768m -Dlog4j.configuration="file:$DIR/kafka/log4j.properties" \
+        -cp "$cp" kafka.Kafka "$DIR/kafka/server.properties"
+    wait_port 19094 60
+    # OpenIM's consumers start at the newest offset: its topics must exist before they join
+    # (a topic made by the first message would lose what came before the consumers).
+    local t made=()
+    for t in toRedis toMongo toPush toOfflinePush; do
+        java -cp "$cp" org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:19094 --create \
+            --if-not-exists --topic "$t" --partitions 8 --replication-factor 1 \
+            >>"$DIR/logs/kafka-topics.log" 2>&1 &
+        made+=($!)
+    done
+    wait "${made[@]}"
 
     write_config
     wait_port 12379 30
     wait_port 16379 30
     wait_port 37017 30
-    wait_port 19094 60
     for s in "${SERVICES[@]}"; do
         spawn "$s" "$BIN/$s" -c "$DIR/config" -i 0
     done
     wait_port 10002 60
     wait_port 10001 60
+    # Ready when OpenIM's four consumer groups hold their partitions.
+    local deadline=$((SECONDS + 90)) stable=0
+    while [ "$stable" -lt 4 ]; do
+        [ $SECONDS -lt $deadline ] || die "OpenIM's Kafka consumers did not join within 90 s (logs: $DIR/logs)"
+        stable=$(java -cp "$cp" org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server 127.0.0.1:19094 \
+            --list --state Stable 2>/dev/null | grep -cE '^(redis|mongo|push|offlinePush) ' || true)
+    done
 }
 
 stop() {
