@@ -5,6 +5,7 @@
 //! The stack (etcd, Redis, Kafka, FerretDB on PostgreSQL, OpenIM's services) starts once
 //! for the test binary ([`stack`]).
 
+mod setup;
 mod stack;
 
 use std::collections::BTreeSet;
@@ -83,12 +84,7 @@ async fn the_shipped_openim_scenario_delivers_exactly_once() {
     let mut held = 0;
     for ix in 0..40 {
         let user = format!("u{ix}");
-        let admin = stack::admin();
-        let newest = stack::post(
-            "/msg/newest_seq",
-            &admin,
-            &serde_json::json!({ "userID": user }),
-        );
+        let newest = stack::post_admin("/msg/newest_seq", &serde_json::json!({ "userID": user }));
         for conv in newest["maxSeqs"].as_object().into_iter().flatten().map(|(c, _)| c) {
             if !conv.starts_with("n_") && convs.insert(conv.clone()) {
                 held += envelopes(&stored(&user, conv)).len() as u64;
