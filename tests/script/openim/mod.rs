@@ -75,24 +75,27 @@ async fn the_shipped_openim_scenario_delivers_exactly_once() {
         "exact delivery\n{ran}"
     );
     assert_eq!(d.delivered, d.expected, "every expected delivery\n{ran}");
-    assert!(
-        d.via_sync > 0,
-        "late users pulled what they missed\n{ran}"
-    );
+    assert!(d.via_sync > 0, "late users pulled what they missed\n{ran}");
     // Each conversation once, pulled as one of its members.
     let mut convs = BTreeSet::new();
     let mut held = 0;
     for ix in 0..40 {
         let user = format!("u{ix}");
         let newest = stack::post_admin("/msg/newest_seq", &serde_json::json!({ "userID": user }));
-        for conv in newest["maxSeqs"].as_object().into_iter().flatten().map(|(c, _)| c) {
+        for conv in newest["maxSeqs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(c, _)| c)
+        {
             if !conv.starts_with("n_") && convs.insert(conv.clone()) {
                 held += envelopes(&stored(&user, conv)).len() as u64;
             }
         }
     }
     assert_eq!(
-        held, accepted,
+        held,
+        accepted,
         "OpenIM holds each accepted message once\n{ran}\n{}",
         stack.dir.display()
     );

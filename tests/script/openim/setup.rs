@@ -72,8 +72,7 @@ fn token(data: &Value) -> Result<String, String> {
 /// Registers the users and groups of `scenario` (the text of the file `file`) and returns
 /// each user's id and token.
 pub fn register(scenario: &str, file: &Path) -> Result<Vec<(String, String)>, String> {
-    let plan =
-        scenario::parse(scenario, file, &[], Shard::WHOLE).map_err(|e| e.to_string())?;
+    let plan = scenario::parse(scenario, file, &[], Shard::WHOLE).map_err(|e| e.to_string())?;
     let pop = &plan.population;
     let users: Vec<String> = (0..pop.users).map(|ix| pop.user_id(ix)).collect();
     let admin = admin()?;

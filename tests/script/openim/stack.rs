@@ -81,7 +81,8 @@ pub fn stored(user: &str, conv: &str) -> Vec<(u64, String)> {
     let mut from = 1;
     while from <= max {
         let to = (from + 99).min(max);
-        let range = json!({ "conversationID": conv, "begin": from, "end": to, "num": to - from + 1 });
+        let range =
+            json!({ "conversationID": conv, "begin": from, "end": to, "num": to - from + 1 });
         let data = post_admin(
             "/msg/pull_msg_by_seq",
             &json!({ "userID": user, "seqRanges": [range], "order": 0 }),
