@@ -10,11 +10,12 @@ mod stack;
 
 use std::collections::BTreeSet;
 
+use msgstorm::artifact::Artifact;
 use msgstorm::envelope::{self, Decoded};
 use msgstorm::ledger::Problem;
 use msgstorm::metrics::Counter;
 
-use crate::common::run::{run_text, Work};
+use crate::common::run::{run_text, Ran, Work};
 use crate::ws_json::peer::repo;
 use stack::{stack, stored, with_tokens};
 
@@ -34,6 +35,13 @@ fn shipped(text: &str) -> String {
             repo("scenarios/openim/sdkws.proto").display()
         ),
     )
+}
+
+/// Runs the OpenIM scenario `text` (shipped) with its users and groups registered first.
+async fn run_registered(text: &str) -> (Ran, Artifact) {
+    let work = Work::new();
+    let text = with_tokens(&shipped(text), &work.path(""));
+    run_text(&work, &text).await
 }
 
 /// The run's message bodies among `stored`, by stream and seq (the envelope's).
@@ -57,12 +65,7 @@ fn envelopes(stored: &[(u64, String)]) -> BTreeSet<(u64, u64)> {
 )]
 async fn the_shipped_openim_scenario_delivers_exactly_once() {
     let stack = stack();
-    let work = Work::new();
-    let text = with_tokens(
-        &shipped(include_str!("../../../scenarios/openim.toml")),
-        &work.path(""),
-    );
-    let (ran, artifact) = run_text(&work, &text).await;
+    let (ran, artifact) = run_registered(include_str!("../../../scenarios/openim.toml")).await;
     ran.expect_code(0);
     let m = &artifact.metrics;
     let (sent, accepted) = (m.count(Counter::Sent), m.count(Counter::Accepted));
@@ -113,13 +116,9 @@ async fn the_shipped_openim_scenario_delivers_exactly_once() {
 )]
 async fn openim_loses_acknowledged_messages_of_a_burst_and_the_ledger_names_them() {
     let stack = stack();
-    let work = Work::new();
-    let scenario = shipped(include_str!("../../../scenarios/openim-loss.toml"));
-    let text = with_tokens(
-        &scenario.replace("messages = 2000", &format!("messages = {SENT}")),
-        &work.path(""),
-    );
-    let (ran, artifact) = run_text(&work, &text).await;
+    let scenario = include_str!("../../../scenarios/openim-loss.toml");
+    let (ran, artifact) =
+        run_registered(&scenario.replace("messages = 2000", &format!("messages = {SENT}"))).await;
     ran.expect_code(1);
     let m = &artifact.metrics;
     assert_eq!(

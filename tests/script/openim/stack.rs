@@ -14,8 +14,9 @@ use crate::common::detect;
 use crate::common::peers::installed;
 use crate::ws_json::peer::repo;
 
-/// The running stack: its folder (state and every service's log).
+/// The running stack.
 pub struct Stack {
+    /// Its folder: state and every service's log (removed when the test binary ends).
     pub dir: PathBuf,
 }
 
