@@ -72,6 +72,14 @@ pub const NETTY_CLASSPATH: &str = "peers/netty-worldclock/cp.txt";
 /// github.com/tinode/chat by `scripts/test`).
 pub const TINODE: &str = "peers/tinode/bin/tinode";
 
+/// OpenIM's API server, in the repository (`go build` of OpenIM v3.8.3 and FerretDB by
+/// `scripts/test`, with Kafka's class path beside them); its stack also needs etcd,
+/// redis-server, PostgreSQL and Java.
+pub const OPENIM: &str = "peers/openim/bin/openim-api";
+
+/// Kafka's class path for OpenIM's stack (Maven's `dependency:build-classpath`).
+pub const OPENIM_KAFKA: &str = "peers/openim/kafka-cp.txt";
+
 /// Synapse's server program, in the repository (a virtual environment made by
 /// `scripts/test`, `pip install matrix-synapse`).
 pub const SYNAPSE: &str = "peers/synapse/venv/bin/synapse_homeserver";
@@ -96,7 +104,7 @@ pub fn postgres_bin() -> Option<PathBuf> {
 
 /// Every peer as its `cfg(peer_<name>)` name and whether it is installed (`root`: the
 /// repository). `scripts/test` installs them all.
-pub fn peers(root: &Path) -> [(&'static str, bool); 17] {
+pub fn peers(root: &Path) -> [(&'static str, bool); 18] {
     let found = |name| program(name).is_some();
     let node = node().is_some();
     [
@@ -126,6 +134,15 @@ pub fn peers(root: &Path) -> [(&'static str, bool); 17] {
             postgres_bin().is_some() && root.join(TINODE).exists(),
         ),
         ("synapse", root.join(SYNAPSE).exists()),
+        (
+            "openim",
+            root.join(OPENIM).exists()
+                && root.join(OPENIM_KAFKA).exists()
+                && found("etcd")
+                && found("java")
+                && Path::new(REDIS_SERVER).exists()
+                && postgres_bin().is_some(),
+        ),
     ]
 }
 
@@ -151,6 +168,8 @@ pub fn watched(root: &Path) -> Vec<PathBuf> {
         ("peers/netty-worldclock", NETTY_CLASSPATH),
         ("peers/tinode", TINODE),
         ("peers/synapse", SYNAPSE),
+        ("peers/openim", OPENIM),
+        ("peers/openim", OPENIM_KAFKA),
     ] {
         let (peer, mut path) = (root.join(peer), root.join(files));
         while !path.exists() && path != peer && path.pop() {}

@@ -1,10 +1,12 @@
 //! What an adapter author gets besides the entry points: `vars` from the scenario, the URL
 //! a user connected to, a per-user table kept across reconnects, `{}` as "nothing", history
 //! that arrives unasked counted as pushes, and `fetch`'s `why` telling a returning user's
-//! catch-up from the final verification.
+//! catch-up from the final verification; and a user's own upgrade path and query.
 
 use super::native::{examples_of, scenario_with};
-use crate::common::run::{run_text, target, Work};
+use msgstorm::metrics::Counter;
+
+use crate::common::run::{msgstorm, run_text, target, Work};
 use crate::common::{config, start};
 
 /// The shipped adapter changed to report what it sees through script errors (the only
@@ -67,5 +69,47 @@ async fn vars_url_kept_state_empty_lists_items_and_why_reach_the_script() {
     assert_eq!(
         d.lost, 0,
         "user 2's items were delivered as pushes: {d:?}\n{ran}"
+    );
+}
+
+/// `upgrade(u)` gives each user its own upgrade path and query (OpenIM takes the user and
+/// its token there): users sent to the server's path with their id in the query log in and
+/// get their messages; the one sent elsewhere is refused at the upgrade (HTTP 404); and
+/// `validate --frames` shows the first user's upgrade request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_gives_each_user_its_own_path_and_query() {
+    let work = Work::new();
+    let server = start(config()).await;
+    let text = scenario_with(&work, &target(&server), |s| {
+        format!(
+            "{s}\nfunction upgrade(u)\n  if u.ix == 3 then return '/elsewhere' end\n  \
+             return '/ws?who=' .. u.id\nend\n"
+        )
+    });
+    let (ran, artifact) = run_text(&work, &text).await;
+    server.shutdown().await.expect("server stops");
+    let refused = examples_of(&artifact, &["http_status"], &ran);
+    assert!(
+        refused.iter().all(|e| e.contains("404")),
+        "user 3 refused at its upgrade: {refused:?}\n{ran}"
+    );
+    let m = &artifact.metrics;
+    assert_eq!(
+        m.count(Counter::LoginOk),
+        12,
+        "the other 12 logged in\n{ran}"
+    );
+    assert!(
+        artifact.ledger.summary().delivered >= 11 * 50,
+        "their messages arrived\n{ran}"
+    );
+    let file = work.write("upgrade.toml", &text);
+    let dry = msgstorm(&["validate", &file.display().to_string(), "--frames"]).await;
+    dry.expect_code(0);
+    assert!(
+        dry.stdout
+            .lines()
+            .any(|l| l == "upgrade of u0: GET /ws?who=u0"),
+        "{dry}"
     );
 }

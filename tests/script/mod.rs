@@ -6,6 +6,7 @@ mod http;
 mod matrix;
 mod native;
 mod netty;
+mod openim;
 mod runaway;
 #[cfg(feature = "socketio")]
 mod socketio;

@@ -205,6 +205,15 @@ impl Dialer {
         self.connector.timeout()
     }
 
+    /// The same dialer with `path` (path and query) in its upgrade request: a per-user URL.
+    pub fn with_path(&self, path: String) -> Dialer {
+        let mut d = self.clone();
+        if let Some(ep) = d.endpoint.as_mut() {
+            ep.path = path;
+        }
+        d
+    }
+
     /// TCP connect and WebSocket upgrade for user `ix`, within the connect timeout.
     pub async fn dial(&self, ix: u32) -> Result<Ws, Failure> {
         let ep = self

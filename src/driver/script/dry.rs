@@ -44,6 +44,12 @@ pub fn lines(
         Ok(u) => u,
         Err(e) => return vec![format!("the user object: {}", one_line(&e))],
     };
+    if let Some(upgrade) = &vm.entry.upgrade {
+        match vm.guard.run(|| upgrade.call::<String>(u.clone())) {
+            Ok(path) => out.push(format!("upgrade of {user}: GET {path}")),
+            Err(e) => out.push(format!("upgrade of {user}: {}", one_line(&e))),
+        }
+    }
     out.push(format!("login of {user}:"));
     flow(vm, &u, &vm.entry.login, MultiValue::new(), &mut out);
     for (what, f, dest) in [

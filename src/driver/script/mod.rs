@@ -43,6 +43,7 @@ use crate::driver::kit::cursors::Cursors;
 use crate::driver::kit::json_map::credentials;
 use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::Dialer;
+use crate::metrics::ErrorKind;
 use crate::vocab::TrafficKind;
 use limits::Limits;
 use link::{Framing, Link};
@@ -203,7 +204,12 @@ impl super::Driver for ScriptDriver {
         let (link, timeout) = match &self.transport {
             Transport::Ws(dialers) => {
                 let dialer = &dialers[user.ix as usize % dialers.len()];
-                (dialer.dial(user.ix).await.map(Link::Ws), dialer.timeout())
+                let link = match self.upgrade_path(user) {
+                    Ok(Some(path)) => dialer.with_path(path).dial(user.ix).await,
+                    Ok(None) => dialer.dial(user.ix).await,
+                    Err(f) => Err(f),
+                };
+                (link.map(Link::Ws), dialer.timeout())
             }
             Transport::Tcp {
                 connector,
@@ -255,6 +261,40 @@ impl super::Driver for ScriptDriver {
             account: None,
             no_resume_point: false,
         })
+    }
+}
+
+impl ScriptDriver {
+    /// The path and query of `user`'s WebSocket upgrade when the script defines
+    /// `upgrade(u)` (a user object made for the call; it cannot wait).
+    fn upgrade_path(&self, user: &UserCtx) -> Result<Option<String>, Failure> {
+        let vm = &self.vms[user.ix as usize % self.vms.len()];
+        let Some(upgrade) = &vm.entry.upgrade else {
+            return Ok(None);
+        };
+        let (username, password) = credentials(&self.auth, &user.id);
+        let url = &self.urls[user.ix as usize % self.urls.len()];
+        let path = vm.guard.run(|| {
+            let u = vm.entry.new_user.call::<mlua::Table>((
+                user.id.as_str(),
+                user.ix,
+                username.as_str(),
+                password.as_str(),
+                url.as_str(),
+            ))?;
+            upgrade.call::<String>(u)
+        });
+        match path {
+            Ok(p) if p.starts_with('/') => Ok(Some(p)),
+            Ok(p) => Err(Failure::new(
+                ErrorKind::Script,
+                format!("upgrade: `{p}` is not a path (it must start with /)"),
+            )),
+            Err(e) => Err(Failure::new(
+                ErrorKind::Script,
+                format!("upgrade: {}", vm::one_line(&e)),
+            )),
+        }
     }
 }
 

@@ -120,6 +120,9 @@ pub struct Entry {
     pub typing: Option<Function>,
     /// `presence(u, online, token)`: publishes the user's presence.
     pub presence: Option<Function>,
+    /// `upgrade(u)` (WebSocket targets): the path and query of the user's upgrade request,
+    /// for servers that take credentials in the URL (OpenIM's `?sendID=…&token=…`).
+    pub upgrade: Option<Function>,
     /// The prelude's user constructor.
     pub new_user: Function,
 }
@@ -240,6 +243,7 @@ fn entry_points(globals: &Table, name: &str) -> Result<Entry, String> {
         receipt: get("receipt")?,
         typing: get("typing")?,
         presence: get("presence")?,
+        upgrade: get("upgrade")?,
         new_user: need(get("__user")?)?,
     })
 }
