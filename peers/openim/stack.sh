@@ -57,7 +57,7 @@ write_config() {
     local c=$DIR/config
     cp -r "$BIN/config" "$c"
     sed -i 's/localhost/127.0.0.1/g' "$c"/*.yml
-    sed -i "s|^uri: *$|uri: mongodb://127.0.0.1:37017/openim_v3?maxPoolSize=100|; s/^username: openIM$/username: ''/; s/^password: openIM123$/password: ''/" "$c/mongodb.yml"
+    sed -i "s|^uri: *$|uri: mongodb://127.0.0.1:17017/openim_v3?maxPoolSize=100|; s/:37017/:17017/g; s/^username: openIM$/username: ''/; s/^password: openIM123$/password: ''/" "$c/mongodb.yml"
     sed -i 's/^isStdout: false/isStdout: true/; s/^remainLogLevel: .*/remainLogLevel: 3/; s|^storageLocation: .*|storageLocation: '"$DIR"'/logs/openim/|' "$c/log.yml"
     sed -i 's/^enable: geTui/enable: none/' "$c/openim-push.yml"
 }
@@ -96,7 +96,7 @@ start() {
     pg createdb -h "$DIR/pg" -p "$PG_PORT" -U postgres ferretdb
     spawn ferretdb "$BIN/ferretdb" --handler=postgresql \
         --postgresql-url="postgres://postgres@127.0.0.1:$PG_PORT/ferretdb" \
-        --listen-addr=127.0.0.1:37017 --debug-addr=- --state-dir="$DIR" --telemetry=disable
+        --listen-addr=127.0.0.1:17017 --debug-addr=- --state-dir="$DIR" --telemetry=disable
 
     local cp
     cp=$(cat "$HERE/kafka-cp.txt")
@@ -139,7 +139,7 @@ EOF
     write_config
     wait_port 12379 30
     wait_port 16379 30
-    wait_port 37017 30
+    wait_port 17017 30
     for s in "${SERVICES[@]}"; do
         spawn "$s" "$BIN/$s" -c "$DIR/config" -i 0
     done
