@@ -54,7 +54,11 @@ pub(super) fn of(r: &Report, c: &CheckOutcome) -> String {
             thousands(value as u64),
             thousands(d.unverified)
         ),
-        CheckMetric::Lost => problem(r, "lost", value, Problem::Lost),
+        CheckMetric::Lost => format!(
+            "{}{}",
+            problem(r, "lost", value, Problem::Lost),
+            acknowledged(r)
+        ),
         CheckMetric::Duplicated => problem(r, "duplicated", value, Problem::Duplicated),
         CheckMetric::Reordered => problem(r, "reordered", value, Problem::Reordered),
         CheckMetric::Corrupted => problem(r, "corrupted", value, Problem::Corrupted),
@@ -278,6 +282,28 @@ fn problem(r: &Report, name: &str, value: f64, kind: Problem) -> String {
             )
         });
     format!("{} {name}{example}", thousands(value as u64))
+}
+
+/// What the server said of the sends, when it acknowledges them: a lost message the server
+/// accepted is one it lost after telling its sender it had it.
+fn acknowledged(r: &Report) -> String {
+    let (sent, accepted) = (r.count(Counter::Sent), r.count(Counter::Accepted));
+    if accepted == 0 {
+        return String::new();
+    }
+    if accepted == sent {
+        format!(
+            "; the server acknowledged every send ({} of {}): it lost messages it had accepted",
+            thousands(accepted),
+            thousands(sent)
+        )
+    } else {
+        format!(
+            "; the server acknowledged {} of {} sends",
+            thousands(accepted),
+            thousands(sent)
+        )
+    }
 }
 
 /// The most frequent error kind, if any.

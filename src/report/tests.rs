@@ -1111,3 +1111,33 @@ fn built_in_checks_bound_their_metric_in_the_catalogs_direction() {
         assert_eq!(b.metric.entry().better, better, "{}", b.key);
     }
 }
+
+/// A message lost by a server that acknowledged every send is one it lost after telling its
+/// sender it had it: the failed loss check says so.
+#[test]
+fn a_loss_after_every_send_was_acknowledged_says_so() {
+    let mut a = fixture();
+    let stream = (1_000_000..)
+        .find(|&s| a.ledger.sampled(s))
+        .expect("a sampled stream");
+    for seq in 0..3 {
+        a.ledger.sent(stream, seq);
+    }
+    a.ledger.expect(stream, 5);
+    let sent = a.metrics.count(Counter::Sent);
+    let accepted = a.metrics.count(Counter::Accepted);
+    a.metrics.add(0, Counter::Accepted, sent - accepted);
+    let report = Report::new(&a);
+    let c = report
+        .checks
+        .iter()
+        .find(|c| c.key == "checks.max_lost")
+        .expect("the fixture checks max_lost");
+    assert!(!c.passed, "{c:?}");
+    let text = text::render(&report);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("3 lost") && first.contains("the server acknowledged every send"),
+        "{first}"
+    );
+}
