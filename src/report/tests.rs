@@ -543,6 +543,17 @@ fn little_law_mismatch_in_a_sweep_is_a_finding() {
     ));
 }
 
+/// Three messages of a sampled stream sent and expected by user 5, who received none.
+fn three_sent_to_user_5(a: &mut Artifact) {
+    let stream = (1_000_000..)
+        .find(|&s| a.ledger.sampled(s))
+        .expect("a sampled stream");
+    for seq in 0..3 {
+        a.ledger.sent(stream, seq);
+    }
+    a.ledger.expect(stream, 5);
+}
+
 #[test]
 fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
     let mut a = fixture();
@@ -555,13 +566,7 @@ fn a_loss_bound_fails_while_messages_are_unverified_and_says_why() {
     };
     assert!(lost_check(&Report::new(&a)).passed);
     // Three messages of a sampled stream for a recipient the run never reached.
-    let stream = (1_000_000..)
-        .find(|&s| a.ledger.sampled(s))
-        .expect("a sampled stream");
-    for seq in 0..3 {
-        a.ledger.sent(stream, seq);
-    }
-    a.ledger.expect(stream, 5);
+    three_sent_to_user_5(&mut a);
     a.ledger.unreached(5);
     let report = Report::new(&a);
     let d = &report.delivery;
@@ -1117,13 +1122,7 @@ fn built_in_checks_bound_their_metric_in_the_catalogs_direction() {
 #[test]
 fn a_loss_after_every_send_was_acknowledged_says_so() {
     let mut a = fixture();
-    let stream = (1_000_000..)
-        .find(|&s| a.ledger.sampled(s))
-        .expect("a sampled stream");
-    for seq in 0..3 {
-        a.ledger.sent(stream, seq);
-    }
-    a.ledger.expect(stream, 5);
+    three_sent_to_user_5(&mut a);
     let sent = a.metrics.count(Counter::Sent);
     let accepted = a.metrics.count(Counter::Accepted);
     a.metrics.add(0, Counter::Accepted, sent - accepted);
