@@ -16,13 +16,15 @@ use msgstorm::vocab::SignalKind;
 use crate::common::run::{msgstorm, run_file, Ran, Work};
 
 /// The HTTP chat server, on a free loopback port; killed on drop.
-struct HttpChat {
+pub(super) struct HttpChat {
     child: Child,
-    port: u16,
+    /// Its port on 127.0.0.1.
+    pub(super) port: u16,
 }
 
 impl HttpChat {
-    fn start() -> HttpChat {
+    /// The server, with no options.
+    pub(super) fn start() -> HttpChat {
         HttpChat::with(&[])
     }
 
@@ -93,7 +95,7 @@ async fn run(mode: &str) -> (Ran, Artifact) {
 /// Checks a run: it passed, every expected delivery arrived exactly once (late users'
 /// included: by their fetch, or by their first poll, which goes on from where the user's
 /// log stood), no error of any kind.
-fn exact(ran: &Ran, a: &Artifact) {
+pub(super) fn exact(ran: &Ran, a: &Artifact) {
     ran.expect_code(0);
     let d = a.ledger.summary();
     assert!(d.expected > 500, "{d:?}");

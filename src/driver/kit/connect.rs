@@ -75,6 +75,15 @@ impl Connector {
         }
     }
 
+    /// The same, offering `protocols` by ALPN over TLS (nothing changes for plain TCP).
+    #[cfg(feature = "tls")]
+    pub fn with_alpn(self, protocols: &[&[u8]]) -> Connector {
+        Connector {
+            tls: self.tls.as_ref().map(|c| c.with_alpn(protocols)),
+            ..self
+        }
+    }
+
     /// The connect time limit (drivers bound their login exchange by it too).
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -145,6 +154,22 @@ impl Stream {
         // Boxed: the TLS handshake's future is most of a plain connection's login
         // otherwise (1.2 KB of every user's login, TLS or not).
         Ok(Stream::Tls(Box::new(Box::pin(client.connect(tcp)).await?)))
+    }
+}
+
+impl Stream {
+    /// Whether TLS runs over the connection.
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Stream::Plain(_))
+    }
+
+    /// The protocol the server chose by ALPN (`None`: plain, or none chosen).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.get_ref().1.alpn_protocol(),
+        }
     }
 }
 

@@ -61,6 +61,7 @@ pub fn client_config(
 #[derive(Clone)]
 pub struct Client {
     connector: TlsConnector,
+    config: Arc<ClientConfig>,
     server_name: ServerName<'static>,
 }
 
@@ -121,9 +122,17 @@ impl Client {
 
     fn with_name(config: Arc<ClientConfig>, server_name: ServerName<'static>) -> Client {
         Client {
-            connector: TlsConnector::from(config),
+            connector: TlsConnector::from(Arc::clone(&config)),
+            config,
             server_name,
         }
+    }
+
+    /// The same client offering `protocols` by ALPN, preferred first (`h2` for HTTP/2).
+    pub fn with_alpn(&self, protocols: &[&[u8]]) -> Client {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        Client::with_name(Arc::new(config), self.server_name.clone())
     }
 
     /// The TLS handshake over `tcp`.
