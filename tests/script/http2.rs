@@ -7,11 +7,13 @@
 use std::collections::BTreeSet;
 
 use msgstorm::artifact::Artifact;
+use msgstorm::metrics::wires::Wire;
 use msgstorm::metrics::Counter;
 
 use super::http::{exact, HttpChat};
 use crate::common::nginx::Nginx;
 use crate::common::run::{run_file, Ran, Work};
+use crate::run::transports::only_transport;
 
 /// `scenarios/http-chat.toml` over HTTP/2 through nginx (TLS or h2c) to a fresh chat
 /// server; nginx's access log after the run.
@@ -54,11 +56,9 @@ fn all_http2_one_connection_a_user(a: &Artifact, access: &[String]) {
         .count() as u64;
     assert_eq!(sends, a.metrics.count(Counter::Sent), "sends seen by nginx");
     let connections: BTreeSet<&str> = lines.iter().map(|l| l[0]).collect();
-    assert_eq!(
-        connections.len() as u64,
-        a.metrics.count(Counter::LoginOk),
-        "one connection a login"
-    );
+    let logins = a.metrics.count(Counter::LoginOk);
+    assert_eq!(connections.len() as u64, logins, "one connection a login");
+    only_transport(a, Wire::Http2, logins);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

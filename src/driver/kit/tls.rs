@@ -5,13 +5,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
+use super::connect::Metered;
 use super::io_error;
 use super::options::Table;
 use crate::driver::{Config, Failure, OptionError};
@@ -136,7 +136,7 @@ impl Client {
     }
 
     /// The TLS handshake over `tcp`.
-    pub async fn connect(&self, tcp: TcpStream) -> Result<TlsStream<TcpStream>, Failure> {
+    pub async fn connect(&self, tcp: Metered) -> Result<TlsStream<Metered>, Failure> {
         self.connector
             .connect(self.server_name.clone(), tcp)
             .await

@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use super::frame::{Frame, Meta};
 use crate::driver::kit::connect::{Connector, Stream};
 use crate::driver::Failure;
+use crate::metrics::wires::Wire;
 use crate::metrics::ErrorKind;
 
 /// The version of HTTP a user speaks.
@@ -40,6 +41,16 @@ pub enum Version {
     One,
     /// HTTP/2, one connection per user.
     Two,
+}
+
+impl Version {
+    /// The transport its connections are counted as.
+    pub fn wire(self) -> Wire {
+        match self {
+            Version::One => Wire::Http1,
+            Version::Two => Wire::Http2,
+        }
+    }
 }
 
 /// An HTTP request an adapter makes.

@@ -144,13 +144,15 @@ fn http_connector(config: &Config, version: http::Version) -> Result<Connector, 
         http::Version::One => b"http/1.1",
         http::Version::Two => b"h2",
     };
-    Ok(connector(config)?.with_alpn(&[alpn]))
+    Ok(connector(config)?
+        .with_alpn(&[alpn])
+        .carrying(version.wire()))
 }
 
 /// Plain only: `https://` needs the `tls` feature.
 #[cfg(not(feature = "tls"))]
-fn http_connector(config: &Config, _: http::Version) -> Result<Connector, OptionError> {
-    connector(config)
+fn http_connector(config: &Config, version: http::Version) -> Result<Connector, OptionError> {
+    Ok(connector(config)?.carrying(version.wire()))
 }
 
 /// `vars`: the values the scenario gives the script (its global `vars`).
