@@ -63,7 +63,7 @@ pub struct Request {
     /// Headers besides `Host` (and `Content-Length`, which hyper sets).
     pub headers: Vec<(String, String)>,
     /// The body (empty: none).
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
     pub reference: Option<String>,
 }
@@ -73,10 +73,10 @@ pub struct Request {
 pub struct Answer {
     /// Its status code.
     pub status: u16,
-    /// Its headers, names in lower case.
-    pub headers: Vec<(String, String)>,
+    /// Its headers.
+    pub headers: http::HeaderMap,
     /// Its body.
-    pub body: Vec<u8>,
+    pub body: Bytes,
 }
 
 /// Where a user's HTTP connections go.
@@ -319,8 +319,7 @@ impl Conn {
                 .collect()
                 .await
                 .map_err(|e| Failure::new(ErrorKind::Protocol, format!("HTTP body: {e}")))?
-                .to_bytes()
-                .to_vec();
+                .to_bytes();
             Ok(Answer {
                 status,
                 headers,
@@ -344,7 +343,7 @@ impl Conn {
         &mut self,
         dial: &Dial,
         request: &Request,
-    ) -> Result<(u16, Vec<(String, String)>, Incoming), Failure> {
+    ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
         let bad = |e: String| Failure::new(ErrorKind::Script, e);
         // HTTP/2 names the scheme and authority in the URI (`:scheme`, `:authority`),
         // HTTP/1.1 in `Host`.
@@ -359,14 +358,12 @@ impl Conn {
         for (name, value) in &request.headers {
             built = built.header(name.as_str(), value.as_str());
         }
-        let built = built
-            .body(Full::new(Bytes::from(request.body.clone())))
-            .map_err(|e| {
-                bad(format!(
-                    "HTTP request {} {}: {e}",
-                    request.method, request.path
-                ))
-            })?;
+        let built = built.body(Full::new(request.body.clone())).map_err(|e| {
+            bad(format!(
+                "HTTP request {} {}: {e}",
+                request.method, request.path
+            ))
+        })?;
         let closed = |what: &str, e: hyper::Error| {
             Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
         };
@@ -381,17 +378,8 @@ impl Conn {
             }
         }
         .map_err(|e| closed("request", e))?;
-        let headers = answer
-            .headers()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        Ok((answer.status().as_u16(), headers, answer.into_body()))
+        let (head, body) = answer.into_parts();
+        Ok((head.status.as_u16(), head.headers, body))
     }
 }
 
@@ -419,7 +407,7 @@ async fn carry(
         conn = kept;
         let heard = answer.map(|a| Frame {
             text: std::str::from_utf8(&a.body).is_ok(),
-            bytes: a.body,
+            bytes: Vec::from(a.body),
             meta: Some(Meta {
                 kind,
                 status: a.status,
@@ -537,7 +525,7 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
                 status: 200,
                 reference: id,
                 event,
-                headers: Vec::new(),
+                headers: http::HeaderMap::new(),
             }),
         });
     }
