@@ -8,6 +8,9 @@
 #   bench/script/http-budget.sh [BIN]     (default target/release/msgstorm)
 #   HTTP=2 also runs the adapter over HTTP/2 (h2c through nginx in front of server.py).
 #   USERS, RATE (direct sends/s), DURATION override the load.
+#   CALLGRIND=1 runs the generator under valgrind's callgrind and also reports the
+#   instructions it executed per delivery (user space; slow: use a small load, e.g.
+#   USERS=40 RATE=20), a count that other builds on a shared machine do not disturb.
 # Not a test: run by hand; results in bench/results/2026-11-28-script-http-budget.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,10 +69,24 @@ print(a["shards"][0]["cpu_s"], a["metrics"]["counters"].get("received", 0))
 PY
 }
 
+# The generator, pinned to core 1 (under callgrind with CALLGRIND=1): run SCENARIO OUT.
+generate() {
+    local cmd=("$bin" run "$1" -q --out "$2")
+    if [[ ${CALLGRIND:-} == 1 ]]; then
+        cmd=(valgrind --tool=callgrind --callgrind-out-file="$2.cg" "${cmd[@]}")
+    fi
+    taskset -c 1 "${cmd[@]}" >/dev/null 2>&1 || true
+}
+
 report() { # label out
     read -r cpu received < <(facts "$2/result.json")
+    local inst=0
+    if [[ -f $2.cg ]]; then
+        inst=$(awk '/^(summary|totals):/ { print $2; exit }' "$2.cg")
+    fi
     python3 -c "print(f'$1: generator CPU {$cpu:.2f} s, received {$received:,}, ' \
-        f'{$cpu * 1e6 / max($received, 1):.1f} µs CPU per delivery')"
+        f'{$cpu * 1e6 / max($received, 1):.1f} µs CPU per delivery' + \
+        (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' if $inst else ''))"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -85,7 +102,7 @@ wait_port $port
     printf 'url = "ws://127.0.0.1:%s/ws"\nheartbeat = "0s"\n[target.auth]\nsecret = "bench"\n' $port
     load
 } >"$work/native.toml"
-taskset -c 1 "$bin" run "$work/native.toml" -q --out "$work/native" >/dev/null 2>&1 || true
+generate "$work/native.toml" "$work/native"
 stop_all
 report native "$work/native"
 
@@ -101,7 +118,7 @@ script_run() { # label url [extra [target.script] line]
         printf 'vars = { mode = "poll" }\n%s\n' "${3:-}"
         load
     } >"$work/$1.toml"
-    taskset -c 1 "$bin" run "$work/$1.toml" -q --out "$work/$1" >/dev/null 2>&1 || true
+    generate "$work/$1.toml" "$work/$1"
     report "$1" "$work/$1"
 }
 script_run script-http1 "http://127.0.0.1:$port"

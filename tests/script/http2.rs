@@ -12,7 +12,7 @@ use msgstorm::metrics::Counter;
 
 use super::http::{exact, HttpChat};
 use crate::common::nginx::Nginx;
-use crate::common::run::{run_file, Ran, Work};
+use crate::common::run::{msgstorm, run_file, Ran, Work};
 use crate::run::transports::only_transport;
 
 /// `scenarios/http-chat.toml` over HTTP/2 through nginx (TLS or h2c) to a fresh chat
@@ -73,4 +73,40 @@ async fn http2_cleartext_by_prior_knowledge_gives_an_exact_ledger() {
     let (ran, a, access) = run(false).await;
     exact(&ran, &a);
     all_http2_one_connection_a_user(&a, &access);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_version_other_than_1_1_or_2_or_on_a_socket_url_is_refused_at_its_line() {
+    let work = Work::new();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
+    let read = |name: &str| std::fs::read_to_string(format!("{dir}{name}")).expect(name);
+    work.write("http-chat.lua", &read("http-chat.lua"));
+    let scenario = read("http-chat.toml");
+    for (url, version, why) in [
+        ("http://127.0.0.1:8008", "3", "\"1.1\""),
+        (
+            "ws://127.0.0.1:8008/ws",
+            "2",
+            "only for http:// and https://",
+        ),
+    ] {
+        let text = scenario.replace("http://127.0.0.1:8008", url).replace(
+            "[target.script]\n",
+            &format!("[target.script]\nhttp = \"{version}\"\n"),
+        );
+        let file = work.write("scenario.toml", &text);
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("http ="))
+            .expect("line")
+            + 1;
+        let ran = msgstorm(&["validate", &file.display().to_string()]).await;
+        ran.expect_code(2);
+        let at = format!("{}:{line}:", file.display());
+        assert!(
+            ran.stderr.contains(&at) && ran.stderr.contains("http") && ran.stderr.contains(why),
+            "{at} … {why}: {}",
+            ran.stderr
+        );
+    }
 }
