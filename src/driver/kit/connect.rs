@@ -197,6 +197,16 @@ pub struct Metered {
     pub meter: Meter,
 }
 
+impl Metered {
+    /// Counts what a write wrote, passing its outcome on.
+    fn wrote(&self, written: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = written {
+            self.meter.sent(n);
+        }
+        written
+    }
+}
+
 impl AsyncRead for Metered {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -219,10 +229,7 @@ impl AsyncWrite for Metered {
     ) -> Poll<std::io::Result<usize>> {
         let me = self.get_mut();
         let written = Pin::new(&mut me.tcp).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = written {
-            me.meter.sent(n);
-        }
-        written
+        me.wrote(written)
     }
 
     fn poll_write_vectored(
@@ -232,10 +239,7 @@ impl AsyncWrite for Metered {
     ) -> Poll<std::io::Result<usize>> {
         let me = self.get_mut();
         let written = Pin::new(&mut me.tcp).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = written {
-            me.meter.sent(n);
-        }
-        written
+        me.wrote(written)
     }
 
     fn is_write_vectored(&self) -> bool {
