@@ -76,7 +76,10 @@ fn qos1_direct_and_group_arrive_exactly_once() {
     // MQTT is a framed TCP stream: every connection and byte counted as `tcp` (read by
     // the driver's own readiness loop), among them the users' sessions.
     let connections = a.metrics.count(Counter::TcpConnections);
-    assert!(connections >= a.metrics.count(Counter::Connected), "{connections}");
+    assert!(
+        connections >= a.metrics.count(Counter::Connected),
+        "{connections}"
+    );
     only_transport(&a, Wire::Tcp, connections);
 }
 

@@ -6,10 +6,9 @@
 
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
-use mlua::{IntoLua, Lua, LuaSerdeExt, Result, String as LuaString, Table, Value};
+use mlua::{Lua, LuaSerdeExt, Result, String as LuaString, Table, Value};
 use prost::Message as _;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Builds the `codec` table in `lua`, with the Protobuf messages of `protos`.
 pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
@@ -175,98 +174,18 @@ fn located(e: &protox::Error, files: &[std::path::PathBuf]) -> String {
     }
 }
 
-/// `codec.json_encode(value)`: JSON text of a Lua value (tables with keys 1..n are arrays,
-/// object keys sorted). Written straight from the Lua value: no JSON tree in between, a
-/// cost of every send of an HTTP adapter (bench/results/2026-11-28-script-http-budget.md).
-fn json_encode(_: &Lua, v: Value) -> Result<String> {
-    serde_json::to_string(&v.to_serializable().sort_keys(true))
-        .map_err(|e| mlua::Error::SerializeError(e.to_string()))
+/// `codec.json_encode(value)`: JSON text of a Lua value (tables with keys 1..n are arrays).
+fn json_encode(lua: &Lua, v: Value) -> Result<String> {
+    let json: serde_json::Value = lua.from_value(v)?;
+    Ok(json.to_string())
 }
 
 /// `codec.json_decode(text)`: the Lua value of a JSON text; `nil, reason` when it is not
-/// JSON (a frame a server sends is data, not a script error). Built straight from the
-/// parser's events ([`LuaJson`]), as mlua's serializer would build it from a JSON tree:
-/// arrays carry mlua's array metatable, `null` is mlua's null (`Value::NULL`).
+/// JSON (a frame a server sends is data, not a script error).
 fn json_decode(lua: &Lua, s: LuaString) -> Result<(Value, Option<String>)> {
-    let bytes = s.as_bytes();
-    let mut parser = serde_json::Deserializer::from_slice(&bytes);
-    match LuaJson(lua)
-        .deserialize(&mut parser)
-        .and_then(|v| parser.end().map(|()| v))
-    {
-        Ok(v) => Ok((v, None)),
+    match serde_json::from_slice::<serde_json::Value>(&s.as_bytes()) {
+        Ok(json) => Ok((lua.to_value(&json)?, None)),
         Err(e) => Ok((Value::Nil, Some(format!("not JSON: {e}")))),
-    }
-}
-
-/// Makes the Lua value of a JSON value as the parser reads it (no JSON tree in between: a
-/// cost of every answer an HTTP adapter decodes).
-#[derive(Clone, Copy)]
-struct LuaJson<'a>(&'a Lua);
-
-impl<'de> DeserializeSeed<'de> for LuaJson<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for LuaJson<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Value, E> {
-        Ok(Value::Boolean(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Value, E> {
-        Ok(Value::Integer(v))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Value, E> {
-        v.into_lua(self.0).map_err(E::custom)
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Value, E> {
-        Ok(Value::Number(v))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Value, E> {
-        self.0
-            .create_string(v)
-            .map(Value::String)
-            .map_err(E::custom)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Value, E> {
-        Ok(Value::NULL)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Value, A::Error> {
-        let lua = |e: mlua::Error| de::Error::custom(e);
-        let t = self.0.create_table().map_err(lua)?;
-        t.set_metatable(Some(self.0.array_metatable()))
-            .map_err(lua)?;
-        let mut i = 1;
-        while let Some(v) = seq.next_element_seed(self)? {
-            t.raw_set(i, v).map_err(lua)?;
-            i += 1;
-        }
-        Ok(Value::Table(t))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Value, A::Error> {
-        let lua = |e: mlua::Error| de::Error::custom(e);
-        let t = self.0.create_table().map_err(lua)?;
-        while let Some(k) = map.next_key_seed(self)? {
-            let v = map.next_value_seed(self)?;
-            t.raw_set(k, v).map_err(lua)?;
-        }
-        Ok(Value::Table(t))
     }
 }
 
@@ -290,42 +209,6 @@ fn hmac_sha1(lua: &Lua, (key, data): (LuaString, LuaString)) -> Result<LuaString
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The parser-driven decoder gives what mlua makes of a JSON tree (arrays with the
-    /// array metatable, `null`, integers past i64 as floats), and refuses what serde_json
-    /// refuses; encoding sorts keys.
-    #[test]
-    fn json_decodes_as_mlua_makes_a_json_tree_and_encodes_keys_sorted() {
-        let lua = Lua::new();
-        install(&lua, &DescriptorPool::new()).expect("install");
-        let encode = |v: Value| json_encode(&lua, v).expect("encodes");
-        for text in [
-            r#"{"z":[1,2.5,"x",null,true,[]],"b":{"c":[],"d":{}},"n":18446744073709551615}"#,
-            "[]",
-            "-3",
-            r#""s\u00e9""#,
-            "null",
-        ] {
-            let s = lua.create_string(text).expect("string");
-            let (direct, err) = json_decode(&lua, s).expect("decodes");
-            assert!(err.is_none(), "{text}: {err:?}");
-            let json: serde_json::Value = serde_json::from_str(text).expect("JSON");
-            let tree = lua.to_value(&json).expect("to Lua");
-            assert_eq!(encode(direct), encode(tree), "{text}");
-        }
-        for bad in ["{} x", "{oops", ""] {
-            let s = lua.create_string(bad).expect("string");
-            let (v, err) = json_decode(&lua, s).expect("no script error");
-            assert!(
-                v.is_nil() && err.is_some_and(|e| e.starts_with("not JSON")),
-                "{bad}"
-            );
-        }
-        let t = lua.create_table().expect("table");
-        t.raw_set("b", 1).expect("b");
-        t.raw_set("a", 2).expect("a");
-        assert_eq!(encode(Value::Table(t)), r#"{"a":2,"b":1}"#);
-    }
 
     #[test]
     fn codecs_round_trip_and_match_known_values() {
