@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 mod hist_bytes;
 mod sketch;
 pub mod split;
+pub mod wires;
 
 use sketch::Sketch;
 use split::Split;
@@ -108,11 +109,36 @@ pub enum Counter {
     SignalsSent,
     /// Signals received (every copy): the presence storm of a login wave shows here.
     SignalsReceived,
+    /// WebSocket connections opened ([`wires`]: this and the eleven below are totals,
+    /// not in the per-second series).
+    WsConnections,
+    /// Bytes written on WebSocket connections (on the wire: TLS and handshakes included).
+    WsBytesOut,
+    /// Bytes read on WebSocket connections.
+    WsBytesIn,
+    /// Framed TCP connections opened (MQTT, XMPP, the script driver's `tcp://`).
+    TcpConnections,
+    /// Bytes written on framed TCP connections.
+    TcpBytesOut,
+    /// Bytes read on framed TCP connections.
+    TcpBytesIn,
+    /// HTTP/1.1 connections opened.
+    Http1Connections,
+    /// Bytes written on HTTP/1.1 connections.
+    Http1BytesOut,
+    /// Bytes read on HTTP/1.1 connections.
+    Http1BytesIn,
+    /// HTTP/2 connections opened.
+    Http2Connections,
+    /// Bytes written on HTTP/2 connections.
+    Http2BytesOut,
+    /// Bytes read on HTTP/2 connections.
+    Http2BytesIn,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 37] = [
         Counter::ConnectAttempts,
         Counter::Connected,
         Counter::LoginOk,
@@ -138,6 +164,18 @@ impl Counter {
         Counter::PlannedUserMs,
         Counter::SignalsSent,
         Counter::SignalsReceived,
+        Counter::WsConnections,
+        Counter::WsBytesOut,
+        Counter::WsBytesIn,
+        Counter::TcpConnections,
+        Counter::TcpBytesOut,
+        Counter::TcpBytesIn,
+        Counter::Http1Connections,
+        Counter::Http1BytesOut,
+        Counter::Http1BytesIn,
+        Counter::Http2Connections,
+        Counter::Http2BytesOut,
+        Counter::Http2BytesIn,
     ];
 
     /// The name used in reports and result files.
@@ -168,6 +206,18 @@ impl Counter {
             Counter::PlannedUserMs => "planned_user_ms",
             Counter::SignalsSent => "signals_sent",
             Counter::SignalsReceived => "signals_received",
+            Counter::WsConnections => "ws_connections",
+            Counter::WsBytesOut => "ws_bytes_out",
+            Counter::WsBytesIn => "ws_bytes_in",
+            Counter::TcpConnections => "tcp_connections",
+            Counter::TcpBytesOut => "tcp_bytes_out",
+            Counter::TcpBytesIn => "tcp_bytes_in",
+            Counter::Http1Connections => "http1_connections",
+            Counter::Http1BytesOut => "http1_bytes_out",
+            Counter::Http1BytesIn => "http1_bytes_in",
+            Counter::Http2Connections => "http2_connections",
+            Counter::Http2BytesOut => "http2_bytes_out",
+            Counter::Http2BytesIn => "http2_bytes_in",
         }
     }
 }
@@ -544,6 +594,13 @@ impl Metrics {
         self.counters[i] = self.counters[i].saturating_add(n);
         let s = self.second(sec);
         s.counters[i] = s.counters[i].saturating_add(n);
+    }
+
+    /// Adds `n` to a counter's total only, outside the per-second series (the transport
+    /// tally of [`wires`], counted by the process rather than at a second).
+    pub fn add_total(&mut self, c: Counter, n: u64) {
+        let i = c as usize;
+        self.counters[i] = self.counters[i].saturating_add(n);
     }
 
     /// Counts a failure at second `sec`. `example` describes it and is called only when

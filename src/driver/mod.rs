@@ -283,6 +283,9 @@ pub struct Config {
     /// Where connections go instead of the endpoint's host and port (msgstorm's chaos
     /// proxy); TLS and the protocol still name the endpoint.
     pub relay: Option<std::net::SocketAddr>,
+    /// The run's tally of connections and bytes per transport, which every connection
+    /// the driver makes adds to.
+    pub wires: std::sync::Arc<crate::metrics::wires::Wires>,
 }
 
 /// A bad driver option or URL, found before anything connects.

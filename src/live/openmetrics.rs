@@ -311,5 +311,17 @@ fn counter_name(c: Counter) -> (&'static str, &'static str) {
             "Read receipts, typing notices and presence changes sent",
         ),
         Counter::SignalsReceived => ("signals_received", "Signals received (every copy)"),
+        Counter::WsConnections => ("ws_connections", "WebSocket connections opened"),
+        Counter::WsBytesOut => ("ws_sent_bytes", "Bytes written on WebSocket connections"),
+        Counter::WsBytesIn => ("ws_received_bytes", "Bytes read on WebSocket connections"),
+        Counter::TcpConnections => ("tcp_connections", "Framed TCP connections opened"),
+        Counter::TcpBytesOut => ("tcp_sent_bytes", "Bytes written on framed TCP connections"),
+        Counter::TcpBytesIn => ("tcp_received_bytes", "Bytes read on framed TCP connections"),
+        Counter::Http1Connections => ("http1_connections", "HTTP/1.1 connections opened"),
+        Counter::Http1BytesOut => ("http1_sent_bytes", "Bytes written on HTTP/1.1 connections"),
+        Counter::Http1BytesIn => ("http1_received_bytes", "Bytes read on HTTP/1.1 connections"),
+        Counter::Http2Connections => ("http2_connections", "HTTP/2 connections opened"),
+        Counter::Http2BytesOut => ("http2_sent_bytes", "Bytes written on HTTP/2 connections"),
+        Counter::Http2BytesIn => ("http2_received_bytes", "Bytes read on HTTP/2 connections"),
     }
 }

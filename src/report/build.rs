@@ -4,11 +4,14 @@
 
 use super::checks::{self, CheckOutcome};
 use super::findings;
-use super::model::{Accounts, Connections, ErrorCount, Generator, Latency, Rates, Report, Verdict};
+use super::model::{
+    Accounts, Connections, ErrorCount, Generator, Latency, Rates, Report, TransportUse, Verdict,
+};
 use super::series::{self, SecondPoint};
 use super::sweep::Sweep;
 use crate::artifact::Artifact;
 use crate::ledger::Delivery;
+use crate::metrics::wires::Wire;
 use crate::metrics::{Counter, ErrorKind, Hist, Metrics};
 use hdrhistogram::Histogram;
 
@@ -126,7 +129,25 @@ fn connections(m: &Metrics, series: &[SecondPoint]) -> Connections {
         syncs: count(Counter::Syncs),
         accounts: accounts(m),
         resumes_without_offset: Some(count(Counter::ResumesWithoutOffset)).filter(|&n| n > 0),
+        transports: transports(m),
     }
+}
+
+/// The transports the run used, with their connections and bytes.
+fn transports(m: &Metrics) -> Vec<TransportUse> {
+    Wire::ALL
+        .iter()
+        .map(|w| {
+            let [connections, bytes_out, bytes_in] = w.counters().map(|c| m.count(c));
+            TransportUse {
+                transport: w.name(),
+                connections,
+                bytes_out,
+                bytes_in,
+            }
+        })
+        .filter(|t| t.connections + t.bytes_out + t.bytes_in > 0)
+        .collect()
 }
 
 /// A histogram's percentiles and curve.

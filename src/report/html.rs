@@ -29,7 +29,7 @@ use super::renderer::Renderer;
 use super::sweep::Knee;
 use super::tables::{
     check_rows, delivery_rows, latency_rows, live_delivery_rows, presence_fanout, signal_rows,
-    CheckResult, CHECKS_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
+    transport_rows, CheckResult, CHECKS_HEADER, LATENCY_HEADER, SIGNALS_HEADER, TRANSPORTS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -392,6 +392,10 @@ fn errors(out: &mut String, r: &Report) {
 
 fn traffic(out: &mut String, r: &Report) {
     let mut body = table(&["connections", "value"], &connection_rows(r));
+    let transports: Vec<Vec<String>> = transport_rows(r).into_iter().map(Vec::from).collect();
+    if !transports.is_empty() {
+        body.push_str(&table(&TRANSPORTS_HEADER, &transports));
+    }
     body.push_str(&table(&["messages", "count", "rate"], &message_rows(r)));
     section(
         out,

@@ -146,6 +146,23 @@ pub struct Connections {
     /// what the user missed could not be fetched; absent when there were none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumes_without_offset: Option<u64>,
+    /// Per transport the run used (WebSocket, framed TCP, HTTP/1.1, HTTP/2), in that
+    /// order: connections opened and bytes on the wire; a transport it did not use is
+    /// absent.
+    pub transports: Vec<TransportUse>,
+}
+
+/// What one transport carried in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TransportUse {
+    /// `ws`, `tcp`, `http1` or `http2`.
+    pub transport: &'static str,
+    /// Connections opened.
+    pub connections: u64,
+    /// Bytes written, on the wire (below TLS).
+    pub bytes_out: u64,
+    /// Bytes read, on the wire.
+    pub bytes_in: u64,
 }
 
 /// What creating accounts before the logins found (XMPP `register = true`).

@@ -9,6 +9,27 @@ use super::present::{check, ms, origin, pct, thousands};
 use crate::ledger::Delivery;
 use crate::metrics::Hist;
 
+/// The header of the transports table.
+pub const TRANSPORTS_HEADER: [&str; 4] =
+    ["transport", "connections", "bytes sent", "bytes received"];
+
+/// The transports table's rows: each transport the run used, its connections opened and
+/// bytes on the wire.
+pub fn transport_rows(r: &Report) -> Vec<[String; 4]> {
+    r.connections
+        .transports
+        .iter()
+        .map(|t| {
+            [
+                t.transport.to_owned(),
+                thousands(t.connections),
+                thousands(t.bytes_out),
+                thousands(t.bytes_in),
+            ]
+        })
+        .collect()
+}
+
 /// The header of the checks table.
 pub const CHECKS_HEADER: [&str; 5] = ["check", "from", "bound", "measured", "result"];
 

@@ -15,8 +15,8 @@ use super::present::{accounts, finding, ms, pct, thousands, verdict, RESUMES_WIT
 use super::renderer::Renderer;
 use super::sweep::{Knee, Sweep};
 use super::tables::{
-    check_rows, delivery_rows, latency_rows, presence_fanout, signal_rows, CheckResult,
-    CHECKS_HEADER, DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER,
+    check_rows, delivery_rows, latency_rows, presence_fanout, signal_rows, transport_rows,
+    CheckResult, CHECKS_HEADER, DELIVERY_HEADER, LATENCY_HEADER, SIGNALS_HEADER, TRANSPORTS_HEADER,
 };
 use crate::error::Result;
 use crate::metrics::{Counter, Hist};
@@ -162,6 +162,14 @@ fn connections(out: &mut String, r: &Report) {
         t.add_row(vec![RESUMES_WITHOUT_OFFSET.to_owned(), thousands(n)]);
     }
     let _ = writeln!(out, "\n{t}");
+    let rows = transport_rows(r);
+    if !rows.is_empty() {
+        let mut t = table(&TRANSPORTS_HEADER);
+        for row in rows {
+            t.add_row(row.to_vec());
+        }
+        let _ = writeln!(out, "\n{t}");
+    }
 }
 
 fn messages(out: &mut String, r: &Report) {

@@ -207,9 +207,10 @@ async fn load(
         directory,
         ..plan.driver_config(job.opts.run_id)
     };
-    let (outcome, acceptance, promise) = crate::driver::with_driver(&config, job)
+    let (mut outcome, acceptance, promise) = crate::driver::with_driver(&config, job)
         .await
         .map_err(|e| Error::Usage(e.to_string()))?;
+    config.wires.add_to(&mut outcome.metrics);
     let cpu = crate::sys::cpu_time().saturating_sub(cpu_start);
     let peak_rss = crate::sys::peak_rss_bytes();
     sink.event(Event::Stage(Stage::Collect));

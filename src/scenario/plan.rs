@@ -136,6 +136,7 @@ impl Target {
             dir: self.dir.clone(),
             directory: None,
             relay: self.relay,
+            wires: Default::default(),
         }
     }
 }

@@ -84,6 +84,7 @@ pub fn driver<D: Driver>(server: &ServerHandle, options: toml::Table) -> D {
         dir: Default::default(),
         directory: None,
         relay: None,
+        wires: Default::default(),
     })
     .expect("driver")
 }

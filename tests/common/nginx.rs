@@ -26,24 +26,61 @@ impl Nginx {
     /// `127.0.0.1:upstream`, with a certificate for 127.0.0.1 from a fresh test CA.
     /// A missing nginx or openssl fails the test.
     pub fn wss_proxy(upstream: u16) -> Nginx {
+        Nginx::start("access_log off;", |port, d| {
+            format!(
+                "listen 127.0.0.1:{port} ssl;\n    ssl_certificate {d}/server.pem;\n\
+                 ssl_certificate_key {d}/server.key;\n\
+                 location / {{\n      proxy_pass http://127.0.0.1:{upstream};\n\
+                   proxy_http_version 1.1;\n      proxy_set_header Upgrade $http_upgrade;\n\
+                   proxy_set_header Connection \"upgrade\";\n      proxy_read_timeout 120s;\n\
+                 }}"
+            )
+        })
+    }
+
+    /// nginx serving HTTP/2 on a free port — over TLS (`h2` by ALPN, the test CA's
+    /// certificate) when `tls`, else cleartext by prior knowledge (h2c) — and proxying
+    /// every request to `127.0.0.1:upstream` over HTTP/1.1, unbuffered (long polls and
+    /// event streams pass as they come). Its access log ([`Nginx::access`]) names each
+    /// request's connection and protocol.
+    pub fn h2_proxy(upstream: u16, tls: bool) -> Nginx {
+        let log = "log_format h2 '$connection $server_protocol $request_method $uri $status';\n  \
+                   access_log ACCESS h2;";
+        Nginx::start(log, |port, d| {
+            let listen = if tls {
+                format!(
+                    "listen 127.0.0.1:{port} ssl http2;\n    ssl_certificate {d}/server.pem;\n\
+                     ssl_certificate_key {d}/server.key;"
+                )
+            } else {
+                format!("listen 127.0.0.1:{port} http2;")
+            };
+            format!(
+                "{listen}\n    location / {{\n      proxy_pass http://127.0.0.1:{upstream};\n\
+                   proxy_http_version 1.1;\n      proxy_buffering off;\n\
+                   proxy_read_timeout 120s;\n    }}"
+            )
+        })
+    }
+
+    /// nginx with the `server` block `server(port, dir)` and the access-log directives
+    /// `log` (`ACCESS` in them: the log file's path).
+    fn start(log: &str, server: impl Fn(u16, &str) -> String) -> Nginx {
         let openssl = required("openssl");
         let bin = required("nginx");
         let dir = tempfile::tempdir().expect("temp dir");
         make_certs(&openssl, dir.path());
         let port = free_port();
-        let d = dir.path().display();
+        let d = dir.path().display().to_string();
+        let log = log.replace("ACCESS", &format!("{d}/access.log"));
         let conf = format!(
             "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
              events {{ worker_connections 1024; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n\
+             http {{\n  {log}\n  client_body_temp_path {d}/body;\n\
                proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
                uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-               server {{\n    listen 127.0.0.1:{port} ssl;\n\
-                 ssl_certificate {d}/server.pem;\n    ssl_certificate_key {d}/server.key;\n\
-                 location / {{\n      proxy_pass http://127.0.0.1:{upstream};\n\
-                   proxy_http_version 1.1;\n      proxy_set_header Upgrade $http_upgrade;\n\
-                   proxy_set_header Connection \"upgrade\";\n      proxy_read_timeout 120s;\n\
-                 }}\n  }}\n}}\n"
+               server {{\n    {}\n  }}\n}}\n",
+            server(port, &d),
         );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).expect("write nginx.conf");
@@ -71,6 +108,16 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(20));
         }
         n
+    }
+
+    /// The access log so far, a line a request: `CONNECTION PROTOCOL METHOD PATH STATUS`
+    /// (with [`Nginx::h2_proxy`]; nginx writes each line when its request ends).
+    pub fn access(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The test CA's certificate, for `ca_file`.

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use msgstorm::metrics::Hist;
+use msgstorm::metrics::wires::Wire;
+use msgstorm::metrics::{Counter, Hist};
 
 use crate::common::mosquitto::Mosquitto;
 use crate::common::run::run_msgstorm;
+use crate::run::transports::only_transport;
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -71,6 +73,14 @@ fn qos1_direct_and_group_arrive_exactly_once() {
     assert!(a.metrics.hist(Hist::EndToEnd).len() >= 600);
     assert_eq!(a.metrics.hist(Hist::SendAck).len(), 360);
     assert!(a.metrics.hist(Hist::Connect).len() >= 30);
+    // MQTT is a framed TCP stream: every connection and byte counted as `tcp` (read by
+    // the driver's own readiness loop), among them the users' sessions.
+    let connections = a.metrics.count(Counter::TcpConnections);
+    assert!(
+        connections >= a.metrics.count(Counter::Connected),
+        "{connections}"
+    );
+    only_transport(&a, Wire::Tcp, connections);
 }
 
 #[test]

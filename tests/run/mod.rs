@@ -1,3 +1,4 @@
 //! Running a scenario as a library function.
 
 mod library;
+pub mod transports;

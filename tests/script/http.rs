@@ -11,18 +11,23 @@ use std::process::{Child, Command, Stdio};
 
 use msgstorm::artifact::Artifact;
 use msgstorm::ledger::signals::SignalDelivery;
+use msgstorm::metrics::wires::Wire;
+use msgstorm::metrics::Counter;
 use msgstorm::vocab::SignalKind;
 
 use crate::common::run::{msgstorm, run_file, Ran, Work};
+use crate::run::transports::only_transport;
 
 /// The HTTP chat server, on a free loopback port; killed on drop.
-struct HttpChat {
+pub(super) struct HttpChat {
     child: Child,
-    port: u16,
+    /// Its port on 127.0.0.1.
+    pub(super) port: u16,
 }
 
 impl HttpChat {
-    fn start() -> HttpChat {
+    /// The server, with no options.
+    pub(super) fn start() -> HttpChat {
         HttpChat::with(&[])
     }
 
@@ -93,7 +98,7 @@ async fn run(mode: &str) -> (Ran, Artifact) {
 /// Checks a run: it passed, every expected delivery arrived exactly once (late users'
 /// included: by their fetch, or by their first poll, which goes on from where the user's
 /// log stood), no error of any kind.
-fn exact(ran: &Ran, a: &Artifact) {
+pub(super) fn exact(ran: &Ran, a: &Artifact) {
     ran.expect_code(0);
     let d = a.ledger.summary();
     assert!(d.expected > 500, "{d:?}");
@@ -110,6 +115,15 @@ fn exact(ran: &Ran, a: &Artifact) {
 async fn http_sends_and_long_polls_give_an_exact_ledger() {
     let (ran, a) = run("poll").await;
     exact(&ran, &a);
+    // HTTP/1.1 alone: a connection for the sends and one for the long polls a login (and
+    // one for the calls of those who make any), no other transport.
+    let logins = a.metrics.count(Counter::LoginOk);
+    let opened = a.metrics.count(Counter::Http1Connections);
+    assert!(
+        (2 * logins..=3 * logins).contains(&opened),
+        "{opened} for {logins} logins"
+    );
+    only_transport(&a, Wire::Http1, opened);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

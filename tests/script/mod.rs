@@ -3,6 +3,8 @@
 mod check_adapter;
 mod ergonomics;
 mod http;
+#[cfg(feature = "tls")]
+mod http2;
 mod matrix;
 mod native;
 mod netty;

@@ -114,6 +114,7 @@ mod tests {
             dir: Default::default(),
             directory: None,
             relay: None,
+            wires: Default::default(),
         };
         let driver = EchoDriver::new(&config).expect("driver");
         let user = UserCtx {

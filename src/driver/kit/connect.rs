@@ -4,6 +4,9 @@
 //! connect, and run TLS over the socket when the URL says so; the driver's own handshake
 //! follows, the whole bounded by the connect timeout ([`within`]).
 //!
+//! Every connection is metered: its transport's connections and bytes on the wire go to
+//! the run's tally ([`crate::metrics::wires`]), below TLS.
+//!
 //! Every failure is classified by [`io_error`] (and the TLS handshake's by
 //! `tls::classify`), so a name the generator cannot resolve or a source address it cannot
 //! bind is never taken for the server refusing or closing anything.
@@ -11,6 +14,7 @@
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,6 +27,7 @@ use super::tls;
 #[cfg(feature = "tls")]
 use crate::driver::OptionError;
 use crate::driver::{Config, Failure};
+use crate::metrics::wires::{Wire, Wires};
 use crate::metrics::ErrorKind;
 
 /// How a driver reaches its target: host and port, the source addresses users bind to
@@ -39,6 +44,8 @@ pub struct Connector {
     /// TLS over every connection.
     #[cfg(feature = "tls")]
     tls: Option<tls::Client>,
+    /// Where its connections are counted, as which transport.
+    meter: Meter,
 }
 
 impl Connector {
@@ -56,7 +63,17 @@ impl Connector {
             timeout: config.connect_timeout,
             #[cfg(feature = "tls")]
             tls: None,
+            meter: Meter {
+                wires: Some(Arc::clone(&config.wires)),
+                wire: Wire::Tcp,
+            },
         }
+    }
+
+    /// The same, its connections counted as `wire` (framed TCP unless told).
+    pub fn carrying(mut self, wire: Wire) -> Connector {
+        self.meter.wire = wire;
+        self
     }
 
     /// TCP, with TLS for a TLS URL from the `ca_file` and `server_name` keys of the
@@ -71,6 +88,15 @@ impl Connector {
     pub fn with_tls(self, client: Option<tls::Client>) -> Connector {
         Connector {
             tls: client,
+            ..self
+        }
+    }
+
+    /// The same, offering `protocols` by ALPN over TLS (nothing changes for plain TCP).
+    #[cfg(feature = "tls")]
+    pub fn with_alpn(self, protocols: &[&[u8]]) -> Connector {
+        Connector {
+            tls: self.tls.as_ref().map(|c| c.with_alpn(protocols)),
             ..self
         }
     }
@@ -92,11 +118,16 @@ impl Connector {
             (!self.sources.is_empty()).then(|| self.sources[ix as usize % self.sources.len()]);
         let tcp = tcp(host, *port, source).await?;
         tcp.set_nodelay(true).map_err(|e| io_error::classify(&e))?;
+        self.meter.opened();
+        let plain = Stream::Plain(Metered {
+            tcp,
+            meter: self.meter.clone(),
+        });
         #[cfg(feature = "tls")]
         if let Some(client) = &self.tls {
-            return Stream::Plain(tcp).start_tls(client).await;
+            return plain.start_tls(client).await;
         }
-        Ok(Stream::Plain(tcp))
+        Ok(plain)
     }
 
     /// `step` bounded by the connect timeout ([`within`]).
@@ -124,14 +155,114 @@ pub async fn within<T>(
     })
 }
 
-/// The byte stream of a connection: plain TCP, or TLS over it.
+/// Where a connection's bytes are counted: the run's tally and the transport.
+#[derive(Debug, Clone)]
+pub struct Meter {
+    /// The run's tally (`None`: not counted, as in tests that connect by hand).
+    wires: Option<Arc<Wires>>,
+    /// Counted as this transport.
+    wire: Wire,
+}
+
+impl Meter {
+    /// A connection opened.
+    fn opened(&self) {
+        if let Some(w) = &self.wires {
+            w.opened(self.wire);
+        }
+    }
+
+    /// `n` bytes written.
+    fn sent(&self, n: usize) {
+        if let Some(w) = &self.wires {
+            w.sent(self.wire, n);
+        }
+    }
+
+    /// `n` bytes read.
+    pub fn received(&self, n: usize) {
+        if let Some(w) = &self.wires {
+            w.received(self.wire, n);
+        }
+    }
+}
+
+/// A TCP connection whose bytes are counted by its [`Meter`].
+#[derive(Debug)]
+pub struct Metered {
+    /// The socket (read directly by a driver that waits for readiness: it counts what it
+    /// read with `meter`).
+    pub tcp: TcpStream,
+    /// Where its bytes are counted.
+    pub meter: Meter,
+}
+
+impl Metered {
+    /// Counts what a write wrote, passing its outcome on.
+    fn wrote(&self, written: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = written {
+            self.meter.sent(n);
+        }
+        written
+    }
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut me.tcp).poll_read(cx, buf);
+        me.meter.received(buf.filled().len() - before);
+        read
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        let written = Pin::new(&mut me.tcp).poll_write(cx, buf);
+        me.wrote(written)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        let written = Pin::new(&mut me.tcp).poll_write_vectored(cx, bufs);
+        me.wrote(written)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+/// The byte stream of a connection: plain TCP, or TLS over it, metered below TLS.
 #[derive(Debug)]
 pub enum Stream {
     /// Plain TCP.
-    Plain(TcpStream),
+    Plain(Metered),
     /// TLS (boxed: the TLS state is large and only some runs use it).
     #[cfg(feature = "tls")]
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::client::TlsStream<Metered>>),
 }
 
 impl Stream {
@@ -139,12 +270,41 @@ impl Stream {
     /// STARTTLS).
     #[cfg(feature = "tls")]
     pub async fn start_tls(self, client: &tls::Client) -> Result<Stream, Failure> {
-        let Stream::Plain(tcp) = self else {
+        let Stream::Plain(metered) = self else {
             return Err(Failure::new(ErrorKind::Protocol, "TLS negotiated twice"));
         };
         // Boxed: the TLS handshake's future is most of a plain connection's login
         // otherwise (1.2 KB of every user's login, TLS or not).
-        Ok(Stream::Tls(Box::new(Box::pin(client.connect(tcp)).await?)))
+        Ok(Stream::Tls(Box::new(
+            Box::pin(client.connect(metered)).await?,
+        )))
+    }
+}
+
+impl Stream {
+    /// Plain TCP, not counted (a connection made by hand, in tests).
+    pub fn unmetered(tcp: TcpStream) -> Stream {
+        Stream::Plain(Metered {
+            tcp,
+            meter: Meter {
+                wires: None,
+                wire: Wire::Tcp,
+            },
+        })
+    }
+
+    /// Whether TLS runs over the connection.
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Stream::Plain(_))
+    }
+
+    /// The protocol the server chose by ALPN (`None`: plain, or none chosen).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.get_ref().1.alpn_protocol(),
+        }
     }
 }
 
@@ -247,6 +407,10 @@ mod tests {
             timeout: Duration::from_secs(5),
             #[cfg(feature = "tls")]
             tls: None,
+            meter: Meter {
+                wires: None,
+                wire: Wire::Tcp,
+            },
         }
     }
 

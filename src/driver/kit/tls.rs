@@ -5,13 +5,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
+use super::connect::Metered;
 use super::io_error;
 use super::options::Table;
 use crate::driver::{Config, Failure, OptionError};
@@ -61,6 +61,7 @@ pub fn client_config(
 #[derive(Clone)]
 pub struct Client {
     connector: TlsConnector,
+    config: Arc<ClientConfig>,
     server_name: ServerName<'static>,
 }
 
@@ -121,13 +122,21 @@ impl Client {
 
     fn with_name(config: Arc<ClientConfig>, server_name: ServerName<'static>) -> Client {
         Client {
-            connector: TlsConnector::from(config),
+            connector: TlsConnector::from(Arc::clone(&config)),
+            config,
             server_name,
         }
     }
 
+    /// The same client offering `protocols` by ALPN, preferred first (`h2` for HTTP/2).
+    pub fn with_alpn(&self, protocols: &[&[u8]]) -> Client {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        Client::with_name(Arc::new(config), self.server_name.clone())
+    }
+
     /// The TLS handshake over `tcp`.
-    pub async fn connect(&self, tcp: TcpStream) -> Result<TlsStream<TcpStream>, Failure> {
+    pub async fn connect(&self, tcp: Metered) -> Result<TlsStream<Metered>, Failure> {
         self.connector
             .connect(self.server_name.clone(), tcp)
             .await

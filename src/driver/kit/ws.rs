@@ -28,6 +28,7 @@ use super::connect::{Connector, Stream};
 use super::io_error;
 use super::options::Table;
 use crate::driver::{Config, Endpoint, Event, Failure, OptionError, Scheme};
+use crate::metrics::wires::Wire;
 use crate::metrics::ErrorKind;
 
 /// The longest upgrade response accepted.
@@ -230,7 +231,7 @@ impl Dialer {
 /// The connector: TLS for a `wss://` endpoint, plain otherwise.
 #[cfg(feature = "tls")]
 fn connector(config: &Config) -> Result<Connector, OptionError> {
-    Connector::new(config)
+    Ok(Connector::new(config)?.carrying(Wire::Ws))
 }
 
 /// Plain only: `wss://` (and its options) need the `tls` feature.
@@ -248,7 +249,7 @@ fn connector(config: &Config) -> Result<Connector, OptionError> {
             key,
             "only for wss://, which this msgstorm was built without (feature `tls`)",
         )),
-        None => Ok(Connector::plain(config)),
+        None => Ok(Connector::plain(config).carrying(Wire::Ws)),
     }
 }
 

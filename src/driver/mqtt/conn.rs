@@ -287,11 +287,14 @@ impl Conn {
     async fn fill(&mut self) -> Result<(), Failure> {
         let rbuf = &mut self.m.rbuf;
         let n = match &mut self.io {
-            Stream::Plain(tcp) => loop {
-                tcp.readable().await.map_err(|e| classify(&e))?;
+            Stream::Plain(metered) => loop {
+                metered.tcp.readable().await.map_err(|e| classify(&e))?;
                 rbuf.reserve(self.read_chunk);
-                match tcp.try_read_buf(rbuf) {
-                    Ok(n) => break n,
+                match metered.tcp.try_read_buf(rbuf) {
+                    Ok(n) => {
+                        metered.meter.received(n);
+                        break n;
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if rbuf.is_empty() {
                             *rbuf = BytesMut::new();
@@ -1164,7 +1167,7 @@ mod tests {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect to mosquitto");
-        crate::driver::kit::connect::Stream::Plain(tcp)
+        crate::driver::kit::connect::Stream::unmetered(tcp)
     }
 
     /// A message received and not acknowledged when the connection ends is delivered

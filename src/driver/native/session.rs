@@ -519,6 +519,7 @@ mod tests {
             dir: Default::default(),
             directory: None,
             relay: None,
+            wires: Default::default(),
         };
         let driver = NativeDriver::new(&config).expect("driver");
         let user = UserCtx {

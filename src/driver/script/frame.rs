@@ -25,5 +25,5 @@ pub struct Meta {
     /// An event's `event` name.
     pub event: Option<String>,
     /// The answer's headers (none for an event).
-    pub headers: Vec<(String, String)>,
+    pub headers: http::HeaderMap,
 }

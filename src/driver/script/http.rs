@@ -1,7 +1,10 @@
 //! HTTP for adapters (`http://`, `https://` targets): a large part of real IM runs over
 //! HTTP rather than a socket — Matrix's client-server API, REST plus push, Server-Sent
-//! Events. One user holds a few HTTP/1.1 keep-alive connections (hyper's client), each
-//! made on first use and again when the server closes it:
+//! Events. Over HTTP/1.1 (the default) one user holds a few keep-alive connections
+//! (hyper's client), each made on first use and again when the server closes it; over
+//! HTTP/2 (`[target.script] http = "2"`: by ALPN over TLS, by prior knowledge over
+//! `http://`) all of them are streams of one connection per user, multiplexed (a role
+//! whose connection the server closed makes a new one for itself):
 //!
 //! - **requests** (`u:request(…)`, not waiting: a send on the hot path) go out in order on
 //!   one connection; each answer comes back to `receive` as a frame of kind `"response"`
@@ -19,16 +22,36 @@
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::frame::{Frame, Meta};
-use crate::driver::kit::connect::Connector;
+use crate::driver::kit::connect::{Connector, Stream};
 use crate::driver::Failure;
+use crate::metrics::wires::Wire;
 use crate::metrics::ErrorKind;
+
+/// The version of HTTP a user speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// HTTP/1.1, a keep-alive connection per role.
+    One,
+    /// HTTP/2, one connection per user.
+    Two,
+}
+
+impl Version {
+    /// The transport its connections are counted as.
+    pub fn wire(self) -> Wire {
+        match self {
+            Version::One => Wire::Http1,
+            Version::Two => Wire::Http2,
+        }
+    }
+}
 
 /// An HTTP request an adapter makes.
 #[derive(Debug, Clone)]
@@ -40,7 +63,7 @@ pub struct Request {
     /// Headers besides `Host` (and `Content-Length`, which hyper sets).
     pub headers: Vec<(String, String)>,
     /// The body (empty: none).
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
     pub reference: Option<String>,
 }
@@ -50,10 +73,10 @@ pub struct Request {
 pub struct Answer {
     /// Its status code.
     pub status: u16,
-    /// Its headers, names in lower case.
-    pub headers: Vec<(String, String)>,
+    /// Its headers.
+    pub headers: http::HeaderMap,
     /// Its body.
-    pub body: Vec<u8>,
+    pub body: Bytes,
 }
 
 /// Where a user's HTTP connections go.
@@ -65,6 +88,10 @@ pub struct Dial {
     pub ix: u32,
     /// `Host`: the URL's authority.
     pub authority: String,
+    /// `http://` or `https://` and the authority: HTTP/2's `:scheme` and `:authority`.
+    pub origin: String,
+    /// HTTP/1.1 or HTTP/2.
+    pub version: Version,
     /// The URL's path, before every request's own (no trailing `/`).
     pub base: String,
     /// The most bytes of an answer's body.
@@ -106,6 +133,8 @@ impl Http {
     pub async fn open(dial: Dial) -> Result<Http, Failure> {
         let dial = Arc::new(dial);
         let first = Conn::open(&dial).await?;
+        // HTTP/2: every role a stream of the first connection.
+        let shared = first.share();
         let (tell, heard) = mpsc::unbounded_channel();
         let (requests, queued) = mpsc::unbounded_channel();
         let (polls, polled) = mpsc::unbounded_channel();
@@ -117,7 +146,13 @@ impl Http {
                 tell.clone(),
                 "response",
             )),
-            tokio::spawn(carry(Arc::clone(&dial), None, polled, tell.clone(), "poll")),
+            tokio::spawn(carry(
+                Arc::clone(&dial),
+                shared.as_ref().and_then(Conn::share),
+                polled,
+                tell.clone(),
+                "poll",
+            )),
         ];
         Ok(Http {
             dial,
@@ -125,7 +160,7 @@ impl Http {
             polls,
             heard,
             tell,
-            calls: None,
+            calls: shared,
             polling: false,
             tasks,
         })
@@ -145,7 +180,7 @@ impl Http {
     /// Sends `request` and waits for its answer (on the connection of calls).
     pub async fn call(&mut self, request: &Request) -> Result<Answer, Failure> {
         let conn = match self.calls.take() {
-            Some(c) if !c.sender.is_closed() => c,
+            Some(c) if !c.is_closed() => c,
             _ => Conn::open(&self.dial).await?,
         };
         let (conn, answer) = conn.send(&self.dial, request).await;
@@ -156,7 +191,10 @@ impl Http {
     /// Opens an event stream by `request` (a `GET`): its events come back from
     /// [`Http::next`]. Fails when the server does not answer 2xx.
     pub async fn sse(&mut self, request: Request) -> Result<(), Failure> {
-        let mut conn = Conn::open(&self.dial).await?;
+        let mut conn = match self.calls.as_ref().and_then(Conn::share) {
+            Some(c) if !c.is_closed() => c,
+            _ => Conn::open(&self.dial).await?,
+        };
         let (status, body) = conn.start(&self.dial, &request).await?;
         if !(200..300).contains(&status) {
             return Err(Failure::new(
@@ -194,17 +232,30 @@ fn gone() -> Failure {
     Failure::new(ErrorKind::ClosedByPeer, "the HTTP transport is closed")
 }
 
-/// One keep-alive HTTP/1.1 connection.
+/// What a connection's requests go through.
 #[derive(Debug)]
-struct Conn {
-    sender: SendRequest<Full<Bytes>>,
-    task: JoinHandle<()>,
+enum Sender {
+    /// HTTP/1.1: one request at a time.
+    One(http1::SendRequest<Full<Bytes>>),
+    /// HTTP/2: streams, as many at once as the server allows.
+    Two(http2::SendRequest<Full<Bytes>>),
 }
 
-impl Drop for Conn {
+/// Aborts a connection's task when the last handle to it goes.
+#[derive(Debug)]
+struct Driving(JoinHandle<()>);
+
+impl Drop for Driving {
     fn drop(&mut self) {
-        self.task.abort();
+        self.0.abort();
     }
+}
+
+/// One keep-alive HTTP/1.1 connection, or a handle to a user's HTTP/2 connection.
+#[derive(Debug)]
+struct Conn {
+    sender: Sender,
+    task: Arc<Driving>,
 }
 
 impl Conn {
@@ -212,15 +263,47 @@ impl Conn {
     async fn open(dial: &Dial) -> Result<Conn, Failure> {
         let made = async {
             let stream = dial.connector.connect(dial.ix).await?;
-            hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| Failure::new(ErrorKind::Protocol, format!("HTTP handshake: {e}")))
+            let shake =
+                |e: hyper::Error| Failure::new(ErrorKind::Protocol, format!("HTTP handshake: {e}"));
+            match dial.version {
+                Version::One => {
+                    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+                        .await
+                        .map_err(shake)?;
+                    Ok((Sender::One(sender), spawn_driving(conn)))
+                }
+                Version::Two => {
+                    agreed_h2(&stream)?;
+                    let (sender, conn) =
+                        http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                            .await
+                            .map_err(shake)?;
+                    Ok((Sender::Two(sender), spawn_driving(conn)))
+                }
+            }
         };
-        let (sender, conn) = dial.connector.within("HTTP connection", made).await?;
-        let task = tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let (sender, task) = dial.connector.within("HTTP connection", made).await?;
         Ok(Conn { sender, task })
+    }
+
+    /// Another handle to the same connection: HTTP/2's, which carries many requests at
+    /// once (`None` for HTTP/1.1's).
+    fn share(&self) -> Option<Conn> {
+        match &self.sender {
+            Sender::One(_) => None,
+            Sender::Two(s) => Some(Conn {
+                sender: Sender::Two(s.clone()),
+                task: Arc::clone(&self.task),
+            }),
+        }
+    }
+
+    /// The server closed it (or it failed).
+    fn is_closed(&self) -> bool {
+        match &self.sender {
+            Sender::One(s) => s.is_closed(),
+            Sender::Two(s) => s.is_closed(),
+        }
     }
 
     /// Sends `request` and reads its whole answer; the connection comes back when it can
@@ -236,8 +319,7 @@ impl Conn {
                 .collect()
                 .await
                 .map_err(|e| Failure::new(ErrorKind::Protocol, format!("HTTP body: {e}")))?
-                .to_bytes()
-                .to_vec();
+                .to_bytes();
             Ok(Answer {
                 status,
                 headers,
@@ -245,62 +327,59 @@ impl Conn {
             })
         }
         .await;
-        let keep = answer.is_ok() && !self.sender.is_closed();
+        let keep = answer.is_ok() && !self.is_closed();
         (keep.then_some(self), answer)
     }
 
     /// Sends `request`; returns the status and the body to read.
-    async fn start(
-        &mut self,
-        dial: &Dial,
-        request: &Request,
-    ) -> Result<(u16, hyper::body::Incoming), Failure> {
+    async fn start(&mut self, dial: &Dial, request: &Request) -> Result<(u16, Incoming), Failure> {
         self.start_with_headers(dial, request)
             .await
             .map(|(status, _, body)| (status, body))
     }
 
+    /// Sends `request`; returns the status, the headers and the body to read.
     async fn start_with_headers(
         &mut self,
         dial: &Dial,
         request: &Request,
-    ) -> Result<(u16, Vec<(String, String)>, hyper::body::Incoming), Failure> {
+    ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
         let bad = |e: String| Failure::new(ErrorKind::Script, e);
-        let mut built = http::Request::builder()
-            .method(request.method.as_str())
-            .uri(format!("{}{}", dial.base, request.path))
-            .header(http::header::HOST, dial.authority.as_str());
+        // HTTP/2 names the scheme and authority in the URI (`:scheme`, `:authority`),
+        // HTTP/1.1 in `Host`.
+        let built = match self.sender {
+            Sender::One(_) => http::Request::builder()
+                .uri(format!("{}{}", dial.base, request.path))
+                .header(http::header::HOST, dial.authority.as_str()),
+            Sender::Two(_) => http::Request::builder()
+                .uri(format!("{}{}{}", dial.origin, dial.base, request.path)),
+        };
+        let mut built = built.method(request.method.as_str());
         for (name, value) in &request.headers {
             built = built.header(name.as_str(), value.as_str());
         }
-        let built = built
-            .body(Full::new(Bytes::from(request.body.clone())))
-            .map_err(|e| {
-                bad(format!(
-                    "HTTP request {} {}: {e}",
-                    request.method, request.path
-                ))
-            })?;
-        self.sender
-            .ready()
-            .await
-            .map_err(|e| Failure::new(ErrorKind::ClosedByPeer, format!("HTTP connection: {e}")))?;
-        let answer = self
-            .sender
-            .send_request(built)
-            .await
-            .map_err(|e| Failure::new(ErrorKind::ClosedByPeer, format!("HTTP request: {e}")))?;
-        let headers = answer
-            .headers()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        Ok((answer.status().as_u16(), headers, answer.into_body()))
+        let built = built.body(Full::new(request.body.clone())).map_err(|e| {
+            bad(format!(
+                "HTTP request {} {}: {e}",
+                request.method, request.path
+            ))
+        })?;
+        let closed = |what: &str, e: hyper::Error| {
+            Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
+        };
+        let answer = match &mut self.sender {
+            Sender::One(s) => {
+                s.ready().await.map_err(|e| closed("connection", e))?;
+                s.send_request(built).await
+            }
+            Sender::Two(s) => {
+                s.ready().await.map_err(|e| closed("connection", e))?;
+                s.send_request(built).await
+            }
+        }
+        .map_err(|e| closed("request", e))?;
+        let (head, body) = answer.into_parts();
+        Ok((head.status.as_u16(), head.headers, body))
     }
 }
 
@@ -315,7 +394,7 @@ async fn carry(
 ) {
     while let Some(request) = queue.recv().await {
         let c = match conn.take() {
-            Some(c) if !c.sender.is_closed() => c,
+            Some(c) if !c.is_closed() => c,
             _ => match Conn::open(&dial).await {
                 Ok(c) => c,
                 Err(f) => {
@@ -328,7 +407,7 @@ async fn carry(
         conn = kept;
         let heard = answer.map(|a| Frame {
             text: std::str::from_utf8(&a.body).is_ok(),
-            bytes: a.body,
+            bytes: Vec::from(a.body),
             meta: Some(Meta {
                 kind,
                 status: a.status,
@@ -343,12 +422,39 @@ async fn carry(
     }
 }
 
+/// Runs a connection's I/O (hyper's connection future) until it ends or is aborted.
+fn spawn_driving<F>(conn: F) -> Arc<Driving>
+where
+    F: std::future::Future + Send + 'static,
+{
+    Arc::new(Driving(tokio::spawn(async move {
+        let _ = conn.await;
+    })))
+}
+
+/// Over TLS, that the server agreed to HTTP/2 by ALPN: a server that picked HTTP/1.1
+/// (or nothing) would read HTTP/2's preface as a bad request.
+fn agreed_h2(stream: &Stream) -> Result<(), Failure> {
+    if !stream.is_tls() {
+        return Ok(());
+    }
+    match stream.alpn() {
+        Some(b"h2") => Ok(()),
+        other => Err(Failure::new(
+            ErrorKind::Protocol,
+            format!(
+                "HTTP/2 over TLS: the server did not agree to `h2` by ALPN (it chose {})",
+                other.map_or("none".into(), |p| format!(
+                    "`{}`",
+                    String::from_utf8_lossy(p)
+                ))
+            ),
+        )),
+    }
+}
+
 /// Reads a Server-Sent Events stream, telling each event that carries data.
-async fn stream_events(
-    mut body: hyper::body::Incoming,
-    tell: mpsc::UnboundedSender<Heard>,
-    max: usize,
-) {
+async fn stream_events(mut body: Incoming, tell: mpsc::UnboundedSender<Heard>, max: usize) {
     let mut buf = Vec::new();
     loop {
         let chunk = match body.frame().await {
@@ -419,7 +525,7 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
                 status: 200,
                 reference: id,
                 event,
-                headers: Vec::new(),
+                headers: http::HeaderMap::new(),
             }),
         });
     }

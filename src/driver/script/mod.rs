@@ -99,7 +99,7 @@ enum Transport {
         framing: Framing,
         max: usize,
     },
-    /// HTTP/1.1 (over TLS for `https://`): requests, long polls, event streams.
+    /// HTTP/1.1 or HTTP/2 (over TLS for `https://`): requests, long polls, event streams.
     Http(http::Dial),
 }
 

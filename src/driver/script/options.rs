@@ -6,15 +6,16 @@ use std::path::PathBuf;
 use prost_reflect::DescriptorPool;
 
 use super::link::{Framing, FRAMINGS};
-use super::{codecs, Transport};
+use super::{codecs, http, Transport};
 use crate::driver::kit::connect::Connector;
 use crate::driver::kit::options::Table;
 use crate::driver::kit::ws::{Dialer, TLS_KEYS};
 use crate::driver::{Config, OptionError};
 
 /// The keys of `[target.script]`.
-pub(super) const KEYS: [&str; 11] = [
+pub(super) const KEYS: [&str; 12] = [
     "file",
+    "http",
     "vars",
     "call_limit",
     "memory_limit",
@@ -50,6 +51,9 @@ pub(super) fn transport(config: &Config) -> Result<Transport, OptionError> {
     let scheme = config.endpoint.as_ref().map_or("ws", |ep| ep.scheme.name);
     if matches!(scheme, "http" | "https") {
         return http_transport(config, framing.or(delimiter).is_some());
+    }
+    if t.str("http")?.is_some() {
+        return Err(err("http", "only for http:// and https:// targets".into()));
     }
     let tcp = matches!(scheme, "tcp" | "tls");
     if !tcp {
@@ -133,6 +137,24 @@ pub(super) fn connector(config: &Config) -> Result<Connector, OptionError> {
     }
 }
 
+/// The connector of HTTP: offering `h2` by ALPN over TLS for HTTP/2, `http/1.1` otherwise.
+#[cfg(feature = "tls")]
+fn http_connector(config: &Config, version: http::Version) -> Result<Connector, OptionError> {
+    let alpn: &[u8] = match version {
+        http::Version::One => b"http/1.1",
+        http::Version::Two => b"h2",
+    };
+    Ok(connector(config)?
+        .with_alpn(&[alpn])
+        .carrying(version.wire()))
+}
+
+/// Plain only: `https://` needs the `tls` feature.
+#[cfg(not(feature = "tls"))]
+fn http_connector(config: &Config, version: http::Version) -> Result<Connector, OptionError> {
+    Ok(connector(config)?.carrying(version.wire()))
+}
+
 /// `vars`: the values the scenario gives the script (its global `vars`).
 pub(super) fn vars(config: &Config) -> Result<toml::Table, OptionError> {
     let t = Table::of(config);
@@ -169,6 +191,16 @@ fn http_transport(config: &Config, framed: bool) -> Result<Transport, OptionErro
     if config.options.contains_key("urls") {
         return Err(t.bad("urls", "only for ws:// and wss:// targets"));
     }
+    let version = match t.str("http")? {
+        None | Some("1.1") => http::Version::One,
+        Some("2") => http::Version::Two,
+        Some(other) => {
+            return Err(t.bad(
+                "http",
+                format!("`{other}`: \"1.1\" (keep-alive connections) or \"2\" (one multiplexed connection a user)"),
+            ))
+        }
+    };
     let (authority, base) = match &config.endpoint {
         Some(ep) => {
             let default = ep.port == ep.scheme.default_port;
@@ -186,10 +218,13 @@ fn http_transport(config: &Config, framed: bool) -> Result<Transport, OptionErro
         }
         None => (String::new(), String::new()),
     };
-    Ok(Transport::Http(super::http::Dial {
-        connector: connector(config)?,
+    let scheme = config.endpoint.as_ref().map_or("http", |ep| ep.scheme.name);
+    Ok(Transport::Http(http::Dial {
+        connector: http_connector(config, version)?,
         ix: 0,
+        origin: format!("{scheme}://{authority}"),
         authority,
+        version,
         base,
         max_body: config.max_body + (64 << 10),
     }))

@@ -405,11 +405,7 @@ impl ScriptSession {
             let t = self.lua.create_table()?;
             t.raw_set("status", answer.status)?;
             t.raw_set("body", self.lua.create_string(&answer.body)?)?;
-            let headers = self.lua.create_table()?;
-            for (k, v) in &answer.headers {
-                headers.raw_set(k.as_str(), v.as_str())?;
-            }
-            t.raw_set("headers", headers)?;
+            t.raw_set("headers", headers_table(&self.lua, &answer.headers)?)?;
             Ok(t)
         };
         made().map_err(|e| script_error(flow.name(), &e))
@@ -706,11 +702,7 @@ impl ScriptSession {
         if let Some(e) = &m.event {
             t.raw_set("event", e.as_str())?;
         }
-        let headers = self.lua.create_table()?;
-        for (k, v) in &m.headers {
-            headers.raw_set(k.as_str(), v.as_str())?;
-        }
-        t.raw_set("headers", headers)?;
+        t.raw_set("headers", headers_table(&self.lua, &m.headers)?)?;
         Ok(t)
     }
 
@@ -1088,4 +1080,13 @@ impl Session for ScriptSession {
     fn into_resume(self) -> Cursors {
         self.cursors
     }
+}
+
+/// An answer's headers as a Lua table, names in lower case (hyper's), values as sent.
+fn headers_table(lua: &mlua::Lua, headers: &http::HeaderMap) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(0, headers.keys_len())?;
+    for (k, v) in headers {
+        t.raw_set(k.as_str(), lua.create_string(v.as_bytes())?)?;
+    }
+    Ok(t)
 }

@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
 
@@ -311,8 +312,8 @@ pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
         })
     };
     let body = match t.raw_get::<Value>("body")? {
-        Value::String(s) => s.as_bytes().to_vec(),
-        Value::Nil => Vec::new(),
+        Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
+        Value::Nil => Bytes::new(),
         other => {
             return Err(mlua::Error::runtime(format!(
                 "HTTP request: `body` must be a string, not a {}",

@@ -329,6 +329,7 @@ item_seq = "seq"
             dir: Default::default(),
             directory: None,
             relay: None,
+            wires: Default::default(),
         };
         let driver = WsJsonDriver::new(&config).expect("driver");
         let user = UserCtx {

@@ -45,6 +45,16 @@ pub(super) struct LiveDelta {
     pub(super) errors: u64,
 }
 
+/// Counts indexed by `Counter as usize` (an array longer than a derived `Default` takes).
+#[derive(Debug)]
+struct Counts([u64; Counter::ALL.len()]);
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts([0; Counter::ALL.len()])
+    }
+}
+
 /// The recorder and live-counter updates of one wake-up. Applying it leaves the recorder
 /// exactly as if each event had been applied at once: every part it holds is applied in
 /// order or commutes (counters add, the ledger's sender side keeps maxima and sets, error
@@ -53,8 +63,7 @@ pub(super) struct LiveDelta {
 pub(super) struct Tally {
     /// The second of the run everything waiting belongs to.
     sec: u32,
-    /// Indexed by `Counter as usize`.
-    counts: [u64; Counter::ALL.len()],
+    counts: Counts,
     lat: Vec<(Hist, u64)>,
     /// Highest seq sent per stream; consecutive sends of one stream share an entry (the
     /// ledger keeps only the highest).
@@ -85,7 +94,7 @@ pub(super) struct Tally {
 impl Tally {
     /// Adds `n` to counter `c`.
     pub(super) fn count(&mut self, c: Counter, n: u64) {
-        self.counts[c as usize] += n;
+        self.counts.0[c as usize] += n;
     }
 
     /// Records a latency.
@@ -157,7 +166,7 @@ impl Tally {
     /// them from repeats (the drain waits for first copies only).
     fn apply(&mut self, r: &mut Recorder, me: UserIx, shared: &Shared) {
         let sec = self.sec;
-        for (c, n) in Counter::ALL.iter().zip(&mut self.counts) {
+        for (c, n) in Counter::ALL.iter().zip(&mut self.counts.0) {
             if *n > 0 {
                 r.metrics.add(sec, *c, std::mem::take(n));
             }

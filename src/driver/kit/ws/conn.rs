@@ -555,7 +555,7 @@ mod tests {
         });
         let ep = Endpoint::parse(&format!("ws://{addr}/"), &EchoDriver::SPEC).expect("url");
         let tcp = TcpStream::connect(addr).await.expect("connect");
-        let ws = super::super::upgrade(super::Stream::Plain(tcp), &ep)
+        let ws = super::super::upgrade(super::Stream::unmetered(tcp), &ep)
             .await
             .expect("open");
         (ws, server)
@@ -684,7 +684,7 @@ mod tests {
         });
         let ep = Endpoint::parse(&format!("ws://{addr}/"), &EchoDriver::SPEC).expect("url");
         let tcp = TcpStream::connect(addr).await.expect("connect");
-        let ws = super::super::upgrade(super::Stream::Plain(tcp), &ep)
+        let ws = super::super::upgrade(super::Stream::unmetered(tcp), &ep)
             .await
             .expect("open");
         (ws, server)
