@@ -87,6 +87,7 @@ impl SignalsPlan {
             receipts: self.receipts > 0.0,
             typing: self.typing > 0.0,
             presence: self.presence,
+            ..Signals::default()
         }
     }
 }
@@ -123,6 +124,11 @@ pub fn signals(
         },
     };
     let asks = plan.asks();
+    // What turns a signal on in the driver's options, when an option does.
+    let hint = |i: usize| match offered.keys[i] {
+        "" => String::new(),
+        key => format!(" (`{key}` is not set)"),
+    };
     let lacking = [
         (
             asks.receipts && !offered.receipts,
@@ -137,12 +143,12 @@ pub fn signals(
             &s.typing,
         ),
     ];
-    for (missing, key, what, v) in lacking {
+    for (i, (missing, key, what, v)) in lacking.into_iter().enumerate() {
         if let (true, Some(v)) = (missing, v) {
             return Err(src.at(
                 v,
                 format!("signals.{key}"),
-                format!("driver `{driver}` sends no {what}"),
+                format!("driver `{driver}` sends no {what}{}", hint(i)),
             ));
         }
     }
@@ -150,7 +156,7 @@ pub fn signals(
         return Err(src.at(
             v,
             "signals.presence",
-            format!("driver `{driver}` publishes no presence"),
+            format!("driver `{driver}` publishes no presence{}", hint(2)),
         ));
     }
     Ok((asks != Signals::default()).then_some(plan))

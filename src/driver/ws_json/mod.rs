@@ -20,6 +20,7 @@
 
 pub mod options;
 mod session;
+pub mod signals;
 mod sync;
 
 use std::collections::VecDeque;
@@ -27,7 +28,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use self::options::{Options, NAME};
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::within;
 use crate::driver::kit::cursors::Cursors;
 use crate::driver::kit::inbox::Inbox;
@@ -85,6 +88,10 @@ impl super::Driver for WsJsonDriver {
             group_history: None,
             skips_history: self.opts.sync.is_some(),
         }
+    }
+
+    fn signals(&self) -> Signals {
+        self.opts.signals.offered()
     }
 
     async fn connect(

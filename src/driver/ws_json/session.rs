@@ -17,7 +17,7 @@ use crate::driver::kit::json_map::path::{self, as_str, Frame};
 use crate::driver::kit::json_map::template::{Template, Values};
 use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
 use crate::driver::kit::ws::Ws;
-use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 
 impl WsJsonDriver {
@@ -124,8 +124,18 @@ impl State {
                 return self.ready.push_back(Event::Accepted { tag });
             }
         }
+        let receipt_ok = opts.signals.receipt_ok.as_ref();
+        if receipt_ok.is_some_and(|m| m.matches(doc, frame)) {
+            if let Some(tag) = id().and_then(|id| self.inbox.take_ack(id)) {
+                return self.ready.push_back(Event::Accepted { tag });
+            }
+        }
         if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, frame)) {
             return self.pushed(push, doc, frame);
+        }
+        let signal = opts.signals.push.as_ref();
+        if let Some(rule) = signal.filter(|r| r.matcher.matches(doc, frame)) {
+            return self.pushed_signal(rule, doc, frame);
         }
         if opts
             .ping
@@ -395,6 +405,14 @@ impl Session for WsJsonSession {
             self.st.groups.push(group.to_owned());
         }
         Ok(())
+    }
+
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        self.send_contacts(ids).await
+    }
+
+    async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
+        self.send_signal(tag, signal, token).await
     }
 
     async fn skip_history(&mut self) -> Result<(), Failure> {
