@@ -18,13 +18,16 @@
 pub mod codec;
 pub mod options;
 mod session;
+pub mod signals;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
 use self::options::{Options, NAME};
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::within;
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::template::Values;
@@ -116,6 +119,10 @@ impl super::Driver for SocketIoDriver {
             group_history: None,
             skips_history: false,
         }
+    }
+
+    fn signals(&self) -> Signals {
+        self.opts.signals.offered()
     }
 
     async fn connect(

@@ -10,6 +10,8 @@ use crate::driver::kit::json_map::template::{Template, Var};
 use crate::driver::kit::options::Table;
 use crate::driver::{Endpoint, OptionError, Spec};
 
+use super::signals::{self, SignalEvents};
+
 /// The driver's name, as in `[target.socketio]`.
 pub const NAME: &str = "socketio";
 
@@ -90,13 +92,16 @@ pub struct Options {
     pub body: Option<Path>,
     /// Where the sender is (own messages are not deliveries).
     pub from: Option<Path>,
+    /// Read receipts, typing, presence and contacts, each off until its event is named.
+    pub signals: SignalEvents,
 }
 
 impl Options {
     /// Reads `table` (the raw `[target.socketio]`); `spec` parses the extra URLs.
     pub fn parse(table: &toml::Table, spec: &Spec) -> Result<Self, OptionError> {
         let top = Table::new(table, NAME);
-        top.only(KEYS)?;
+        let keys: Vec<&str> = KEYS.iter().chain(&signals::KEYS).copied().collect();
+        top.only(&keys)?;
         let text = |key: &str, default: &str| -> Result<String, OptionError> {
             Ok(top.str(key)?.unwrap_or(default).to_owned())
         };
@@ -151,6 +156,7 @@ impl Options {
             welcome_event,
             body: path_or_whole("body", "body")?,
             from: path_or_whole("from", "from")?,
+            signals: SignalEvents::parse(&top)?,
         })
     }
 
