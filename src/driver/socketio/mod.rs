@@ -10,6 +10,7 @@
 //! | receive | the `message` event; the body at a JSON path of its first argument |
 //! | heartbeat | the server pings (`2`), the driver answers (`3`); its own heartbeat is a WebSocket ping |
 //! | fetch missed | connection state recovery: `pid` and `offset` in the reconnect's `auth`; the packets the server replays before `CONNECT` are the missed messages |
+//! | signals | the app's events (`receipt_event`, `typing_event`, `presence_event`, `contacts_event`; off until named) with the token in the payload; receipts to an away sender replayed by recovery ([`signals`]) |
 //! | close | the WebSocket closes without a namespace `DISCONNECT`, so the server keeps the session for recovery (with recovery off: `DISCONNECT` first) |
 //!
 //! The packet codec is this driver's own ([`codec`], why in its doc); templates and JSON

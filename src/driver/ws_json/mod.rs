@@ -17,6 +17,10 @@
 //! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
 //! up to which the user has everything, following `page_more` (a flag or a cursor); a login
 //! before traffic notes where each conversation stands ([`Session::skip_history`](crate::driver::Session::skip_history)).
+//!
+//! Signals (read receipts, typing, presence, contacts) are templates too, carrying the
+//! engine's token as `{signal}`; pushed ones are recognised by one rule, and stored receipts
+//! are paged in the sync like one more conversation ([`signals`]).
 
 pub mod options;
 mod session;

@@ -1,7 +1,9 @@
 //! Fetching missed messages (`[target.ws-json.sync]`): the user's conversations, then pages
 //! of each after the sequence number up to which the user has everything ([`Cursors`]),
-//! following `page_more` (a flag, or a cursor passed on as `{next}`); and noting, before
-//! traffic, where each conversation stands ([`Session::skip_history`]).
+//! following `page_more` (a flag, or a cursor passed on as `{next}`); then the user's
+//! stored read receipts (`sync.receipts`), paged the same way after the last one seen; and
+//! noting, before traffic, where each conversation and the receipts stand
+//! ([`Session::skip_history`]).
 //!
 //! [`Session::skip_history`]: crate::driver::Session::skip_history
 
