@@ -21,7 +21,10 @@ contacts_event = "contacts"
 
 /// Runs the day of [`DAY`] with every signal on a one-node app started with `args`: the
 /// run, the signal rows (read, typing, presence) and the app.
-async fn day(args: &[&str], checks: &str) -> (crate::common::run::Ran, [SignalDelivery; 3], Cluster) {
+async fn day(
+    args: &[&str],
+    checks: &str,
+) -> (crate::common::run::Ran, [SignalDelivery; 3], Cluster) {
     let cluster = Cluster::start(1, "none", args);
     let (ran, a, _) = run(&cluster, EVENTS, &format!("{DAY}{SIGNALS}{checks}")).await;
     let rows = SignalRecord::summary(a.signals.as_ref().expect("signals in result.json"));
@@ -55,7 +58,10 @@ async fn socketio_signals_arrive_once_and_the_app_counts_the_same() {
             "{d:?}\n{ran}"
         );
     }
-    assert!(read.via_sync > 0, "some receipts came by recovery: {read:?}");
+    assert!(
+        read.via_sync > 0,
+        "some receipts came by recovery: {read:?}"
+    );
     assert_eq!(app.stat("receipts"), read.sent, "{read:?}");
     assert!(app.stat("contacts") > 0, "the app stored contacts");
     // A push to a connection that closes before reading it never arrives: what arrived,
@@ -63,7 +69,10 @@ async fn socketio_signals_arrive_once_and_the_app_counts_the_same() {
     for (d, name) in [(typing, "typing"), (presence, "presence")] {
         let emitted = app.stat(name);
         let got = d.arrived + d.extra;
-        assert!(got > 0 && got <= emitted, "{name}: {emitted} emitted, {d:?}");
+        assert!(
+            got > 0 && got <= emitted,
+            "{name}: {emitted} emitted, {d:?}"
+        );
     }
 }
 

@@ -53,7 +53,10 @@ async fn the_shipped_signals_scenario_gets_every_signal_once_and_the_server_agre
     );
     // A push to a connection that closes before reading it never arrives: what arrived,
     // owed or not, is at most what the server pushed.
-    for (kind, name) in [(SignalKind::Typing, "typing"), (SignalKind::Presence, "presence")] {
+    for (kind, name) in [
+        (SignalKind::Typing, "typing"),
+        (SignalKind::Presence, "presence"),
+    ] {
         let d = row(kind);
         let series = format!("serve_signals_pushed_total{{kind=\"{name}\"}}");
         let pushed = metric(&metrics, &series).expect("pushed counter");
@@ -89,7 +92,8 @@ async fn a_signal_without_its_template_is_refused_naming_the_key_to_set() {
     let ran = msgstorm(&["validate", &file]).await;
     ran.expect_code(2);
     assert!(
-        ran.stderr.contains(": target.ws-json.contacts: is required with `presence`"),
+        ran.stderr
+            .contains(": target.ws-json.contacts: is required with `presence`"),
         "{ran}"
     );
     assert_eq!(ran.stderr.trim().lines().count(), 1, "one line: {ran}");

@@ -293,4 +293,40 @@ mod tests {
         let ev = interpreted(&mut st, "41").expect("closed");
         assert!(ev.starts_with("Closed"), "{ev}");
     }
+
+    #[test]
+    fn signal_events_deliver_their_token() {
+        let table =
+            toml::from_str("receipt_event = 'read'\ntyping_event = 'typing'").expect("options");
+        let opts = Options::parse(&table, &<SocketIoDriver as super::super::Driver>::SPEC)
+            .expect("options");
+        let mut st = state();
+        let mut got = |text: &str| {
+            st.interpret_packet(&opts, text);
+            st.ready
+                .pop_front()
+                .and_then(|(ev, _)| ev)
+                .map(|ev| format!("{ev:?}"))
+        };
+        assert_eq!(
+            got(r#"42["read",{"from":"a","signal":"R1"},"20-0"]"#).as_deref(),
+            Some(r#"Delivered { body: "R1" }"#)
+        );
+        assert_eq!(
+            got(r#"42["typing",{"from":"a","state":"start","signal":"T1"},"21-0"]"#).as_deref(),
+            Some(r#"Delivered { body: "T1" }"#)
+        );
+        assert_eq!(
+            got(r#"42["typing",{"signal":""},"22-0"]"#),
+            None,
+            "nobody's"
+        );
+        let ev = got(r#"42["read",{"from":"a"},"23-0"]"#).expect("an error");
+        assert!(ev.contains("a signal without a token at `signal`"), "{ev}");
+        assert_eq!(
+            got(r#"42["presence",{"signal":"P1"},"24-0"]"#),
+            None,
+            "not named"
+        );
+    }
 }

@@ -282,6 +282,11 @@ mod tests {
         assert_eq!(o.welcome_event, None);
         let o = parse("welcome_event = 'hello'").expect("welcome");
         assert_eq!(o.welcome_event.as_deref(), Some("hello"));
+        let off = o.signals.offered();
+        assert!(
+            !off.receipts && !off.typing && !off.presence,
+            "signals are off by default"
+        );
     }
 
     #[test]
@@ -299,6 +304,18 @@ mod tests {
             ("message_event = ''", "target.socketio.message_event"),
             ("welcome_event = ''", "target.socketio.welcome_event"),
             ("welcome_event = 'message'", "target.socketio.welcome_event"),
+            ("receipt_event = ''", "target.socketio.receipt_event"),
+            ("typing = '{}'", "target.socketio.typing"),
+            ("presence_event = 'p'", "target.socketio.contacts_event"),
+            (
+                "receipt_event = 'x'\ntyping_event = 'x'",
+                "target.socketio.typing_event",
+            ),
+            (
+                "receipt_event = 'r'\nreceipt = '{\"t\":\"{state}\"}'",
+                "target.socketio.receipt",
+            ),
+            ("signal = 'a..b'", "target.socketio.signal"),
         ] {
             let e = parse(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");

@@ -287,7 +287,8 @@ impl SocketIoSession {
                 };
                 let name = as_str(args[0]);
                 // Typing and presence are owed to no user going offline: passed over.
-                let delivers = |n: &str| n == self.opts.message_event || self.opts.signals.is_receipt(n);
+                let delivers =
+                    |n: &str| n == self.opts.message_event || self.opts.signals.is_receipt(n);
                 if name.as_deref().is_some_and(delivers) {
                     return;
                 }
