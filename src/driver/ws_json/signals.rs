@@ -344,6 +344,9 @@ mod tests {
         t
     }
 
+    /// A change to the options.
+    type Edit = fn(&mut toml::Table);
+
     fn parse(t: &toml::Table) -> Result<Options, String> {
         Options::parse(t, &["direct", "group"]).map_err(|e| e.key)
     }
@@ -353,7 +356,7 @@ mod tests {
         let opts = parse(&table(|_| {})).expect("the shipped options");
         let offered = opts.signals.offered();
         assert!(offered.receipts && offered.typing && offered.presence);
-        let cases: [(&str, fn(&mut toml::Table)); 5] = [
+        let cases: [(&str, Edit); 5] = [
             ("target.ws-json.signal", |t| {
                 t.remove("signal");
                 t.remove("sync");
