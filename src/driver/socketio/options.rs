@@ -10,6 +10,7 @@ use crate::driver::kit::json_map::template::{Template, Var};
 use crate::driver::kit::options::Table;
 use crate::driver::{Endpoint, OptionError, Spec};
 
+use super::codec::Emit;
 use super::signals::{self, SignalEvents};
 
 /// The driver's name, as in `[target.socketio]`.
@@ -50,16 +51,6 @@ const KEYS: &[&str] = &[
     "ca_file",
     "server_name",
 ];
-
-/// An event the driver emits: its name (as JSON text, with the opening of the argument
-/// array) and the template of its one argument.
-#[derive(Debug, Clone)]
-pub struct Emit {
-    /// `["name",` — the packet's data up to the argument.
-    pub open: String,
-    /// The argument.
-    pub payload: Template,
-}
 
 /// The resolved `[target.socketio]`.
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::codec::{Kind, Packet, Sio};
-use super::options::{Emit, Options, NAME};
+use super::codec::{Emit, Kind, Packet, Sio};
+use super::options::{Options, NAME};
 use super::{codec, Recovery, OFFSET_WAIT};
 use crate::driver::kit::exchange::{self, until_answer, Interpret};
 use crate::driver::kit::inbox::Inbox;

@@ -10,7 +10,7 @@
 //! A signal event with an empty token (an app's own presence for a user that vanished) is
 //! nobody's and is not handed out.
 
-use super::options::{Emit, NAME};
+use super::codec::Emit;
 use super::SocketIoSession;
 use crate::driver::kit::json_map::path::Path;
 use crate::driver::kit::json_map::template::{Template, Values, Var};
@@ -200,7 +200,7 @@ impl SocketIoSession {
             signal: token,
             ..Values::default()
         };
-        let (emit, vals, key) = match signal {
+        let (emit, vals) = match signal {
             Signal::Read { sender, conv, .. } => {
                 let group = match conv {
                     Dest::User(_) => "",
@@ -211,22 +211,22 @@ impl SocketIoSession {
                     group,
                     ..vals
                 };
-                (&sig.receipt, vals, "receipt_event")
+                (&sig.receipt, vals)
             }
             Signal::Typing { conv, active } => {
                 let (Dest::User(to) | Dest::Group(to)) = conv;
                 let state = if active { "start" } else { "stop" };
-                (&sig.typing, Values { to, state, ..vals }, "typing_event")
+                (&sig.typing, Values { to, state, ..vals })
             }
             Signal::Presence { online } => {
                 let status = if online { "online" } else { "offline" };
-                (&sig.presence, Values { status, ..vals }, "presence_event")
+                (&sig.presence, Values { status, ..vals })
             }
         };
         let Some(emit) = emit else {
             return Err(Failure::new(
                 ErrorKind::SendFailed,
-                format!("no `target.{NAME}.{key}`"),
+                "the app has no event for this signal",
             ));
         };
         let receipt = matches!(signal, Signal::Read { .. });

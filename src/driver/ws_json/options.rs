@@ -333,16 +333,7 @@ impl Options {
                  message and where its body is (`[target.ws-json.push]` with `when` and `body`)",
             ));
         }
-        if kinds.contains(&"group")
-            && self.signals.receipt.is_some()
-            && self.signals.group_receipt.is_none()
-        {
-            return Err(top.bad(
-                "group_receipt",
-                "is required with `receipt` and `group` traffic: the frame of a read receipt \
-                 for a group message (`{to}` is its sender, `{group}` the group)",
-            ));
-        }
+        self.check_signals(top, kinds)?;
         let replies = !self.join.is_empty()
             || !self.after_login.is_empty()
             || self.ack.is_some()
@@ -379,15 +370,6 @@ impl Options {
                         .to_owned(),
                 });
             }
-            let pushed_seq = self.signals.push.as_ref().is_some_and(|p| p.seq.is_some());
-            if sync.receipts.is_some() && !pushed_seq {
-                return Err(OptionError {
-                    key: format!("{}.signal.seq", top.at),
-                    msg: "is required with `sync.receipts`: a receipt both pushed and fetched \
-                          is told apart from a duplicate by its sequence number"
-                        .to_owned(),
-                });
-            }
             if sync.list.is_none() && sync.convs.is_empty() && sync.group_conv.is_none() {
                 return Err(OptionError {
                     key: format!("{}.sync", top.at),
@@ -401,7 +383,6 @@ impl Options {
     }
 }
 
-/// Reads `[target.ws-json.sync]`.
 /// `[target.ws-json.error]`: how a refusal is recognised, and its reason.
 fn error_rule(top: &Table<'_>) -> Result<Option<ErrorRule>, OptionError> {
     Ok(match top.sub("error")? {
@@ -518,6 +499,26 @@ fn ignore_rules(table: &toml::Table, top: &Table<'_>) -> Result<Vec<Matcher>, Op
     })
 }
 
+/// `sync.receipts…`: paging the user's stored read receipts.
+fn receipt_pages(t: &Table<'_>) -> Result<Option<ReceiptPages>, OptionError> {
+    let Some(page) = t.template("receipts", PAGE_VARS)? else {
+        let stray = ["receipts_items", "receipts_token", "receipts_seq"];
+        if let Some(k) = stray.into_iter().find(|k| t.t.contains_key(*k)) {
+            return Err(t.bad(k, "applies to `receipts`, which is not given"));
+        }
+        return Ok(None);
+    };
+    let items = t.need_path("receipts_items")?;
+    Ok(Some(ReceiptPages {
+        page,
+        items_holder: items.parent(),
+        items,
+        token: t.need_path("receipts_token")?,
+        seq: t.need_path("receipts_seq")?,
+    }))
+}
+
+/// Reads `[target.ws-json.sync]`.
 fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
     t.only(&[
         "list",
@@ -565,25 +566,7 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
         ));
     }
     let page_items = t.need_path("page_items")?;
-    let receipts = match t.template("receipts", PAGE_VARS)? {
-        Some(page) => {
-            let items = t.need_path("receipts_items")?;
-            Some(ReceiptPages {
-                page,
-                items_holder: items.parent(),
-                items,
-                token: t.need_path("receipts_token")?,
-                seq: t.need_path("receipts_seq")?,
-            })
-        }
-        None => {
-            let stray = ["receipts_items", "receipts_token", "receipts_seq"];
-            if let Some(k) = stray.into_iter().find(|k| t.t.contains_key(*k)) {
-                return Err(t.bad(k, "applies to `receipts`, which is not given"));
-            }
-            None
-        }
-    };
+    let receipts = receipt_pages(t)?;
     Ok(SyncRule {
         list,
         convs: t.templates("convs", &[Var::User], false)?,
@@ -602,6 +585,31 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
 }
 
 impl Options {
+    /// What the signal keys need of the traffic and of `sync`.
+    fn check_signals(&self, top: &Table<'_>, kinds: &[&str]) -> Result<(), OptionError> {
+        if kinds.contains(&"group")
+            && self.signals.receipt.is_some()
+            && self.signals.group_receipt.is_none()
+        {
+            return Err(top.bad(
+                "group_receipt",
+                "is required with `receipt` and `group` traffic: the frame of a read receipt \
+                 for a group message (`{to}` is its sender, `{group}` the group)",
+            ));
+        }
+        let pushed_seq = self.signals.push.as_ref().is_some_and(|p| p.seq.is_some());
+        let fetched = self.sync.as_ref().is_some_and(|s| s.receipts.is_some());
+        if fetched && !pushed_seq {
+            return Err(OptionError {
+                key: format!("{}.signal.seq", top.at),
+                msg: "is required with `sync.receipts`: a receipt both pushed and fetched is \
+                      told apart from a duplicate by its sequence number"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The reason of `doc` when it is an error frame.
     pub(super) fn error_reason<D: Doc + ?Sized>(&self, doc: &str, root: &D) -> Option<String> {
         let rule = self.error.as_ref()?;

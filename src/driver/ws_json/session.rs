@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::options::{AckRule, Options, PushRule, NAME};
+use super::signals::{SignalRule, RECEIPTS};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::kit::exchange::{self, until_answer, Interpret};
@@ -445,5 +446,27 @@ impl Session for WsJsonSession {
 
     fn into_resume(self) -> Cursors {
         self.st.cursors
+    }
+}
+
+impl State {
+    /// A pushed signal: its token is delivered unless it is empty (nobody's) or a stored
+    /// receipt a fetch already gave.
+    pub(super) fn pushed_signal(&mut self, rule: &SignalRule, doc: &str, frame: &Frame<'_>) {
+        if let Some(seq) = rule.seq.as_ref().and_then(|p| p.u64(frame)) {
+            if self.cursors.with(RECEIPTS, |s| s.push(seq)) == Push::Synced {
+                return;
+            }
+        }
+        match rule.token.with(frame, |v| v.map(text_of)) {
+            Some(token) if token.is_empty() => {}
+            Some(token) => self
+                .ready
+                .push_back(Event::Delivered { body: token.into() }),
+            None => self.ready.push_back(Event::ProtocolError(Failure::new(
+                ErrorKind::Protocol,
+                format!("signal without a token at `{}`: {}", rule.token, clip(doc)),
+            ))),
+        }
     }
 }

@@ -13,15 +13,12 @@
 
 use tokio_tungstenite::tungstenite::Message;
 
-use super::options::NAME;
-use super::session::State;
 use super::WsJsonSession;
-use crate::driver::kit::cursors::Push;
-use crate::driver::kit::json_map::path::{Frame, Index, Matcher, Path};
+use crate::driver::kit::json_map::now_ms;
+use crate::driver::kit::json_map::path::{Index, Matcher, Path};
 use crate::driver::kit::json_map::template::{Template, Values, Var};
-use crate::driver::kit::json_map::{clip, now_ms, text_of};
 use crate::driver::kit::options::Table;
-use crate::driver::{Dest, Event, Failure, OptionError, Signal, Signals};
+use crate::driver::{Dest, Failure, OptionError, Signal, Signals};
 use crate::metrics::ErrorKind;
 
 /// The key of the user's receipt inbox among its cursors: numbered by the `signal.seq` of
@@ -196,28 +193,6 @@ impl SignalOptions {
     }
 }
 
-impl State {
-    /// A pushed signal: its token is delivered unless it is empty (nobody's) or a stored
-    /// receipt a fetch already gave.
-    pub(super) fn pushed_signal(&mut self, rule: &SignalRule, doc: &str, frame: &Frame<'_>) {
-        if let Some(seq) = rule.seq.as_ref().and_then(|p| p.u64(frame)) {
-            if self.cursors.with(RECEIPTS, |s| s.push(seq)) == Push::Synced {
-                return;
-            }
-        }
-        match rule.token.with(frame, |v| v.map(text_of)) {
-            Some(token) if token.is_empty() => {}
-            Some(token) => self
-                .ready
-                .push_back(Event::Delivered { body: token.into() }),
-            None => self.ready.push_back(Event::ProtocolError(Failure::new(
-                ErrorKind::Protocol,
-                format!("signal without a token at `{}`: {}", rule.token, clip(doc)),
-            ))),
-        }
-    }
-}
-
 impl WsJsonSession {
     /// [`Session::contacts`](crate::driver::Session::contacts): one `contacts` frame with
     /// every id, waited for when replies carry a request id.
@@ -267,7 +242,7 @@ impl WsJsonSession {
             signal: token,
             ..Values::default()
         };
-        let (template, vals, key) = match signal {
+        let (template, vals) = match signal {
             Signal::Read {
                 sender,
                 conv: Dest::User(_),
@@ -284,7 +259,7 @@ impl WsJsonSession {
                     high,
                     ..vals
                 };
-                (&sig.receipt, vals, "receipt")
+                (&sig.receipt, vals)
             }
             Signal::Read {
                 sender,
@@ -297,22 +272,21 @@ impl WsJsonSession {
                     group,
                     ..vals
                 },
-                "group_receipt",
             ),
             Signal::Typing { conv, active } => {
                 let (Dest::User(to) | Dest::Group(to)) = conv;
                 let state = if active { "start" } else { "stop" };
-                (&sig.typing, Values { to, state, ..vals }, "typing")
+                (&sig.typing, Values { to, state, ..vals })
             }
             Signal::Presence { online } => {
                 let status = if online { "online" } else { "offline" };
-                (&sig.presence, Values { status, ..vals }, "presence")
+                (&sig.presence, Values { status, ..vals })
             }
         };
         let Some(template) = template else {
             return Err(Failure::new(
                 ErrorKind::SendFailed,
-                format!("no `target.{NAME}.{key}` template"),
+                "no template for this signal",
             ));
         };
         let text = template.fill(&vals, now_ms());
@@ -320,109 +294,5 @@ impl WsJsonSession {
             self.st.inbox.expect_ack(id, tag);
         }
         self.ws.write(Message::text(text)).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::VecDeque;
-
-    use super::super::options::Options;
-    use super::super::session::State;
-    use crate::driver::kit::cursors::Cursors;
-    use crate::driver::kit::inbox::Inbox;
-
-    /// The `[target.ws-json]` of the shipped signals scenario, with `edit` applied.
-    fn table(edit: impl Fn(&mut toml::Table)) -> toml::Table {
-        let text = include_str!("../../../scenarios/ws-json-signals.toml");
-        let root: toml::Table = toml::from_str(text).expect("scenario");
-        let mut t = root["target"]["ws-json"]
-            .as_table()
-            .expect("ws-json")
-            .clone();
-        edit(&mut t);
-        t
-    }
-
-    /// A change to the options.
-    type Edit = fn(&mut toml::Table);
-
-    fn parse(t: &toml::Table) -> Result<Options, String> {
-        Options::parse(t, &["direct", "group"]).map_err(|e| e.key)
-    }
-
-    #[test]
-    fn signal_options_that_cannot_work_name_their_key() {
-        let opts = parse(&table(|_| {})).expect("the shipped options");
-        let offered = opts.signals.offered();
-        assert!(offered.receipts && offered.typing && offered.presence);
-        let cases: [(&str, Edit); 5] = [
-            ("target.ws-json.signal", |t| {
-                t.remove("signal");
-                t.remove("sync");
-            }),
-            ("target.ws-json.contacts", |t| {
-                t.remove("contacts");
-            }),
-            ("target.ws-json.receipt", |t| {
-                t.insert("receipt".into(), r#"{"note":"{signal}"}"#.into());
-            }),
-            ("target.ws-json.group_receipt", |t| {
-                t.remove("group_receipt");
-            }),
-            ("target.ws-json.signal.seq", |t| {
-                if let Some(toml::Value::Table(s)) = t.get_mut("signal") {
-                    s.remove("seq");
-                }
-            }),
-        ];
-        for (key, edit) in cases {
-            assert_eq!(parse(&table(edit)).err().as_deref(), Some(key), "{key}");
-        }
-        let none = parse(&table(|t| {
-            for k in ["contacts", "receipt", "group_receipt", "typing", "presence"] {
-                t.remove(k);
-            }
-            t.remove("receipt_ok");
-        }))
-        .expect("no signals");
-        assert!(!none.signals.offered().receipts);
-    }
-
-    #[test]
-    fn pushed_signals_deliver_their_token_once_and_receipts_are_accepted() {
-        let opts = parse(&table(|_| {})).expect("options");
-        let mut st = State {
-            user: "me".to_owned(),
-            inbox: Inbox {
-                pending: VecDeque::from([(4, 40)]),
-                ..Inbox::default()
-            },
-            ready: VecDeque::new(),
-            cursors: Cursors::default(),
-            groups: Vec::new(),
-        };
-        // Receipt 2 came by a fetch already.
-        st.cursors.with(super::RECEIPTS, |s| s.mark(2));
-        let mut got = |doc: &str| {
-            st.interpret_doc(&opts, doc);
-            st.ready.pop_front().map(|ev| format!("{ev:?}"))
-        };
-        assert_eq!(
-            got(r#"{"type":"ok","ref":4}"#).as_deref(),
-            Some("Accepted { tag: 40 }")
-        );
-        let receipt =
-            r#"{"type":"receipt","from":"b","conv":"d:b:me","note":"R1","rseq":1,"ts":0}"#;
-        assert_eq!(got(receipt).as_deref(), Some(r#"Delivered { body: "R1" }"#));
-        let fetched = receipt
-            .replace("R1", "R2")
-            .replace(r#""rseq":1"#, r#""rseq":2"#);
-        assert_eq!(got(&fetched), None, "fetched already");
-        let presence = r#"{"type":"presence","from":"b","status":"offline","note":"","ts":0}"#;
-        assert_eq!(got(presence), None, "the server's own presence is nobody's");
-        let typing =
-            r#"{"type":"typing","from":"b","conv":"d:b:me","state":"start","note":"T9","ts":0}"#;
-        assert_eq!(got(typing).as_deref(), Some(r#"Delivered { body: "T9" }"#));
     }
 }
