@@ -4,7 +4,9 @@
 mod loopback;
 mod native;
 
-use msgstorm::ledger::signals::SignalRow;
+use msgstorm::artifact::{Artifact, SignalRecord};
+use msgstorm::ledger::signals::{SignalDelivery, SignalRow};
+use msgstorm::vocab::SignalKind;
 
 /// Asserts that more than 50 of each kind were owed and that every one arrived, once.
 pub fn every_owed_arrived_once(rows: &[SignalRow]) {
@@ -17,6 +19,17 @@ pub fn every_owed_arrived_once(rows: &[SignalRow]) {
             "{r:?}"
         );
     }
+}
+
+/// What happened to read receipts, typing notices and presence (in that order) in `a`.
+pub fn deliveries(a: &Artifact) -> [SignalDelivery; 3] {
+    let rows = SignalRecord::summary(a.signals.as_ref().expect("signals in result.json"));
+    [SignalKind::Read, SignalKind::Typing, SignalKind::Presence].map(|kind| {
+        rows.iter()
+            .find(|r| r.kind == kind)
+            .map(|r| r.delivery)
+            .expect("a row per kind")
+    })
 }
 
 /// 200 users over a 10 s day who talk to their contacts (with [`SIGNALS`]: who read half

@@ -4,13 +4,11 @@
 //! online — every one owed arrives once and the app's `/stats` agree; receipts the app
 //! drops (`--drop-receipts`) are lost exactly as often as it counts, and fail the run.
 
-use msgstorm::artifact::SignalRecord;
 use msgstorm::ledger::signals::SignalDelivery;
-use msgstorm::vocab::SignalKind;
 
 use super::chat::run;
 use crate::common::socketio::Cluster;
-use crate::signals::{DAY, SIGNALS};
+use crate::signals::{deliveries, DAY, SIGNALS};
 
 /// The app's signal events.
 const EVENTS: &str = r#"receipt_event = "read"
@@ -27,18 +25,7 @@ async fn day(
 ) -> (crate::common::run::Ran, [SignalDelivery; 3], Cluster) {
     let cluster = Cluster::start(1, "none", args);
     let (ran, a, _) = run(&cluster, EVENTS, &format!("{DAY}{SIGNALS}{checks}")).await;
-    let rows = SignalRecord::summary(a.signals.as_ref().expect("signals in result.json"));
-    let row = |kind| {
-        rows.iter()
-            .find(|r| r.kind == kind)
-            .map(|r| r.delivery)
-            .expect("a row per kind")
-    };
-    let rows = [
-        row(SignalKind::Read),
-        row(SignalKind::Typing),
-        row(SignalKind::Presence),
-    ];
+    let rows = deliveries(&a);
     (ran, rows, cluster)
 }
 

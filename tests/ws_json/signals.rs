@@ -5,11 +5,9 @@
 //! that arrived; a scenario asking for a signal whose template is not set is
 //! refused, naming the key to set.
 
-use msgstorm::artifact::SignalRecord;
-use msgstorm::vocab::SignalKind;
-
 use crate::common::run::{msgstorm, run_file, Work};
 use crate::common::{config, http_get, metric, start};
+use crate::signals::deliveries;
 
 const SCENARIO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -28,14 +26,8 @@ async fn the_shipped_signals_scenario_gets_every_signal_once_and_the_server_agre
     let metrics = http_get(server.addr(), "/metrics").await;
     ran.expect_code(0);
     assert!(ran.verdict().starts_with("PASS"), "{ran}");
-    let rows = SignalRecord::summary(a.signals.as_ref().expect("signals in result.json"));
-    let row = |kind| {
-        rows.iter()
-            .find(|r| r.kind == kind)
-            .map(|r| r.delivery)
-            .expect("a row per kind")
-    };
-    for d in rows.iter().map(|r| r.delivery) {
+    let [read, typing, presence] = deliveries(&a);
+    for d in [read, typing, presence] {
         assert!(d.expected > 50, "{d:?}");
         assert_eq!(
             (d.arrived, d.missing, d.duplicated, d.corrupted),
@@ -43,7 +35,6 @@ async fn the_shipped_signals_scenario_gets_every_signal_once_and_the_server_agre
             "{d:?}"
         );
     }
-    let read = row(SignalKind::Read);
     assert!(read.via_sync > 0, "some receipts came by fetch: {read:?}");
     assert_eq!(read.refused, 0, "{read:?}");
     assert_eq!(
@@ -53,11 +44,7 @@ async fn the_shipped_signals_scenario_gets_every_signal_once_and_the_server_agre
     );
     // A push to a connection that closes before reading it never arrives: what arrived,
     // owed or not, is at most what the server pushed.
-    for (kind, name) in [
-        (SignalKind::Typing, "typing"),
-        (SignalKind::Presence, "presence"),
-    ] {
-        let d = row(kind);
+    for (d, name) in [(typing, "typing"), (presence, "presence")] {
         let series = format!("serve_signals_pushed_total{{kind=\"{name}\"}}");
         let pushed = metric(&metrics, &series).expect("pushed counter");
         let got = (d.arrived + d.extra) as f64;

@@ -14,9 +14,9 @@ use super::codec::Emit;
 use super::SocketIoSession;
 use crate::driver::kit::json_map::path::Path;
 use crate::driver::kit::json_map::template::{Template, Values, Var};
-use crate::driver::kit::json_map::text_of;
+use crate::driver::kit::json_map::{signal, text_of};
 use crate::driver::kit::options::Table;
-use crate::driver::{Dest, Failure, OptionError, Signal, Signals};
+use crate::driver::{Failure, OptionError, Signal, Signals};
 use crate::metrics::ErrorKind;
 use serde_json::value::RawValue;
 
@@ -168,8 +168,7 @@ impl SocketIoSession {
         let Some(emit) = &opts.signals.contacts else {
             return Err(Failure::new(ErrorKind::Protocol, "no `contacts_event`"));
         };
-        let list = serde_json::to_string(ids)
-            .map_err(|e| Failure::new(ErrorKind::Other, format!("contacts: {e}")))?;
+        let list = signal::contacts(ids)?;
         let user = self.st.user.clone();
         let vals = Values {
             user: &user,
@@ -194,34 +193,10 @@ impl SocketIoSession {
     ) -> Result<(), Failure> {
         let opts = std::sync::Arc::clone(&self.opts);
         let sig = &opts.signals;
-        let user = self.st.user.clone();
-        let vals = Values {
-            user: &user,
-            signal: token,
-            ..Values::default()
-        };
-        let (emit, vals) = match signal {
-            Signal::Read { sender, conv, .. } => {
-                let group = match conv {
-                    Dest::User(_) => "",
-                    Dest::Group(g) => g,
-                };
-                let vals = Values {
-                    to: sender,
-                    group,
-                    ..vals
-                };
-                (&sig.receipt, vals)
-            }
-            Signal::Typing { conv, active } => {
-                let (Dest::User(to) | Dest::Group(to)) = conv;
-                let state = if active { "start" } else { "stop" };
-                (&sig.typing, Values { to, state, ..vals })
-            }
-            Signal::Presence { online } => {
-                let status = if online { "online" } else { "offline" };
-                (&sig.presence, Values { status, ..vals })
-            }
+        let (emit, receipt) = match signal {
+            Signal::Read { .. } => (&sig.receipt, true),
+            Signal::Typing { .. } => (&sig.typing, false),
+            Signal::Presence { .. } => (&sig.presence, false),
         };
         let Some(emit) = emit else {
             return Err(Failure::new(
@@ -229,7 +204,8 @@ impl SocketIoSession {
                 "the app has no event for this signal",
             ));
         };
-        let receipt = matches!(signal, Signal::Read { .. });
+        let user = self.st.user.clone();
+        let vals = signal::values(&user, signal, token);
         if let Some(id) = self.emit(emit, &vals, receipt && opts.ack).await? {
             self.st.inbox.expect_ack(id, tag);
         }

@@ -14,9 +14,9 @@
 use tokio_tungstenite::tungstenite::Message;
 
 use super::WsJsonSession;
-use crate::driver::kit::json_map::now_ms;
 use crate::driver::kit::json_map::path::{Index, Matcher, Path};
 use crate::driver::kit::json_map::template::{Template, Values, Var};
+use crate::driver::kit::json_map::{now_ms, signal};
 use crate::driver::kit::options::Table;
 use crate::driver::{Dest, Failure, OptionError, Signal, Signals};
 use crate::metrics::ErrorKind;
@@ -201,8 +201,7 @@ impl WsJsonSession {
         let Some(t) = &opts.signals.contacts else {
             return Err(Failure::new(ErrorKind::Protocol, "no `contacts` template"));
         };
-        let list = serde_json::to_string(ids)
-            .map_err(|e| Failure::new(ErrorKind::Other, format!("contacts: {e}")))?;
+        let list = signal::contacts(ids)?;
         let user = self.st.user.clone();
         let vals = Values {
             user: &user,
@@ -234,54 +233,14 @@ impl WsJsonSession {
         let id = self.st.inbox.next_id();
         let opts = std::sync::Arc::clone(&self.opts);
         let sig = &opts.signals;
-        let user = self.st.user.clone();
-        let user = user.as_str();
-        let vals = Values {
-            user,
-            req_id: id,
-            signal: token,
-            ..Values::default()
-        };
-        let (template, vals) = match signal {
+        let template = match signal {
             Signal::Read {
-                sender,
                 conv: Dest::User(_),
                 ..
-            } => {
-                let (low, high) = if user <= sender {
-                    (user, sender)
-                } else {
-                    (sender, user)
-                };
-                let vals = Values {
-                    to: sender,
-                    low,
-                    high,
-                    ..vals
-                };
-                (&sig.receipt, vals)
-            }
-            Signal::Read {
-                sender,
-                conv: Dest::Group(group),
-                ..
-            } => (
-                &sig.group_receipt,
-                Values {
-                    to: sender,
-                    group,
-                    ..vals
-                },
-            ),
-            Signal::Typing { conv, active } => {
-                let (Dest::User(to) | Dest::Group(to)) = conv;
-                let state = if active { "start" } else { "stop" };
-                (&sig.typing, Values { to, state, ..vals })
-            }
-            Signal::Presence { online } => {
-                let status = if online { "online" } else { "offline" };
-                (&sig.presence, Values { status, ..vals })
-            }
+            } => &sig.receipt,
+            Signal::Read { .. } => &sig.group_receipt,
+            Signal::Typing { .. } => &sig.typing,
+            Signal::Presence { .. } => &sig.presence,
         };
         let Some(template) = template else {
             return Err(Failure::new(
@@ -289,7 +248,10 @@ impl WsJsonSession {
                 "no template for this signal",
             ));
         };
-        let text = template.fill(&vals, now_ms());
+        let text = {
+            let vals = signal::values(&self.st.user, signal, token);
+            template.fill(&Values { req_id: id, ..vals }, now_ms())
+        };
         if matches!(signal, Signal::Read { .. }) && opts.ack.is_some() {
             self.st.inbox.expect_ack(id, tag);
         }
