@@ -10,13 +10,19 @@ use msgstorm::vocab::SignalKind;
 
 /// Asserts that more than 50 of each kind were owed and that every one arrived, once.
 pub fn every_owed_arrived_once(rows: &[SignalRow]) {
-    for r in rows {
-        let d = r.delivery;
-        assert!(d.expected > 50, "{r:?}");
+    let ds: Vec<SignalDelivery> = rows.iter().map(|r| r.delivery).collect();
+    owed_arrived_once(&ds);
+}
+
+/// Asserts of each of `ds` that more than 50 were owed and that every one arrived once,
+/// intact.
+pub fn owed_arrived_once(ds: &[SignalDelivery]) {
+    for d in ds {
+        assert!(d.expected > 50, "{d:?}");
         assert_eq!(
-            (d.arrived, d.missing, d.duplicated),
-            (d.expected, 0, 0),
-            "{r:?}"
+            (d.arrived, d.missing, d.duplicated, d.corrupted),
+            (d.expected, 0, 0, 0),
+            "{d:?}"
         );
     }
 }

@@ -8,7 +8,7 @@ use msgstorm::ledger::signals::SignalDelivery;
 
 use super::chat::run;
 use crate::common::socketio::Cluster;
-use crate::signals::{deliveries, DAY, SIGNALS};
+use crate::signals::{deliveries, owed_arrived_once, DAY, SIGNALS};
 
 /// The app's signal events.
 const EVENTS: &str = r#"receipt_event = "read"
@@ -24,7 +24,9 @@ async fn day(
     checks: &str,
 ) -> (crate::common::run::Ran, [SignalDelivery; 3], Cluster) {
     let cluster = Cluster::start(1, "none", args);
-    let (ran, a, _) = run(&cluster, EVENTS, &format!("{DAY}{SIGNALS}{checks}")).await;
+    // Owed to recipients online 3 s after: on a busy machine a push can take a second.
+    let signals = SIGNALS.replace("within = \"1s\"", "within = \"3s\"");
+    let (ran, a, _) = run(&cluster, EVENTS, &format!("{DAY}{signals}{checks}")).await;
     let rows = deliveries(&a);
     (ran, rows, cluster)
 }
@@ -37,14 +39,7 @@ async fn day(
 async fn socketio_signals_arrive_once_and_the_app_counts_the_same() {
     let (ran, [read, typing, presence], app) = day(&[], "").await;
     ran.expect_code(0);
-    for d in [read, typing, presence] {
-        assert!(d.expected > 50, "{d:?}\n{ran}");
-        assert_eq!(
-            (d.arrived, d.missing, d.duplicated, d.corrupted),
-            (d.expected, 0, 0, 0),
-            "{d:?}\n{ran}"
-        );
-    }
+    owed_arrived_once(&[read, typing, presence]);
     assert!(
         read.via_sync > 0,
         "some receipts came by recovery: {read:?}"

@@ -13,7 +13,7 @@
 use super::codec::Emit;
 use super::SocketIoSession;
 use crate::driver::kit::json_map::path::Path;
-use crate::driver::kit::json_map::template::{Template, Values, Var};
+use crate::driver::kit::json_map::template::{Template, Var};
 use crate::driver::kit::json_map::{signal, text_of};
 use crate::driver::kit::options::Table;
 use crate::driver::{Failure, OptionError, Signal, Signals};
@@ -78,25 +78,30 @@ impl SignalEvents {
             let open = format!("[{},", serde_json::Value::from(name));
             Ok::<_, OptionError>(Some((name.to_owned(), Emit { open, payload })))
         };
-        let receipt = emit(
-            "receipt_event",
-            "receipt",
-            r#"{"to":"{to}","group":"{group}","signal":"{signal}"}"#,
-            RECEIPT_VARS,
-        )?;
-        let typing = emit(
-            "typing_event",
-            "typing",
-            r#"{"to":"{to}","state":"{state}","signal":"{signal}"}"#,
-            TYPING_VARS,
-        )?;
-        let presence = emit(
-            "presence_event",
-            "presence",
-            r#"{"status":"{status}","signal":"{signal}"}"#,
-            PRESENCE_VARS,
-        )?;
-        let contacts = emit("contacts_event", "contacts", "{contacts}", CONTACTS_VARS)?;
+        // Each signal's event key, payload key, default payload and placeholders.
+        let [receipt, typing, presence, contacts] = [
+            (
+                "receipt_event",
+                "receipt",
+                r#"{"to":"{to}","group":"{group}","signal":"{signal}"}"#,
+                RECEIPT_VARS,
+            ),
+            (
+                "typing_event",
+                "typing",
+                r#"{"to":"{to}","state":"{state}","signal":"{signal}"}"#,
+                TYPING_VARS,
+            ),
+            (
+                "presence_event",
+                "presence",
+                r#"{"status":"{status}","signal":"{signal}"}"#,
+                PRESENCE_VARS,
+            ),
+            ("contacts_event", "contacts", "{contacts}", CONTACTS_VARS),
+        ]
+        .map(|(event, key, default, vars)| emit(event, key, default, vars));
+        let (receipt, typing, presence, contacts) = (receipt?, typing?, presence?, contacts?);
         if presence.is_some() && contacts.is_none() {
             return Err(top.bad(
                 "contacts_event",
@@ -168,14 +173,10 @@ impl SocketIoSession {
         let Some(emit) = &opts.signals.contacts else {
             return Err(Failure::new(ErrorKind::Protocol, "no `contacts_event`"));
         };
-        let list = signal::contacts(ids)?;
-        let user = self.st.user.clone();
-        let vals = Values {
-            user: &user,
-            contacts: &list,
-            ..Values::default()
-        };
-        let id = self.emit(emit, &vals, opts.ack).await?;
+        let (list, user) = (signal::contacts(ids)?, self.st.user.clone());
+        let id = self
+            .emit(emit, &signal::contacts_values(&user, &list), opts.ack)
+            .await?;
         self.ws.flush().await?;
         match id {
             Some(id) => self.await_ack(id, ErrorKind::Protocol, "contacts").await,

@@ -197,16 +197,11 @@ impl WsJsonSession {
     /// [`Session::contacts`](crate::driver::Session::contacts): one `contacts` frame with
     /// every id, waited for when replies carry a request id.
     pub(super) async fn send_contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        let (list, user) = (signal::contacts(ids)?, self.st.user.clone());
+        let vals = signal::contacts_values(&user, &list);
         let opts = std::sync::Arc::clone(&self.opts);
         let Some(t) = &opts.signals.contacts else {
             return Err(Failure::new(ErrorKind::Protocol, "no `contacts` template"));
-        };
-        let list = signal::contacts(ids)?;
-        let user = self.st.user.clone();
-        let vals = Values {
-            user: &user,
-            contacts: &list,
-            ..Values::default()
         };
         if opts.reply_id.is_none() {
             self.write(t, &vals).await?;

@@ -51,6 +51,15 @@ pub fn contacts(ids: &[&str]) -> Result<String, Failure> {
     serde_json::to_string(ids).map_err(|e| Failure::new(ErrorKind::Other, format!("contacts: {e}")))
 }
 
+/// The values of the contacts template of `user`, `list` being [`contacts`]' array.
+pub fn contacts_values<'a>(user: &'a str, list: &'a str) -> Values<'a> {
+    Values {
+        user,
+        contacts: list,
+        ..Values::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
