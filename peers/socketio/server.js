@@ -31,8 +31,8 @@
 // contacts per user; `read` ({to, group, signal}, ack) is relayed as `read` {from, group,
 // signal} to `to` — kept for a sender that is away by connection state recovery, like a
 // message; `typing` ({to, state, signal}) is relayed as `typing` {from, state, signal} to `to`
-// when online; `presence` ({status, signal}) as `presence` {from, status, signal} to each
-// contact online, and a user whose last presence was `online` that loses its last
+// when online; `presence` ({status, signal}, ack when asked) as `presence` {from, status,
+// signal} to each contact online, and a user whose last presence was `online` that loses its last
 // connection is published `offline` with an empty signal. GET /stats answers
 // {"routed":N,"dropped":N,"twice":N,"offline":N,"nobody":N,"connections":N,"contacts":N,
 // "receipts":N,"receipts_dropped":N,"typing":N,"presence":N,"presence_vanished":N};
@@ -189,9 +189,10 @@ async function main() {
       io.to(`user:${t.to}`).emit('typing', { from: user, state: t.state, signal: t.signal });
       stats.typing += 1;
     });
-    socket.on('presence', (p) => {
+    socket.on('presence', (p, ack) => {
       lastStatus.set(user, p && p.status);
       stats.presence += publish(user, p && p.status, p && p.signal);
+      if (typeof ack === 'function') ack({ ok: true });
     });
     socket.on('join', (room, ack) => {
       socket.join(`room:${room}`);

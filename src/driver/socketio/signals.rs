@@ -5,7 +5,9 @@
 //!
 //! Every signal is off until its event is named, so the driver offers exactly the signals
 //! the app has ([`SignalEvents::offered`]). A receipt asks for an ack when sends do, and the
-//! ack is its acceptance; typing and presence ask for none. Receipts the app emits to a
+//! ack is its acceptance; typing and presence ask for none, except an `offline` presence
+//! with `presence_ack`: Socket.IO drops an event that arrives in the same read as the
+//! connection's close, so the user waits for its ack before closing. Receipts the app emits to a
 //! sender that is away come back as the messages do, replayed by connection state recovery.
 //! A signal event with an empty token (an app's own presence for a user that vanished) is
 //! nobody's and is not handed out.
@@ -30,7 +32,7 @@ const PRESENCE_VARS: &[Var] = &[Var::User, Var::Status, Var::Signal, Var::NowMs]
 const CONTACTS_VARS: &[Var] = &[Var::User, Var::Contacts, Var::NowMs];
 
 /// The keys of `[target.socketio]` read here.
-pub(super) const KEYS: [&str; 9] = [
+pub(super) const KEYS: [&str; 10] = [
     "receipt_event",
     "receipt",
     "typing_event",
@@ -40,6 +42,7 @@ pub(super) const KEYS: [&str; 9] = [
     "contacts_event",
     "contacts",
     "signal",
+    "presence_ack",
 ];
 
 /// The signal events of `[target.socketio]`, resolved.
@@ -55,6 +58,9 @@ pub struct SignalEvents {
     pub contacts: Option<Emit>,
     /// Where a signal event's token is in its first argument.
     pub token: Path,
+    /// The app acknowledges presence: an `offline` presence waits for its ack before the
+    /// connection closes (Socket.IO drops an event that arrives with the close).
+    pub presence_ack: bool,
     /// The names of the signal events, as their first argument reads (the receipt's first
     /// when it is on).
     names: Vec<String>,
@@ -121,7 +127,15 @@ impl SignalEvents {
             }
             names.push(name.clone());
         }
+        let presence_ack = top.bool("presence_ack")?;
+        if presence_ack && presence.is_none() {
+            return Err(top.bad(
+                "presence_ack",
+                "applies to `presence_event`, which is not given",
+            ));
+        }
         Ok(SignalEvents {
+            presence_ack,
             receipt: receipt.map(|(_, e)| e),
             typing: typing.map(|(_, e)| e),
             presence: presence.map(|(_, e)| e),
@@ -207,9 +221,20 @@ impl SocketIoSession {
         };
         let user = self.st.user.clone();
         let vals = signal::values(&user, signal, token);
-        if let Some(id) = self.emit(emit, &vals, receipt && opts.ack).await? {
-            self.st.inbox.expect_ack(id, tag);
+        let leaving = matches!(signal, Signal::Presence { online: false }) && sig.presence_ack;
+        let id = self
+            .emit(emit, &vals, (receipt && opts.ack) || leaving)
+            .await?;
+        match id {
+            Some(id) if leaving => {
+                self.ws.flush().await?;
+                self.await_ack(id, ErrorKind::Protocol, "presence").await
+            }
+            Some(id) => {
+                self.st.inbox.expect_ack(id, tag);
+                Ok(())
+            }
+            None => Ok(()),
         }
-        Ok(())
     }
 }
