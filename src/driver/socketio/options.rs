@@ -307,6 +307,7 @@ mod tests {
                 "target.socketio.receipt",
             ),
             ("signal = 'a..b'", "target.socketio.signal"),
+            ("presence_ack = true", "target.socketio.presence_ack"),
         ] {
             let e = parse(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");
