@@ -4,7 +4,7 @@
 //   node server.js [HOST:PORT] [--adapter=none|redis|streams] [--redis=URL] [--recovery=MS]
 //                  [--secret=TOKEN] [--drop-every=N] [--twice] [--welcome=0|1]
 //                  [--garbage=USER] [--deflate=0|1] [--parser=text|msgpack] [--nobody=0|1]
-//                  [--exit-with-stdin]
+//                  [--drop-receipts=N] [--exit-with-stdin]
 // HOST:PORT defaults to 127.0.0.1:0 (any free port). --adapter: `redis` is
 // @socket.io/redis-adapter (pub/sub; no connection state recovery), `streams` is
 // @socket.io/redis-streams-adapter (recovery works across nodes); `none` is one node alone.
@@ -21,13 +21,25 @@
 // the adapter) whether its recipient is connected anywhere; if not, the message is routed to
 // nobody — counted as `nobody` and not emitted (it is still acknowledged to its sender: the
 // app accepted it), so what the app logs as routed to nobody is exactly what no one got.
+// --drop-receipts=N: every Nth read receipt is acknowledged but never relayed (a known loss;
+// counted as `receipts_dropped`).
 // --exit-with-stdin: exit when standard input
 // closes (tests: the app never outlives the test process that started it).
 // Events: `join` (room, ack), `dm` ({to, body}, ack), `group` ({room, body}, ack); each
-// message arrives as `message` {from, to|room, body}. GET /stats answers
-// {"routed":N,"dropped":N,"twice":N,"offline":N,"nobody":N,"connections":N}; `offline` counts direct messages to a
-// user with no connection on this node (one node alone: a user that was offline, whose
-// message only connection state recovery can bring). Prints "listening on HOST:PORT" once it accepts
+// message arrives as `message` {from, to|room, body}. Signals, as a chat app has them (one
+// node: "online" is a connection on this node): `contacts` ([ids], ack) stores mutual
+// contacts per user; `read` ({to, group, signal}, ack) is relayed as `read` {from, group,
+// signal} to `to` — kept for a sender that is away by connection state recovery, like a
+// message; `typing` ({to, group, state, signal}) is relayed as `typing` {from, state, signal}
+// to `to` when online, or with `group` to the group's other members online; `presence` ({status, signal}, ack when asked) as `presence` {from, status,
+// signal} to each contact online, and a user whose last presence was `online` that loses its last
+// connection is published `offline` with an empty signal. GET /stats answers
+// {"routed":N,"dropped":N,"twice":N,"offline":N,"nobody":N,"connections":N,"contacts":N,
+// "receipts":N,"receipts_dropped":N,"typing":N,"presence":N,"presence_vanished":N};
+// `offline` counts direct messages to a user with no connection on this node (one node alone:
+// a user that was offline, whose message only connection state recovery can bring);
+// `contacts` the contact pairs stored, `receipts` the receipts received, `typing` and
+// `presence` the pushes emitted (`presence_vanished` those the app published itself). Prints "listening on HOST:PORT" once it accepts
 // connections.
 'use strict';
 
@@ -49,8 +61,19 @@ const garbage = opt('garbage', '');
 const twice = args.includes('--twice');
 const welcome = opt('welcome', '1') === '1';
 const nobody = opt('nobody', '0') === '1';
+const dropReceipts = Number(opt('drop-receipts', '0'));
 
-const stats = { routed: 0, dropped: 0, twice: 0, offline: 0, nobody: 0, connections: 0 };
+const stats = {
+  routed: 0, dropped: 0, twice: 0, offline: 0, nobody: 0, connections: 0,
+  contacts: 0, receipts: 0, receipts_dropped: 0, typing: 0, presence: 0, presence_vanished: 0,
+};
+// Each user's contacts (mutual), and the last presence status each user published.
+const contacts = new Map();
+const lastStatus = new Map();
+const contactsOf = (u) => {
+  if (!contacts.has(u)) contacts.set(u, new Set());
+  return contacts.get(u);
+};
 const httpServer = http.createServer((req, res) => {
   if (req.url === '/stats') {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -115,18 +138,73 @@ async function main() {
     to.emit('message', msg);
   };
 
+  const online = (u) => io.sockets.adapter.rooms.has(`user:${u}`);
+  // Publishes `user`'s presence to its contacts online; returns the pushes made.
+  const publish = (user, status, signal) => {
+    let pushed = 0;
+    for (const c of contacts.get(user) || []) {
+      if (!online(c)) continue;
+      io.to(`user:${c}`).emit('presence', { from: user, status, signal });
+      pushed += 1;
+    }
+    return pushed;
+  };
+
   io.on('connection', (socket) => {
     stats.connections += 1;
+    const user = socket.data.user;
     socket.on('disconnect', () => {
       stats.connections -= 1;
+      if (!online(user) && lastStatus.get(user) === 'online') {
+        lastStatus.set(user, 'offline');
+        stats.presence_vanished += publish(user, 'offline', '');
+      }
     });
-    const user = socket.data.user;
     if (!socket.recovered) {
       socket.join(`user:${user}`);
       // A broadcast carries an offset: with it even a user that received nothing yet can
       // have its connection recovered.
       if (recovery > 0 && welcome) io.to(socket.id).emit('welcome');
     }
+    socket.on('contacts', (ids, ack) => {
+      for (const c of Array.isArray(ids) ? ids : []) {
+        if (typeof c !== 'string' || c === user || contactsOf(user).has(c)) continue;
+        contactsOf(user).add(c);
+        contactsOf(c).add(user);
+        stats.contacts += 1;
+      }
+      if (typeof ack === 'function') ack({ ok: true });
+    });
+    socket.on('read', (r, ack) => {
+      stats.receipts += 1;
+      if (dropReceipts > 0 && stats.receipts % dropReceipts === 0) {
+        stats.receipts_dropped += 1;
+      } else {
+        io.to(`user:${r && r.to}`).emit('read', { from: user, group: r && r.group, signal: r && r.signal });
+      }
+      if (typeof ack === 'function') ack({ ok: true });
+    });
+    socket.on('typing', (t) => {
+      const notice = { from: user, state: t && t.state, signal: t && t.signal };
+      if (t && t.group) {
+        // To each member's connection online, not to the room: connection state recovery
+        // would replay a room's typing to a member that was away (it is not kept).
+        for (const id of io.sockets.adapter.rooms.get(`room:${t.group}`) || []) {
+          if (id === socket.id) continue;
+          io.to(id).emit('typing', { ...notice, group: t.group });
+          stats.typing += 1;
+        }
+        return;
+      }
+      if (!online(t && t.to)) return;
+      io.to(`user:${t.to}`).emit('typing', notice);
+      stats.typing += 1;
+    });
+    socket.on('presence', (p, ack) => {
+      lastStatus.set(user, p && p.status);
+      stats.presence += publish(user, p && p.status, p && p.signal);
+      if (typeof ack === 'function') ack({ ok: true });
+    });
     socket.on('join', (room, ack) => {
       socket.join(`room:${room}`);
       if (typeof ack === 'function') ack({ ok: true });

@@ -189,6 +189,10 @@ pub struct Signals {
     /// Presence ([`Signal::Presence`]) published at login and logout to the user's contacts
     /// online, whom the server learns from [`Session::contacts`].
     pub presence: bool,
+    /// The option that turns on each signal (receipts, typing, presence) when the driver
+    /// offers it as configured, e.g. `target.ws-json.receipt`: named when a scenario asks
+    /// for one that is off. Empty: none does.
+    pub keys: [&'static str; 3],
 }
 
 /// A signal a user sends besides messages. Every signal carries a token (see

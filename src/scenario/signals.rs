@@ -125,6 +125,7 @@ impl SignalsPlan {
             receipts: self.receipts > 0.0 || any(|p, s| p.or_run(s).0),
             typing: self.typing > 0.0 || any(|p, s| p.or_run(s).1),
             presence: self.presence,
+            ..Signals::default()
         }
     }
 }
@@ -167,6 +168,11 @@ pub fn signals(
             .collect::<Result<_>>()?,
     };
     let asks = plan.asks();
+    // What turns a signal on in the driver's options, when an option does.
+    let hint = |i: usize| match offered.keys[i] {
+        "" => String::new(),
+        key => format!(" (`{key}` is not set)"),
+    };
     let lacking = [
         (
             asks.receipts && !offered.receipts,
@@ -181,12 +187,12 @@ pub fn signals(
             asking(s, &s.typing, |p| &p.typing),
         ),
     ];
-    for (missing, key, what, v) in lacking {
+    for (i, (missing, key, what, v)) in lacking.into_iter().enumerate() {
         if let (true, Some((path, v))) = (missing, v) {
             return Err(src.at(
                 v,
                 format!("{path}{key}"),
-                format!("driver `{driver}` sends no {what}"),
+                format!("driver `{driver}` sends no {what}{}", hint(i)),
             ));
         }
     }
@@ -194,7 +200,7 @@ pub fn signals(
         return Err(src.at(
             v,
             "signals.presence",
-            format!("driver `{driver}` publishes no presence"),
+            format!("driver `{driver}` publishes no presence{}", hint(2)),
         ));
     }
     Ok((asks != Signals::default()).then_some(plan))

@@ -8,7 +8,7 @@ use msgstorm::artifact::Artifact;
 use msgstorm::metrics::ErrorKind;
 
 use crate::common::mosquitto::{required, Mosquitto};
-use crate::common::run::{run_msgstorm, Running, Work};
+use crate::common::run::{msgstorm, run_msgstorm, Running, Work};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -163,4 +163,29 @@ duration = "5s"
             .all(|k| ["closed_by_peer", "connect_refused"].contains(k)),
         "{errors:?}\n{ran}"
     );
+}
+
+/// MQTT has no read receipts, typing or presence of its own: a scenario asking for any of
+/// them is refused by `validate` in one line naming the `[signals]` key, before anything
+/// connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_are_refused_in_one_line_naming_the_key() {
+    let url = format!("mqtt://127.0.0.1:{}", dead_port());
+    let work = Work::new();
+    for (key, value, what) in [
+        ("receipts", "0.5", "sends no read receipts"),
+        ("typing", "0.5", "sends no typing notices"),
+        ("presence", "true", "publishes no presence"),
+    ] {
+        let text = format!("{}\n[signals]\n{key} = {value}\n", scenario(&url, ""));
+        let line = text.lines().count();
+        let file = work.write("s.toml", &text).display().to_string();
+        let ran = msgstorm(&["validate", &file]).await;
+        ran.expect_code(2);
+        assert_eq!(
+            ran.stderr.trim(),
+            format!("error: {file}:{line}: signals.{key}: driver `mqtt` {what}"),
+            "{ran}"
+        );
+    }
 }

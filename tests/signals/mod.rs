@@ -4,19 +4,38 @@
 mod loopback;
 mod native;
 
-use msgstorm::ledger::signals::SignalRow;
+use msgstorm::artifact::{Artifact, SignalRecord};
+use msgstorm::ledger::signals::{SignalDelivery, SignalRow};
+use msgstorm::vocab::SignalKind;
 
 /// Asserts that more than 50 of each kind were owed and that every one arrived, once.
 pub fn every_owed_arrived_once(rows: &[SignalRow]) {
-    for r in rows {
-        let d = r.delivery;
-        assert!(d.expected > 50, "{r:?}");
+    let ds: Vec<SignalDelivery> = rows.iter().map(|r| r.delivery).collect();
+    owed_arrived_once(&ds);
+}
+
+/// Asserts of each of `ds` that more than 50 were owed and that every one arrived once,
+/// intact.
+pub fn owed_arrived_once(ds: &[SignalDelivery]) {
+    for d in ds {
+        assert!(d.expected > 50, "{d:?}");
         assert_eq!(
-            (d.arrived, d.missing, d.duplicated),
-            (d.expected, 0, 0),
-            "{r:?}"
+            (d.arrived, d.missing, d.duplicated, d.corrupted),
+            (d.expected, 0, 0, 0),
+            "{d:?}"
         );
     }
+}
+
+/// What happened to read receipts, typing notices and presence (in that order) in `a`.
+pub fn deliveries(a: &Artifact) -> [SignalDelivery; 3] {
+    let rows = SignalRecord::summary(a.signals.as_ref().expect("signals in result.json"));
+    [SignalKind::Read, SignalKind::Typing, SignalKind::Presence].map(|kind| {
+        rows.iter()
+            .find(|r| r.kind == kind)
+            .map(|r| r.delivery)
+            .expect("a row per kind")
+    })
 }
 
 /// 200 users over a 10 s day who talk to their contacts and in 8 groups (with [`SIGNALS`]:

@@ -3,3 +3,4 @@
 pub(crate) mod chat;
 mod failures;
 mod recovery;
+mod signals;

@@ -4,5 +4,6 @@ mod centrifuge;
 pub(crate) mod native;
 mod options;
 pub(crate) mod peer;
+mod signals;
 mod socketcluster;
 mod sync;

@@ -137,6 +137,7 @@ impl super::Driver for LoopbackDriver {
             receipts: true,
             typing: true,
             presence: true,
+            ..Signals::default()
         }
     }
 

@@ -113,6 +113,7 @@ impl super::Driver for NativeDriver {
             receipts: true,
             typing: true,
             presence: true,
+            ..Signals::default()
         }
     }
 

@@ -16,6 +16,18 @@
 
 use std::fmt::Write as _;
 
+use crate::driver::kit::json_map::template::Template;
+
+/// An event the driver emits: its name (as JSON text, with the opening of the argument
+/// array) and the template of its one argument.
+#[derive(Debug, Clone)]
+pub struct Emit {
+    /// `["name",` — the packet's data up to the argument.
+    pub open: String,
+    /// The argument.
+    pub payload: Template,
+}
+
 /// A Socket.IO packet type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -10,6 +10,7 @@
 //! | receive | the `message` event; the body at a JSON path of its first argument |
 //! | heartbeat | the server pings (`2`), the driver answers (`3`); its own heartbeat is a WebSocket ping |
 //! | fetch missed | connection state recovery: `pid` and `offset` in the reconnect's `auth`; the packets the server replays before `CONNECT` are the missed messages |
+//! | signals | the app's events (`receipt_event`, `typing_event`, `presence_event`, `contacts_event`; off until named) with the token in the payload; receipts to an away sender replayed by recovery ([`signals`]) |
 //! | close | the WebSocket closes without a namespace `DISCONNECT`, so the server keeps the session for recovery (with recovery off: `DISCONNECT` first) |
 //!
 //! The packet codec is this driver's own ([`codec`], why in its doc); templates and JSON
@@ -18,13 +19,16 @@
 pub mod codec;
 pub mod options;
 mod session;
+pub mod signals;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
 use self::options::{Options, NAME};
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::within;
 use crate::driver::kit::inbox::Inbox;
 use crate::driver::kit::json_map::template::Values;
@@ -116,6 +120,10 @@ impl super::Driver for SocketIoDriver {
             group_history: None,
             skips_history: false,
         }
+    }
+
+    fn signals(&self) -> Signals {
+        self.opts.signals.offered()
     }
 
     async fn connect(
@@ -284,5 +292,41 @@ mod tests {
         }
         let ev = interpreted(&mut st, "41").expect("closed");
         assert!(ev.starts_with("Closed"), "{ev}");
+    }
+
+    #[test]
+    fn signal_events_deliver_their_token() {
+        let table =
+            toml::from_str("receipt_event = 'read'\ntyping_event = 'typing'").expect("options");
+        let opts = Options::parse(&table, &<SocketIoDriver as super::super::Driver>::SPEC)
+            .expect("options");
+        let mut st = state();
+        let mut got = |text: &str| {
+            st.interpret_packet(&opts, text);
+            st.ready
+                .pop_front()
+                .and_then(|(ev, _)| ev)
+                .map(|ev| format!("{ev:?}"))
+        };
+        assert_eq!(
+            got(r#"42["read",{"from":"a","signal":"R1"},"20-0"]"#).as_deref(),
+            Some(r#"Delivered { body: "R1" }"#)
+        );
+        assert_eq!(
+            got(r#"42["typing",{"from":"a","state":"start","signal":"T1"},"21-0"]"#).as_deref(),
+            Some(r#"Delivered { body: "T1" }"#)
+        );
+        assert_eq!(
+            got(r#"42["typing",{"signal":""},"22-0"]"#),
+            None,
+            "nobody's"
+        );
+        let ev = got(r#"42["read",{"from":"a"},"23-0"]"#).expect("an error");
+        assert!(ev.contains("a signal without a token at `signal`"), "{ev}");
+        assert_eq!(
+            got(r#"42["presence",{"signal":"P1"},"24-0"]"#),
+            None,
+            "not named"
+        );
     }
 }

@@ -10,6 +10,9 @@ use crate::driver::kit::json_map::template::{Template, Var};
 use crate::driver::kit::options::Table;
 use crate::driver::{Endpoint, OptionError, Spec};
 
+use super::codec::Emit;
+use super::signals::{self, SignalEvents};
+
 /// The driver's name, as in `[target.socketio]`.
 pub const NAME: &str = "socketio";
 
@@ -49,16 +52,6 @@ const KEYS: &[&str] = &[
     "server_name",
 ];
 
-/// An event the driver emits: its name (as JSON text, with the opening of the argument
-/// array) and the template of its one argument.
-#[derive(Debug, Clone)]
-pub struct Emit {
-    /// `["name",` — the packet's data up to the argument.
-    pub open: String,
-    /// The argument.
-    pub payload: Template,
-}
-
 /// The resolved `[target.socketio]`.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -90,13 +83,16 @@ pub struct Options {
     pub body: Option<Path>,
     /// Where the sender is (own messages are not deliveries).
     pub from: Option<Path>,
+    /// Read receipts, typing, presence and contacts, each off until its event is named.
+    pub signals: SignalEvents,
 }
 
 impl Options {
     /// Reads `table` (the raw `[target.socketio]`); `spec` parses the extra URLs.
     pub fn parse(table: &toml::Table, spec: &Spec) -> Result<Self, OptionError> {
         let top = Table::new(table, NAME);
-        top.only(KEYS)?;
+        let keys: Vec<&str> = KEYS.iter().chain(&signals::KEYS).copied().collect();
+        top.only(&keys)?;
         let text = |key: &str, default: &str| -> Result<String, OptionError> {
             Ok(top.str(key)?.unwrap_or(default).to_owned())
         };
@@ -151,6 +147,7 @@ impl Options {
             welcome_event,
             body: path_or_whole("body", "body")?,
             from: path_or_whole("from", "from")?,
+            signals: SignalEvents::parse(&top)?,
         })
     }
 
@@ -276,6 +273,11 @@ mod tests {
         assert_eq!(o.welcome_event, None);
         let o = parse("welcome_event = 'hello'").expect("welcome");
         assert_eq!(o.welcome_event.as_deref(), Some("hello"));
+        let off = o.signals.offered();
+        assert!(
+            !off.receipts && !off.typing && !off.presence,
+            "signals are off by default"
+        );
     }
 
     #[test]
@@ -293,6 +295,19 @@ mod tests {
             ("message_event = ''", "target.socketio.message_event"),
             ("welcome_event = ''", "target.socketio.welcome_event"),
             ("welcome_event = 'message'", "target.socketio.welcome_event"),
+            ("receipt_event = ''", "target.socketio.receipt_event"),
+            ("typing = '{}'", "target.socketio.typing"),
+            ("presence_event = 'p'", "target.socketio.contacts_event"),
+            (
+                "receipt_event = 'x'\ntyping_event = 'x'",
+                "target.socketio.typing_event",
+            ),
+            (
+                "receipt_event = 'r'\nreceipt = '{\"t\":\"{state}\"}'",
+                "target.socketio.receipt",
+            ),
+            ("signal = 'a..b'", "target.socketio.signal"),
+            ("presence_ack = true", "target.socketio.presence_ack"),
         ] {
             let e = parse(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::codec::{Kind, Packet, Sio};
-use super::options::{Emit, Options, NAME};
+use super::codec::{Emit, Kind, Packet, Sio};
+use super::options::{Options, NAME};
 use super::{codec, Recovery, OFFSET_WAIT};
 use crate::driver::kit::exchange::{self, until_answer, Interpret};
 use crate::driver::kit::inbox::Inbox;
@@ -17,7 +17,7 @@ use crate::driver::kit::json_map::path::as_str;
 use crate::driver::kit::json_map::template::Values;
 use crate::driver::kit::json_map::{clip, now_ms, text_of};
 use crate::driver::kit::ws::{read_text, Ws};
-use crate::driver::{Dest, Event, Failure, Session};
+use crate::driver::{Dest, Event, Failure, Session, Signal};
 use crate::metrics::ErrorKind;
 
 /// What a session keeps besides its socket.
@@ -69,15 +69,22 @@ impl State {
         self.ready.push_back((Some(ev), None));
     }
 
-    /// The body an event delivers (when it is the message event and not the user's own),
-    /// and the offset it carries.
+    /// The body an event delivers (when it is the message event and not the user's own, or
+    /// the token of a signal event), and the offset it carries.
     pub(super) fn message(
         &self,
         opts: &Options,
         data: &str,
     ) -> Result<(Option<String>, Option<String>), String> {
         let (args, offset) = event_args(data, opts.recovery)?;
-        if as_str(args[0]).as_deref() != Some(opts.message_event.as_str()) {
+        let name = as_str(args[0]);
+        if name.as_deref().is_some_and(|n| opts.signals.is_signal(n)) {
+            let Some(payload) = args.get(1) else {
+                return Err(format!("signal `{}` without an argument", clip(data)));
+            };
+            return Ok((opts.signals.token(payload)?, offset));
+        }
+        if name.as_deref() != Some(opts.message_event.as_str()) {
             return Ok((None, offset));
         }
         let Some(payload) = args.get(1) else {
@@ -257,7 +264,7 @@ impl SocketIoSession {
     /// late user's presence) can be recovered: a session is only restored from an offset.
     /// With a `welcome_event` it waits for that event (up to the reply timeout), recording
     /// the offsets of other events on the way; without one, at most [`OFFSET_WAIT`] for any
-    /// event with an offset. Stops at a message event, whose offset would skip it.
+    /// event with an offset. Stops at a message or receipt event, whose offset would skip it.
     pub(super) async fn await_offset(&mut self) {
         let welcome = self.opts.welcome_event.clone();
         let limit = match welcome {
@@ -279,7 +286,10 @@ impl SocketIoSession {
                     continue;
                 };
                 let name = as_str(args[0]);
-                if name.as_deref() == Some(self.opts.message_event.as_str()) {
+                // Typing and presence are owed to no user going offline: passed over.
+                let delivers =
+                    |n: &str| n == self.opts.message_event || self.opts.signals.is_receipt(n);
+                if name.as_deref().is_some_and(delivers) {
                     return;
                 }
                 if offset.is_some() {
@@ -297,14 +307,15 @@ impl SocketIoSession {
         let _ = tokio::time::timeout(limit, wait).await;
     }
 
-    /// Queues the event `emit` with `vals`, asking for an ack when acks are on; returns
-    /// the ack id.
+    /// Queues the event `emit` with `vals`, asking for an ack when `ack`; returns the ack
+    /// id.
     pub(super) async fn emit(
         &mut self,
         emit: &Emit,
         vals: &Values<'_>,
+        ack: bool,
     ) -> Result<Option<u64>, Failure> {
-        let id = self.opts.ack.then(|| self.st.inbox.next_id());
+        let id = ack.then(|| self.st.inbox.next_id());
         let mut text = String::with_capacity(emit.open.len() + vals.body.len() + 64);
         codec::head(Kind::Event, &self.st.nsp, id, &mut text);
         text.push_str(&emit.open);
@@ -312,6 +323,36 @@ impl SocketIoSession {
         text.push(']');
         self.ws.write(Message::text(text)).await?;
         Ok(id)
+    }
+
+    /// Waits for the ack of emit `id` (`what` it did, for the error), up to the reply
+    /// timeout; everything else meanwhile is kept unread.
+    pub(super) async fn await_ack(
+        &mut self,
+        id: u64,
+        kind: ErrorKind,
+        what: &str,
+    ) -> Result<(), Failure> {
+        let limit = self.reply_timeout;
+        let nsp = self.st.nsp.clone();
+        let wait = until_answer(&mut self.ws, &mut self.st.inbox, |text, inbox| {
+            let ours = matches!(
+                codec::decode(text),
+                Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
+                    if got == id && n == nsp
+            );
+            if !ours {
+                inbox.hold(text.to_owned());
+            }
+            ours.then_some(())
+        });
+        match tokio::time::timeout(limit, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                kind,
+                format!("no ack of {what} within {limit:?}"),
+            )),
+        }
     }
 }
 
@@ -361,7 +402,7 @@ impl Session for SocketIoSession {
             body,
             ..Values::default()
         };
-        if let Some(id) = self.emit(emit, &vals).await? {
+        if let Some(id) = self.emit(emit, &vals, opts.ack).await? {
             self.st.inbox.expect_ack(id, tag);
         }
         Ok(())
@@ -390,31 +431,23 @@ impl Session for SocketIoSession {
             group,
             ..Values::default()
         };
-        let id = self.emit(&opts.join, &vals).await?;
+        let id = self.emit(&opts.join, &vals, opts.ack).await?;
         self.ws.flush().await?;
-        let Some(id) = id else {
-            return Ok(());
-        };
-        let limit = self.reply_timeout;
-        let nsp = self.st.nsp.clone();
-        let wait = until_answer(&mut self.ws, &mut self.st.inbox, |text, inbox| {
-            let ours = matches!(
-                codec::decode(text),
-                Ok(Packet::Message(Sio { kind: Kind::Ack, id: Some(got), nsp: n, .. }))
-                    if got == id && n == nsp
-            );
-            if !ours {
-                inbox.hold(text.to_owned());
+        match id {
+            Some(id) => {
+                let what = format!("joining {group}");
+                self.await_ack(id, ErrorKind::JoinFailed, &what).await
             }
-            ours.then_some(())
-        });
-        match tokio::time::timeout(limit, wait).await {
-            Ok(r) => r,
-            Err(_) => Err(Failure::new(
-                ErrorKind::JoinFailed,
-                format!("no ack of joining {group} within {limit:?}"),
-            )),
+            None => Ok(()),
         }
+    }
+
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        self.send_contacts(ids).await
+    }
+
+    async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
+        self.send_signal(tag, signal, token).await
     }
 
     async fn fetch_missed(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
@@ -427,6 +460,12 @@ impl Session for SocketIoSession {
     }
 
     async fn close(mut self) -> Recovery {
+        // Packets held while an ack was awaited (a `welcome` behind the contacts' ack) are
+        // judged now, for their offsets.
+        let opts = Arc::clone(&self.opts);
+        while let Some(text) = self.st.inbox.take_unread() {
+            self.st.interpret_packet(&opts, &text);
+        }
         // Offsets interpreted but not handed out count up to the first delivery not handed out.
         while let Some((ev, offset)) = self.st.ready.pop_front() {
             if matches!(ev, Some(Event::Delivered { .. })) {
@@ -436,10 +475,7 @@ impl Session for SocketIoSession {
                 self.st.recovery.offset = offset;
             }
         }
-        if self.opts.recovery
-            && self.st.recovery.offset.is_none()
-            && self.st.inbox.unread.is_empty()
-        {
+        if self.opts.recovery && self.st.recovery.offset.is_none() {
             self.await_offset().await;
         }
         if !self.opts.recovery {

@@ -17,9 +17,14 @@
 //! exactly as in the native driver ([`Cursors`]). Pages are read after the sequence number
 //! up to which the user has everything, following `page_more` (a flag or a cursor); a login
 //! before traffic notes where each conversation stands ([`Session::skip_history`](crate::driver::Session::skip_history)).
+//!
+//! Signals (read receipts, typing, presence, contacts) are templates too, carrying the
+//! engine's token as `{signal}`; pushed ones are recognised by one rule, and stored receipts
+//! are paged in the sync like one more conversation ([`signals`]).
 
 pub mod options;
 mod session;
+pub mod signals;
 mod sync;
 
 use std::collections::VecDeque;
@@ -27,7 +32,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use self::options::{Options, NAME};
-use super::{Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Spec, UserCtx};
+use super::{
+    Auth, AuthForm, Caps, Config, Connected, Failure, OptionError, Signals, Spec, UserCtx,
+};
 use crate::driver::kit::connect::within;
 use crate::driver::kit::cursors::Cursors;
 use crate::driver::kit::inbox::Inbox;
@@ -85,6 +92,10 @@ impl super::Driver for WsJsonDriver {
             group_history: None,
             skips_history: self.opts.sync.is_some(),
         }
+    }
+
+    fn signals(&self) -> Signals {
+        self.opts.signals.offered()
     }
 
     async fn connect(
@@ -208,5 +219,103 @@ mod tests {
             assert!(ev.starts_with("ProtocolError"), "{odd:?}: {ev}");
         }
         assert!(st.inbox.pending.is_empty());
+    }
+
+    /// The `[target.ws-json]` of the shipped signals scenario, with `edit` applied.
+    fn signal_table(edit: impl Fn(&mut toml::Table)) -> toml::Table {
+        let text = include_str!("../../../scenarios/ws-json-signals.toml");
+        let root: toml::Table = toml::from_str(text).expect("scenario");
+        let mut t = root["target"]["ws-json"]
+            .as_table()
+            .expect("ws-json")
+            .clone();
+        edit(&mut t);
+        t
+    }
+
+    /// A change to the options.
+    type Edit = fn(&mut toml::Table);
+
+    fn parse_signals(t: &toml::Table) -> Result<Options, String> {
+        Options::parse(t, &["direct", "group"]).map_err(|e| e.key)
+    }
+
+    #[test]
+    fn signal_options_that_cannot_work_name_their_key() {
+        let opts = parse_signals(&signal_table(|_| {})).expect("the shipped options");
+        let offered = opts.signals.offered();
+        assert!(offered.receipts && offered.typing && offered.presence);
+        let cases: [(&str, Edit); 5] = [
+            ("target.ws-json.signal", |t| {
+                t.remove("signal");
+                t.remove("sync");
+            }),
+            ("target.ws-json.contacts", |t| {
+                t.remove("contacts");
+            }),
+            ("target.ws-json.receipt", |t| {
+                t.insert("receipt".into(), r#"{"note":"{signal}"}"#.into());
+            }),
+            ("target.ws-json.group_receipt", |t| {
+                t.remove("group_receipt");
+            }),
+            ("target.ws-json.signal.seq", |t| {
+                if let Some(toml::Value::Table(s)) = t.get_mut("signal") {
+                    s.remove("seq");
+                }
+            }),
+        ];
+        for (key, edit) in cases {
+            assert_eq!(
+                parse_signals(&signal_table(edit)).err().as_deref(),
+                Some(key),
+                "{key}"
+            );
+        }
+        let none = parse_signals(&signal_table(|t| {
+            for k in ["contacts", "receipt", "group_receipt", "typing", "presence"] {
+                t.remove(k);
+            }
+            t.remove("receipt_ok");
+        }))
+        .expect("no signals");
+        assert!(!none.signals.offered().receipts);
+    }
+
+    #[test]
+    fn pushed_signals_deliver_their_token_once_and_receipts_are_accepted() {
+        let opts = parse_signals(&signal_table(|_| {})).expect("options");
+        let mut st = State {
+            user: "me".to_owned(),
+            inbox: Inbox {
+                pending: VecDeque::from([(4, 40)]),
+                ..Inbox::default()
+            },
+            ready: VecDeque::new(),
+            cursors: Cursors::default(),
+            groups: Vec::new(),
+        };
+        // Receipt 2 came by a fetch already.
+        st.cursors.with(signals::RECEIPTS, |s| s.mark(2));
+        let mut got = |doc: &str| {
+            st.interpret_doc(&opts, doc);
+            st.ready.pop_front().map(|ev| format!("{ev:?}"))
+        };
+        assert_eq!(
+            got(r#"{"type":"ok","ref":4}"#).as_deref(),
+            Some("Accepted { tag: 40 }")
+        );
+        let receipt =
+            r#"{"type":"receipt","from":"b","conv":"d:b:me","note":"R1","rseq":1,"ts":0}"#;
+        assert_eq!(got(receipt).as_deref(), Some(r#"Delivered { body: "R1" }"#));
+        let fetched = receipt
+            .replace("R1", "R2")
+            .replace(r#""rseq":1"#, r#""rseq":2"#);
+        assert_eq!(got(&fetched), None, "fetched already");
+        let presence = r#"{"type":"presence","from":"b","status":"offline","note":"","ts":0}"#;
+        assert_eq!(got(presence), None, "the server's own presence is nobody's");
+        let typing =
+            r#"{"type":"typing","from":"b","conv":"d:b:me","state":"start","note":"T9","ts":0}"#;
+        assert_eq!(got(typing).as_deref(), Some(r#"Delivered { body: "T9" }"#));
     }
 }

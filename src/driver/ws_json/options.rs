@@ -10,6 +10,8 @@ use crate::driver::kit::json_map::{clip, text_of};
 use crate::driver::kit::options::Table;
 use crate::driver::OptionError;
 
+use super::signals::SignalOptions;
+
 /// The driver's name, as in `[target.ws-json]`.
 pub const NAME: &str = "ws-json";
 
@@ -122,6 +124,23 @@ pub struct SyncRule {
     pub item_seq: Path,
     /// Where a message's sender is.
     pub item_from: Option<Path>,
+    /// The user's stored read receipts, paged as messages are.
+    pub receipts: Option<ReceiptPages>,
+}
+
+/// Fetching the read receipts the server stored for the user (`sync.receipts…`).
+#[derive(Debug, Clone)]
+pub struct ReceiptPages {
+    /// The request of one page (`{after}`: the receipt inbox's last sequence number seen).
+    pub page: Template,
+    /// Where the array of receipts is in the reply.
+    pub items: Path,
+    /// What holds `items` when it has more than one step (as `page_items_holder`).
+    pub items_holder: Option<Path>,
+    /// Where a receipt's token is.
+    pub token: Path,
+    /// Where a receipt's sequence number in the inbox is (as pushed at `signal.seq`).
+    pub seq: Path,
 }
 
 /// The resolved `[target.ws-json]`.
@@ -159,6 +178,8 @@ pub struct Options {
     pub ignore: Vec<Matcher>,
     /// Fetching missed messages.
     pub sync: Option<SyncRule>,
+    /// Signals: their frames and the rule of pushed ones.
+    pub signals: SignalOptions,
     /// The top-level keys of the paths every received frame is interpreted by.
     pub index: Index,
 }
@@ -181,6 +202,14 @@ const KEYS: &[&str] = &[
     "ping",
     "ignore",
     "sync",
+    "contacts",
+    "receipt",
+    "group_receipt",
+    "typing",
+    "group_typing",
+    "presence",
+    "receipt_ok",
+    "signal",
     // For wss://, read by the shared WebSocket transport (`ws::TLS_KEYS`).
     "ca_file",
     "server_name",
@@ -198,6 +227,7 @@ impl Options {
         let ping = ping_rule(&top)?;
         let ignore = ignore_rules(table, &top)?;
         let login_ok = login_ok_rule(&top)?;
+        let signals = SignalOptions::parse(&top, ack.is_some())?;
         let opts = Options {
             lines: top.bool("lines")?,
             reply_id: top.path("reply_id")?,
@@ -218,6 +248,7 @@ impl Options {
                 Some(t) => Some(sync(&t)?),
                 None => None,
             },
+            signals,
             index: Index::default(),
         };
         opts.check(&top, kinds)?;
@@ -269,6 +300,7 @@ impl Options {
         for m in &mut self.ignore {
             matcher(m, &mut index);
         }
+        self.signals.index(&mut index);
         self.index = index;
     }
 
@@ -302,6 +334,7 @@ impl Options {
                  message and where its body is (`[target.ws-json.push]` with `when` and `body`)",
             ));
         }
+        self.check_signals(top, kinds)?;
         let replies = !self.join.is_empty()
             || !self.after_login.is_empty()
             || self.ack.is_some()
@@ -351,7 +384,6 @@ impl Options {
     }
 }
 
-/// Reads `[target.ws-json.sync]`.
 /// `[target.ws-json.error]`: how a refusal is recognised, and its reason.
 fn error_rule(top: &Table<'_>) -> Result<Option<ErrorRule>, OptionError> {
     Ok(match top.sub("error")? {
@@ -468,6 +500,26 @@ fn ignore_rules(table: &toml::Table, top: &Table<'_>) -> Result<Vec<Matcher>, Op
     })
 }
 
+/// `sync.receipts…`: paging the user's stored read receipts.
+fn receipt_pages(t: &Table<'_>) -> Result<Option<ReceiptPages>, OptionError> {
+    let Some(page) = t.template("receipts", PAGE_VARS)? else {
+        let stray = ["receipts_items", "receipts_token", "receipts_seq"];
+        if let Some(k) = stray.into_iter().find(|k| t.t.contains_key(*k)) {
+            return Err(t.bad(k, "applies to `receipts`, which is not given"));
+        }
+        return Ok(None);
+    };
+    let items = t.need_path("receipts_items")?;
+    Ok(Some(ReceiptPages {
+        page,
+        items_holder: items.parent(),
+        items,
+        token: t.need_path("receipts_token")?,
+        seq: t.need_path("receipts_seq")?,
+    }))
+}
+
+/// Reads `[target.ws-json.sync]`.
 fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
     t.only(&[
         "list",
@@ -482,6 +534,10 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
         "item_body",
         "item_seq",
         "item_from",
+        "receipts",
+        "receipts_items",
+        "receipts_token",
+        "receipts_seq",
     ])?;
     let list = match t.template("list", PLAIN_VARS)? {
         Some(request) => Some(ListRule {
@@ -511,6 +567,7 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
         ));
     }
     let page_items = t.need_path("page_items")?;
+    let receipts = receipt_pages(t)?;
     Ok(SyncRule {
         list,
         convs: t.templates("convs", &[Var::User], false)?,
@@ -524,10 +581,46 @@ fn sync(t: &Table<'_>) -> Result<SyncRule, OptionError> {
         item_body: t.need_path("item_body")?,
         item_seq: t.need_path("item_seq")?,
         item_from: t.path("item_from")?,
+        receipts,
     })
 }
 
 impl Options {
+    /// What the signal keys need of the traffic and of `sync`.
+    fn check_signals(&self, top: &Table<'_>, kinds: &[&str]) -> Result<(), OptionError> {
+        if kinds.contains(&"group")
+            && self.signals.receipt.is_some()
+            && self.signals.group_receipt.is_none()
+        {
+            return Err(top.bad(
+                "group_receipt",
+                "is required with `receipt` and `group` traffic: the frame of a read receipt \
+                 for a group message (`{to}` is its sender, `{group}` the group)",
+            ));
+        }
+        if kinds.contains(&"group")
+            && self.signals.typing.is_some()
+            && self.signals.group_typing.is_none()
+        {
+            return Err(top.bad(
+                "group_typing",
+                "is required with `typing` and `group` traffic: the frame of a typing notice \
+                 into a group (`{group}`, `{state}`)",
+            ));
+        }
+        let pushed_seq = self.signals.push.as_ref().is_some_and(|p| p.seq.is_some());
+        let fetched = self.sync.as_ref().is_some_and(|s| s.receipts.is_some());
+        if fetched && !pushed_seq {
+            return Err(OptionError {
+                key: format!("{}.signal.seq", top.at),
+                msg: "is required with `sync.receipts`: a receipt both pushed and fetched is \
+                      told apart from a duplicate by its sequence number"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The reason of `doc` when it is an error frame.
     pub(super) fn error_reason<D: Doc + ?Sized>(&self, doc: &str, root: &D) -> Option<String> {
         let rule = self.error.as_ref()?;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::options::{AckRule, Options, PushRule, NAME};
+use super::signals::{SignalRule, RECEIPTS};
 use super::WsJsonDriver;
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::kit::exchange::{self, until_answer, Interpret};
@@ -17,7 +18,7 @@ use crate::driver::kit::json_map::path::{self, as_str, Frame};
 use crate::driver::kit::json_map::template::{Template, Values};
 use crate::driver::kit::json_map::{clip, credentials, now_ms, text_of};
 use crate::driver::kit::ws::Ws;
-use crate::driver::{Dest, Event, Failure, Session, UserCtx};
+use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 
 impl WsJsonDriver {
@@ -124,8 +125,18 @@ impl State {
                 return self.ready.push_back(Event::Accepted { tag });
             }
         }
+        let receipt_ok = opts.signals.receipt_ok.as_ref();
+        if receipt_ok.is_some_and(|m| m.matches(doc, frame)) {
+            if let Some(tag) = id().and_then(|id| self.inbox.take_ack(id)) {
+                return self.ready.push_back(Event::Accepted { tag });
+            }
+        }
         if let Some(push) = opts.push.as_ref().filter(|p| p.matcher.matches(doc, frame)) {
             return self.pushed(push, doc, frame);
+        }
+        let signal = opts.signals.push.as_ref();
+        if let Some(rule) = signal.filter(|r| r.matcher.matches(doc, frame)) {
+            return self.pushed_signal(rule, doc, frame);
         }
         if opts
             .ping
@@ -397,6 +408,14 @@ impl Session for WsJsonSession {
         Ok(())
     }
 
+    async fn contacts(&mut self, ids: &[&str]) -> Result<(), Failure> {
+        self.send_contacts(ids).await
+    }
+
+    async fn signal(&mut self, tag: u64, signal: Signal<'_>, token: &str) -> Result<(), Failure> {
+        self.send_signal(tag, signal, token).await
+    }
+
     async fn skip_history(&mut self) -> Result<(), Failure> {
         self.note_history().await
     }
@@ -427,5 +446,27 @@ impl Session for WsJsonSession {
 
     fn into_resume(self) -> Cursors {
         self.st.cursors
+    }
+}
+
+impl State {
+    /// A pushed signal: its token is delivered unless it is empty (nobody's) or a stored
+    /// receipt a fetch already gave.
+    pub(super) fn pushed_signal(&mut self, rule: &SignalRule, doc: &str, frame: &Frame<'_>) {
+        if let Some(seq) = rule.seq.as_ref().and_then(|p| p.u64(frame)) {
+            if self.cursors.with(RECEIPTS, |s| s.push(seq)) == Push::Synced {
+                return;
+            }
+        }
+        match rule.token.with(frame, |v| v.map(text_of)) {
+            Some(token) if token.is_empty() => {}
+            Some(token) => self
+                .ready
+                .push_back(Event::Delivered { body: token.into() }),
+            None => self.ready.push_back(Event::ProtocolError(Failure::new(
+                ErrorKind::Protocol,
+                format!("signal without a token at `{}`: {}", rule.token, clip(doc)),
+            ))),
+        }
     }
 }

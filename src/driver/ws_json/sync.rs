@@ -1,7 +1,9 @@
 //! Fetching missed messages (`[target.ws-json.sync]`): the user's conversations, then pages
 //! of each after the sequence number up to which the user has everything ([`Cursors`]),
-//! following `page_more` (a flag, or a cursor passed on as `{next}`); and noting, before
-//! traffic, where each conversation stands ([`Session::skip_history`]).
+//! following `page_more` (a flag, or a cursor passed on as `{next}`); then the user's
+//! stored read receipts (`sync.receipts`), paged the same way after the last one seen; and
+//! noting, before traffic, where each conversation and the receipts stand
+//! ([`Session::skip_history`]).
 //!
 //! [`Session::skip_history`]: crate::driver::Session::skip_history
 
@@ -10,9 +12,11 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::options;
+use super::signals::RECEIPTS;
 use super::WsJsonSession;
 use crate::driver::kit::cursors::Cursors;
-use crate::driver::kit::json_map::template::Values;
+use crate::driver::kit::json_map::path::Path;
+use crate::driver::kit::json_map::template::{Template, Values};
 use crate::driver::kit::json_map::{clip, path, text_of};
 use crate::driver::Failure;
 use crate::metrics::ErrorKind;
@@ -29,7 +33,7 @@ impl WsJsonSession {
                 None => self.read_conv(&conv, None, None).await?,
             }
         }
-        Ok(())
+        self.read_receipts(None).await
     }
 
     /// [`Session::fetch_missed`]: every conversation read on from where the user has
@@ -40,7 +44,7 @@ impl WsJsonSession {
         for (conv, last) in self.conversations().await? {
             self.read_conv(&conv, last, Some(out)).await?;
         }
-        Ok(())
+        self.read_receipts(Some(out)).await
     }
 
     /// The conversations to sync and their latest sequence numbers (when known).
@@ -97,6 +101,49 @@ impl WsJsonSession {
         &mut self,
         conv: &str,
         last: Option<u64>,
+        out: Option<&mut Vec<String>>,
+    ) -> Result<(), Failure> {
+        let opts = Arc::clone(&self.opts);
+        let Some(sync) = &opts.sync else {
+            return Ok(());
+        };
+        let pages = Pages {
+            items: &sync.page_items,
+            holder: sync.page_items_holder.as_ref(),
+            key: "page_items",
+            body: &sync.item_body,
+            seq: &sync.item_seq,
+            from: sync.item_from.as_ref(),
+        };
+        self.read_pages(&sync.page, &pages, conv, last, out).await
+    }
+
+    /// Pages through the user's stored read receipts (`sync.receipts`) after the last one
+    /// seen, as [`Self::read_conv`] pages a conversation: their tokens to `out`.
+    async fn read_receipts(&mut self, out: Option<&mut Vec<String>>) -> Result<(), Failure> {
+        let opts = Arc::clone(&self.opts);
+        let Some(r) = opts.sync.as_ref().and_then(|s| s.receipts.as_ref()) else {
+            return Ok(());
+        };
+        let pages = Pages {
+            items: &r.items,
+            holder: r.items_holder.as_ref(),
+            key: "receipts_items",
+            body: &r.token,
+            seq: &r.seq,
+            from: None,
+        };
+        self.read_pages(&r.page, &pages, RECEIPTS, None, out).await
+    }
+
+    /// Requests pages of `key` (a conversation, or the receipt inbox) with `request` after
+    /// the sequence number up to which the user has everything, up to `last` when known.
+    async fn read_pages(
+        &mut self,
+        request: &Template,
+        pages: &Pages<'_>,
+        key: &str,
+        last: Option<u64>,
         mut out: Option<&mut Vec<String>>,
     ) -> Result<(), Failure> {
         let opts = Arc::clone(&self.opts);
@@ -104,30 +151,31 @@ impl WsJsonSession {
             return Ok(());
         };
         let user = self.st.user.clone();
-        let mut after = self.st.cursors.upto(conv);
+        let mut after = self.st.cursors.upto(key);
         let mut next = String::new();
         while last.is_none_or(|l| after < l) {
             let vals = Values {
                 user: &user,
-                conv,
+                conv: key,
                 after,
                 next: &next,
                 ..Values::default()
             };
-            let reply = self.call(&sync.page, vals).await?;
+            let reply = self.call(request, vals).await?;
             if let Some(reason) = opts.error_of(&reply) {
+                let what = if key == RECEIPTS { "receipts" } else { key };
                 return Err(Failure::new(
                     ErrorKind::Protocol,
-                    format!("sync of {conv}: {reason}"),
+                    format!("sync of {what}: {reason}"),
                 ));
             }
             let root = path::parse(&reply).map_err(|e| unreadable(&e, &reply))?;
             let cursors = &mut self.st.cursors;
-            let top = items_of(sync, root, &reply, |items| {
-                page(sync, items, conv, &user, after, cursors, out.as_deref_mut())
+            let top = items_of(pages, root, &reply, |items| {
+                page(pages, items, key, &user, after, cursors, out.as_deref_mut())
             })?;
             // A page holds every message between its ends, whatever their numbers.
-            cursors.with(conv, |s| s.cover(top));
+            cursors.with(key, |s| s.cover(top));
             let more;
             (more, next) = more_of(sync, root);
             if top <= after || !more {
@@ -139,10 +187,26 @@ impl WsJsonSession {
     }
 }
 
+/// How the items of one kind of page are read.
+struct Pages<'a> {
+    /// Where the array is in the reply.
+    items: &'a Path,
+    /// What holds `items` when it has more than one step.
+    holder: Option<&'a Path>,
+    /// The option naming `items`, for errors.
+    key: &'static str,
+    /// Where an item's body (or token) is.
+    body: &'a Path,
+    /// Where an item's sequence number is.
+    seq: &'a Path,
+    /// Where an item's sender is.
+    from: Option<&'a Path>,
+}
+
 /// Takes the messages of one sync page of `conv` (what was not seen yet into `out`, when
 /// given) and returns the highest sequence number in it (`after` when it is empty).
 fn page(
-    sync: &options::SyncRule,
+    sync: &Pages<'_>,
     items: &[&RawValue],
     conv: &str,
     user: &str,
@@ -152,12 +216,12 @@ fn page(
 ) -> Result<u64, Failure> {
     let mut top = after;
     for item in items {
-        let Some(seq) = sync.item_seq.u64(item) else {
+        let Some(seq) = sync.seq.u64(item) else {
             return Err(Failure::new(
                 ErrorKind::Protocol,
                 format!(
                     "no sequence number at `{}` in {}",
-                    sync.item_seq,
+                    sync.seq,
                     clip(item.get())
                 ),
             ));
@@ -167,16 +231,15 @@ fn page(
             continue;
         };
         let own = sync
-            .item_from
-            .as_ref()
+            .from
             .is_some_and(|p| p.string(item).is_some_and(|f| f == user));
         if cursors.with(conv, |s| s.mark(seq)) && !own {
-            match sync.item_body.with(item, |v| v.map(text_of)) {
+            match sync.body.with(item, |v| v.map(text_of)) {
                 Some(body) => out.push(body),
                 None => {
                     return Err(Failure::new(
                         ErrorKind::Protocol,
-                        format!("no body at `{}` in {}", sync.item_body, clip(item.get())),
+                        format!("no body at `{}` in {}", sync.body, clip(item.get())),
                     ))
                 }
             }
@@ -190,28 +253,25 @@ fn page(
 /// Centrifuge's `history` does). A path that matches nothing else is a protocol error: a
 /// wrong path would otherwise read every page as empty.
 fn items_of<R>(
-    sync: &options::SyncRule,
+    sync: &Pages<'_>,
     root: &RawValue,
     reply: &str,
     f: impl FnOnce(&[&RawValue]) -> Result<R, Failure>,
 ) -> Result<R, Failure> {
-    let holder = || {
-        sync.page_items_holder
-            .as_ref()
-            .is_some_and(|h| h.exists(root))
-    };
-    sync.page_items.with_items(root, |items| match items {
+    let holder = || sync.holder.is_some_and(|h| h.exists(root));
+    sync.items.with_items(root, |items| match items {
         Some(Some(items)) => f(items),
         None if holder() => f(&[]),
         Some(None) => Err(Failure::new(
             ErrorKind::Protocol,
-            format!("no array at `{}` in {}", sync.page_items, clip(reply)),
+            format!("no array at `{}` in {}", sync.items, clip(reply)),
         )),
         None => Err(Failure::new(
             ErrorKind::Protocol,
             format!(
-                "`page_items` = `{}` matches nothing in the page reply {}",
-                sync.page_items,
+                "`{}` = `{}` matches nothing in the page reply {}",
+                sync.key,
+                sync.items,
                 clip(reply)
             ),
         )),

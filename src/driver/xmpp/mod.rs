@@ -235,6 +235,7 @@ impl super::Driver for XmppDriver {
             receipts: true,
             typing: true,
             presence: true,
+            ..Signals::default()
         }
     }
 

@@ -171,6 +171,11 @@ impl<D: Driver> Vu<D> {
             }
         }
         self.presence(session, true).await;
+        // Out now: what follows a login may write nothing for a while (a fetch that is
+        // local, as Socket.IO's recovery replay is).
+        if let Err(f) = session.flush().await {
+            self.error(f.kind, format!("publishing presence: {}", f.detail));
+        }
     }
 
     /// Before a planned logout: the contacts learn the user goes offline; the session's

@@ -1,10 +1,11 @@
 //! Mapping an application's JSON protocol onto the driver interface, shared by the drivers
 //! whose protocol is described in the scenario (`ws-json`, `socketio`): frame templates
 //! with placeholders ([`template`]), JSON paths and the conditions built on them
-//! ([`path`]), and small helpers; the options table they are read from is
+//! ([`path`]), the values of a signal's template ([`signal`]), and small helpers; the options table they are read from is
 //! the kit's `options::Table`.
 
 pub mod path;
+pub mod signal;
 mod table;
 pub mod template;
 

@@ -36,10 +36,22 @@ pub enum Var {
     After,
     /// The cursor the previous sync page gave at `page_more` (empty on the first page).
     Next,
+    /// A signal's token (read receipt, typing, presence), handed back by its recipients.
+    Signal,
+    /// The user's contacts: a JSON array of wire ids, written as it is (`"add":{contacts}`).
+    Contacts,
+    /// Of the two users of a direct conversation, the id that sorts first.
+    Low,
+    /// Of the two users of a direct conversation, the id that sorts last.
+    High,
+    /// A typing notice's state: `start` or `stop`.
+    State,
+    /// A presence's status: `online` or `offline`.
+    Status,
 }
 
 /// Every placeholder, for error messages and lookup.
-const ALL: [(Var, &str); 12] = [
+const ALL: [(Var, &str); 18] = [
     (Var::User, "user"),
     (Var::Token, "token"),
     (Var::Username, "username"),
@@ -52,6 +64,12 @@ const ALL: [(Var, &str); 12] = [
     (Var::Conv, "conv"),
     (Var::After, "after"),
     (Var::Next, "next"),
+    (Var::Signal, "signal"),
+    (Var::Contacts, "contacts"),
+    (Var::Low, "low"),
+    (Var::High, "high"),
+    (Var::State, "state"),
+    (Var::Status, "status"),
 ];
 
 impl Var {
@@ -86,6 +104,18 @@ pub struct Values<'a> {
     pub after: u64,
     /// `{next}`.
     pub next: &'a str,
+    /// `{signal}`.
+    pub signal: &'a str,
+    /// `{contacts}`: JSON text, written unescaped.
+    pub contacts: &'a str,
+    /// `{low}`.
+    pub low: &'a str,
+    /// `{high}`.
+    pub high: &'a str,
+    /// `{state}`.
+    pub state: &'a str,
+    /// `{status}`.
+    pub status: &'a str,
 }
 
 /// Values that fill a template for its JSON check.
@@ -101,6 +131,12 @@ const SAMPLE: Values<'static> = Values {
     conv: "c",
     after: 0,
     next: "",
+    signal: "R1",
+    contacts: r#"["u2"]"#,
+    low: "u1",
+    high: "u2",
+    state: "start",
+    status: "online",
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -194,9 +230,15 @@ impl Template {
         Ok(Template { segs, lit_len })
     }
 
+    /// Whether it names `var`.
+    pub fn uses(&self, var: Var) -> bool {
+        self.segs.contains(&Seg::Var(var))
+    }
+
     /// The filled template, in a string of the right size.
     pub fn fill(&self, v: &Values<'_>, now_ms: u64) -> String {
-        let mut out = String::with_capacity(self.lit_len + v.body.len() + 48);
+        let extra = v.body.len() + v.contacts.len();
+        let mut out = String::with_capacity(self.lit_len + extra + 48);
         self.render(v, now_ms, &mut out);
         out
     }
@@ -216,6 +258,12 @@ impl Template {
                     Var::Body => escape(v.body, out),
                     Var::Conv => escape(v.conv, out),
                     Var::Next => escape(v.next, out),
+                    Var::Signal => escape(v.signal, out),
+                    Var::Contacts => out.push_str(v.contacts),
+                    Var::Low => escape(v.low, out),
+                    Var::High => escape(v.high, out),
+                    Var::State => escape(v.state, out),
+                    Var::Status => escape(v.status, out),
                     Var::ReqId => {
                         let _ = write!(out, "{}", v.req_id);
                     }

@@ -14,6 +14,7 @@ pub(in crate::driver::script) fn offered(entry: &crate::driver::script::vm::Entr
         receipts: entry.receipt.is_some(),
         typing: entry.typing.is_some(),
         presence: entry.presence.is_some(),
+        ..Signals::default()
     }
 }
 
