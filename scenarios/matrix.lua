@@ -61,11 +61,19 @@ local function sync_now(u, since)
   return u:http("GET", path, nil, auth(u))
 end
 
--- The rooms a sync answer invites the user to, noted for joining.
+-- The rooms a sync answer invites the user to, noted for joining (until a join is
+-- answered: an invitation comes in one sync answer only, and a join sent just before the
+-- connection broke may never have reached the server).
 local function note_invites(u, s)
   for room in pairs(s.rooms and s.rooms.invite or {}) do
-    if not u.kept.dms[room] then u.state.invited[room] = true end
+    if not u.kept.dms[room] then u.kept.invited[room] = true end
   end
+end
+
+-- `room` joined: one of the user's 1:1 rooms.
+local function joined(u, room)
+  u.kept.dms[room] = true
+  u.kept.invited[room] = nil
 end
 
 function login(u)
@@ -73,8 +81,8 @@ function login(u)
   u.kept.rooms = u.kept.rooms or {}
   u.kept.dms = u.kept.dms or {}    -- room id → true: the 1:1 rooms the user is in
   u.kept.peers = u.kept.peers or {} -- peer's user id → the pair's room id
-  u.state.invited = {}  -- room id → true: invitations to join before a catch-up
-  u.state.joining = {}  -- room id → true: invitations a poll brought, joins sent
+  u.kept.invited = u.kept.invited or {} -- room id → true: invitations not yet joined
+  u.state.joining = {}  -- room id → true: joins sent on this connection, not answered
   if u.kept.token == nil then log_in(u) end
   -- A returning user goes on from its kept since token (its fetch catches up from there);
   -- a new one starts where its timeline stands now.
@@ -122,14 +130,14 @@ function open(u, to)
       preset = "trusted_private_chat", invite = { "@" .. to .. ":" .. server() } }), auth(u))
     if r.status ~= 200 then refuse("createRoom: HTTP " .. r.status .. " " .. r.body) end
     local room = dec(r.body).room_id
-    u.kept.dms[room] = true
+    joined(u, room)
     u:publish(key, room)
   end
   local room = u:lookup(key)
   if not u.kept.dms[room] then
     local r = u:http("POST", API .. "/join/" .. codec.url_encode(room), "{}", auth(u))
     if r.status ~= 200 then refuse("join: HTTP " .. r.status .. " " .. r.body) end
-    u.kept.dms[room] = true
+    joined(u, room)
   end
   u.kept.peers[to] = room
 end
@@ -183,12 +191,11 @@ end
 
 -- Joins the rooms the user is invited to (waiting for each answer).
 local function join_invited(u)
-  for room in pairs(u.state.invited) do
+  for room in pairs(u.kept.invited) do
     local r = u:http("POST", API .. "/join/" .. codec.url_encode(room), "{}", auth(u))
     if r.status ~= 200 then error("join: HTTP " .. r.status .. " " .. r.body) end
-    u.kept.dms[room] = true
+    joined(u, room)
   end
-  u.state.invited = {}
 end
 
 -- Hands over every room's missed messages from one sync answer, oldest first: a room
@@ -218,7 +225,7 @@ local function catch_up(u)
     deliver_sync(u, s)
     note_invites(u, s)
     u.kept.since = s.next_batch
-    if next(u.state.invited) == nil then return end
+    if next(u.kept.invited) == nil then return end
     join_invited(u)
   end
 end
@@ -246,7 +253,7 @@ function receive(u, body, kind, meta)
     local room = type(meta.ref) == "string" and meta.ref:match("^join:(.*)$")
     if room then
       if meta.status ~= 200 then return { protocol = "join: HTTP " .. meta.status .. " " .. body } end
-      u.kept.dms[room] = true
+      joined(u, room)
       return nil
     end
     if meta.status == 200 then return { ack = meta.ref } end
@@ -256,14 +263,16 @@ function receive(u, body, kind, meta)
     local s = dec(body)
     u.kept.since = s.next_batch
     -- An invitation to a 1:1 room: joined at once (its messages come in the next answers).
-    for room in pairs(s.rooms and s.rooms.invite or {}) do
-      if not u.kept.dms[room] and not u.state.joining[room] then
+    note_invites(u, s)
+    for room in pairs(u.kept.invited) do
+      if not u.state.joining[room] then
         u.state.joining[room] = true
         u:request("POST", API .. "/join/" .. codec.url_encode(room), "{}", auth(u), "join:" .. room)
       end
     end
     local out = {}
-    for _, room in pairs(s.rooms and s.rooms.join or {}) do
+    for id, room in pairs(s.rooms and s.rooms.join or {}) do
+      if u.kept.invited[id] then joined(u, id) end
       for _, e in ipairs(room.timeline and room.timeline.events or {}) do
         local m = message(u, e)
         if m then out[#out + 1] = m end

@@ -10,7 +10,9 @@ use super::{distinct, target};
 use crate::common::run::{run_text, Work};
 
 /// A few seconds of 1:1 traffic with Synapse killed at 5 s and started again (it listens
-/// 2–10 s later; its users are offline meanwhile, so `min_online` is relaxed). What the
+/// 2–10 s later; its users are offline meanwhile, so `min_online` is relaxed, and so are
+/// `min_verified` for the sends the kill refused, and `max_repaired_rate` for a message
+/// Synapse stored as it died and a receiver got only from the final verification). What the
 /// ledger counts accepted is in the database; what it counts refused is either not there
 /// or there and delivered (Synapse stored it but died before answering); every stored
 /// message reached its receiver exactly once.
@@ -29,7 +31,7 @@ async fn a_killed_and_restarted_synapse_holds_what_the_ledger_counts() {
          rate = 10\nduration = \"18s\"\n\n\
          [[chaos]]\naction = \"restart\"\nat = \"5s\"\nstart = \"{}\"\n\n\
          [checks]\nmax_lost = 0\nmax_duplicated = 0\nmax_send_error_rate = 0.5\n\
-         min_online = 0.3\n",
+         min_online = 0.3\nmin_verified = 0.5\nmax_repaired_rate = 0.1\n",
         target(&synapse),
         synapse.start_command()
     );
