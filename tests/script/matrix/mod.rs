@@ -69,6 +69,11 @@ async fn the_shipped_matrix_scenario_delivers_exactly_once_and_synapse_agrees() 
             &format!("target.url=\"http://127.0.0.1:{}\"", synapse.port),
             "--set",
             &format!("target.script.vars.shared_secret=\"{}\"", synapse.secret),
+            // What this test pins is the ledger, not Synapse's pace on a shared machine.
+            "--set",
+            "checks.max_send_lag=\"60s\"",
+            "--set",
+            "drain=\"10s\"",
         ],
     )
     .await;
@@ -113,14 +118,14 @@ async fn churning_matrix_users_catch_up_exactly_from_their_kept_since_token() {
     let (synapse, _turn) = synapse::shared().await;
     let work = Work::new();
     let text = format!(
-        "name = \"matrix-churn\"\nseed = 12\ndrain = \"5s\"\n\n{}\n\
+        "name = \"matrix-churn\"\nseed = 12\ndrain = \"10s\"\n\n{}\n\
          [population]\nusers = 12\nprefix = \"c\"\nlogin_rate = 50\n\
          churn = {{ count = 4, offline_at = \"2s\", back_at = \"4s\" }}\n\n\
          [[traffic]]\nname = \"rooms\"\nkind = \"group\"\ngroups = 1\ngroup_size = 8\n\
          senders_per_group = 2\nrate = 5\nduration = \"5s\"\n\n\
          [[traffic]]\nname = \"dm\"\nkind = \"direct\"\nsenders = 2\nreceivers = 4\n\
          rate = 5\nduration = \"5s\"\n\n\
-         [checks]\nmax_lost = 0\nmax_duplicated = 0\nmax_reordered = 0\nmax_send_lag = \"5s\"\n",
+         [checks]\nmax_lost = 0\nmax_duplicated = 0\nmax_reordered = 0\nmax_send_lag = \"60s\"\n",
         target(synapse)
     );
     let (ran, a) = run_text(&work, &text).await;

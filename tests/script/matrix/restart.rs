@@ -25,7 +25,7 @@ async fn a_killed_and_restarted_synapse_holds_what_the_ledger_counts() {
     let synapse = Synapse::start();
     let work = Work::new();
     let text = format!(
-        "name = \"matrix-restart\"\nseed = 13\ndrain = \"5s\"\n\n{}\n\
+        "name = \"matrix-restart\"\nseed = 13\ndrain = \"10s\"\n\n{}\n\
          [population]\nusers = 8\nprefix = \"k\"\nlogin_rate = 50\n\n\
          [[traffic]]\nname = \"dm\"\nkind = \"direct\"\nsenders = 3\nreceivers = 3\n\
          rate = 10\nduration = \"18s\"\n\n\
