@@ -92,10 +92,7 @@ async fn the_shipped_matrix_scenario_delivers_exactly_once_and_synapse_agrees() 
     let bodies = synapse.messages("u");
     assert_eq!(
         (bodies.len() as u64, distinct(&bodies)),
-        (
-            a.metrics.count(Counter::Accepted),
-            (bodies.len(), 0)
-        ),
+        (a.metrics.count(Counter::Accepted), (bodies.len(), 0)),
         "Synapse holds exactly the accepted messages, each once\n{ran}"
     );
     // 3 senders × 5 receivers: a room per pair, both of them joined.

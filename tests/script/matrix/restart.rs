@@ -39,7 +39,11 @@ async fn a_killed_and_restarted_synapse_holds_what_the_ledger_counts() {
     assert_eq!(ran.code, 0, "{ran}\n--- Synapse\n{}", synapse.log());
     let r = Report::new(&a);
     let step = &r.chaos[0].step;
-    assert_eq!(step.pids.len(), 2, "killed, then started again: {step:?}\n{ran}");
+    assert_eq!(
+        step.pids.len(),
+        2,
+        "killed, then started again: {step:?}\n{ran}"
+    );
     assert!(
         a.metrics.count(Counter::Disconnects) > 0,
         "the kill dropped the users\n{ran}\n{}",
