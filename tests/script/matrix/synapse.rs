@@ -10,7 +10,7 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,8 @@ pub struct Synapse {
     /// Its `registration_shared_secret`.
     pub secret: String,
     dir: tempfile::TempDir,
+    /// The first watchdog (a chaos `restart` starts another, not a child of this process).
+    watchdog: Child,
 }
 
 /// The virtual environment `scripts/test` makes.
@@ -81,7 +83,7 @@ impl Synapse {
                  trusted_key_servers: []\nsuppress_key_server_warning: true\n"
             );
         std::fs::write(&config, text).expect("write hs.yaml");
-        let watchdog = format!(
+        let script = format!(
             "cd '{dir}' || exit 1\n'{bin}' -c hs.yaml >> synapse.out 2>&1 & s=$!\n\
              while kill -0 {parent} 2>/dev/null && kill -0 $s 2>/dev/null && [ ! -e stop ]; \
              do sleep 0.5; done\nkill $s 2>/dev/null\nwait $s\n",
@@ -89,15 +91,20 @@ impl Synapse {
             bin = venv().join("synapse_homeserver").display(),
             parent = std::process::id(),
         );
-        std::fs::write(dir.path().join("run.sh"), watchdog).expect("write run.sh");
-        let synapse = Synapse { port, secret, dir };
-        Command::new("sh")
-            .arg(synapse.dir.path().join("run.sh"))
+        std::fs::write(dir.path().join("run.sh"), script).expect("write run.sh");
+        let watchdog = Command::new("sh")
+            .arg(dir.path().join("run.sh"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start Synapse");
+        let synapse = Synapse {
+            port,
+            secret,
+            dir,
+            watchdog,
+        };
         synapse.wait_listening();
         synapse
     }
@@ -174,6 +181,7 @@ impl Drop for Synapse {
     /// waits until its port is closed.
     fn drop(&mut self) {
         let _ = std::fs::write(self.dir.path().join("stop"), "");
+        let _ = self.watchdog.wait();
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", self.port)).is_ok() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
