@@ -100,7 +100,12 @@ EOF
 # the label $2; $3 users, whose logins/s is $3 ÷ the seconds until traffic started).
 run() {
     "$bin" run "$work/$1.toml" --out "$work/$1" -q >"$work/$1.log" 2>&1 || true
-    "$bin" report "$work/$1/result.json" --format json >"$work/$1.json"
+    # A failed check exits 1 and prints the report all the same.
+    "$bin" report "$work/$1/result.json" --format json >"$work/$1.json" 2>/dev/null || true
+    if [[ ! -s $work/$1.json ]]; then
+        echo "| $2 | no result: $(tail -n 1 "$work/$1.log") |"
+        return
+    fi
     python3 - "$2" "${3:-0}" "$work/$1.json" "$work/$1/result.json" <<'PY'
 import json, sys
 label, users = sys.argv[1], int(sys.argv[2])
