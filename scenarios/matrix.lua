@@ -145,6 +145,7 @@ end
 -- A send to `room`. The transaction id counts per user across reconnects: Synapse answers
 -- a transaction id it has seen from the same login with the first event, storing nothing.
 local function send(u, room, body)
+  if room == nil then error("no room yet: its join or open has not finished") end
   local ref = u:next_id()
   u.kept.txn = (u.kept.txn or 0) + 1
   u:request("PUT", room_path(room) .. "/send/m.room.message/" .. u.kept.txn,
