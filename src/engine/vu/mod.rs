@@ -34,8 +34,10 @@ use crate::scenario::{StreamId, UserIx};
 use record::Held;
 use send::Pending;
 
-/// Reconnect attempts after a lost connection before the user stays offline.
-const RECONNECTS: u32 = 5;
+/// Reconnect attempts after a lost connection before the user stays offline: 19 s of
+/// trying (100 ms doubling to 3.2 s, then every 3.2 s), so that users get back to a server
+/// that restarts in seconds (Synapse takes 2–10 s on a busy machine), as clients do.
+const RECONNECTS: u32 = 10;
 /// How long a user going offline waits for the acceptance of its sends in flight.
 const SETTLE: Duration = Duration::from_secs(2);
 /// Events handled per wake-up at most: those already received are taken without going
