@@ -53,7 +53,9 @@ async fn a_signal_without_its_template_is_refused_naming_the_key_to_set() {
     let end = at + text[at..].find('\n').expect("end of line");
     let without = format!("{}{}", &text[..at], &text[end + 1..]);
     // Without `typing`, `group_typing` would name it: that line goes too.
-    let group = without.find("group_typing = ").expect("a group_typing template");
+    let group = without
+        .find("group_typing = ")
+        .expect("a group_typing template");
     let group_end = group + without[group..].find('\n').expect("end of line");
     let without = format!("{}{}", &without[..group], &without[group_end + 1..]);
     let work = Work::new();
