@@ -245,7 +245,7 @@ mod tests {
         let opts = parse_signals(&signal_table(|_| {})).expect("the shipped options");
         let offered = opts.signals.offered();
         assert!(offered.receipts && offered.typing && offered.presence);
-        let cases: [(&str, Edit); 5] = [
+        let cases: [(&str, Edit); 7] = [
             ("target.ws-json.signal", |t| {
                 t.remove("signal");
                 t.remove("sync");
@@ -258,6 +258,12 @@ mod tests {
             }),
             ("target.ws-json.group_receipt", |t| {
                 t.remove("group_receipt");
+            }),
+            ("target.ws-json.group_typing", |t| {
+                t.remove("group_typing");
+            }),
+            ("target.ws-json.typing", |t| {
+                t.remove("typing");
             }),
             ("target.ws-json.signal.seq", |t| {
                 if let Some(toml::Value::Table(s)) = t.get_mut("signal") {
@@ -273,7 +279,14 @@ mod tests {
             );
         }
         let none = parse_signals(&signal_table(|t| {
-            for k in ["contacts", "receipt", "group_receipt", "typing", "presence"] {
+            for k in [
+                "contacts",
+                "receipt",
+                "group_receipt",
+                "typing",
+                "group_typing",
+                "presence",
+            ] {
                 t.remove(k);
             }
             t.remove("receipt_ok");
