@@ -363,3 +363,79 @@ async fn a_find_table_runs_a_connection_storm_and_counts_errors_by_kind() {
     assert!(ran.stdout.contains("connection storm"), "{ran}");
     server.shutdown().await.expect("server stops");
 }
+
+/// A day of users who come and go, as the population model plans it: 2 s sessions with
+/// 1 s away, so about two thirds of the users are online at once.
+const DAY: &str = r#"
+[population]
+users = 20
+
+[population.sessions]
+day = "4s"
+curve = "flat"
+length = "2s"
+gap = "1s"
+
+[population.contacts]
+mean = 4
+
+[[traffic]]
+name = "chat"
+kind = "chat"
+rate = 20
+size = 100
+
+[checks]
+min_login_success = 1.0
+"#;
+
+/// `find --vary population.users` over the population model: a server that holds 50
+/// connections holds a day of some users and not of three times as many; each step is a
+/// day of its own (users in sessions cannot be stacked in one run), and the report says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_over_a_day_of_sessions_gives_the_users_a_server_holds() {
+    let server = fifty_connections().await;
+    let work = Work::new();
+    let text = scenario("name = \"find-day\"\ndrain = \"1s\"", &server, DAY);
+    let (ran, found) = find(
+        &work,
+        &text,
+        &[
+            "--vary",
+            "population.users",
+            "--to",
+            "160",
+            "--max-steps",
+            "5",
+        ],
+    )
+    .await;
+    ran.expect_code(0);
+    let f = found.unwrap_or_else(|| panic!("no find.json\n{ran}"));
+    let (pass, fail) = bounds(&f);
+    // About two thirds online: 50 connections hold 40 users' day, not 160's.
+    assert!(
+        pass >= 40.0 && pass < fail && fail <= 160.0,
+        "{pass} .. {fail}\n{ran}"
+    );
+    assert!(
+        f.answer.failed_checks[0].starts_with("checks.min_login_success"),
+        "{:?}",
+        f.answer.failed_checks
+    );
+    // Each step logged its users in from the start: as many attempts as users, at least.
+    for s in &f.steps {
+        assert!(
+            s.row.connect_attempts >= s.value as u64,
+            "{} users, {} attempts\n{ran}",
+            s.value,
+            s.row.connect_attempts
+        );
+    }
+    assert!(
+        ran.stdout
+            .contains("the scenario's users come and go in sessions over its day"),
+        "{ran}"
+    );
+    server.shutdown().await.expect("server stops");
+}
