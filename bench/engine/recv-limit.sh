@@ -63,18 +63,27 @@ out = sys.argv[1]
 hz = os.sysconf("SC_CLK_TCK")
 p = subprocess.Popen(sys.argv[2:], stdout=open(out + ".out", "w"), stderr=open(out + ".err", "w"))
 samples = []
+
+def sleeps(pid):  # voluntary context switches of all the process's threads
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        for line in open(f"/proc/{pid}/task/{t}/status"):
+            if line.startswith("voluntary_ctxt_switches"):
+                n += int(line.split()[1])
+    return n
+
 while True:
     pid, status, ru = os.wait4(p.pid, os.WNOHANG)
     if pid:
         break
     try:
         f = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
-        samples.append((time.time(), int(f[11]) / hz, int(f[12]) / hz))
-    except (OSError, IndexError):
+        samples.append((time.time(), int(f[11]) / hz, int(f[12]) / hz, sleeps(p.pid)))
+    except (OSError, IndexError, ValueError):
         pass
     time.sleep(0.1)
-json.dump({"rc": os.waitstatus_to_exitcode(status), "end": time.time(),
-           "user": ru.ru_utime, "sys": ru.ru_stime, "samples": samples}, open(out + ".cpu.json", "w"))
+json.dump({"rc": os.waitstatus_to_exitcode(status), "end": time.time(), "user": ru.ru_utime,
+           "sys": ru.ru_stime, "sleeps": ru.ru_nvcsw, "samples": samples}, open(out + ".cpu.json", "w"))
 PY
 }
 
@@ -110,18 +119,20 @@ if cpu["rc"] not in (0, 1):
     print(f"| {kind} | {rate} | {burst} | failed (exit {cpu['rc']}): {err} |")
     sys.exit()
 
-def at(t):  # the process's (user, sys) at time t, from the samples
+def at(t):  # the process's (user, sys, sleeps) at time t, from the samples
     before = [s for s in cpu["samples"] if s[0] <= t]
-    return before[-1][1:] if before else (0.0, 0.0)
+    return before[-1][1:] if before else (0.0, 0.0, 0)
 
-def window(t0):
-    u0, s0 = at(t0)
-    return cpu["user"] - u0, cpu["sys"] - s0
+def window(t0):  # user, sys and sleeps from t0 to the end
+    u0, s0, n0 = at(t0)
+    return cpu["user"] - u0, cpu["sys"] - s0, cpu["sleeps"] - n0
 
 whole = ""
 if kind.startswith("recv_limit"):
     kv = dict(x.split("=", 1) for x in open(base + ".out").read().split())
     name = f"limit {kv['mode']}" + (", sends in a 2nd thread" if "recv_thread_cpu_s" in kv else "")
+    name += f", {int(kv['tick_us']) / 1000:g} ms ticks" if kv["tick_us"] != "0" else ""
+    slept = int(kv["sleeps"])
     got, user, sys_ = int(kv["deliveries"]), float(kv["user_s"]), float(kv["sys_s"])
     fpr = kv["frames_per_read"]
     lost = int(kv["missing"])
@@ -135,7 +146,7 @@ elif kind == "msgstorm":
                                   capture_output=True, text=True).stdout)
     got, lost = s["delivery"]["delivered"], s["delivery"]["lost"]
     t0 = a["started_unix_us"] / 1e6 + (a["traffic_started_s"] or 0)
-    user, sys_ = window(t0)
+    user, sys_, slept = window(t0)
     fpr, name = "–", "msgstorm run"
     extra = f"whole run `cpu_s` {a['shards'][0]['cpu_s']:.2f} s → {got / a['shards'][0]['cpu_s']:,.0f}/CPU-s"
 else:
@@ -144,24 +155,24 @@ else:
     got = int(v("group_pushes"))
     start = [l for l in open(base + ".err") if "START" in l]
     t0 = float(start[0].split("START ")[1].split()[0].strip('"')) / 1000 if start else cpu["end"]
-    user, sys_ = window(t0)
+    user, sys_, slept = window(t0)
     fpr, name = "–", "k6"
     lost = int(v("group_acks")) * int(fanout) - got
     extra = f"{int(v('group_acks')):,} acks, {int(v('group_refusals'))} refusals; whole run {cpu['user'] + cpu['sys']:.1f} CPU-s"
 c = user + sys_
 print(f"| {name} | {rate} | {burst} | {got:,} ({lost:,} missing) | {got / float(duration):,.0f} | {c:.2f} ({user:.2f} / {sys_:.2f}) "
-      f"| **{got / c:,.0f}** | {fpr} | {server} | {load} | {extra} |")
+      f"| **{got / c:,.0f}** | {fpr} | {got / max(slept, 1):.2f} | {server} | {load} | {extra} |")
 PY
 }
 
-limit_run() { # RATE BURST MODE [--send-thread]
-    local name="limit-$1-$2-$3${4:+-t}"
+limit_run() { # RATE BURST MODE [--send-thread | --tick-us N]
+    local name="limit-$1-$2-$3${4:+-${4#--}${5:-}}"
     fresh
     local s0
     s0=$(server_cpu)
     measure "$name" "$limit" --addr "127.0.0.1:$port" --secret bench --mode "$3" --users "$USERS" \
         --groups "$NGROUPS" --group-size "$SIZE" --senders-per-group "$SENDERS" --rate "$1" \
-        --duration "$DURATION" --burst "$2" ${4:-}
+        --duration "$DURATION" --burst "$2" "${@:4}"
     row "$name" recv_limit "$1" "$2" "$(awk -v a="$(server_cpu)" -v b="$s0" 'BEGIN { printf "%.2f", a - b }')"
 }
 
@@ -189,11 +200,13 @@ k6_run() { # RATE
 echo "Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), kernel $(uname -r)."
 echo "Workload: $USERS users, $NGROUPS groups of $SIZE, $SENDERS senders per group, 100-byte bodies, ${DURATION} s."
 echo
-echo "| generator | msgs/s offered | pushes per write (burst) | deliveries | deliveries/s of sending | CPU-s (user / sys) | deliveries per CPU-s | frames per read | server CPU-s | load avg (1 min) | notes |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| generator | msgs/s offered | pushes per write (burst) | deliveries | deliveries/s of sending | CPU-s (user / sys) | deliveries per CPU-s | frames per read | deliveries per sleep | server CPU-s | load avg (1 min) | notes |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for rate in "${RATES[@]}"; do
     limit_run "$rate" 1 epoll
     limit_run "$rate" 1 uring
+    limit_run "$rate" 1 epoll --tick-us 1000
+    limit_run "$rate" 1 uring --tick-us 1000
     msgstorm_run "$rate"
     k6_run "$rate"
     limit_run "$rate" 16 epoll

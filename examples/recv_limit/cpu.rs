@@ -1,14 +1,16 @@
-//! CPU time from `getrusage`: of the process, or of the calling thread.
+//! CPU time and sleeps from `getrusage`: of the process, or of the calling thread.
 
 use std::time::Duration;
 
-/// User and system CPU time.
+/// User and system CPU time, and how often the thread or process went to sleep.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Usage {
     /// User-space time.
     pub user: Duration,
     /// Kernel time.
     pub sys: Duration,
+    /// Voluntary context switches: each a sleep and a wake-up.
+    pub sleeps: u64,
 }
 
 impl Usage {
@@ -27,6 +29,7 @@ impl Usage {
         Self {
             user: self.user.saturating_sub(earlier.user),
             sys: self.sys.saturating_sub(earlier.sys),
+            sleeps: self.sleeps.saturating_sub(earlier.sleeps),
         }
     }
 
@@ -47,6 +50,7 @@ impl Usage {
         Self {
             user: tv(ru.ru_utime),
             sys: tv(ru.ru_stime),
+            sleeps: ru.ru_nvcsw as u64,
         }
     }
 }

@@ -1,14 +1,15 @@
 //! Mode `epoll`: level-triggered `epoll_pwait2` (nanosecond timeouts, so the pacing is
 //! exact) over every connection, then `recv` into one 64 KiB buffer per ready connection
 //! until a read comes back short (the socket is drained; a further `recv` would only say
-//! `EAGAIN`) — libc directly, no mio. Due bursts go out with one `send` each.
+//! `EAGAIN`) — libc directly, no mio. Due bursts go out with one `send` each. With ticks,
+//! the loop sleeps (`nanosleep`) to the next tick and takes what is ready without waiting.
 
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::frames::{FrameReader, Tally};
-use crate::pace::{send_all, Pacer, Progress};
+use crate::pace::{send_all, Pacer, Progress, Ticks};
 use crate::{BoxError, Goal};
 
 /// Events taken per wait.
@@ -24,6 +25,7 @@ pub fn run(
     mut pacer: Option<&mut Pacer>,
     progress: &Progress,
     goal: &Goal,
+    ticks: Ticks,
 ) -> Result<Tally, BoxError> {
     let ep = epoll_for(conns)?;
     let fds: Vec<RawFd> = conns.iter().map(AsRawFd::as_raw_fd).collect();
@@ -47,6 +49,10 @@ pub fn run(
         }
         if goal.over(progress, &tally, now) {
             return Ok(tally);
+        }
+        if let Some(tick) = ticks.next(now) {
+            std::thread::sleep(tick.saturating_duration_since(Instant::now()));
+            wait = Duration::ZERO;
         }
         let ready = wait_ready(&ep, &mut events, wait)?;
         tally.waits += 1;

@@ -33,7 +33,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::cpu::Usage;
 use crate::frames::Tally;
-use crate::pace::{Pacer, Progress};
+use crate::pace::{Pacer, Progress, Ticks};
 use crate::setup::Shape;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -87,6 +87,10 @@ struct Args {
     /// thread's CPU is the receive path alone.
     #[arg(long)]
     send_thread: bool,
+    /// Sleep to ticks this many microseconds apart and take what is ready, instead of
+    /// sleeping until a connection is ready (0).
+    #[arg(long, default_value_t = 0)]
+    tick_us: u64,
     /// Seconds after the last send to wait for the last deliveries.
     #[arg(long, default_value_t = 10)]
     grace: u64,
@@ -140,6 +144,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
         fanout: (args.group_size - 1) as u64,
         deadline: Instant::now() + duration + Duration::from_secs(args.grace),
     };
+    let ticks = Ticks::new((args.tick_us > 0).then(|| Duration::from_micros(args.tick_us)));
     let started = (Instant::now(), Usage::process(), Usage::thread());
     let (tally, sender) = if args.send_thread {
         let fds: Vec<RawFd> = conns.iter().map(AsRawFd::as_raw_fd).collect();
@@ -149,12 +154,12 @@ fn run(args: &Args) -> Result<(), BoxError> {
                 pacer.run_blocking(&fds, &progress)?;
                 Ok(Usage::thread().since(before))
             });
-            let tally = receive(args.mode, &conns, None, &progress, &goal);
+            let tally = receive(args.mode, &conns, None, &progress, &goal, ticks);
             let sender = sender.join().map_err(|_| "the sender thread panicked")?;
             Ok::<_, BoxError>((tally?, Some(sender?)))
         })?
     } else {
-        let tally = receive(args.mode, &conns, Some(&mut pacer), &progress, &goal)?;
+        let tally = receive(args.mode, &conns, Some(&mut pacer), &progress, &goal, ticks)?;
         (tally, None)
     };
     let (sent, _) = progress.get();
@@ -185,10 +190,11 @@ fn receive(
     pacer: Option<&mut Pacer>,
     progress: &Progress,
     goal: &Goal,
+    ticks: Ticks,
 ) -> Result<Tally, BoxError> {
     match mode {
-        Mode::Epoll => epoll::run(conns, pacer, progress, goal),
-        Mode::Uring => uring::run(conns, pacer, progress, goal),
+        Mode::Epoll => epoll::run(conns, pacer, progress, goal, ticks),
+        Mode::Uring => uring::run(conns, pacer, progress, goal, ticks),
     }
 }
 
@@ -248,11 +254,12 @@ fn report(args: &Args, m: &Measured) {
         Mode::Uring => "uring",
     };
     let mut line = format!(
-        "mode={mode} burst={} rate={} users={} setup_s={setup_s:.1} secs={secs:.2} \
+        "mode={mode} burst={} tick_us={} rate={} users={} setup_s={setup_s:.1} secs={secs:.2} \
          sent={sent} deliveries={} missing={missing} acks={} deliveries_per_s={:.0} cpu_s={:.3} user_s={:.3} \
          sys_s={:.3} deliveries_per_cpu_s={:.0} reads={} empty_reads={} waits={} \
-         frames_per_read={:.2} deliveries_per_wait={:.2}",
+         frames_per_read={:.2} deliveries_per_wait={:.2} sleeps={} deliveries_per_sleep={:.2}",
         args.burst,
+        args.tick_us,
         args.rate,
         args.users,
         t.msgs,
@@ -267,6 +274,8 @@ fn report(args: &Args, m: &Measured) {
         t.waits,
         per(t.frames, t.reads as f64),
         per(t.msgs, t.waits as f64),
+        process.sleeps,
+        per(t.msgs, process.sleeps as f64),
     );
     if let Some(s) = m.sender {
         line += &format!(

@@ -29,6 +29,33 @@ impl Progress {
     }
 }
 
+/// How the measured loop sleeps: until a connection is ready (so each push may be a
+/// wake-up of its own), or to the next tick of a fixed clock, then takes whatever is ready:
+/// one wake-up per tick, each push delayed up to a tick (tokio's timer wheel ticks every
+/// millisecond too).
+#[derive(Debug, Clone, Copy)]
+pub struct Ticks {
+    every: Option<Duration>,
+    start: Instant,
+}
+
+impl Ticks {
+    /// Ticks `every` so long from now on; `None` sleeps until readiness.
+    pub fn new(every: Option<Duration>) -> Self {
+        Self {
+            every,
+            start: Instant::now(),
+        }
+    }
+
+    /// The first tick after `now`; `None` when the loop sleeps until readiness.
+    pub fn next(&self, now: Instant) -> Option<Instant> {
+        let every = self.every?.as_nanos().max(1);
+        let n = now.saturating_duration_since(self.start).as_nanos() / every + 1;
+        Some(self.start + Duration::from_nanos(u64::try_from(n * every).ok()?))
+    }
+}
+
 /// The schedule of bursts and the bytes of each sender's burst.
 #[derive(Debug)]
 pub struct Pacer {

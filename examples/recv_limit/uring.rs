@@ -3,7 +3,9 @@
 //! (`IORING_OP_RECV` with `IORING_RECV_MULTISHOT`) armed once per connection, its data
 //! landing in buffers the kernel picks from one provided buffer ring
 //! (`IORING_REGISTER_PBUF_RING`). Due bursts go out as `Send` entries submitted with the
-//! next wait: one `io_uring_enter` per wake-up submits and waits.
+//! next wait: one `io_uring_enter` per wake-up submits and waits. With ticks, that wait
+//! asks for more completions than can come, so it sleeps to the tick (with deferred task
+//! work the kernel does not wake the thread per completion).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::net::TcpStream;
@@ -15,7 +17,7 @@ use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
 use crate::frames::{FrameReader, Tally};
-use crate::pace::{Pacer, Progress};
+use crate::pace::{Pacer, Progress, Ticks};
 use crate::{BoxError, Goal};
 
 /// The buffer group of the ring.
@@ -30,6 +32,8 @@ const SQ: u32 = 4096;
 const CQ: u32 = 16_384;
 /// Marks a send's completion in its user data (its length in bits 32..62).
 const SEND: u64 = 1 << 63;
+/// Completions a tick's wait asks for: more than can come, so it lasts to the tick.
+const TICK_WANT: usize = 1 << 20;
 /// Longest wait when no burst is due: how late the end of the run is noticed.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 
@@ -39,6 +43,7 @@ pub fn run(
     mut pacer: Option<&mut Pacer>,
     progress: &Progress,
     goal: &Goal,
+    ticks: Ticks,
 ) -> Result<Tally, BoxError> {
     // Declared before the ring, so it is dropped after it (the kernel holds its address).
     let mut bufs = BufRing::new()?;
@@ -80,10 +85,14 @@ pub fn run(
         if goal.over(progress, &tally, now) {
             return Ok(tally);
         }
+        let mut want = 1;
+        if let Some(tick) = ticks.next(now) {
+            (want, wait) = (TICK_WANT, tick.saturating_duration_since(Instant::now()));
+        }
         let ts = Timespec::from(wait);
         match ring
             .submitter()
-            .submit_with_args(1, &SubmitArgs::new().timespec(&ts))
+            .submit_with_args(want, &SubmitArgs::new().timespec(&ts))
         {
             Ok(_) => {}
             Err(e)
