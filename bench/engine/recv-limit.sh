@@ -11,6 +11,7 @@
 # the exact total (wait4). msgstorm's whole-run `cpu_s` is shown too.
 # Not a test: run by hand, takes ~15 minutes.
 #   bench/engine/recv-limit.sh [RATE ...]        (default: 4000 8000)
+#   PLAN=split bench/engine/recv-limit.sh RATE   only the runs with sends in a 2nd thread
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-30}
@@ -18,7 +19,8 @@ USERS=${USERS:-2000}
 NGROUPS=${NGROUPS:-200}
 SIZE=${SIZE:-10}
 SENDERS=${SENDERS:-2}
-RATES=("${@:-4000}")
+PLAN=${PLAN:-all}
+RATES=("$@")
 [[ $# -gt 0 ]] || RATES=(4000 8000)
 
 cargo build --release -q --example recv_limit --bin msgstorm
@@ -165,8 +167,9 @@ print(f"| {name} | {rate} | {burst} | {got:,} ({lost:,} missing) | {got / float(
 PY
 }
 
-limit_run() { # RATE BURST MODE [--send-thread | --tick-us N]
-    local name="limit-$1-$2-$3${4:+-${4#--}${5:-}}"
+limit_run() { # RATE BURST MODE [--send-thread] [--tick-us N]
+    local name
+    name=$(IFS=-; echo "limit-$*" | tr -d ' ' | sed 's/--*/-/g')
     fresh
     local s0
     s0=$(server_cpu)
@@ -202,7 +205,19 @@ echo "Workload: $USERS users, $NGROUPS groups of $SIZE, $SENDERS senders per gro
 echo
 echo "| generator | msgs/s offered | pushes per write (burst) | deliveries | deliveries/s of sending | CPU-s (user / sys) | deliveries per CPU-s | frames per read | deliveries per sleep | server CPU-s | load avg (1 min) | notes |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+# The sends' share: the receiving thread's CPU alone, senders in a thread of their own.
+split() { # RATE
+    limit_run "$1" 1 epoll --send-thread
+    limit_run "$1" 1 uring --send-thread
+    limit_run "$1" 1 epoll --send-thread --tick-us 1000
+    limit_run "$1" 1 uring --send-thread --tick-us 1000
+}
+
 for rate in "${RATES[@]}"; do
+    if [[ $PLAN == split ]]; then
+        split "$rate"
+        continue
+    fi
     limit_run "$rate" 1 epoll
     limit_run "$rate" 1 uring
     limit_run "$rate" 1 epoll --tick-us 1000
@@ -214,7 +229,6 @@ for rate in "${RATES[@]}"; do
     if [[ $rate == "${RATES[0]}" ]]; then
         limit_run "$rate" 4 epoll
         limit_run "$rate" 4 uring
-        limit_run "$rate" 1 epoll --send-thread
-        limit_run "$rate" 1 uring --send-thread
+        split "$rate"
     fi
 done
