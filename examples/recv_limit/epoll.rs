@@ -9,48 +9,29 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::frames::{FrameReader, Tally};
-use crate::pace::{send_all, Pacer, Progress, Ticks};
-use crate::{BoxError, Goal};
+use crate::pace::{send_all, send_due};
+use crate::{BoxError, Lap};
 
 /// Events taken per wait.
 const EVENTS: usize = 1024;
 /// Bytes per `recv`.
 const READ_BUF: usize = 64 * 1024;
-/// Longest wait when no burst is due: how late the end of the run is noticed.
-const IDLE_WAIT: Duration = Duration::from_millis(20);
 
 /// Receives (and sends, with a `pacer`) until the goal is reached or its deadline passes.
-pub fn run(
-    conns: &[TcpStream],
-    mut pacer: Option<&mut Pacer>,
-    progress: &Progress,
-    goal: &Goal,
-    ticks: Ticks,
-) -> Result<Tally, BoxError> {
-    let ep = epoll_for(conns)?;
-    let fds: Vec<RawFd> = conns.iter().map(AsRawFd::as_raw_fd).collect();
-    let mut readers: Vec<FrameReader> = conns.iter().map(|_| FrameReader::default()).collect();
+pub fn run(mut lap: Lap<'_>) -> Result<Tally, BoxError> {
+    let ep = epoll_for(lap.conns)?;
+    let fds: Vec<RawFd> = lap.conns.iter().map(AsRawFd::as_raw_fd).collect();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
-    let mut buf = vec![0u8; READ_BUF];
-    let mut tally = Tally::default();
-    if let Some(p) = pacer.as_deref_mut() {
-        p.start();
-    }
+    let (mut buf, mut tally) = (vec![0u8; READ_BUF], Tally::default());
+    let mut readers = vec![FrameReader::default(); lap.conns.len()];
     loop {
         let now = Instant::now();
-        let mut wait = IDLE_WAIT;
-        if let Some(p) = pacer.as_deref_mut() {
-            while let Some((conn, bytes)) = p.due(now, progress) {
-                send_all(fds[conn], bytes)?;
-            }
-            if let Some(at) = p.next_due() {
-                wait = wait.min(at.saturating_duration_since(now));
-            }
-        }
-        if goal.over(progress, &tally, now) {
+        let send = |conn: usize, bytes: &[u8]| send_all(fds[conn], bytes);
+        let mut wait = send_due(lap.pacer.as_deref_mut(), now, lap.progress, send)?;
+        if lap.goal.over(lap.progress, &tally, now) {
             return Ok(tally);
         }
-        if let Some(tick) = ticks.next(now) {
+        if let Some(tick) = lap.ticks.next(now) {
             std::thread::sleep(tick.saturating_duration_since(Instant::now()));
             wait = Duration::ZERO;
         }

@@ -30,7 +30,7 @@ pub struct Tally {
 
 /// A connection's place in its byte stream: the header being collected, or the payload
 /// bytes still to skip.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct FrameReader {
     head: [u8; HEAD],
     have: usize,

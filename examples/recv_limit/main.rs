@@ -49,15 +49,15 @@ enum Mode {
 
 #[derive(Parser)]
 struct Args {
-    /// Server address, e.g. 127.0.0.1:7701.
-    #[arg(long)]
-    addr: SocketAddr,
-    /// The server's secret.
-    #[arg(long)]
-    secret: String,
     /// How the receiving thread waits and reads.
     #[arg(long, value_enum, default_value_t = Mode::Epoll)]
     mode: Mode,
+    /// Address of `msgstorm serve`, e.g. 127.0.0.1:7701.
+    #[arg(long)]
+    addr: SocketAddr,
+    /// The secret the server was started with (it signs the login tokens).
+    #[arg(long)]
+    secret: String,
     /// Users logged in (u0, u1, …).
     #[arg(long, default_value_t = 2000)]
     users: usize,
@@ -115,6 +115,21 @@ impl Goal {
     }
 }
 
+/// What the measured loop works on: the sockets, the senders when they run in-line, when
+/// to stop and how to sleep.
+pub struct Lap<'a> {
+    /// Every user's socket, in user order.
+    conns: &'a [TcpStream],
+    /// The senders, when the loop sends too.
+    pacer: Option<&'a mut Pacer>,
+    /// How far the senders are.
+    progress: &'a Progress,
+    /// When to stop.
+    goal: &'a Goal,
+    /// Sleep until readiness or to ticks.
+    ticks: Ticks,
+}
+
 fn main() -> ExitCode {
     match run(&Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -154,12 +169,27 @@ fn run(args: &Args) -> Result<(), BoxError> {
                 pacer.run_blocking(&fds, &progress)?;
                 Ok(Usage::thread().since(before))
             });
-            let tally = receive(args.mode, &conns, None, &progress, &goal, ticks);
+            let lap = Lap {
+                conns: &conns,
+                pacer: None,
+                progress: &progress,
+                goal: &goal,
+                ticks,
+            };
+            let tally = receive(args.mode, lap);
             let sender = sender.join().map_err(|_| "the sender thread panicked")?;
             Ok::<_, BoxError>((tally?, Some(sender?)))
         })?
     } else {
-        let tally = receive(args.mode, &conns, Some(&mut pacer), &progress, &goal, ticks)?;
+        pacer.start();
+        let lap = Lap {
+            conns: &conns,
+            pacer: Some(&mut pacer),
+            progress: &progress,
+            goal: &goal,
+            ticks,
+        };
+        let tally = receive(args.mode, lap)?;
         (tally, None)
     };
     let (sent, _) = progress.get();
@@ -184,17 +214,10 @@ fn run(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn receive(
-    mode: Mode,
-    conns: &[TcpStream],
-    pacer: Option<&mut Pacer>,
-    progress: &Progress,
-    goal: &Goal,
-    ticks: Ticks,
-) -> Result<Tally, BoxError> {
+fn receive(mode: Mode, lap: Lap<'_>) -> Result<Tally, BoxError> {
     match mode {
-        Mode::Epoll => epoll::run(conns, pacer, progress, goal, ticks),
-        Mode::Uring => uring::run(conns, pacer, progress, goal, ticks),
+        Mode::Epoll => epoll::run(lap),
+        Mode::Uring => uring::run(lap),
     }
 }
 

@@ -10,6 +10,9 @@ use msgstorm::wire::{DestRef, SendRef};
 use crate::setup::Shape;
 use crate::BoxError;
 
+/// Longest sleep when no burst is due: how late the end of the run is noticed.
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+
 /// The masking key of every client frame (any key is valid; the server unmasks each).
 const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
 
@@ -142,6 +145,24 @@ impl Pacer {
         }
         Ok(())
     }
+}
+
+/// Hands each burst due at `now` to `send` (its connection and bytes); how long the loop
+/// may sleep before the next one is due.
+pub fn send_due(
+    pacer: Option<&mut Pacer>,
+    now: Instant,
+    progress: &Progress,
+    mut send: impl FnMut(usize, &[u8]) -> Result<(), BoxError>,
+) -> Result<Duration, BoxError> {
+    let Some(p) = pacer else {
+        return Ok(IDLE_WAIT);
+    };
+    while let Some((conn, bytes)) = p.due(now, progress) {
+        send(conn, bytes)?;
+    }
+    let next = p.next_due().map(|at| at.saturating_duration_since(now));
+    Ok(next.map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT)))
 }
 
 /// One `send` of all of `bytes` on a non-blocking socket; anything short of that (the

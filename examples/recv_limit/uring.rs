@@ -11,14 +11,14 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
 use crate::frames::{FrameReader, Tally};
-use crate::pace::{Pacer, Progress, Ticks};
-use crate::{BoxError, Goal};
+use crate::pace::send_due;
+use crate::{BoxError, Lap};
 
 /// The buffer group of the ring.
 const GROUP: u16 = 0;
@@ -34,17 +34,9 @@ const CQ: u32 = 16_384;
 const SEND: u64 = 1 << 63;
 /// Completions a tick's wait asks for: more than can come, so it lasts to the tick.
 const TICK_WANT: usize = 1 << 20;
-/// Longest wait when no burst is due: how late the end of the run is noticed.
-const IDLE_WAIT: Duration = Duration::from_millis(20);
 
 /// Receives (and sends, with a `pacer`) until the goal is reached or its deadline passes.
-pub fn run(
-    conns: &[TcpStream],
-    mut pacer: Option<&mut Pacer>,
-    progress: &Progress,
-    goal: &Goal,
-    ticks: Ticks,
-) -> Result<Tally, BoxError> {
+pub fn run(mut lap: Lap<'_>) -> Result<Tally, BoxError> {
     // Declared before the ring, so it is dropped after it (the kernel holds its address).
     let mut bufs = BufRing::new()?;
     let mut ring: IoUring = IoUring::builder()
@@ -57,36 +49,28 @@ pub fn run(
         ring.submitter()
             .register_buf_ring_with_flags(bufs.entries as u64, BUFFERS, GROUP, 0)?;
     }
-    for conn in 0..conns.len() {
-        push(&mut ring, &arm(conns, conn))?;
+    for conn in 0..lap.conns.len() {
+        push(&mut ring, &arm(lap.conns, conn))?;
     }
-    let mut readers: Vec<FrameReader> = conns.iter().map(|_| FrameReader::default()).collect();
-    let mut rearm = Vec::new();
-    let mut tally = Tally::default();
-    if let Some(p) = pacer.as_deref_mut() {
-        p.start();
-    }
+    let mut readers = vec![FrameReader::default(); lap.conns.len()];
+    let (mut rearm, mut tally) = (Vec::new(), Tally::default());
     loop {
         let now = Instant::now();
-        let mut wait = IDLE_WAIT;
-        if let Some(p) = pacer.as_deref_mut() {
-            while let Some((conn, bytes)) = p.due(now, progress) {
-                let len = u32::try_from(bytes.len())?;
-                let send = opcode::Send::new(Fd(conns[conn].as_raw_fd()), bytes.as_ptr(), len)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build()
-                    .user_data(SEND | u64::from(len) << 32 | conn as u64);
-                push(&mut ring, &send)?;
-            }
-            if let Some(at) = p.next_due() {
-                wait = wait.min(at.saturating_duration_since(now));
-            }
-        }
-        if goal.over(progress, &tally, now) {
+        let send = |conn: usize, bytes: &[u8]| {
+            let len = u32::try_from(bytes.len())?;
+            let fd = Fd(lap.conns[conn].as_raw_fd());
+            let entry = opcode::Send::new(fd, bytes.as_ptr(), len)
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
+                .user_data(SEND | u64::from(len) << 32 | conn as u64);
+            push(&mut ring, &entry)
+        };
+        let mut wait = send_due(lap.pacer.as_deref_mut(), now, lap.progress, send)?;
+        if lap.goal.over(lap.progress, &tally, now) {
             return Ok(tally);
         }
         let mut want = 1;
-        if let Some(tick) = ticks.next(now) {
+        if let Some(tick) = lap.ticks.next(now) {
             (want, wait) = (TICK_WANT, tick.saturating_duration_since(Instant::now()));
         }
         let ts = Timespec::from(wait);
@@ -108,7 +92,7 @@ pub fn run(
         }
         bufs.publish();
         for conn in rearm.drain(..) {
-            push(&mut ring, &arm(conns, conn))?;
+            push(&mut ring, &arm(lap.conns, conn))?;
         }
     }
 }
