@@ -280,7 +280,7 @@ fn report(args: &Args, m: &Measured) {
         "mode={mode} burst={} tick_us={} rate={} users={} setup_s={setup_s:.1} secs={secs:.2} \
          sent={sent} deliveries={} missing={missing} acks={} deliveries_per_s={:.0} cpu_s={:.3} user_s={:.3} \
          sys_s={:.3} deliveries_per_cpu_s={:.0} reads={} empty_reads={} waits={} \
-         frames_per_read={:.2} deliveries_per_wait={:.2} sleeps={} deliveries_per_sleep={:.2}",
+         frames_per_read={:.2} bytes_per_read={:.0} deliveries_per_wait={:.2} sleeps={} deliveries_per_sleep={:.2}",
         args.burst,
         args.tick_us,
         args.rate,
@@ -296,6 +296,7 @@ fn report(args: &Args, m: &Measured) {
         t.empty_reads,
         t.waits,
         per(t.frames, t.reads as f64),
+        per(t.bytes, t.reads as f64),
         per(t.msgs, t.waits as f64),
         process.sleeps,
         per(t.msgs, process.sleeps as f64),
