@@ -45,13 +45,25 @@ pub(super) struct LiveDelta {
     pub(super) errors: u64,
 }
 
-/// Counts indexed by `Counter as usize` (an array longer than a derived `Default` takes).
+/// Counts indexed by `Counter as usize` (an array longer than a derived `Default` takes),
+/// and which of them are not zero: a wake-up touches two or three of the counters, and
+/// applying looks at those alone.
 #[derive(Debug)]
-struct Counts([u64; Counter::ALL.len()]);
+struct Counts {
+    n: [u64; Counter::ALL.len()],
+    /// Bit `c` is set when `n[c]` may be non-zero.
+    touched: u64,
+}
+
+// Every counter has a bit of `Counts::touched`.
+const _: () = assert!(Counter::ALL.len() <= 64);
 
 impl Default for Counts {
     fn default() -> Self {
-        Counts([0; Counter::ALL.len()])
+        Counts {
+            n: [0; Counter::ALL.len()],
+            touched: 0,
+        }
     }
 }
 
@@ -94,7 +106,8 @@ pub(super) struct Tally {
 impl Tally {
     /// Adds `n` to counter `c`.
     pub(super) fn count(&mut self, c: Counter, n: u64) {
-        self.counts.0[c as usize] += n;
+        self.counts.n[c as usize] += n;
+        self.counts.touched |= 1 << (c as usize);
     }
 
     /// Records a latency.
@@ -166,9 +179,13 @@ impl Tally {
     /// them from repeats (the drain waits for first copies only).
     fn apply(&mut self, r: &mut Recorder, me: UserIx, shared: &Shared) {
         let sec = self.sec;
-        for (c, n) in Counter::ALL.iter().zip(&mut self.counts.0) {
-            if *n > 0 {
-                r.metrics.add(sec, *c, std::mem::take(n));
+        let mut touched = std::mem::take(&mut self.counts.touched);
+        while touched != 0 {
+            let i = touched.trailing_zeros() as usize;
+            touched &= touched - 1;
+            let n = std::mem::take(&mut self.counts.n[i]);
+            if n > 0 {
+                r.metrics.add(sec, Counter::ALL[i], n);
             }
         }
         for (h, us) in self.lat.drain(..) {
