@@ -294,11 +294,26 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
     Ok(queued)
 }
 
-/// An HTTP request a script described (`u:request`, `u:http`, `poll`): `method`, `path`,
-/// `body` and `headers` (a table of names to values), `ref`.
-pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
-    let text = |k: &str| -> mlua::Result<Option<String>> {
-        Ok(match t.raw_get::<Value>(k)? {
+/// An HTTP request a script queued with `u:request`: a table of `method`, `path`, `body`,
+/// `headers` and `ref`.
+fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
+    let field = |k: &str| t.raw_get::<Value>(k);
+    described([
+        field("method")?,
+        field("path")?,
+        field("body")?,
+        field("headers")?,
+        field("ref")?,
+    ])
+}
+
+/// An HTTP request a script described (`u:request`, `u:http`, `poll`): its method, path,
+/// body, headers (a table of names to values) and reference.
+pub fn described(
+    [method, path, body, headers, reference]: [Value; 5],
+) -> mlua::Result<super::http::Request> {
+    let text = |k: &str, v: Value| -> mlua::Result<Option<String>> {
+        Ok(match v {
             Value::Nil => None,
             Value::String(s) => Some(s.to_string_lossy()),
             Value::Integer(i) => Some(i.to_string()),
@@ -311,7 +326,7 @@ pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
             }
         })
     };
-    let body = match t.raw_get::<Value>("body")? {
+    let body = match body {
         Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
         Value::Nil => Bytes::new(),
         other => {
@@ -321,18 +336,18 @@ pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
             )))
         }
     };
-    let mut headers = Vec::new();
-    if let Value::Table(h) = t.raw_get::<Value>("headers")? {
+    let mut pairs = Vec::new();
+    if let Value::Table(h) = headers {
         for pair in h.pairs::<String, String>() {
-            headers.push(pair?);
+            pairs.push(pair?);
         }
     }
     Ok(super::http::Request {
-        method: text("method")?.unwrap_or_else(|| "GET".to_owned()),
-        path: text("path")?.unwrap_or_else(|| "/".to_owned()),
-        headers,
+        method: text("method", method)?.unwrap_or_else(|| "GET".to_owned()),
+        path: text("path", path)?.unwrap_or_else(|| "/".to_owned()),
+        headers: pairs,
         body,
-        reference: text("ref")?,
+        reference: text("ref", reference)?,
     })
 }
 
