@@ -8,6 +8,8 @@
 #   bench/script/http-budget.sh [BIN]     (default target/release/msgstorm)
 #   HTTP=2 also runs the adapter over HTTP/2 (h2c through nginx in front of server.py).
 #   USERS, RATE (direct sends/s), DURATION override the load.
+#   POLL_TIMEOUT: how long the server holds a long poll with nothing to say, ms (1000: the
+#   adapter's default; Matrix clients ask for 30000).
 #   CALLGRIND=1 runs the generator under valgrind's callgrind and also reports the
 #   instructions it executed per delivery (user space; slow: use a small load, e.g.
 #   USERS=40 RATE=20), a count that other builds on a shared machine do not disturb.
@@ -115,7 +117,7 @@ script_run() { # label url [extra [target.script] line]
         printf 'name = "budget-%s"\nseed = 7\ndrain = "3s"\n[target]\ndriver = "script"\n' "$1"
         printf 'url = "%s"\nheartbeat = "0s"\n[target.script]\nfile = "%s"\n' "$2" \
             "$PWD/scenarios/http-chat.lua"
-        printf 'vars = { mode = "poll" }\n%s\n' "${3:-}"
+        printf 'vars = { mode = "poll", timeout = %s }\n%s\n' "${POLL_TIMEOUT:-1000}" "${3:-}"
         load
     } >"$work/$1.toml"
     generate "$work/$1.toml" "$work/$1"
