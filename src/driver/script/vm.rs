@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
@@ -338,8 +339,9 @@ pub fn described(
     };
     let mut pairs = Vec::new();
     if let Value::Table(h) = headers {
-        for pair in h.pairs::<String, String>() {
-            pairs.push(pair?);
+        for pair in h.pairs::<mlua::String, mlua::String>() {
+            let (name, value) = pair?;
+            pairs.push(header(&name.as_bytes(), &value.as_bytes())?);
         }
     }
     Ok(super::http::Request {
@@ -349,6 +351,20 @@ pub fn described(
         body,
         reference: text("ref", reference)?,
     })
+}
+
+/// A request header from a script's name and value, checked as HTTP's.
+fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+    let bad = |what: String| {
+        mlua::Error::runtime(format!(
+            "HTTP request: header `{}`: {what}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    Ok((
+        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
+        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
+    ))
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
@@ -423,6 +439,39 @@ mod tests {
                 (Limits::default(), &toml::Table::new()),
             )
         }
+    }
+
+    #[test]
+    fn a_request_header_http_refuses_names_the_header() {
+        let lua = Lua::new();
+        let request = |name: &str, value: &str| {
+            let headers = lua.create_table().expect("table");
+            headers.raw_set(name, value).expect("set");
+            let path = Value::String(lua.create_string("/send/1").expect("path"));
+            described([
+                Value::Nil,
+                path,
+                Value::Nil,
+                Value::Table(headers),
+                Value::Nil,
+            ])
+        };
+        let good = request("X-Token", "abc").expect("a good header");
+        assert_eq!(
+            good.headers,
+            [(
+                HeaderName::from_static("x-token"),
+                HeaderValue::from_static("abc")
+            )]
+        );
+        assert_eq!(
+            (good.method.as_str(), good.path.as_str()),
+            ("GET", "/send/1")
+        );
+        let err = request("Bad Name", "x").unwrap_err().to_string();
+        assert!(err.contains("header `Bad Name`"), "{err}");
+        let err = request("X-Token", "a\nb").unwrap_err().to_string();
+        assert!(err.contains("header `X-Token`"), "{err}");
     }
 
     #[test]
