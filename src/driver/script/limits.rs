@@ -179,18 +179,17 @@ impl Guard {
     pub fn run<T>(&self, call: impl FnOnce() -> mlua::Result<T>) -> mlua::Result<T> {
         let _turn = lock(&self.turn);
         *lock(&self.near) = None;
-        let deadline = self.epoch.elapsed() + self.limits.call;
-        let nanos = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
-        self.deadline.store(nanos, Ordering::Relaxed);
         let lua = self.lua.0.try_upgrade();
         if let Some(lua) = &lua {
             lua.set_memory_limit(self.limits.memory)?;
         }
+        let deadline = self.epoch.elapsed() + self.limits.call;
+        let nanos = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+        self.deadline.store(nanos, Ordering::Relaxed);
         let done = call();
-        if let Some(lua) = &lua {
-            lua.set_memory_limit(0)?;
-        }
         self.deadline.store(0, Ordering::Relaxed);
+        let lifted = lua.as_ref().map(|lua| lua.set_memory_limit(0));
+        lifted.transpose()?;
         done.map_err(|e| match memory_error(&e) {
             true => mlua::Error::MemoryError(self.out_of_memory()),
             false => e,
