@@ -73,10 +73,12 @@ function group(u, name, body)
   return txn
 end
 
--- The next long poll (none with an event stream).
+-- The next long poll (none with an event stream): the server holds it until a message
+-- comes or `vars.timeout` milliseconds pass (1000 unless the scenario says).
+local poll_timeout = "/sync?timeout=" .. math.tointeger(vars.timeout or 1000) .. "&since="
 function poll(u)
   if vars.mode == "sse" then return nil end
-  return "GET", "/sync?timeout=1000&since=" .. u.state.since, nil, auth(u)
+  return "GET", poll_timeout .. u.state.since, nil, auth(u)
 end
 
 -- Before traffic ("start"): note where the user's log stands, so that what a reused

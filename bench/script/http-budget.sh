@@ -4,10 +4,13 @@
 # with `native` at the same load — the same users, groups and sends — each against its own
 # server outside the generator's process (`msgstorm serve` and peers/httpchat/server.py,
 # pinned to core 0), the generator pinned to core 1. CPU from result.json's
-# `shards[0].cpu_s`, deliveries from its `received` counter.
+# `shards[0].cpu_s`, deliveries from its `received` counter; the whole process's user and
+# system time per delivery (GNU time, logins and the final verification included) beside.
 #   bench/script/http-budget.sh [BIN]     (default target/release/msgstorm)
 #   HTTP=2 also runs the adapter over HTTP/2 (h2c through nginx in front of server.py).
 #   USERS, RATE (direct sends/s), DURATION override the load.
+#   POLL_TIMEOUT: how long the server holds a long poll with nothing to say, ms (1000: the
+#   adapter's default; Matrix clients ask for 30000).
 #   CALLGRIND=1 runs the generator under valgrind's callgrind and also reports the
 #   instructions it executed per delivery (user space; slow: use a small load, e.g.
 #   USERS=40 RATE=20), a count that other builds on a shared machine do not disturb.
@@ -74,18 +77,25 @@ generate() {
     local cmd=("$bin" run "$1" -q --out "$2")
     if [[ ${CALLGRIND:-} == 1 ]]; then
         cmd=(valgrind --tool=callgrind --callgrind-out-file="$2.cg" "${cmd[@]}")
+    else
+        cmd=(/usr/bin/time -o "$2.time" -f "%U %S" "${cmd[@]}")
     fi
     taskset -c 1 "${cmd[@]}" >/dev/null 2>&1 || true
 }
 
 report() { # label out
     read -r cpu received < <(facts "$2/result.json")
-    local inst=0
+    local inst=0 user=0 system=0
     if [[ -f $2.cg ]]; then
         inst=$(awk '/^(summary|totals):/ { print $2; exit }' "$2.cg")
     fi
+    if [[ -f $2.time ]]; then
+        read -r user system < <(tail -n 1 "$2.time")
+    fi
     python3 -c "print(f'$1: generator CPU {$cpu:.2f} s, received {$received:,}, ' \
         f'{$cpu * 1e6 / max($received, 1):.1f} µs CPU per delivery' + \
+        (f' (process: user {$user * 1e6 / max($received, 1):.1f} µs, ' \
+         f'system {$system * 1e6 / max($received, 1):.1f} µs)' if $user + $system else '') + \
         (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' if $inst else ''))"
 }
 
@@ -115,7 +125,7 @@ script_run() { # label url [extra [target.script] line]
         printf 'name = "budget-%s"\nseed = 7\ndrain = "3s"\n[target]\ndriver = "script"\n' "$1"
         printf 'url = "%s"\nheartbeat = "0s"\n[target.script]\nfile = "%s"\n' "$2" \
             "$PWD/scenarios/http-chat.lua"
-        printf 'vars = { mode = "poll" }\n%s\n' "${3:-}"
+        printf 'vars = { mode = "poll", timeout = %s }\n%s\n' "${POLL_TIMEOUT:-1000}" "${3:-}"
         load
     } >"$work/$1.toml"
     generate "$work/$1.toml" "$work/$1"

@@ -183,8 +183,8 @@ fn json_encode(lua: &Lua, v: Value) -> Result<String> {
 /// `codec.json_decode(text)`: the Lua value of a JSON text; `nil, reason` when it is not
 /// JSON (a frame a server sends is data, not a script error).
 fn json_decode(lua: &Lua, s: LuaString) -> Result<(Value, Option<String>)> {
-    match serde_json::from_slice::<serde_json::Value>(&s.as_bytes()) {
-        Ok(json) => Ok((lua.to_value(&json)?, None)),
+    match super::limits::lifted(lua, || super::json::decode(lua, &s.as_bytes()))? {
+        Ok(v) => Ok((v, None)),
         Err(e) => Ok((Value::Nil, Some(format!("not JSON: {e}")))),
     }
 }

@@ -61,7 +61,7 @@ pub struct Request {
     /// The path and query, after the target URL's own path.
     pub path: String,
     /// Headers besides `Host` (and `Content-Length`, which hyper sets).
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// The body (empty: none).
     pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
@@ -356,7 +356,7 @@ impl Conn {
         };
         let mut built = built.method(request.method.as_str());
         for (name, value) in &request.headers {
-            built = built.header(name.as_str(), value.as_str());
+            built = built.header(name, value);
         }
         let built = built.body(Full::new(request.body.clone())).map_err(|e| {
             bad(format!(

@@ -11,6 +11,14 @@
 //! ([`mlua::Lua::set_memory_limit`]): an allocation past it fails with Lua's memory error,
 //! after an emergency collection, so garbage alone never trips it.
 //!
+//! The bound is set while the script runs (each call through [`Guard::run`]) and lifted
+//! in between: with a bound set, mlua guards every operation Rust makes on the
+//! interpreter (a string, a table, a field) with a protected call of its own, the largest
+//! part of handing a frame to `receive` and reading its answer back. What Rust builds
+//! between calls is a frame or an answer of a bounded size; the next call runs bounded
+//! again. Codecs that build a value inside a call lift the bound while they build it and
+//! check it once afterwards ([`lifted`]).
+//!
 //! An interpreter serves many users from several worker threads, one call at a time; the
 //! [`Guard`] takes that turn itself so that a call's deadline is armed only once it runs.
 
@@ -110,6 +118,17 @@ pub struct Guard {
     near: Mutex<Option<String>>,
     /// The script's name in messages.
     file: String,
+    /// The interpreter, to set its memory bound for each call.
+    lua: Interpreter,
+}
+
+/// A guard's handle to its interpreter (weak: the interpreter holds the guard in its hook).
+struct Interpreter(mlua::WeakLua);
+
+impl std::fmt::Debug for Interpreter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interpreter")
+    }
 }
 
 impl Guard {
@@ -123,8 +142,8 @@ impl Guard {
             limits,
             near: Mutex::new(None),
             file: file.to_owned(),
+            lua: Interpreter(lua.weak()),
         });
-        lua.set_memory_limit(limits.memory)?;
         let hook = Arc::clone(&guard);
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
@@ -160,11 +179,17 @@ impl Guard {
     pub fn run<T>(&self, call: impl FnOnce() -> mlua::Result<T>) -> mlua::Result<T> {
         let _turn = lock(&self.turn);
         *lock(&self.near) = None;
+        let lua = self.lua.0.try_upgrade();
+        if let Some(lua) = &lua {
+            lua.set_memory_limit(self.limits.memory)?;
+        }
         let deadline = self.epoch.elapsed() + self.limits.call;
         let nanos = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
         self.deadline.store(nanos, Ordering::Relaxed);
         let done = call();
         self.deadline.store(0, Ordering::Relaxed);
+        let lifted = lua.as_ref().map(|lua| lua.set_memory_limit(0));
+        lifted.transpose()?;
         done.map_err(|e| match memory_error(&e) {
             true => mlua::Error::MemoryError(self.out_of_memory()),
             false => e,
@@ -187,6 +212,22 @@ impl Guard {
             self.limits.memory >> 20
         )
     }
+}
+
+/// Runs `build` (Rust making a value in `lua` inside a call, of a size that follows its
+/// input's) with the memory bound lifted, then checks the bound once, after a collection
+/// as the allocator would make: Lua's memory error when the interpreter is past it.
+pub fn lifted<T>(lua: &Lua, build: impl FnOnce() -> mlua::Result<T>) -> mlua::Result<T> {
+    let limit = lua.set_memory_limit(0)?;
+    let built = build();
+    lua.set_memory_limit(limit)?;
+    if limit != 0 && lua.used_memory() > limit {
+        lua.gc_collect()?;
+        if lua.used_memory() > limit {
+            return Err(mlua::Error::MemoryError("not enough memory".into()));
+        }
+    }
+    built
 }
 
 /// Whether `e` is (or was caused by) Lua's memory error.
@@ -295,6 +336,17 @@ mod runaway {
         );
         let (err, _) =
             receive_fails("  local t = {}\n  while true do t[#t + 1] = ('x'):rep(1e6) .. #t end");
+        assert!(
+            err.contains("out of memory") && err.contains("32 MiB"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_decoded_value_past_the_memory_limit_is_a_memory_error() {
+        let (err, _) = receive_fails(
+            "  local a = codec.json_decode('[' .. ('1,'):rep(3e6) .. '1]')\n  return #a",
+        );
         assert!(
             err.contains("out of memory") && err.contains("32 MiB"),
             "{err}"

@@ -22,6 +22,7 @@ mod codecs;
 mod dry;
 mod frame;
 mod http;
+mod json;
 mod limits;
 mod link;
 mod options;

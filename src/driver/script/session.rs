@@ -2,6 +2,7 @@
 //! directly, waiting ones as coroutines), the frames they queue written, every incoming
 //! frame judged by `receive` into the engine's events.
 
+mod meta;
 pub(super) mod signals;
 
 use std::collections::{HashSet, VecDeque};
@@ -10,11 +11,11 @@ use std::time::Duration;
 
 use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
-use super::frame::{Frame, Meta};
+use super::frame::Frame;
 use super::http::Request;
 use super::limits::Guard;
 use super::link::Link;
-use super::vm::{http_request, one_line, take_outbox, Out, Vm, REFUSED};
+use super::vm::{described, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::{Cursors, Push};
 use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
@@ -30,6 +31,8 @@ pub struct ScriptSession {
     entry: Entry,
     /// The user object (`u`) the entry points get.
     user: Table,
+    /// The metatable of `receive`'s `meta` tables (their headers built when read).
+    meta: Table,
     id: String,
     /// Sends waiting for their acceptance: (id, tag), oldest first.
     pending: VecDeque<(String, u64)>,
@@ -145,6 +148,10 @@ impl ScriptSession {
             Ok(t) => t,
             Err(e) => return Err((script_error("the user object", &e), cursors)),
         };
+        let meta = match meta::metatable(&vm.lua) {
+            Ok(t) => t,
+            Err(e) => return Err((script_error("receive's meta", &e), cursors)),
+        };
         let e = &vm.entry;
         Ok(ScriptSession {
             link,
@@ -168,6 +175,7 @@ impl ScriptSession {
                 presence: e.presence.clone(),
             },
             user: table,
+            meta,
             id: user.id.clone(),
             pending: VecDeque::new(),
             requests: VecDeque::new(),
@@ -303,7 +311,7 @@ impl ScriptSession {
             }
             "sse" => {
                 let (path, headers) = (arg(), arg());
-                let request = self.described(flow, [Value::Nil, path, Value::Nil, headers])?;
+                let request = Self::request_of(flow, [Value::Nil, path, Value::Nil, headers])?;
                 match &mut self.link {
                     Link::Http(h) => h.sse(request).await?,
                     _ => return Err(not_http("u:sse")),
@@ -357,24 +365,12 @@ impl ScriptSession {
     }
 
     /// An HTTP request from a script's (method, path, body, headers).
-    fn described(
-        &self,
+    fn request_of(
         flow: Flow,
         [method, path, body, headers]: [Value; 4],
     ) -> Result<Request, Failure> {
-        let t = self
-            .lua
-            .create_table()
-            .map_err(|e| script_error(flow.name(), &e))?;
-        for (k, v) in [
-            ("method", method),
-            ("path", path),
-            ("body", body),
-            ("headers", headers),
-        ] {
-            t.raw_set(k, v).map_err(|e| script_error(flow.name(), &e))?;
-        }
-        http_request(&t).map_err(|e| script_error(flow.name(), &e))
+        described([method, path, body, headers, Value::Nil])
+            .map_err(|e| script_error(flow.name(), &e))
     }
 
     /// `u:http(…)`: the request's answer as `{ status, body, headers }`, within `timeout`.
@@ -384,7 +380,7 @@ impl ScriptSession {
         described: [Value; 4],
         timeout: Duration,
     ) -> Result<Table, Failure> {
-        let request = self.described(flow, described)?;
+        let request = Self::request_of(flow, described)?;
         let Link::Http(h) = &mut self.link else {
             return Err(not_http("u:http"));
         };
@@ -405,7 +401,7 @@ impl ScriptSession {
             let t = self.lua.create_table()?;
             t.raw_set("status", answer.status)?;
             t.raw_set("body", self.lua.create_string(&answer.body)?)?;
-            t.raw_set("headers", headers_table(&self.lua, &answer.headers)?)?;
+            t.raw_set("headers", meta::headers_table(&self.lua, &answer.headers)?)?;
             Ok(t)
         };
         made().map_err(|e| script_error(flow.name(), &e))
@@ -430,7 +426,7 @@ impl ScriptSession {
         if matches!(method, Value::Nil) {
             return Ok(());
         }
-        let request = self.described(Flow::Fetch, [method, at(2), at(3), at(4)])?;
+        let request = Self::request_of(Flow::Fetch, [method, at(2), at(3), at(4)])?;
         if let Link::Http(h) = &mut self.link {
             h.poll(request)?;
         }
@@ -566,7 +562,7 @@ impl ScriptSession {
             loop {
                 let frame = self.link.next().await?;
                 let mut answer = None;
-                for t in self.receive(&frame).await? {
+                for t in self.receive(frame).await? {
                     let answers = ["reply", "error", "ack"].iter().any(|k| {
                         let v: Value = if *k == "error" {
                             t.raw_get("id").unwrap_or(Value::Nil)
@@ -630,7 +626,7 @@ impl ScriptSession {
 
     /// What `receive(u, frame, kind)` says the frame is (none, one or several things),
     /// after writing what it sent in answer (a pong, a subscription the frame asked for).
-    async fn receive(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
+    async fn receive(&mut self, frame: Frame) -> Result<Vec<Table>, Failure> {
         let interpreted = self.interpret_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;
@@ -649,14 +645,16 @@ impl ScriptSession {
     /// What `receive(u, frame, kind)` says the frame is: nil is nothing, a table one
     /// thing, a list of tables several (history a script held back to hand over in order).
     /// A script error is kind `script` and the connection stays.
-    fn interpret_frame(&mut self, frame: &Frame) -> Result<Vec<Table>, Failure> {
+    fn interpret_frame(&mut self, frame: Frame) -> Result<Vec<Table>, Failure> {
         let kind = match &frame.meta {
             Some(m) => m.kind,
             None if frame.text => "text",
             None => "binary",
         };
-        let meta = match &frame.meta {
-            Some(m) => Value::Table(self.meta(m).map_err(|e| script_error("receive", &e))?),
+        let meta = match frame.meta {
+            Some(m) => Value::Table(
+                meta::table(&self.lua, m, &self.meta).map_err(|e| script_error("receive", &e))?,
+            ),
             None => Value::Nil,
         };
         let frame = self
@@ -689,21 +687,6 @@ impl ScriptSession {
             )),
             Err(e) => Err(script_error("receive", &e)),
         }
-    }
-
-    /// `receive`'s fourth argument for a frame of an HTTP transport: `status`, `ref`,
-    /// `event`, `headers`.
-    fn meta(&self, m: &Meta) -> mlua::Result<Table> {
-        let t = self.lua.create_table()?;
-        t.raw_set("status", m.status)?;
-        if let Some(r) = &m.reference {
-            t.raw_set("ref", r.as_str())?;
-        }
-        if let Some(e) = &m.event {
-            t.raw_set("event", e.as_str())?;
-        }
-        t.raw_set("headers", headers_table(&self.lua, &m.headers)?)?;
-        Ok(t)
     }
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
@@ -1061,7 +1044,7 @@ impl Session for ScriptSession {
                 Ok(f) => f,
                 Err(f) => return Event::Closed(f),
             };
-            match self.receive(&frame).await {
+            match self.receive(frame).await {
                 Ok(said) => said.iter().for_each(|t| self.interpret(t)),
                 Err(f) if f.kind == ErrorKind::Script => return Event::ProtocolError(f),
                 Err(f) => return Event::Closed(f),
@@ -1080,13 +1063,4 @@ impl Session for ScriptSession {
     fn into_resume(self) -> Cursors {
         self.cursors
     }
-}
-
-/// An answer's headers as a Lua table, names in lower case (hyper's), values as sent.
-fn headers_table(lua: &mlua::Lua, headers: &http::HeaderMap) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(0, headers.keys_len())?;
-    for (k, v) in headers {
-        t.raw_set(k.as_str(), lua.create_string(v.as_bytes())?)?;
-    }
-    Ok(t)
 }

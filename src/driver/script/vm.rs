@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
@@ -294,11 +295,26 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
     Ok(queued)
 }
 
-/// An HTTP request a script described (`u:request`, `u:http`, `poll`): `method`, `path`,
-/// `body` and `headers` (a table of names to values), `ref`.
-pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
-    let text = |k: &str| -> mlua::Result<Option<String>> {
-        Ok(match t.raw_get::<Value>(k)? {
+/// An HTTP request a script queued with `u:request`: a table of `method`, `path`, `body`,
+/// `headers` and `ref`.
+fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
+    let field = |k: &str| t.raw_get::<Value>(k);
+    described([
+        field("method")?,
+        field("path")?,
+        field("body")?,
+        field("headers")?,
+        field("ref")?,
+    ])
+}
+
+/// An HTTP request a script described (`u:request`, `u:http`, `poll`): its method, path,
+/// body, headers (a table of names to values) and reference.
+pub fn described(
+    [method, path, body, headers, reference]: [Value; 5],
+) -> mlua::Result<super::http::Request> {
+    let text = |k: &str, v: Value| -> mlua::Result<Option<String>> {
+        Ok(match v {
             Value::Nil => None,
             Value::String(s) => Some(s.to_string_lossy()),
             Value::Integer(i) => Some(i.to_string()),
@@ -311,7 +327,7 @@ pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
             }
         })
     };
-    let body = match t.raw_get::<Value>("body")? {
+    let body = match body {
         Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
         Value::Nil => Bytes::new(),
         other => {
@@ -321,19 +337,34 @@ pub fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
             )))
         }
     };
-    let mut headers = Vec::new();
-    if let Value::Table(h) = t.raw_get::<Value>("headers")? {
-        for pair in h.pairs::<String, String>() {
-            headers.push(pair?);
+    let mut pairs = Vec::new();
+    if let Value::Table(h) = headers {
+        for pair in h.pairs::<mlua::String, mlua::String>() {
+            let (name, value) = pair?;
+            pairs.push(header(&name.as_bytes(), &value.as_bytes())?);
         }
     }
     Ok(super::http::Request {
-        method: text("method")?.unwrap_or_else(|| "GET".to_owned()),
-        path: text("path")?.unwrap_or_else(|| "/".to_owned()),
-        headers,
+        method: text("method", method)?.unwrap_or_else(|| "GET".to_owned()),
+        path: text("path", path)?.unwrap_or_else(|| "/".to_owned()),
+        headers: pairs,
         body,
-        reference: text("ref")?,
+        reference: text("ref", reference)?,
     })
+}
+
+/// A request header from a script's name and value, checked as HTTP's.
+fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+    let bad = |what: String| {
+        mlua::Error::runtime(format!(
+            "HTTP request: header `{}`: {what}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    Ok((
+        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
+        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
+    ))
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
@@ -408,6 +439,39 @@ mod tests {
                 (Limits::default(), &toml::Table::new()),
             )
         }
+    }
+
+    #[test]
+    fn a_request_header_http_refuses_names_the_header() {
+        let lua = Lua::new();
+        let request = |name: &str, value: &str| {
+            let headers = lua.create_table().expect("table");
+            headers.raw_set(name, value).expect("set");
+            let path = Value::String(lua.create_string("/send/1").expect("path"));
+            described([
+                Value::Nil,
+                path,
+                Value::Nil,
+                Value::Table(headers),
+                Value::Nil,
+            ])
+        };
+        let good = request("X-Token", "abc").expect("a good header");
+        assert_eq!(
+            good.headers,
+            [(
+                HeaderName::from_static("x-token"),
+                HeaderValue::from_static("abc")
+            )]
+        );
+        assert_eq!(
+            (good.method.as_str(), good.path.as_str()),
+            ("GET", "/send/1")
+        );
+        let err = request("Bad Name", "x").unwrap_err().to_string();
+        assert!(err.contains("header `Bad Name`"), "{err}");
+        let err = request("X-Token", "a\nb").unwrap_err().to_string();
+        assert!(err.contains("header `X-Token`"), "{err}");
     }
 
     #[test]
