@@ -533,6 +533,14 @@ pub trait Session: Send + 'static {
     /// The next event. Cancel-safe: dropping the future loses nothing.
     fn next_event(&mut self) -> impl Future<Output = Event> + Send;
 
+    /// Whether an event may be waiting in what the session already read, so that asking
+    /// for it needs no read from the network; `true` when the driver cannot tell. The
+    /// engine asks before it looks for more events after one (a look that finds nothing
+    /// costs as much as the event).
+    fn holds_unread(&self) -> bool {
+        true
+    }
+
     /// Closes the connection and returns what the user remembers for the next one.
     fn close(self) -> impl Future<Output = Self::Resume> + Send;
 

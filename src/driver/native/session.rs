@@ -416,6 +416,10 @@ impl Session for NativeSession {
         }
     }
 
+    fn holds_unread(&self) -> bool {
+        !self.unread.is_empty() || self.ws.holds_unread()
+    }
+
     async fn close(self) -> Cursors {
         self.ws.close().await;
         self.cursors

@@ -465,8 +465,8 @@ impl<D: Driver> Vu<D> {
         wake
     }
 
-    /// Handles `ev` and every event already received after it, up to [`DRAIN`]; a closed
-    /// connection schedules the first reconnect.
+    /// Handles `ev` and every event the session already read after it, up to [`DRAIN`]; a
+    /// closed connection schedules the first reconnect.
     fn take_events(&mut self, mut ev: Event, link: &mut Link<D::Session>) {
         self.heard();
         for taken in 1..=DRAIN {
@@ -499,6 +499,7 @@ impl<D: Driver> Vu<D> {
             match link
                 .session
                 .as_mut()
+                .filter(|s| s.holds_unread())
                 .and_then(|s| s.next_event().now_or_never())
             {
                 Some(next) => ev = next,

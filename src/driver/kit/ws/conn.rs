@@ -173,6 +173,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
         poll_fn(|cx| self.poll_next(cx)).await
     }
 
+    /// Whether bytes were read that no message was taken from yet (a whole frame or a
+    /// part of one).
+    pub fn holds_unread(&self) -> bool {
+        self.rd_at < self.rd.len()
+    }
+
     /// Closes the connection, waiting at most one second for the close frame to go out.
     pub async fn close(mut self) {
         let close = async {
@@ -559,6 +565,34 @@ mod tests {
             .await
             .expect("open");
         (ws, server)
+    }
+
+    #[tokio::test]
+    async fn frames_read_together_show_as_unread_until_the_last_is_taken() {
+        let (sent, written) = tokio::sync::oneshot::channel();
+        let (mut ws, server) = pair(|mut s| async move {
+            // Nothing before the client asks: the upgrade's read takes no frame with it.
+            let _ = s.next().await;
+            for text in ["one", "two"] {
+                s.feed(Message::text(text)).await.expect("feed");
+            }
+            s.flush().await.expect("flush");
+            let _ = sent.send(());
+            let _ = s.next().await;
+        })
+        .await;
+        assert!(!ws.holds_unread(), "nothing read yet");
+        ws.write(Message::text("go")).await.expect("queued");
+        ws.flush().await.expect("written");
+        written.await.expect("the server wrote both");
+        let first = ws.next().await.expect("a message").expect("text");
+        assert_eq!(first, Message::text("one"));
+        assert!(ws.holds_unread(), "the second came in the same read");
+        let second = ws.next().await.expect("a message").expect("text");
+        assert_eq!(second, Message::text("two"));
+        assert!(!ws.holds_unread(), "both taken");
+        drop(ws);
+        server.await.expect("server");
     }
 
     #[tokio::test]
