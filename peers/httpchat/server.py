@@ -12,16 +12,20 @@ number, so a sender that was offline gets it from `/sync`; a typing notice (`POS
 `{"to": PEER or "group": NAME, "token": T}`) and a presence change (`POST /presence`,
 `{"online": BOOL, "token": T}`) go only to the users online then (logged in and not logged
 out: `POST /logout`): the peer, the group's other members, or the user's contacts
-(`POST /contacts`, `{"ids": [...]}`, kept both ways). `GET /stats` counts them.
+(`POST /contacts`, `{"ids": [...]}`, kept both ways). `GET /stats` counts them: those
+taken and the copies fanned out.
 
-    python3 server.py PORT [--drop-receipts N]
+    python3 server.py PORT [--drop-receipts N] [--slow-presence MS]
         # listens on 127.0.0.1:PORT (0: any free port), prints it; with --drop-receipts,
-        # every Nth receipt is accepted and then dropped (neither pushed nor stored)
+        # every Nth receipt is accepted and then dropped (neither pushed nor stored); with
+        # --slow-presence, a presence change is fanned out at once and answered MS late, so
+        # the requests a client makes on that connection after it wait behind it
 """
 
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -31,8 +35,18 @@ SEQS = {}      # conv -> last seq
 GROUPS = {}    # group -> set of members
 ONLINE = set()  # users logged in and not logged out
 CONTACTS = {}  # user -> set of contacts
-STATS = {"receipts": 0, "receipts_dropped": 0, "typing": 0, "presence": 0}
+# receipts taken and dropped; typing notices and presence changes taken (`_notices`,
+# `_changes`) and the copies fanned out of each (`typing`, `presence`)
+STATS = {
+    "receipts": 0,
+    "receipts_dropped": 0,
+    "typing_notices": 0,
+    "typing": 0,
+    "presence_changes": 0,
+    "presence": 0,
+}
 DROP_EVERY = 0  # --drop-receipts N: every Nth receipt dropped (0: none)
+SLOW_PRESENCE = 0.0  # --slow-presence MS: seconds a presence change's answer waits
 
 
 def deliver(user, event):
@@ -96,6 +110,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/typing":
             msg = self.body()
             with LOCK:
+                STATS["typing_notices"] += 1
                 if msg.get("group"):
                     to = GROUPS.get(msg["group"], set()) - {user}
                 else:
@@ -105,7 +120,9 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/presence":
             msg = self.body()
             with LOCK:
+                STATS["presence_changes"] += 1
                 self.fan_out(user, msg["token"], CONTACTS.get(user, set()), "presence")
+            time.sleep(SLOW_PRESENCE)
             return self.reply(200, {})
         self.reply(404, {"error": "no such path"})
 
@@ -196,11 +213,13 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    global DROP_EVERY
+    global DROP_EVERY, SLOW_PRESENCE
     args = sys.argv[1:]
     port = int(args[0]) if args else 0
     if "--drop-receipts" in args:
         DROP_EVERY = int(args[args.index("--drop-receipts") + 1])
+    if "--slow-presence" in args:
+        SLOW_PRESENCE = int(args[args.index("--slow-presence") + 1]) / 1000.0
     # A listen backlog for a login wave: the default of 5 drops SYNs when many users
     # connect at once, and each drop costs the client a 1 s retransmit.
     ThreadingHTTPServer.request_queue_size = 1024

@@ -56,7 +56,7 @@ impl HttpChat {
     }
 
     /// The server's own counts (`GET /stats`): receipts taken and dropped, typing notices
-    /// and presence changes fanned out.
+    /// and presence changes taken and the copies fanned out.
     fn stats(&self) -> serde_json::Value {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect for stats");
         let ask = "GET /stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test\r\n\
@@ -214,8 +214,27 @@ async fn receipts_typing_and_presence_through_a_script_reach_everyone_owed_once(
         presence.arrived + presence.extra <= count(&stats, "presence"),
         "{presence:?} {stats}"
     );
+    // Every one published reached the server, those made just before a logout included.
+    assert_eq!(typing.sent, count(&stats, "typing_notices"), "{stats}");
+    assert_eq!(presence.sent, count(&stats, "presence_changes"), "{stats}");
     let errors: Vec<_> = a.metrics.errors().collect();
     assert!(errors.is_empty(), "{errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presence_made_behind_a_slow_answer_reaches_the_server_before_the_logout() {
+    // Each presence change answered 2.5 s late: a user leaving sooner after its login has
+    // its going-offline presence waiting behind its coming-online one (and its sends) when
+    // it closes, and a contact online is owed it.
+    let (_, a, stats) = run_signals(&["--slow-presence", "2500"]).await;
+    let presence = row(&a, SignalKind::Presence);
+    assert_eq!(presence.sent, count(&stats, "presence_changes"), "{stats}");
+    assert!(presence.expected > 20, "{presence:?}");
+    assert_eq!(
+        (presence.arrived, presence.missing),
+        (presence.expected, 0),
+        "{presence:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

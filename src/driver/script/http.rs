@@ -17,7 +17,11 @@
 //!   come to `receive` as frames of kind `"event"`.
 //!
 //! The tasks that carry requests and read streams hand what they hear over one channel,
-//! read by [`Http::next`]; they end with the user's connection.
+//! read by [`Http::next`]; they end with the user's connection. A request made is not yet
+//! a request sent (it waits its turn behind the ones before it), so a close first waits
+//! for the answers of those made before it ([`Http::requests_answered`]): a presence
+//! change made just before a logout reaches the server and is not dropped with the
+//! transport.
 
 use std::sync::Arc;
 
@@ -25,7 +29,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::frame::{Frame, Meta};
@@ -101,14 +105,23 @@ pub struct Dial {
 /// What the tasks of a user's HTTP transport heard.
 type Heard = Result<Frame, Failure>;
 
+/// What a task carrying requests takes from its queue, in order.
+#[derive(Debug)]
+enum Job {
+    /// A request to send.
+    Send(Request),
+    /// Told once every request queued before it has its answer.
+    Mark(oneshot::Sender<()>),
+}
+
 /// One user's HTTP transport.
 #[derive(Debug)]
 pub struct Http {
     dial: Arc<Dial>,
     /// Requests for the request task.
-    requests: mpsc::UnboundedSender<Request>,
+    requests: mpsc::UnboundedSender<Job>,
     /// Long-poll requests for the poll task.
-    polls: mpsc::UnboundedSender<Request>,
+    polls: mpsc::UnboundedSender<Job>,
     /// What the tasks heard.
     heard: mpsc::UnboundedReceiver<Heard>,
     /// Where the event-stream tasks tell it.
@@ -168,13 +181,23 @@ impl Http {
 
     /// Sends `request` without waiting: its answer comes back from [`Http::next`].
     pub fn request(&self, request: Request) -> Result<(), Failure> {
-        self.requests.send(request).map_err(|_| gone())
+        self.requests.send(Job::Send(request)).map_err(|_| gone())
+    }
+
+    /// Waits until every request made so far ([`Http::request`]) has its answer, or the
+    /// task carrying them has ended (its connection failed).
+    pub async fn requests_answered(&self) {
+        let (mark, told) = oneshot::channel();
+        if self.requests.send(Job::Mark(mark)).is_ok() {
+            // An error: the task ended, and nothing it held will go out.
+            let _ = told.await;
+        }
     }
 
     /// Sends the long-poll `request`; its answer comes back from [`Http::next`].
     pub fn poll(&mut self, request: Request) -> Result<(), Failure> {
         self.polling = true;
-        self.polls.send(request).map_err(|_| gone())
+        self.polls.send(Job::Send(request)).map_err(|_| gone())
     }
 
     /// Sends `request` and waits for its answer (on the connection of calls).
@@ -384,15 +407,23 @@ impl Conn {
 }
 
 /// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
-/// one made when needed), telling each answer as a frame of `kind`.
+/// one made when needed), telling each answer as a frame of `kind` and each mark that
+/// the requests before it are answered.
 async fn carry(
     dial: Arc<Dial>,
     mut conn: Option<Conn>,
-    mut queue: mpsc::UnboundedReceiver<Request>,
+    mut queue: mpsc::UnboundedReceiver<Job>,
     tell: mpsc::UnboundedSender<Heard>,
     kind: &'static str,
 ) {
-    while let Some(request) = queue.recv().await {
+    while let Some(job) = queue.recv().await {
+        let request = match job {
+            Job::Send(r) => r,
+            Job::Mark(told) => {
+                let _ = told.send(());
+                continue;
+            }
+        };
         let c = match conn.take() {
             Some(c) if !c.is_closed() => c,
             _ => match Conn::open(&dial).await {

@@ -326,6 +326,16 @@ impl Link {
         }
     }
 
+    /// Waits until what the user sent so far has reached the server: over HTTP, the
+    /// answers of the requests made (they go out on a connection of their own, behind one
+    /// another, and a waiting call would overtake them); a socket's frames go out in order
+    /// with whatever follows them.
+    pub async fn sent(&self) {
+        if let Link::Http(h) = self {
+            h.requests_answered().await;
+        }
+    }
+
     /// Closes the connection.
     pub async fn close(self) {
         match self {

@@ -1053,6 +1053,9 @@ impl Session for ScriptSession {
     }
 
     async fn close(mut self) -> Cursors {
+        // What the user sent before (a presence going offline) reaches the server before
+        // the script's `close` logs out, and is not dropped with the transport.
+        let _ = tokio::time::timeout(self.reply_timeout, self.link.sent()).await;
         if let Some(f) = self.entry.close.clone() {
             let _ = self.flow(Flow::Close, &f, MultiValue::new(), None).await;
         }
