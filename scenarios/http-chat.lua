@@ -81,9 +81,11 @@ function poll(u)
   return "GET", poll_timeout .. u.state.since, nil, auth(u)
 end
 
--- A sync event as what `receive` returns: a message's body or a signal's token, where
--- it belongs and who sent it (codec.json_items makes the list in one piece).
-local EVENT = { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" }
+-- A sync page `{ next, events = [...] }` read into the list `receive` returns, each event
+-- as a message's body or a signal's token, where it belongs and who sent it (made once;
+-- codec.json_items reads a page in one piece).
+local sync_page = codec.json_items("events",
+  { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })
 
 -- Before traffic ("start"): note where the user's log stands, so that what a reused
 -- server holds from earlier runs is never taken for this run's. A late or returning
@@ -93,7 +95,7 @@ local EVENT = { push = "body", signal = "signal", conv = "conv", seq = "seq", fr
 function fetch(u, why)
   local r = u:http("GET", "/sync?timeout=0&since=0", nil, auth(u))
   if r.status ~= 200 then error("sync: HTTP " .. r.status) end
-  local page, events = codec.json_items(r.body, "events", EVENT)
+  local page, events = sync_page(r.body)
   if not page then error("sync: " .. events) end
   if why == "start" then
     u:cover(events)
@@ -121,7 +123,7 @@ function receive(u, body, kind, meta)
     return { error = "HTTP " .. meta.status, id = meta.ref }
   elseif kind == "poll" then
     if meta.status ~= 200 then return { protocol = "sync: HTTP " .. meta.status } end
-    local page, events = codec.json_items(body, "events", EVENT)
+    local page, events = sync_page(body)
     if not page then return { protocol = "sync: " .. events } end
     u.state.since = page.next
     u.kept.since = page.next

@@ -33,21 +33,6 @@ impl Scalar {
         })
     }
 
-    /// A JSON value as a scalar (`None` for null), numbers as `codec.json_decode` makes them.
-    pub fn of_json(v: serde_json::Value) -> Option<Scalar> {
-        use serde_json::Value as J;
-        Some(match v {
-            J::Null => return None,
-            J::String(s) => Scalar::Text(s),
-            J::Bool(b) => Scalar::Bool(b),
-            J::Number(n) => match n.as_i64() {
-                Some(i) => Scalar::Int(i),
-                None => Scalar::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            J::Array(_) | J::Object(_) => Scalar::Other("table"),
-        })
-    }
-
     /// As text: strings as they are, numbers and booleans printed.
     pub fn text(&self) -> String {
         match self {
@@ -123,22 +108,32 @@ pub struct Said {
 }
 
 impl Said {
+    /// The keys msgstorm reads, in the order of [`Said::known`].
+    pub const KEYS: [&'static str; 11] = [
+        "ack", "push", "signal", "item", "error", "id", "reply", "protocol", "conv", "seq", "from",
+    ];
+
     /// The slot of `key`, if msgstorm reads it.
     pub fn slot(&mut self, key: &[u8]) -> Option<&mut Option<Scalar>> {
-        Some(match key {
-            b"ack" => &mut self.ack,
-            b"push" => &mut self.push,
-            b"signal" => &mut self.signal,
-            b"item" => &mut self.item,
-            b"error" => &mut self.error,
-            b"id" => &mut self.id,
-            b"reply" => &mut self.reply,
-            b"protocol" => &mut self.protocol,
-            b"conv" => &mut self.conv,
-            b"seq" => &mut self.seq,
-            b"from" => &mut self.from,
-            _ => return None,
-        })
+        let i = Said::KEYS.iter().position(|k| k.as_bytes() == key)?;
+        Some(self.slot_at(i))
+    }
+
+    /// The slot of `Said::KEYS[i]`.
+    pub fn slot_at(&mut self, i: usize) -> &mut Option<Scalar> {
+        match i {
+            0 => &mut self.ack,
+            1 => &mut self.push,
+            2 => &mut self.signal,
+            3 => &mut self.item,
+            4 => &mut self.error,
+            5 => &mut self.id,
+            6 => &mut self.reply,
+            7 => &mut self.protocol,
+            8 => &mut self.conv,
+            9 => &mut self.seq,
+            _ => &mut self.from,
+        }
     }
 
     /// What the table `t` says, read in one walk over its keys.
@@ -161,18 +156,19 @@ impl Said {
 
     /// The keys msgstorm reads, with their values, in that order.
     pub fn known(&self) -> [(&'static str, &Option<Scalar>); 11] {
+        let k = Said::KEYS;
         [
-            ("ack", &self.ack),
-            ("push", &self.push),
-            ("signal", &self.signal),
-            ("item", &self.item),
-            ("error", &self.error),
-            ("id", &self.id),
-            ("reply", &self.reply),
-            ("protocol", &self.protocol),
-            ("conv", &self.conv),
-            ("seq", &self.seq),
-            ("from", &self.from),
+            (k[0], &self.ack),
+            (k[1], &self.push),
+            (k[2], &self.signal),
+            (k[3], &self.item),
+            (k[4], &self.error),
+            (k[5], &self.id),
+            (k[6], &self.reply),
+            (k[7], &self.protocol),
+            (k[8], &self.conv),
+            (k[9], &self.seq),
+            (k[10], &self.from),
         ]
     }
 
