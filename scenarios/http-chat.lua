@@ -13,14 +13,16 @@
 
 local encode, decode = codec.json_encode, codec.json_decode
 
+-- The headers of every request after the login (made once per connection).
 local function auth(u)
-  return { ["Authorization"] = "Bearer " .. u.state.token, ["Content-Type"] = "application/json" }
+  return u.state.headers
 end
 
 function login(u)
   local r = u:http("POST", "/login", encode({ user = u.id }), { ["Content-Type"] = "application/json" })
   if r.status ~= 200 then refuse("HTTP " .. r.status .. ": " .. r.body) end
   u.state.token = decode(r.body).token
+  u.state.headers = { ["Authorization"] = "Bearer " .. u.state.token, ["Content-Type"] = "application/json" }
   -- Where this user's log stands: a returning user goes on from where it was.
   u.state.since = u.kept.since or 0
   if vars.mode == "sse" then u:sse("/events", auth(u)) end

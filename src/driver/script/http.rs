@@ -16,8 +16,11 @@
 //! - **event streams** (`u:sse(path)`) each hold a connection whose Server-Sent Events
 //!   come to `receive` as frames of kind `"event"`.
 //!
-//! The tasks that carry requests and read streams hand what they hear over one channel,
-//! read by [`Http::next`]; they end with the user's connection.
+//! Requests and polls are carried by the user's own task ([`role`]): their answers come out
+//! of [`Http::next`] as it polls them. The tasks that read event streams hand what they
+//! hear over a channel, read by [`Http::next`] too; they end with the user's connection.
+
+mod role;
 
 use std::sync::Arc;
 
@@ -25,8 +28,12 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::task::Poll;
+
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use role::Role;
 
 use super::frame::{Frame, Meta};
 use crate::driver::kit::connect::{Connector, Stream};
@@ -105,11 +112,11 @@ type Heard = Result<Frame, Failure>;
 #[derive(Debug)]
 pub struct Http {
     dial: Arc<Dial>,
-    /// Requests for the request task.
-    requests: mpsc::UnboundedSender<Request>,
-    /// Long-poll requests for the poll task.
-    polls: mpsc::UnboundedSender<Request>,
-    /// What the tasks heard.
+    /// `u:request`'s requests.
+    requests: Role,
+    /// The long polls.
+    polls: Role,
+    /// What the event-stream tasks heard.
     heard: mpsc::UnboundedReceiver<Heard>,
     /// Where the event-stream tasks tell it.
     tell: mpsc::UnboundedSender<Heard>,
@@ -136,45 +143,27 @@ impl Http {
         // HTTP/2: every role a stream of the first connection.
         let shared = first.share();
         let (tell, heard) = mpsc::unbounded_channel();
-        let (requests, queued) = mpsc::unbounded_channel();
-        let (polls, polled) = mpsc::unbounded_channel();
-        let tasks = vec![
-            tokio::spawn(carry(
-                Arc::clone(&dial),
-                Some(first),
-                queued,
-                tell.clone(),
-                "response",
-            )),
-            tokio::spawn(carry(
-                Arc::clone(&dial),
-                shared.as_ref().and_then(Conn::share),
-                polled,
-                tell.clone(),
-                "poll",
-            )),
-        ];
         Ok(Http {
+            requests: Role::new("response", Some(first)),
+            polls: Role::new("poll", shared.as_ref().and_then(Conn::share)),
             dial,
-            requests,
-            polls,
             heard,
             tell,
             calls: shared,
             polling: false,
-            tasks,
+            tasks: Vec::new(),
         })
     }
 
     /// Sends `request` without waiting: its answer comes back from [`Http::next`].
-    pub fn request(&self, request: Request) -> Result<(), Failure> {
-        self.requests.send(request).map_err(|_| gone())
+    pub fn request(&mut self, request: Request) {
+        self.requests.push(&self.dial, request);
     }
 
     /// Sends the long-poll `request`; its answer comes back from [`Http::next`].
-    pub fn poll(&mut self, request: Request) -> Result<(), Failure> {
+    pub fn poll(&mut self, request: Request) {
         self.polling = true;
-        self.polls.send(request).map_err(|_| gone())
+        self.polls.push(&self.dial, request);
     }
 
     /// Sends `request` and waits for its answer (on the connection of calls).
@@ -213,17 +202,19 @@ impl Http {
 
     /// The next thing heard: an answer, a poll's answer, an event.
     pub async fn next(&mut self) -> Result<Frame, Failure> {
-        match self.heard.recv().await {
-            Some(heard) => {
-                if let Ok(Frame { meta: Some(m), .. }) = &heard {
-                    if m.kind == "poll" {
-                        self.polling = false;
-                    }
-                }
-                heard
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(heard) = self.requests.poll_answer(cx, &self.dial) {
+                return Poll::Ready(heard);
             }
-            None => Err(gone()),
-        }
+            if let Poll::Ready(heard) = self.polls.poll_answer(cx, &self.dial) {
+                self.polling = false;
+                return Poll::Ready(heard);
+            }
+            self.heard
+                .poll_recv(cx)
+                .map(|heard| heard.unwrap_or_else(|| Err(gone())))
+        })
+        .await
     }
 }
 
@@ -380,45 +371,6 @@ impl Conn {
         .map_err(|e| closed("request", e))?;
         let (head, body) = answer.into_parts();
         Ok((head.status.as_u16(), head.headers, body))
-    }
-}
-
-/// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
-/// one made when needed), telling each answer as a frame of `kind`.
-async fn carry(
-    dial: Arc<Dial>,
-    mut conn: Option<Conn>,
-    mut queue: mpsc::UnboundedReceiver<Request>,
-    tell: mpsc::UnboundedSender<Heard>,
-    kind: &'static str,
-) {
-    while let Some(request) = queue.recv().await {
-        let c = match conn.take() {
-            Some(c) if !c.is_closed() => c,
-            _ => match Conn::open(&dial).await {
-                Ok(c) => c,
-                Err(f) => {
-                    let _ = tell.send(Err(f));
-                    return;
-                }
-            },
-        };
-        let (kept, answer) = c.send(&dial, &request).await;
-        conn = kept;
-        let heard = answer.map(|a| Frame {
-            text: std::str::from_utf8(&a.body).is_ok(),
-            bytes: Vec::from(a.body),
-            meta: Some(Meta {
-                kind,
-                status: a.status,
-                reference: request.reference.clone(),
-                event: None,
-                headers: a.headers,
-            }),
-        });
-        if tell.send(heard).is_err() {
-            return;
-        }
     }
 }
 
