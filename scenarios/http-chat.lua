@@ -104,7 +104,7 @@ function fetch(u, why)
     u.state.since = page.next
     u.kept.since = page.next
   else
-    u:deliver(events)
+    u:deliver(events:having("conv"))
   end
 end
 

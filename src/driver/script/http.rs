@@ -17,11 +17,14 @@
 //!   come to `receive` as frames of kind `"event"`.
 //!
 //! Requests and polls are carried by the user's own task ([`role`]): their answers come out
-//! of [`Http::next`] as it polls them. The tasks that read event streams hand what they
+//! of [`Http::next`], which polls them (as do a call and the closing, which keep what they
+//! hear for it). The tasks that read event streams hand what they
 //! hear over a channel, read by [`Http::next`] too; they end with the user's connection.
 
 mod role;
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -118,6 +121,8 @@ pub struct Http {
     polls: Role,
     /// What the event-stream tasks heard.
     heard: mpsc::UnboundedReceiver<Heard>,
+    /// Answers that came while a call was out, for [`Http::next`].
+    answered: VecDeque<Heard>,
     /// Where the event-stream tasks tell it.
     tell: mpsc::UnboundedSender<Heard>,
     /// The connection of waiting calls, once made.
@@ -148,6 +153,7 @@ impl Http {
             polls: Role::new("poll", shared.as_ref().and_then(Conn::share)),
             dial,
             heard,
+            answered: VecDeque::new(),
             tell,
             calls: shared,
             polling: false,
@@ -172,9 +178,42 @@ impl Http {
             Some(c) if !c.is_closed() => c,
             _ => Conn::open(&self.dial).await?,
         };
-        let (conn, answer) = conn.send(&self.dial, request).await;
+        // The requests out go on meanwhile (a send queued before a call, a presence before
+        // a logout), their answers kept for `next`.
+        let dial = Arc::clone(&self.dial);
+        let mut call = std::pin::pin!(conn.send(&dial, request));
+        let (conn, answer) = std::future::poll_fn(|cx| {
+            self.drive(cx);
+            call.as_mut().poll(cx)
+        })
+        .await;
         self.calls = conn;
         answer
+    }
+
+    /// Polls the requests and the long poll out, keeping what they heard in `answered`;
+    /// each answer lets the role's next request go out.
+    fn drive(&mut self, cx: &mut std::task::Context<'_>) {
+        while let Poll::Ready(heard) = self.requests.poll_answer(cx, &self.dial) {
+            self.answered.push_back(heard);
+        }
+        if let Poll::Ready(heard) = self.polls.poll_answer(cx, &self.dial) {
+            self.answered.push_back(heard);
+        }
+    }
+
+    /// Closes the transport once the requests the script queued went out and were
+    /// answered (bounded by the connect timeout); a long poll out is dropped.
+    pub async fn close(mut self) {
+        let dial = Arc::clone(&self.dial);
+        let sent = std::future::poll_fn(|cx| {
+            self.drive(cx);
+            match self.requests.idle() {
+                true => Poll::Ready(Ok(())),
+                false => Poll::Pending,
+            }
+        });
+        let _ = dial.connector.within("answer before closing", sent).await;
     }
 
     /// Opens an event stream by `request` (a `GET`): its events come back from
@@ -202,19 +241,23 @@ impl Http {
 
     /// The next thing heard: an answer, a poll's answer, an event.
     pub async fn next(&mut self) -> Result<Frame, Failure> {
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(heard) = self.requests.poll_answer(cx, &self.dial) {
-                return Poll::Ready(heard);
+        let heard = std::future::poll_fn(|cx| {
+            self.drive(cx);
+            match self.answered.pop_front() {
+                Some(heard) => Poll::Ready(heard),
+                None => self
+                    .heard
+                    .poll_recv(cx)
+                    .map(|heard| heard.unwrap_or_else(|| Err(gone()))),
             }
-            if let Poll::Ready(heard) = self.polls.poll_answer(cx, &self.dial) {
-                self.polling = false;
-                return Poll::Ready(heard);
-            }
-            self.heard
-                .poll_recv(cx)
-                .map(|heard| heard.unwrap_or_else(|| Err(gone())))
         })
-        .await
+        .await;
+        if let Ok(Frame { meta: Some(m), .. }) = &heard {
+            if m.kind == "poll" {
+                self.polling = false;
+            }
+        }
+        heard
     }
 }
 

@@ -17,12 +17,28 @@ use super::json::KeySeed;
 use super::said::{Said, Scalar};
 
 /// A list of items made by a `codec.json_items` reader: `#items` and `items[i]` (a table)
-/// read it; returning it from `receive` or handing it to `u:deliver` empties it.
+/// read it, `items:having(key)` is the list of those that have `key`; returning it from
+/// `receive` or handing it to `u:deliver` empties it.
 #[derive(Debug, Default)]
 pub struct Items(pub Vec<Said>);
 
 impl UserData for Items {
     fn add_methods<M: mlua::UserDataMethods<Self>>(m: &mut M) {
+        m.add_method("having", |_, items, key: LuaString| {
+            let Some(i) = Said::KEYS
+                .iter()
+                .position(|k| k.as_bytes() == &*key.as_bytes())
+            else {
+                return Err(mlua::Error::runtime(format!(
+                    "items:having: `{}` is none of {}",
+                    key.to_string_lossy(),
+                    Said::KEYS.join(", ")
+                )));
+            };
+            let mut kept = items.0.clone();
+            kept.retain_mut(|said| said.slot_at(i).is_some());
+            Ok(Items(kept))
+        });
         m.add_meta_method(MetaMethod::Len, |_, items, ()| Ok(items.0.len()));
         m.add_meta_method(MetaMethod::Index, |lua, items, i: Value| {
             let at = match i {
@@ -358,6 +374,32 @@ mod tests {
             assert!(page.is_nil(), "{text}");
             assert_eq!(reason, want);
         }
+    }
+
+    #[test]
+    fn having_keeps_the_items_with_that_key_and_leaves_the_list_whole() {
+        let lua = lua();
+        let got: String = lua
+            .load(format!(
+                r#"{READ}
+                local _, items = read('{{"events":[{{"signal":"a","from":"u1"}},{{"body":"b","conv":"c","seq":1}},{{"signal":"d","conv":"r:u1","seq":2}}]}}')
+                local stored = items:having("conv")
+                return #stored .. " " .. stored[1].push .. " " .. stored[2].signal .. " " .. #items"#
+            ))
+            .eval()
+            .expect("runs");
+        assert_eq!(got, "2 b d 3");
+        let e = lua
+            .load(format!(
+                r#"{READ} local _, items = read('{{}}') return items:having("body")"#
+            ))
+            .exec()
+            .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("items:having: `body` is none of ack"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A role's requests (`u:request`'s, or the long polls) carried in order over one
 //! keep-alive connection by the user's own task: the one out is a future the transport
-//! polls when the session reads ([`Http::next`](super::Http::next)), so its answer reaches
-//! the session with no task between (no channel, no wake-up of another task per answer).
+//! polls while the session reads ([`Http::next`](super::Http::next)), waits for a call or
+//! closes, so its answer reaches the session with no task between (no channel, no
+//! wake-up of another task per answer).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -49,6 +50,16 @@ impl Role {
     pub(super) fn push(&mut self, dial: &Arc<Dial>, request: Request) {
         self.queue.push_back(request);
         self.start(dial);
+    }
+
+    /// No request queued or out.
+    pub(super) fn idle(&mut self) -> bool {
+        self.queue.is_empty()
+            && self
+                .flight
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_none()
     }
 
     /// Starts the next queued request when none is out.
