@@ -182,7 +182,7 @@ impl Said {
     }
 
     /// Whether `from` names the user `id`.
-    pub fn from_user(&self, id: &str) -> bool {
+    pub fn sent_by(&self, id: &str) -> bool {
         matches!(&self.from, Some(Scalar::Text(f)) if f == id)
     }
 
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(said.push, Some(Scalar::Text("hi".into())));
         assert_eq!(said.conv.as_ref().map(Scalar::text).as_deref(), Some("7"));
         assert_eq!(said.seq.as_ref().map(Scalar::number), Some(3));
-        assert!(said.from_user("u1"));
+        assert!(said.sent_by("u1"));
         assert_eq!(said.others, ["extra"]);
         assert!(said.ack.is_none() && said.signal.is_none());
     }

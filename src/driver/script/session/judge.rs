@@ -142,7 +142,7 @@ impl ScriptSession {
     /// A push (its body `body`, under `key`): delivered unless the user sent it or a fetch
     /// returned it already.
     fn pushed(&mut self, said: &Said, key: &str, body: Option<&Scalar>) {
-        let own = said.from_user(&self.id);
+        let own = said.sent_by(&self.id);
         let mut kind = Push::New;
         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
             let seq = seq.number();
@@ -181,7 +181,7 @@ impl ScriptSession {
             }
             _ => true,
         };
-        if new && !said.from_user(&self.id) {
+        if new && !said.sent_by(&self.id) {
             if let Some(out) = out {
                 let body = said.push.as_ref().or(said.signal.as_ref());
                 out.push(
