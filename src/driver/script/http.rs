@@ -16,27 +16,17 @@
 //! - **event streams** (`u:sse(path)`) each hold a connection whose Server-Sent Events
 //!   come to `receive` as frames of kind `"event"`.
 //!
-//! Requests and polls are carried by the user's own task ([`role`]): their answers come out
-//! of [`Http::next`], which polls them (as do a call and the closing, which keep what they
-//! hear for it). The tasks that read event streams hand what they
-//! hear over a channel, read by [`Http::next`] too; they end with the user's connection.
+//! The tasks that carry requests and read streams hand what they hear over one channel,
+//! read by [`Http::next`]; they end with the user's connection.
 
-mod role;
-
-use std::collections::VecDeque;
-use std::future::Future;
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::task::Poll;
-
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-
-use role::Role;
 
 use super::frame::{Frame, Meta};
 use crate::driver::kit::connect::{Connector, Stream};
@@ -115,14 +105,12 @@ type Heard = Result<Frame, Failure>;
 #[derive(Debug)]
 pub struct Http {
     dial: Arc<Dial>,
-    /// `u:request`'s requests.
-    requests: Role,
-    /// The long polls.
-    polls: Role,
-    /// What the event-stream tasks heard.
+    /// Requests for the request task.
+    requests: mpsc::UnboundedSender<Request>,
+    /// Long-poll requests for the poll task.
+    polls: mpsc::UnboundedSender<Request>,
+    /// What the tasks heard.
     heard: mpsc::UnboundedReceiver<Heard>,
-    /// Answers that came while a call was out, for [`Http::next`].
-    answered: VecDeque<Heard>,
     /// Where the event-stream tasks tell it.
     tell: mpsc::UnboundedSender<Heard>,
     /// The connection of waiting calls, once made.
@@ -148,28 +136,45 @@ impl Http {
         // HTTP/2: every role a stream of the first connection.
         let shared = first.share();
         let (tell, heard) = mpsc::unbounded_channel();
+        let (requests, queued) = mpsc::unbounded_channel();
+        let (polls, polled) = mpsc::unbounded_channel();
+        let tasks = vec![
+            tokio::spawn(carry(
+                Arc::clone(&dial),
+                Some(first),
+                queued,
+                tell.clone(),
+                "response",
+            )),
+            tokio::spawn(carry(
+                Arc::clone(&dial),
+                shared.as_ref().and_then(Conn::share),
+                polled,
+                tell.clone(),
+                "poll",
+            )),
+        ];
         Ok(Http {
-            requests: Role::new("response", Some(first)),
-            polls: Role::new("poll", shared.as_ref().and_then(Conn::share)),
             dial,
+            requests,
+            polls,
             heard,
-            answered: VecDeque::new(),
             tell,
             calls: shared,
             polling: false,
-            tasks: Vec::new(),
+            tasks,
         })
     }
 
     /// Sends `request` without waiting: its answer comes back from [`Http::next`].
-    pub fn request(&mut self, request: Request) {
-        self.requests.push(&self.dial, request);
+    pub fn request(&self, request: Request) -> Result<(), Failure> {
+        self.requests.send(request).map_err(|_| gone())
     }
 
     /// Sends the long-poll `request`; its answer comes back from [`Http::next`].
-    pub fn poll(&mut self, request: Request) {
+    pub fn poll(&mut self, request: Request) -> Result<(), Failure> {
         self.polling = true;
-        self.polls.push(&self.dial, request);
+        self.polls.send(request).map_err(|_| gone())
     }
 
     /// Sends `request` and waits for its answer (on the connection of calls).
@@ -178,42 +183,9 @@ impl Http {
             Some(c) if !c.is_closed() => c,
             _ => Conn::open(&self.dial).await?,
         };
-        // The requests out go on meanwhile (a send queued before a call, a presence before
-        // a logout), their answers kept for `next`.
-        let dial = Arc::clone(&self.dial);
-        let mut call = std::pin::pin!(conn.send(&dial, request));
-        let (conn, answer) = std::future::poll_fn(|cx| {
-            self.drive(cx);
-            call.as_mut().poll(cx)
-        })
-        .await;
+        let (conn, answer) = conn.send(&self.dial, request).await;
         self.calls = conn;
         answer
-    }
-
-    /// Polls the requests and the long poll out, keeping what they heard in `answered`;
-    /// each answer lets the role's next request go out.
-    fn drive(&mut self, cx: &mut std::task::Context<'_>) {
-        while let Poll::Ready(heard) = self.requests.poll_answer(cx, &self.dial) {
-            self.answered.push_back(heard);
-        }
-        if let Poll::Ready(heard) = self.polls.poll_answer(cx, &self.dial) {
-            self.answered.push_back(heard);
-        }
-    }
-
-    /// Closes the transport once the requests the script queued went out and were
-    /// answered (bounded by the connect timeout); a long poll out is dropped.
-    pub async fn close(mut self) {
-        let dial = Arc::clone(&self.dial);
-        let sent = std::future::poll_fn(|cx| {
-            self.drive(cx);
-            match self.requests.idle() {
-                true => Poll::Ready(Ok(())),
-                false => Poll::Pending,
-            }
-        });
-        let _ = dial.connector.within("answer before closing", sent).await;
     }
 
     /// Opens an event stream by `request` (a `GET`): its events come back from
@@ -241,23 +213,17 @@ impl Http {
 
     /// The next thing heard: an answer, a poll's answer, an event.
     pub async fn next(&mut self) -> Result<Frame, Failure> {
-        let heard = std::future::poll_fn(|cx| {
-            self.drive(cx);
-            match self.answered.pop_front() {
-                Some(heard) => Poll::Ready(heard),
-                None => self
-                    .heard
-                    .poll_recv(cx)
-                    .map(|heard| heard.unwrap_or_else(|| Err(gone()))),
+        match self.heard.recv().await {
+            Some(heard) => {
+                if let Ok(Frame { meta: Some(m), .. }) = &heard {
+                    if m.kind == "poll" {
+                        self.polling = false;
+                    }
+                }
+                heard
             }
-        })
-        .await;
-        if let Ok(Frame { meta: Some(m), .. }) = &heard {
-            if m.kind == "poll" {
-                self.polling = false;
-            }
+            None => Err(gone()),
         }
-        heard
     }
 }
 
@@ -414,6 +380,45 @@ impl Conn {
         .map_err(|e| closed("request", e))?;
         let (head, body) = answer.into_parts();
         Ok((head.status.as_u16(), head.headers, body))
+    }
+}
+
+/// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
+/// one made when needed), telling each answer as a frame of `kind`.
+async fn carry(
+    dial: Arc<Dial>,
+    mut conn: Option<Conn>,
+    mut queue: mpsc::UnboundedReceiver<Request>,
+    tell: mpsc::UnboundedSender<Heard>,
+    kind: &'static str,
+) {
+    while let Some(request) = queue.recv().await {
+        let c = match conn.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => match Conn::open(&dial).await {
+                Ok(c) => c,
+                Err(f) => {
+                    let _ = tell.send(Err(f));
+                    return;
+                }
+            },
+        };
+        let (kept, answer) = c.send(&dial, &request).await;
+        conn = kept;
+        let heard = answer.map(|a| Frame {
+            text: std::str::from_utf8(&a.body).is_ok(),
+            bytes: Vec::from(a.body),
+            meta: Some(Meta {
+                kind,
+                status: a.status,
+                reference: request.reference.clone(),
+                event: None,
+                headers: a.headers,
+            }),
+        });
+        if tell.send(heard).is_err() {
+            return;
+        }
     }
 }
 

@@ -333,7 +333,7 @@ impl Link {
             Link::Tcp(mut t) => {
                 let _ = t.stream.shutdown().await;
             }
-            Link::Http(h) => h.close().await,
+            Link::Http(h) => drop(h),
         }
     }
 }

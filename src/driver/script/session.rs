@@ -205,7 +205,7 @@ impl ScriptSession {
         for q in queued {
             match (q, &mut self.link) {
                 (Out::Frame(frame), link) => link.write(frame).await?,
-                (Out::Request(r), Link::Http(h)) => h.request(r),
+                (Out::Request(r), Link::Http(h)) => h.request(r)?,
                 (Out::Request(_), _) => return Err(not_http("u:request")),
             }
         }
@@ -455,7 +455,7 @@ impl ScriptSession {
         }
         let request = Self::request_of(Flow::Fetch, [method, at(2), at(3), at(4)])?;
         if let Link::Http(h) = &mut self.link {
-            h.poll(request);
+            h.poll(request)?;
         }
         Ok(())
     }
