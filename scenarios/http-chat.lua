@@ -13,14 +13,16 @@
 
 local encode, decode = codec.json_encode, codec.json_decode
 
+-- The headers of every request after the login (made once per connection).
 local function auth(u)
-  return { ["Authorization"] = "Bearer " .. u.state.token, ["Content-Type"] = "application/json" }
+  return u.state.headers
 end
 
 function login(u)
   local r = u:http("POST", "/login", encode({ user = u.id }), { ["Content-Type"] = "application/json" })
   if r.status ~= 200 then refuse("HTTP " .. r.status .. ": " .. r.body) end
   u.state.token = decode(r.body).token
+  u.state.headers = { ["Authorization"] = "Bearer " .. u.state.token, ["Content-Type"] = "application/json" }
   -- Where this user's log stands: a returning user goes on from where it was.
   u.state.since = u.kept.since or 0
   if vars.mode == "sse" then u:sse("/events", auth(u)) end
@@ -81,25 +83,28 @@ function poll(u)
   return "GET", poll_timeout .. u.state.since, nil, auth(u)
 end
 
+-- A sync page `{ next, events = [...] }` read into the list `receive` returns, each event
+-- as a message's body or a signal's token, where it belongs and who sent it (made once;
+-- codec.json_items reads a page in one piece).
+local sync_page = codec.json_items("events",
+  { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })
+
 -- Before traffic ("start"): note where the user's log stands, so that what a reused
 -- server holds from earlier runs is never taken for this run's. A late or returning
--- user ("missed") and the final verification ("verify"): the whole log, each message
--- handed over once (conv/seq tell what the user has already). Receipts the server stored
--- are fetched like messages; typing notices and presence (no conv) only ever come live.
+-- user ("missed") and the final verification ("verify"): the whole log, handed over at
+-- once (conv/seq tell what the user has already). Receipts the server stored are fetched
+-- like messages; typing notices and presence (no conv) only ever come live.
 function fetch(u, why)
   local r = u:http("GET", "/sync?timeout=0&since=0", nil, auth(u))
   if r.status ~= 200 then error("sync: HTTP " .. r.status) end
-  local page = decode(r.body)
-  for _, e in ipairs(page.events) do
-    if e.conv and why == "start" then
-      u:cover(e.conv, e.seq)
-    elseif e.conv then
-      u:deliver(e.signal or e.body, e.conv, e.seq, e.from)
-    end
-  end
+  local page, events = sync_page(r.body)
+  if not page then error("sync: " .. events) end
   if why == "start" then
+    u:cover(events)
     u.state.since = page.next
     u.kept.since = page.next
+  else
+    u:deliver(events:having("conv"))
   end
 end
 
@@ -120,12 +125,11 @@ function receive(u, body, kind, meta)
     return { error = "HTTP " .. meta.status, id = meta.ref }
   elseif kind == "poll" then
     if meta.status ~= 200 then return { protocol = "sync: HTTP " .. meta.status } end
-    local page = decode(body)
+    local page, events = sync_page(body)
+    if not page then return { protocol = "sync: " .. events } end
     u.state.since = page.next
     u.kept.since = page.next
-    local out = {}
-    for i, e in ipairs(page.events) do out[i] = message(e) end
-    return out
+    return events
   elseif kind == "event" then
     return message(decode(body))
   end

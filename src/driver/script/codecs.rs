@@ -16,6 +16,7 @@ pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
     binary_codecs(lua, &codec, protos)?;
     codec.set("json_encode", lua.create_function(json_encode)?)?;
     codec.set("json_decode", lua.create_function(json_decode)?)?;
+    codec.set("json_items", lua.create_function(super::items::json_items)?)?;
     codec.set("null", Value::NULL)?;
     codec.set(
         "base64_encode",

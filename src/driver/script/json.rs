@@ -138,13 +138,14 @@ impl<'de> Visitor<'de> for Build<'_> {
 }
 
 /// An object's key: borrowed from the text unless it has escapes.
-enum Key<'de> {
+pub(super) enum Key<'de> {
     Borrowed(&'de str),
     Owned(String),
 }
 
 impl Key<'_> {
-    fn as_str(&self) -> &str {
+    /// The key.
+    pub(super) fn as_str(&self) -> &str {
         match self {
             Key::Borrowed(s) => s,
             Key::Owned(s) => s,
@@ -153,7 +154,7 @@ impl Key<'_> {
 }
 
 /// Reads a key as a [`Key`].
-struct KeySeed;
+pub(super) struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
     type Value = Key<'de>;

@@ -22,10 +22,12 @@ mod codecs;
 mod dry;
 mod frame;
 mod http;
+mod items;
 mod json;
 mod limits;
 mod link;
 mod options;
+mod said;
 mod session;
 mod vm;
 

@@ -2,6 +2,7 @@
 //! directly, waiting ones as coroutines), the frames they queue written, every incoming
 //! frame judged by `receive` into the engine's events.
 
+mod judge;
 mod meta;
 pub(super) mod signals;
 
@@ -13,11 +14,13 @@ use mlua::{Function, MultiValue, Table, Thread, ThreadStatus, Value};
 
 use super::frame::Frame;
 use super::http::Request;
+use super::items::{self, Items};
 use super::limits::Guard;
 use super::link::Link;
+use super::said::{Said, Scalar};
 use super::vm::{described, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
-use crate::driver::kit::cursors::{Cursors, Push};
+use crate::driver::kit::cursors::Cursors;
 use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 
@@ -119,13 +122,7 @@ fn script_error(what: &str, e: &mlua::Error) -> Failure {
 
 /// The string form of a request id (a number or a string in the script).
 fn id_key(v: &Value) -> Option<String> {
-    match v {
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Number(n) if n.fract() == 0.0 => Some(format!("{}", *n as i64)),
-        Value::Number(n) => Some(n.to_string()),
-        Value::String(s) => Some(s.to_string_lossy()),
-        _ => None,
-    }
+    Scalar::of_lua(v).and_then(|s| s.id())
 }
 
 impl ScriptSession {
@@ -290,17 +287,47 @@ impl ScriptSession {
                 let conv = text(&arg());
                 Value::Integer(self.cursors.upto(&conv) as i64)
             }
-            "cover" => {
-                let conv = text(&arg());
-                let seq = number(&arg());
-                self.cursors.with(&conv, |s| s.cover(seq));
-                Value::Nil
-            }
-            "deliver" => {
-                let (body, conv, seq, from) = (arg(), arg(), arg(), arg());
-                let new = self.fetched(&body, &conv, &seq, &from, out);
-                Value::Boolean(new)
-            }
+            "cover" => match arg() {
+                Value::UserData(list) => {
+                    let list = list
+                        .borrow::<Items>()
+                        .map_err(|e| script_error(flow.name(), &e))?;
+                    for said in &list.0 {
+                        if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
+                            let seq = seq.number();
+                            self.cursors.with(&conv.text(), |s| s.cover(seq));
+                        }
+                    }
+                    Value::Nil
+                }
+                conv => {
+                    let seq = number(&arg());
+                    self.cursors.with(&text(&conv), |s| s.cover(seq));
+                    Value::Nil
+                }
+            },
+            "deliver" => match arg() {
+                Value::UserData(list) => {
+                    let list = std::mem::take(
+                        &mut list
+                            .borrow_mut::<Items>()
+                            .map_err(|e| script_error(flow.name(), &e))?
+                            .0,
+                    );
+                    Value::Integer(self.fetched_list(&list, out) as i64)
+                }
+                body => {
+                    let (conv, seq, from) = (arg(), arg(), arg());
+                    let said = Said {
+                        item: Scalar::of_lua(&body),
+                        conv: Scalar::of_lua(&conv),
+                        seq: Scalar::of_lua(&seq),
+                        from: Scalar::of_lua(&from),
+                        ..Said::default()
+                    };
+                    Value::Boolean(self.fetched(&said, out))
+                }
+            },
             "http" => {
                 let (method, path, body, headers) = (arg(), arg(), arg(), arg());
                 let timeout = seconds(&arg()).unwrap_or(self.reply_timeout);
@@ -522,32 +549,6 @@ impl ScriptSession {
         }
     }
 
-    /// A message a fetch returned: handed to `out` (when fetching for the ledger) unless
-    /// the user sent it or already has it. Returns whether it was new.
-    fn fetched(
-        &mut self,
-        body: &Value,
-        conv: &Value,
-        seq: &Value,
-        from: &Value,
-        out: Option<&mut Vec<String>>,
-    ) -> bool {
-        let new = match (conv, seq) {
-            (Value::Nil, _) | (_, Value::Nil) => true,
-            _ => {
-                let seq = number(seq);
-                self.cursors.with(&text(conv), |s| s.mark(seq))
-            }
-        };
-        let own = matches!(from, Value::String(f) if f.as_bytes().as_ref() == self.id.as_bytes());
-        if new && !own {
-            if let Some(out) = out {
-                out.push(text(body));
-            }
-        }
-        new
-    }
-
     /// Reads frames until the one `receive` says answers `id` (`reply`, `error` or `ack`
     /// with that id), judging every other one; bounded by `timeout`.
     async fn wait(
@@ -562,31 +563,25 @@ impl ScriptSession {
             loop {
                 let frame = self.link.next().await?;
                 let mut answer = None;
-                for t in self.receive(frame).await? {
-                    let answers = ["reply", "error", "ack"].iter().any(|k| {
-                        let v: Value = if *k == "error" {
-                            t.raw_get("id").unwrap_or(Value::Nil)
-                        } else {
-                            t.raw_get(*k).unwrap_or(Value::Nil)
-                        };
-                        want.is_some() && id_key(&v) == want
-                    });
+                for said in self.receive(frame).await? {
+                    let answers = want.as_deref().is_some_and(|w| said.answers(w));
                     if answers && answer.is_none() {
-                        answer = Some(t);
-                    } else if has(&t, "item") && matches!(flow, Flow::Fetch) {
-                        let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
-                        let (body, conv, seq, from) =
-                            (field("item"), field("conv"), field("seq"), field("from"));
-                        self.fetched(&body, &conv, &seq, &from, out.as_deref_mut());
+                        answer = Some(said);
+                    } else if said.item.is_some() && matches!(flow, Flow::Fetch) {
+                        self.fetched(&said, out.as_deref_mut());
                     } else {
-                        self.interpret(&t);
+                        self.interpret(said);
                     }
                 }
                 if let Some(out) = out.as_deref_mut() {
                     self.divert(out);
                 }
-                if let Some(t) = answer {
-                    return Ok(t);
+                if let Some(said) = answer {
+                    return match said.table {
+                        Some(t) => Ok(t),
+                        None => items::table_of(&self.lua, &said)
+                            .map_err(|e| script_error(flow.name(), &e)),
+                    };
                 }
             }
         };
@@ -626,7 +621,7 @@ impl ScriptSession {
 
     /// What `receive(u, frame, kind)` says the frame is (none, one or several things),
     /// after writing what it sent in answer (a pong, a subscription the frame asked for).
-    async fn receive(&mut self, frame: Frame) -> Result<Vec<Table>, Failure> {
+    async fn receive(&mut self, frame: Frame) -> Result<Vec<Said>, Failure> {
         let interpreted = self.interpret_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;
@@ -640,157 +635,6 @@ impl ScriptSession {
         self.user
             .raw_get::<Table>("_out")
             .map_or(0, |t| t.raw_len())
-    }
-
-    /// What `receive(u, frame, kind)` says the frame is: nil is nothing, a table one
-    /// thing, a list of tables several (history a script held back to hand over in order).
-    /// A script error is kind `script` and the connection stays.
-    fn interpret_frame(&mut self, frame: Frame) -> Result<Vec<Table>, Failure> {
-        let kind = match &frame.meta {
-            Some(m) => m.kind,
-            None if frame.text => "text",
-            None => "binary",
-        };
-        let meta = match frame.meta {
-            Some(m) => Value::Table(
-                meta::table(&self.lua, m, &self.meta).map_err(|e| script_error("receive", &e))?,
-            ),
-            None => Value::Nil,
-        };
-        let frame = self
-            .lua
-            .create_string(&frame.bytes)
-            .map_err(|e| script_error("receive", &e))?;
-        let receive = &self.entry.receive;
-        let user = self.user.clone();
-        match self
-            .guard
-            .run(|| receive.call::<Value>((user, frame, kind, meta)))
-        {
-            // An empty table is an empty list: nothing.
-            Ok(Value::Table(t)) if t.is_empty() => Ok(Vec::new()),
-            Ok(Value::Table(t)) => match t.raw_get::<Value>(1) {
-                Ok(Value::Table(_)) => t
-                    .sequence_values::<Table>()
-                    .collect::<mlua::Result<Vec<Table>>>()
-                    .map_err(|e| script_error("receive (a list of tables)", &e)),
-                _ => Ok(vec![t]),
-            },
-            Ok(Value::Nil) => Ok(Vec::new()),
-            Ok(other) => Err(Failure::new(
-                ErrorKind::Script,
-                format!(
-                    "receive returned a {} (a table, a list of tables, or nil to ignore the \
-                     frame)",
-                    other.type_name()
-                ),
-            )),
-            Err(e) => Err(script_error("receive", &e)),
-        }
-    }
-
-    /// Turns what `receive` said into an event for the engine, queued in `ready`.
-    fn interpret(&mut self, t: &Table) {
-        let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
-        if let Some(ack) = id_key(&field("ack")) {
-            let (conv, seq) = (field("conv"), field("seq"));
-            if !matches!(conv, Value::Nil) && !matches!(seq, Value::Nil) {
-                let seq = number(&seq);
-                self.cursors.with(&text(&conv), |s| s.mark(seq));
-            }
-            match self.take_pending(&ack) {
-                Some(tag) => self.ready.push_back(Event::Accepted { tag }),
-                None => self.protocol(format!("an acceptance of no pending send: id {ack}")),
-            }
-            return;
-        }
-        if has(t, "error") {
-            let reason = text(&field("error"));
-            let id = id_key(&field("id"));
-            let refused = |tag, kind| Event::Refused {
-                tag,
-                failure: Failure::new(kind, reason.clone()),
-            };
-            let ev = if let Some(tag) = id.as_deref().and_then(|id| self.take_pending(id)) {
-                refused(tag, ErrorKind::SendFailed)
-            } else if let Some(tag) = id.as_deref().and_then(|id| take(&mut self.requests, id)) {
-                refused(tag, ErrorKind::RequestFailed)
-            } else {
-                Event::ProtocolError(Failure::new(
-                    ErrorKind::Protocol,
-                    format!("error frame: {reason}"),
-                ))
-            };
-            return self.ready.push_back(ev);
-        }
-        if has(t, "push") {
-            return self.pushed(t, "push");
-        }
-        // Another user's signal: its token, handed back as a delivery.
-        if has(t, "signal") {
-            return self.pushed(t, "signal");
-        }
-        if has(t, "protocol") {
-            return self.protocol(text(&field("protocol")));
-        }
-        // History outside a fetch (a server that sends it unasked): a push like any other,
-        // merged with what the user has by its conv/seq.
-        if has(t, "item") {
-            return self.pushed(t, "item");
-        }
-        if let Some(id) = id_key(&field("reply")) {
-            // Otherwise the late reply of a call that timed out, or one nobody asked for.
-            if let Some(tag) = take(&mut self.requests, &id) {
-                self.ready.push_back(Event::Reply { tag });
-            }
-            return;
-        }
-        let keys: Vec<String> = t
-            .pairs::<String, Value>()
-            .filter_map(|p| p.ok().map(|(k, _)| k))
-            .collect();
-        self.ready.push_back(Event::ProtocolError(Failure::new(
-            ErrorKind::Script,
-            format!(
-                "receive returned a table with none of ack, push, signal, reply, error, \
-                 item, protocol (keys: {})",
-                keys.join(", ")
-            ),
-        )));
-    }
-
-    /// A push (its body under `key`): delivered unless the user sent it or a fetch
-    /// returned it already.
-    fn pushed(&mut self, t: &Table, key: &str) {
-        let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
-        let from = field("from");
-        let own = matches!(&from, Value::String(f) if f.as_bytes().as_ref() == self.id.as_bytes());
-        let (conv, seq) = (field("conv"), field("seq"));
-        let mut kind = Push::New;
-        if !matches!(conv, Value::Nil) && !matches!(seq, Value::Nil) {
-            let seq = number(&seq);
-            kind = self.cursors.with(&text(&conv), |s| s.push(seq));
-        }
-        if own || kind == Push::Synced {
-            return;
-        }
-        match field(key) {
-            Value::String(body) => self.ready.push_back(Event::Delivered {
-                body: body.to_string_lossy().into(),
-            }),
-            other => self.ready.push_back(Event::ProtocolError(Failure::new(
-                ErrorKind::Script,
-                format!(
-                    "receive: `{key}` must be the body (a string), not a {}",
-                    other.type_name()
-                ),
-            ))),
-        }
-    }
-
-    fn protocol(&mut self, why: String) {
-        self.ready
-            .push_back(Event::ProtocolError(Failure::new(ErrorKind::Protocol, why)));
     }
 
     /// `fetch`'s second argument: why it runs (`"start"`, `"missed"` or `"verify"`).
@@ -865,30 +709,14 @@ fn seconds(v: &Value) -> Option<Duration> {
     }
 }
 
-/// Whether `t` has a value at `key`.
-fn has(t: &Table, key: &str) -> bool {
-    !matches!(t.raw_get::<Value>(key), Ok(Value::Nil) | Err(_))
-}
-
 /// A Lua value as text (strings as they are, numbers printed).
 fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.to_string_lossy(),
-        Value::Integer(i) => i.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::Boolean(b) => b.to_string(),
-        _ => String::new(),
-    }
+    Scalar::of_lua(v).map(|s| s.text()).unwrap_or_default()
 }
 
 /// A Lua value as a sequence number (0 when it is none).
 fn number(v: &Value) -> u64 {
-    match v {
-        Value::Integer(i) => u64::try_from(*i).unwrap_or(0),
-        Value::Number(n) if *n >= 0.0 => *n as u64,
-        Value::String(s) => s.to_string_lossy().parse().unwrap_or(0),
-        _ => 0,
-    }
+    Scalar::of_lua(v).map_or(0, |s| s.number())
 }
 
 impl Session for ScriptSession {
@@ -1045,7 +873,7 @@ impl Session for ScriptSession {
                 Err(f) => return Event::Closed(f),
             };
             match self.receive(frame).await {
-                Ok(said) => said.iter().for_each(|t| self.interpret(t)),
+                Ok(said) => said.into_iter().for_each(|s| self.interpret(s)),
                 Err(f) if f.kind == ErrorKind::Script => return Event::ProtocolError(f),
                 Err(f) => return Event::Closed(f),
             }

@@ -1,0 +1,418 @@
+//! `codec.json_items(key, shape)`: a reader of JSON pages holding an array of events (a
+//! long poll's answer, a history page), made once, that turns a page straight into the
+//! list `receive` returns, in Rust. Each event of the array `key` becomes one [`Said`]
+//! whose keys are `shape`'s and whose values are the event's fields `shape` names
+//! (`{ push = "body", conv = "room", … }`), read from the text with no JSON tree between;
+//! the list is a userdata ([`Items`]) that `receive` returns and `u:deliver` and `u:cover`
+//! take as it is, so neither the events nor a table per item pass through the interpreter
+//! one value at a time. The rest of the page comes back as `codec.json_decode` makes it.
+
+use std::fmt;
+
+use mlua::{Function, Lua, LuaSerdeExt, MetaMethod, String as LuaString, Table, UserData, Value};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value as Json};
+
+use super::json::KeySeed;
+use super::said::{Said, Scalar};
+
+/// A list of items made by a `codec.json_items` reader: `#items` and `items[i]` (a table)
+/// read it, `items:having(key)` is the list of those that have `key`; returning it from
+/// `receive` or handing it to `u:deliver` empties it.
+#[derive(Debug, Default)]
+pub struct Items(pub Vec<Said>);
+
+impl UserData for Items {
+    fn add_methods<M: mlua::UserDataMethods<Self>>(m: &mut M) {
+        m.add_method("having", |_, items, key: LuaString| {
+            let Some(i) = Said::KEYS
+                .iter()
+                .position(|k| k.as_bytes() == &*key.as_bytes())
+            else {
+                return Err(mlua::Error::runtime(format!(
+                    "items:having: `{}` is none of {}",
+                    key.to_string_lossy(),
+                    Said::KEYS.join(", ")
+                )));
+            };
+            let mut kept = items.0.clone();
+            kept.retain_mut(|said| said.slot_at(i).is_some());
+            Ok(Items(kept))
+        });
+        m.add_meta_method(MetaMethod::Len, |_, items, ()| Ok(items.0.len()));
+        m.add_meta_method(MetaMethod::Index, |lua, items, i: Value| {
+            let at = match i {
+                Value::Integer(i) => usize::try_from(i).ok(),
+                _ => None,
+            };
+            match at
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| items.0.get(i))
+            {
+                Some(said) => table_of(lua, said).map(Value::Table),
+                None => Ok(Value::Nil),
+            }
+        });
+    }
+}
+
+/// `said` as the table `receive` would have returned (keys without a scalar left out).
+pub fn table_of(lua: &Lua, said: &Said) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for (key, value) in said.known() {
+        let value = match value {
+            Some(Scalar::Text(s)) => Value::String(lua.create_string(s)?),
+            Some(Scalar::Int(i)) => Value::Integer(*i),
+            Some(Scalar::Float(n)) => Value::Number(*n),
+            Some(Scalar::Bool(b)) => Value::Boolean(*b),
+            Some(Scalar::Other(_)) | None => continue,
+        };
+        t.raw_set(key, value)?;
+    }
+    Ok(t)
+}
+
+/// `codec.json_items(key, shape)`: the reader of pages whose array `key` holds the events
+/// `shape` describes. The reader's `read(text)` gives the page without `key` and the items
+/// (none when `key` is missing or null), or `nil, reason` when `text` is not such a page.
+/// A `shape` key msgstorm does not read is an error.
+pub fn json_items(lua: &Lua, (key, shape): (LuaString, Table)) -> mlua::Result<Function> {
+    let reader = Reader {
+        key: key.to_string_lossy(),
+        fields: fields_of(&shape)?,
+    };
+    lua.create_function(move |lua, text: LuaString| {
+        let (rest, items) = match reader.read(&text.as_bytes()) {
+            Ok(read) => read,
+            Err(e) => {
+                let reason = lua.create_string(format!("json_items: {e}"))?;
+                return Ok((Value::Nil, Value::String(reason)));
+            }
+        };
+        super::limits::lifted(lua, || {
+            Ok((
+                lua.to_value(&Json::Object(rest))?,
+                Value::UserData(lua.create_userdata(Items(items))?),
+            ))
+        })
+    })
+}
+
+/// `shape`'s pairs as (the event's field, the slot of [`Said::KEYS`] it fills).
+fn fields_of(shape: &Table) -> mlua::Result<Vec<(String, usize)>> {
+    let mut fields = Vec::new();
+    for pair in shape.pairs::<LuaString, LuaString>() {
+        let (key, field) = pair.map_err(|e| {
+            mlua::Error::runtime(format!("json_items: a shape maps names to names ({e})"))
+        })?;
+        let key = key.to_string_lossy();
+        let Some(slot) = Said::KEYS.iter().position(|k| *k == key) else {
+            return Err(mlua::Error::runtime(format!(
+                "json_items: shape key `{key}` is none of {}",
+                Said::KEYS.join(", ")
+            )));
+        };
+        fields.push((field.to_string_lossy(), slot));
+    }
+    Ok(fields)
+}
+
+/// A reader of pages: the array's key and the shape of its events.
+struct Reader {
+    key: String,
+    fields: Vec<(String, usize)>,
+}
+
+impl Reader {
+    /// The page `text` without the array, and the array's items.
+    fn read(&self, text: &[u8]) -> serde_json::Result<(Map<String, Json>, Vec<Said>)> {
+        let mut parser = serde_json::Deserializer::from_slice(text);
+        let read = Page(self).deserialize(&mut parser)?;
+        parser.end()?;
+        Ok(read)
+    }
+}
+
+/// Reads a page: an object, its array read as items, its other keys kept as JSON.
+struct Page<'r>(&'r Reader);
+
+impl<'de> DeserializeSeed<'de> for Page<'_> {
+    type Value = (Map<String, Json>, Vec<Said>);
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Page<'_> {
+    type Value = (Map<String, Json>, Vec<Said>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a JSON object with an array `{}`", self.0.key)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut rest, mut items) = (Map::new(), Vec::new());
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if key.as_str() == self.0.key {
+                items = map.next_value_seed(List(self.0))?;
+            } else {
+                rest.insert(key.as_str().to_owned(), map.next_value::<Json>()?);
+            }
+        }
+        Ok((rest, items))
+    }
+}
+
+/// Reads the array of events (null: none).
+struct List<'r>(&'r Reader);
+
+impl<'de> DeserializeSeed<'de> for List<'_> {
+    type Value = Vec<Said>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<Said>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for List<'_> {
+    type Value = Vec<Said>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "`{}` an array of objects", self.0.key)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Vec<Said>, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Said>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(said) = seq.next_element_seed(Event(self.0))? {
+            items.push(said);
+        }
+        Ok(items)
+    }
+}
+
+/// Reads one event into the slots its shape names; other fields are skipped.
+struct Event<'r>(&'r Reader);
+
+impl<'de> DeserializeSeed<'de> for Event<'_> {
+    type Value = Said;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Said, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Event<'_> {
+    type Value = Said;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "an event of `{}` (an object)", self.0.key)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Said, A::Error> {
+        let mut said = Said::default();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let slot = self.0.fields.iter().find(|(f, _)| f == key.as_str());
+            match slot {
+                Some((_, i)) => *said.slot_at(*i) = map.next_value_seed(Field)?,
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(said)
+    }
+}
+
+/// Reads a field as a scalar, numbers as `codec.json_decode` makes them (null: none; an
+/// array or an object: `Other("table")`).
+struct Field;
+
+impl<'de> DeserializeSeed<'de> for Field {
+    type Value = Option<Scalar>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Scalar>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Field {
+    type Value = Option<Scalar>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Self::Value, E> {
+        Ok(Some(Scalar::Bool(b)))
+    }
+
+    fn visit_i64<E: de::Error>(self, i: i64) -> Result<Self::Value, E> {
+        Ok(Some(Scalar::Int(i)))
+    }
+
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<Self::Value, E> {
+        Ok(Some(match i64::try_from(u) {
+            Ok(i) => Scalar::Int(i),
+            Err(_) => Scalar::Float(u as f64),
+        }))
+    }
+
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Self::Value, E> {
+        Ok(Some(Scalar::Float(n)))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Some(Scalar::Text(s.to_owned())))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Self::Value, E> {
+        Ok(Some(Scalar::Text(s)))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Some(Scalar::Other("table")))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Some(Scalar::Other("table")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lua() -> Lua {
+        let lua = Lua::new();
+        crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
+            .expect("install");
+        lua
+    }
+
+    const READ: &str = r#"local read = codec.json_items("events", { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })"#;
+
+    #[test]
+    fn json_items_gives_the_page_and_one_item_per_event_in_the_shape() {
+        let lua = lua();
+        let got: String = lua
+            .load(format!(
+                r#"{READ}
+                local page, items = read(
+                  '{{"next":12,"events":[{{"conv":"u1:u2","seq":1,"from":"u1","body":"x","ts":{{"a":[1]}}}},{{"signal":"t","conv":"r:u1","seq":2.5,"from":"u3","body":null}}],"big":18446744073709551615}}')
+                local a, b = items[1], items[2]
+                return table.concat({{ math.type(page.next), page.next, tostring(page.events), math.type(page.big),
+                  #items, a.push, a.conv, math.type(a.seq), a.seq, a.from, tostring(a.ts), tostring(a.signal),
+                  b.signal, tostring(b.push), math.type(b.seq), tostring(items[3]) }}, " ")"#
+            ))
+            .eval()
+            .expect("runs");
+        assert_eq!(
+            got,
+            "integer 12 nil float 2 x u1:u2 integer 1 u1 nil nil t nil float nil"
+        );
+    }
+
+    #[test]
+    fn json_items_without_the_array_gives_no_items() {
+        let lua = lua();
+        let got: String = lua
+            .load(format!(
+                r#"{READ}
+                local _, missing = read('{{"next":1}}')
+                local _, null = read('{{"events":null}}')
+                local _, empty = read('{{"events":[]}}')
+                return #missing .. #null .. #empty"#
+            ))
+            .eval()
+            .expect("runs");
+        assert_eq!(got, "000");
+    }
+
+    #[test]
+    fn json_items_names_what_is_wrong_with_a_page() {
+        let lua = lua();
+        for (text, want) in [
+            (
+                "{oops",
+                "json_items: key must be a string at line 1 column 2",
+            ),
+            (
+                "[1]",
+                "json_items: invalid type: sequence, expected a JSON object with an array \
+                 `events` at line 1 column 0",
+            ),
+            (
+                r#"{"events":3}"#,
+                "json_items: invalid type: integer `3`, expected `events` an array of objects \
+                 at line 1 column 11",
+            ),
+            (
+                r#"{"events":[{},"x"]}"#,
+                "json_items: invalid type: string \"x\", expected an event of `events` (an \
+                 object) at line 1 column 17",
+            ),
+            (
+                r#"{"events":[]} 1"#,
+                "json_items: trailing characters at line 1 column 15",
+            ),
+        ] {
+            let (page, reason): (Value, String) = lua
+                .load(format!("{READ} return read(...)"))
+                .call(text)
+                .expect("runs");
+            assert!(page.is_nil(), "{text}");
+            assert_eq!(reason, want);
+        }
+    }
+
+    #[test]
+    fn having_keeps_the_items_with_that_key_and_leaves_the_list_whole() {
+        let lua = lua();
+        let got: String = lua
+            .load(format!(
+                r#"{READ}
+                local _, items = read('{{"events":[{{"signal":"a","from":"u1"}},{{"body":"b","conv":"c","seq":1}},{{"signal":"d","conv":"r:u1","seq":2}}]}}')
+                local stored = items:having("conv")
+                return #stored .. " " .. stored[1].push .. " " .. stored[2].signal .. " " .. #items"#
+            ))
+            .eval()
+            .expect("runs");
+        assert_eq!(got, "2 b d 3");
+        let e = lua
+            .load(format!(
+                r#"{READ} local _, items = read('{{}}') return items:having("body")"#
+            ))
+            .exec()
+            .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("items:having: `body` is none of ack"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_shape_key_msgstorm_does_not_read_is_an_error() {
+        let lua = lua();
+        let e = lua
+            .load(r#"return codec.json_items("events", { body = "body" })"#)
+            .exec()
+            .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("json_items: shape key `body` is none of ack, push"),
+            "{e}"
+        );
+    }
+}
