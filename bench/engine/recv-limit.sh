@@ -12,6 +12,10 @@
 # Not a test: run by hand, takes ~15 minutes.
 #   bench/engine/recv-limit.sh [RATE ...]        (default: 4000 8000)
 #   PLAN=split bench/engine/recv-limit.sh RATE   only the runs with sends in a 2nd thread
+#   PLAN=before BEFORE=OLD_BINARY bench/engine/recv-limit.sh [RATE ...]
+#                                                the limit (ticked or not) beside msgstorm
+#                                                before (OLD_BINARY, e.g. main's build) and
+#                                                after (this tree), interleaved
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-30}
@@ -149,7 +153,7 @@ elif kind == "msgstorm":
     got, lost = s["delivery"]["delivered"], s["delivery"]["lost"]
     t0 = a["started_unix_us"] / 1e6 + (a["traffic_started_s"] or 0)
     user, sys_, slept = window(t0)
-    fpr, name = "–", "msgstorm run"
+    fpr, name = "–", "msgstorm run" + (" (before)" if base.endswith("-before") else "")
     extra = f"whole run `cpu_s` {a['shards'][0]['cpu_s']:.2f} s → {got / a['shards'][0]['cpu_s']:,.0f}/CPU-s"
 else:
     m = json.load(open(base + ".summary.json"))["metrics"]
@@ -179,13 +183,13 @@ limit_run() { # RATE BURST MODE [--send-thread] [--tick-us N]
     row "$name" recv_limit "$1" "$2" "$(awk -v a="$(server_cpu)" -v b="$s0" 'BEGIN { printf "%.2f", a - b }')"
 }
 
-msgstorm_run() { # RATE
-    local name="msgstorm-$1"
+msgstorm_run() { # RATE [BINARY TAG]
+    local name="msgstorm-$1${3:+-$3}"
     fresh
     scenario "$1" >"$work/$name.toml"
     local s0
     s0=$(server_cpu)
-    measure "$name" "$bin" run "$work/$name.toml" -q --out "$work/$name"
+    measure "$name" "${2:-$bin}" run "$work/$name.toml" -q --out "$work/$name"
     row "$name" msgstorm "$1" 1 "$(awk -v a="$(server_cpu)" -v b="$s0" 'BEGIN { printf "%.2f", a - b }')"
 }
 
@@ -216,6 +220,14 @@ split() { # RATE
 for rate in "${RATES[@]}"; do
     if [[ $PLAN == split ]]; then
         split "$rate"
+        continue
+    fi
+    if [[ $PLAN == before ]]; then
+        limit_run "$rate" 1 epoll
+        limit_run "$rate" 1 epoll --tick-us 1000
+        limit_run "$rate" 1 uring --tick-us 1000
+        msgstorm_run "$rate" "${BEFORE:?BEFORE names the binary to compare with}" before
+        msgstorm_run "$rate"
         continue
     fi
     limit_run "$rate" 1 epoll
