@@ -314,7 +314,7 @@ impl ScriptSession {
                             .map_err(|e| script_error(flow.name(), &e))?
                             .0,
                     );
-                    Value::Integer(self.fetched_list(&list, out) as i64)
+                    Value::Integer(self.fetched_list(list, out) as i64)
                 }
                 body => {
                     let (conv, seq, from) = (arg(), arg(), arg());
@@ -325,7 +325,7 @@ impl ScriptSession {
                         from: Scalar::of_lua(&from),
                         ..Said::default()
                     };
-                    Value::Boolean(self.fetched(&said, out))
+                    Value::Boolean(self.fetched(said, out))
                 }
             },
             "http" => {
@@ -568,7 +568,7 @@ impl ScriptSession {
                     if answers && answer.is_none() {
                         answer = Some(said);
                     } else if said.item.is_some() && matches!(flow, Flow::Fetch) {
-                        self.fetched(&said, out.as_deref_mut());
+                        self.fetched(said, out.as_deref_mut());
                     } else {
                         self.interpret(said);
                     }

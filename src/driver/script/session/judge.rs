@@ -73,7 +73,7 @@ impl ScriptSession {
     }
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
-    pub(super) fn interpret(&mut self, said: Said) {
+    pub(super) fn interpret(&mut self, mut said: Said) {
         if let Some(ack) = said.ack.as_ref().and_then(Scalar::id) {
             if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                 let seq = seq.number();
@@ -107,20 +107,20 @@ impl ScriptSession {
             };
             return self.ready.push_back(ev);
         }
-        if said.push.is_some() {
-            return self.pushed(&said, "push", said.push.as_ref());
+        if let Some(body) = said.push.take() {
+            return self.pushed(&said, "push", body);
         }
         // Another user's signal: its token, handed back as a delivery.
-        if said.signal.is_some() {
-            return self.pushed(&said, "signal", said.signal.as_ref());
+        if let Some(token) = said.signal.take() {
+            return self.pushed(&said, "signal", token);
         }
         if let Some(why) = &said.protocol {
             return self.protocol(why.text());
         }
         // History outside a fetch (a server that sends it unasked): a push like any other,
         // merged with what the user has by its conv/seq.
-        if said.item.is_some() {
-            return self.pushed(&said, "item", said.item.as_ref());
+        if let Some(body) = said.item.take() {
+            return self.pushed(&said, "item", body);
         }
         if let Some(id) = said.reply.as_ref().and_then(Scalar::id) {
             // Otherwise the late reply of a call that timed out, or one nobody asked for.
@@ -139,9 +139,9 @@ impl ScriptSession {
         )));
     }
 
-    /// A push (its body `body`, under `key`): delivered unless the user sent it or a fetch
-    /// returned it already.
-    fn pushed(&mut self, said: &Said, key: &str, body: Option<&Scalar>) {
+    /// A push (its body `body`, taken from `said`'s `key`): delivered unless the user sent
+    /// it or a fetch returned it already.
+    fn pushed(&mut self, said: &Said, key: &str, body: Scalar) {
         let own = said.sent_by(&self.id);
         let mut kind = Push::New;
         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
@@ -152,14 +152,12 @@ impl ScriptSession {
             return;
         }
         match body {
-            Some(Scalar::Text(body)) => self.ready.push_back(Event::Delivered {
-                body: body.clone().into(),
-            }),
+            Scalar::Text(body) => self.ready.push_back(Event::Delivered { body: body.into() }),
             other => self.ready.push_back(Event::ProtocolError(Failure::new(
                 ErrorKind::Script,
                 format!(
                     "receive: `{key}` must be the body (a string), not a {}",
-                    other.map_or("nil", Scalar::type_name)
+                    other.type_name()
                 ),
             ))),
         }
@@ -173,7 +171,7 @@ impl ScriptSession {
     /// A message a fetch returned (its body the `push`, `signal` or `item`): handed to
     /// `out` (when fetching for the ledger) unless the user sent it or already has it.
     /// Returns whether it was new.
-    pub(super) fn fetched(&mut self, said: &Said, out: Option<&mut Vec<String>>) -> bool {
+    pub(super) fn fetched(&mut self, said: Said, out: Option<&mut Vec<String>>) -> bool {
         let new = match (&said.conv, &said.seq) {
             (Some(conv), Some(seq)) => {
                 let seq = seq.number();
@@ -183,12 +181,11 @@ impl ScriptSession {
         };
         if new && !said.sent_by(&self.id) {
             if let Some(out) = out {
-                let body = said.push.as_ref().or(said.signal.as_ref());
-                out.push(
-                    body.or(said.item.as_ref())
-                        .map(Scalar::text)
-                        .unwrap_or_default(),
-                );
+                let body = said.push.or(said.signal).or(said.item);
+                out.push(match body {
+                    Some(Scalar::Text(body)) => body,
+                    other => other.as_ref().map(Scalar::text).unwrap_or_default(),
+                });
             }
         }
         new
@@ -198,11 +195,12 @@ impl ScriptSession {
     /// (`u:deliver(items)`), each as [`fetched`](Self::fetched); returns how many were new.
     pub(super) fn fetched_list(
         &mut self,
-        list: &[Said],
+        list: Vec<Said>,
         mut out: Option<&mut Vec<String>>,
     ) -> usize {
-        list.iter()
-            .filter(|said| self.fetched(said, out.as_deref_mut()))
+        list.into_iter()
+            .map(|said| self.fetched(said, out.as_deref_mut()))
+            .filter(|new| *new)
             .count()
     }
 }
