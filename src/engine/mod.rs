@@ -13,6 +13,7 @@
 //! metrics, and the report decides.
 
 pub mod arrival;
+pub mod changes;
 pub mod held;
 pub mod offered;
 pub mod patterns;
@@ -166,7 +167,7 @@ pub async fn run<D: Driver>(
         )),
     };
     if let Some(seen) = opts.traffic_seen.clone() {
-        let mut start = users.shared.traffic_start.subscribe();
+        let mut start = users.shared.traffic_start_changes();
         tokio::spawn(async move {
             if let Ok(t) = start.wait_for(Option::is_some).await {
                 seen.send_replace(*t);
@@ -195,8 +196,7 @@ pub async fn run<D: Driver>(
         ));
     }
     let traffic_started = shared
-        .traffic_start
-        .borrow()
+        .traffic_start()
         .map(|t| t.saturating_duration_since(shared.t0));
     Outcome {
         metrics: all.metrics,
@@ -525,7 +525,7 @@ async fn traffic<F: FnMut(&Progress) + Send>(
 ) -> Option<String> {
     let shared = c.shared.clone();
     let start = Instant::now();
-    shared.traffic_start.send_replace(Some(start));
+    shared.start_traffic(start);
     // Users may still be logging in late or coming back after churn, but nobody has
     // anything to do after this; a user still busy then waits on an unresponsive target.
     let returns = arrival::last_late_login(pop).max(if pop.churn.is_empty() {
@@ -668,15 +668,14 @@ impl<F: FnMut(&Progress) + Send> Conductor<F> {
     /// Integrates the users online and planned online while the traffic goes on.
     fn hold(&mut self) {
         let s = &self.shared;
-        if s.phase() != EngineState::Running || s.traffic_start.borrow().is_none() {
+        if s.phase() != EngineState::Running || s.traffic_start().is_none() {
             return;
         }
         let now = Instant::now();
         let online = s.live.online.load(Ordering::Relaxed);
         let since_t0 = now.saturating_duration_since(s.t0);
         let since_traffic = s
-            .traffic_start
-            .borrow()
+            .traffic_start()
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         self.held.sample(
             &mut s.recorder(0).metrics,

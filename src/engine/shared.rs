@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
+use super::changes::Changes;
 use super::patterns::{PatternTotals, Patterns};
 use super::schedule::GroupInfo;
 use super::split::Bands;
@@ -101,10 +102,13 @@ pub struct Shared {
     settled_before: AtomicU32,
     /// Live counters.
     pub live: Live,
-    /// The run phase.
-    pub phase: watch::Sender<EngineState>,
-    /// When traffic starts (set once every on-time user has tried to log in).
-    pub traffic_start: watch::Sender<Option<Instant>>,
+    /// The run phase ([`Shared::advance`] moves it on).
+    phase: watch::Sender<EngineState>,
+    /// When traffic starts (set once every on-time user has tried to log in, by
+    /// [`Shared::start_traffic`]).
+    traffic_start: watch::Sender<Option<Instant>>,
+    /// Wakes the users at each change of `phase` or `traffic_start`.
+    pub changes: Arc<Changes>,
     /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
     pub bounds_us: Vec<u64>,
     /// The login wave's bounds, µs from traffic start ([`LedgerOpts::wave_us`]).
@@ -167,6 +171,7 @@ impl Shared {
             live: Live::default(),
             phase: watch::channel(EngineState::Running).0,
             traffic_start: watch::channel(None).0,
+            changes: Arc::default(),
             bounds_us: ledger.bounds_us.clone(),
             wave_us: ledger.wave_us.clone(),
             logins_pending: AtomicUsize::new(0),
@@ -290,13 +295,37 @@ impl Shared {
 
     /// Moves the run to `phase` unless it is already past it.
     pub fn advance(&self, phase: EngineState) {
-        self.phase.send_if_modified(|p| {
+        let moved = self.phase.send_if_modified(|p| {
             let later = phase > *p;
             if later {
                 *p = phase;
             }
             later
         });
+        if moved {
+            self.changes.announce();
+        }
+    }
+
+    /// The run phase as it changes (for a wait on it outside the users' loop).
+    pub fn phase_changes(&self) -> watch::Receiver<EngineState> {
+        self.phase.subscribe()
+    }
+
+    /// Starts traffic at `at`.
+    pub fn start_traffic(&self, at: Instant) {
+        self.traffic_start.send_replace(Some(at));
+        self.changes.announce();
+    }
+
+    /// When traffic started, once it has.
+    pub fn traffic_start(&self) -> Option<Instant> {
+        *self.traffic_start.borrow()
+    }
+
+    /// The traffic start as it is set (for a wait on it outside the users' loop).
+    pub fn traffic_start_changes(&self) -> watch::Receiver<Option<Instant>> {
+        self.traffic_start.subscribe()
     }
 
     /// A user's first login attempt finished.

@@ -130,8 +130,7 @@ impl Shared {
             elapsed: self.t0.elapsed(),
             phase: self.phase_name(),
             traffic_started: self
-                .traffic_start
-                .borrow()
+                .traffic_start()
                 .map(|t| t.saturating_duration_since(self.t0)),
             online: l.online.load(Ordering::Relaxed),
             logging_in: self.logins_pending.load(Ordering::Relaxed) as u64,

@@ -285,8 +285,9 @@ impl<D: Driver> Vu<D> {
 
     /// The user's life: first login, then one wake-up after another until the run closes.
     async fn live(&mut self) {
-        let mut phase_rx = self.shared.phase.subscribe();
-        let mut traffic_rx = self.shared.traffic_start.subscribe();
+        let changes = self.shared.changes.waiter();
+        let mut phase_rx = self.shared.phase_changes();
+        let mut traffic_rx = self.shared.traffic_start_changes();
         if self.spec.visits {
             // Boxed, as every rare step: the session it holds would otherwise keep its
             // room in the user's state machine for the whole run.
@@ -321,8 +322,12 @@ impl<D: Driver> Vu<D> {
                 armed: None,
             }
         };
+        // The first login's wait is done with the channels; the loop waits on `changes`.
+        drop((phase_rx, traffic_rx));
         loop {
-            let phase = *phase_rx.borrow_and_update();
+            // Read before the values: a change after it wakes the wait below.
+            let seen = changes.seen();
+            let phase = self.shared.phase();
             if phase == EngineState::Abort {
                 break;
             }
@@ -334,14 +339,13 @@ impl<D: Driver> Vu<D> {
                 break;
             }
             let now = Instant::now();
-            let traffic = *traffic_rx.borrow_and_update();
+            let traffic = self.traffic_start();
             let wake = self.next_wake(&link, traffic, phase, now);
             self.flush_tally();
 
             let event = tokio::select! {
                 biased;
-                _ = phase_rx.changed() => continue,
-                _ = traffic_rx.changed(), if traffic.is_none() => continue,
+                () = std::future::poll_fn(|cx| changes.poll_after(seen, cx)) => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
                 () = std::future::poll_fn(|cx| match wake {
                     Some(due) => self.shared.timer_wheel.poll_due(cx, due, &mut link.armed),
@@ -602,7 +606,7 @@ impl<D: Driver> Vu<D> {
     }
 
     fn traffic_start(&self) -> Option<Instant> {
-        *self.shared.traffic_start.borrow()
+        self.shared.traffic_start()
     }
 
     /// Marks the user idle once it has nothing scheduled any more; otherwise returns when

@@ -211,7 +211,7 @@ impl Tally {
             r.ledger.damaged();
         }
         by_pattern(r, shared, &mut self.written, &self.received);
-        let start_us = shared.traffic_start.borrow().map(|ts| shared.wall_of(ts));
+        let start_us = shared.traffic_start().map(|ts| shared.wall_of(ts));
         for d in self.received.drain(..) {
             // The same deliveries as `Vu::deliver` records end-to-end latency of.
             if d.via == Via::Push && !d.corrupt {
