@@ -17,6 +17,8 @@ pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
     codec.set("json_encode", lua.create_function(json_encode)?)?;
     codec.set("json_decode", lua.create_function(json_decode)?)?;
     codec.set("json_items", lua.create_function(super::items::json_items)?)?;
+    codec.set("json_ack", lua.create_function(super::answers::json_ack)?)?;
+    codec.set("no_ack", lua.create_function(super::answers::no_ack)?)?;
     codec.set("null", Value::NULL)?;
     codec.set(
         "base64_encode",

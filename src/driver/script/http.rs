@@ -32,6 +32,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::answers::AnswerShape;
 use super::frame::{Frame, Meta};
 use crate::driver::kit::connect::{Connector, Stream};
 use crate::driver::Failure;
@@ -70,6 +71,8 @@ pub struct Request {
     pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
     pub reference: Option<String>,
+    /// How msgstorm judges a 2xx answer itself, if the script said.
+    pub answer: Option<Arc<AnswerShape>>,
 }
 
 /// The answer to a request.
@@ -442,9 +445,10 @@ async fn carry(
             meta: Some(Meta {
                 kind,
                 status: a.status,
-                reference: request.reference.clone(),
+                reference: request.reference,
                 event: None,
                 headers: a.headers,
+                answer: request.answer,
             }),
         });
         if tell.send(heard).is_err() {
@@ -557,6 +561,7 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
                 reference: id,
                 event,
                 headers: http::HeaderMap::new(),
+                answer: None,
             }),
         });
     }

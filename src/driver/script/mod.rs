@@ -18,6 +18,7 @@
 //! line; a syntax error or a missing entry point is found by `msgstorm validate`, at
 //! `FILE:LINE`, before anything connects.
 
+mod answers;
 mod codecs;
 mod dry;
 mod frame;
@@ -25,6 +26,7 @@ mod http;
 mod items;
 mod json;
 mod limits;
+mod long_poll;
 mod link;
 mod options;
 mod said;

@@ -17,6 +17,7 @@ use super::http::Request;
 use super::items::{self, Items};
 use super::limits::Guard;
 use super::link::Link;
+use super::long_poll::LongPoll;
 use super::said::{Said, Scalar};
 use super::vm::{described, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
@@ -52,6 +53,8 @@ pub struct ScriptSession {
     /// The connection has carried traffic (a send, a request, an event): a fetch now is
     /// the final verification (`"verify"`), not a login's catch-up (`"missed"`).
     live: bool,
+    /// The long poll the script declared (`u:long_poll`), which replaces `poll(u)`.
+    long_poll: Option<LongPoll>,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -183,6 +186,7 @@ impl ScriptSession {
             directory,
             opened: HashSet::new(),
             live: false,
+            long_poll: None,
         })
     }
 
@@ -345,6 +349,23 @@ impl ScriptSession {
                 }
                 Value::Nil
             }
+            "long_poll" => {
+                let declared = match arg() {
+                    Value::UserData(ud) => ud.borrow::<LongPoll>().map(|p| p.clone()).ok(),
+                    _ => None,
+                };
+                let Some(declared) = declared else {
+                    return Err(Failure::new(
+                        ErrorKind::Script,
+                        format!("{}: u:long_poll takes a table", flow.name()),
+                    ));
+                };
+                if !matches!(self.link, Link::Http(_)) {
+                    return Err(not_http("u:long_poll"));
+                }
+                self.long_poll = Some(declared);
+                Value::Nil
+            }
             "sleep" => {
                 // Bounded like any wait: a script cannot park a user for longer.
                 let pause = seconds(&arg()).unwrap_or_default().min(self.reply_timeout);
@@ -434,9 +455,16 @@ impl ScriptSession {
         made().map_err(|e| script_error(flow.name(), &e))
     }
 
-    /// Starts the next long poll when the target is HTTP, the script has `poll` and none
-    /// is out: `poll(u)` says the request (nil: none now).
+    /// Starts the next long poll when the target is HTTP, the script declared one or has
+    /// `poll`, and none is out: the declared one's next request, or the one `poll(u)` says
+    /// (nil: none now).
     async fn poll_next(&mut self) -> Result<(), Failure> {
+        if let (Some(declared), Link::Http(h)) = (&self.long_poll, &mut self.link) {
+            if !h.polling {
+                h.poll(declared.request())?;
+            }
+            return Ok(());
+        }
         let (Some(poll), Link::Http(h)) = (self.entry.poll.clone(), &self.link) else {
             return Ok(());
         };

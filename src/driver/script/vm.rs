@@ -22,6 +22,7 @@ use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
 
+use super::answers::Shape;
 use super::limits::{Guard, Limits};
 
 /// The user object's methods, run before the script.
@@ -33,10 +34,12 @@ function U:send(frame, kind)
   self._out[n] = frame
   if kind == "binary" then self._bin[n] = true end
 end
-function U:request(method, path, body, headers, ref)
+function U:request(method, path, body, headers, ref, answer)
   local n = #self._out + 1
-  self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref }
+  self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref,
+    answer = answer }
 end
+function U:long_poll(t) return coroutine.yield("long_poll", __long_poll(t)) end
 function U:http(method, path, body, headers, timeout)
   return coroutine.yield("http", method, path, body, headers, timeout)
 end
@@ -190,6 +193,12 @@ impl Vm {
                 .map_err(|e| e.to_string())?;
         }
         super::codecs::install(&lua, protos).map_err(|e| e.to_string())?;
+        let declare = lua
+            .create_function(super::long_poll::declare)
+            .map_err(|e| e.to_string())?;
+        globals
+            .set("__long_poll", declare)
+            .map_err(|e| e.to_string())?;
         globals
             .set("vars", vars_table(&lua, vars).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
@@ -299,13 +308,24 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
 /// `headers` and `ref`.
 fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
     let field = |k: &str| t.raw_get::<Value>(k);
-    described([
+    let mut request = described([
         field("method")?,
         field("path")?,
         field("body")?,
         field("headers")?,
         field("ref")?,
-    ])
+    ])?;
+    request.answer = match field("answer")? {
+        Value::Nil => None,
+        Value::UserData(ud) if ud.is::<Shape>() => Some(Arc::clone(&ud.borrow::<Shape>()?.0)),
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "u:request: `answer` must be a shape of codec.json_ack or codec.no_ack, not a {}",
+                other.type_name()
+            )))
+        }
+    };
+    Ok(request)
 }
 
 /// An HTTP request a script described (`u:request`, `u:http`, `poll`): its method, path,
@@ -350,11 +370,12 @@ pub fn described(
         headers: pairs,
         body,
         reference: text("ref", reference)?,
+        answer: None,
     })
 }
 
 /// A request header from a script's name and value, checked as HTTP's.
-fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+pub fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
     let bad = |what: String| {
         mlua::Error::runtime(format!(
             "HTTP request: header `{}`: {what}",
