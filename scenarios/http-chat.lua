@@ -1,10 +1,11 @@
 -- An IM server over HTTP (peers/httpchat/server.py, shaped like Matrix's client-server
 -- API) as an adapter for `driver = "script"` with an http:// target: logins and joins are
--- calls that wait (u:http), a send is a request that does not (u:request; msgstorm reads
--- its answer by the shape given with it), and messages arrive by a long poll of `/sync`
--- declared once (u:long_poll: msgstorm polls and reads the pages) or, with
--- `vars.mode = "sse"`, by a Server-Sent Events stream (each event an "event" frame).
--- What the declarations do not read (an answer outside 2xx) comes to receive.
+-- calls that wait (u:http); a send is a request that does not wait, declared once by
+-- template (u:sends: msgstorm fills it, sends it and reads its answer by the shape given
+-- with it); messages arrive by a long poll of `/sync` declared once (u:long_poll: msgstorm
+-- polls and reads the pages) or, with `vars.mode = "sse"`, by a Server-Sent Events stream
+-- (each event an "event" frame). What the declarations do not read (an answer outside
+-- 2xx) comes to receive.
 --
 -- Signals: a read receipt is a request like a send (its answer the acceptance), stored by
 -- the server in the sender's log under the conversation `r:SENDER`, so a sender that was
@@ -44,6 +45,14 @@ function login(u)
   if r.status ~= 200 then refuse("HTTP " .. r.status .. ": " .. r.body) end
   u.state.token = decode(r.body).token
   u.state.headers = { ["Authorization"] = "Bearer " .. u.state.token, ["Content-Type"] = "application/json" }
+  -- A send: PUT with a transaction id (the id of u:next_id), the destination and the body
+  -- in JSON; the answer is its acceptance. msgstorm fills and sends it.
+  u:sends {
+    direct = { method = "PUT", path = "/send/{id}", json = { to = "{to}", body = "{body}" },
+      headers = auth(u), answer = accepted },
+    group = { method = "PUT", path = "/send/{id}", json = { group = "{to}", body = "{body}" },
+      headers = auth(u), answer = accepted },
+  }
   if vars.mode == "sse" then
     u:sse("/events", auth(u))
   else
@@ -86,20 +95,6 @@ end
 function join(u, name)
   local r = u:http("POST", "/join", encode({ group = name }), auth(u))
   if r.status ~= 200 then refuse("HTTP " .. r.status) end
-end
-
--- A send: PUT with a transaction id; the answer is its acceptance.
-function direct(u, to, body)
-  local txn = u:next_id()
-  u:request("PUT", "/send/" .. txn, encode({ to = to, body = body }), auth(u), txn, accepted)
-  return txn
-end
-
-function group(u, name, body)
-  local txn = u:next_id()
-  u:request("PUT", "/send/" .. txn, encode({ group = name, body = body }), auth(u), txn,
-    accepted)
-  return txn
 end
 
 -- Before traffic ("start"): note where the user's log stands, so that what a reused

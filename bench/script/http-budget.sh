@@ -99,7 +99,8 @@ report() { # label out
         f'{$cpu * 1e6 / max($received, 1):.1f} µs CPU per delivery' + \
         (f' (process: user {$user * 1e6 / max($received, 1):.1f} µs, ' \
          f'system {$system * 1e6 / max($received, 1):.1f} µs)' if $user + $system else '') + \
-        (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' if $inst else ''))"
+        (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' \
+         f' ({$inst:,} in all)' if $inst else ''))"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"

@@ -30,6 +30,7 @@ mod long_poll;
 mod link;
 mod options;
 mod said;
+mod sends;
 mod session;
 mod vm;
 

@@ -18,6 +18,7 @@ use super::items::{self, Items};
 use super::limits::Guard;
 use super::link::Link;
 use super::long_poll::LongPoll;
+use super::sends::{Sends, Template};
 use super::said::{Said, Scalar};
 use super::vm::{described, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
@@ -55,6 +56,9 @@ pub struct ScriptSession {
     live: bool,
     /// The long poll the script declared (`u:long_poll`), which replaces `poll(u)`.
     long_poll: Option<LongPoll>,
+    /// The sends the script declared by template (`u:sends`), which replace `direct` and
+    /// `group`.
+    sends: Sends,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -187,6 +191,7 @@ impl ScriptSession {
             opened: HashSet::new(),
             live: false,
             long_poll: None,
+            sends: Sends::default(),
         })
     }
 
@@ -350,20 +355,17 @@ impl ScriptSession {
                 Value::Nil
             }
             "long_poll" => {
-                let declared = match arg() {
-                    Value::UserData(ud) => ud.borrow::<LongPoll>().map(|p| p.clone()).ok(),
-                    _ => None,
-                };
-                let Some(declared) = declared else {
-                    return Err(Failure::new(
-                        ErrorKind::Script,
-                        format!("{}: u:long_poll takes a table", flow.name()),
-                    ));
-                };
+                self.long_poll = Some(declared::<LongPoll>(flow, "u:long_poll", arg())?);
                 if !matches!(self.link, Link::Http(_)) {
                     return Err(not_http("u:long_poll"));
                 }
-                self.long_poll = Some(declared);
+                Value::Nil
+            }
+            "sends" => {
+                self.sends = declared::<Sends>(flow, "u:sends", arg())?;
+                if !matches!(self.link, Link::Http(_)) {
+                    return Err(not_http("u:sends"));
+                }
                 Value::Nil
             }
             "sleep" => {
@@ -697,6 +699,31 @@ impl ScriptSession {
         take(&mut self.pending, id)
     }
 
+    /// Sends `body` to `to` by the declared `template`, with the user's next request id,
+    /// and notes the send `tag` as waiting for the acceptance that carries it.
+    fn send_templated(
+        &mut self,
+        tag: u64,
+        template: &Template,
+        to: &str,
+        body: &str,
+    ) -> Result<(), Failure> {
+        let next = || -> mlua::Result<i64> {
+            let id = self.user.raw_get::<i64>("_id")? + 1;
+            self.user.raw_set("_id", id)?;
+            Ok(id)
+        };
+        let id = next().map_err(|e| script_error("u:sends", &e))?.to_string();
+        let Link::Http(h) = &self.link else {
+            return Err(not_http("u:sends"));
+        };
+        h.request(template.request(&id, to, body))?;
+        if self.acceptance {
+            self.pending.push_back((id, tag));
+        }
+        Ok(())
+    }
+
     /// Calls a hot entry point (it must not wait) and writes what it queued; returns what
     /// it returned.
     async fn call_hot(
@@ -715,6 +742,24 @@ impl ScriptSession {
         self.write_outbox().await?;
         Ok(ret)
     }
+}
+
+/// What a declaration (`u:long_poll`, `u:sends`) yielded: the prelude's reader made it.
+fn declared<T: mlua::UserData + Clone + 'static>(
+    flow: Flow,
+    what: &str,
+    v: Value,
+) -> Result<T, Failure> {
+    match v {
+        Value::UserData(ud) => ud.borrow::<T>().map(|d| d.clone()).ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        Failure::new(
+            ErrorKind::Script,
+            format!("{}: {what} takes a table", flow.name()),
+        )
+    })
 }
 
 /// The tag waiting under `id` in `waiting`, removed.
@@ -764,10 +809,13 @@ impl Session for ScriptSession {
                 self.opened.insert((*to).to_owned());
             }
         }
-        let (f, to, what) = match dest {
-            Dest::User(u) => (self.entry.direct.clone(), u, "direct"),
-            Dest::Group(g) => (self.entry.group.clone(), g, "group"),
+        let (template, f, to, what) = match dest {
+            Dest::User(u) => (&self.sends.direct, self.entry.direct.clone(), u, "direct"),
+            Dest::Group(g) => (&self.sends.group, self.entry.group.clone(), g, "group"),
         };
+        if let Some(template) = template.clone() {
+            return self.send_templated(tag, &template, to, body);
+        }
         let Some(f) = f else {
             return Err(Failure::new(
                 ErrorKind::Script,

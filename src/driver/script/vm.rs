@@ -40,6 +40,7 @@ function U:request(method, path, body, headers, ref, answer)
     answer = answer }
 end
 function U:long_poll(t) return coroutine.yield("long_poll", __long_poll(t)) end
+function U:sends(t) return coroutine.yield("sends", __sends(t)) end
 function U:http(method, path, body, headers, timeout)
   return coroutine.yield("http", method, path, body, headers, timeout)
 end
@@ -171,6 +172,16 @@ fn toml_value(lua: &Lua, v: &toml::Value) -> mlua::Result<Value> {
     })
 }
 
+/// The readers of the prelude's declarations (`u:long_poll`, `u:sends`), which check them
+/// where the script makes them.
+fn declarations(lua: &Lua, globals: &Table) -> mlua::Result<()> {
+    globals.set(
+        "__long_poll",
+        lua.create_function(super::long_poll::declare)?,
+    )?;
+    globals.set("__sends", lua.create_function(super::sends::declare)?)
+}
+
 /// The entry points a script must define.
 const REQUIRED: [&str; 2] = ["login", "receive"];
 
@@ -193,12 +204,7 @@ impl Vm {
                 .map_err(|e| e.to_string())?;
         }
         super::codecs::install(&lua, protos).map_err(|e| e.to_string())?;
-        let declare = lua
-            .create_function(super::long_poll::declare)
-            .map_err(|e| e.to_string())?;
-        globals
-            .set("__long_poll", declare)
-            .map_err(|e| e.to_string())?;
+        declarations(&lua, &globals).map_err(|e| e.to_string())?;
         globals
             .set("vars", vars_table(&lua, vars).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
