@@ -94,9 +94,16 @@ mod tests {
     #[test]
     fn a_json_ack_reads_a_2xx_answer_as_the_acceptance_of_its_reference() {
         let lua = lua();
-        let ack = shape(&lua, r#"return codec.json_ack { conv = "room", seq = "n" }"#);
+        let ack = shape(
+            &lua,
+            r#"return codec.json_ack { conv = "room", seq = "n" }"#,
+        );
         let said = ack
-            .judge(201, Some("7"), br#"{"room":"d:a:b","n":12,"event_id":"$x"}"#)
+            .judge(
+                201,
+                Some("7"),
+                br#"{"room":"d:a:b","n":12,"event_id":"$x"}"#,
+            )
             .expect("read");
         assert_eq!(said.len(), 1);
         let said = &said[0];
@@ -115,7 +122,10 @@ mod tests {
         assert!(ack.judge(200, Some("7"), b"[1]").is_none());
         assert!(ack.judge(200, None, br#"{"conv":"c"}"#).is_none());
         let nothing = shape(&lua, "return codec.no_ack()");
-        assert!(nothing.judge(200, Some("signal"), b"").expect("read").is_empty());
+        assert!(nothing
+            .judge(200, Some("signal"), b"")
+            .expect("read")
+            .is_empty());
         assert!(nothing.judge(500, Some("signal"), b"").is_none());
     }
 

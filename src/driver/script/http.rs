@@ -115,6 +115,8 @@ enum Job {
     Send(Request),
     /// Told once every request queued before it has its answer.
     Mark(oneshot::Sender<()>),
+    /// A pause before the next request.
+    Pause(std::time::Duration),
 }
 
 /// One user's HTTP transport.
@@ -201,6 +203,16 @@ impl Http {
     pub fn poll(&mut self, request: Request) -> Result<(), Failure> {
         self.polling = true;
         self.polls.send(Job::Send(request)).map_err(|_| gone())
+    }
+
+    /// Sends the long-poll `request` after `pause` (the one before it failed).
+    pub fn poll_after(
+        &mut self,
+        pause: std::time::Duration,
+        request: Request,
+    ) -> Result<(), Failure> {
+        self.polls.send(Job::Pause(pause)).map_err(|_| gone())?;
+        self.poll(request)
     }
 
     /// Sends `request` and waits for its answer (on the connection of calls).
@@ -424,6 +436,10 @@ async fn carry(
             Job::Send(r) => r,
             Job::Mark(told) => {
                 let _ = told.send(());
+                continue;
+            }
+            Job::Pause(pause) => {
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };

@@ -6,9 +6,11 @@
 //! the declaration names `kept`, for a returning user) and judges the page's items as
 //! `receive` returning them would be judged. A poll answered outside 2xx, or a page the
 //! reader cannot read or that has no cursor, goes to `receive` as kind `"poll"` as
-//! without the declaration (the cursor stays, and the next poll asks again).
+//! without the declaration; the cursor stays, and the next poll asks again a second later
+//! (a server that fails every poll at once is not asked in a tight loop).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
@@ -17,7 +19,7 @@ use serde_json::Value as Json;
 
 use super::http::Request;
 use super::items::{Pages, Reader};
-use super::said::Said;
+use super::said::{lua_type, Said};
 use super::vm::header;
 
 /// What a declaration says, the same for every poll.
@@ -37,7 +39,12 @@ pub struct LongPoll {
     declared: Arc<Declared>,
     /// The cursor the next poll asks from.
     since: String,
+    /// The last poll's answer was not a page.
+    failed: bool,
 }
+
+/// How long the next poll waits after one that failed.
+pub const RETRY: Duration = Duration::from_secs(1);
 
 impl UserData for LongPoll {}
 
@@ -61,7 +68,7 @@ fn text(key: &str, v: Value) -> mlua::Result<Option<String>> {
         other => {
             return Err(bad(
                 key,
-                &format!("must be a string, not a {}", other.type_name()),
+                &format!("must be a string, not a {}", lua_type(&other)),
             ))
         }
     })
@@ -72,11 +79,12 @@ fn text(key: &str, v: Value) -> mlua::Result<Option<String>> {
 pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
     for pair in t.pairs::<Value, Value>() {
         let (k, _) = pair?;
-        let known = matches!(&k, Value::String(s) if KEYS.iter().any(|key| s.as_bytes() == key.as_bytes()));
+        let known =
+            matches!(&k, Value::String(s) if KEYS.iter().any(|key| s.as_bytes() == key.as_bytes()));
         if !known {
             let name = match &k {
                 Value::String(s) => s.to_string_lossy(),
-                other => format!("a {} key", other.type_name()),
+                other => format!("a {} key", lua_type(&other)),
             };
             return Err(bad(&name, &format!("is none of {}", KEYS.join(", "))));
         }
@@ -93,7 +101,7 @@ pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
                 "items",
                 &format!(
                     "must be a codec.json_items reader, not a {}",
-                    other.type_name()
+                    lua_type(&other)
                 ),
             ))
         }
@@ -103,14 +111,15 @@ pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
         Value::Nil => {}
         Value::Table(h) => {
             for pair in h.pairs::<LuaString, LuaString>() {
-                let (name, value) = pair.map_err(|e| bad("headers", &format!("maps names to values ({e})")))?;
+                let (name, value) =
+                    pair.map_err(|e| bad("headers", &format!("maps names to values ({e})")))?;
                 headers.push(header(&name.as_bytes(), &value.as_bytes())?);
             }
         }
         other => {
             return Err(bad(
                 "headers",
-                &format!("must be a table, not a {}", other.type_name()),
+                &format!("must be a table, not a {}", lua_type(&other)),
             ))
         }
     }
@@ -125,6 +134,7 @@ pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
     Ok(LongPoll {
         since: text("since", field("since")?)?.unwrap_or_default(),
         declared: Arc::new(declared),
+        failed: false,
     })
 }
 
@@ -142,6 +152,11 @@ impl LongPoll {
         }
     }
 
+    /// How long the next poll waits: [`RETRY`] after a failed one (told once).
+    pub fn pause(&mut self) -> Option<Duration> {
+        std::mem::take(&mut self.failed).then_some(RETRY)
+    }
+
     /// The cursor the next poll asks from.
     pub fn since(&self) -> &str {
         &self.since
@@ -156,16 +171,25 @@ impl LongPoll {
     /// `None` when the answer is not a 2xx page the reader reads with a cursor (then it
     /// goes to `receive`).
     pub fn page(&mut self, status: u16, body: &[u8]) -> Option<Vec<Said>> {
+        let read = self.read(status, body);
+        self.failed = read.is_none();
+        let (since, items) = read?;
+        self.since = since;
+        Some(items)
+    }
+
+    /// The next cursor and the items of a 2xx page.
+    fn read(&self, status: u16, body: &[u8]) -> Option<(String, Vec<Said>)> {
         if !(200..300).contains(&status) {
             return None;
         }
         let (rest, items) = self.declared.reader.read(body).ok()?;
-        self.since = match rest.get(&self.declared.cursor)? {
+        let since = match rest.get(&self.declared.cursor)? {
             Json::String(s) => s.clone(),
             Json::Number(n) => n.to_string(),
             _ => return None,
         };
-        Some(items)
+        Some((since, items))
     }
 }
 
@@ -177,9 +201,7 @@ mod tests {
         let lua = Lua::new();
         crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
             .expect("install");
-        let f = lua
-            .create_function(declare)
-            .expect("a function");
+        let f = lua.create_function(declare).expect("a function");
         lua.globals().set("long_poll", f).expect("set");
         lua
     }
@@ -198,7 +220,10 @@ mod tests {
             .expect("declared");
         let mut poll = ud.borrow::<LongPoll>().expect("a LongPoll").clone();
         let first = poll.request();
-        assert_eq!((first.method.as_str(), first.path.as_str()), ("GET", "/sync?since=3"));
+        assert_eq!(
+            (first.method.as_str(), first.path.as_str()),
+            ("GET", "/sync?since=3")
+        );
         assert_eq!(first.headers.len(), 1);
         assert_eq!(poll.kept(), Some("since"));
         let items = poll
@@ -214,6 +239,8 @@ mod tests {
         ] {
             assert!(poll.page(status, body).is_none(), "{status}");
             assert_eq!(poll.since(), "5", "the cursor stays");
+            assert_eq!(poll.pause(), Some(RETRY), "asked again later");
+            assert_eq!(poll.pause(), None, "once");
         }
     }
 

@@ -76,6 +76,11 @@ impl Scalar {
     }
 }
 
+/// A Lua value's type as Lua's `type()` names it (`number` for integers too), for errors.
+pub fn lua_type(v: &Value) -> &'static str {
+    Scalar::of_lua(v).map_or("nil", |s| s.type_name())
+}
+
 /// One thing `receive` said: the keys msgstorm reads, each present or not.
 #[derive(Debug, Clone, Default)]
 pub struct Said {

@@ -19,6 +19,7 @@ use serde_json::Value as Json;
 
 use super::answers::{AnswerShape, Shape};
 use super::http::Request;
+use super::said::lua_type;
 use super::vm::header;
 
 /// What a placeholder stands for.
@@ -88,7 +89,7 @@ fn bad(kind: &str, key: &str, what: &str) -> mlua::Error {
 fn key_name(k: &Value) -> String {
     match k {
         Value::String(s) => s.to_string_lossy(),
-        other => format!("a {} key", other.type_name()),
+        other => format!("a {} key", lua_type(&other)),
     }
 }
 
@@ -111,7 +112,7 @@ pub fn declare(lua: &Lua, t: Table) -> mlua::Result<Sends> {
         let Value::Table(template) = v else {
             return Err(mlua::Error::runtime(format!(
                 "u:sends: `{kind}` must be a table, not a {}",
-                v.type_name()
+                lua_type(&v)
             )));
         };
         *slot = Some(Arc::new(template_of(lua, &kind, &template)?));
@@ -135,7 +136,7 @@ fn template_of(lua: &Lua, kind: &str, t: &Table) -> mlua::Result<Template> {
             other => Err(bad(
                 kind,
                 key,
-                &format!("must be a string, not a {}", other.type_name()),
+                &format!("must be a string, not a {}", lua_type(&other)),
             )),
         }
     };
@@ -154,7 +155,7 @@ fn template_of(lua: &Lua, kind: &str, t: &Table) -> mlua::Result<Template> {
                     "answer",
                     &format!(
                         "must be a shape of codec.json_ack or codec.no_ack, not a {}",
-                        other.type_name()
+                        lua_type(&other)
                     ),
                 ))
             }
@@ -199,7 +200,7 @@ fn json_fields(lua: &Lua, kind: &str, json: Value) -> mlua::Result<Vec<(String, 
             return Err(bad(
                 kind,
                 "json",
-                &format!("must be a table, not a {}", other.type_name()),
+                &format!("must be a table, not a {}", lua_type(&other)),
             ))
         }
     };
@@ -233,15 +234,15 @@ fn headers_of(kind: &str, headers: Value) -> mlua::Result<Vec<(HeaderName, Heade
         Value::Table(h) => h
             .pairs::<LuaString, LuaString>()
             .map(|pair| {
-                let (name, value) = pair
-                    .map_err(|e| bad(kind, "headers", &format!("maps names to values ({e})")))?;
+                let (name, value) =
+                    pair.map_err(|e| bad(kind, "headers", &format!("maps names to values ({e})")))?;
                 header(&name.as_bytes(), &value.as_bytes())
             })
             .collect(),
         other => Err(bad(
             kind,
             "headers",
-            &format!("must be a table, not a {}", other.type_name()),
+            &format!("must be a table, not a {}", lua_type(&other)),
         )),
     }
 }
@@ -365,7 +366,7 @@ mod tests {
             ),
             (
                 r#"{ direct = { path = 3 } }"#,
-                "u:sends: direct.`path` must be a string, not a integer",
+                "u:sends: direct.`path` must be a string, not a number",
             ),
             (
                 r#"{ direct = { method = "PUT" } }"#,

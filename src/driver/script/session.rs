@@ -18,8 +18,8 @@ use super::items::{self, Items};
 use super::limits::Guard;
 use super::link::Link;
 use super::long_poll::LongPoll;
-use super::sends::{Sends, Template};
 use super::said::{Said, Scalar};
+use super::sends::{Sends, Template};
 use super::vm::{described, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::Cursors;
@@ -461,9 +461,12 @@ impl ScriptSession {
     /// `poll`, and none is out: the declared one's next request, or the one `poll(u)` says
     /// (nil: none now).
     async fn poll_next(&mut self) -> Result<(), Failure> {
-        if let (Some(declared), Link::Http(h)) = (&self.long_poll, &mut self.link) {
+        if let (Some(declared), Link::Http(h)) = (&mut self.long_poll, &mut self.link) {
             if !h.polling {
-                h.poll(declared.request())?;
+                match declared.pause() {
+                    Some(pause) => h.poll_after(pause, declared.request())?,
+                    None => h.poll(declared.request())?,
+                }
             }
             return Ok(());
         }

@@ -39,8 +39,14 @@ function U:request(method, path, body, headers, ref, answer)
   self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref,
     answer = answer }
 end
-function U:long_poll(t) return coroutine.yield("long_poll", __long_poll(t)) end
-function U:sends(t) return coroutine.yield("sends", __sends(t)) end
+-- A declaration read by msgstorm, its error placed at the script's line that made it.
+local function declared(read, t)
+  local ok, d = pcall(read, t)
+  if not ok then error((tostring(d):gsub("^runtime error: ", "")), 3) end
+  return d
+end
+function U:long_poll(t) return coroutine.yield("long_poll", declared(__long_poll, t)) end
+function U:sends(t) return coroutine.yield("sends", declared(__sends, t)) end
 function U:http(method, path, body, headers, timeout)
   return coroutine.yield("http", method, path, body, headers, timeout)
 end
@@ -397,12 +403,24 @@ pub fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValu
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
 pub const REFUSED: &str = "msgstorm:refused:";
 
+/// The place of an error that has none.
+const NO_LINE: &str = "(no line: the error came from outside the script)";
+
 /// A Lua error as one line: the script's message with its `NAME:LINE:` and no traceback.
 /// An error without a place (`error(msg, 0)`, an error object that is not a string) gets
 /// the place of the innermost script frame of its traceback.
 pub fn one_line(e: &mlua::Error) -> String {
     match e {
-        mlua::Error::CallbackError { cause, .. } => one_line(cause),
+        // A function of msgstorm's that failed (`codec.json_ack { … }` with a bad shape):
+        // placed at the script's line that called it.
+        mlua::Error::CallbackError { cause, traceback } => {
+            let line = one_line(cause);
+            let caller = traceback.lines().find_map(|l| place(l.trim_start()));
+            match (line.strip_prefix(NO_LINE), caller) {
+                (Some(rest), Some(at)) => format!("{at}{rest}"),
+                _ => line,
+            }
+        }
         mlua::Error::SyntaxError { message, .. } => first_line(message),
         mlua::Error::RuntimeError(message) => placed(message),
         mlua::Error::MemoryError(message) => first_line(message),
@@ -425,7 +443,7 @@ fn placed(message: &str) -> String {
         .lines()
         .skip_while(|l| !l.starts_with("stack traceback:"))
         .find_map(|l| place(l.trim_start()))
-        .unwrap_or("(no line: the error came from outside the script)");
+        .unwrap_or(NO_LINE);
     let object = ["table: ", "userdata: ", "function: ", "thread: "]
         .iter()
         .find(|p| first.starts_with(**p))
@@ -511,6 +529,48 @@ mod tests {
         assert!(err.contains("`login` must be a function"), "{err}");
         let err = Vm::load_plain("a.lua", "local x = nil\nx.y = 1").unwrap_err();
         assert!(err.starts_with("a.lua:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_declaration_is_a_one_line_error_at_the_scripts_line() {
+        let vm = Vm::load_plain(
+            "a.lua",
+            "local items = codec.json_items('events', {})\n\
+             function login(u)\n  u:long_poll { path = '/s', cursor = 'next', items = items, \
+             timeout = 3 }\nend\n\
+             function join(u)\n  u:sends { direct = { path = {} } }\nend\n\
+             function receive() end",
+        )
+        .expect("loads");
+        let u: Table = vm
+            .entry
+            .new_user
+            .call(("u1", 1, "u1", "", "http://x"))
+            .expect("a user");
+        for (f, want) in [
+            (
+                &vm.entry.login,
+                "a.lua:3: u:long_poll: `timeout` is none of method, path",
+            ),
+            (
+                vm.entry.join.as_ref().expect("join"),
+                "a.lua:6: u:sends: direct.`path` must be a string, not a table",
+            ),
+        ] {
+            let thread = vm.lua.create_thread(f.clone()).expect("a thread");
+            let e = thread.resume::<Value>(u.clone()).expect_err("refused");
+            let line = one_line(&e);
+            assert!(line.starts_with(want), "{line}");
+        }
+        let err = Vm::load_plain(
+            "a.lua",
+            "local x\nlocal ok = codec.json_ack { push = 'body' }",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("a.lua:2: json_ack: shape key `push` is none of conv, seq, from"),
+            "{err}"
+        );
     }
 
     #[test]
