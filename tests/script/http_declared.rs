@@ -96,7 +96,10 @@ async fn a_send_answered_outside_2xx_reaches_receive_as_its_refusal() {
     ran.expect_code(1);
     let (refused, texts) = errors(&a, ErrorKind::SendFailed);
     assert!(refused > 100, "{refused} refused\n{ran}");
-    assert!(texts.iter().all(|t| t.contains("HTTP 404")), "{texts:?}");
+    // What `receive` says of them. (The server answers 404 without reading the body, whose
+    // bytes it then takes for the next request on the connection: a 501 besides.)
+    assert!(texts.iter().all(|t| t.starts_with("HTTP ")), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "HTTP 404"), "{texts:?}");
     assert_eq!(errors(&a, ErrorKind::Script).0, 0, "{ran}");
     assert_eq!(a.metrics.count(Counter::Accepted), 0, "{ran}");
 }
