@@ -80,10 +80,7 @@ mod tests {
     use super::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
-            .expect("install");
-        lua
+        crate::driver::script::codecs::with_codecs()
     }
 
     fn shape(lua: &Lua, code: &str) -> Arc<AnswerShape> {

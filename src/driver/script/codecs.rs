@@ -10,6 +10,14 @@ use mlua::{Lua, LuaSerdeExt, Result, String as LuaString, Table, Value};
 use prost::Message as _;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
 
+/// A state with the `codec` table (no Protobuf messages), for the codecs' tests.
+#[cfg(test)]
+pub fn with_codecs() -> Lua {
+    let lua = Lua::new();
+    install(&lua, &DescriptorPool::new()).expect("the codecs install");
+    lua
+}
+
 /// Builds the `codec` table in `lua`, with the Protobuf messages of `protos`.
 pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
     let codec = lua.create_table()?;

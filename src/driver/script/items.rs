@@ -323,10 +323,7 @@ mod tests {
     use super::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
-            .expect("install");
-        lua
+        crate::driver::script::codecs::with_codecs()
     }
 
     const READ: &str = r#"local read = codec.json_items("events", { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })"#;

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
-use mlua::{Lua, String as LuaString, Table, UserData, Value};
+use mlua::{Lua, Table, UserData, Value};
 use serde_json::Value as Json;
 
 use super::http::Request;
 use super::items::{Pages, Reader};
-use super::said::{lua_type, Said};
-use super::vm::header;
+use super::said::{key_name, lua_text, lua_type, Said};
+use super::vm::headers_of;
 
 /// What a declaration says, the same for every poll.
 #[derive(Debug)]
@@ -60,18 +60,7 @@ fn bad(key: &str, what: &str) -> mlua::Error {
 
 /// A text value of the declaration (strings, and numbers as printed), `None` for nil.
 fn text(key: &str, v: Value) -> mlua::Result<Option<String>> {
-    Ok(match v {
-        Value::Nil => None,
-        Value::String(s) => Some(s.to_string_lossy()),
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        other => {
-            return Err(bad(
-                key,
-                &format!("must be a string, not a {}", lua_type(&other)),
-            ))
-        }
-    })
+    lua_text(v).map_err(|t| bad(key, &format!("must be a string, not a {t}")))
 }
 
 /// `u:long_poll(t)`'s declaration read from `t`: an unknown key or a value of the wrong
@@ -79,13 +68,8 @@ fn text(key: &str, v: Value) -> mlua::Result<Option<String>> {
 pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
     for pair in t.pairs::<Value, Value>() {
         let (k, _) = pair?;
-        let known =
-            matches!(&k, Value::String(s) if KEYS.iter().any(|key| s.as_bytes() == key.as_bytes()));
-        if !known {
-            let name = match &k {
-                Value::String(s) => s.to_string_lossy(),
-                other => format!("a {} key", lua_type(&other)),
-            };
+        let name = key_name(&k);
+        if !KEYS.contains(&name.as_str()) {
             return Err(bad(&name, &format!("is none of {}", KEYS.join(", "))));
         }
     }
@@ -106,23 +90,16 @@ pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
             ))
         }
     };
-    let mut headers = Vec::new();
-    match field("headers")? {
-        Value::Nil => {}
-        Value::Table(h) => {
-            for pair in h.pairs::<LuaString, LuaString>() {
-                let (name, value) =
-                    pair.map_err(|e| bad("headers", &format!("maps names to values ({e})")))?;
-                headers.push(header(&name.as_bytes(), &value.as_bytes())?);
-            }
-        }
+    let headers = match field("headers")? {
+        Value::Nil => Vec::new(),
+        Value::Table(h) => headers_of(&h)?,
         other => {
             return Err(bad(
                 "headers",
                 &format!("must be a table, not a {}", lua_type(&other)),
             ))
         }
-    }
+    };
     let declared = Declared {
         method: text("method", field("method")?)?.unwrap_or_else(|| "GET".to_owned()),
         path: required("path")?,
@@ -198,9 +175,7 @@ mod tests {
     use super::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
-            .expect("install");
+        let lua = crate::driver::script::codecs::with_codecs();
         let f = lua.create_function(declare).expect("a function");
         lua.globals().set("long_poll", f).expect("set");
         lua

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
-use mlua::{Lua, LuaSerdeExt, String as LuaString, Table, UserData, Value};
+use mlua::{Lua, LuaSerdeExt, Table, UserData, Value};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -19,8 +19,8 @@ use serde_json::Value as Json;
 
 use super::answers::{AnswerShape, Shape};
 use super::http::Request;
-use super::said::lua_type;
-use super::vm::header;
+use super::said::{key_name, lua_type};
+use super::vm;
 
 /// What a placeholder stands for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,14 +83,6 @@ const PATH: &AsciiSet = &NON_ALPHANUMERIC
 /// The error of `key` in the template of `kind`.
 fn bad(kind: &str, key: &str, what: &str) -> mlua::Error {
     mlua::Error::runtime(format!("u:sends: {kind}.`{key}` {what}"))
-}
-
-/// The name of a table key for an error.
-fn key_name(k: &Value) -> String {
-    match k {
-        Value::String(s) => s.to_string_lossy(),
-        other => format!("a {} key", lua_type(&other)),
-    }
 }
 
 /// `u:sends(t)`'s templates read from `t` (keys `direct` and `group`): an unknown key or a
@@ -231,14 +223,7 @@ fn json_fields(lua: &Lua, kind: &str, json: Value) -> mlua::Result<Vec<(String, 
 fn headers_of(kind: &str, headers: Value) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
     match headers {
         Value::Nil => Ok(Vec::new()),
-        Value::Table(h) => h
-            .pairs::<LuaString, LuaString>()
-            .map(|pair| {
-                let (name, value) =
-                    pair.map_err(|e| bad(kind, "headers", &format!("maps names to values ({e})")))?;
-                header(&name.as_bytes(), &value.as_bytes())
-            })
-            .collect(),
+        Value::Table(h) => vm::headers_of(&h),
         other => Err(bad(
             kind,
             "headers",
@@ -310,9 +295,7 @@ mod tests {
     use super::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
-            .expect("install");
+        let lua = crate::driver::script::codecs::with_codecs();
         let f = lua.create_function(declare).expect("a function");
         lua.globals().set("sends", f).expect("set");
         lua

@@ -24,6 +24,7 @@ use prost_reflect::DescriptorPool;
 
 use super::answers::Shape;
 use super::limits::{Guard, Limits};
+use super::said::lua_text;
 
 /// The user object's methods, run before the script.
 const PRELUDE: &str = r#"
@@ -345,18 +346,9 @@ fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
 pub fn described(
     [method, path, body, headers, reference]: [Value; 5],
 ) -> mlua::Result<super::http::Request> {
-    let text = |k: &str, v: Value| -> mlua::Result<Option<String>> {
-        Ok(match v {
-            Value::Nil => None,
-            Value::String(s) => Some(s.to_string_lossy()),
-            Value::Integer(i) => Some(i.to_string()),
-            Value::Number(n) => Some(n.to_string()),
-            other => {
-                return Err(mlua::Error::runtime(format!(
-                    "HTTP request: `{k}` must be a string, not a {}",
-                    other.type_name()
-                )))
-            }
+    let text = |k: &str, v: Value| {
+        lua_text(v).map_err(|t| {
+            mlua::Error::runtime(format!("HTTP request: `{k}` must be a string, not a {t}"))
         })
     };
     let body = match body {
@@ -369,13 +361,10 @@ pub fn described(
             )))
         }
     };
-    let mut pairs = Vec::new();
-    if let Value::Table(h) = headers {
-        for pair in h.pairs::<mlua::String, mlua::String>() {
-            let (name, value) = pair?;
-            pairs.push(header(&name.as_bytes(), &value.as_bytes())?);
-        }
-    }
+    let pairs = match headers {
+        Value::Table(h) => headers_of(&h)?,
+        _ => Vec::new(),
+    };
     Ok(super::http::Request {
         method: text("method", method)?.unwrap_or_else(|| "GET".to_owned()),
         path: text("path", path)?.unwrap_or_else(|| "/".to_owned()),
@@ -386,8 +375,18 @@ pub fn described(
     })
 }
 
+/// A script's table of request headers (names to values), each checked as HTTP's.
+pub fn headers_of(h: &Table) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+    h.pairs::<mlua::String, mlua::String>()
+        .map(|pair| {
+            let (name, value) = pair?;
+            header(&name.as_bytes(), &value.as_bytes())
+        })
+        .collect()
+}
+
 /// A request header from a script's name and value, checked as HTTP's.
-pub fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
     let bad = |what: String| {
         mlua::Error::runtime(format!(
             "HTTP request: header `{}`: {what}",
