@@ -86,8 +86,14 @@ generate() {
     taskset -c 1 "${cmd[@]}" >/dev/null 2>&1 || true
 }
 
+# Prints "lost duplicated" of a run, as its report counts them.
+ledger() {
+    "$bin" report "$1" 2>/dev/null | awk -F'|' '/^\| (lost|duplicated) / { gsub(/[ ,]/, "", $3); printf "%s ", $3 }'
+}
+
 report() { # label out
     read -r cpu received < <(facts "$2/result.json")
+    read -r lost duplicated < <(ledger "$2/result.json"; echo)
     local inst=0 user=0 system=0
     if [[ -f $2.cg ]]; then
         inst=$(awk '/^(summary|totals):/ { print $2; exit }' "$2.cg")
@@ -95,7 +101,8 @@ report() { # label out
     if [[ -f $2.time ]]; then
         read -r user system < <(tail -n 1 "$2.time")
     fi
-    python3 -c "print(f'$1: generator CPU {$cpu:.2f} s, received {$received:,}, ' \
+    python3 -c "print(f'$1: generator CPU {$cpu:.2f} s, received {$received:,} ' \
+        f'(lost ${lost:-?}, duplicated ${duplicated:-?}), ' \
         f'{$cpu * 1e6 / max($received, 1):.1f} µs CPU per delivery' + \
         (f' (process: user {$user * 1e6 / max($received, 1):.1f} µs, ' \
          f'system {$system * 1e6 / max($received, 1):.1f} µs)' if $user + $system else '') + \
