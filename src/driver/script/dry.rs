@@ -66,18 +66,7 @@ pub fn lines(
         ("group", &vm.entry.group, group),
     ] {
         out.push(format!("{what} message from {user} to {dest}:"));
-        let template = sends.as_ref().and_then(|s| match what {
-            "direct" => s.direct.clone(),
-            _ => s.group.clone(),
-        });
-        if let Some(template) = template {
-            let id = u.raw_get::<i64>("_id").unwrap_or(0) + 1;
-            let _ = u.raw_set("_id", id);
-            let id = id.to_string();
-            out.push(requested(&template.request(&id, dest, &body())));
-            out.push(format!(
-                "  its acceptance is the reply with id {id} (by u:sends)"
-            ));
+        if templated(&u, sends.as_ref(), (what, dest), &mut out) {
             continue;
         }
         let Some(f) = f else {
@@ -116,18 +105,50 @@ pub fn lines(
             Err(e) => out.push(format!("  error: {}", one_line(&e))),
         }
     }
-    if let Some(request) = &vm.entry.request {
-        out.push(format!("request `call` from {user}:"));
-        match vm.guard.run(|| request.call::<Value>((u.clone(), "call"))) {
-            Ok(id) => {
-                frames(&u, &mut out);
-                out.push(format!("  its reply is the one with id {}", show(&id)));
-            }
-            Err(e) => out.push(format!("  error: {}", one_line(&e))),
-        }
-    }
+    request_lines(vm, &u, user, &mut out);
     signal_lines(vm, &u, to, &mut out);
     out
+}
+
+/// What `request` sends for a request `call` of `user`, when the script defines it.
+fn request_lines(vm: &Vm, u: &Table, user: &str, out: &mut Vec<String>) {
+    let Some(request) = &vm.entry.request else {
+        return;
+    };
+    out.push(format!("request `call` from {user}:"));
+    match vm.guard.run(|| request.call::<Value>((u.clone(), "call"))) {
+        Ok(id) => {
+            frames(u, out);
+            out.push(format!("  its reply is the one with id {}", show(&id)));
+        }
+        Err(e) => out.push(format!("  error: {}", one_line(&e))),
+    }
+}
+
+/// The request of a message to `dest` (`what`: `"direct"` or `"group"`) when `sends`
+/// declared its template; returns whether it did.
+fn templated(
+    u: &Table,
+    sends: Option<&Sends>,
+    (what, dest): (&str, &str),
+    out: &mut Vec<String>,
+) -> bool {
+    let template = sends.and_then(|s| match what {
+        "direct" => s.direct.clone(),
+        _ => s.group.clone(),
+    });
+    let Some(template) = template else {
+        return false;
+    };
+    // The session's next id, as a run would take it.
+    let id = u.raw_get::<i64>("_id").unwrap_or(0) + 1;
+    let _ = u.raw_set("_id", id);
+    let id = id.to_string();
+    out.push(requested(&template.request(&id, dest, &body())));
+    out.push(format!(
+        "  its acceptance is the reply with id {id} (by u:sends)"
+    ));
+    true
 }
 
 /// What the signal entry points the script defines send: `contacts` with `to` as the one

@@ -25,6 +25,7 @@
 
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
@@ -263,6 +264,30 @@ impl Http {
             None => Err(gone()),
         }
     }
+}
+
+/// A script's table of request headers (names to values), each checked as HTTP's.
+pub fn headers_of(h: &mlua::Table) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+    h.pairs::<mlua::String, mlua::String>()
+        .map(|pair| {
+            let (name, value) = pair?;
+            header(&name.as_bytes(), &value.as_bytes())
+        })
+        .collect()
+}
+
+/// A request header from a script's name and value, checked as HTTP's.
+fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+    let bad = |what: String| {
+        mlua::Error::runtime(format!(
+            "HTTP request: header `{}`: {what}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    Ok((
+        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
+        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
+    ))
 }
 
 /// The transport's tasks have ended (the user is closing).

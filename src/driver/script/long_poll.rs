@@ -17,10 +17,9 @@ use hyper::body::Bytes;
 use mlua::{Lua, Table, UserData, Value};
 use serde_json::Value as Json;
 
-use super::http::Request;
+use super::http::{headers_of, Request};
 use super::items::{Pages, Reader};
 use super::said::{key_name, lua_text, lua_type, Said};
-use super::vm::headers_of;
 
 /// What a declaration says, the same for every poll.
 #[derive(Debug)]

@@ -18,9 +18,8 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::answers::{AnswerShape, Shape};
-use super::http::Request;
+use super::http::{headers_of, Request};
 use super::said::{key_name, lua_type};
-use super::vm;
 
 /// What a placeholder stands for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -137,7 +136,7 @@ fn template_of(lua: &Lua, kind: &str, t: &Table) -> mlua::Result<Template> {
         method: string("method")?.unwrap_or_else(|| "POST".to_owned()),
         path: path_parts(&path),
         json: json_fields(lua, kind, t.raw_get("json")?)?,
-        headers: headers_of(kind, t.raw_get("headers")?)?,
+        headers: template_headers(kind, t.raw_get("headers")?)?,
         answer: match t.raw_get::<Value>("answer")? {
             Value::Nil => None,
             Value::UserData(ud) if ud.is::<Shape>() => Some(Arc::clone(&ud.borrow::<Shape>()?.0)),
@@ -220,10 +219,10 @@ fn json_fields(lua: &Lua, kind: &str, json: Value) -> mlua::Result<Vec<(String, 
 }
 
 /// A template's headers.
-fn headers_of(kind: &str, headers: Value) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+fn template_headers(kind: &str, headers: Value) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
     match headers {
         Value::Nil => Ok(Vec::new()),
-        Value::Table(h) => vm::headers_of(&h),
+        Value::Table(h) => headers_of(&h),
         other => Err(bad(
             kind,
             "headers",

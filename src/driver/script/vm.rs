@@ -17,12 +17,12 @@
 
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
 
 use super::answers::Shape;
+use super::http::headers_of;
 use super::limits::{Guard, Limits};
 use super::said::lua_text;
 
@@ -375,30 +375,6 @@ pub fn described(
     })
 }
 
-/// A script's table of request headers (names to values), each checked as HTTP's.
-pub fn headers_of(h: &Table) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
-    h.pairs::<mlua::String, mlua::String>()
-        .map(|pair| {
-            let (name, value) = pair?;
-            header(&name.as_bytes(), &value.as_bytes())
-        })
-        .collect()
-}
-
-/// A request header from a script's name and value, checked as HTTP's.
-fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
-    let bad = |what: String| {
-        mlua::Error::runtime(format!(
-            "HTTP request: header `{}`: {what}",
-            String::from_utf8_lossy(name)
-        ))
-    };
-    Ok((
-        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
-        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
-    ))
-}
-
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
 pub const REFUSED: &str = "msgstorm:refused:";
 
@@ -473,6 +449,7 @@ fn place(line: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{HeaderName, HeaderValue};
 
     impl Vm {
         fn load_plain(name: &str, source: &str) -> Result<Vm, String> {
