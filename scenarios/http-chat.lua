@@ -1,9 +1,11 @@
 -- An IM server over HTTP (peers/httpchat/server.py, shaped like Matrix's client-server
 -- API) as an adapter for `driver = "script"` with an http:// target: logins and joins are
--- calls that wait (u:http), a send is a request that does not (u:request; its answer comes
--- to receive as a "response"), and messages arrive by long polling `/sync` (poll: each
--- answer a "poll" frame) or, with `vars.mode = "sse"`, by a Server-Sent Events stream
--- (each event an "event" frame).
+-- calls that wait (u:http); a send is a request that does not wait, declared once by
+-- template (u:sends: msgstorm fills it, sends it and reads its answer by the shape given
+-- with it); messages arrive by a long poll of `/sync` declared once (u:long_poll: msgstorm
+-- polls and reads the pages) or, with `vars.mode = "sse"`, by a Server-Sent Events stream
+-- (each event an "event" frame). What the declarations do not read (an answer outside
+-- 2xx) comes to receive.
 --
 -- Signals: a read receipt is a request like a send (its answer the acceptance), stored by
 -- the server in the sender's log under the conversation `r:SENDER`, so a sender that was
@@ -13,9 +15,29 @@
 
 local encode, decode = codec.json_encode, codec.json_decode
 
+-- How msgstorm reads a 2xx answer itself (made once): a send's or a receipt's answer
+-- `{ conv, seq, … }` is its acceptance; a typing notice's or presence's says nothing.
+local accepted = codec.json_ack { conv = "conv", seq = "seq" }
+local quiet = codec.no_ack()
+
+-- A sync page `{ next, events = [...] }` read into the list `receive` returns, each event
+-- as a message's body or a signal's token, where it belongs and who sent it (made once;
+-- codec.json_items reads a page in one piece).
+local sync_page = codec.json_items("events",
+  { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })
+
 -- The headers of every request after the login (made once per connection).
 local function auth(u)
   return u.state.headers
+end
+
+-- The long poll, declared once a connection: the server holds each poll until a message
+-- comes or `vars.timeout` milliseconds pass (1000 unless the scenario says); msgstorm asks
+-- from `since`, goes on from each page's `next` and keeps it in `u.kept.since`.
+local poll_path = "/sync?timeout=" .. math.tointeger(vars.timeout or 1000) .. "&since="
+local function long_poll(u, since)
+  u:long_poll { path = poll_path, cursor = "next", since = since, items = sync_page,
+    headers = auth(u), kept = "since" }
 end
 
 function login(u)
@@ -23,9 +45,20 @@ function login(u)
   if r.status ~= 200 then refuse("HTTP " .. r.status .. ": " .. r.body) end
   u.state.token = decode(r.body).token
   u.state.headers = { ["Authorization"] = "Bearer " .. u.state.token, ["Content-Type"] = "application/json" }
-  -- Where this user's log stands: a returning user goes on from where it was.
-  u.state.since = u.kept.since or 0
-  if vars.mode == "sse" then u:sse("/events", auth(u)) end
+  -- A send: PUT with a transaction id (the id of u:next_id), the destination and the body
+  -- in JSON; the answer is its acceptance. msgstorm fills and sends it.
+  u:sends {
+    direct = { method = "PUT", path = "/send/{id}", json = { to = "{to}", body = "{body}" },
+      headers = auth(u), answer = accepted },
+    group = { method = "PUT", path = "/send/{id}", json = { group = "{to}", body = "{body}" },
+      headers = auth(u), answer = accepted },
+  }
+  if vars.mode == "sse" then
+    u:sse("/events", auth(u))
+  else
+    -- Where this user's log stands: a returning user goes on from where it was.
+    long_poll(u, u.kept.since or 0)
+  end
 end
 
 -- The users whose presence this one follows and who follow its own (both ways).
@@ -37,19 +70,21 @@ end
 -- A read receipt to the message's sender, 1:1 or in a group alike.
 function receipt(u, sender, conv, message, token)
   local txn = u:next_id()
-  u:request("PUT", "/receipt/" .. txn, encode({ to = sender, token = token }), auth(u), txn)
+  u:request("PUT", "/receipt/" .. txn, encode({ to = sender, token = token }), auth(u), txn,
+    accepted)
   return txn
 end
 
--- Typing and presence: answers carry the ref "signal", which acknowledges nothing.
+-- Typing and presence: answers that acknowledge nothing (the ref "signal" for receive).
 function typing(u, conv, active, token)
   local to = { token = token, active = active }
   to[conv.kind == "group" and "group" or "to"] = conv.name
-  u:request("POST", "/typing", encode(to), auth(u), "signal")
+  u:request("POST", "/typing", encode(to), auth(u), "signal", quiet)
 end
 
 function presence(u, online, token)
-  u:request("POST", "/presence", encode({ online = online, token = token }), auth(u), "signal")
+  u:request("POST", "/presence", encode({ online = online, token = token }), auth(u), "signal",
+    quiet)
 end
 
 -- Offline for the server: typing notices and presence stop coming.
@@ -61,33 +96,6 @@ function join(u, name)
   local r = u:http("POST", "/join", encode({ group = name }), auth(u))
   if r.status ~= 200 then refuse("HTTP " .. r.status) end
 end
-
--- A send: PUT with a transaction id; the answer is its acceptance.
-function direct(u, to, body)
-  local txn = u:next_id()
-  u:request("PUT", "/send/" .. txn, encode({ to = to, body = body }), auth(u), txn)
-  return txn
-end
-
-function group(u, name, body)
-  local txn = u:next_id()
-  u:request("PUT", "/send/" .. txn, encode({ group = name, body = body }), auth(u), txn)
-  return txn
-end
-
--- The next long poll (none with an event stream): the server holds it until a message
--- comes or `vars.timeout` milliseconds pass (1000 unless the scenario says).
-local poll_timeout = "/sync?timeout=" .. math.tointeger(vars.timeout or 1000) .. "&since="
-function poll(u)
-  if vars.mode == "sse" then return nil end
-  return "GET", poll_timeout .. u.state.since, nil, auth(u)
-end
-
--- A sync page `{ next, events = [...] }` read into the list `receive` returns, each event
--- as a message's body or a signal's token, where it belongs and who sent it (made once;
--- codec.json_items reads a page in one piece).
-local sync_page = codec.json_items("events",
-  { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })
 
 -- Before traffic ("start"): note where the user's log stands, so that what a reused
 -- server holds from earlier runs is never taken for this run's. A late or returning
@@ -101,8 +109,8 @@ function fetch(u, why)
   if not page then error("sync: " .. events) end
   if why == "start" then
     u:cover(events)
-    u.state.since = page.next
     u.kept.since = page.next
+    if vars.mode ~= "sse" then long_poll(u, page.next) end
   else
     u:deliver(events:having("conv"))
   end
@@ -113,25 +121,17 @@ local function message(e)
   return { push = e.body, conv = e.conv, seq = e.seq, from = e.from }
 end
 
+-- What the declarations leave to receive: an event of the stream, and the answers they
+-- do not read — a request or a poll answered outside 2xx.
 function receive(u, body, kind, meta)
-  if kind == "response" and meta.ref == "signal" then
-    if meta.status == 200 then return nil end
+  if kind == "event" then
+    return message(decode(body))
+  elseif kind == "response" and meta.ref == "signal" then
     return { protocol = "signal: HTTP " .. meta.status }
   elseif kind == "response" then
-    if meta.status == 200 then
-      local a = decode(body)
-      return { ack = meta.ref, conv = a.conv, seq = a.seq }
-    end
     return { error = "HTTP " .. meta.status, id = meta.ref }
   elseif kind == "poll" then
-    if meta.status ~= 200 then return { protocol = "sync: HTTP " .. meta.status } end
-    local page, events = sync_page(body)
-    if not page then return { protocol = "sync: " .. events } end
-    u.state.since = page.next
-    u.kept.since = page.next
-    return events
-  elseif kind == "event" then
-    return message(decode(body))
+    return { protocol = "sync: HTTP " .. meta.status .. ": " .. body:sub(1, 80) }
   end
   return { protocol = "unexpected " .. kind }
 end

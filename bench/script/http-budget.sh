@@ -9,6 +9,8 @@
 #   bench/script/http-budget.sh [BIN]     (default target/release/msgstorm)
 #   HTTP=2 also runs the adapter over HTTP/2 (h2c through nginx in front of server.py).
 #   USERS, RATE (direct sends/s), DURATION override the load.
+#   ADAPTER: the script side's adapter (default scenarios/http-chat.lua; point it at an older
+#   copy to measure an older binary with the adapter it shipped with).
 #   POLL_TIMEOUT: how long the server holds a long poll with nothing to say, ms (1000: the
 #   adapter's default; Matrix clients ask for 30000).
 #   CALLGRIND=1 runs the generator under valgrind's callgrind and also reports the
@@ -18,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-target/release/msgstorm}
+adapter=$(realpath "${ADAPTER:-scenarios/http-chat.lua}")
 users=${USERS:-200}
 rate=${RATE:-200}
 duration=${DURATION:-20s}
@@ -83,8 +86,15 @@ generate() {
     taskset -c 1 "${cmd[@]}" >/dev/null 2>&1 || true
 }
 
+# Prints "lost duplicated" of a run, as its report counts them.
+ledger() {
+    # (A run that failed a check still has its ledger.)
+    { "$bin" report "$1" 2>/dev/null || true; } | awk -F'|' '/^\| (lost|duplicated) / { gsub(/[ ,]/, "", $3); printf "%s ", $3 }'
+}
+
 report() { # label out
     read -r cpu received < <(facts "$2/result.json")
+    read -r lost duplicated < <(ledger "$2/result.json"; echo)
     local inst=0 user=0 system=0
     if [[ -f $2.cg ]]; then
         inst=$(awk '/^(summary|totals):/ { print $2; exit }' "$2.cg")
@@ -92,15 +102,17 @@ report() { # label out
     if [[ -f $2.time ]]; then
         read -r user system < <(tail -n 1 "$2.time")
     fi
-    python3 -c "print(f'$1: generator CPU {$cpu:.2f} s, received {$received:,}, ' \
+    python3 -c "print(f'$1: generator CPU {$cpu:.2f} s, received {$received:,} ' \
+        f'(lost ${lost:-?}, duplicated ${duplicated:-?}), ' \
         f'{$cpu * 1e6 / max($received, 1):.1f} µs CPU per delivery' + \
         (f' (process: user {$user * 1e6 / max($received, 1):.1f} µs, ' \
          f'system {$system * 1e6 / max($received, 1):.1f} µs)' if $user + $system else '') + \
-        (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' if $inst else ''))"
+        (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' \
+         f' ({$inst:,} in all)' if $inst else ''))"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "binary: $bin ($(git rev-parse --short HEAD)); $users users, $rate direct + $((rate / 5)) group sends/s for $duration"
+echo "binary: $bin ($(git rev-parse --short HEAD)), adapter $adapter; $users users, $rate direct + $((rate / 5)) group sends/s for $duration"
 
 port=7841
 taskset -c 0 "$bin" serve --listen "127.0.0.1:$port" --secret bench --durability normal \
@@ -123,8 +135,7 @@ wait_port $port
 script_run() { # label url [extra [target.script] line]
     {
         printf 'name = "budget-%s"\nseed = 7\ndrain = "3s"\n[target]\ndriver = "script"\n' "$1"
-        printf 'url = "%s"\nheartbeat = "0s"\n[target.script]\nfile = "%s"\n' "$2" \
-            "$PWD/scenarios/http-chat.lua"
+        printf 'url = "%s"\nheartbeat = "0s"\n[target.script]\nfile = "%s"\n' "$2" "$adapter"
         printf 'vars = { mode = "poll", timeout = %s }\n%s\n' "${POLL_TIMEOUT:-1000}" "${3:-}"
         load
     } >"$work/$1.toml"

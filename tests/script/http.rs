@@ -250,7 +250,7 @@ async fn receipts_a_server_accepts_and_drops_are_counted_missing_one_for_one() {
 
 /// `scenarios/http-chat-signals.toml` (its URL replaced by `url`) and its adapter, with
 /// `edit` applied to the adapter, written to `work`; the scenario's path.
-fn signals_scenario(work: &Work, url: &str, edit: impl Fn(String) -> String) -> String {
+pub(super) fn signals_scenario(work: &Work, url: &str, edit: impl Fn(String) -> String) -> String {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
     let read = |name: &str| std::fs::read_to_string(format!("{dir}{name}")).expect(name);
     work.write("http-chat.lua", &edit(read("http-chat.lua")));

@@ -5,6 +5,7 @@ mod ergonomics;
 mod http;
 #[cfg(feature = "tls")]
 mod http2;
+mod http_declared;
 mod matrix;
 mod native;
 mod netty;

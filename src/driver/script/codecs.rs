@@ -10,6 +10,14 @@ use mlua::{Lua, LuaSerdeExt, Result, String as LuaString, Table, Value};
 use prost::Message as _;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
 
+/// A state with the `codec` table (no Protobuf messages), for the codecs' tests.
+#[cfg(test)]
+pub fn with_codecs() -> Lua {
+    let lua = Lua::new();
+    install(&lua, &DescriptorPool::new()).expect("the codecs install");
+    lua
+}
+
 /// Builds the `codec` table in `lua`, with the Protobuf messages of `protos`.
 pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
     let codec = lua.create_table()?;
@@ -17,6 +25,8 @@ pub fn install(lua: &Lua, protos: &DescriptorPool) -> Result<()> {
     codec.set("json_encode", lua.create_function(json_encode)?)?;
     codec.set("json_decode", lua.create_function(json_decode)?)?;
     codec.set("json_items", lua.create_function(super::items::json_items)?)?;
+    codec.set("json_ack", lua.create_function(super::answers::json_ack)?)?;
+    codec.set("no_ack", lua.create_function(super::answers::no_ack)?)?;
     codec.set("null", Value::NULL)?;
     codec.set(
         "base64_encode",

@@ -9,6 +9,8 @@ use crate::driver::{Dest, Signal};
 use crate::vocab::SignalKind;
 
 use super::frame::Frame;
+use super::http::Request;
+use super::sends::Sends;
 use super::session::signals::call;
 use super::vm::{one_line, take_outbox, Out, Vm};
 
@@ -51,14 +53,27 @@ pub fn lines(
         }
     }
     out.push(format!("login of {user}:"));
-    flow(vm, &u, &vm.entry.login, MultiValue::new(), &mut out);
+    let mut sends = None;
+    flow(
+        vm,
+        &u,
+        &vm.entry.login,
+        MultiValue::new(),
+        (&mut out, &mut sends),
+    );
     for (what, f, dest) in [
         ("direct", &vm.entry.direct, to),
         ("group", &vm.entry.group, group),
     ] {
         out.push(format!("{what} message from {user} to {dest}:"));
+        if templated(&u, sends.as_ref(), (what, dest), &mut out) {
+            continue;
+        }
         let Some(f) = f else {
-            out.push(format!("  (the script defines no `{what}`)"));
+            out.push(format!(
+                "  (the script defines no `{what}`; a `u:sends` made after a flow's first \
+                 wait is not shown)"
+            ));
             continue;
         };
         let before = match what {
@@ -68,7 +83,7 @@ pub fn lines(
         if let Some((name, first)) = before {
             out.push(format!("  {name}({dest}) first:"));
             let args = MultiValue::from_iter([text(vm, dest)]);
-            if !flow(vm, &u, first, args, &mut out) {
+            if !flow(vm, &u, first, args, (&mut out, &mut sends)) {
                 // A peer's conversation must be open before a message to it; a group's
                 // message may go before the join's answer (it is shown as it would go).
                 if name == "open" {
@@ -90,18 +105,50 @@ pub fn lines(
             Err(e) => out.push(format!("  error: {}", one_line(&e))),
         }
     }
-    if let Some(request) = &vm.entry.request {
-        out.push(format!("request `call` from {user}:"));
-        match vm.guard.run(|| request.call::<Value>((u.clone(), "call"))) {
-            Ok(id) => {
-                frames(&u, &mut out);
-                out.push(format!("  its reply is the one with id {}", show(&id)));
-            }
-            Err(e) => out.push(format!("  error: {}", one_line(&e))),
-        }
-    }
+    request_lines(vm, &u, user, &mut out);
     signal_lines(vm, &u, to, &mut out);
     out
+}
+
+/// What `request` sends for a request `call` of `user`, when the script defines it.
+fn request_lines(vm: &Vm, u: &Table, user: &str, out: &mut Vec<String>) {
+    let Some(request) = &vm.entry.request else {
+        return;
+    };
+    out.push(format!("request `call` from {user}:"));
+    match vm.guard.run(|| request.call::<Value>((u.clone(), "call"))) {
+        Ok(id) => {
+            frames(u, out);
+            out.push(format!("  its reply is the one with id {}", show(&id)));
+        }
+        Err(e) => out.push(format!("  error: {}", one_line(&e))),
+    }
+}
+
+/// The request of a message to `dest` (`what`: `"direct"` or `"group"`) when `sends`
+/// declared its template; returns whether it did.
+fn templated(
+    u: &Table,
+    sends: Option<&Sends>,
+    (what, dest): (&str, &str),
+    out: &mut Vec<String>,
+) -> bool {
+    let template = sends.and_then(|s| match what {
+        "direct" => s.direct.clone(),
+        _ => s.group.clone(),
+    });
+    let Some(template) = template else {
+        return false;
+    };
+    // The session's next id, as a run would take it.
+    let id = u.raw_get::<i64>("_id").unwrap_or(0) + 1;
+    let _ = u.raw_set("_id", id);
+    let id = id.to_string();
+    out.push(requested(&template.request(&id, dest, &body())));
+    out.push(format!(
+        "  its acceptance is the reply with id {id} (by u:sends)"
+    ));
+    true
 }
 
 /// What the signal entry points the script defines send: `contacts` with `to` as the one
@@ -113,7 +160,13 @@ fn signal_lines(vm: &Vm, u: &Table, to: &str, out: &mut Vec<String>) {
             .lua
             .create_sequence_from([to])
             .map_or(Value::Nil, Value::Table);
-        flow(vm, u, contacts, MultiValue::from_iter([list]), out);
+        flow(
+            vm,
+            u,
+            contacts,
+            MultiValue::from_iter([list]),
+            (out, &mut None),
+        );
     }
     let message = body();
     let mut token = String::new();
@@ -183,7 +236,14 @@ fn text(vm: &Vm, s: &str) -> Value {
 
 /// Runs `f(u, args…)` as a coroutine up to its end or its first operation; returns
 /// whether it ended without waiting.
-fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String>) -> bool {
+/// What `u:sends` declared on the way goes to `sends`.
+fn flow(
+    vm: &Vm,
+    u: &Table,
+    f: &Function,
+    args: MultiValue,
+    (out, sends): (&mut Vec<String>, &mut Option<Sends>),
+) -> bool {
     let thread = match vm.lua.create_thread(f.clone()) {
         Ok(t) => t,
         Err(e) => {
@@ -194,7 +254,18 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
     let mut input = MultiValue::new();
     input.push_back(Value::Table(u.clone()));
     input.extend(args);
-    let yielded = vm.guard.run(|| thread.resume::<MultiValue>(input));
+    let mut yielded = vm.guard.run(|| thread.resume::<MultiValue>(input));
+    // A declaration (`u:long_poll`, `u:sends`) needs no server: shown, and the flow goes on.
+    while let Some(what) = yielded.as_ref().ok().and_then(declaration) {
+        frames(u, out);
+        out.push(format!("  declares u:{what}"));
+        if let Some(Value::UserData(ud)) = yielded.as_ref().ok().and_then(|op| op.get(1)) {
+            if let Ok(declared) = ud.borrow::<Sends>() {
+                *sends = Some(declared.clone());
+            }
+        }
+        yielded = vm.guard.run(|| thread.resume::<MultiValue>(()));
+    }
     frames(u, out);
     match yielded {
         Err(e) => {
@@ -216,20 +287,34 @@ fn flow(vm: &Vm, u: &Table, f: &Function, args: MultiValue, out: &mut Vec<String
     }
 }
 
+/// The declaration a flow yielded, if it yielded one.
+fn declaration(op: &MultiValue) -> Option<&'static str> {
+    match op.front() {
+        Some(Value::String(s)) if s.as_bytes().as_ref() == b"long_poll" => Some("long_poll"),
+        Some(Value::String(s)) if s.as_bytes().as_ref() == b"sends" => Some("sends"),
+        _ => None,
+    }
+}
+
 /// Shows the frames `u` queued.
 fn frames(u: &Table, out: &mut Vec<String>) {
     match take_outbox(u) {
         Ok(queued) => out.extend(queued.iter().map(|q| match q {
             Out::Frame(f) => format!("  sends {}", shown(f)),
-            Out::Request(r) => format!(
-                "  requests {} {} {}",
-                r.method,
-                r.path,
-                String::from_utf8_lossy(&r.body)
-            ),
+            Out::Request(r) => requested(r),
         })),
         Err(e) => out.push(format!("  error: {}", one_line(&e))),
     }
+}
+
+/// A request's line.
+fn requested(r: &Request) -> String {
+    format!(
+        "  requests {} {} {}",
+        r.method,
+        r.path,
+        String::from_utf8_lossy(&r.body)
+    )
 }
 
 /// A frame as text, or as the hex of its first bytes when binary.
@@ -260,5 +345,39 @@ fn show(v: &Value) -> String {
         Value::Number(n) => n.to_string(),
         Value::Nil => "nil".to_owned(),
         other => other.type_name().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::script::limits::Limits;
+
+    #[test]
+    fn a_dry_run_shows_declarations_and_the_sends_a_template_makes() {
+        let source = r#"
+local items = codec.json_items("events", { push = "body" })
+function login(u)
+  u:sends { direct = { method = "PUT", path = "/send/{id}", json = { to = "{to}", body = "{body}" } } }
+  u:long_poll { path = "/sync?since=", cursor = "next", items = items }
+end
+function receive() end"#;
+        let vm = Vm::load(
+            "a.lua",
+            source,
+            &prost_reflect::DescriptorPool::new(),
+            (Limits::default(), &toml::Table::new()),
+        )
+        .expect("loads");
+        let lines = lines(&vm, "u0", ("u0", "", "http://x"), "u1", "g1");
+        let shown = lines.join("\n");
+        for want in [
+            "login of u0:\n  declares u:sends\n  declares u:long_poll\n  done",
+            "direct message from u0 to u1:\n  requests PUT /send/1 {\"body\":\"ms1:",
+            "\",\"to\":\"u1\"}\n  its acceptance is the reply with id 1 (by u:sends)",
+            "group message from u0 to g1:\n  (the script defines no `group`",
+        ] {
+            assert!(shown.contains(want), "{want}\n---\n{shown}");
+        }
     }
 }

@@ -1,6 +1,10 @@
 //! What the script driver's transports carry: a frame, and for HTTP where it came from.
 //! A leaf of the driver: the socket links and the HTTP transport both hand frames out.
 
+use std::sync::Arc;
+
+use super::answers::AnswerShape;
+
 /// A frame in or out: its bytes and whether it is text.
 #[derive(Debug)]
 pub struct Frame {
@@ -26,4 +30,6 @@ pub struct Meta {
     pub event: Option<String>,
     /// The answer's headers (none for an event).
     pub headers: http::HeaderMap,
+    /// How msgstorm judges a 2xx answer itself (`u:request`'s `answer`), if the script said.
+    pub answer: Option<Arc<AnswerShape>>,
 }

@@ -25,6 +25,7 @@
 
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
@@ -32,6 +33,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::answers::AnswerShape;
 use super::frame::{Frame, Meta};
 use crate::driver::kit::connect::{Connector, Stream};
 use crate::driver::Failure;
@@ -70,6 +72,8 @@ pub struct Request {
     pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
     pub reference: Option<String>,
+    /// How msgstorm judges a 2xx answer itself, if the script said.
+    pub answer: Option<Arc<AnswerShape>>,
 }
 
 /// The answer to a request.
@@ -112,6 +116,8 @@ enum Job {
     Send(Request),
     /// Told once every request queued before it has its answer.
     Mark(oneshot::Sender<()>),
+    /// A pause before the next request.
+    Pause(std::time::Duration),
 }
 
 /// One user's HTTP transport.
@@ -200,6 +206,16 @@ impl Http {
         self.polls.send(Job::Send(request)).map_err(|_| gone())
     }
 
+    /// Sends the long-poll `request` after `pause` (the one before it failed).
+    pub fn poll_after(
+        &mut self,
+        pause: std::time::Duration,
+        request: Request,
+    ) -> Result<(), Failure> {
+        self.polls.send(Job::Pause(pause)).map_err(|_| gone())?;
+        self.poll(request)
+    }
+
     /// Sends `request` and waits for its answer (on the connection of calls).
     pub async fn call(&mut self, request: &Request) -> Result<Answer, Failure> {
         let conn = match self.calls.take() {
@@ -248,6 +264,30 @@ impl Http {
             None => Err(gone()),
         }
     }
+}
+
+/// A script's table of request headers (names to values), each checked as HTTP's.
+pub fn headers_of(h: &mlua::Table) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+    h.pairs::<mlua::String, mlua::String>()
+        .map(|pair| {
+            let (name, value) = pair?;
+            header(&name.as_bytes(), &value.as_bytes())
+        })
+        .collect()
+}
+
+/// A request header from a script's name and value, checked as HTTP's.
+fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+    let bad = |what: String| {
+        mlua::Error::runtime(format!(
+            "HTTP request: header `{}`: {what}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    Ok((
+        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
+        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
+    ))
 }
 
 /// The transport's tasks have ended (the user is closing).
@@ -423,6 +463,10 @@ async fn carry(
                 let _ = told.send(());
                 continue;
             }
+            Job::Pause(pause) => {
+                tokio::time::sleep(pause).await;
+                continue;
+            }
         };
         let c = match conn.take() {
             Some(c) if !c.is_closed() => c,
@@ -442,9 +486,10 @@ async fn carry(
             meta: Some(Meta {
                 kind,
                 status: a.status,
-                reference: request.reference.clone(),
+                reference: request.reference,
                 event: None,
                 headers: a.headers,
+                answer: request.answer,
             }),
         });
         if tell.send(heard).is_err() {
@@ -557,6 +602,7 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
                 reference: id,
                 event,
                 headers: http::HeaderMap::new(),
+                answer: None,
             }),
         });
     }

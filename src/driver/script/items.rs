@@ -8,8 +8,9 @@
 //! one value at a time. The rest of the page comes back as `codec.json_decode` makes it.
 
 use std::fmt;
+use std::sync::Arc;
 
-use mlua::{Function, Lua, LuaSerdeExt, MetaMethod, String as LuaString, Table, UserData, Value};
+use mlua::{Lua, LuaSerdeExt, MetaMethod, String as LuaString, Table, UserData, Value};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value as Json};
 
@@ -76,39 +77,50 @@ pub fn table_of(lua: &Lua, said: &Said) -> mlua::Result<Table> {
 /// `shape` describes. The reader's `read(text)` gives the page without `key` and the items
 /// (none when `key` is missing or null), or `nil, reason` when `text` is not such a page.
 /// A `shape` key msgstorm does not read is an error.
-pub fn json_items(lua: &Lua, (key, shape): (LuaString, Table)) -> mlua::Result<Function> {
-    let reader = Reader {
+pub fn json_items(_: &Lua, (key, shape): (LuaString, Table)) -> mlua::Result<Pages> {
+    Ok(Pages(Arc::new(Reader {
         key: key.to_string_lossy(),
-        fields: fields_of(&shape)?,
-    };
-    lua.create_function(move |lua, text: LuaString| {
-        let (rest, items) = match reader.read(&text.as_bytes()) {
-            Ok(read) => read,
-            Err(e) => {
-                let reason = lua.create_string(format!("json_items: {e}"))?;
-                return Ok((Value::Nil, Value::String(reason)));
-            }
-        };
-        super::limits::lifted(lua, || {
-            Ok((
-                lua.to_value(&Json::Object(rest))?,
-                Value::UserData(lua.create_userdata(Items(items))?),
-            ))
-        })
-    })
+        fields: fields_of("json_items", &shape)?,
+    })))
 }
 
-/// `shape`'s pairs as (the event's field, the slot of [`Said::KEYS`] it fills).
-fn fields_of(shape: &Table) -> mlua::Result<Vec<(String, usize)>> {
+/// A `codec.json_items` reader as the script holds it: called on a page's text, and taken
+/// as it is by a declared long poll (`u:long_poll { items = … }`).
+#[derive(Debug, Clone)]
+pub struct Pages(pub Arc<Reader>);
+
+impl UserData for Pages {
+    fn add_methods<M: mlua::UserDataMethods<Self>>(m: &mut M) {
+        m.add_meta_method(MetaMethod::Call, |lua, pages, text: LuaString| {
+            let (rest, items) = match pages.0.read(&text.as_bytes()) {
+                Ok(read) => read,
+                Err(e) => {
+                    let reason = lua.create_string(format!("json_items: {e}"))?;
+                    return Ok((Value::Nil, Value::String(reason)));
+                }
+            };
+            super::limits::lifted(lua, || {
+                Ok((
+                    lua.to_value(&Json::Object(rest))?,
+                    Value::UserData(lua.create_userdata(Items(items))?),
+                ))
+            })
+        });
+    }
+}
+
+/// `shape`'s pairs as (the event's field, the slot of [`Said::KEYS`] it fills); `what`
+/// names the codec in errors.
+pub fn fields_of(what: &str, shape: &Table) -> mlua::Result<Vec<(String, usize)>> {
     let mut fields = Vec::new();
     for pair in shape.pairs::<LuaString, LuaString>() {
         let (key, field) = pair.map_err(|e| {
-            mlua::Error::runtime(format!("json_items: a shape maps names to names ({e})"))
+            mlua::Error::runtime(format!("{what}: a shape maps names to names ({e})"))
         })?;
         let key = key.to_string_lossy();
         let Some(slot) = Said::KEYS.iter().position(|k| *k == key) else {
             return Err(mlua::Error::runtime(format!(
-                "json_items: shape key `{key}` is none of {}",
+                "{what}: shape key `{key}` is none of {}",
                 Said::KEYS.join(", ")
             )));
         };
@@ -118,18 +130,35 @@ fn fields_of(shape: &Table) -> mlua::Result<Vec<(String, usize)>> {
 }
 
 /// A reader of pages: the array's key and the shape of its events.
-struct Reader {
+#[derive(Debug)]
+pub struct Reader {
     key: String,
     fields: Vec<(String, usize)>,
 }
 
 impl Reader {
+    /// A reader of single objects (no array): each field `fields` names fills its slot.
+    pub fn of_object(fields: Vec<(String, usize)>) -> Reader {
+        Reader {
+            key: String::new(),
+            fields,
+        }
+    }
+
     /// The page `text` without the array, and the array's items.
-    fn read(&self, text: &[u8]) -> serde_json::Result<(Map<String, Json>, Vec<Said>)> {
+    pub fn read(&self, text: &[u8]) -> serde_json::Result<(Map<String, Json>, Vec<Said>)> {
         let mut parser = serde_json::Deserializer::from_slice(text);
         let read = Page(self).deserialize(&mut parser)?;
         parser.end()?;
         Ok(read)
+    }
+
+    /// The object `text` read as one item.
+    pub fn one(&self, text: &[u8]) -> serde_json::Result<Said> {
+        let mut parser = serde_json::Deserializer::from_slice(text);
+        let said = Event(self).deserialize(&mut parser)?;
+        parser.end()?;
+        Ok(said)
     }
 }
 
@@ -294,10 +323,7 @@ mod tests {
     use super::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        crate::driver::script::codecs::install(&lua, &prost_reflect::DescriptorPool::new())
-            .expect("install");
-        lua
+        crate::driver::script::codecs::with_codecs()
     }
 
     const READ: &str = r#"local read = codec.json_items("events", { push = "body", signal = "signal", conv = "conv", seq = "seq", from = "from" })"#;

@@ -18,6 +18,7 @@
 //! line; a syntax error or a missing entry point is found by `msgstorm validate`, at
 //! `FILE:LINE`, before anything connects.
 
+mod answers;
 mod codecs;
 mod dry;
 mod frame;
@@ -26,8 +27,10 @@ mod items;
 mod json;
 mod limits;
 mod link;
+mod long_poll;
 mod options;
 mod said;
+mod sends;
 mod session;
 mod vm;
 

@@ -76,6 +76,31 @@ impl Scalar {
     }
 }
 
+/// A Lua value's type as Lua's `type()` names it (`number` for integers too), for errors.
+pub fn lua_type(v: &Value) -> &'static str {
+    Scalar::of_lua(v).map_or("nil", |s| s.type_name())
+}
+
+/// A Lua value as text: strings as they are, numbers printed, `None` for nil; anything
+/// else is an error holding its type.
+pub fn lua_text(v: Value) -> Result<Option<String>, &'static str> {
+    Ok(match v {
+        Value::Nil => None,
+        Value::String(s) => Some(s.to_string_lossy()),
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        other => return Err(lua_type(&other)),
+    })
+}
+
+/// A table key for an error: a string as it is, anything else by its type.
+pub fn key_name(k: &Value) -> String {
+    match k {
+        Value::String(s) => s.to_string_lossy(),
+        other => format!("a {} key", lua_type(other)),
+    }
+}
+
 /// One thing `receive` said: the keys msgstorm reads, each present or not.
 #[derive(Debug, Clone, Default)]
 pub struct Said {

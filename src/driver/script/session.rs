@@ -17,7 +17,9 @@ use super::http::Request;
 use super::items::{self, Items};
 use super::limits::Guard;
 use super::link::Link;
+use super::long_poll::LongPoll;
 use super::said::{Said, Scalar};
+use super::sends::{Sends, Template};
 use super::vm::{described, one_line, take_outbox, Out, Vm, REFUSED};
 use crate::driver::directory::{self, Directory};
 use crate::driver::kit::cursors::Cursors;
@@ -52,6 +54,11 @@ pub struct ScriptSession {
     /// The connection has carried traffic (a send, a request, an event): a fetch now is
     /// the final verification (`"verify"`), not a login's catch-up (`"missed"`).
     live: bool,
+    /// The long poll the script declared (`u:long_poll`), which replaces `poll(u)`.
+    long_poll: Option<LongPoll>,
+    /// The sends the script declared by template (`u:sends`), which replace `direct` and
+    /// `group`.
+    sends: Sends,
 }
 
 /// The entry points, cloned from the [`Vm`] (cheap handles into its state).
@@ -183,6 +190,8 @@ impl ScriptSession {
             directory,
             opened: HashSet::new(),
             live: false,
+            long_poll: None,
+            sends: Sends::default(),
         })
     }
 
@@ -345,6 +354,20 @@ impl ScriptSession {
                 }
                 Value::Nil
             }
+            "long_poll" => {
+                self.long_poll = Some(declared::<LongPoll>(flow, "u:long_poll", arg())?);
+                if !matches!(self.link, Link::Http(_)) {
+                    return Err(not_http("u:long_poll"));
+                }
+                Value::Nil
+            }
+            "sends" => {
+                self.sends = declared::<Sends>(flow, "u:sends", arg())?;
+                if !matches!(self.link, Link::Http(_)) {
+                    return Err(not_http("u:sends"));
+                }
+                Value::Nil
+            }
             "sleep" => {
                 // Bounded like any wait: a script cannot park a user for longer.
                 let pause = seconds(&arg()).unwrap_or_default().min(self.reply_timeout);
@@ -434,9 +457,19 @@ impl ScriptSession {
         made().map_err(|e| script_error(flow.name(), &e))
     }
 
-    /// Starts the next long poll when the target is HTTP, the script has `poll` and none
-    /// is out: `poll(u)` says the request (nil: none now).
+    /// Starts the next long poll when the target is HTTP, the script declared one or has
+    /// `poll`, and none is out: the declared one's next request, or the one `poll(u)` says
+    /// (nil: none now).
     async fn poll_next(&mut self) -> Result<(), Failure> {
+        if let (Some(declared), Link::Http(h)) = (&mut self.long_poll, &mut self.link) {
+            if !h.polling {
+                match declared.pause() {
+                    Some(pause) => h.poll_after(pause, declared.request())?,
+                    None => h.poll(declared.request())?,
+                }
+            }
+            return Ok(());
+        }
         let (Some(poll), Link::Http(h)) = (self.entry.poll.clone(), &self.link) else {
             return Ok(());
         };
@@ -669,6 +702,31 @@ impl ScriptSession {
         take(&mut self.pending, id)
     }
 
+    /// Sends `body` to `to` by the declared `template`, with the user's next request id,
+    /// and notes the send `tag` as waiting for the acceptance that carries it.
+    fn send_templated(
+        &mut self,
+        tag: u64,
+        template: &Template,
+        to: &str,
+        body: &str,
+    ) -> Result<(), Failure> {
+        let next = || -> mlua::Result<i64> {
+            let id = self.user.raw_get::<i64>("_id")? + 1;
+            self.user.raw_set("_id", id)?;
+            Ok(id)
+        };
+        let id = next().map_err(|e| script_error("u:sends", &e))?.to_string();
+        let Link::Http(h) = &self.link else {
+            return Err(not_http("u:sends"));
+        };
+        h.request(template.request(&id, to, body))?;
+        if self.acceptance {
+            self.pending.push_back((id, tag));
+        }
+        Ok(())
+    }
+
     /// Calls a hot entry point (it must not wait) and writes what it queued; returns what
     /// it returned.
     async fn call_hot(
@@ -687,6 +745,24 @@ impl ScriptSession {
         self.write_outbox().await?;
         Ok(ret)
     }
+}
+
+/// What a declaration (`u:long_poll`, `u:sends`) yielded: the prelude's reader made it.
+fn declared<T: mlua::UserData + Clone + 'static>(
+    flow: Flow,
+    what: &str,
+    v: Value,
+) -> Result<T, Failure> {
+    match v {
+        Value::UserData(ud) => ud.borrow::<T>().map(|d| d.clone()).ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        Failure::new(
+            ErrorKind::Script,
+            format!("{}: {what} takes a table", flow.name()),
+        )
+    })
 }
 
 /// The tag waiting under `id` in `waiting`, removed.
@@ -736,10 +812,13 @@ impl Session for ScriptSession {
                 self.opened.insert((*to).to_owned());
             }
         }
-        let (f, to, what) = match dest {
-            Dest::User(u) => (self.entry.direct.clone(), u, "direct"),
-            Dest::Group(g) => (self.entry.group.clone(), g, "group"),
+        let (template, f, to, what) = match dest {
+            Dest::User(u) => (&self.sends.direct, self.entry.direct.clone(), u, "direct"),
+            Dest::Group(g) => (&self.sends.group, self.entry.group.clone(), g, "group"),
         };
+        if let Some(template) = template.clone() {
+            return self.send_templated(tag, &template, to, body);
+        }
         let Some(f) = f else {
             return Err(Failure::new(
                 ErrorKind::Script,

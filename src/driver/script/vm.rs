@@ -17,12 +17,14 @@
 
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
 
+use super::answers::Shape;
+use super::http::headers_of;
 use super::limits::{Guard, Limits};
+use super::said::lua_text;
 
 /// The user object's methods, run before the script.
 const PRELUDE: &str = r#"
@@ -33,10 +35,19 @@ function U:send(frame, kind)
   self._out[n] = frame
   if kind == "binary" then self._bin[n] = true end
 end
-function U:request(method, path, body, headers, ref)
+function U:request(method, path, body, headers, ref, answer)
   local n = #self._out + 1
-  self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref }
+  self._out[n] = { method = method, path = path, body = body, headers = headers, ref = ref,
+    answer = answer }
 end
+-- A declaration read by msgstorm, its error placed at the script's line that made it.
+local function declared(read, t)
+  local ok, d = pcall(read, t)
+  if not ok then error((tostring(d):gsub("^runtime error: ", "")), 3) end
+  return d
+end
+function U:long_poll(t) return coroutine.yield("long_poll", declared(__long_poll, t)) end
+function U:sends(t) return coroutine.yield("sends", declared(__sends, t)) end
 function U:http(method, path, body, headers, timeout)
   return coroutine.yield("http", method, path, body, headers, timeout)
 end
@@ -168,6 +179,16 @@ fn toml_value(lua: &Lua, v: &toml::Value) -> mlua::Result<Value> {
     })
 }
 
+/// The readers of the prelude's declarations (`u:long_poll`, `u:sends`), which check them
+/// where the script makes them.
+fn declarations(lua: &Lua, globals: &Table) -> mlua::Result<()> {
+    globals.set(
+        "__long_poll",
+        lua.create_function(super::long_poll::declare)?,
+    )?;
+    globals.set("__sends", lua.create_function(super::sends::declare)?)
+}
+
 /// The entry points a script must define.
 const REQUIRED: [&str; 2] = ["login", "receive"];
 
@@ -190,6 +211,7 @@ impl Vm {
                 .map_err(|e| e.to_string())?;
         }
         super::codecs::install(&lua, protos).map_err(|e| e.to_string())?;
+        declarations(&lua, &globals).map_err(|e| e.to_string())?;
         globals
             .set("vars", vars_table(&lua, vars).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
@@ -299,13 +321,24 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
 /// `headers` and `ref`.
 fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
     let field = |k: &str| t.raw_get::<Value>(k);
-    described([
+    let mut request = described([
         field("method")?,
         field("path")?,
         field("body")?,
         field("headers")?,
         field("ref")?,
-    ])
+    ])?;
+    request.answer = match field("answer")? {
+        Value::Nil => None,
+        Value::UserData(ud) if ud.is::<Shape>() => Some(Arc::clone(&ud.borrow::<Shape>()?.0)),
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "u:request: `answer` must be a shape of codec.json_ack or codec.no_ack, not a {}",
+                other.type_name()
+            )))
+        }
+    };
+    Ok(request)
 }
 
 /// An HTTP request a script described (`u:request`, `u:http`, `poll`): its method, path,
@@ -313,18 +346,9 @@ fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
 pub fn described(
     [method, path, body, headers, reference]: [Value; 5],
 ) -> mlua::Result<super::http::Request> {
-    let text = |k: &str, v: Value| -> mlua::Result<Option<String>> {
-        Ok(match v {
-            Value::Nil => None,
-            Value::String(s) => Some(s.to_string_lossy()),
-            Value::Integer(i) => Some(i.to_string()),
-            Value::Number(n) => Some(n.to_string()),
-            other => {
-                return Err(mlua::Error::runtime(format!(
-                    "HTTP request: `{k}` must be a string, not a {}",
-                    other.type_name()
-                )))
-            }
+    let text = |k: &str, v: Value| {
+        lua_text(v).map_err(|t| {
+            mlua::Error::runtime(format!("HTTP request: `{k}` must be a string, not a {t}"))
         })
     };
     let body = match body {
@@ -337,45 +361,41 @@ pub fn described(
             )))
         }
     };
-    let mut pairs = Vec::new();
-    if let Value::Table(h) = headers {
-        for pair in h.pairs::<mlua::String, mlua::String>() {
-            let (name, value) = pair?;
-            pairs.push(header(&name.as_bytes(), &value.as_bytes())?);
-        }
-    }
+    let pairs = match headers {
+        Value::Table(h) => headers_of(&h)?,
+        _ => Vec::new(),
+    };
     Ok(super::http::Request {
         method: text("method", method)?.unwrap_or_else(|| "GET".to_owned()),
         path: text("path", path)?.unwrap_or_else(|| "/".to_owned()),
         headers: pairs,
         body,
         reference: text("ref", reference)?,
+        answer: None,
     })
-}
-
-/// A request header from a script's name and value, checked as HTTP's.
-fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
-    let bad = |what: String| {
-        mlua::Error::runtime(format!(
-            "HTTP request: header `{}`: {what}",
-            String::from_utf8_lossy(name)
-        ))
-    };
-    Ok((
-        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
-        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
-    ))
 }
 
 /// What `refuse(reason)` raises before the reason: the server said no, not a script error.
 pub const REFUSED: &str = "msgstorm:refused:";
+
+/// The place of an error that has none.
+const NO_LINE: &str = "(no line: the error came from outside the script)";
 
 /// A Lua error as one line: the script's message with its `NAME:LINE:` and no traceback.
 /// An error without a place (`error(msg, 0)`, an error object that is not a string) gets
 /// the place of the innermost script frame of its traceback.
 pub fn one_line(e: &mlua::Error) -> String {
     match e {
-        mlua::Error::CallbackError { cause, .. } => one_line(cause),
+        // A function of msgstorm's that failed (`codec.json_ack { … }` with a bad shape):
+        // placed at the script's line that called it.
+        mlua::Error::CallbackError { cause, traceback } => {
+            let line = one_line(cause);
+            let caller = traceback.lines().find_map(|l| place(l.trim_start()));
+            match (line.strip_prefix(NO_LINE), caller) {
+                (Some(rest), Some(at)) => format!("{at}{rest}"),
+                _ => line,
+            }
+        }
         mlua::Error::SyntaxError { message, .. } => first_line(message),
         mlua::Error::RuntimeError(message) => placed(message),
         mlua::Error::MemoryError(message) => first_line(message),
@@ -398,7 +418,7 @@ fn placed(message: &str) -> String {
         .lines()
         .skip_while(|l| !l.starts_with("stack traceback:"))
         .find_map(|l| place(l.trim_start()))
-        .unwrap_or("(no line: the error came from outside the script)");
+        .unwrap_or(NO_LINE);
     let object = ["table: ", "userdata: ", "function: ", "thread: "]
         .iter()
         .find(|p| first.starts_with(**p))
@@ -429,6 +449,7 @@ fn place(line: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{HeaderName, HeaderValue};
 
     impl Vm {
         fn load_plain(name: &str, source: &str) -> Result<Vm, String> {
@@ -484,6 +505,48 @@ mod tests {
         assert!(err.contains("`login` must be a function"), "{err}");
         let err = Vm::load_plain("a.lua", "local x = nil\nx.y = 1").unwrap_err();
         assert!(err.starts_with("a.lua:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_declaration_is_a_one_line_error_at_the_scripts_line() {
+        let vm = Vm::load_plain(
+            "a.lua",
+            "local items = codec.json_items('events', {})\n\
+             function login(u)\n  u:long_poll { path = '/s', cursor = 'next', items = items, \
+             timeout = 3 }\nend\n\
+             function join(u)\n  u:sends { direct = { path = {} } }\nend\n\
+             function receive() end",
+        )
+        .expect("loads");
+        let u: Table = vm
+            .entry
+            .new_user
+            .call(("u1", 1, "u1", "", "http://x"))
+            .expect("a user");
+        for (f, want) in [
+            (
+                &vm.entry.login,
+                "a.lua:3: u:long_poll: `timeout` is none of method, path",
+            ),
+            (
+                vm.entry.join.as_ref().expect("join"),
+                "a.lua:6: u:sends: direct.`path` must be a string, not a table",
+            ),
+        ] {
+            let thread = vm.lua.create_thread(f.clone()).expect("a thread");
+            let e = thread.resume::<Value>(u.clone()).expect_err("refused");
+            let line = one_line(&e);
+            assert!(line.starts_with(want), "{line}");
+        }
+        let err = Vm::load_plain(
+            "a.lua",
+            "local x\nlocal ok = codec.json_ack { push = 'body' }",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("a.lua:2: json_ack: shape key `push` is none of conv, seq, from"),
+            "{err}"
+        );
     }
 
     #[test]

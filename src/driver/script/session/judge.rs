@@ -18,6 +18,9 @@ impl ScriptSession {
     /// a `codec.json_items` list its items. A script error is kind `script` and the
     /// connection stays.
     pub(super) fn interpret_frame(&mut self, frame: Frame) -> Result<Vec<Said>, Failure> {
+        if let Some(said) = self.declared(&frame)? {
+            return Ok(said);
+        }
         let kind = match &frame.meta {
             Some(m) => m.kind,
             None if frame.text => "text",
@@ -69,6 +72,35 @@ impl ScriptSession {
                     other.type_name()
                 ),
             )),
+        }
+    }
+
+    /// What a frame is by what the script declared, with no call into it: a request's 2xx
+    /// answer read by its answer shape, a declared long poll's 2xx page read by its reader
+    /// (the cursor moved on, and kept where the declaration says). `None`: `receive` judges
+    /// the frame.
+    fn declared(&mut self, frame: &Frame) -> Result<Option<Vec<Said>>, Failure> {
+        let Some(meta) = &frame.meta else {
+            return Ok(None);
+        };
+        match (meta.kind, &meta.answer, &mut self.long_poll) {
+            ("response", Some(answer), _) => {
+                Ok(answer.judge(meta.status, meta.reference.as_deref(), &frame.bytes))
+            }
+            ("poll", _, Some(poll)) => {
+                let Some(items) = poll.page(meta.status, &frame.bytes) else {
+                    return Ok(None);
+                };
+                if let Some(key) = poll.kept() {
+                    let keep = || -> mlua::Result<()> {
+                        let kept: Table = self.user.raw_get("kept")?;
+                        kept.raw_set(key, poll.since())
+                    };
+                    keep().map_err(|e| script_error("u:long_poll", &e))?;
+                }
+                Ok(Some(items))
+            }
+            _ => Ok(None),
         }
     }
 

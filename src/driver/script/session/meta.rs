@@ -87,6 +87,7 @@ mod tests {
             reference: Some("7".into()),
             event: None,
             headers: map,
+            answer: None,
         }
     }
 
