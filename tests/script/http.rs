@@ -126,6 +126,30 @@ async fn http_sends_and_long_polls_give_an_exact_ledger() {
     only_transport(&a, Wire::Http1, opened);
 }
 
+/// The final verification fetches a user's whole log in one answer: a page of ~40
+/// messages of 3,000 bytes, twice what one message and its wrapping may take (the bound of
+/// a frame or an event), is read whole, not cut off as an oversized frame would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_holding_a_page_of_many_messages_is_read_whole() {
+    let server = HttpChat::start();
+    let work = Work::new();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/http-chat.toml");
+    let (ran, a) = run_file(
+        std::path::Path::new(file),
+        &work.path("out"),
+        &[
+            "--set",
+            &format!("target.url=\"http://127.0.0.1:{}\"", server.port),
+            "--set",
+            "traffic[0].size=3000",
+            "--set",
+            "traffic[1].size=3000",
+        ],
+    )
+    .await;
+    exact(&ran, &a);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_sends_and_server_sent_events_give_an_exact_ledger() {
     let (ran, a) = run("sse").await;

@@ -102,9 +102,21 @@ pub struct Dial {
     pub version: Version,
     /// The URL's path, before every request's own (no trailing `/`).
     pub base: String,
-    /// The most bytes of an answer's body.
+    /// The most bytes of an event of a stream (one message and what wraps it).
     pub max_body: usize,
+    /// The most bytes of an answer's body ([`answer_limit`]).
+    pub max_answer: usize,
 }
+
+/// The most bytes an answer's body may have, for a run whose largest event is `max_body`
+/// bytes: [`MIN_ANSWER_LIMIT`] at least, since an answer is often a page of many messages
+/// (a sync, a history) that one message's bound would cut short.
+pub fn answer_limit(max_body: usize) -> usize {
+    max_body.max(MIN_ANSWER_LIMIT)
+}
+
+/// The least bytes an answer's body may have (16 MiB).
+pub const MIN_ANSWER_LIMIT: usize = 16 << 20;
 
 /// What the tasks of a user's HTTP transport heard.
 type Heard = Result<Frame, Failure>;
@@ -378,10 +390,18 @@ impl Conn {
     ) -> (Option<Conn>, Result<Answer, Failure>) {
         let answer = async {
             let (status, headers, body) = self.start_with_headers(dial, request).await?;
-            let body = Limited::new(body, dial.max_body)
+            let body = Limited::new(body, dial.max_answer)
                 .collect()
                 .await
-                .map_err(|e| Failure::new(ErrorKind::Protocol, format!("HTTP body: {e}")))?
+                .map_err(|e| {
+                    Failure::new(
+                        ErrorKind::Protocol,
+                        format!(
+                            "HTTP answer to {} {}: {e} (at most {} bytes)",
+                            request.method, request.path, dial.max_answer
+                        ),
+                    )
+                })?
                 .to_bytes();
             Ok(Answer {
                 status,

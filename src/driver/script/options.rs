@@ -227,5 +227,6 @@ fn http_transport(config: &Config, framed: bool) -> Result<Transport, OptionErro
         version,
         base,
         max_body: config.max_body + (64 << 10),
+        max_answer: http::answer_limit(config.max_body + (64 << 10)),
     }))
 }
