@@ -78,21 +78,20 @@ impl Drop for HttpChat {
 
 /// `scenarios/http-chat.toml` against a fresh server, with `mode` (poll or sse).
 async fn run(mode: &str) -> (Ran, Artifact) {
+    run_set(&[&format!("target.script.vars.mode=\"{mode}\"")]).await
+}
+
+/// `scenarios/http-chat.toml` against a fresh server, with the overrides `sets`.
+async fn run_set(sets: &[&str]) -> (Ran, Artifact) {
     let server = HttpChat::start();
     let work = Work::new();
     let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/http-chat.toml");
-    let out = work.path("out");
-    run_file(
-        std::path::Path::new(file),
-        &out,
-        &[
-            "--set",
-            &format!("target.url=\"http://127.0.0.1:{}\"", server.port),
-            "--set",
-            &format!("target.script.vars.mode=\"{mode}\""),
-        ],
-    )
-    .await
+    let url = format!("target.url=\"http://127.0.0.1:{}\"", server.port);
+    let args: Vec<&str> = std::iter::once(url.as_str())
+        .chain(sets.iter().copied())
+        .flat_map(|set| ["--set", set])
+        .collect();
+    run_file(std::path::Path::new(file), &work.path("out"), &args).await
 }
 
 /// Checks a run: it passed, every expected delivery arrived exactly once (late users'
@@ -131,22 +130,7 @@ async fn http_sends_and_long_polls_give_an_exact_ledger() {
 /// a frame or an event), is read whole, not cut off as an oversized frame would be.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_holding_a_page_of_many_messages_is_read_whole() {
-    let server = HttpChat::start();
-    let work = Work::new();
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/http-chat.toml");
-    let (ran, a) = run_file(
-        std::path::Path::new(file),
-        &work.path("out"),
-        &[
-            "--set",
-            &format!("target.url=\"http://127.0.0.1:{}\"", server.port),
-            "--set",
-            "traffic[0].size=3000",
-            "--set",
-            "traffic[1].size=3000",
-        ],
-    )
-    .await;
+    let (ran, a) = run_set(&["traffic[0].size=3000", "traffic[1].size=3000"]).await;
     exact(&ran, &a);
 }
 
