@@ -285,45 +285,10 @@ impl<D: Driver> Vu<D> {
 
     /// The user's life: first login, then one wake-up after another until the run closes.
     async fn live(&mut self) {
+        // Boxed, as every rare step: the first login's futures should not keep their room
+        // in the user's state machine for the rest of the loop.
+        let mut link = Box::pin(self.first_link()).await;
         let changes = self.shared.changes.waiter();
-        let mut phase_rx = self.shared.phase_changes();
-        let mut traffic_rx = self.shared.traffic_start_changes();
-        if self.spec.visits {
-            // Boxed, as every rare step: the session it holds would otherwise keep its
-            // room in the user's state machine for the whole run.
-            Box::pin(self.visit()).await;
-        }
-        let (first, t0) = (
-            (self.spec.first_login, self.spec.from_traffic),
-            self.shared.t0,
-        );
-        let first = first_login(first, t0, &mut phase_rx, &mut traffic_rx).await;
-        // In a block: a named local moved into `link` would keep its room in the user's
-        // state machine for the rest of the loop.
-        let mut link = {
-            let (session, offline) = match first {
-                First::Due => {
-                    let sync = !self.spec.on_time
-                        || self.cfg.sync_first_login
-                        || self.traffic_start().is_some();
-                    match Box::pin(self.login(sync)).await {
-                        Some(s) => (Some(s), Offline::No),
-                        None => (None, Offline::Gone),
-                    }
-                }
-                First::Never => (None, Offline::Away(None)),
-                First::Stopped => (None, Offline::Gone),
-            };
-            self.login_settled();
-            Link {
-                offline,
-                session,
-                last_heartbeat: Instant::now(),
-                armed: None,
-            }
-        };
-        // The first login's wait is done with the channels; the loop waits on `changes`.
-        drop((phase_rx, traffic_rx));
         loop {
             // Read before the values: a change after it wakes the wait below.
             let seen = changes.seen();
@@ -364,6 +329,43 @@ impl<D: Driver> Vu<D> {
         self.idle();
         if link.session.is_some() || !self.pending.is_empty() {
             self.went_offline();
+        }
+    }
+
+    /// The user's link after its first login (late users' visit first), when the schedule
+    /// says, or none when the run stops before it.
+    async fn first_link(&mut self) -> Link<D::Session> {
+        let mut phase_rx = self.shared.phase_changes();
+        let mut traffic_rx = self.shared.traffic_start_changes();
+        if self.spec.visits {
+            // Boxed, as every rare step: the session it holds would otherwise keep its
+            // room in the user's state machine.
+            Box::pin(self.visit()).await;
+        }
+        let (first, t0) = (
+            (self.spec.first_login, self.spec.from_traffic),
+            self.shared.t0,
+        );
+        let (session, offline) = match first_login(first, t0, &mut phase_rx, &mut traffic_rx).await
+        {
+            First::Due => {
+                let sync = !self.spec.on_time
+                    || self.cfg.sync_first_login
+                    || self.traffic_start().is_some();
+                match Box::pin(self.login(sync)).await {
+                    Some(s) => (Some(s), Offline::No),
+                    None => (None, Offline::Gone),
+                }
+            }
+            First::Never => (None, Offline::Away(None)),
+            First::Stopped => (None, Offline::Gone),
+        };
+        self.login_settled();
+        Link {
+            offline,
+            session,
+            last_heartbeat: Instant::now(),
+            armed: None,
         }
     }
 
