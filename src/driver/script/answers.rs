@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use mlua::{Lua, Table, UserData};
+use mlua::{Lua, Table, UserData, Value};
 
 use super::items::{fields_of, Reader};
-use super::said::{Said, Scalar};
+use super::said::{lua_type, Said, Scalar};
 
 /// What a request's 2xx answer is.
 #[derive(Debug)]
@@ -50,6 +50,22 @@ pub fn json_ack(_: &Lua, shape: Option<Table>) -> mlua::Result<Shape> {
         )));
     }
     Ok(Shape(Arc::new(AnswerShape::Ack(Reader::of_object(fields)))))
+}
+
+/// The answer shape `v` holds (nil: none); anything else is an error, its type given to
+/// `bad` to say.
+pub fn shape_of(
+    v: Value,
+    bad: impl FnOnce(&str) -> mlua::Error,
+) -> mlua::Result<Option<Arc<AnswerShape>>> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::UserData(ud) if ud.is::<Shape>() => Ok(Some(Arc::clone(&ud.borrow::<Shape>()?.0))),
+        other => Err(bad(&format!(
+            "must be a shape of codec.json_ack or codec.no_ack, not a {}",
+            lua_type(&other)
+        ))),
+    }
 }
 
 /// `codec.no_ack()`: a 2xx answer says nothing.
@@ -124,6 +140,22 @@ mod tests {
             .expect("read")
             .is_empty());
         assert!(nothing.judge(500, Some("signal"), b"").is_none());
+    }
+
+    #[test]
+    fn an_answer_argument_is_a_shape_nil_or_an_error_naming_its_type() {
+        let lua = lua();
+        let made: Value = lua.load("return codec.no_ack()").eval().expect("a shape");
+        let bad = |what: &str| mlua::Error::runtime(format!("`answer` {what}"));
+        assert!(shape_of(made, bad).expect("a shape").is_some());
+        assert!(shape_of(Value::Nil, bad).expect("none").is_none());
+        let e = shape_of(Value::Boolean(true), bad).expect_err("not a shape");
+        assert!(
+            e.to_string().contains(
+                "`answer` must be a shape of codec.json_ack or codec.no_ack, not a boolean"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

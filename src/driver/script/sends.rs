@@ -17,7 +17,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use super::answers::{AnswerShape, Shape};
+use super::answers::{shape_of, AnswerShape};
 use super::http::{headers_of, Request};
 use super::said::{key_name, lua_type};
 
@@ -137,20 +137,7 @@ fn template_of(lua: &Lua, kind: &str, t: &Table) -> mlua::Result<Template> {
         path: path_parts(&path),
         json: json_fields(lua, kind, t.raw_get("json")?)?,
         headers: template_headers(kind, t.raw_get("headers")?)?,
-        answer: match t.raw_get::<Value>("answer")? {
-            Value::Nil => None,
-            Value::UserData(ud) if ud.is::<Shape>() => Some(Arc::clone(&ud.borrow::<Shape>()?.0)),
-            other => {
-                return Err(bad(
-                    kind,
-                    "answer",
-                    &format!(
-                        "must be a shape of codec.json_ack or codec.no_ack, not a {}",
-                        lua_type(&other)
-                    ),
-                ))
-            }
-        },
+        answer: shape_of(t.raw_get("answer")?, |what| bad(kind, "answer", what))?,
     })
 }
 

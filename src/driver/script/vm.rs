@@ -21,7 +21,7 @@ use hyper::body::Bytes;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use prost_reflect::DescriptorPool;
 
-use super::answers::Shape;
+use super::answers::shape_of;
 use super::http::headers_of;
 use super::limits::{Guard, Limits};
 use super::said::lua_text;
@@ -328,16 +328,9 @@ fn http_request(t: &Table) -> mlua::Result<super::http::Request> {
         field("headers")?,
         field("ref")?,
     ])?;
-    request.answer = match field("answer")? {
-        Value::Nil => None,
-        Value::UserData(ud) if ud.is::<Shape>() => Some(Arc::clone(&ud.borrow::<Shape>()?.0)),
-        other => {
-            return Err(mlua::Error::runtime(format!(
-                "u:request: `answer` must be a shape of codec.json_ack or codec.no_ack, not a {}",
-                other.type_name()
-            )))
-        }
-    };
+    request.answer = shape_of(field("answer")?, |what| {
+        mlua::Error::runtime(format!("u:request: `answer` {what}"))
+    })?;
     Ok(request)
 }
 
