@@ -6,8 +6,8 @@ use std::ops::Range;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// A delivered message body. A driver that read it from a frame's text hands over a part
-/// of that frame ([`Body::within`]): the frame's buffer is shared (a reference count), so a
-/// delivery costs no allocation and no copy however large its body. Any other text becomes
+/// of that frame ([`Body::within`]): the frame's buffer moves into the body, so a delivery
+/// costs no allocation and no copy however large its body. Any other text becomes
 /// a body as it is (`From<String>`, no copy either).
 #[derive(Clone)]
 pub struct Body {
@@ -18,17 +18,23 @@ pub struct Body {
 }
 
 impl Body {
-    /// `part` of `frame`, sharing the frame's buffer. `part` is a slice borrowed from
-    /// `frame`; any other `part` is copied.
-    pub fn within(frame: &Utf8Bytes, part: &str) -> Body {
+    /// Where `part`, a slice borrowed from `frame`, lies in it ([`Body::within`]); any
+    /// other `part` is given back as an owned copy.
+    pub fn place(frame: &Utf8Bytes, part: &str) -> Result<Place, String> {
         let start = (part.as_ptr() as usize).wrapping_sub(frame.as_ptr() as usize);
         let range = start..start.wrapping_add(part.len());
         match frame.get(range.clone()) {
-            Some(inside) if std::ptr::eq(inside, part) => Body {
-                text: frame.clone(),
-                range,
-            },
-            _ => Body::from(part.to_owned()),
+            Some(inside) if std::ptr::eq(inside, part) => Ok(Place(range)),
+            _ => Err(part.to_owned()),
+        }
+    }
+
+    /// The part of `frame` at `place` ([`Body::place`] of the same frame), keeping the
+    /// frame's buffer: no copy, and no reference count taken.
+    pub fn within(frame: Utf8Bytes, place: Place) -> Body {
+        Body {
+            text: frame,
+            range: place.0,
         }
     }
 
@@ -38,6 +44,10 @@ impl Body {
         self.text.get(self.range.clone()).unwrap_or_default()
     }
 }
+
+/// Where a part of a frame lies in it, on character boundaries ([`Body::place`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place(Range<usize>);
 
 impl From<String> for Body {
     fn from(text: String) -> Self {
@@ -99,13 +109,13 @@ mod tests {
     fn a_part_of_a_frame_shares_its_buffer() {
         let frame = Utf8Bytes::from(r#"{"body":"héllo"}"#.to_owned());
         let part = &frame.as_str()[9..15];
-        let body = Body::within(&frame, part);
-        assert_eq!(body.as_str(), "héllo");
-        assert!(std::ptr::eq(body.as_str(), part));
+        let at = part.as_ptr();
         let elsewhere = String::from("héllo");
-        let copied = Body::within(&frame, &elsewhere);
-        assert_eq!(copied, body);
-        assert!(!std::ptr::eq(copied.as_str(), elsewhere.as_str()));
+        assert_eq!(Body::place(&frame, &elsewhere), Err(elsewhere.clone()));
+        let place = Body::place(&frame, part).expect("a part of the frame");
+        let body = Body::within(frame, place);
+        assert_eq!(body.as_str(), "héllo");
+        assert!(std::ptr::eq(body.as_str().as_ptr(), at));
         assert_eq!(format!("{body:?}"), r#""héllo""#);
         assert_eq!(String::from(body), "héllo");
     }

@@ -85,24 +85,34 @@ impl NativeSession {
     }
 
     /// The engine event of one frame's text, if it is one: pushes and acks are read in
-    /// place ([`wire::Hot`]), a push's body handed on as a part of the frame; anything
-    /// else is read as an owned frame.
-    fn event_of_text(&mut self, text: &Utf8Bytes) -> Option<Event> {
-        match wire::Hot::parse(text) {
+    /// place ([`wire::Hot`]), a push's body handed on as a part of the frame (the frame
+    /// itself moves into the body: no copy, no reference taken); anything else is read as
+    /// an owned frame.
+    fn event_of_text(&mut self, text: Utf8Bytes) -> Option<Event> {
+        let part = match wire::Hot::parse(&text) {
             Some(Ok(wire::Hot::Msg(m))) => {
-                let body = || match m.body {
-                    Cow::Borrowed(part) => Body::within(text, part),
-                    Cow::Owned(body) => Body::from(body),
-                };
-                self.pushed(&m.conv, m.seq, &m.from, body)
+                if !self.is_delivery(&m.conv, m.seq, &m.from) {
+                    return None;
+                }
+                match m.body {
+                    Cow::Borrowed(part) => Body::place(&text, part),
+                    Cow::Owned(body) => Err(body),
+                }
             }
-            Some(Ok(wire::Hot::Ack(a))) => Some(self.acked(a.r#ref, &a.conv, a.seq)),
-            Some(Err(e)) => Some(Event::ProtocolError(unreadable(&e, text))),
-            None => match parse(text) {
-                Ok(frame) => self.event_of(frame),
-                Err(f) => Some(Event::ProtocolError(f)),
-            },
-        }
+            Some(Ok(wire::Hot::Ack(a))) => return Some(self.acked(a.r#ref, &a.conv, a.seq)),
+            Some(Err(e)) => return Some(Event::ProtocolError(unreadable(&e, &text))),
+            None => {
+                return match parse(&text) {
+                    Ok(frame) => self.event_of(frame),
+                    Err(f) => Some(Event::ProtocolError(f)),
+                }
+            }
+        };
+        let body = match part {
+            Ok(place) => Body::within(text, place),
+            Err(owned) => Body::from(owned),
+        };
+        Some(Event::Delivered { body })
     }
 
     /// The server committed the send `tag` as `seq` of `conv`.
@@ -111,20 +121,11 @@ impl NativeSession {
         Event::Accepted { tag }
     }
 
-    /// A push of `seq` in `conv` from `from`: a delivery unless a sync returned it already
-    /// or it is the user's own message.
-    fn pushed(
-        &mut self,
-        conv: &str,
-        seq: u64,
-        from: &str,
-        body: impl FnOnce() -> Body,
-    ) -> Option<Event> {
+    /// Whether a push of `seq` in `conv` from `from` is a delivery: not when a sync
+    /// returned it already or it is the user's own message.
+    fn is_delivery(&mut self, conv: &str, seq: u64, from: &str) -> bool {
         let push = self.cursors.with(conv, |s| s.push(seq));
-        if push == Push::Synced || from == &*self.user {
-            return None;
-        }
-        Some(Event::Delivered { body: body() })
+        push != Push::Synced && from != &*self.user
     }
 
     /// Turns a frame into an engine event, or `None` when it is not one (control replies).
@@ -133,7 +134,12 @@ impl NativeSession {
             ServerFrame::Ack {
                 r#ref, conv, seq, ..
             } => Some(self.acked(r#ref, &conv, seq)),
-            ServerFrame::Msg(msg) => self.pushed(&msg.conv, msg.seq, &msg.from, || msg.body.into()),
+            ServerFrame::Msg(msg) => {
+                self.is_delivery(&msg.conv, msg.seq, &msg.from)
+                    .then(|| Event::Delivered {
+                        body: msg.body.into(),
+                    })
+            }
             ServerFrame::TimeReply { r#ref, .. } | ServerFrame::KvValue { r#ref, .. } => {
                 Some(Event::Reply { tag: r#ref })
             }
@@ -407,7 +413,7 @@ impl Session for NativeSession {
         loop {
             match read_text(&mut self.ws).await {
                 Ok(text) => {
-                    if let Some(ev) = self.event_of_text(&text) {
+                    if let Some(ev) = self.event_of_text(text) {
                         return ev;
                     }
                 }

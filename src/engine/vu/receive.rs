@@ -14,7 +14,6 @@ use super::record::Receipt;
 impl<D: Driver> Vu<D> {
     /// Accounts for one event of the session (`Closed` is the caller's business).
     pub(super) fn handle(&mut self, ev: Event) {
-        let now = Instant::now();
         let receipt = match &ev {
             Event::Accepted { tag } => Some((*tag, None)),
             Event::Refused { tag, failure } => Some((*tag, Some(failure))),
@@ -28,6 +27,7 @@ impl<D: Driver> Vu<D> {
         match ev {
             Event::Accepted { tag } => {
                 if let Some(p) = self.pending.remove(&tag) {
+                    let now = Instant::now();
                     let us = now.saturating_duration_since(p.due).as_micros() as u64;
                     let t = self.tally(now);
                     t.latency(Hist::SendAck, us);
@@ -38,7 +38,7 @@ impl<D: Driver> Vu<D> {
             }
             Event::Refused { tag, failure } => {
                 if let Some(p) = self.pending.remove(&tag) {
-                    let t = self.tally(now);
+                    let t = self.tally(Instant::now());
                     t.refused(p.stream, p.seq);
                     t.count(Counter::Refused, 1);
                     t.error(ErrorKind::SendFailed, failure.detail);
@@ -53,6 +53,7 @@ impl<D: Driver> Vu<D> {
                 if let Some((t, at)) = self.outstanding {
                     if t == tag {
                         self.outstanding = None;
+                        let now = Instant::now();
                         let us = now.saturating_duration_since(at).as_micros() as u64;
                         let t = self.tally(now);
                         t.latency(Hist::Request, us);

@@ -197,17 +197,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
             if self.state == ReadState::Done {
                 return Poll::Ready(None);
             }
-            match self.take_frame() {
-                Ok(Some(msg)) => {
-                    self.push_reply(cx);
-                    return Poll::Ready(Some(Ok(msg)));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    self.refuse(&e, cx);
-                    self.end();
-                    return Poll::Ready(Some(Err(e)));
-                }
+            let taken = self.take_frame();
+            if let Some(handed) = self.hand_out(taken, cx) {
+                return Poll::Ready(handed);
             }
             if self.state == ReadState::Eof {
                 self.end();
@@ -216,7 +208,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
                     None => Error::Protocol(ProtocolError::ResetWithoutClosingHandshake),
                 })));
             }
-            ready!(self.poll_fill(cx));
+            let taken = ready!(self.poll_fill(cx, true));
+            if let Some(handed) = self.hand_out(taken, cx) {
+                return Poll::Ready(handed);
+            }
+        }
+    }
+
+    /// What `poll_next` hands out for a frame taken: the message, or the error (answered
+    /// with a close, and nothing read after it); `None` when no message was taken.
+    fn hand_out(
+        &mut self,
+        taken: Result<Option<Message>, Error>,
+        cx: &mut Context<'_>,
+    ) -> Option<Option<Result<Message, Error>>> {
+        match taken {
+            Ok(Some(msg)) => {
+                self.push_reply(cx);
+                Some(Some(Ok(msg)))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.refuse(&e, cx);
+                self.end();
+                Some(Some(Err(e)))
+            }
         }
     }
 
@@ -263,13 +279,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
         self.frag = None;
     }
 
-    /// Reads once from the socket into the shared buffer and keeps what came; ready
-    /// when something came or the stream ended (then `state` is `Eof`).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Reads once from the socket into the shared buffer; ready when something came or
+    /// the stream ended (then `state` is `Eof`). With `take`, and nothing unread before
+    /// the read, the first message is taken from the shared buffer itself: only what
+    /// follows it is kept in the connection, so a read of one frame copies nothing but
+    /// the message. Without `take` everything read is kept.
+    fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        take: bool,
+    ) -> Poll<Result<Option<Message>, Error>> {
         SCRATCH.with_borrow_mut(|scratch| {
             let mut buf = ReadBuf::new(&mut scratch[..]);
             match ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf)) {
                 Ok(()) if buf.filled().is_empty() => self.state = ReadState::Eof,
+                Ok(()) if take && !self.holds_unread() => {
+                    let read = buf.filled();
+                    let (msg, used) = self.take_from(read)?;
+                    self.rd.clear();
+                    self.rd_at = 0;
+                    self.rd.extend_from_slice(&read[used..]);
+                    return Poll::Ready(Ok(msg));
+                }
                 Ok(()) => {
                     if self.rd_at > 0 {
                         self.rd.drain(..self.rd_at);
@@ -282,7 +313,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
                     self.state = ReadState::Eof;
                 }
             }
-            Poll::Ready(())
+            Poll::Ready(Ok(None))
         })
     }
 
@@ -290,7 +321,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
     /// and read what we write. Pending once nothing more is there (the task then wakes
     /// on new data as well).
     fn read_while_blocked(&mut self, cx: &mut Context<'_>) {
-        while self.state == ReadState::Open && self.poll_fill(cx).is_ready() {}
+        while self.state == ReadState::Open && self.poll_fill(cx, false).is_ready() {}
     }
 
     /// Writes the queued frames, reading meanwhile; frees the queue once it drained.
@@ -354,32 +385,47 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
     }
 
     /// Takes the next whole frame from the read buffer: a message to hand out, or `None`
-    /// when more bytes are needed. Control frames are answered here. A frame is judged by
-    /// its header before its payload is waited for: a header the protocol does not allow
-    /// fails at once, however long the payload it declares.
+    /// when more bytes are needed ([`Ws::take_from`]).
     fn take_frame(&mut self) -> Result<Option<Message>, Error> {
+        if !self.holds_unread() {
+            return Ok(None);
+        }
+        let rd = std::mem::take(&mut self.rd);
+        let taken = self.take_from(&rd[self.rd_at..]);
+        self.rd = rd;
+        let (msg, used) = taken?;
+        self.rd_at += used;
+        if self.rd_at == self.rd.len() {
+            self.rd = Vec::new();
+            self.rd_at = 0;
+        }
+        Ok(msg)
+    }
+
+    /// Takes whole frames from the start of `buf` until one is a message to hand out: that
+    /// message (`None` when more bytes are needed) and the bytes the frames taken used.
+    /// Control frames are answered here. A frame is judged by its header before its
+    /// payload is waited for: a header the protocol does not allow fails at once, however
+    /// long the payload it declares.
+    fn take_from(&mut self, buf: &[u8]) -> Result<(Option<Message>, usize), Error> {
+        let mut used = 0;
         loop {
-            let buf = &self.rd[self.rd_at..];
-            let mut cursor = Cursor::new(buf);
+            let rest = &buf[used..];
+            let mut cursor = Cursor::new(rest);
             let Some((header, len)) = FrameHeader::parse(&mut cursor)? else {
-                return Ok(None);
+                return Ok((None, used));
             };
             let head = cursor.position() as usize;
             let kind = self.check_header(&header, len)?;
             // Within the message limit, which is a `usize`.
             let len = len as usize;
-            if buf.len() - head < len {
-                return Ok(None);
+            if rest.len() - head < len {
+                return Ok((None, used));
             }
-            let payload = head..head + len;
-            let msg = self.frame(kind, header.is_final, payload.start, payload.end);
-            self.rd_at += payload.end;
-            if self.rd_at == self.rd.len() {
-                self.rd = Vec::new();
-                self.rd_at = 0;
-            }
-            if let Some(msg) = msg? {
-                return Ok(Some(msg));
+            let msg = self.frame(kind, header.is_final, &rest[head..head + len])?;
+            used += head + len;
+            if msg.is_some() {
+                return Ok((msg, used));
             }
         }
     }
@@ -434,16 +480,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
         }
     }
 
-    /// What the frame of `kind` at `self.rd[rd_at + start..rd_at + end]` is, its header
-    /// checked ([`Ws::check_header`]).
+    /// What the frame of `kind` with `payload` is, its header checked
+    /// ([`Ws::check_header`]).
     fn frame(
         &mut self,
         kind: Kind,
         is_final: bool,
-        start: usize,
-        end: usize,
+        payload: &[u8],
     ) -> Result<Option<Message>, Error> {
-        let payload = &self.rd[self.rd_at + start..self.rd_at + end];
         match kind {
             Kind::Ping => {
                 let data = Bytes::copy_from_slice(payload);
