@@ -1,8 +1,8 @@
 //! State shared by all virtual users of a run: the recorders they aggregate into, the live
 //! counters progress reads, the run phase, and fan-out completion tracking.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -30,6 +30,16 @@ pub enum EngineState {
     Closing,
     /// Stop at once.
     Abort,
+}
+
+impl EngineState {
+    /// Every phase, in order (a phase is its place here as a number).
+    const ALL: [EngineState; 4] = [
+        EngineState::Running,
+        EngineState::Draining,
+        EngineState::Closing,
+        EngineState::Abort,
+    ];
 }
 
 /// What virtual users aggregate into; one per slot, merged at the end (the per-second
@@ -104,9 +114,15 @@ pub struct Shared {
     pub live: Live,
     /// The run phase ([`Shared::advance`] moves it on).
     phase: watch::Sender<EngineState>,
+    /// `phase` as its place in [`EngineState::ALL`]: read by every user at every wake-up,
+    /// so without the lock a `watch` read takes.
+    phase_now: AtomicU8,
     /// When traffic starts (set once every on-time user has tried to log in, by
     /// [`Shared::start_traffic`]).
     traffic_start: watch::Sender<Option<Instant>>,
+    /// The traffic start and its wall-clock µs, once set: read by every user at every
+    /// wake-up and delivery, so without the lock a `watch` read takes.
+    traffic_began: OnceLock<(Instant, u64)>,
     /// Wakes the users at each change of `phase` or `traffic_start`.
     pub changes: Arc<Changes>,
     /// The chaos steps' bounds, µs from traffic start ([`LedgerOpts::bounds_us`]).
@@ -170,7 +186,9 @@ impl Shared {
             settled_before: AtomicU32::new(0),
             live: Live::default(),
             phase: watch::channel(EngineState::Running).0,
+            phase_now: AtomicU8::new(0),
             traffic_start: watch::channel(None).0,
+            traffic_began: OnceLock::new(),
             changes: Arc::default(),
             bounds_us: ledger.bounds_us.clone(),
             wave_us: ledger.wave_us.clone(),
@@ -207,7 +225,7 @@ impl Shared {
     /// or `abort`.
     pub fn phase_name(&self) -> &'static str {
         match self.phase() {
-            EngineState::Running if self.traffic_start.borrow().is_none() => "login",
+            EngineState::Running if self.traffic_began.get().is_none() => "login",
             EngineState::Running => "traffic",
             EngineState::Draining => "drain",
             EngineState::Closing => "closing",
@@ -259,10 +277,10 @@ impl Shared {
         if self.bounds_us.is_empty() {
             return 0;
         }
-        let Some(ts) = *self.traffic_start.borrow() else {
+        let Some(start_us) = self.traffic_start_us() else {
             return 0;
         };
-        crate::ledger::Ledger::span_of(&self.bounds_us, due_us.saturating_sub(self.wall_of(ts)))
+        crate::ledger::Ledger::span_of(&self.bounds_us, due_us.saturating_sub(start_us))
     }
 
     /// `at` as wall-clock µs (see [`Shared::wall_of`]) and where in the run a message due
@@ -270,9 +288,9 @@ impl Shared {
     /// between the login wave's bounds.
     pub fn wall_and_when(&self, at: Instant) -> (u64, When) {
         let us = self.wall_of(at);
-        let wave = match *self.traffic_start.borrow() {
-            Some(ts) if !self.wave_us.is_empty() => {
-                Ledger::span_of(&self.wave_us, us.saturating_sub(self.wall_of(ts)))
+        let wave = match self.traffic_start_us() {
+            Some(start_us) if !self.wave_us.is_empty() => {
+                Ledger::span_of(&self.wave_us, us.saturating_sub(start_us))
             }
             _ => 0,
         };
@@ -290,7 +308,7 @@ impl Shared {
 
     /// The current phase.
     pub fn phase(&self) -> EngineState {
-        *self.phase.borrow()
+        EngineState::ALL[usize::from(self.phase_now.load(Ordering::Acquire))]
     }
 
     /// Moves the run to `phase` unless it is already past it.
@@ -299,6 +317,8 @@ impl Shared {
             let later = phase > *p;
             if later {
                 *p = phase;
+                // Before the `watch` tells its waiters, so that they read it.
+                self.phase_now.store(phase as u8, Ordering::Release);
             }
             later
         });
@@ -312,15 +332,33 @@ impl Shared {
         self.phase.subscribe()
     }
 
-    /// Starts traffic at `at`.
+    /// Starts traffic at `at` (once: a later call changes nothing).
     pub fn start_traffic(&self, at: Instant) {
-        self.traffic_start.send_replace(Some(at));
-        self.changes.announce();
+        // Set before the `watch` tells its waiters, so that they read it.
+        if self.traffic_began.set((at, self.wall_of(at))).is_ok() {
+            self.traffic_start.send_replace(Some(at));
+            self.changes.announce();
+        }
     }
 
     /// When traffic started, once it has.
     pub fn traffic_start(&self) -> Option<Instant> {
-        *self.traffic_start.borrow()
+        self.traffic_began.get().map(|&(at, _)| at)
+    }
+
+    /// The traffic start as wall-clock µs ([`Shared::wall_of`]), once it has started.
+    pub fn traffic_start_us(&self) -> Option<u64> {
+        self.traffic_began.get().map(|&(_, us)| us)
+    }
+
+    /// Seconds since the start of the run ([`Shared::sec`]) and wall-clock µs
+    /// ([`Shared::wall_of`]) of `at`, from one reading of the time since the start.
+    pub fn sec_and_wall(&self, at: Instant) -> (u32, u64) {
+        let since = at.saturating_duration_since(self.t0);
+        (
+            since.as_secs() as u32,
+            self.t0_wall_us + since.as_micros() as u64,
+        )
     }
 
     /// The traffic start as it is set (for a wait on it outside the users' loop).

@@ -674,3 +674,41 @@ fn the_schedule_numbers_groups_as_the_plan_lists_them() {
     assert_eq!(numbered, names);
     assert!(sched.groups.iter().enumerate().all(|(i, g)| g.index == i));
 }
+
+/// The phase and the traffic start every user reads at every wake-up follow the run as it
+/// moves on, and never go back: a later phase stays, a second traffic start changes nothing.
+#[tokio::test(start_paused = true)]
+async fn the_phase_and_traffic_start_users_read_follow_the_run_and_never_go_back() {
+    use super::shared::EngineState;
+    let shared = Shared::new(
+        7,
+        crate::clock::Clock::default(),
+        1,
+        &plan(DIRECT).ledger,
+        &[],
+        Vec::new(),
+        foldhash::HashMap::default(),
+    );
+    let mut phases = shared.phase_changes();
+    assert_eq!(
+        (shared.phase(), shared.traffic_start()),
+        (EngineState::Running, None)
+    );
+    assert_eq!(shared.traffic_start_us(), None);
+    let at = Instant::now() + Duration::from_secs(2);
+    shared.start_traffic(at);
+    shared.start_traffic(at + Duration::from_secs(5));
+    assert_eq!(shared.traffic_start(), Some(at));
+    assert_eq!(shared.traffic_start_us(), Some(shared.wall_of(at)));
+    for (to, want) in [
+        (EngineState::Draining, EngineState::Draining),
+        (EngineState::Running, EngineState::Draining),
+        (EngineState::Closing, EngineState::Closing),
+        (EngineState::Abort, EngineState::Abort),
+        (EngineState::Closing, EngineState::Abort),
+    ] {
+        shared.advance(to);
+        assert_eq!(shared.phase(), want, "after advancing to {to:?}");
+        assert_eq!(*phases.borrow_and_update(), want, "the watch agrees");
+    }
+}

@@ -151,16 +151,17 @@ impl TimerWheel {
         }
     }
 
-    /// Ready once `due` has passed. `armed` is the caller's record of the due time it
-    /// registered last: while that one is still ahead and not after `due`, the caller is
-    /// woken in time without registering again (an earlier one wakes it to register anew).
+    /// Ready once `due` has passed, as of `now` (the caller's reading of the clock, just
+    /// taken). `armed` is the caller's record of the due time it registered last: while
+    /// that one is still ahead and not after `due`, the caller is woken in time without
+    /// registering again (an earlier one wakes it to register anew).
     pub fn poll_due(
         &self,
         cx: &mut Context<'_>,
         due: Instant,
+        now: Instant,
         armed: &mut Option<Instant>,
     ) -> Poll<()> {
-        let now = Instant::now();
         if now >= due {
             return Poll::Ready(());
         }
@@ -276,7 +277,7 @@ mod tests {
         let mut polls = 0;
         std::future::poll_fn(|cx| {
             polls += 1;
-            timers.poll_due(cx, due, &mut armed)
+            timers.poll_due(cx, due, Instant::now(), &mut armed)
         })
         .await;
         assert!(Instant::now() >= due);
@@ -286,8 +287,12 @@ mod tests {
         let later = Instant::now() + Duration::from_millis(50);
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
-        assert!(timers.poll_due(&mut cx, later, &mut armed).is_pending());
-        assert!(timers.poll_due(&mut cx, later, &mut armed).is_pending());
+        assert!(timers
+            .poll_due(&mut cx, later, Instant::now(), &mut armed)
+            .is_pending());
+        assert!(timers
+            .poll_due(&mut cx, later, Instant::now(), &mut armed)
+            .is_pending());
         assert_eq!(timers.wheel().len, 1);
         task.abort();
     }

@@ -308,12 +308,17 @@ impl<D: Driver> Vu<D> {
             let wake = self.next_wake(&link, traffic, phase, now);
             self.flush_tally();
 
+            // The first look at the timer uses the clock just read; later ones read it anew.
+            let mut fresh = Some(now);
             let event = tokio::select! {
                 biased;
                 () = std::future::poll_fn(|cx| changes.poll_after(seen, cx)) => continue,
                 // Due work before events: a steady stream of deliveries must not delay sends.
                 () = std::future::poll_fn(|cx| match wake {
-                    Some(due) => self.shared.timer_wheel.poll_due(cx, due, &mut link.armed),
+                    Some(due) => {
+                        let now = fresh.take().unwrap_or_else(Instant::now);
+                        self.shared.timer_wheel.poll_due(cx, due, now, &mut link.armed)
+                    }
                     None => std::task::Poll::Pending,
                 }) => None,
                 ev = next_event(link.session.as_mut()) => Some(ev),

@@ -74,7 +74,7 @@ impl<D: Driver> Vu<D> {
             return;
         }
         let now = Instant::now();
-        let now_us = self.shared.wall_of(now);
+        let (sec, now_us) = self.shared.sec_and_wall(now);
         let run = self.shared.run_id;
         let decoded = envelope::decode(body);
         let span = match &decoded {
@@ -96,7 +96,7 @@ impl<D: Driver> Vu<D> {
             }
             Decoded::Damaged | Decoded::Foreign => false,
         };
-        let t = self.tally(now);
+        let t = self.tally_in(sec);
         t.count(Counter::Received, 1);
         t.count(Counter::BytesIn, body.len() as u64);
         match decoded {

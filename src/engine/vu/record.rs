@@ -211,7 +211,7 @@ impl Tally {
             r.ledger.damaged();
         }
         by_pattern(r, shared, &mut self.written, &self.received);
-        let start_us = shared.traffic_start().map(|ts| shared.wall_of(ts));
+        let start_us = shared.traffic_start_us();
         for d in self.received.drain(..) {
             // The same deliveries as `Vu::deliver` records end-to-end latency of.
             if d.via == Via::Push && !d.corrupt {
@@ -303,6 +303,11 @@ impl<D: Driver> Vu<D> {
     /// first.
     pub(super) fn tally(&mut self, now: Instant) -> &mut Tally {
         let sec = self.shared.sec(now);
+        self.tally_in(sec)
+    }
+
+    /// The tally of second `sec` of the run ([`Shared::sec`]), flushing the one before.
+    pub(super) fn tally_in(&mut self, sec: u32) -> &mut Tally {
         if self.tally.0.as_ref().is_some_and(|t| t.sec != sec) {
             self.flush_tally();
         }
