@@ -95,6 +95,15 @@ impl Cursors {
         self.convs.get(conv).map_or(0, |s| s.upto)
     }
 
+    /// Marks everything up to `seq` in `conv` accounted for ([`Seen::cover`]). Covering
+    /// nothing (0) leaves an unknown conversation unknown: a user with no history to note
+    /// (every idle user at its login) holds no table.
+    pub(in crate::driver) fn cover(&mut self, conv: &str, seq: u64) {
+        if seq > 0 {
+            self.with(conv, |s| s.cover(seq));
+        }
+    }
+
     /// Runs `f` on what was seen in `conv` (one lookup when the conversation is known).
     pub(in crate::driver) fn with<R>(&mut self, conv: &str, f: impl FnOnce(&mut Seen) -> R) -> R {
         match self.convs.get_mut(conv) {
@@ -107,6 +116,18 @@ impl Cursors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn covering_nothing_leaves_a_conversation_unknown() {
+        let mut c = Cursors::default();
+        c.cover("a", 0);
+        assert!(c.convs.is_empty(), "no table for nothing to note");
+        assert_eq!(c.upto("a"), 0);
+        c.cover("a", 5);
+        c.cover("a", 0);
+        assert_eq!(c.upto("a"), 5);
+        assert_eq!(c.convs.len(), 1);
+    }
 
     #[test]
     fn seen_tracks_holes_and_compacts() {

@@ -238,7 +238,7 @@ impl NativeSession {
                     out.push(r.note);
                 }
             }
-            self.cursors.with(RECEIPTS, |s| s.cover(last));
+            self.cursors.cover(RECEIPTS, last);
             if !more {
                 return Ok(());
             }
@@ -345,10 +345,10 @@ impl Session for NativeSession {
 
     async fn skip_history(&mut self) -> Result<(), Failure> {
         for info in self.conversations().await? {
-            self.cursors.with(&info.conv, |s| s.cover(info.last_seq));
+            self.cursors.cover(&info.conv, info.last_seq);
         }
         let (_, _, last) = self.receipt_page(0, 1).await?;
-        self.cursors.with(RECEIPTS, |s| s.cover(last));
+        self.cursors.cover(RECEIPTS, last);
         Ok(())
     }
 
@@ -394,7 +394,7 @@ impl Session for NativeSession {
                         out.push(msg.body);
                     }
                 }
-                self.cursors.with(&info.conv, |s| s.cover(last));
+                self.cursors.cover(&info.conv, last);
                 after = last;
                 if !more {
                     break;

@@ -304,14 +304,14 @@ impl ScriptSession {
                     for said in &list.0 {
                         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                             let seq = seq.number();
-                            self.cursors.with(&conv.text(), |s| s.cover(seq));
+                            self.cursors.cover(&conv.text(), seq);
                         }
                     }
                     Value::Nil
                 }
                 conv => {
                     let seq = number(&arg());
-                    self.cursors.with(&text(&conv), |s| s.cover(seq));
+                    self.cursors.cover(&text(&conv), seq);
                     Value::Nil
                 }
             },

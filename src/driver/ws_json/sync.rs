@@ -29,7 +29,7 @@ impl WsJsonSession {
     pub(super) async fn note_history(&mut self) -> Result<(), Failure> {
         for (conv, last) in self.conversations().await? {
             match last {
-                Some(last) => self.st.cursors.with(&conv, |s| s.cover(last)),
+                Some(last) => self.st.cursors.cover(&conv, last),
                 None => self.read_conv(&conv, None, None).await?,
             }
         }
@@ -175,7 +175,7 @@ impl WsJsonSession {
                 page(pages, items, key, &user, after, cursors, out.as_deref_mut())
             })?;
             // A page holds every message between its ends, whatever their numbers.
-            cursors.with(key, |s| s.cover(top));
+            cursors.cover(key, top);
             let more;
             (more, next) = more_of(sync, root);
             if top <= after || !more {
