@@ -66,8 +66,9 @@ pub struct Request {
     pub method: String,
     /// The path and query, after the target URL's own path.
     pub path: String,
-    /// Headers besides `Host` (and `Content-Length`, which hyper sets).
-    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Headers besides `Host` (and `Content-Length`, which hyper sets); shared by the
+    /// requests of a declaration.
+    pub headers: Headers,
     /// The body (empty: none).
     pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
@@ -75,6 +76,9 @@ pub struct Request {
     /// How msgstorm judges a 2xx answer itself, if the script said.
     pub answer: Option<Arc<AnswerShape>>,
 }
+
+/// A request's headers, names and values checked as HTTP's.
+pub type Headers = Arc<[(HeaderName, HeaderValue)]>;
 
 /// The answer to a request.
 #[derive(Debug)]
@@ -279,7 +283,7 @@ impl Http {
 }
 
 /// A script's table of request headers (names to values), each checked as HTTP's.
-pub fn headers_of(h: &mlua::Table) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+pub fn headers_of(h: &mlua::Table) -> mlua::Result<Headers> {
     h.pairs::<mlua::String, mlua::String>()
         .map(|pair| {
             let (name, value) = pair?;
@@ -427,26 +431,8 @@ impl Conn {
         dial: &Dial,
         request: &Request,
     ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
-        let bad = |e: String| Failure::new(ErrorKind::Script, e);
-        // HTTP/2 names the scheme and authority in the URI (`:scheme`, `:authority`),
-        // HTTP/1.1 in `Host`.
-        let built = match self.sender {
-            Sender::One(_) => http::Request::builder()
-                .uri(format!("{}{}", dial.base, request.path))
-                .header(http::header::HOST, dial.authority.as_str()),
-            Sender::Two(_) => http::Request::builder()
-                .uri(format!("{}{}{}", dial.origin, dial.base, request.path)),
-        };
-        let mut built = built.method(request.method.as_str());
-        for (name, value) in &request.headers {
-            built = built.header(name, value);
-        }
-        let built = built.body(Full::new(request.body.clone())).map_err(|e| {
-            bad(format!(
-                "HTTP request {} {}: {e}",
-                request.method, request.path
-            ))
-        })?;
+        let http2 = matches!(self.sender, Sender::Two(_));
+        let built = built(http2, dial, request).map_err(|e| Failure::new(ErrorKind::Script, e))?;
         let closed = |what: &str, e: hyper::Error| {
             Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
         };
@@ -464,6 +450,37 @@ impl Conn {
         let (head, body) = answer.into_parts();
         Ok((head.status.as_u16(), head.headers, body))
     }
+}
+
+/// `request` as hyper sends it, made in place. HTTP/2 names the scheme and authority in
+/// the URI (`:scheme`, `:authority`), HTTP/1.1 in `Host`.
+fn built(
+    http2: bool,
+    dial: &Dial,
+    request: &Request,
+) -> Result<http::Request<Full<Bytes>>, String> {
+    let wrong = |e: &dyn std::fmt::Display| {
+        format!("HTTP request {} {}: {e}", request.method, request.path)
+    };
+    let origin = if http2 { dial.origin.as_str() } else { "" };
+    let mut uri = String::with_capacity(origin.len() + dial.base.len() + request.path.len());
+    for part in [origin, &dial.base, &request.path] {
+        uri.push_str(part);
+    }
+    let mut built = http::Request::new(Full::new(request.body.clone()));
+    *built.method_mut() =
+        http::Method::from_bytes(request.method.as_bytes()).map_err(|e| wrong(&e))?;
+    *built.uri_mut() = http::Uri::try_from(uri).map_err(|e| wrong(&e))?;
+    let headers = built.headers_mut();
+    headers.reserve(request.headers.len() + 1);
+    if !http2 {
+        let host = HeaderValue::from_str(&dial.authority).map_err(|e| wrong(&e))?;
+        headers.insert(http::header::HOST, host);
+    }
+    for (name, value) in request.headers.iter() {
+        headers.append(name.clone(), value.clone());
+    }
+    Ok(built)
 }
 
 /// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
@@ -501,8 +518,8 @@ async fn carry(
         let (kept, answer) = c.send(&dial, &request).await;
         conn = kept;
         let heard = answer.map(|a| Frame {
-            text: std::str::from_utf8(&a.body).is_ok(),
-            bytes: Vec::from(a.body),
+            text: false,
+            bytes: a.body,
             meta: Some(Meta {
                 kind,
                 status: a.status,
@@ -614,7 +631,7 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
             continue;
         }
         return Some(Frame {
-            bytes: data.join("\n").into_bytes(),
+            bytes: data.join("\n").into_bytes().into(),
             text: true,
             meta: Some(Meta {
                 kind: "event",
@@ -637,14 +654,14 @@ mod tests {
         let mut buf = b": hello\n\nevent: msg\nid: 7\ndata: {\"a\":1}\ndata: more\n\nretry: 5\n\ndata: x\r\n\r\ndata: part"
             .to_vec();
         let first = take_event(&mut buf).expect("an event");
-        assert_eq!(first.bytes, b"{\"a\":1}\nmore");
+        assert_eq!(first.bytes, &b"{\"a\":1}\nmore"[..]);
         let meta = first.meta.expect("meta");
         assert_eq!(
             (meta.event.as_deref(), meta.reference.as_deref()),
             (Some("msg"), Some("7"))
         );
         let second = take_event(&mut buf).expect("a second event");
-        assert_eq!(second.bytes, b"x");
+        assert_eq!(second.bytes, &b"x"[..]);
         assert!(take_event(&mut buf).is_none(), "an event not ended yet");
         assert_eq!(buf, b"data: part");
     }
