@@ -304,7 +304,7 @@ impl ScriptSession {
                     for said in &list.0 {
                         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                             let seq = seq.number();
-                            self.cursors.with(&conv.text(), |s| s.cover(seq));
+                            self.cursors.with(&conv.as_text(), |s| s.cover(seq));
                         }
                     }
                     Value::Nil

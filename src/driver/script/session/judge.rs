@@ -106,7 +106,7 @@ impl ScriptSession {
         if let Some(ack) = said.ack.as_ref().and_then(Scalar::id) {
             if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                 let seq = seq.number();
-                self.cursors.with(&conv.text(), |s| s.mark(seq));
+                self.cursors.with(&conv.as_text(), |s| s.mark(seq));
             }
             match self.take_pending(&ack) {
                 Some(tag) => self.ready.push_back(Event::Accepted { tag }),
@@ -175,7 +175,7 @@ impl ScriptSession {
         let mut kind = Push::New;
         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
             let seq = seq.number();
-            kind = self.cursors.with(&conv.text(), |s| s.push(seq));
+            kind = self.cursors.with(&conv.as_text(), |s| s.push(seq));
         }
         if own || kind == Push::Synced {
             return;
@@ -204,7 +204,7 @@ impl ScriptSession {
         let new = match (&said.conv, &said.seq) {
             (Some(conv), Some(seq)) => {
                 let seq = seq.number();
-                self.cursors.with(&conv.text(), |s| s.mark(seq))
+                self.cursors.with(&conv.as_text(), |s| s.mark(seq))
             }
             _ => true,
         };
