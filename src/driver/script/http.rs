@@ -431,8 +431,10 @@ impl Conn {
         dial: &Dial,
         request: &Request,
     ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
-        let http2 = matches!(self.sender, Sender::Two(_));
-        let built = built(http2, dial, request).map_err(|e| Failure::new(ErrorKind::Script, e))?;
+        // HTTP/2 names the scheme and authority in the URI, HTTP/1.1 in `Host`.
+        let origin = matches!(self.sender, Sender::Two(_)).then_some(dial.origin.as_str());
+        let built = built(origin, &dial.base, &dial.authority, request)
+            .map_err(|e| Failure::new(ErrorKind::Script, e))?;
         let closed = |what: &str, e: hyper::Error| {
             Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
         };
@@ -452,19 +454,21 @@ impl Conn {
     }
 }
 
-/// `request` as hyper sends it, made in place. HTTP/2 names the scheme and authority in
-/// the URI (`:scheme`, `:authority`), HTTP/1.1 in `Host`.
+/// `request` as hyper sends it, made in place, its URI `base` and its path: over HTTP/2
+/// after the `origin` (`:scheme`, `:authority`), over HTTP/1.1 (no `origin`) with
+/// `authority` in `Host`.
 fn built(
-    http2: bool,
-    dial: &Dial,
+    origin: Option<&str>,
+    base: &str,
+    authority: &str,
     request: &Request,
 ) -> Result<http::Request<Full<Bytes>>, String> {
     let wrong = |e: &dyn std::fmt::Display| {
         format!("HTTP request {} {}: {e}", request.method, request.path)
     };
-    let origin = if http2 { dial.origin.as_str() } else { "" };
-    let mut uri = String::with_capacity(origin.len() + dial.base.len() + request.path.len());
-    for part in [origin, &dial.base, &request.path] {
+    let prefix = origin.unwrap_or_default();
+    let mut uri = String::with_capacity(prefix.len() + base.len() + request.path.len());
+    for part in [prefix, base, &request.path] {
         uri.push_str(part);
     }
     let mut built = http::Request::new(Full::new(request.body.clone()));
@@ -473,8 +477,8 @@ fn built(
     *built.uri_mut() = http::Uri::try_from(uri).map_err(|e| wrong(&e))?;
     let headers = built.headers_mut();
     headers.reserve(request.headers.len() + 1);
-    if !http2 {
-        let host = HeaderValue::from_str(&dial.authority).map_err(|e| wrong(&e))?;
+    if origin.is_none() {
+        let host = HeaderValue::from_str(authority).map_err(|e| wrong(&e))?;
         headers.insert(http::header::HOST, host);
     }
     for (name, value) in request.headers.iter() {
@@ -648,6 +652,62 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(method: &str, path: &str) -> Request {
+        Request {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            headers: Headers::from([(
+                http::header::AUTHORIZATION,
+                HeaderValue::from_static("Bearer t"),
+            )]),
+            body: Bytes::from_static(b"{}"),
+            reference: None,
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn a_request_names_its_host_over_http1_and_its_origin_over_http2() {
+        let one = built(
+            None,
+            "/api",
+            "example.test:8008",
+            &request("PUT", "/send/1"),
+        )
+        .expect("a request");
+        assert_eq!(
+            (one.method().as_str(), one.uri().to_string().as_str()),
+            ("PUT", "/api/send/1")
+        );
+        assert_eq!(one.headers()[http::header::HOST], "example.test:8008");
+        assert_eq!(one.headers()[http::header::AUTHORIZATION], "Bearer t");
+        assert_eq!(one.headers().len(), 2);
+        let two = built(
+            Some("http://example.test:8008"),
+            "",
+            "example.test:8008",
+            &request("GET", "/sync?since=4"),
+        )
+        .expect("a request");
+        assert_eq!(
+            two.uri().to_string(),
+            "http://example.test:8008/sync?since=4"
+        );
+        assert!(!two.headers().contains_key(http::header::HOST));
+        assert_eq!(two.headers().len(), 1);
+    }
+
+    #[test]
+    fn a_request_that_http_refuses_names_its_method_and_path() {
+        for (method, path) in [("NOT A METHOD", "/send/1"), ("GET", "/a b")] {
+            let e = built(None, "", "h", &request(method, path)).expect_err(path);
+            assert!(
+                e.starts_with(&format!("HTTP request {method} {path}: ")),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn events_are_cut_by_blank_lines_with_their_names_and_ids() {
