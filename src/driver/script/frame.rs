@@ -3,14 +3,17 @@
 
 use std::sync::Arc;
 
+use hyper::body::Bytes;
+
 use super::answers::AnswerShape;
 
 /// A frame in or out: its bytes and whether it is text.
 #[derive(Debug)]
 pub struct Frame {
-    /// The frame.
-    pub bytes: Vec<u8>,
-    /// A text frame (WebSocket text, or a delimited TCP frame).
+    /// The frame (an HTTP answer's body as hyper read it, not copied).
+    pub bytes: Bytes,
+    /// A text frame (WebSocket text, or a delimited TCP frame); on HTTP, where `meta`
+    /// says what a frame is, whether its body is UTF-8 is not looked at.
     pub text: bool,
     /// Where an HTTP transport's frame came from (`None` on a socket).
     pub meta: Option<Meta>,

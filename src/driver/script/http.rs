@@ -66,8 +66,9 @@ pub struct Request {
     pub method: String,
     /// The path and query, after the target URL's own path.
     pub path: String,
-    /// Headers besides `Host` (and `Content-Length`, which hyper sets).
-    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Headers besides `Host` (and `Content-Length`, which hyper sets); shared by the
+    /// requests of a declaration.
+    pub headers: Headers,
     /// The body (empty: none).
     pub body: Bytes,
     /// What the answer's frame carries back to `receive` (`meta.ref`).
@@ -75,6 +76,9 @@ pub struct Request {
     /// How msgstorm judges a 2xx answer itself, if the script said.
     pub answer: Option<Arc<AnswerShape>>,
 }
+
+/// A request's headers, names and values checked as HTTP's.
+pub type Headers = Arc<[(HeaderName, HeaderValue)]>;
 
 /// The answer to a request.
 #[derive(Debug)]
@@ -279,7 +283,7 @@ impl Http {
 }
 
 /// A script's table of request headers (names to values), each checked as HTTP's.
-pub fn headers_of(h: &mlua::Table) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+pub fn headers_of(h: &mlua::Table) -> mlua::Result<Headers> {
     h.pairs::<mlua::String, mlua::String>()
         .map(|pair| {
             let (name, value) = pair?;
@@ -427,26 +431,10 @@ impl Conn {
         dial: &Dial,
         request: &Request,
     ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
-        let bad = |e: String| Failure::new(ErrorKind::Script, e);
-        // HTTP/2 names the scheme and authority in the URI (`:scheme`, `:authority`),
-        // HTTP/1.1 in `Host`.
-        let built = match self.sender {
-            Sender::One(_) => http::Request::builder()
-                .uri(format!("{}{}", dial.base, request.path))
-                .header(http::header::HOST, dial.authority.as_str()),
-            Sender::Two(_) => http::Request::builder()
-                .uri(format!("{}{}{}", dial.origin, dial.base, request.path)),
-        };
-        let mut built = built.method(request.method.as_str());
-        for (name, value) in &request.headers {
-            built = built.header(name, value);
-        }
-        let built = built.body(Full::new(request.body.clone())).map_err(|e| {
-            bad(format!(
-                "HTTP request {} {}: {e}",
-                request.method, request.path
-            ))
-        })?;
+        // HTTP/2 names the scheme and authority in the URI, HTTP/1.1 in `Host`.
+        let origin = matches!(self.sender, Sender::Two(_)).then_some(dial.origin.as_str());
+        let built = built(origin, &dial.base, &dial.authority, request)
+            .map_err(|e| Failure::new(ErrorKind::Script, e))?;
         let closed = |what: &str, e: hyper::Error| {
             Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
         };
@@ -464,6 +452,39 @@ impl Conn {
         let (head, body) = answer.into_parts();
         Ok((head.status.as_u16(), head.headers, body))
     }
+}
+
+/// `request` as hyper sends it, made in place, its URI `base` and its path: over HTTP/2
+/// after the `origin` (`:scheme`, `:authority`), over HTTP/1.1 (no `origin`) with
+/// `authority` in `Host`.
+fn built(
+    origin: Option<&str>,
+    base: &str,
+    authority: &str,
+    request: &Request,
+) -> Result<http::Request<Full<Bytes>>, String> {
+    let wrong = |e: &dyn std::fmt::Display| {
+        format!("HTTP request {} {}: {e}", request.method, request.path)
+    };
+    let prefix = origin.unwrap_or_default();
+    let mut uri = String::with_capacity(prefix.len() + base.len() + request.path.len());
+    for part in [prefix, base, &request.path] {
+        uri.push_str(part);
+    }
+    let mut built = http::Request::new(Full::new(request.body.clone()));
+    *built.method_mut() =
+        http::Method::from_bytes(request.method.as_bytes()).map_err(|e| wrong(&e))?;
+    *built.uri_mut() = http::Uri::try_from(uri).map_err(|e| wrong(&e))?;
+    let headers = built.headers_mut();
+    headers.reserve(request.headers.len() + 1);
+    if origin.is_none() {
+        let host = HeaderValue::from_str(authority).map_err(|e| wrong(&e))?;
+        headers.insert(http::header::HOST, host);
+    }
+    for (name, value) in request.headers.iter() {
+        headers.append(name.clone(), value.clone());
+    }
+    Ok(built)
 }
 
 /// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
@@ -501,8 +522,8 @@ async fn carry(
         let (kept, answer) = c.send(&dial, &request).await;
         conn = kept;
         let heard = answer.map(|a| Frame {
-            text: std::str::from_utf8(&a.body).is_ok(),
-            bytes: Vec::from(a.body),
+            text: false,
+            bytes: a.body,
             meta: Some(Meta {
                 kind,
                 status: a.status,
@@ -614,7 +635,7 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
             continue;
         }
         return Some(Frame {
-            bytes: data.join("\n").into_bytes(),
+            bytes: data.join("\n").into_bytes().into(),
             text: true,
             meta: Some(Meta {
                 kind: "event",
@@ -632,19 +653,75 @@ pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
 mod tests {
     use super::*;
 
+    fn request(method: &str, path: &str) -> Request {
+        Request {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            headers: Headers::from([(
+                http::header::AUTHORIZATION,
+                HeaderValue::from_static("Bearer t"),
+            )]),
+            body: Bytes::from_static(b"{}"),
+            reference: None,
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn a_request_names_its_host_over_http1_and_its_origin_over_http2() {
+        let one = built(
+            None,
+            "/api",
+            "example.test:8008",
+            &request("PUT", "/send/1"),
+        )
+        .expect("a request");
+        assert_eq!(
+            (one.method().as_str(), one.uri().to_string().as_str()),
+            ("PUT", "/api/send/1")
+        );
+        assert_eq!(one.headers()[http::header::HOST], "example.test:8008");
+        assert_eq!(one.headers()[http::header::AUTHORIZATION], "Bearer t");
+        assert_eq!(one.headers().len(), 2);
+        let two = built(
+            Some("http://example.test:8008"),
+            "",
+            "example.test:8008",
+            &request("GET", "/sync?since=4"),
+        )
+        .expect("a request");
+        assert_eq!(
+            two.uri().to_string(),
+            "http://example.test:8008/sync?since=4"
+        );
+        assert!(!two.headers().contains_key(http::header::HOST));
+        assert_eq!(two.headers().len(), 1);
+    }
+
+    #[test]
+    fn a_request_that_http_refuses_names_its_method_and_path() {
+        for (method, path) in [("NOT A METHOD", "/send/1"), ("GET", "/a b")] {
+            let e = built(None, "", "h", &request(method, path)).expect_err(path);
+            assert!(
+                e.starts_with(&format!("HTTP request {method} {path}: ")),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn events_are_cut_by_blank_lines_with_their_names_and_ids() {
         let mut buf = b": hello\n\nevent: msg\nid: 7\ndata: {\"a\":1}\ndata: more\n\nretry: 5\n\ndata: x\r\n\r\ndata: part"
             .to_vec();
         let first = take_event(&mut buf).expect("an event");
-        assert_eq!(first.bytes, b"{\"a\":1}\nmore");
+        assert_eq!(first.bytes, &b"{\"a\":1}\nmore"[..]);
         let meta = first.meta.expect("meta");
         assert_eq!(
             (meta.event.as_deref(), meta.reference.as_deref()),
             (Some("msg"), Some("7"))
         );
         let second = take_event(&mut buf).expect("a second event");
-        assert_eq!(second.bytes, b"x");
+        assert_eq!(second.bytes, &b"x"[..]);
         assert!(take_event(&mut buf).is_none(), "an event not ended yet");
         assert_eq!(buf, b"data: part");
     }

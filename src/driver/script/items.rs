@@ -36,8 +36,14 @@ impl UserData for Items {
                     Said::KEYS.join(", ")
                 )));
             };
-            let mut kept = items.0.clone();
-            kept.retain_mut(|said| said.slot_at(i).is_some());
+            let mut kept = Vec::with_capacity(items.0.len());
+            kept.extend(
+                items
+                    .0
+                    .iter()
+                    .filter(|said| said.known()[i].1.is_some())
+                    .cloned(),
+            );
             Ok(Items(kept))
         });
         m.add_meta_method(MetaMethod::Len, |_, items, ()| Ok(items.0.len()));

@@ -220,7 +220,7 @@ impl Link {
         match self {
             Link::Ws(ws) => {
                 let msg = if frame.text {
-                    match String::from_utf8(frame.bytes) {
+                    match String::from_utf8(frame.bytes.into()) {
                         Ok(text) => Message::text(text),
                         Err(_) => return Err(Failure::new(
                             ErrorKind::Script,
@@ -286,14 +286,14 @@ impl Link {
                     }
                     Some(Ok(Message::Text(t))) => {
                         return Ok(Frame {
-                            bytes: t.as_bytes().to_vec(),
+                            bytes: t.into(),
                             text: true,
                             meta: None,
                         })
                     }
                     Some(Ok(Message::Binary(b))) => {
                         return Ok(Frame {
-                            bytes: b.to_vec(),
+                            bytes: b,
                             text: false,
                             meta: None,
                         })
@@ -305,7 +305,7 @@ impl Link {
                 match t.framing.decode(&mut t.read, t.max) {
                     Ok(Some(bytes)) => {
                         return Ok(Frame {
-                            bytes,
+                            bytes: bytes.into(),
                             text: t.framing.text(),
                             meta: None,
                         })

@@ -12,12 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
 use mlua::{Lua, Table, UserData, Value};
 use serde_json::Value as Json;
 
-use super::http::{headers_of, Request};
+use super::http::{headers_of, Headers, Request};
 use super::items::{Pages, Reader};
 use super::said::{key_name, lua_text, lua_type, Said};
 
@@ -28,7 +27,7 @@ struct Declared {
     path: String,
     cursor: String,
     reader: Arc<Reader>,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    headers: Headers,
     kept: Option<String>,
 }
 
@@ -90,7 +89,7 @@ pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
         }
     };
     let headers = match field("headers")? {
-        Value::Nil => Vec::new(),
+        Value::Nil => Headers::from([]),
         Value::Table(h) => headers_of(&h)?,
         other => {
             return Err(bad(

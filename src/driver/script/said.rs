@@ -3,6 +3,8 @@
 //! `seq`, `from`), read once from the script's table or made straight from a JSON page by
 //! `codec.json_items` ([`items`](super::items)), so the session judges both alike.
 
+use std::borrow::Cow;
+
 use mlua::{Table, Value};
 
 /// A scalar one of those keys holds.
@@ -31,6 +33,15 @@ impl Scalar {
             Value::Boolean(b) => Scalar::Bool(*b),
             other => Scalar::Other(other.type_name()),
         })
+    }
+
+    /// As [`Scalar::text`], a string borrowed rather than copied (a conversation's name
+    /// looked up once a message).
+    pub fn as_text(&self) -> Cow<'_, str> {
+        match self {
+            Scalar::Text(s) => Cow::Borrowed(s),
+            other => Cow::Owned(other.text()),
+        }
     }
 
     /// As text: strings as they are, numbers and booleans printed.

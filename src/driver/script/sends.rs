@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue};
 use hyper::body::Bytes;
 use mlua::{Lua, LuaSerdeExt, Table, UserData, Value};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -18,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::answers::{shape_of, AnswerShape};
-use super::http::{headers_of, Request};
+use super::http::{headers_of, Headers, Request};
 use super::said::{key_name, lua_type};
 
 /// What a placeholder stands for.
@@ -54,7 +53,7 @@ pub struct Template {
     method: String,
     path: Vec<Part<String>>,
     json: Vec<(String, Part<Json>)>,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    headers: Headers,
     answer: Option<Arc<AnswerShape>>,
 }
 
@@ -206,9 +205,9 @@ fn json_fields(lua: &Lua, kind: &str, json: Value) -> mlua::Result<Vec<(String, 
 }
 
 /// A template's headers.
-fn template_headers(kind: &str, headers: Value) -> mlua::Result<Vec<(HeaderName, HeaderValue)>> {
+fn template_headers(kind: &str, headers: Value) -> mlua::Result<Headers> {
     match headers {
-        Value::Nil => Ok(Vec::new()),
+        Value::Nil => Ok(Headers::from([])),
         Value::Table(h) => headers_of(&h),
         other => Err(bad(
             kind,

@@ -304,7 +304,7 @@ impl ScriptSession {
                     for said in &list.0 {
                         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                             let seq = seq.number();
-                            self.cursors.cover(&conv.text(), seq);
+                            self.cursors.cover(&conv.as_text(), seq);
                         }
                     }
                     Value::Nil
@@ -654,7 +654,11 @@ impl ScriptSession {
 
     /// What `receive(u, frame, kind)` says the frame is (none, one or several things),
     /// after writing what it sent in answer (a pong, a subscription the frame asked for).
+    /// A frame the script's declarations judge calls nothing in it, so nothing is queued.
     async fn receive(&mut self, frame: Frame) -> Result<Vec<Said>, Failure> {
+        if let Some(said) = self.declared(&frame)? {
+            return Ok(said);
+        }
         let interpreted = self.interpret_frame(frame)?;
         if self.outbox_len() > 0 {
             self.write_outbox().await?;

@@ -296,7 +296,7 @@ pub fn take_outbox(user: &Table) -> mlua::Result<Vec<Out>> {
             Value::String(frame) => {
                 let binary = bin.raw_get::<Option<bool>>(i)?.unwrap_or(false);
                 queued.push(Out::Frame(super::frame::Frame {
-                    bytes: frame.as_bytes().to_vec(),
+                    bytes: Bytes::copy_from_slice(&frame.as_bytes()),
                     text: !binary,
                     meta: None,
                 }));
@@ -356,7 +356,7 @@ pub fn described(
     };
     let pairs = match headers {
         Value::Table(h) => headers_of(&h)?,
-        _ => Vec::new(),
+        _ => super::http::Headers::from([]),
     };
     Ok(super::http::Request {
         method: text("method", method)?.unwrap_or_else(|| "GET".to_owned()),
@@ -472,7 +472,7 @@ mod tests {
         };
         let good = request("X-Token", "abc").expect("a good header");
         assert_eq!(
-            good.headers,
+            *good.headers,
             [(
                 HeaderName::from_static("x-token"),
                 HeaderValue::from_static("abc")

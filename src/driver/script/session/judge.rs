@@ -16,11 +16,8 @@ impl ScriptSession {
     /// What `receive(u, frame, kind)` says the frame is: nil is nothing, a table one
     /// thing, a list of tables several (history a script held back to hand over in order),
     /// a `codec.json_items` list its items. A script error is kind `script` and the
-    /// connection stays.
+    /// connection stays. (A frame the script's declarations judge is [`Self::declared`]'s.)
     pub(super) fn interpret_frame(&mut self, frame: Frame) -> Result<Vec<Said>, Failure> {
-        if let Some(said) = self.declared(&frame)? {
-            return Ok(said);
-        }
         let kind = match &frame.meta {
             Some(m) => m.kind,
             None if frame.text => "text",
@@ -79,7 +76,7 @@ impl ScriptSession {
     /// answer read by its answer shape, a declared long poll's 2xx page read by its reader
     /// (the cursor moved on, and kept where the declaration says). `None`: `receive` judges
     /// the frame.
-    fn declared(&mut self, frame: &Frame) -> Result<Option<Vec<Said>>, Failure> {
+    pub(super) fn declared(&mut self, frame: &Frame) -> Result<Option<Vec<Said>>, Failure> {
         let Some(meta) = &frame.meta else {
             return Ok(None);
         };
@@ -109,7 +106,7 @@ impl ScriptSession {
         if let Some(ack) = said.ack.as_ref().and_then(Scalar::id) {
             if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                 let seq = seq.number();
-                self.cursors.with(&conv.text(), |s| s.mark(seq));
+                self.cursors.with(&conv.as_text(), |s| s.mark(seq));
             }
             match self.take_pending(&ack) {
                 Some(tag) => self.ready.push_back(Event::Accepted { tag }),
@@ -178,7 +175,7 @@ impl ScriptSession {
         let mut kind = Push::New;
         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
             let seq = seq.number();
-            kind = self.cursors.with(&conv.text(), |s| s.push(seq));
+            kind = self.cursors.with(&conv.as_text(), |s| s.push(seq));
         }
         if own || kind == Push::Synced {
             return;
@@ -207,7 +204,7 @@ impl ScriptSession {
         let new = match (&said.conv, &said.seq) {
             (Some(conv), Some(seq)) => {
                 let seq = seq.number();
-                self.cursors.with(&conv.text(), |s| s.mark(seq))
+                self.cursors.with(&conv.as_text(), |s| s.mark(seq))
             }
             _ => true,
         };
