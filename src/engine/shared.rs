@@ -225,7 +225,7 @@ impl Shared {
     /// or `abort`.
     pub fn phase_name(&self) -> &'static str {
         match self.phase() {
-            EngineState::Running if self.traffic_began.get().is_none() => "login",
+            EngineState::Running if self.traffic_start().is_none() => "login",
             EngineState::Running => "traffic",
             EngineState::Draining => "drain",
             EngineState::Closing => "closing",
