@@ -91,6 +91,16 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Worker threads the async runtime runs tasks on: `TOKIO_WORKER_THREADS` when it holds a
+/// count (tokio's own setting), else one per core this process may use.
+pub fn runtime_workers() -> usize {
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(cores)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

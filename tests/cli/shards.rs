@@ -271,6 +271,51 @@ max_duplicated = 0
     assert!(page.contains("2 generator processes") && page.contains("<h1>PASS"));
 }
 
+/// A generator confined to one worker thread (one core, or `TOKIO_WORKER_THREADS=1`) runs
+/// everything on that thread: the coordinator with the embedded server beside it, and each
+/// shard. Nothing in a run may wait on another thread's progress while holding this one:
+/// the sharded run still delivers every message and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_one_worker_thread_hosts_the_server_and_its_shards_and_passes() {
+    let work = Work::new();
+    let file = work.write(
+        "one-thread.toml",
+        r#"
+[population]
+users = 24
+login_rate = 400
+
+[[traffic]]
+kind = "group"
+groups = 3
+group_size = 6
+rate = 30
+duration = "2s"
+"#,
+    );
+    let out = work.path("out");
+    let ran = crate::common::run::msgstorm_with_env(
+        &[
+            "run",
+            file.to_str().expect("utf-8 path"),
+            "--shards",
+            "2",
+            "--out",
+            out.to_str().expect("utf-8 path"),
+            "-q",
+        ],
+        &[("TOKIO_WORKER_THREADS", std::ffi::OsStr::new("1"))],
+    )
+    .await;
+    ran.expect_code(0);
+    assert!(ran.verdict().starts_with("PASS"), "{ran}");
+    let a = Artifact::read(&out.join("result.json")).expect("merged result.json");
+    assert_eq!(a.shards.len(), 2, "one entry per generator process");
+    let d = a.ledger.summary();
+    assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
+}
+
 /// The shards' common traffic start waits for every shard's users. Shard 1 starts
 /// 3 s after shard 0, long after the common `--start-traffic-at`: with `--start-barrier`,
 /// shard 0 holds its traffic until shard 1's users are in, so no message is sent to a user
