@@ -8,6 +8,7 @@
 
 mod scan;
 pub mod signal;
+mod spell;
 
 use std::borrow::Cow;
 
@@ -301,6 +302,14 @@ pub struct SendRef<'a> {
     pub to: DestRef<'a>,
     /// Opaque body.
     pub body: &'a str,
+}
+
+impl SendRef<'_> {
+    /// The frame's JSON, as [`serde_json::to_string`] writes it (faster for strings that
+    /// need no escape, see `spell`).
+    pub fn to_json(&self) -> serde_json::Result<String> {
+        spell::send(self).map_or_else(|| serde_json::to_string(self), Ok)
+    }
 }
 
 /// [`Dest`] borrowed.

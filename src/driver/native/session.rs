@@ -52,6 +52,11 @@ impl NativeDriver {
     }
 }
 
+/// A frame serde_json could not write.
+fn cannot_encode(e: serde_json::Error) -> Failure {
+    Failure::new(ErrorKind::Other, format!("cannot encode frame: {e}"))
+}
+
 /// One user's connection to the reference server.
 #[derive(Debug)]
 pub struct NativeSession {
@@ -69,8 +74,7 @@ pub struct NativeSession {
 
 impl NativeSession {
     async fn write(&mut self, frame: &(impl serde::Serialize + Sync)) -> Result<(), Failure> {
-        let text = serde_json::to_string(frame)
-            .map_err(|e| Failure::new(ErrorKind::Other, format!("cannot encode frame: {e}")))?;
+        let text = serde_json::to_string(frame).map_err(cannot_encode)?;
         self.ws.write(Message::text(text)).await
     }
 
@@ -285,12 +289,13 @@ impl Session for NativeSession {
             Dest::User(u) => wire::DestRef::User(u),
             Dest::Group(g) => wire::DestRef::Group(g),
         };
-        self.write(&wire::SendRef {
+        let frame = wire::SendRef {
             r#ref: tag,
             to,
             body,
-        })
-        .await
+        };
+        let text = frame.to_json().map_err(cannot_encode)?;
+        self.ws.write(Message::text(text)).await
     }
 
     async fn request(&mut self, tag: u64, name: &'static str) -> Result<(), Failure> {
