@@ -153,26 +153,59 @@ impl Reader {
 
     /// The page `text` without the array, and the array's items.
     pub fn read(&self, text: &[u8]) -> serde_json::Result<(Map<String, Json>, Vec<Said>)> {
-        let mut parser = serde_json::Deserializer::from_slice(text);
-        let read = Page(self).deserialize(&mut parser)?;
+        self.page(text, None).map(|(rest, _, items)| (rest, items))
+    }
+
+    /// The field `cursor` of the page `text` (`None` when it has none) and the array's
+    /// items; the page's other fields are skipped, not kept.
+    pub fn read_cursor(
+        &self,
+        text: &[u8],
+        cursor: &str,
+    ) -> serde_json::Result<(Option<Json>, Vec<Said>)> {
+        self.page(text, Some(cursor))
+            .map(|(_, cursor, items)| (cursor, items))
+    }
+
+    /// The page `text` read by [`Page`].
+    fn page(&self, text: &[u8], cursor: Option<&str>) -> serde_json::Result<PageRead> {
+        let mut parser = serde_json::Deserializer::from_str(utf8(text)?);
+        let read = Page {
+            reader: self,
+            cursor,
+        }
+        .deserialize(&mut parser)?;
         parser.end()?;
         Ok(read)
     }
 
     /// The object `text` read as one item.
     pub fn one(&self, text: &[u8]) -> serde_json::Result<Said> {
-        let mut parser = serde_json::Deserializer::from_slice(text);
+        let mut parser = serde_json::Deserializer::from_str(utf8(text)?);
         let said = Event(self).deserialize(&mut parser)?;
         parser.end()?;
         Ok(said)
     }
 }
 
-/// Reads a page: an object, its array read as items, its other keys kept as JSON.
-struct Page<'r>(&'r Reader);
+/// `text` checked as UTF-8 once, so that the parser need not check each of its strings
+/// again (a page's cost is mostly its strings).
+fn utf8(text: &[u8]) -> serde_json::Result<&str> {
+    std::str::from_utf8(text).map_err(|e| de::Error::custom(format!("not UTF-8: {e}")))
+}
+
+/// A page as [`Page`] reads it: its other fields kept, the cursor's value, the items.
+type PageRead = (Map<String, Json>, Option<Json>, Vec<Said>);
+
+/// Reads a page: an object, its array read as items; of its other keys, the one `cursor`
+/// names alone (the others skipped) or, without a `cursor`, all of them kept as JSON.
+struct Page<'r> {
+    reader: &'r Reader,
+    cursor: Option<&'r str>,
+}
 
 impl<'de> DeserializeSeed<'de> for Page<'_> {
-    type Value = (Map<String, Json>, Vec<Said>);
+    type Value = PageRead;
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
@@ -180,22 +213,27 @@ impl<'de> DeserializeSeed<'de> for Page<'_> {
 }
 
 impl<'de> Visitor<'de> for Page<'_> {
-    type Value = (Map<String, Json>, Vec<Said>);
+    type Value = PageRead;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "a JSON object with an array `{}`", self.0.key)
+        write!(f, "a JSON object with an array `{}`", self.reader.key)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut rest, mut items) = (Map::new(), Vec::new());
+        let (mut rest, mut cursor, mut items) = (Map::new(), None, Vec::new());
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            if key.as_str() == self.0.key {
-                items = map.next_value_seed(List(self.0))?;
+            let key = key.as_str();
+            if key == self.reader.key {
+                items = map.next_value_seed(List(self.reader))?;
+            } else if self.cursor.is_none() {
+                rest.insert(key.to_owned(), map.next_value::<Json>()?);
+            } else if self.cursor == Some(key) {
+                cursor = Some(map.next_value::<Json>()?);
             } else {
-                rest.insert(key.as_str().to_owned(), map.next_value::<Json>()?);
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok((rest, items))
+        Ok((rest, cursor, items))
     }
 }
 
@@ -406,6 +444,21 @@ mod tests {
             assert!(page.is_nil(), "{text}");
             assert_eq!(reason, want);
         }
+    }
+
+    #[test]
+    fn a_page_that_is_not_utf8_is_refused_as_such() {
+        let reader = Reader {
+            key: "events".to_owned(),
+            fields: vec![("body".to_owned(), 1)],
+        };
+        let e = reader
+            .read(b"{\"events\":[{\"body\":\"a\xff\"}]}")
+            .expect_err("refused");
+        assert!(e.to_string().starts_with("not UTF-8: "), "{e}");
+        assert!(reader.one(b"{\"body\":\"\xc3\"}").is_err());
+        let said = reader.one("{\"body\":\"é\"}".as_bytes()).expect("UTF-8");
+        assert_eq!(said.push, Some(Scalar::Text("é".to_owned())));
     }
 
     #[test]

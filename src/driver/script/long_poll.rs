@@ -158,9 +158,13 @@ impl LongPoll {
         if !(200..300).contains(&status) {
             return None;
         }
-        let (rest, items) = self.declared.reader.read(body).ok()?;
-        let since = match rest.get(&self.declared.cursor)? {
-            Json::String(s) => s.clone(),
+        let (cursor, items) = self
+            .declared
+            .reader
+            .read_cursor(body, &self.declared.cursor)
+            .ok()?;
+        let since = match cursor? {
+            Json::String(s) => s,
             Json::Number(n) => n.to_string(),
             _ => return None,
         };
@@ -215,6 +219,35 @@ mod tests {
             assert_eq!(poll.pause(), Some(RETRY), "asked again later");
             assert_eq!(poll.pause(), None, "once");
         }
+    }
+
+    #[test]
+    fn a_page_s_cursor_is_read_whatever_else_the_page_holds() {
+        let lua = lua();
+        let ud: mlua::AnyUserData = lua
+            .load(format!(
+                r#"{READER} return long_poll {{ path = "/sync?since=", cursor = "next_batch", items = items }}"#
+            ))
+            .eval()
+            .expect("declared");
+        let mut poll = ud.borrow::<LongPoll>().expect("a LongPoll").clone();
+        let items = poll
+            .page(
+                200,
+                br#"{"rooms":{"a":[1,{"next_batch":"no"}]},"next_batch":"s_72","events":[{"conv":"c","seq":1,"body":"a"}],"next":9}"#,
+            )
+            .expect("a page");
+        assert_eq!(items.len(), 1);
+        assert_eq!(poll.since(), "s_72");
+        assert_eq!(poll.request().path, "/sync?since=s_72");
+        assert!(poll
+            .page(200, br#"{"next_batch":null,"events":[]}"#)
+            .is_none());
+        assert_eq!(
+            poll.since(),
+            "s_72",
+            "a page without a cursor moves nothing"
+        );
     }
 
     #[test]
