@@ -18,10 +18,19 @@ use super::json::KeySeed;
 use super::said::{Said, Scalar};
 
 /// A list of items made by a `codec.json_items` reader: `#items` and `items[i]` (a table)
-/// read it, `items:having(key)` is the list of those that have `key`; returning it from
-/// `receive` or handing it to `u:deliver` empties it.
+/// read it, `items:having(key)` is the list of those that have `key` (the same items,
+/// shared, when all of them have it); returning it from `receive` or handing it to
+/// `u:deliver` empties it.
 #[derive(Debug, Default)]
-pub struct Items(pub Vec<Said>);
+pub struct Items(pub Arc<Vec<Said>>);
+
+impl Items {
+    /// The items, emptying the list: taken as they are unless a list made by `having`
+    /// still shares them.
+    pub fn take(&mut self) -> Vec<Said> {
+        Arc::try_unwrap(std::mem::take(&mut self.0)).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
 
 impl UserData for Items {
     fn add_methods<M: mlua::UserDataMethods<Self>>(m: &mut M) {
@@ -36,15 +45,13 @@ impl UserData for Items {
                     Said::KEYS.join(", ")
                 )));
             };
-            let mut kept = Vec::with_capacity(items.0.len());
-            kept.extend(
-                items
-                    .0
-                    .iter()
-                    .filter(|said| said.known()[i].1.is_some())
-                    .cloned(),
-            );
-            Ok(Items(kept))
+            let has = |said: &&Said| said.known()[i].1.is_some();
+            if items.0.iter().all(|said| has(&said)) {
+                return Ok(Items(Arc::clone(&items.0)));
+            }
+            Ok(Items(Arc::new(
+                items.0.iter().filter(has).cloned().collect(),
+            )))
         });
         m.add_meta_method(MetaMethod::Len, |_, items, ()| Ok(items.0.len()));
         m.add_meta_method(MetaMethod::Index, |lua, items, i: Value| {
@@ -108,7 +115,7 @@ impl UserData for Pages {
             super::limits::lifted(lua, || {
                 Ok((
                     lua.to_value(&Json::Object(rest))?,
-                    Value::UserData(lua.create_userdata(Items(items))?),
+                    Value::UserData(lua.create_userdata(Items(Arc::new(items)))?),
                 ))
             })
         });
@@ -260,7 +267,9 @@ impl<'de> Visitor<'de> for List<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Said>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        // A long poll's page often holds one item: room for one is a small allocation,
+        // where the first growth's room for four is a large one.
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(1));
         while let Some(said) = seq.next_element_seed(Event(self.0))? {
             items.push(said);
         }
@@ -485,6 +494,26 @@ mod tests {
                 .contains("items:having: `body` is none of ack"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn having_shares_the_items_when_all_have_the_key_and_taking_them_leaves_the_list_whole() {
+        let lua = lua();
+        let (all, stored): (mlua::AnyUserData, mlua::AnyUserData) = lua
+            .load(format!(
+                r#"{READ}
+                local _, items = read('{{"events":[{{"body":"a","conv":"c","seq":1}},{{"body":"b","conv":"c","seq":2}}]}}')
+                return items, items:having("conv")"#
+            ))
+            .eval()
+            .expect("runs");
+        let all = all.borrow::<Items>().expect("items");
+        let mut stored = stored.borrow_mut::<Items>().expect("items");
+        assert!(Arc::ptr_eq(&all.0, &stored.0), "shared, not copied");
+        let taken = stored.take();
+        assert_eq!(taken.len(), 2);
+        assert!(stored.0.is_empty(), "taking empties the list taken from");
+        assert_eq!(all.0.len(), 2, "and leaves the list it shared whole");
     }
 
     #[test]
