@@ -98,7 +98,15 @@ impl ScriptSession {
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
     pub(super) fn interpret(&mut self, mut said: Said) {
-        if let Some(ack) = said.ack.as_ref().and_then(Scalar::id) {
+        // A text id is taken as it is; anything else stays for the error that names it.
+        let ack = match said.ack.take() {
+            Some(Scalar::Text(id)) => Some(id),
+            other => {
+                said.ack = other;
+                said.ack.as_ref().and_then(Scalar::id)
+            }
+        };
+        if let Some(ack) = ack {
             if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                 let seq = seq.number();
                 self.cursors.with(&conv.as_text(), |s| s.mark(seq));
