@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body as _, Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::{mpsc, oneshot};
@@ -98,8 +98,8 @@ pub struct Dial {
     pub connector: Connector,
     /// The user, for its source address.
     pub ix: u32,
-    /// `Host`: the URL's authority.
-    pub authority: String,
+    /// `Host`: the URL's authority (checked once, shared by every request).
+    pub host: HeaderValue,
     /// `http://` or `https://` and the authority: HTTP/2's `:scheme` and `:authority`.
     pub origin: String,
     /// HTTP/1.1 or HTTP/2.
@@ -394,19 +394,15 @@ impl Conn {
     ) -> (Option<Conn>, Result<Answer, Failure>) {
         let answer = async {
             let (status, headers, body) = self.start_with_headers(dial, request).await?;
-            let body = Limited::new(body, dial.max_answer)
-                .collect()
-                .await
-                .map_err(|e| {
-                    Failure::new(
-                        ErrorKind::Protocol,
-                        format!(
-                            "HTTP answer to {} {}: {e} (at most {} bytes)",
-                            request.method, request.path, dial.max_answer
-                        ),
-                    )
-                })?
-                .to_bytes();
+            let body = whole(body, dial.max_answer).await.map_err(|e| {
+                Failure::new(
+                    ErrorKind::Protocol,
+                    format!(
+                        "HTTP answer to {} {}: {e} (at most {} bytes)",
+                        request.method, request.path, dial.max_answer
+                    ),
+                )
+            })?;
             Ok(Answer {
                 status,
                 headers,
@@ -433,7 +429,7 @@ impl Conn {
     ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
         // HTTP/2 names the scheme and authority in the URI, HTTP/1.1 in `Host`.
         let origin = matches!(self.sender, Sender::Two(_)).then_some(dial.origin.as_str());
-        let built = built(origin, &dial.base, &dial.authority, request)
+        let built = built(origin, &dial.base, &dial.host, request)
             .map_err(|e| Failure::new(ErrorKind::Script, e))?;
         let closed = |what: &str, e: hyper::Error| {
             Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
@@ -454,13 +450,39 @@ impl Conn {
     }
 }
 
+/// The whole of an answer's `body`, at most `max` bytes. Most answers come in one chunk,
+/// taken as it is; the chunks after a first are collected (http-body-util) and joined to it.
+async fn whole(
+    mut body: Incoming,
+    max: usize,
+) -> Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
+    let first = match body.frame().await {
+        None => return Ok(Bytes::new()),
+        Some(frame) => frame?.into_data().unwrap_or_default(),
+    };
+    if first.len() > max {
+        return Err("length limit exceeded".into());
+    }
+    if body.is_end_stream() {
+        return Ok(first);
+    }
+    let rest = Limited::new(body, max - first.len())
+        .collect()
+        .await?
+        .to_bytes();
+    if rest.is_empty() {
+        return Ok(first);
+    }
+    Ok([first, rest].concat().into())
+}
+
 /// `request` as hyper sends it, made in place, its URI `base` and its path: over HTTP/2
 /// after the `origin` (`:scheme`, `:authority`), over HTTP/1.1 (no `origin`) with
-/// `authority` in `Host`.
+/// `host` in `Host`.
 fn built(
     origin: Option<&str>,
     base: &str,
-    authority: &str,
+    host: &HeaderValue,
     request: &Request,
 ) -> Result<http::Request<Full<Bytes>>, String> {
     let wrong = |e: &dyn std::fmt::Display| {
@@ -478,8 +500,7 @@ fn built(
     let headers = built.headers_mut();
     headers.reserve(request.headers.len() + 1);
     if origin.is_none() {
-        let host = HeaderValue::from_str(authority).map_err(|e| wrong(&e))?;
-        headers.insert(http::header::HOST, host);
+        headers.insert(http::header::HOST, host.clone());
     }
     for (name, value) in request.headers.iter() {
         headers.append(name.clone(), value.clone());
@@ -669,13 +690,8 @@ mod tests {
 
     #[test]
     fn a_request_names_its_host_over_http1_and_its_origin_over_http2() {
-        let one = built(
-            None,
-            "/api",
-            "example.test:8008",
-            &request("PUT", "/send/1"),
-        )
-        .expect("a request");
+        let host = HeaderValue::from_static("example.test:8008");
+        let one = built(None, "/api", &host, &request("PUT", "/send/1")).expect("a request");
         assert_eq!(
             (one.method().as_str(), one.uri().to_string().as_str()),
             ("PUT", "/api/send/1")
@@ -686,7 +702,7 @@ mod tests {
         let two = built(
             Some("http://example.test:8008"),
             "",
-            "example.test:8008",
+            &host,
             &request("GET", "/sync?since=4"),
         )
         .expect("a request");
@@ -701,7 +717,8 @@ mod tests {
     #[test]
     fn a_request_that_http_refuses_names_its_method_and_path() {
         for (method, path) in [("NOT A METHOD", "/send/1"), ("GET", "/a b")] {
-            let e = built(None, "", "h", &request(method, path)).expect_err(path);
+            let host = HeaderValue::from_static("h");
+            let e = built(None, "", &host, &request(method, path)).expect_err(path);
             assert!(
                 e.starts_with(&format!("HTTP request {method} {path}: ")),
                 "{e}"

@@ -18,10 +18,19 @@ use super::json::KeySeed;
 use super::said::{Said, Scalar};
 
 /// A list of items made by a `codec.json_items` reader: `#items` and `items[i]` (a table)
-/// read it, `items:having(key)` is the list of those that have `key`; returning it from
-/// `receive` or handing it to `u:deliver` empties it.
+/// read it, `items:having(key)` is the list of those that have `key` (the same items,
+/// shared, when all of them have it); returning it from `receive` or handing it to
+/// `u:deliver` empties it.
 #[derive(Debug, Default)]
-pub struct Items(pub Vec<Said>);
+pub struct Items(pub Arc<Vec<Said>>);
+
+impl Items {
+    /// The items, emptying the list: taken as they are unless a list made by `having`
+    /// still shares them.
+    pub fn take(&mut self) -> Vec<Said> {
+        Arc::try_unwrap(std::mem::take(&mut self.0)).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
 
 impl UserData for Items {
     fn add_methods<M: mlua::UserDataMethods<Self>>(m: &mut M) {
@@ -36,15 +45,13 @@ impl UserData for Items {
                     Said::KEYS.join(", ")
                 )));
             };
-            let mut kept = Vec::with_capacity(items.0.len());
-            kept.extend(
-                items
-                    .0
-                    .iter()
-                    .filter(|said| said.known()[i].1.is_some())
-                    .cloned(),
-            );
-            Ok(Items(kept))
+            let has = |said: &&Said| said.known()[i].1.is_some();
+            if items.0.iter().all(|said| has(&said)) {
+                return Ok(Items(Arc::clone(&items.0)));
+            }
+            Ok(Items(Arc::new(
+                items.0.iter().filter(has).cloned().collect(),
+            )))
         });
         m.add_meta_method(MetaMethod::Len, |_, items, ()| Ok(items.0.len()));
         m.add_meta_method(MetaMethod::Index, |lua, items, i: Value| {
@@ -108,7 +115,7 @@ impl UserData for Pages {
             super::limits::lifted(lua, || {
                 Ok((
                     lua.to_value(&Json::Object(rest))?,
-                    Value::UserData(lua.create_userdata(Items(items))?),
+                    Value::UserData(lua.create_userdata(Items(Arc::new(items)))?),
                 ))
             })
         });
@@ -153,26 +160,59 @@ impl Reader {
 
     /// The page `text` without the array, and the array's items.
     pub fn read(&self, text: &[u8]) -> serde_json::Result<(Map<String, Json>, Vec<Said>)> {
-        let mut parser = serde_json::Deserializer::from_slice(text);
-        let read = Page(self).deserialize(&mut parser)?;
+        self.page(text, None).map(|(rest, _, items)| (rest, items))
+    }
+
+    /// The field `cursor` of the page `text` (`None` when it has none) and the array's
+    /// items; the page's other fields are skipped, not kept.
+    pub fn read_cursor(
+        &self,
+        text: &[u8],
+        cursor: &str,
+    ) -> serde_json::Result<(Option<Json>, Vec<Said>)> {
+        self.page(text, Some(cursor))
+            .map(|(_, cursor, items)| (cursor, items))
+    }
+
+    /// The page `text` read by [`Page`].
+    fn page(&self, text: &[u8], cursor: Option<&str>) -> serde_json::Result<PageRead> {
+        let mut parser = serde_json::Deserializer::from_str(utf8(text)?);
+        let read = Page {
+            reader: self,
+            cursor,
+        }
+        .deserialize(&mut parser)?;
         parser.end()?;
         Ok(read)
     }
 
     /// The object `text` read as one item.
     pub fn one(&self, text: &[u8]) -> serde_json::Result<Said> {
-        let mut parser = serde_json::Deserializer::from_slice(text);
+        let mut parser = serde_json::Deserializer::from_str(utf8(text)?);
         let said = Event(self).deserialize(&mut parser)?;
         parser.end()?;
         Ok(said)
     }
 }
 
-/// Reads a page: an object, its array read as items, its other keys kept as JSON.
-struct Page<'r>(&'r Reader);
+/// `text` checked as UTF-8 once, so that the parser need not check each of its strings
+/// again (a page's cost is mostly its strings).
+fn utf8(text: &[u8]) -> serde_json::Result<&str> {
+    std::str::from_utf8(text).map_err(|e| de::Error::custom(format!("not UTF-8: {e}")))
+}
+
+/// A page as [`Page`] reads it: its other fields kept, the cursor's value, the items.
+type PageRead = (Map<String, Json>, Option<Json>, Vec<Said>);
+
+/// Reads a page: an object, its array read as items; of its other keys, the one `cursor`
+/// names alone (the others skipped) or, without a `cursor`, all of them kept as JSON.
+struct Page<'r> {
+    reader: &'r Reader,
+    cursor: Option<&'r str>,
+}
 
 impl<'de> DeserializeSeed<'de> for Page<'_> {
-    type Value = (Map<String, Json>, Vec<Said>);
+    type Value = PageRead;
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
@@ -180,22 +220,27 @@ impl<'de> DeserializeSeed<'de> for Page<'_> {
 }
 
 impl<'de> Visitor<'de> for Page<'_> {
-    type Value = (Map<String, Json>, Vec<Said>);
+    type Value = PageRead;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "a JSON object with an array `{}`", self.0.key)
+        write!(f, "a JSON object with an array `{}`", self.reader.key)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut rest, mut items) = (Map::new(), Vec::new());
+        let (mut rest, mut cursor, mut items) = (Map::new(), None, Vec::new());
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            if key.as_str() == self.0.key {
-                items = map.next_value_seed(List(self.0))?;
+            let key = key.as_str();
+            if key == self.reader.key {
+                items = map.next_value_seed(List(self.reader))?;
+            } else if self.cursor.is_none() {
+                rest.insert(key.to_owned(), map.next_value::<Json>()?);
+            } else if self.cursor == Some(key) {
+                cursor = Some(map.next_value::<Json>()?);
             } else {
-                rest.insert(key.as_str().to_owned(), map.next_value::<Json>()?);
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok((rest, items))
+        Ok((rest, cursor, items))
     }
 }
 
@@ -222,7 +267,9 @@ impl<'de> Visitor<'de> for List<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Said>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        // A long poll's page often holds one item: room for one is a small allocation,
+        // where the first growth's room for four is a large one.
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(1));
         while let Some(said) = seq.next_element_seed(Event(self.0))? {
             items.push(said);
         }
@@ -409,6 +456,21 @@ mod tests {
     }
 
     #[test]
+    fn a_page_that_is_not_utf8_is_refused_as_such() {
+        let reader = Reader {
+            key: "events".to_owned(),
+            fields: vec![("body".to_owned(), 1)],
+        };
+        let e = reader
+            .read(b"{\"events\":[{\"body\":\"a\xff\"}]}")
+            .expect_err("refused");
+        assert!(e.to_string().starts_with("not UTF-8: "), "{e}");
+        assert!(reader.one(b"{\"body\":\"\xc3\"}").is_err());
+        let said = reader.one("{\"body\":\"é\"}".as_bytes()).expect("UTF-8");
+        assert_eq!(said.push, Some(Scalar::Text("é".to_owned())));
+    }
+
+    #[test]
     fn having_keeps_the_items_with_that_key_and_leaves_the_list_whole() {
         let lua = lua();
         let got: String = lua
@@ -432,6 +494,26 @@ mod tests {
                 .contains("items:having: `body` is none of ack"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn having_shares_the_items_when_all_have_the_key_and_taking_them_leaves_the_list_whole() {
+        let lua = lua();
+        let (all, stored): (mlua::AnyUserData, mlua::AnyUserData) = lua
+            .load(format!(
+                r#"{READ}
+                local _, items = read('{{"events":[{{"body":"a","conv":"c","seq":1}},{{"body":"b","conv":"c","seq":2}}]}}')
+                return items, items:having("conv")"#
+            ))
+            .eval()
+            .expect("runs");
+        let all = all.borrow::<Items>().expect("items");
+        let mut stored = stored.borrow_mut::<Items>().expect("items");
+        assert!(Arc::ptr_eq(&all.0, &stored.0), "shared, not copied");
+        let taken = stored.take();
+        assert_eq!(taken.len(), 2);
+        assert!(stored.0.is_empty(), "taking empties the list taken from");
+        assert_eq!(all.0.len(), 2, "and leaves the list it shared whole");
     }
 
     #[test]

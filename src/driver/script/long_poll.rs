@@ -39,6 +39,8 @@ pub struct LongPoll {
     since: String,
     /// The last poll's answer was not a page.
     failed: bool,
+    /// Where the cursor is kept, once looked up: the user's `u.kept` and the key in it.
+    kept_in: Option<(Table, mlua::String)>,
 }
 
 /// How long the next poll waits after one that failed.
@@ -110,6 +112,7 @@ pub fn declare(_: &Lua, t: Table) -> mlua::Result<LongPoll> {
         since: text("since", field("since")?)?.unwrap_or_default(),
         declared: Arc::new(declared),
         failed: false,
+        kept_in: None,
     })
 }
 
@@ -119,7 +122,7 @@ impl LongPoll {
         let d = &self.declared;
         Request {
             method: d.method.clone(),
-            path: format!("{}{}", d.path, self.since),
+            path: [d.path.as_str(), &self.since].concat(),
             headers: d.headers.clone(),
             body: Bytes::new(),
             reference: None,
@@ -132,14 +135,20 @@ impl LongPoll {
         std::mem::take(&mut self.failed).then_some(RETRY)
     }
 
-    /// The cursor the next poll asks from.
-    pub fn since(&self) -> &str {
-        &self.since
-    }
-
-    /// The key of `u.kept` that keeps the cursor, if the declaration names one.
-    pub fn kept(&self) -> Option<&str> {
-        self.declared.kept.as_deref()
+    /// Writes the cursor to `user`'s `u.kept` under the declaration's `kept` key, if it
+    /// names one. The table and the key are looked up at the first page: the prelude's
+    /// `u.kept` is the table a returning user gets back.
+    pub fn keep(&mut self, lua: &Lua, user: &Table) -> mlua::Result<()> {
+        let Some(key) = &self.declared.kept else {
+            return Ok(());
+        };
+        let (kept, key) = match &self.kept_in {
+            Some(known) => known,
+            None => self
+                .kept_in
+                .insert((user.raw_get("kept")?, lua.create_string(key)?)),
+        };
+        kept.raw_set(key, self.since.as_str())
     }
 
     /// The items of a poll's answer `body` with `status`, the cursor moved on to the page's;
@@ -158,9 +167,13 @@ impl LongPoll {
         if !(200..300).contains(&status) {
             return None;
         }
-        let (rest, items) = self.declared.reader.read(body).ok()?;
-        let since = match rest.get(&self.declared.cursor)? {
-            Json::String(s) => s.clone(),
+        let (cursor, items) = self
+            .declared
+            .reader
+            .read_cursor(body, &self.declared.cursor)
+            .ok()?;
+        let since = match cursor? {
+            Json::String(s) => s,
             Json::Number(n) => n.to_string(),
             _ => return None,
         };
@@ -198,23 +211,51 @@ mod tests {
             ("GET", "/sync?since=3")
         );
         assert_eq!(first.headers.len(), 1);
-        assert_eq!(poll.kept(), Some("since"));
         let items = poll
             .page(200, br#"{"next":5,"events":[{"conv":"c","seq":4,"body":"a"},{"conv":"c","seq":5,"body":"b"}]}"#)
             .expect("a page");
         assert_eq!(items.len(), 2);
-        assert_eq!(poll.since(), "5");
+        assert_eq!(poll.since, "5");
         assert_eq!(poll.request().path, "/sync?since=5");
+        let user: Table = lua.load("return { kept = {} }").eval().expect("a user");
+        poll.keep(&lua, &user).expect("kept");
+        let kept: Table = user.get("kept").expect("u.kept");
+        assert_eq!(kept.get::<String>("since").expect("the cursor"), "5");
         for (status, body) in [
             (500, &br#"{"next":9,"events":[]}"#[..]),
             (200, b"<html>"),
             (200, br#"{"events":[]}"#),
         ] {
             assert!(poll.page(status, body).is_none(), "{status}");
-            assert_eq!(poll.since(), "5", "the cursor stays");
+            assert_eq!(poll.since, "5", "the cursor stays");
             assert_eq!(poll.pause(), Some(RETRY), "asked again later");
             assert_eq!(poll.pause(), None, "once");
         }
+    }
+
+    #[test]
+    fn a_page_s_cursor_is_read_whatever_else_the_page_holds() {
+        let lua = lua();
+        let ud: mlua::AnyUserData = lua
+            .load(format!(
+                r#"{READER} return long_poll {{ path = "/sync?since=", cursor = "next_batch", items = items }}"#
+            ))
+            .eval()
+            .expect("declared");
+        let mut poll = ud.borrow::<LongPoll>().expect("a LongPoll").clone();
+        let items = poll
+            .page(
+                200,
+                br#"{"rooms":{"a":[1,{"next_batch":"no"}]},"next_batch":"s_72","events":[{"conv":"c","seq":1,"body":"a"}],"next":9}"#,
+            )
+            .expect("a page");
+        assert_eq!(items.len(), 1);
+        assert_eq!(poll.since, "s_72");
+        assert_eq!(poll.request().path, "/sync?since=s_72");
+        assert!(poll
+            .page(200, br#"{"next_batch":null,"events":[]}"#)
+            .is_none());
+        assert_eq!(poll.since, "s_72", "a page without a cursor moves nothing");
     }
 
     #[test]

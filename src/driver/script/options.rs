@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use ::http::HeaderValue;
 use prost_reflect::DescriptorPool;
 
 use super::link::{Framing, FRAMINGS};
@@ -219,11 +220,15 @@ fn http_transport(config: &Config, framed: bool) -> Result<Transport, OptionErro
         None => (String::new(), String::new()),
     };
     let scheme = config.endpoint.as_ref().map_or("http", |ep| ep.scheme.name);
+    let host = HeaderValue::from_str(&authority).map_err(|e| OptionError {
+        key: "target.url".to_owned(),
+        msg: format!("`{authority}` cannot be a `Host` header: {e}"),
+    })?;
     Ok(Transport::Http(http::Dial {
         connector: http_connector(config, version)?,
         ix: 0,
         origin: format!("{scheme}://{authority}"),
-        authority,
+        host,
         version,
         base,
         max_body: config.max_body + (64 << 10),

@@ -301,7 +301,7 @@ impl ScriptSession {
                     let list = list
                         .borrow::<Items>()
                         .map_err(|e| script_error(flow.name(), &e))?;
-                    for said in &list.0 {
+                    for said in list.0.iter() {
                         if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                             let seq = seq.number();
                             self.cursors.cover(&conv.as_text(), seq);
@@ -317,13 +317,14 @@ impl ScriptSession {
             },
             "deliver" => match arg() {
                 Value::UserData(list) => {
+                    // Shared with the list `having` made it from, most likely: read in place.
                     let list = std::mem::take(
                         &mut list
                             .borrow_mut::<Items>()
                             .map_err(|e| script_error(flow.name(), &e))?
                             .0,
                     );
-                    Value::Integer(self.fetched_list(list, out) as i64)
+                    Value::Integer(self.fetched_list(&list, out) as i64)
                 }
                 body => {
                     let (conv, seq, from) = (arg(), arg(), arg());
@@ -334,7 +335,7 @@ impl ScriptSession {
                         from: Scalar::of_lua(&from),
                         ..Said::default()
                     };
-                    Value::Boolean(self.fetched(said, out))
+                    Value::Boolean(self.fetched(&said, out))
                 }
             },
             "http" => {
@@ -601,7 +602,7 @@ impl ScriptSession {
                     if answers && answer.is_none() {
                         answer = Some(said);
                     } else if said.item.is_some() && matches!(flow, Flow::Fetch) {
-                        self.fetched(said, out.as_deref_mut());
+                        self.fetched(&said, out.as_deref_mut());
                     } else {
                         self.interpret(said);
                     }

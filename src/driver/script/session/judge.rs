@@ -59,7 +59,7 @@ impl ScriptSession {
                 let mut list = list
                     .borrow_mut::<Items>()
                     .map_err(|e| script_error("receive", &e))?;
-                Ok(std::mem::take(&mut list.0))
+                Ok(list.take())
             }
             other => Err(Failure::new(
                 ErrorKind::Script,
@@ -88,13 +88,8 @@ impl ScriptSession {
                 let Some(items) = poll.page(meta.status, &frame.bytes) else {
                     return Ok(None);
                 };
-                if let Some(key) = poll.kept() {
-                    let keep = || -> mlua::Result<()> {
-                        let kept: Table = self.user.raw_get("kept")?;
-                        kept.raw_set(key, poll.since())
-                    };
-                    keep().map_err(|e| script_error("u:long_poll", &e))?;
-                }
+                poll.keep(&self.lua, &self.user)
+                    .map_err(|e| script_error("u:long_poll", &e))?;
                 Ok(Some(items))
             }
             _ => Ok(None),
@@ -103,7 +98,15 @@ impl ScriptSession {
 
     /// Turns what `receive` said into an event for the engine, queued in `ready`.
     pub(super) fn interpret(&mut self, mut said: Said) {
-        if let Some(ack) = said.ack.as_ref().and_then(Scalar::id) {
+        // A text id is taken as it is; anything else stays for the error that names it.
+        let ack = match said.ack.take() {
+            Some(Scalar::Text(id)) => Some(id),
+            other => {
+                said.ack = other;
+                said.ack.as_ref().and_then(Scalar::id)
+            }
+        };
+        if let Some(ack) = ack {
             if let (Some(conv), Some(seq)) = (&said.conv, &said.seq) {
                 let seq = seq.number();
                 self.cursors.with(&conv.as_text(), |s| s.mark(seq));
@@ -200,7 +203,7 @@ impl ScriptSession {
     /// A message a fetch returned (its body the `push`, `signal` or `item`): handed to
     /// `out` (when fetching for the ledger) unless the user sent it or already has it.
     /// Returns whether it was new.
-    pub(super) fn fetched(&mut self, said: Said, out: Option<&mut Vec<String>>) -> bool {
+    pub(super) fn fetched(&mut self, said: &Said, out: Option<&mut Vec<String>>) -> bool {
         let new = match (&said.conv, &said.seq) {
             (Some(conv), Some(seq)) => {
                 let seq = seq.number();
@@ -210,11 +213,12 @@ impl ScriptSession {
         };
         if new && !said.sent_by(&self.id) {
             if let Some(out) = out {
-                let body = said.push.or(said.signal).or(said.item);
-                out.push(match body {
-                    Some(Scalar::Text(body)) => body,
-                    other => other.as_ref().map(Scalar::text).unwrap_or_default(),
-                });
+                let body = said.push.as_ref().or(said.signal.as_ref());
+                out.push(
+                    body.or(said.item.as_ref())
+                        .map(Scalar::text)
+                        .unwrap_or_default(),
+                );
             }
         }
         new
@@ -224,10 +228,10 @@ impl ScriptSession {
     /// (`u:deliver(items)`), each as [`fetched`](Self::fetched); returns how many were new.
     pub(super) fn fetched_list(
         &mut self,
-        list: Vec<Said>,
+        list: &[Said],
         mut out: Option<&mut Vec<String>>,
     ) -> usize {
-        list.into_iter()
+        list.iter()
             .map(|said| self.fetched(said, out.as_deref_mut()))
             .filter(|new| *new)
             .count()
