@@ -308,20 +308,31 @@ impl<D: Driver> Vu<D> {
             let wake = self.next_wake(&link, traffic, phase, now);
             self.flush_tally();
 
+            // Work due already goes before events, without a wait: a steady stream of
+            // deliveries must not delay sends.
+            let due = wake.filter(|&due| due > now);
             // The first look at the timer uses the clock just read; later ones read it anew.
             let mut fresh = Some(now);
-            let event = tokio::select! {
-                biased;
-                () = std::future::poll_fn(|cx| changes.poll_after(seen, cx)) => continue,
-                // Due work before events: a steady stream of deliveries must not delay sends.
-                () = std::future::poll_fn(|cx| match wake {
-                    Some(due) => {
-                        let now = fresh.take().unwrap_or_else(Instant::now);
-                        self.shared.timer_wheel.poll_due(cx, due, now, &mut link.armed)
-                    }
-                    None => std::task::Poll::Pending,
-                }) => None,
-                ev = next_event(link.session.as_mut()) => Some(ev),
+            let event = if due.is_none() && wake.is_some() {
+                if changes.seen() != seen {
+                    continue;
+                }
+                None
+            } else {
+                tokio::select! {
+                    biased;
+                    // Events first, so that a wake-up by the socket polls nothing else: the
+                    // waits below were left when the last look found no event.
+                    ev = next_event(link.session.as_mut()) => Some(ev),
+                    () = std::future::poll_fn(|cx| changes.poll_after(seen, cx)) => continue,
+                    () = std::future::poll_fn(|cx| match due {
+                        Some(due) => {
+                            let now = fresh.take().unwrap_or_else(Instant::now);
+                            self.shared.timer_wheel.poll_due(cx, due, now, &mut link.armed)
+                        }
+                        None => std::task::Poll::Pending,
+                    }) => None,
+                }
             };
             match event {
                 Some(ev) => self.take_events(ev, &mut link),
