@@ -16,6 +16,8 @@
 #                                                the limit (ticked or not) beside msgstorm
 #                                                before (OLD_BINARY, e.g. main's build) and
 #                                                after (this tree), interleaved
+#   SERVER=BINARY …                              the reference server from BINARY (default:
+#                                                this tree's), e.g. to keep one across sittings
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-30}
@@ -29,6 +31,7 @@ RATES=("$@")
 
 cargo build --release -q --example recv_limit --bin msgstorm
 bin=$PWD/target/release/msgstorm
+server=${SERVER:-$bin}
 limit=$PWD/target/release/examples/recv_limit
 bench/peers/k6.sh install
 k6=${PEERS_DIR:-$HOME/.cache/msgstorm-peers}/bin/k6
@@ -47,7 +50,7 @@ fresh() {
     stop
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     rm -rf "$work/data"
-    taskset -c 0 "$bin" serve --listen "127.0.0.1:$port" --secret bench --durability normal \
+    taskset -c 0 "$server" serve --listen "127.0.0.1:$port" --secret bench --durability normal \
         --queue 4096 --idle-timeout 300s --data "$work/data" 2>"$work/serve.log" &
     srv=$!
     for _ in $(seq 100); do

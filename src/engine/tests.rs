@@ -385,6 +385,42 @@ async fn every_fault_at_once_with_latency_and_jitter_is_reported_exactly() {
     assert!(inj.reordered > 0 && inj.corrupted > 0);
 }
 
+/// Members who send into their group while its pushes keep arriving: every send still
+/// leaves on time, whatever the deliveries in between (a wake-up by the socket
+/// takes its events without looking at the timer, and keeps the next due time it knew).
+#[tokio::test(start_paused = true)]
+async fn sends_stay_on_time_among_a_steady_stream_of_deliveries() {
+    let plan = plan(
+        r#"
+seed = 9
+drain = "1s"
+[population]
+users = 8
+login_rate = 100
+[[traffic]]
+kind = "group"
+groups = 1
+group_size = 8
+senders_per_group = 8
+interval = "30ms"
+messages = 40
+size = 100
+"#,
+    );
+    let opts = LoopbackOptions {
+        latency: Duration::from_millis(7),
+        ..LoopbackOptions::default()
+    };
+    let (out, d, _) = run_loopback(&plan, opts).await;
+    // 8 senders × 40 messages, each to the 7 other members.
+    assert_eq!(out.metrics.count(Counter::Sent), 320);
+    assert_eq!((d.expected, d.via_push, d.lost), (2240, 2240, 0), "{d:?}");
+    // On time: at the first 1 ms tick of the timer at or after the due time.
+    let lag = out.metrics.hist(Hist::SendLag);
+    assert_eq!(lag.len(), 320);
+    assert!(lag.max() < 1_000, "a send {} µs late", lag.max());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_panicking_user_is_an_engine_error_not_server_loss() {
     let plan = plan(

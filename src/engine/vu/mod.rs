@@ -289,6 +289,9 @@ impl<D: Driver> Vu<D> {
         // in the user's state machine for the rest of the loop.
         let mut link = Box::pin(self.first_link()).await;
         let changes = self.shared.changes.waiter();
+        // The next wake-up as of a change count, kept while only deliveries came since it
+        // was worked out: they move none of its times (reads and typing aside).
+        let mut kept: Option<(u64, Option<Instant>)> = None;
         loop {
             // Read before the values: a change after it wakes the wait below.
             let seen = changes.seen();
@@ -305,7 +308,10 @@ impl<D: Driver> Vu<D> {
             }
             let now = Instant::now();
             let traffic = self.traffic_start();
-            let wake = self.next_wake(&link, traffic, phase, now);
+            let wake = match kept.take() {
+                Some((at, wake)) if at == seen => wake,
+                _ => self.next_wake(&link, traffic, phase, now),
+            };
             self.flush_tally();
 
             // Work due already goes before events, without a wait: a steady stream of
@@ -335,7 +341,11 @@ impl<D: Driver> Vu<D> {
                 }
             };
             match event {
-                Some(ev) => self.take_events(ev, &mut link),
+                Some(ev) => {
+                    if self.take_events(ev, &mut link) && self.sig.is_none() {
+                        kept = Some((seen, wake));
+                    }
+                }
                 // Boxed: the wake-up's futures (sends, heartbeat, flush, reconnect) are most
                 // of a user's state machine, and an idle user should not carry them.
                 None => Box::pin(self.wake_up(&mut link, traffic, phase)).await,
@@ -488,9 +498,11 @@ impl<D: Driver> Vu<D> {
     }
 
     /// Handles `ev` and every event the session already read after it, up to [`DRAIN`]; a
-    /// closed connection schedules the first reconnect.
-    fn take_events(&mut self, mut ev: Event, link: &mut Link<D::Session>) {
+    /// closed connection schedules the first reconnect. True when every event was a
+    /// delivery.
+    fn take_events(&mut self, mut ev: Event, link: &mut Link<D::Session>) -> bool {
         self.heard();
+        let mut deliveries = true;
         for taken in 1..=DRAIN {
             if let Event::Closed(f) = ev {
                 self.signals_lost();
@@ -512,11 +524,12 @@ impl<D: Driver> Vu<D> {
                     at: Instant::now() + backoff(0),
                     attempt: 0,
                 };
-                return;
+                return false;
             }
+            deliveries &= matches!(ev, Event::Delivered { .. });
             self.handle(ev);
             if taken == DRAIN {
-                return;
+                return deliveries;
             }
             match link
                 .session
@@ -525,9 +538,10 @@ impl<D: Driver> Vu<D> {
                 .and_then(|s| s.next_event().now_or_never())
             {
                 Some(next) => ev = next,
-                None => return,
+                None => return deliveries,
             }
         }
+        deliveries
     }
 
     /// Does what is due: churn and reconnects first (they decide whether there is a
