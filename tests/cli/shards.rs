@@ -3,6 +3,8 @@
 //! `msgstorm report a b` merges them to zero lost, `Artifact::merge` gives delivered ==
 //! expected, and the merge is the same in either order.
 
+use std::path::Path;
+
 use msgstorm::artifact::Artifact;
 
 use crate::common::run::{msgstorm, scenario, Ran, Work};
@@ -193,6 +195,26 @@ async fn two_shards_of_one_run_merge_to_every_message_delivered() {
     server.shutdown().await.expect("server stops");
 }
 
+/// Runs `file` as `msgstorm run --shards 2` into `out` with `env` set, checks that it
+/// passed, and returns the merged result (one entry per generator process).
+async fn two_shards_pass(file: &Path, out: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Artifact {
+    let args = [
+        "run",
+        file.to_str().expect("utf-8 path"),
+        "--shards",
+        "2",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+        "-q",
+    ];
+    let ran = crate::common::run::msgstorm_with_env(&args, env).await;
+    ran.expect_code(0);
+    assert!(ran.verdict().starts_with("PASS"), "{ran}");
+    let a = Artifact::read(&out.join("result.json")).expect("merged result.json");
+    assert_eq!(a.shards.len(), 2, "one entry per generator process");
+    a
+}
+
 /// `msgstorm run --shards 2` with no target: the coordinator hosts the embedded server, two
 /// generator processes each take half of the users with one run id and a common traffic
 /// start, and the merged report accounts for every message (late users included).
@@ -227,20 +249,7 @@ max_duplicated = 0
 "#,
     );
     let out = work.path("out");
-    let ran = msgstorm(&[
-        "run",
-        file.to_str().expect("utf-8 path"),
-        "--shards",
-        "2",
-        "--out",
-        out.to_str().expect("utf-8 path"),
-        "-q",
-    ])
-    .await;
-    ran.expect_code(0);
-    assert!(ran.verdict().starts_with("PASS"), "{ran}");
-    let a = Artifact::read(&out.join("result.json")).expect("merged result.json");
-    assert_eq!(a.shards.len(), 2, "one entry per generator process");
+    let a = two_shards_pass(&file, &out, &[]).await;
     assert_eq!(a.shards.iter().map(|s| s.users).sum::<u32>(), 60);
     assert!(a.target.starts_with("embedded"), "{}", a.target);
     let d = a.ledger.summary();
@@ -293,24 +302,8 @@ rate = 30
 duration = "2s"
 "#,
     );
-    let out = work.path("out");
-    let ran = crate::common::run::msgstorm_with_env(
-        &[
-            "run",
-            file.to_str().expect("utf-8 path"),
-            "--shards",
-            "2",
-            "--out",
-            out.to_str().expect("utf-8 path"),
-            "-q",
-        ],
-        &[("TOKIO_WORKER_THREADS", std::ffi::OsStr::new("1"))],
-    )
-    .await;
-    ran.expect_code(0);
-    assert!(ran.verdict().starts_with("PASS"), "{ran}");
-    let a = Artifact::read(&out.join("result.json")).expect("merged result.json");
-    assert_eq!(a.shards.len(), 2, "one entry per generator process");
+    let one_thread = [("TOKIO_WORKER_THREADS", std::ffi::OsStr::new("1"))];
+    let a = two_shards_pass(&file, &work.path("out"), &one_thread).await;
     let d = a.ledger.summary();
     assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
