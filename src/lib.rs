@@ -40,7 +40,8 @@
 //! - [`launch`] runs the shards of one run (local processes, or the pods of a Kubernetes
 //!   Indexed Job it writes), has them meet before traffic, and collects their results;
 //!   [`clock`] is the generator's wall clock, corrected to the run's reference clock.
-//! - [`serve`] is the reference IM server; [`sys`] the few OS facts (fd limit, CPU time).
+//! - [`serve`] is the reference IM server; [`sys`] the few OS facts (fd limit, CPU time);
+//!   [`runtime`] the async runtime the binary runs on, with the wake tick.
 //! - [`cli`] is the only place that prints; [`error`] is the crate error and the exit-code contract.
 //! - [`untrusted`] shows text from outside msgstorm (what servers and adapters said, names
 //!   from a scenario or a result file) on one line with its controls as visible escapes:
@@ -67,6 +68,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod report;
 pub mod run;
+pub mod runtime;
 pub mod scenario;
 pub mod scrape;
 #[cfg(feature = "serve")]

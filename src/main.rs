@@ -6,15 +6,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = msgstorm::cli::Cli::parse();
-    // On one worker the multi-thread scheduler only adds cost (a clock read and an average
-    // per batch of tasks, the main future on a thread of its own, wake-ups across the two):
-    // confined to one core, everything runs on this thread.
-    let mut builder = if msgstorm::sys::runtime_workers() == 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
-    let runtime = match builder.enable_all().build() {
+    let runtime = match msgstorm::runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
             #[allow(clippy::print_stderr)]

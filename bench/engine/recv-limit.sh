@@ -16,6 +16,8 @@
 #                                                the limit (ticked or not) beside msgstorm
 #                                                before (OLD_BINARY, e.g. main's build) and
 #                                                after (this tree), interleaved
+#   AFTER_SET=KEY=VALUE …                        an override for this tree's runs only, e.g.
+#                                                wake_tick=1ms (an older binary refuses the key)
 #   SERVER=BINARY …                              the reference server from BINARY (default:
 #                                                this tree's), e.g. to keep one across sittings
 set -euo pipefail
@@ -192,7 +194,10 @@ msgstorm_run() { # RATE [BINARY TAG]
     scenario "$1" >"$work/$name.toml"
     local s0
     s0=$(server_cpu)
-    measure "$name" "${2:-$bin}" run "$work/$name.toml" -q --out "$work/$name"
+    local set=()
+    # The run of this tree takes AFTER_SET (e.g. wake_tick=1ms), one an older binary may refuse.
+    [[ -z ${2:-} && -n ${AFTER_SET:-} ]] && set=(--set "$AFTER_SET")
+    measure "$name" "${2:-$bin}" run "$work/$name.toml" -q --out "$work/$name" "${set[@]}"
     row "$name" msgstorm "$1" 1 "$(awk -v a="$(server_cpu)" -v b="$s0" 'BEGIN { printf "%.2f", a - b }')"
 }
 

@@ -541,6 +541,13 @@ pub trait Session: Send + 'static {
         true
     }
 
+    /// When the bytes of the last event reached this machine's kernel, if the session's
+    /// socket stamps arrivals (under a wake tick, [`crate::runtime`]); `None`: the engine
+    /// takes the time it handles the event. The default is `None`.
+    fn arrived(&self) -> Option<std::time::Instant> {
+        None
+    }
+
     /// Closes the connection and returns what the user remembers for the next one.
     fn close(self) -> impl Future<Output = Self::Resume> + Send;
 

@@ -150,6 +150,8 @@ pub async fn run<D: Driver>(
     signals: watch::Receiver<u32>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
+    // Before the users connect: their sockets stamp arrivals when there is a tick.
+    crate::runtime::set_wake_tick(plan.wake_tick);
     let users = Users::launch(plan, driver, &opts);
     if let Some(tap) = &opts.live {
         tap.attach(&users.shared, users.acceptance);
@@ -195,6 +197,10 @@ pub async fn run<D: Driver>(
             examples.join("; ")
         ));
     }
+    if !plan.wake_tick.is_zero() {
+        notes.push(wake_tick_note(plan.wake_tick, shared.stamped_arrivals()));
+    }
+    crate::runtime::set_wake_tick(Duration::ZERO);
     let traffic_started = shared
         .traffic_start()
         .map(|t| t.saturating_duration_since(shared.t0));
@@ -209,6 +215,23 @@ pub async fn run<D: Driver>(
         users: users.range.len() as u32,
         notes,
     }
+}
+
+/// What the report says of a run with a wake tick: what the threads did, and whether the
+/// receive times were the kernel's (`stamped`) or the wake-ups'.
+fn wake_tick_note(tick: Duration, stamped: bool) -> String {
+    let ms = tick.as_millis();
+    let times = if stamped {
+        "receive times are the kernel's (SO_TIMESTAMPNS), so latencies do not include the sleep"
+    } else {
+        "this driver's sockets give no kernel receive times, so receive times are the \
+         wake-ups': latencies may include up to a tick of the generator's sleep"
+    };
+    format!(
+        "wake tick {ms} ms (`wake_tick`): the generator's threads slept to the next {ms} ms \
+         boundary before they waited for their sockets, so that one wake-up took everything \
+         that arrived within it; {times}"
+    )
 }
 
 /// The virtual users of this process, running.

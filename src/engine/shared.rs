@@ -1,7 +1,7 @@
 //! State shared by all virtual users of a run: the recorders they aggregate into, the live
 //! counters progress reads, the run phase, and fan-out completion tracking.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -135,6 +135,8 @@ pub struct Shared {
     pub busy: AtomicUsize,
     /// Woken whenever `logins_pending` or `busy` drops.
     pub progress: Notify,
+    /// A receive time came from the kernel ([`crate::driver::Session::arrived`]).
+    stamped_arrivals: AtomicBool,
     /// Users that got to the end of their close (final verification sync done or
     /// impossible): what the others missed was cut off by the generator, not verified.
     pub closed_out: Mutex<std::collections::BTreeSet<UserIx>>,
@@ -195,6 +197,7 @@ impl Shared {
             logins_pending: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
             progress: Notify::new(),
+            stamped_arrivals: AtomicBool::new(false),
             closed_out: Mutex::default(),
             group_online: groups.iter().map(|_| AtomicU32::new(0)).collect(),
             group_local,
@@ -359,6 +362,18 @@ impl Shared {
             since.as_secs() as u32,
             self.t0_wall_us + since.as_micros() as u64,
         )
+    }
+
+    /// A user took a receive time from the kernel.
+    pub fn note_stamped_arrival(&self) {
+        if !self.stamped_arrivals.load(Ordering::Relaxed) {
+            self.stamped_arrivals.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any receive time came from the kernel.
+    pub fn stamped_arrivals(&self) -> bool {
+        self.stamped_arrivals.load(Ordering::Relaxed)
     }
 
     /// The traffic start as it is set (for a wait on it outside the users' loop).

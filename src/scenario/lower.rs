@@ -99,6 +99,7 @@ pub fn lower(c: Checked, shard: Shard) -> Plan {
         report: c.report,
         monitor: c.monitor,
         drain: c.drain,
+        wake_tick: c.wake_tick,
         shard,
         find: c.find,
         warnings: c.warnings,

@@ -42,6 +42,9 @@ pub struct Plan {
     pub monitor: MonitorOpts,
     /// Grace period after the last scheduled send for in-flight deliveries (and on Ctrl-C).
     pub drain: Duration,
+    /// The generator's wake tick ([`crate::runtime`]; zero: none): a whole number of
+    /// milliseconds, at most 10 ms.
+    pub wake_tick: Duration,
     /// This process's slice of the user range.
     pub shard: Shard,
     /// The scenario's `[find]` table: how `msgstorm find` searches when no flags say.

@@ -26,6 +26,8 @@ pub struct Scenario {
     pub seed: Opt<i64>,
     /// Grace period for in-flight deliveries.
     pub drain: Opt<Dur>,
+    /// The generator's wake tick (`"0s"`: none).
+    pub wake_tick: Opt<Dur>,
     /// What to connect to (absent: the embedded reference server).
     pub target: Option<Spanned<TargetSpec>>,
     /// Who logs in and when.

@@ -14,7 +14,7 @@ use super::schema::{ChecksSpec, LedgerSpec, MonitorSpec, PopulationSpec, ReportS
 use super::source::Source;
 use super::target::{check_driver, target, DriverTable};
 use super::traffic::{traffic, Pattern};
-use super::values::{duration, number, positive, unit, MAX_EXAMPLES};
+use super::values::{duration, number, positive, unit, wake_tick, MAX_EXAMPLES};
 use crate::vocab::TrafficKind;
 use crate::Result;
 
@@ -30,6 +30,8 @@ pub struct Checked {
     pub seed: u64,
     /// Drain grace period.
     pub drain: Duration,
+    /// The generator's wake tick (zero: none).
+    pub wake_tick: Duration,
     /// The target.
     pub target: Target,
     /// The population.
@@ -63,15 +65,7 @@ pub fn validate(
     tables: &[DriverTable<'_>],
     file: &Path,
 ) -> Result<Checked> {
-    let name = match &s.name {
-        Some(n) if n.get_ref().trim().is_empty() => {
-            return Err(src.at(n, "name", "must not be empty"))
-        }
-        Some(n) => n.get_ref().clone(),
-        None => file
-            .file_stem()
-            .map_or("scenario".into(), |f| f.to_string_lossy().into_owned()),
-    };
+    let name = name(src, s, file)?;
     let seed = match &s.seed {
         Some(v) => u64::try_from(*v.get_ref())
             .map_err(|_| src.at(v, "seed", format!("must be ≥ 0, got {}", v.get_ref())))?,
@@ -80,6 +74,10 @@ pub fn validate(
     let drain = match &s.drain {
         Some(d) => src.value(d, "drain", duration)?,
         None => Duration::from_secs(5),
+    };
+    let wake_tick = match &s.wake_tick {
+        Some(d) => src.value(d, "wake_tick", wake_tick)?,
+        None => Duration::ZERO,
     };
     let mut target = target(src, s.target.as_ref(), tables)?;
     let population = population(src, &s.population)?;
@@ -120,6 +118,7 @@ pub fn validate(
         name,
         seed,
         drain,
+        wake_tick,
         target,
         population,
         traffic,
@@ -135,6 +134,17 @@ pub fn validate(
 }
 
 /// The traffic kinds of the scenario, each once, in order of first use.
+/// The run's name: the scenario's `name`, else the file's stem.
+fn name(src: &Source<'_>, s: &Scenario, file: &Path) -> Result<String> {
+    match &s.name {
+        Some(n) if n.get_ref().trim().is_empty() => Err(src.at(n, "name", "must not be empty")),
+        Some(n) => Ok(n.get_ref().clone()),
+        None => Ok(file
+            .file_stem()
+            .map_or("scenario".into(), |f| f.to_string_lossy().into_owned())),
+    }
+}
+
 fn kinds(traffic: &[Pattern]) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     for p in traffic {

@@ -103,6 +103,22 @@ pub fn duration(d: Dur) -> Verdict<Duration> {
     Ok(d.0)
 }
 
+/// The longest wake tick: a send waits up to a tick for its timer, as for tokio's own
+/// 1 ms ticks, and 10 ms is already more than most latency objectives can spare.
+pub const MAX_WAKE_TICK: Duration = Duration::from_millis(10);
+
+/// A wake tick ([`crate::runtime`]): zero (none), or whole milliseconds up to
+/// [`MAX_WAKE_TICK`], so that its boundaries fall on the timer's.
+pub fn wake_tick(d: Dur) -> Verdict<Duration> {
+    if d.0 > MAX_WAKE_TICK || d.0.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!(
+            "must be whole milliseconds from 0s (none) to 10ms, got {}",
+            show(d.0)
+        ));
+    }
+    Ok(d.0)
+}
+
 /// A duration > 0 and at most [`MAX_DURATION`].
 pub fn positive(d: Dur) -> Verdict<Duration> {
     let d = duration(d)?;

@@ -309,6 +309,50 @@ duration = "2s"
     assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
 }
 
+/// A run with a wake tick (`wake_tick`): every process's threads sleep to the next
+/// millisecond before they wait for their sockets (on one thread: the coordinator with the
+/// embedded server, and each shard). Every message is still delivered once, the run passes,
+/// and each shard says that its receive times were the kernel's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_a_wake_tick_delivers_everything_with_the_kernel_s_receive_times() {
+    let work = Work::new();
+    let file = work.write(
+        "wake-tick.toml",
+        r#"
+wake_tick = "1ms"
+
+[population]
+users = 40
+login_rate = 400
+
+[[traffic]]
+kind = "group"
+groups = 4
+group_size = 10
+rate = 200
+duration = "2s"
+"#,
+    );
+    let one_thread = [("TOKIO_WORKER_THREADS", std::ffi::OsStr::new("1"))];
+    let out = work.path("out");
+    let a = two_shards_pass(&file, &out, &one_thread).await;
+    let d = a.ledger.summary();
+    assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
+    assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
+    for i in 0..2 {
+        let shard = Artifact::read(&out.join(format!("shard-{i}/result.json"))).expect("shard");
+        assert!(
+            shard
+                .notes
+                .iter()
+                .any(|n| n.starts_with("wake tick 1 ms")
+                    && n.contains("receive times are the kernel's")),
+            "shard {i}: {:?}",
+            shard.notes
+        );
+    }
+}
+
 /// The shards' common traffic start waits for every shard's users. Shard 1 starts
 /// 3 s after shard 0, long after the common `--start-traffic-at`: with `--start-barrier`,
 /// shard 0 holds its traffic until shard 1's users are in, so no message is sent to a user

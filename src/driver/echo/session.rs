@@ -73,6 +73,10 @@ impl Session for EchoSession {
         }
     }
 
+    fn arrived(&self) -> Option<std::time::Instant> {
+        self.ws.arrived()
+    }
+
     async fn close(self) {
         self.ws.close().await;
     }

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::io_error;
+use super::stamp::Stamp;
 #[cfg(feature = "tls")]
 use super::tls;
 #[cfg(feature = "tls")]
@@ -120,6 +121,7 @@ impl Connector {
         tcp.set_nodelay(true).map_err(|e| io_error::classify(&e))?;
         self.meter.opened();
         let plain = Stream::Plain(Metered {
+            stamp: Stamp::for_socket(&tcp),
             tcp,
             meter: self.meter.clone(),
         });
@@ -195,9 +197,17 @@ pub struct Metered {
     pub tcp: TcpStream,
     /// Where its bytes are counted.
     pub meter: Meter,
+    /// Whether reads take the kernel's receive time along, and the last one's.
+    stamp: Stamp,
 }
 
 impl Metered {
+    /// When the bytes of the last read reached this machine's kernel, when the socket
+    /// stamps arrivals ([`Stamp`]).
+    pub fn arrived(&self) -> Option<std::time::Instant> {
+        self.stamp.arrived()
+    }
+
     /// Counts what a write wrote, passing its outcome on.
     fn wrote(&self, written: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
         if let Poll::Ready(Ok(n)) = written {
@@ -215,7 +225,7 @@ impl AsyncRead for Metered {
     ) -> Poll<std::io::Result<()>> {
         let me = self.get_mut();
         let before = buf.filled().len();
-        let read = Pin::new(&mut me.tcp).poll_read(cx, buf);
+        let read = me.stamp.poll_read(&mut me.tcp, cx, buf);
         me.meter.received(buf.filled().len() - before);
         read
     }
@@ -285,12 +295,23 @@ impl Stream {
     /// Plain TCP, not counted (a connection made by hand, in tests).
     pub fn unmetered(tcp: TcpStream) -> Stream {
         Stream::Plain(Metered {
+            stamp: Stamp::for_socket(&tcp),
             tcp,
             meter: Meter {
                 wires: None,
                 wire: Wire::Tcp,
             },
         })
+    }
+
+    /// When the bytes of the last read reached this machine's kernel, below TLS, when the
+    /// socket stamps arrivals ([`Stamp`]).
+    pub fn arrived(&self) -> Option<std::time::Instant> {
+        match self {
+            Stream::Plain(s) => s.arrived(),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.get_ref().0.arrived(),
+        }
     }
 
     /// Whether TLS runs over the connection.

@@ -8,6 +8,7 @@
 //! | [`endpoint`] | the target URL parsed once ([`Endpoint`](endpoint::Endpoint)): host, port, path, TLS, credentials |
 //! | `options` | reading a driver's `[target.<name>]` table (`Table`): typed values, each mistake an [`OptionError`](super::OptionError) naming the dotted key |
 //! | [`connect`] | the connect skeleton: TCP from the user's source address, TLS (`tls`), the connect time limit ([`connect::within`]) |
+//! | [`stamp`] | kernel receive times on a socket (`SO_TIMESTAMPNS`), read under a wake tick so that latencies do not include the tick |
 //! | [`tls`] | the rustls client configuration, the `ca_file` and `server_name` options, handshake failures classified (feature `tls`) |
 //! | [`io_error`] | the one classifier of socket failures (the generator's own exhaustion, refused, timed out, closed by the server) |
 //! | [`ws`] | the WebSocket transport over [`connect`] (`native`, `echo`, `ws-json`, `socketio`, `script`) |
@@ -26,6 +27,7 @@ pub(crate) mod inbox;
 pub mod io_error;
 pub mod json_map;
 pub(crate) mod options;
+pub mod stamp;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ws;

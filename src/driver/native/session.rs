@@ -431,6 +431,10 @@ impl Session for NativeSession {
         !self.unread.is_empty() || self.ws.holds_unread()
     }
 
+    fn arrived(&self) -> Option<std::time::Instant> {
+        self.ws.arrived()
+    }
+
     async fn close(self) -> Cursors {
         self.ws.close().await;
         self.cursors

@@ -459,6 +459,10 @@ impl Session for SocketIoSession {
         exchange::next_event(&mut self.ws, &*self.opts, &mut self.st).await
     }
 
+    fn arrived(&self) -> Option<std::time::Instant> {
+        self.ws.arrived()
+    }
+
     async fn close(mut self) -> Recovery {
         // Packets held while an ack was awaited (a `welcome` behind the contacts' ack) are
         // judged now, for their offsets.

@@ -428,6 +428,10 @@ impl Session for WsJsonSession {
         exchange::next_event(&mut self.ws, &*self.opts, &mut self.st).await
     }
 
+    fn arrived(&self) -> Option<std::time::Instant> {
+        self.ws.arrived()
+    }
+
     async fn close(mut self) -> Cursors {
         let opts = Arc::clone(&self.opts);
         if let Some(t) = &opts.logout {

@@ -527,7 +527,8 @@ impl<D: Driver> Vu<D> {
                 return false;
             }
             deliveries &= matches!(ev, Event::Delivered { .. });
-            self.handle(ev);
+            let arrived = link.session.as_ref().and_then(|s| self.arrived(s));
+            self.handle(ev, arrived);
             if taken == DRAIN {
                 return deliveries;
             }
@@ -783,7 +784,7 @@ impl<D: Driver> Vu<D> {
         }
         let fetched = inbox.len();
         for body in inbox {
-            self.deliver(&body, via);
+            self.deliver(&body, via, None);
         }
         fetched
     }
@@ -817,10 +818,21 @@ impl<D: Driver> Vu<D> {
                     self.error(f.kind, f.detail);
                     break;
                 }
-                Ok(ev) => self.handle(ev),
+                Ok(ev) => {
+                    let arrived = self.arrived(session);
+                    self.handle(ev, arrived);
+                }
                 Err(_) => break,
             }
         }
+    }
+
+    /// When the bytes of `session`'s last event reached the kernel, if its socket stamps
+    /// arrivals; the run learns that receive times are the kernel's.
+    fn arrived(&self, session: &D::Session) -> Option<Instant> {
+        let at = session.arrived()?;
+        self.shared.note_stamped_arrival();
+        Some(Instant::from_std(at))
     }
 
     /// Final verification sync and disconnect.
@@ -833,7 +845,10 @@ impl<D: Driver> Vu<D> {
             for _ in 0..DRAIN {
                 match session.next_event().now_or_never() {
                     Some(Event::Closed(_)) | None => break,
-                    Some(ev) => self.handle(ev),
+                    Some(ev) => {
+                        let arrived = self.arrived(&session);
+                        self.handle(ev, arrived);
+                    }
                 }
             }
         }

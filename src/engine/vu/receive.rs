@@ -12,8 +12,9 @@ use crate::metrics::{Counter, ErrorKind, Hist};
 use super::record::Receipt;
 
 impl<D: Driver> Vu<D> {
-    /// Accounts for one event of the session (`Closed` is the caller's business).
-    pub(super) fn handle(&mut self, ev: Event) {
+    /// Accounts for one event of the session (`Closed` is the caller's business), which
+    /// reached the kernel at `arrived` when the socket stamps arrivals.
+    pub(super) fn handle(&mut self, ev: Event, arrived: Option<Instant>) {
         let receipt = match &ev {
             Event::Accepted { tag } => Some((*tag, None)),
             Event::Refused { tag, failure } => Some((*tag, Some(failure))),
@@ -27,7 +28,7 @@ impl<D: Driver> Vu<D> {
         match ev {
             Event::Accepted { tag } => {
                 if let Some(p) = self.pending.remove(&tag) {
-                    let now = Instant::now();
+                    let now = arrived.unwrap_or_else(Instant::now);
                     let us = now.saturating_duration_since(p.due).as_micros() as u64;
                     let t = self.tally(now);
                     t.latency(Hist::SendAck, us);
@@ -48,12 +49,12 @@ impl<D: Driver> Vu<D> {
                     self.error(ErrorKind::RequestFailed, failure.detail);
                 }
             }
-            Event::Delivered { body } => self.deliver(&body, Via::Push),
+            Event::Delivered { body } => self.deliver(&body, Via::Push, arrived),
             Event::Reply { tag } => {
                 if let Some((t, at)) = self.outstanding {
                     if t == tag {
                         self.outstanding = None;
-                        let now = Instant::now();
+                        let now = arrived.unwrap_or_else(Instant::now);
                         let us = now.saturating_duration_since(at).as_micros() as u64;
                         let t = self.tally(now);
                         t.latency(Hist::Request, us);
@@ -67,13 +68,14 @@ impl<D: Driver> Vu<D> {
         }
     }
 
-    /// Verifies one delivered body and accounts for it.
-    pub(super) fn deliver(&mut self, body: &str, via: Via) {
+    /// Verifies one delivered body, which reached the kernel at `arrived` when the socket
+    /// stamps arrivals, and accounts for it.
+    pub(super) fn deliver(&mut self, body: &str, via: Via, arrived: Option<Instant>) {
         if let Some((kind, decoded)) = envelope::token::decode(body) {
             self.signal_arrived(kind, decoded, via);
             return;
         }
-        let now = Instant::now();
+        let now = arrived.unwrap_or_else(Instant::now);
         let (sec, now_us) = self.shared.sec_and_wall(now);
         let run = self.shared.run_id;
         let decoded = envelope::decode(body);

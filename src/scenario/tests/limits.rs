@@ -2,6 +2,8 @@
 //! `FILE:LINE: KEY: …` (exit 2) — never a panic in validation or at run time — and the plan
 //! stays O(patterns + chosen users) however many users there are.
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -188,6 +190,24 @@ fn intervals_and_heartbeats_have_a_floor() {
         "must be at least 1ms",
     );
     plan(FULL, &["target.heartbeat=0s"]).unwrap();
+}
+
+#[test]
+fn a_wake_tick_is_whole_milliseconds_up_to_ten() {
+    for v in ["1500us", "11ms", "1s", "0.5ms"] {
+        fails(
+            FULL,
+            &[&format!("wake_tick={v}")],
+            0,
+            "wake_tick",
+            "must be whole milliseconds from 0s (none) to 10ms, got ",
+        );
+    }
+    for (v, ms) in [("0s", 0), ("1ms", 1), ("10ms", 10)] {
+        let p = plan(FULL, &[&format!("wake_tick={v}")]).unwrap();
+        assert_eq!(p.wake_tick, Duration::from_millis(ms));
+    }
+    assert_eq!(plan(FULL, &[]).unwrap().wake_tick, Duration::ZERO);
 }
 
 #[test]

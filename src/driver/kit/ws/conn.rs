@@ -98,6 +98,14 @@ pub struct Ws<S = Stream> {
     max_message: usize,
 }
 
+impl Ws {
+    /// When the bytes the last message came in reached this machine's kernel, when the
+    /// socket stamps arrivals ([`crate::driver::kit::stamp`]).
+    pub fn arrived(&self) -> Option<std::time::Instant> {
+        self.io.arrived()
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> Ws<S> {
     /// A connection over `io` after its upgrade; `rest` holds bytes read past the
     /// upgrade response.

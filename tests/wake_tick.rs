@@ -1,0 +1,88 @@
+//! The wake tick (`msgstorm::runtime`) with kernel receive times
+//! (`msgstorm::driver::kit::stamp`), on a runtime as the binary builds it. A test binary of
+//! its own: the tick is one setting per process, which the engine's runs in other tests
+//! set and clear.
+
+use std::io::Write;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use msgstorm::driver::kit::connect::Stream;
+use tokio::io::AsyncReadExt;
+
+/// Long enough that a wake-up's own work never spans a boundary by chance.
+const TICK: Duration = Duration::from_millis(50);
+const ROUNDS: usize = 4;
+
+/// What one round saw: when the reader asked for the byte, when the read returned, and
+/// the kernel's receive time.
+struct Round {
+    asked: Instant,
+    read: Instant,
+    arrived: Instant,
+}
+
+#[test]
+fn a_thread_that_just_woke_sleeps_to_the_next_tick_and_reads_the_kernel_s_receive_time() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (go, went) = mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let (mut peer, _) = listener.accept().expect("accept");
+        for () in went {
+            peer.write_all(b"x").expect("write");
+        }
+    });
+    let runtime = msgstorm::runtime::build_for(1).expect("runtime");
+    msgstorm::runtime::set_wake_tick(TICK);
+    let rounds = runtime.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut stream = Stream::unmetered(tcp);
+        let mut rounds = Vec::new();
+        for _ in 0..ROUNDS {
+            let asked = Instant::now();
+            let mut byte = [0u8; 1];
+            // The read is polled first (and waits), then the writer is told to write: the
+            // byte comes while this thread is about to wait.
+            let (n, ()) = tokio::join!(stream.read(&mut byte), async {
+                go.send(()).expect("writer");
+            });
+            assert_eq!(n.expect("read"), 1);
+            let read = Instant::now();
+            let arrived = stream.arrived().expect("the socket stamps arrivals");
+            rounds.push(Round {
+                asked,
+                read,
+                arrived,
+            });
+        }
+        rounds
+    });
+    writer.join().expect("writer thread");
+    let origin = msgstorm::runtime::tick_origin().expect("a runtime was built");
+    let boundary_after = |t: Instant| {
+        let n = (t - origin).as_nanos() / TICK.as_nanos() + 1;
+        origin + TICK * u32::try_from(n).expect("ticks")
+    };
+    let mut waited = 0;
+    for (i, r) in rounds.iter().enumerate() {
+        assert!(
+            r.arrived >= r.asked - Duration::from_millis(1) && r.arrived <= r.read,
+            "round {i}: the kernel's receive time is not between asking and reading"
+        );
+        // The first round's thread had not woken yet; in a later one, the byte waits for
+        // the next boundary unless the last wake-up's work spanned one.
+        if i > 0 && r.read >= boundary_after(r.asked) {
+            waited += 1;
+            assert!(
+                r.arrived < boundary_after(r.asked),
+                "round {i}: the receive time is the read's, not the kernel's"
+            );
+        }
+    }
+    assert!(
+        waited >= ROUNDS - 2,
+        "only {waited} of {} rounds waited for the tick",
+        ROUNDS - 1
+    );
+}
