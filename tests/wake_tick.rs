@@ -12,7 +12,7 @@ use tokio::io::AsyncReadExt;
 
 /// Long enough that a wake-up's own work never spans a boundary by chance.
 const TICK: Duration = Duration::from_millis(50);
-const ROUNDS: usize = 4;
+const ROUNDS: usize = 6;
 
 /// What one round saw: when the reader asked for the byte, when the read returned, and
 /// the kernel's receive time.
@@ -70,19 +70,18 @@ fn a_thread_that_just_woke_sleeps_to_the_next_tick_and_reads_the_kernel_s_receiv
             r.arrived >= r.asked - Duration::from_millis(1) && r.arrived <= r.read,
             "round {i}: the kernel's receive time is not between asking and reading"
         );
-        // The first round's thread had not woken yet; in a later one, the byte waits for
-        // the next boundary unless the last wake-up's work spanned one.
-        if i > 0 && r.read >= boundary_after(r.asked) {
+        // The first round's thread had not woken yet. In a later one, when the byte came
+        // within the tick it was asked for in (the writer is another thread: a loaded
+        // machine may run it late), it is read at the next boundary, not when it came. A
+        // receive time taken at the read would never fall before that boundary.
+        let boundary = boundary_after(r.asked);
+        if i > 0 && r.arrived < boundary && r.read >= boundary {
             waited += 1;
-            assert!(
-                r.arrived < boundary_after(r.asked),
-                "round {i}: the receive time is the read's, not the kernel's"
-            );
         }
     }
     assert!(
-        waited >= ROUNDS - 2,
-        "only {waited} of {} rounds waited for the tick",
+        waited >= 2,
+        "only {waited} of {} rounds read a byte that came within a tick at the next boundary",
         ROUNDS - 1
     );
 }
