@@ -16,6 +16,9 @@
 #   CALLGRIND=1 runs the generator under valgrind's callgrind and also reports the
 #   instructions it executed per delivery (user space; slow: use a small load, e.g.
 #   USERS=40 RATE=20), a count that other builds on a shared machine do not disturb.
+#   STRACE=1 runs the generator under `strace -c -f` instead and also reports its system
+#   calls per delivery, all and the most frequent by name (a count that load does not
+#   disturb either; the CPU figures of such a run are strace's, not the generator's).
 # Not a test: run by hand; results in bench/results/2026-11-28-script-http-budget.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -80,10 +83,28 @@ generate() {
     local cmd=("$bin" run "$1" -q --out "$2")
     if [[ ${CALLGRIND:-} == 1 ]]; then
         cmd=(valgrind --tool=callgrind --callgrind-out-file="$2.cg" "${cmd[@]}")
+    elif [[ ${STRACE:-} == 1 ]]; then
+        cmd=(strace -c -f -o "$2.strace" "${cmd[@]}")
     else
         cmd=(/usr/bin/time -o "$2.time" -f "%U %S" "${cmd[@]}")
     fi
     taskset -c 1 "${cmd[@]}" >/dev/null 2>&1 || true
+}
+
+# Prints a run's system calls per delivery from its `strace -c` table: LABEL OUT RECEIVED.
+syscalls() {
+    python3 - "$@" <<'PY'
+import re, sys
+calls = {}
+for line in open(sys.argv[2]):
+    m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", line)
+    if m and m.group(2) != "total":
+        calls[m.group(2)] = int(m.group(1))
+n = max(int(sys.argv[3]), 1)
+top = sorted(calls.items(), key=lambda c: -c[1])[:5]
+print(f"{sys.argv[1]}: system calls per delivery {sum(calls.values()) / n:.2f} (" +
+      ", ".join(f"{k} {v / n:.2f}" for k, v in top) + ")")
+PY
 }
 
 # Prints "lost duplicated" of a run, as its report counts them.
@@ -109,6 +130,9 @@ report() { # label out
          f'system {$system * 1e6 / max($received, 1):.1f} µs)' if $user + $system else '') + \
         (f', {$inst / 1e3 / max($received, 1):.0f} k instructions per delivery' \
          f' ({$inst:,} in all)' if $inst else ''))"
+    if [[ -f $2.strace ]]; then
+        syscalls "$1" "$2.strace" "$received"
+    fi
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"

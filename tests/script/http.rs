@@ -76,6 +76,31 @@ impl Drop for HttpChat {
     }
 }
 
+/// The chat server writes an answer's head and body at once, as HTTP servers write a small
+/// answer: the first read of each answer on a keep-alive connection holds all of it (two
+/// writes, the head's and the body's, cost the bench's client a system call an answer).
+#[test]
+fn each_answer_of_the_chat_server_arrives_whole_in_one_read() {
+    let server = HttpChat::start();
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    let ask = "GET /stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test\r\n\r\n";
+    let mut buf = [0u8; 8192];
+    for i in 0..20 {
+        s.write_all(ask.as_bytes()).expect("ask for stats");
+        let n = s.read(&mut buf).expect("read an answer");
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("answer {i}: the first read ends in the head: {answer:?}"));
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or_else(|| panic!("answer {i}: no Content-Length in {head:?}"));
+        assert_eq!(body.len(), length, "answer {i}: {answer:?}");
+    }
+}
+
 /// `scenarios/http-chat.toml` against a fresh server, with `mode` (poll or sse).
 async fn run(mode: &str) -> (Ran, Artifact) {
     run_set(&[&format!("target.script.vars.mode=\"{mode}\"")]).await

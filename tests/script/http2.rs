@@ -62,6 +62,10 @@ fn all_http2_one_connection_a_user(a: &Artifact, access: &[String]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_nginx, peer_openssl)),
+    ignore = "nginx or openssl is not installed (scripts/test installs them)"
+)]
 async fn http2_over_tls_multiplexes_a_users_requests_and_long_poll_on_one_connection() {
     let (ran, a, access) = run(true).await;
     exact(&ran, &a);
@@ -69,6 +73,10 @@ async fn http2_over_tls_multiplexes_a_users_requests_and_long_poll_on_one_connec
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_nginx, peer_openssl)),
+    ignore = "nginx or openssl is not installed (scripts/test installs them)"
+)]
 async fn http2_cleartext_by_prior_knowledge_gives_an_exact_ledger() {
     let (ran, a, access) = run(false).await;
     exact(&ran, &a);
