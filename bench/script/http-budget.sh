@@ -9,6 +9,7 @@
 #   bench/script/http-budget.sh [BIN]     (default target/release/msgstorm)
 #   HTTP=2 also runs the adapter over HTTP/2 (h2c through nginx in front of server.py).
 #   USERS, RATE (direct sends/s), DURATION override the load.
+#   SET=KEY=VALUE: an override for both sides' runs (e.g. wake_tick=1ms).
 #   ADAPTER: the script side's adapter (default scenarios/http-chat.lua; point it at an older
 #   copy to measure an older binary with the adapter it shipped with).
 #   POLL_TIMEOUT: how long the server holds a long poll with nothing to say, ms (1000: the
@@ -81,6 +82,7 @@ PY
 # The generator, pinned to core 1 (under callgrind with CALLGRIND=1): run SCENARIO OUT.
 generate() {
     local cmd=("$bin" run "$1" -q --out "$2")
+    [[ -n ${SET:-} ]] && cmd+=(--set "$SET")
     if [[ ${CALLGRIND:-} == 1 ]]; then
         cmd=(valgrind --tool=callgrind --callgrind-out-file="$2.cg" "${cmd[@]}")
     elif [[ ${STRACE:-} == 1 ]]; then
