@@ -302,11 +302,18 @@ rate = 30
 duration = "2s"
 "#,
     );
+    one_thread_shards_deliver_everything(&file, &work.path("out")).await;
+}
+
+/// [`two_shards_pass`] with every process on one worker thread, and every message
+/// delivered exactly once.
+async fn one_thread_shards_deliver_everything(file: &Path, out: &Path) -> Artifact {
     let one_thread = [("TOKIO_WORKER_THREADS", std::ffi::OsStr::new("1"))];
-    let a = two_shards_pass(&file, &work.path("out"), &one_thread).await;
+    let a = two_shards_pass(file, out, &one_thread).await;
     let d = a.ledger.summary();
     assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
     assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
+    a
 }
 
 /// A run with a wake tick (`wake_tick`): every process's threads sleep to the next
@@ -333,12 +340,8 @@ rate = 200
 duration = "2s"
 "#,
     );
-    let one_thread = [("TOKIO_WORKER_THREADS", std::ffi::OsStr::new("1"))];
     let out = work.path("out");
-    let a = two_shards_pass(&file, &out, &one_thread).await;
-    let d = a.ledger.summary();
-    assert!(d.expected > 0 && d.delivered == d.expected, "{d:?}");
-    assert_eq!((d.lost, d.duplicated), (0, 0), "{d:?}");
+    one_thread_shards_deliver_everything(&file, &out).await;
     for i in 0..2 {
         let shard = Artifact::read(&out.join(format!("shard-{i}/result.json"))).expect("shard");
         assert!(
