@@ -9,6 +9,8 @@
 # calls per send (strace slows the run: its CPU is not used).
 #   bench/engine/send-batch.sh [BIN]            (default target/release/msgstorm)
 #   SPLITS="2000x2 200x20 20x200 4x1000 1x4000" DURATION=20s BEFORE=… STRACE=1
+#   AFTER_SET=KEY=VALUE: an override for BIN's runs only (e.g. wake_tick=1ms, which an
+#   older BEFORE refuses)
 # Not a test: run by hand; results in bench/results/2026-11-28-recv-limit.md ("Sends").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,7 +64,9 @@ row() {
     serve "$port"
     scenario "$port" "$3" "$4" "$duration" >"$work/s.toml"
     rm -rf "$work/out" "$work/tout"
-    taskset -c 1 "$2" run "$work/s.toml" -q --out "$work/out" >"$work/run.log" 2>&1 || true
+    local set=()
+    [[ $1 == after && -n ${AFTER_SET:-} ]] && set=(--set "$AFTER_SET")
+    taskset -c 1 "$2" run "$work/s.toml" -q --out "$work/out" "${set[@]}" >"$work/run.log" 2>&1 || true
     if [[ ! -f $work/out/result.json ]]; then
         echo "$1 $3x$4: no result: $(head -c 300 "$work/run.log")" >&2
         exit 1
