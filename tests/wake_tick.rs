@@ -12,14 +12,16 @@ use tokio::io::AsyncReadExt;
 
 /// Long enough that a wake-up's own work never spans a boundary by chance.
 const TICK: Duration = Duration::from_millis(50);
-const ROUNDS: usize = 6;
+/// The kernel turns timestamps on for the first socket that asks in a deferred work item,
+/// so the first packets may come without one (on a loaded machine, several).
+const ROUNDS: usize = 12;
 
 /// What one round saw: when the reader asked for the byte, when the read returned, and
-/// the kernel's receive time.
+/// the kernel's receive time (when it gave one).
 struct Round {
     asked: Instant,
     read: Instant,
-    arrived: Instant,
+    arrived: Option<Instant>,
 }
 
 #[test]
@@ -49,7 +51,7 @@ fn a_thread_that_just_woke_sleeps_to_the_next_tick_and_reads_the_kernel_s_receiv
             });
             assert_eq!(n.expect("read"), 1);
             let read = Instant::now();
-            let arrived = stream.arrived().expect("the socket stamps arrivals");
+            let arrived = stream.arrived();
             rounds.push(Round {
                 asked,
                 read,
@@ -66,8 +68,9 @@ fn a_thread_that_just_woke_sleeps_to_the_next_tick_and_reads_the_kernel_s_receiv
     };
     let mut waited = 0;
     for (i, r) in rounds.iter().enumerate() {
+        let Some(arrived) = r.arrived else { continue };
         assert!(
-            r.arrived >= r.asked - Duration::from_millis(1) && r.arrived <= r.read,
+            arrived >= r.asked - Duration::from_millis(1) && arrived <= r.read,
             "round {i}: the kernel's receive time is not between asking and reading"
         );
         // The first round's thread had not woken yet. In a later one, when the byte came
@@ -75,7 +78,7 @@ fn a_thread_that_just_woke_sleeps_to_the_next_tick_and_reads_the_kernel_s_receiv
         // machine may run it late), it is read at the next boundary, not when it came. A
         // receive time taken at the read would never fall before that boundary.
         let boundary = boundary_after(r.asked);
-        if i > 0 && r.arrived < boundary && r.read >= boundary {
+        if i > 0 && arrived < boundary && r.read >= boundary {
             waited += 1;
         }
     }

@@ -222,7 +222,9 @@ pub async fn run<D: Driver>(
 fn wake_tick_note(tick: Duration, stamped: bool) -> String {
     let ms = tick.as_millis();
     let times = if stamped {
-        "receive times are the kernel's (SO_TIMESTAMPNS), so latencies do not include the sleep"
+        "receive times are the kernel's (SO_TIMESTAMPNS), so latencies do not include the \
+         sleep (a read the kernel gave no time, as right after a machine's first socket asks \
+         for them, has the wake-up's)"
     } else {
         "this driver's sockets give no kernel receive times, so receive times are the \
          wake-ups': latencies may include up to a tick of the generator's sleep"

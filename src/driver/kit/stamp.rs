@@ -32,7 +32,7 @@ struct Control([u8; 64]);
 pub struct Stamp {
     /// The socket was asked to stamp arrivals and agreed.
     on: bool,
-    /// The last stamped read's receive time, ns since the Unix epoch (0: none yet).
+    /// The last read's receive time, ns since the Unix epoch (0: it had none).
     last_ns: u64,
 }
 
@@ -46,8 +46,8 @@ impl Stamp {
     }
 
     /// When the bytes of the last read reached the kernel, on this process's monotonic
-    /// clock; `None` when the socket does not stamp, nothing was stamped yet, or the wall
-    /// clock was stepped since.
+    /// clock; `None` when the socket does not stamp, the kernel gave that read no time, or
+    /// the wall clock was stepped since.
     pub fn arrived(&self) -> Option<Instant> {
         if self.last_ns == 0 {
             return None;
@@ -99,9 +99,10 @@ impl Stamp {
                 },
                 Err(e) => return Poll::Ready(Err(e)),
             };
-            if at != 0 {
-                self.last_ns = at;
-            }
+            // A read the kernel gave no time (the first packets after the machine's first
+            // socket asked for stamps: the kernel turns them on in deferred work) has none,
+            // never the read before it's, which would be too early.
+            self.last_ns = at;
             buf.advance(n);
             return Poll::Ready(Ok(()));
         }
