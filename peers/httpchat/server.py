@@ -15,11 +15,13 @@ out: `POST /logout`): the peer, the group's other members, or the user's contact
 (`POST /contacts`, `{"ids": [...]}`, kept both ways). `GET /stats` counts them: those
 taken and the copies fanned out.
 
-    python3 server.py PORT [--drop-receipts N] [--slow-presence MS]
+    python3 server.py PORT [--drop-receipts N] [--slow-presence MS] [--idle-close MS]
         # listens on 127.0.0.1:PORT (0: any free port), prints it; with --drop-receipts,
         # every Nth receipt is accepted and then dropped (neither pushed nor stored); with
         # --slow-presence, a presence change is fanned out at once and answered MS late, so
-        # the requests a client makes on that connection after it wait behind it
+        # the requests a client makes on that connection after it wait behind it; with
+        # --idle-close, a keep-alive connection idle for MS between requests is closed, as
+        # servers and proxies close idle connections
 """
 
 import json
@@ -221,6 +223,9 @@ def main():
     global DROP_EVERY, SLOW_PRESENCE
     args = sys.argv[1:]
     port = int(args[0]) if args else 0
+    if "--idle-close" in args:
+        # http.server's own idle bound: a connection with no request for this long closes.
+        Handler.timeout = int(args[args.index("--idle-close") + 1]) / 1000.0
     if "--drop-receipts" in args:
         DROP_EVERY = int(args[args.index("--drop-receipts") + 1])
     if "--slow-presence" in args:

@@ -108,7 +108,11 @@ async fn run(mode: &str) -> (Ran, Artifact) {
 
 /// `scenarios/http-chat.toml` against a fresh server, with the overrides `sets`.
 async fn run_set(sets: &[&str]) -> (Ran, Artifact) {
-    let server = HttpChat::start();
+    run_on(&HttpChat::start(), sets).await
+}
+
+/// `scenarios/http-chat.toml` against `server`, with the overrides `sets`.
+async fn run_on(server: &HttpChat, sets: &[&str]) -> (Ran, Artifact) {
     let work = Work::new();
     let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/http-chat.toml");
     let url = format!("target.url=\"http://127.0.0.1:{}\"", server.port);
@@ -157,6 +161,19 @@ async fn http_sends_and_long_polls_give_an_exact_ledger() {
 async fn an_answer_holding_a_page_of_many_messages_is_read_whole() {
     let (ran, a) = run_set(&["traffic[0].size=3000", "traffic[1].size=3000"]).await;
     exact(&ran, &a);
+}
+
+/// A server that closes keep-alive connections idle for 1.5 s, as servers and proxies do:
+/// each connection it closed is made again for the next request (the calls' connection,
+/// idle from a login to the final verification, among them), and the ledger stays exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_the_server_closes_when_idle_are_made_again_for_the_next_request() {
+    let server = HttpChat::with(&["--idle-close", "1500"]);
+    let (ran, a) = run_on(&server, &[]).await;
+    exact(&ran, &a);
+    let logins = a.metrics.count(Counter::LoginOk);
+    let opened = a.metrics.count(Counter::Http1Connections);
+    assert!(opened > 3 * logins, "{opened} for {logins} logins");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
