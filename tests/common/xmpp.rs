@@ -478,6 +478,8 @@ struct ProxyState {
     /// `<message` stanzas that reached the proxy on their way to the server / to the
     /// clients (held ones included).
     messages: [std::sync::atomic::AtomicUsize; 2],
+    /// The start of a `<presence>` stanza to take out of what flows to the server, once.
+    swallow: std::sync::Mutex<Option<Vec<u8>>>,
 }
 
 /// A direction of the proxy's traffic.
@@ -539,6 +541,12 @@ impl CutProxy {
         self.state.hold[toward as usize].store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Takes the next `<presence>` stanza starting with `start` out of what flows to the
+    /// server, once: a presence the server lost.
+    pub fn swallow_presence(&self, start: &str) {
+        *self.state.swallow.lock().expect("proxy lock") = Some(start.as_bytes().to_vec());
+    }
+
     /// Cuts every live connection; returns how many.
     pub fn cut_all(&self) -> usize {
         let live = std::mem::take(&mut *self.state.live.lock().expect("proxy lock"));
@@ -579,7 +587,8 @@ fn pipe(
         messages.fetch_add(found, Ordering::SeqCst);
         tail.drain(..tail.len().saturating_sub(TAG.len() - 1));
         held.extend_from_slice(&buf[..n]);
-        if hold.load(Ordering::SeqCst) {
+        let whole = matches!(toward, Toward::Clients) || swallowed(state, &mut held);
+        if hold.load(Ordering::SeqCst) || !whole {
             continue;
         }
         if to.write_all(&held).is_err() {
@@ -588,6 +597,27 @@ fn pipe(
         held.clear();
     }
     let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// Takes out of `data` the stanza the proxy is to swallow (`ProxyState::swallow`), if it
+/// starts there; false while `data` may end in the middle of it (wait for more).
+fn swallowed(state: &ProxyState, data: &mut Vec<u8>) -> bool {
+    const END: &[u8] = b"</presence>";
+    let mut swallow = state.swallow.lock().expect("proxy lock");
+    let Some(start) = swallow.as_deref() else {
+        return true;
+    };
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let Some(at) = find(data, start) else {
+        // The stanza's start may be cut by the end of this read.
+        return !(1..start.len()).any(|k| data.ends_with(&start[..k]));
+    };
+    let Some(len) = find(&data[at..], END) else {
+        return false;
+    };
+    data.drain(at..at + len + END.len());
+    *swallow = None;
+    true
 }
 
 /// A second client of one user that sends again every chat message the user sends from

@@ -1,13 +1,14 @@
 //! Rooms on a server whose MUC service is not `conference.<domain>`. The driver
 //! finds the service by service discovery; a room that cannot be joined is a setup failure
-//! (`join_failed`), and its messages are not counted as lost.
+//! (`join_failed`), and its messages are not counted as lost. A join the room never
+//! answers is sent again.
 
 use std::time::Duration;
 
 use msgstorm::metrics::ErrorKind;
 
 use crate::common::run::run_msgstorm;
-use crate::common::xmpp::{passed, scenario, Kind, Server};
+use crate::common::xmpp::{passed, scenario, shared, CutProxy, Kind, Server};
 
 /// The longest one run may take.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -81,6 +82,51 @@ fn rooms_on_a_muc_service_of_another_name(kind: Kind) {
         )),
         "{}",
         run.stdout
+    );
+}
+
+/// One room of six: 2 senders × 5 messages × 5 others.
+const ROOM: &str = r#"[population]
+users = 6
+login_rate = 500
+
+[[traffic]]
+kind = "group"
+groups = 1
+group_size = 6
+senders_per_group = 2
+messages = 5
+interval = "20ms"
+
+[checks]
+max_lost = 0
+max_duplicated = 0
+"#;
+
+/// A room that lost a member's join presence (the proxy in front of the server swallows
+/// it; without XEP-0198, whose counts would show the loss) is joined by sending the join
+/// again after 5 s of silence: every message arrives, and the report names the join that
+/// went twice.
+#[test]
+#[cfg_attr(
+    not(peer_prosody),
+    ignore = "prosody is not installed (scripts/test installs it)"
+)]
+fn a_join_the_room_never_answered_is_sent_again_and_the_report_says_so() {
+    let server = shared(Kind::Prosody);
+    let proxy = CutProxy::start(server.port);
+    proxy.swallow_presence("<presence to='j-lost-");
+    let text = scenario(server, "j-lost", "stream_management = false", ROOM)
+        .replace(&server.url(), &format!("xmpp://127.0.0.1:{}", proxy.port));
+    let a = passed(run_msgstorm(&text, &[], LIMIT), server);
+    let d = a.ledger.summary();
+    assert_eq!((d.expected, d.delivered, d.lost), (50, 50, 0), "{d:?}");
+    assert_eq!(errors(&a, ErrorKind::JoinFailed).0, 0);
+    let (resent, examples) = errors(&a, ErrorKind::Timeout);
+    assert_eq!(resent, 1, "{examples:?}");
+    assert!(
+        examples[0].contains("no answer within 5s, the join was sent again"),
+        "{examples:?}"
     );
 }
 

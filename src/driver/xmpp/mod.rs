@@ -94,6 +94,10 @@ const WRITE_BATCH: usize = 64 * 1024;
 const JOIN_ATTEMPTS: u32 = 20;
 /// Pause between two of those attempts.
 const JOIN_RETRY: Duration = Duration::from_millis(100);
+/// How long a join waits for the room's answer before it sends the join again: a room
+/// that lost the presence never answers it (an ejabberd 23.01 room once left a join
+/// unanswered for 20 s while its other members' joins were answered at once).
+const JOIN_SILENCE: Duration = Duration::from_secs(5);
 
 /// The XMPP driver, built once per run.
 #[derive(Debug)]

@@ -16,7 +16,7 @@ use super::resume::XmppResume;
 use super::sm::{acked, Sm, SmResume, Unacked};
 use super::stream::{self, Stream};
 use super::{error_condition, ns, stanza_error, Fetch, Options, XmppDriver};
-use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, OFFLINE_LIMIT, WRITE_BATCH};
+use super::{CLOSE_WAIT, JOIN_ATTEMPTS, JOIN_RETRY, JOIN_SILENCE, OFFLINE_LIMIT, WRITE_BATCH};
 use crate::driver::{Dest, Event, Failure, Session, Signal, UserCtx};
 use crate::metrics::ErrorKind;
 
@@ -29,6 +29,26 @@ struct Page {
     bodies: Vec<String>,
     /// Results of this page, with or without a body.
     results: usize,
+}
+
+/// A room's presence for its joiner says the join created the room (status 201).
+fn created(e: &Element) -> bool {
+    e.child_ns("x", ns::MUC_USER).is_some_and(|x| {
+        x.children
+            .iter()
+            .any(|c| c.name == "status" && c.attr("code") == Some("201"))
+    })
+}
+
+/// How one attempt at joining a room ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// In the room.
+    Joined,
+    /// Refused for now: the room is being created by someone else; try again.
+    Refused,
+    /// No answer within [`JOIN_SILENCE`]: the room lost the join; send it again.
+    Unanswered,
 }
 
 /// Something received, kept until the engine takes it.
@@ -369,9 +389,21 @@ impl XmppSession {
         self.absorb(e)
     }
 
-    /// Joins room `room` once; `Ok(false)`: the room is being created by someone else,
-    /// try again.
-    async fn join_once(&mut self, room: &str, history: u32) -> Result<bool, Failure> {
+    /// Asks that the new room `room`, locked until configured, be an instant room; returns
+    /// the request's id.
+    fn configure_instant(&mut self, room: &str) -> String {
+        let id = self.id("cfg");
+        self.stanza(&format!(
+            "<iq type='set' id='{id}' to='{}'><query xmlns='{}'>\
+             <x xmlns='jabber:x:data' type='submit'/></query></iq>",
+            escape(room),
+            ns::MUC_OWNER
+        ));
+        id
+    }
+
+    /// Joins room `room` once, waiting for its answer up to [`JOIN_SILENCE`].
+    async fn join_once(&mut self, room: &str, history: u32) -> Result<Attempt, Failure> {
         let me = format!("{room}/{}", self.nick);
         self.stanza(&format!(
             "<presence to='{}'><x xmlns='{}'><history maxstanzas='{history}'/></x></presence>",
@@ -380,42 +412,28 @@ impl XmppSession {
         ));
         let mut configuring: Option<String> = None;
         let (mut joined, mut subject) = (false, false);
+        let silence = Instant::now() + JOIN_SILENCE;
         loop {
             self.write().await?;
-            let e = self.stream.element().await?;
+            let Ok(e) = tokio::time::timeout_at(silence.into(), self.stream.element()).await else {
+                return Ok(Attempt::Unanswered);
+            };
+            let e = e?;
             let from = e.attr("from").unwrap_or_default();
             if e.name == "presence" && from == me {
                 self.count_stanza_in();
                 if e.attr("type") == Some("error") {
                     return match error_condition(&e) {
                         // Locked while its creator configures it, or gone meanwhile.
-                        Some("item-not-found" | "not-allowed" | "conflict") => Ok(false),
+                        Some("item-not-found" | "not-allowed" | "conflict") => Ok(Attempt::Refused),
                         _ => Err(Failure::new(
                             ErrorKind::JoinFailed,
                             format!("joining {room} refused: {}", stanza_error(&e)),
                         )),
                     };
                 }
-                let codes: Vec<&str> = e
-                    .child_ns("x", ns::MUC_USER)
-                    .map(|x| {
-                        x.children
-                            .iter()
-                            .filter(|c| c.name == "status")
-                            .filter_map(|c| c.attr("code"))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if codes.contains(&"201") {
-                    // A new room, locked until configured: make it an instant room.
-                    let id = self.id("cfg");
-                    self.stanza(&format!(
-                        "<iq type='set' id='{id}' to='{}'><query xmlns='{}'>\
-                         <x xmlns='jabber:x:data' type='submit'/></query></iq>",
-                        escape(room),
-                        ns::MUC_OWNER
-                    ));
-                    configuring = Some(id);
+                if created(&e) {
+                    configuring = Some(self.configure_instant(room));
                 }
                 joined = true;
                 continue;
@@ -430,7 +448,7 @@ impl XmppSession {
                 }
                 configuring = None;
                 if joined && subject {
-                    return Ok(true);
+                    return Ok(Attempt::Joined);
                 }
                 continue;
             }
@@ -443,7 +461,7 @@ impl XmppSession {
                 self.count_stanza_in();
                 subject = true;
                 if joined && configuring.is_none() {
-                    return Ok(true);
+                    return Ok(Attempt::Joined);
                 }
                 continue;
             }
@@ -649,10 +667,21 @@ impl Session for XmppSession {
         let limit = self.reply_timeout;
         let attempts = async {
             for _ in 0..JOIN_ATTEMPTS {
-                if self.join_once(&room, history).await? {
-                    return Ok(());
+                match self.join_once(&room, history).await? {
+                    Attempt::Joined => return Ok(()),
+                    Attempt::Refused => tokio::time::sleep(JOIN_RETRY).await,
+                    // Said in the report: the join goes again, the room having lost it.
+                    Attempt::Unanswered => {
+                        self.pending
+                            .push_back(Held::event(Event::ProtocolError(Failure::new(
+                                ErrorKind::Timeout,
+                                format!(
+                                    "joining {room}: no answer within {JOIN_SILENCE:?}, \
+                                 the join was sent again"
+                                ),
+                            ))))
+                    }
                 }
-                tokio::time::sleep(JOIN_RETRY).await;
             }
             Err(Failure::new(
                 ErrorKind::JoinFailed,
