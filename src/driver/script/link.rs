@@ -330,7 +330,7 @@ impl Link {
     /// answers of the requests made (they go out on a connection of their own, behind one
     /// another, and a waiting call would overtake them); a socket's frames go out in order
     /// with whatever follows them.
-    pub async fn sent(&mut self) {
+    pub async fn sent(&self) {
         if let Link::Http(h) = self {
             h.requests_answered().await;
         }

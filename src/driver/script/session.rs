@@ -497,7 +497,7 @@ impl ScriptSession {
     /// Publishes `value` under `key` in the run-wide directory — when `claim`, only if
     /// the key is free — and returns the value under the key then.
     async fn publish(
-        &mut self,
+        &self,
         flow: Flow,
         key: String,
         value: String,
@@ -532,7 +532,7 @@ impl ScriptSession {
     /// The value under `key` in the run-wide directory, waiting up to `timeout` for some
     /// user (of any shard) to publish it; with `peek`, asked once (None: not published).
     async fn lookup(
-        &mut self,
+        &self,
         flow: Flow,
         key: String,
         timeout: Duration,
@@ -722,7 +722,7 @@ impl ScriptSession {
             Ok(id)
         };
         let id = next().map_err(|e| script_error("u:sends", &e))?.to_string();
-        let Link::Http(h) = &mut self.link else {
+        let Link::Http(h) = &self.link else {
             return Err(not_http("u:sends"));
         };
         h.request(template.request(&id, to, body))?;

@@ -1,0 +1,745 @@
+//! HTTP for adapters (`http://`, `https://` targets): a large part of real IM runs over
+//! HTTP rather than a socket — Matrix's client-server API, REST plus push, Server-Sent
+//! Events. Over HTTP/1.1 (the default) one user holds a few keep-alive connections
+//! (hyper's client), each made on first use and again when the server closes it; over
+//! HTTP/2 (`[target.script] http = "2"`: by ALPN over TLS, by prior knowledge over
+//! `http://`) all of them are streams of one connection per user, multiplexed (a role
+//! whose connection the server closed makes a new one for itself):
+//!
+//! - **requests** (`u:request(…)`, not waiting: a send on the hot path) go out in order on
+//!   one connection; each answer comes back to `receive` as a frame of kind `"response"`
+//!   with its status and the reference the script gave;
+//! - **calls** (`u:http(…)`, waiting: in `login`, `join`, `fetch`, …) get their answer as
+//!   the call's value, on a connection of their own;
+//! - **polls** (the script's `poll(u)`: the next long-poll request, `/sync?since=…`) run
+//!   one at a time on a third, each answer a frame of kind `"poll"`;
+//! - **event streams** (`u:sse(path)`) each hold a connection whose Server-Sent Events
+//!   come to `receive` as frames of kind `"event"`.
+//!
+//! The tasks that carry requests and read streams hand what they hear over one channel,
+//! read by [`Http::next`]; they end with the user's connection. A request made is not yet
+//! a request sent (it waits its turn behind the ones before it), so a close first waits
+//! for the answers of those made before it ([`Http::requests_answered`]): a presence
+//! change made just before a logout reaches the server and is not dropped with the
+//! transport.
+
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body as _, Bytes, Incoming};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::answers::AnswerShape;
+use super::frame::{Frame, Meta};
+use crate::driver::kit::connect::{Connector, Stream};
+use crate::driver::Failure;
+use crate::metrics::wires::Wire;
+use crate::metrics::ErrorKind;
+
+/// The version of HTTP a user speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// HTTP/1.1, a keep-alive connection per role.
+    One,
+    /// HTTP/2, one connection per user.
+    Two,
+}
+
+impl Version {
+    /// The transport its connections are counted as.
+    pub fn wire(self) -> Wire {
+        match self {
+            Version::One => Wire::Http1,
+            Version::Two => Wire::Http2,
+        }
+    }
+}
+
+/// An HTTP request an adapter makes.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `GET`, `PUT`, `POST`, …
+    pub method: String,
+    /// The path and query, after the target URL's own path.
+    pub path: String,
+    /// Headers besides `Host` (and `Content-Length`, which hyper sets); shared by the
+    /// requests of a declaration.
+    pub headers: Headers,
+    /// The body (empty: none).
+    pub body: Bytes,
+    /// What the answer's frame carries back to `receive` (`meta.ref`).
+    pub reference: Option<String>,
+    /// How msgstorm judges a 2xx answer itself, if the script said.
+    pub answer: Option<Arc<AnswerShape>>,
+}
+
+/// A request's headers, names and values checked as HTTP's.
+pub type Headers = Arc<[(HeaderName, HeaderValue)]>;
+
+/// The answer to a request.
+#[derive(Debug)]
+pub struct Answer {
+    /// Its status code.
+    pub status: u16,
+    /// Its headers.
+    pub headers: http::HeaderMap,
+    /// Its body.
+    pub body: Bytes,
+}
+
+/// Where a user's HTTP connections go.
+#[derive(Debug, Clone)]
+pub struct Dial {
+    /// TCP (and TLS for `https://`) to the target.
+    pub connector: Connector,
+    /// The user, for its source address.
+    pub ix: u32,
+    /// `Host`: the URL's authority (checked once, shared by every request).
+    pub host: HeaderValue,
+    /// `http://` or `https://` and the authority: HTTP/2's `:scheme` and `:authority`.
+    pub origin: String,
+    /// HTTP/1.1 or HTTP/2.
+    pub version: Version,
+    /// The URL's path, before every request's own (no trailing `/`).
+    pub base: String,
+    /// The most bytes of an event of a stream (one message and what wraps it).
+    pub max_body: usize,
+    /// The most bytes of an answer's body ([`answer_limit`]).
+    pub max_answer: usize,
+}
+
+/// The most bytes an answer's body may have, for a run whose largest event is `max_body`
+/// bytes: [`MIN_ANSWER_LIMIT`] at least, since an answer is often a page of many messages
+/// (a sync, a history) that one message's bound would cut short.
+pub fn answer_limit(max_body: usize) -> usize {
+    max_body.max(MIN_ANSWER_LIMIT)
+}
+
+/// The least bytes an answer's body may have (16 MiB).
+pub const MIN_ANSWER_LIMIT: usize = 16 << 20;
+
+/// What the tasks of a user's HTTP transport heard.
+type Heard = Result<Frame, Failure>;
+
+/// What a task carrying requests takes from its queue, in order.
+#[derive(Debug)]
+enum Job {
+    /// A request to send.
+    Send(Request),
+    /// Told once every request queued before it has its answer.
+    Mark(oneshot::Sender<()>),
+    /// A pause before the next request.
+    Pause(std::time::Duration),
+}
+
+/// One user's HTTP transport.
+#[derive(Debug)]
+pub struct Http {
+    dial: Arc<Dial>,
+    /// Requests for the request task.
+    requests: mpsc::UnboundedSender<Job>,
+    /// Long-poll requests for the poll task.
+    polls: mpsc::UnboundedSender<Job>,
+    /// What the tasks heard.
+    heard: mpsc::UnboundedReceiver<Heard>,
+    /// Where the event-stream tasks tell it.
+    tell: mpsc::UnboundedSender<Heard>,
+    /// The connection of waiting calls, once made.
+    calls: Option<Conn>,
+    /// A poll is out: the next one waits for its answer to be judged.
+    pub polling: bool,
+    /// The tasks, stopped with the transport.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
+}
+
+impl Http {
+    /// A user's transport: its first connection made now (so that a target that is not
+    /// there fails the login as for any transport), the others on first use.
+    pub async fn open(dial: Dial) -> Result<Http, Failure> {
+        let dial = Arc::new(dial);
+        let first = Conn::open(&dial).await?;
+        // HTTP/2: every role a stream of the first connection.
+        let shared = first.share();
+        let (tell, heard) = mpsc::unbounded_channel();
+        let (requests, queued) = mpsc::unbounded_channel();
+        let (polls, polled) = mpsc::unbounded_channel();
+        let tasks = vec![
+            tokio::spawn(carry(
+                Arc::clone(&dial),
+                Some(first),
+                queued,
+                tell.clone(),
+                "response",
+            )),
+            tokio::spawn(carry(
+                Arc::clone(&dial),
+                shared.as_ref().and_then(Conn::share),
+                polled,
+                tell.clone(),
+                "poll",
+            )),
+        ];
+        Ok(Http {
+            dial,
+            requests,
+            polls,
+            heard,
+            tell,
+            calls: shared,
+            polling: false,
+            tasks,
+        })
+    }
+
+    /// Sends `request` without waiting: its answer comes back from [`Http::next`].
+    pub fn request(&self, request: Request) -> Result<(), Failure> {
+        self.requests.send(Job::Send(request)).map_err(|_| gone())
+    }
+
+    /// Waits until every request made so far ([`Http::request`]) has its answer, or the
+    /// task carrying them has ended (its connection failed).
+    pub async fn requests_answered(&self) {
+        let (mark, told) = oneshot::channel();
+        if self.requests.send(Job::Mark(mark)).is_ok() {
+            // An error: the task ended, and nothing it held will go out.
+            let _ = told.await;
+        }
+    }
+
+    /// Sends the long-poll `request`; its answer comes back from [`Http::next`].
+    pub fn poll(&mut self, request: Request) -> Result<(), Failure> {
+        self.polling = true;
+        self.polls.send(Job::Send(request)).map_err(|_| gone())
+    }
+
+    /// Sends the long-poll `request` after `pause` (the one before it failed).
+    pub fn poll_after(
+        &mut self,
+        pause: std::time::Duration,
+        request: Request,
+    ) -> Result<(), Failure> {
+        self.polls.send(Job::Pause(pause)).map_err(|_| gone())?;
+        self.poll(request)
+    }
+
+    /// Sends `request` and waits for its answer (on the connection of calls).
+    pub async fn call(&mut self, request: &Request) -> Result<Answer, Failure> {
+        let conn = match self.calls.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => Conn::open(&self.dial).await?,
+        };
+        let (conn, answer) = conn.send(&self.dial, request).await;
+        self.calls = conn;
+        answer
+    }
+
+    /// Opens an event stream by `request` (a `GET`): its events come back from
+    /// [`Http::next`]. Fails when the server does not answer 2xx.
+    pub async fn sse(&mut self, request: Request) -> Result<(), Failure> {
+        let mut conn = match self.calls.as_ref().and_then(Conn::share) {
+            Some(c) if !c.is_closed() => c,
+            _ => Conn::open(&self.dial).await?,
+        };
+        let (status, body) = conn.start(&self.dial, &request).await?;
+        if !(200..300).contains(&status) {
+            return Err(Failure::new(
+                ErrorKind::HttpStatus,
+                format!("event stream {}: HTTP status {status}", request.path),
+            ));
+        }
+        let tell = self.tell.clone();
+        let max = self.dial.max_body;
+        self.tasks.push(tokio::spawn(async move {
+            let _conn = conn;
+            stream_events(body, tell, max).await;
+        }));
+        Ok(())
+    }
+
+    /// The next thing heard: an answer, a poll's answer, an event.
+    pub async fn next(&mut self) -> Result<Frame, Failure> {
+        match self.heard.recv().await {
+            Some(heard) => {
+                if let Ok(Frame { meta: Some(m), .. }) = &heard {
+                    if m.kind == "poll" {
+                        self.polling = false;
+                    }
+                }
+                heard
+            }
+            None => Err(gone()),
+        }
+    }
+}
+
+/// A script's table of request headers (names to values), each checked as HTTP's.
+pub fn headers_of(h: &mlua::Table) -> mlua::Result<Headers> {
+    h.pairs::<mlua::String, mlua::String>()
+        .map(|pair| {
+            let (name, value) = pair?;
+            header(&name.as_bytes(), &value.as_bytes())
+        })
+        .collect()
+}
+
+/// A request header from a script's name and value, checked as HTTP's.
+fn header(name: &[u8], value: &[u8]) -> mlua::Result<(HeaderName, HeaderValue)> {
+    let bad = |what: String| {
+        mlua::Error::runtime(format!(
+            "HTTP request: header `{}`: {what}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    Ok((
+        HeaderName::from_bytes(name).map_err(|e| bad(e.to_string()))?,
+        HeaderValue::from_bytes(value).map_err(|e| bad(e.to_string()))?,
+    ))
+}
+
+/// The transport's tasks have ended (the user is closing).
+fn gone() -> Failure {
+    Failure::new(ErrorKind::ClosedByPeer, "the HTTP transport is closed")
+}
+
+/// What a connection's requests go through.
+#[derive(Debug)]
+enum Sender {
+    /// HTTP/1.1: one request at a time.
+    One(http1::SendRequest<Full<Bytes>>),
+    /// HTTP/2: streams, as many at once as the server allows.
+    Two(http2::SendRequest<Full<Bytes>>),
+}
+
+/// Aborts a connection's task when the last handle to it goes.
+#[derive(Debug)]
+struct Driving(JoinHandle<()>);
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection, or a handle to a user's HTTP/2 connection.
+#[derive(Debug)]
+struct Conn {
+    sender: Sender,
+    task: Arc<Driving>,
+}
+
+impl Conn {
+    /// A new connection, bounded by the connect timeout.
+    async fn open(dial: &Dial) -> Result<Conn, Failure> {
+        let made = async {
+            let stream = dial.connector.connect(dial.ix).await?;
+            let shake =
+                |e: hyper::Error| Failure::new(ErrorKind::Protocol, format!("HTTP handshake: {e}"));
+            match dial.version {
+                Version::One => {
+                    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+                        .await
+                        .map_err(shake)?;
+                    Ok((Sender::One(sender), spawn_driving(conn)))
+                }
+                Version::Two => {
+                    agreed_h2(&stream)?;
+                    let (sender, conn) =
+                        http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                            .await
+                            .map_err(shake)?;
+                    Ok((Sender::Two(sender), spawn_driving(conn)))
+                }
+            }
+        };
+        let (sender, task) = dial.connector.within("HTTP connection", made).await?;
+        Ok(Conn { sender, task })
+    }
+
+    /// Another handle to the same connection: HTTP/2's, which carries many requests at
+    /// once (`None` for HTTP/1.1's).
+    fn share(&self) -> Option<Conn> {
+        match &self.sender {
+            Sender::One(_) => None,
+            Sender::Two(s) => Some(Conn {
+                sender: Sender::Two(s.clone()),
+                task: Arc::clone(&self.task),
+            }),
+        }
+    }
+
+    /// The server closed it (or it failed).
+    fn is_closed(&self) -> bool {
+        match &self.sender {
+            Sender::One(s) => s.is_closed(),
+            Sender::Two(s) => s.is_closed(),
+        }
+    }
+
+    /// Sends `request` and reads its whole answer; the connection comes back when it can
+    /// carry the next one.
+    async fn send(
+        mut self,
+        dial: &Dial,
+        request: &Request,
+    ) -> (Option<Conn>, Result<Answer, Failure>) {
+        let answer = async {
+            let (status, headers, body) = self.start_with_headers(dial, request).await?;
+            let body = whole(body, dial.max_answer).await.map_err(|e| {
+                Failure::new(
+                    ErrorKind::Protocol,
+                    format!(
+                        "HTTP answer to {} {}: {e} (at most {} bytes)",
+                        request.method, request.path, dial.max_answer
+                    ),
+                )
+            })?;
+            Ok(Answer {
+                status,
+                headers,
+                body,
+            })
+        }
+        .await;
+        let keep = answer.is_ok() && !self.is_closed();
+        (keep.then_some(self), answer)
+    }
+
+    /// Sends `request`; returns the status and the body to read.
+    async fn start(&mut self, dial: &Dial, request: &Request) -> Result<(u16, Incoming), Failure> {
+        self.start_with_headers(dial, request)
+            .await
+            .map(|(status, _, body)| (status, body))
+    }
+
+    /// Sends `request`; returns the status, the headers and the body to read.
+    async fn start_with_headers(
+        &mut self,
+        dial: &Dial,
+        request: &Request,
+    ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
+        // HTTP/2 names the scheme and authority in the URI, HTTP/1.1 in `Host`.
+        let origin = matches!(self.sender, Sender::Two(_)).then_some(dial.origin.as_str());
+        let built = built(origin, &dial.base, &dial.host, request)
+            .map_err(|e| Failure::new(ErrorKind::Script, e))?;
+        let closed = |what: &str, e: hyper::Error| {
+            Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
+        };
+        let answer = match &mut self.sender {
+            Sender::One(s) => {
+                s.ready().await.map_err(|e| closed("connection", e))?;
+                s.send_request(built).await
+            }
+            Sender::Two(s) => {
+                s.ready().await.map_err(|e| closed("connection", e))?;
+                s.send_request(built).await
+            }
+        }
+        .map_err(|e| closed("request", e))?;
+        let (head, body) = answer.into_parts();
+        Ok((head.status.as_u16(), head.headers, body))
+    }
+}
+
+/// The whole of an answer's `body`, at most `max` bytes. Most answers come in one chunk,
+/// taken as it is; the chunks after a first are collected (http-body-util) and joined to it.
+async fn whole(
+    mut body: Incoming,
+    max: usize,
+) -> Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
+    let first = match body.frame().await {
+        None => return Ok(Bytes::new()),
+        Some(frame) => frame?.into_data().unwrap_or_default(),
+    };
+    if first.len() > max {
+        return Err("length limit exceeded".into());
+    }
+    if body.is_end_stream() {
+        return Ok(first);
+    }
+    let rest = Limited::new(body, max - first.len())
+        .collect()
+        .await?
+        .to_bytes();
+    if rest.is_empty() {
+        return Ok(first);
+    }
+    Ok([first, rest].concat().into())
+}
+
+/// `request` as hyper sends it, made in place, its URI `base` and its path: over HTTP/2
+/// after the `origin` (`:scheme`, `:authority`), over HTTP/1.1 (no `origin`) with
+/// `host` in `Host`.
+fn built(
+    origin: Option<&str>,
+    base: &str,
+    host: &HeaderValue,
+    request: &Request,
+) -> Result<http::Request<Full<Bytes>>, String> {
+    let wrong = |e: &dyn std::fmt::Display| {
+        format!("HTTP request {} {}: {e}", request.method, request.path)
+    };
+    let prefix = origin.unwrap_or_default();
+    let mut uri = String::with_capacity(prefix.len() + base.len() + request.path.len());
+    for part in [prefix, base, &request.path] {
+        uri.push_str(part);
+    }
+    let mut built = http::Request::new(Full::new(request.body.clone()));
+    *built.method_mut() =
+        http::Method::from_bytes(request.method.as_bytes()).map_err(|e| wrong(&e))?;
+    *built.uri_mut() = http::Uri::try_from(uri).map_err(|e| wrong(&e))?;
+    let headers = built.headers_mut();
+    headers.reserve(request.headers.len() + 1);
+    if origin.is_none() {
+        headers.insert(http::header::HOST, host.clone());
+    }
+    for (name, value) in request.headers.iter() {
+        headers.append(name.clone(), value.clone());
+    }
+    Ok(built)
+}
+
+/// Carries the requests of `queue` in order over one keep-alive connection (`first`, or
+/// one made when needed), telling each answer as a frame of `kind` and each mark that
+/// the requests before it are answered.
+async fn carry(
+    dial: Arc<Dial>,
+    mut conn: Option<Conn>,
+    mut queue: mpsc::UnboundedReceiver<Job>,
+    tell: mpsc::UnboundedSender<Heard>,
+    kind: &'static str,
+) {
+    while let Some(job) = queue.recv().await {
+        let request = match job {
+            Job::Send(r) => r,
+            Job::Mark(told) => {
+                let _ = told.send(());
+                continue;
+            }
+            Job::Pause(pause) => {
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+        };
+        let c = match conn.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => match Conn::open(&dial).await {
+                Ok(c) => c,
+                Err(f) => {
+                    let _ = tell.send(Err(f));
+                    return;
+                }
+            },
+        };
+        let (kept, answer) = c.send(&dial, &request).await;
+        conn = kept;
+        let heard = answer.map(|a| Frame {
+            text: false,
+            bytes: a.body,
+            meta: Some(Meta {
+                kind,
+                status: a.status,
+                reference: request.reference,
+                event: None,
+                headers: a.headers,
+                answer: request.answer,
+            }),
+        });
+        if tell.send(heard).is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs a connection's I/O (hyper's connection future) until it ends or is aborted.
+fn spawn_driving<F>(conn: F) -> Arc<Driving>
+where
+    F: std::future::Future + Send + 'static,
+{
+    Arc::new(Driving(tokio::spawn(async move {
+        let _ = conn.await;
+    })))
+}
+
+/// Over TLS, that the server agreed to HTTP/2 by ALPN: a server that picked HTTP/1.1
+/// (or nothing) would read HTTP/2's preface as a bad request.
+fn agreed_h2(stream: &Stream) -> Result<(), Failure> {
+    if !stream.is_tls() {
+        return Ok(());
+    }
+    match stream.alpn() {
+        Some(b"h2") => Ok(()),
+        other => Err(Failure::new(
+            ErrorKind::Protocol,
+            format!(
+                "HTTP/2 over TLS: the server did not agree to `h2` by ALPN (it chose {})",
+                other.map_or("none".into(), |p| format!(
+                    "`{}`",
+                    String::from_utf8_lossy(p)
+                ))
+            ),
+        )),
+    }
+}
+
+/// Reads a Server-Sent Events stream, telling each event that carries data.
+async fn stream_events(mut body: Incoming, tell: mpsc::UnboundedSender<Heard>, max: usize) {
+    let mut buf = Vec::new();
+    loop {
+        let chunk = match body.frame().await {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Some(Err(e)) => {
+                let _ = tell.send(Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    format!("event stream: {e}"),
+                )));
+                return;
+            }
+            None => {
+                let _ = tell.send(Err(Failure::new(
+                    ErrorKind::ClosedByPeer,
+                    "the event stream ended",
+                )));
+                return;
+            }
+        };
+        buf.extend_from_slice(&chunk);
+        while let Some(event) = take_event(&mut buf) {
+            if tell.send(Ok(event)).is_err() {
+                return;
+            }
+        }
+        if buf.len() > max {
+            let _ = tell.send(Err(Failure::new(
+                ErrorKind::Protocol,
+                format!("an event of more than {max} bytes"),
+            )));
+            return;
+        }
+    }
+}
+
+/// The first whole event in `buf` (taken out of it) that carries data, by the SSE rules:
+/// events end with a blank line; `data:` lines join with a newline, `event:` and `id:`
+/// name it, lines starting with `:` are comments.
+pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
+    loop {
+        let text = String::from_utf8_lossy(buf).replace("\r\n", "\n");
+        let end = text.find("\n\n")?;
+        let block = text[..end].to_owned();
+        let rest = text.as_bytes()[end + 2..].to_vec();
+        *buf = rest;
+        let (mut data, mut event, mut id) = (Vec::new(), None, None);
+        for line in block.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "data" => data.push(value.to_owned()),
+                "event" => event = Some(value.to_owned()),
+                "id" => id = Some(value.to_owned()),
+                _ => {}
+            }
+        }
+        if data.is_empty() {
+            continue;
+        }
+        return Some(Frame {
+            bytes: data.join("\n").into_bytes().into(),
+            text: true,
+            meta: Some(Meta {
+                kind: "event",
+                status: 200,
+                reference: id,
+                event,
+                headers: http::HeaderMap::new(),
+                answer: None,
+            }),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: &str, path: &str) -> Request {
+        Request {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            headers: Headers::from([(
+                http::header::AUTHORIZATION,
+                HeaderValue::from_static("Bearer t"),
+            )]),
+            body: Bytes::from_static(b"{}"),
+            reference: None,
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn a_request_names_its_host_over_http1_and_its_origin_over_http2() {
+        let host = HeaderValue::from_static("example.test:8008");
+        let one = built(None, "/api", &host, &request("PUT", "/send/1")).expect("a request");
+        assert_eq!(
+            (one.method().as_str(), one.uri().to_string().as_str()),
+            ("PUT", "/api/send/1")
+        );
+        assert_eq!(one.headers()[http::header::HOST], "example.test:8008");
+        assert_eq!(one.headers()[http::header::AUTHORIZATION], "Bearer t");
+        assert_eq!(one.headers().len(), 2);
+        let two = built(
+            Some("http://example.test:8008"),
+            "",
+            &host,
+            &request("GET", "/sync?since=4"),
+        )
+        .expect("a request");
+        assert_eq!(
+            two.uri().to_string(),
+            "http://example.test:8008/sync?since=4"
+        );
+        assert!(!two.headers().contains_key(http::header::HOST));
+        assert_eq!(two.headers().len(), 1);
+    }
+
+    #[test]
+    fn a_request_that_http_refuses_names_its_method_and_path() {
+        for (method, path) in [("NOT A METHOD", "/send/1"), ("GET", "/a b")] {
+            let host = HeaderValue::from_static("h");
+            let e = built(None, "", &host, &request(method, path)).expect_err(path);
+            assert!(
+                e.starts_with(&format!("HTTP request {method} {path}: ")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn events_are_cut_by_blank_lines_with_their_names_and_ids() {
+        let mut buf = b": hello\n\nevent: msg\nid: 7\ndata: {\"a\":1}\ndata: more\n\nretry: 5\n\ndata: x\r\n\r\ndata: part"
+            .to_vec();
+        let first = take_event(&mut buf).expect("an event");
+        assert_eq!(first.bytes, &b"{\"a\":1}\nmore"[..]);
+        let meta = first.meta.expect("meta");
+        assert_eq!(
+            (meta.event.as_deref(), meta.reference.as_deref()),
+            (Some("msg"), Some("7"))
+        );
+        let second = take_event(&mut buf).expect("a second event");
+        assert_eq!(second.bytes, &b"x"[..]);
+        assert!(take_event(&mut buf).is_none(), "an event not ended yet");
+        assert_eq!(buf, b"data: part");
+    }
+}
