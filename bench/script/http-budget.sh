@@ -12,6 +12,8 @@
 #   SET=KEY=VALUE: an override for both sides' runs (e.g. wake_tick=1ms).
 #   ADAPTER: the script side's adapter (default scenarios/http-chat.lua; point it at an older
 #   copy to measure an older binary with the adapter it shipped with).
+#   MODE: how the script side's users receive: poll (long polls, the default) or sse (a
+#   Server-Sent Events stream each, no request a message).
 #   POLL_TIMEOUT: how long the server holds a long poll with nothing to say, ms (1000: the
 #   adapter's default; Matrix clients ask for 30000).
 #   CALLGRIND=1 runs the generator under valgrind's callgrind and also reports the
@@ -162,7 +164,7 @@ script_run() { # label url [extra [target.script] line]
     {
         printf 'name = "budget-%s"\nseed = 7\ndrain = "3s"\n[target]\ndriver = "script"\n' "$1"
         printf 'url = "%s"\nheartbeat = "0s"\n[target.script]\nfile = "%s"\n' "$2" "$adapter"
-        printf 'vars = { mode = "poll", timeout = %s }\n%s\n' "${POLL_TIMEOUT:-1000}" "${3:-}"
+        printf 'vars = { mode = "%s", timeout = %s }\n%s\n' "${MODE:-poll}" "${POLL_TIMEOUT:-1000}" "${3:-}"
         load
     } >"$work/$1.toml"
     generate "$work/$1.toml" "$work/$1"

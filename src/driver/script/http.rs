@@ -616,11 +616,16 @@ async fn stream_events(mut body: Incoming, tell: mpsc::UnboundedSender<Heard>, m
             }
         };
         buf.extend_from_slice(&chunk);
-        while let Some(event) = take_event(&mut buf) {
-            if tell.send(Ok(event)).is_err() {
-                return;
+        let mut taken = 0;
+        while let Some((event, len)) = next_event(&buf[taken..]) {
+            taken += len;
+            if let Some(event) = event {
+                if tell.send(Ok(event)).is_err() {
+                    return;
+                }
             }
         }
+        buf.drain(..taken);
         if buf.len() > max {
             let _ = tell.send(Err(Failure::new(
                 ErrorKind::Protocol,
@@ -631,42 +636,62 @@ async fn stream_events(mut body: Incoming, tell: mpsc::UnboundedSender<Heard>, m
     }
 }
 
-/// The first whole event in `buf` (taken out of it) that carries data, by the SSE rules:
-/// events end with a blank line; `data:` lines join with a newline, `event:` and `id:`
-/// name it, lines starting with `:` are comments.
-pub fn take_event(buf: &mut Vec<u8>) -> Option<Frame> {
+/// The first whole event at the start of `bytes`, by the SSE rules, and how many bytes it
+/// took; `None` while no event has ended. Events end with a blank line (lines end with LF or
+/// CRLF); `data:` lines join with a newline, `event:` and `id:` name it, lines starting with
+/// `:` are comments; an event without data is `Some((None, len))`, skipped. Each line is
+/// read once, in place: a chunk of many events costs one pass.
+fn next_event(bytes: &[u8]) -> Option<(Option<Frame>, usize)> {
+    let (mut data, mut event, mut id) = (Vec::new(), None, None);
+    let mut has_data = false;
+    let mut at = 0;
     loop {
-        let text = String::from_utf8_lossy(buf).replace("\r\n", "\n");
-        let end = text.find("\n\n")?;
-        let block = text[..end].to_owned();
-        let rest = text.as_bytes()[end + 2..].to_vec();
-        *buf = rest;
-        let (mut data, mut event, mut id) = (Vec::new(), None, None);
-        for line in block.lines() {
-            let (field, value) = line.split_once(':').unwrap_or((line, ""));
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match field {
-                "data" => data.push(value.to_owned()),
-                "event" => event = Some(value.to_owned()),
-                "id" => id = Some(value.to_owned()),
-                _ => {}
+        let end = at + memchr::memchr(b'\n', &bytes[at..])?;
+        let line = bytes[at..end]
+            .strip_suffix(b"\r")
+            .unwrap_or(&bytes[at..end]);
+        at = end + 1;
+        if line.is_empty() {
+            let frame = has_data.then(|| event_frame(data, event, id));
+            return Some((frame, at));
+        }
+        let (field, value) = match memchr::memchr(b':', line) {
+            Some(colon) => (&line[..colon], &line[colon + 1..]),
+            None => (line, &b""[..]),
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        match field {
+            b"data" => {
+                if has_data {
+                    data.push(b'\n');
+                }
+                data.extend_from_slice(value);
+                has_data = true;
             }
+            b"event" => event = Some(String::from_utf8_lossy(value).into_owned()),
+            b"id" => id = Some(String::from_utf8_lossy(value).into_owned()),
+            _ => {}
         }
-        if data.is_empty() {
-            continue;
-        }
-        return Some(Frame {
-            bytes: data.join("\n").into_bytes().into(),
-            text: true,
-            meta: Some(Meta {
-                kind: "event",
-                status: 200,
-                reference: id,
-                event,
-                headers: http::HeaderMap::new(),
-                answer: None,
-            }),
-        });
+    }
+}
+
+/// An event's frame: its `data` (invalid UTF-8 replaced, as a text frame's), its name and id.
+fn event_frame(data: Vec<u8>, event: Option<String>, id: Option<String>) -> Frame {
+    let bytes = match String::from_utf8_lossy(&data) {
+        std::borrow::Cow::Borrowed(_) => data,
+        std::borrow::Cow::Owned(text) => text.into_bytes(),
+    };
+    Frame {
+        bytes: bytes.into(),
+        text: true,
+        meta: Some(Meta {
+            kind: "event",
+            status: 200,
+            reference: id,
+            event,
+            headers: http::HeaderMap::new(),
+            answer: None,
+        }),
     }
 }
 
@@ -726,20 +751,29 @@ mod tests {
         }
     }
 
+    /// Every event of `bytes` that carries data, and the bytes left (an event not ended).
+    fn events(bytes: &[u8]) -> (Vec<Frame>, &[u8]) {
+        let (mut out, mut at) = (Vec::new(), 0);
+        while let Some((event, len)) = next_event(&bytes[at..]) {
+            at += len;
+            out.extend(event);
+        }
+        (out, &bytes[at..])
+    }
+
     #[test]
     fn events_are_cut_by_blank_lines_with_their_names_and_ids() {
-        let mut buf = b": hello\n\nevent: msg\nid: 7\ndata: {\"a\":1}\ndata: more\n\nretry: 5\n\ndata: x\r\n\r\ndata: part"
-            .to_vec();
-        let first = take_event(&mut buf).expect("an event");
-        assert_eq!(first.bytes, &b"{\"a\":1}\nmore"[..]);
-        let meta = first.meta.expect("meta");
+        let bytes = b": hello\n\nevent: msg\nid: 7\ndata: {\"a\":1}\ndata: more\n\nretry: 5\n\ndata: x\r\n\r\ndata: \xff!\n\ndata: part";
+        let (got, rest) = events(bytes);
+        let bodies: Vec<&[u8]> = got.iter().map(|f| &f.bytes[..]).collect();
+        // Invalid UTF-8 is replaced, as in a text frame.
+        let replaced = "\u{FFFD}!".as_bytes();
+        assert_eq!(bodies, [&b"{\"a\":1}\nmore"[..], b"x", replaced]);
+        let meta = got[0].meta.as_ref().expect("meta");
         assert_eq!(
             (meta.event.as_deref(), meta.reference.as_deref()),
             (Some("msg"), Some("7"))
         );
-        let second = take_event(&mut buf).expect("a second event");
-        assert_eq!(second.bytes, &b"x"[..]);
-        assert!(take_event(&mut buf).is_none(), "an event not ended yet");
-        assert_eq!(buf, b"data: part");
+        assert_eq!(rest, b"data: part", "an event not ended yet");
     }
 }
