@@ -122,10 +122,13 @@ fn a_join_the_room_never_answered_is_sent_again_and_the_report_says_so() {
     let d = a.ledger.summary();
     assert_eq!((d.expected, d.delivered, d.lost), (50, 50, 0), "{d:?}");
     assert_eq!(errors(&a, ErrorKind::JoinFailed).0, 0);
+    // The swallowed join, at least (a machine too busy to answer a join within 5 s would
+    // name more).
     let (resent, examples) = errors(&a, ErrorKind::Timeout);
-    assert_eq!(resent, 1, "{examples:?}");
+    assert!(resent >= 1, "{examples:?}");
     assert!(
-        examples[0].contains("no answer within 5s, the join was sent again"),
+        examples.iter().any(|e| e.contains("j-lost-")
+            && e.ends_with("no answer within 5s, the join was sent again")),
         "{examples:?}"
     );
 }
