@@ -15,6 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// How the note a run with a wake tick leaves in its result begins; the report tells such a
+/// run by it.
+pub const WAKE_TICK_NOTE_START: &str = "wake tick ";
+
 /// The tick in nanoseconds; 0 while no run asks for one.
 static TICK_NS: AtomicU64 = AtomicU64::new(0);
 /// Where the ticks count from: right after the runtime (and its timer) was built.

@@ -230,9 +230,10 @@ fn wake_tick_note(tick: Duration, stamped: bool) -> String {
          wake-ups': latencies may include up to a tick of the generator's sleep"
     };
     format!(
-        "wake tick {ms} ms (`wake_tick`): the generator's threads slept to the next {ms} ms \
+        "{}{ms} ms (`wake_tick`): the generator's threads slept to the next {ms} ms \
          boundary before they waited for their sockets, so that one wake-up took everything \
-         that arrived within it; {times}"
+         that arrived within it; {times}",
+        crate::runtime::WAKE_TICK_NOTE_START
     )
 }
 

@@ -58,6 +58,9 @@ pub enum Finding {
         /// True when it is a generator process that also ran the embedded reference server:
         /// then neither side's capacity can be read from the run.
         embedded_server: bool,
+        /// True when it is a generator process whose threads slept to a wake tick
+        /// (`wake_tick`): then the report has no cheaper receive path to suggest.
+        ticked: bool,
         /// Cores of the host (of the shard that watched it).
         cores: u32,
         /// The first second of the run at which it did.
@@ -110,6 +113,10 @@ pub fn of(a: &Artifact, sweeps: &[Sweep]) -> Vec<Finding> {
         out.push(Finding::SendLag { p99_us: lag_p99 });
     }
     let embedded = a.notes.iter().any(|n| n == EMBEDDED_IN_GENERATOR);
+    let ticked = a
+        .notes
+        .iter()
+        .any(|n| n.starts_with(crate::runtime::WAKE_TICK_NOTE_START));
     for p in &a.processes {
         let Some(cores) = a
             .shards
@@ -128,6 +135,7 @@ pub fn of(a: &Artifact, sweeps: &[Sweep]) -> Vec<Finding> {
             pid: p.pid,
             generator: p.generator,
             embedded_server: p.generator && embedded,
+            ticked: p.generator && ticked,
             cores,
             from_sec: sec,
             cpu_pct: pct,

@@ -120,18 +120,26 @@ pub fn finding(f: &Finding) -> String {
             process,
             pid,
             generator,
+            ticked,
             cores,
             from_sec,
             cpu_pct,
             ..
         } => format!(
             "{} (pid {pid}) used all {cores} cores from second {from_sec} ({cpu_pct:.0}% \
-             of one core): {} was the bottleneck there",
+             of one core): {} was the bottleneck there{}",
             quote(process),
             if *generator {
                 "the generator itself"
             } else {
                 "this target process"
+            },
+            if *generator && !*ticked {
+                "; `wake_tick = \"1ms\"` in the scenario takes more deliveries per generator \
+                 CPU-second (fewer wake-ups, receive times from the kernel), and shards on \
+                 other hosts add cores"
+            } else {
+                ""
             }
         ),
     }

@@ -121,6 +121,7 @@ fn findings_are_computed_not_read_from_notes() {
             pid: 10963,
             generator: true,
             embedded_server: true,
+            ticked: false,
             cores: 2,
             from_sec: 0,
             cpu_pct: 692.52655,
@@ -165,7 +166,22 @@ fn a_saturated_generator_with_the_embedded_server_blames_neither_side() {
     ));
     assert!(text::render(&report).contains(
         "note: msgstorm (generator) (pid 10963) used all 2 cores from second 0 (693% of one \
-         core): the generator itself was the bottleneck there\n"
+         core): the generator itself was the bottleneck there; `wake_tick = \"1ms\"` in the \
+         scenario takes more deliveries per generator CPU-second (fewer wake-ups, receive \
+         times from the kernel), and shards on other hosts add cores\n"
+    ));
+    // A generator that already slept to a wake tick is not told to.
+    apart.notes.push(format!(
+        "{}1 ms (`wake_tick`): the generator's threads slept",
+        crate::runtime::WAKE_TICK_NOTE_START
+    ));
+    let ticked = Report::new(&apart);
+    assert!(matches!(
+        saturated(&ticked).as_slice(),
+        [Finding::Saturated { ticked: true, .. }]
+    ));
+    assert!(text::render(&ticked).contains(
+        "core): the generator itself was the bottleneck there\n"
     ));
 }
 
@@ -217,6 +233,7 @@ fn saturation_is_judged_against_the_cores_of_the_shard_that_saw_it() {
             pid: 42,
             generator: false,
             embedded_server: false,
+            ticked: false,
             cores: 8,
             from_sec: 4,
             cpu_pct: 730.0,
