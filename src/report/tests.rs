@@ -180,9 +180,9 @@ fn a_saturated_generator_with_the_embedded_server_blames_neither_side() {
         saturated(&ticked).as_slice(),
         [Finding::Saturated { ticked: true, .. }]
     ));
-    assert!(text::render(&ticked).contains(
-        "core): the generator itself was the bottleneck there\n"
-    ));
+    assert!(
+        text::render(&ticked).contains("core): the generator itself was the bottleneck there\n")
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use super::answers::AnswerShape;
 /// A frame in or out: its bytes and whether it is text.
 #[derive(Debug)]
 pub struct Frame {
-    /// The frame (an HTTP answer's body as hyper read it, not copied).
+    /// The frame (an HTTP answer's body as the transport read it).
     pub bytes: Bytes,
     /// A text frame (WebSocket text, or a delimited TCP frame); on HTTP, where `meta`
     /// says what a frame is, whether its body is UTF-8 is not looked at.

@@ -1,7 +1,8 @@
 //! HTTP for adapters (`http://`, `https://` targets): a large part of real IM runs over
 //! HTTP rather than a socket — Matrix's client-server API, REST plus push, Server-Sent
 //! Events. Over HTTP/1.1 (the default) one user holds a few keep-alive connections
-//! (hyper's client), each made on first use and again when the server closes it; over
+//! ([`h1`]: each run by the task that uses it), each made on first use and again when the
+//! server closes it; over
 //! HTTP/2 (`[target.script] http = "2"`: by ALPN over TLS, by prior knowledge over
 //! `http://`) all of them are streams of one connection per user, multiplexed (a role
 //! whose connection the server closed makes a new one for itself):
@@ -28,13 +29,14 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::answers::AnswerShape;
 use super::frame::{Frame, Meta};
+use super::h1;
 use crate::driver::kit::connect::{Connector, Stream};
 use crate::driver::Failure;
 use crate::metrics::wires::Wire;
@@ -66,7 +68,7 @@ pub struct Request {
     pub method: String,
     /// The path and query, after the target URL's own path.
     pub path: String,
-    /// Headers besides `Host` (and `Content-Length`, which hyper sets); shared by the
+    /// Headers besides `Host` (and `Content-Length`, which the transport sets); shared by the
     /// requests of a declaration.
     pub headers: Headers,
     /// The body (empty: none).
@@ -234,10 +236,7 @@ impl Http {
 
     /// Sends `request` and waits for its answer (on the connection of calls).
     pub async fn call(&mut self, request: &Request) -> Result<Answer, Failure> {
-        let conn = match self.calls.take() {
-            Some(c) if !c.is_closed() => c,
-            _ => Conn::open(&self.dial).await?,
-        };
+        let conn = Conn::reuse(self.calls.take(), &self.dial).await?;
         let (conn, answer) = conn.send(&self.dial, request).await;
         self.calls = conn;
         answer
@@ -246,11 +245,11 @@ impl Http {
     /// Opens an event stream by `request` (a `GET`): its events come back from
     /// [`Http::next`]. Fails when the server does not answer 2xx.
     pub async fn sse(&mut self, request: Request) -> Result<(), Failure> {
-        let mut conn = match self.calls.as_ref().and_then(Conn::share) {
-            Some(c) if !c.is_closed() => c,
-            _ => Conn::open(&self.dial).await?,
+        let conn = Conn::reuse(self.calls.as_ref().and_then(Conn::share), &self.dial).await?;
+        let body = conn.start(&self.dial, &request).await?;
+        let status = match &body {
+            Started::One(status, _) | Started::Two(status, _) => *status,
         };
-        let (status, body) = conn.start(&self.dial, &request).await?;
         if !(200..300).contains(&status) {
             return Err(Failure::new(
                 ErrorKind::HttpStatus,
@@ -259,10 +258,8 @@ impl Http {
         }
         let tell = self.tell.clone();
         let max = self.dial.max_body;
-        self.tasks.push(tokio::spawn(async move {
-            let _conn = conn;
-            stream_events(body, tell, max).await;
-        }));
+        self.tasks
+            .push(tokio::spawn(stream_events(body, tell, max)));
         Ok(())
     }
 
@@ -311,15 +308,6 @@ fn gone() -> Failure {
     Failure::new(ErrorKind::ClosedByPeer, "the HTTP transport is closed")
 }
 
-/// What a connection's requests go through.
-#[derive(Debug)]
-enum Sender {
-    /// HTTP/1.1: one request at a time.
-    One(http1::SendRequest<Full<Bytes>>),
-    /// HTTP/2: streams, as many at once as the server allows.
-    Two(http2::SendRequest<Full<Bytes>>),
-}
-
 /// Aborts a connection's task when the last handle to it goes.
 #[derive(Debug)]
 struct Driving(JoinHandle<()>);
@@ -332,9 +320,20 @@ impl Drop for Driving {
 
 /// One keep-alive HTTP/1.1 connection, or a handle to a user's HTTP/2 connection.
 #[derive(Debug)]
-struct Conn {
-    sender: Sender,
-    task: Arc<Driving>,
+enum Conn {
+    /// HTTP/1.1: one exchange at a time, run by the task that holds it.
+    One(Box<h1::Connection>),
+    /// HTTP/2: streams, as many at once as the server allows, over the connection hyper's
+    /// task runs (stopped when its last handle goes).
+    Two(http2::SendRequest<Full<Bytes>>, Arc<Driving>),
+}
+
+/// An answer's status and the body still to read.
+enum Started {
+    /// Read from an HTTP/1.1 connection, which the body holds.
+    One(u16, Box<h1::Connection>),
+    /// Read from an HTTP/2 stream.
+    Two(u16, Incoming),
 }
 
 impl Conn {
@@ -342,112 +341,180 @@ impl Conn {
     async fn open(dial: &Dial) -> Result<Conn, Failure> {
         let made = async {
             let stream = dial.connector.connect(dial.ix).await?;
-            let shake =
-                |e: hyper::Error| Failure::new(ErrorKind::Protocol, format!("HTTP handshake: {e}"));
             match dial.version {
-                Version::One => {
-                    let (sender, conn) = http1::handshake(TokioIo::new(stream))
-                        .await
-                        .map_err(shake)?;
-                    Ok((Sender::One(sender), spawn_driving(conn)))
-                }
+                Version::One => Ok(Conn::One(Box::new(h1::Connection::new(stream)))),
                 Version::Two => {
                     agreed_h2(&stream)?;
                     let (sender, conn) =
                         http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                             .await
-                            .map_err(shake)?;
-                    Ok((Sender::Two(sender), spawn_driving(conn)))
+                            .map_err(|e| {
+                                Failure::new(ErrorKind::Protocol, format!("HTTP handshake: {e}"))
+                            })?;
+                    Ok(Conn::Two(sender, spawn_driving(conn)))
                 }
             }
         };
-        let (sender, task) = dial.connector.within("HTTP connection", made).await?;
-        Ok(Conn { sender, task })
+        dial.connector.within("HTTP connection", made).await
+    }
+
+    /// `conn` when it can carry a request still, else a new connection.
+    async fn reuse(conn: Option<Conn>, dial: &Dial) -> Result<Conn, Failure> {
+        match conn {
+            Some(mut c) => {
+                if c.is_closed() {
+                    Conn::open(dial).await
+                } else {
+                    Ok(c)
+                }
+            }
+            None => Conn::open(dial).await,
+        }
     }
 
     /// Another handle to the same connection: HTTP/2's, which carries many requests at
     /// once (`None` for HTTP/1.1's).
     fn share(&self) -> Option<Conn> {
-        match &self.sender {
-            Sender::One(_) => None,
-            Sender::Two(s) => Some(Conn {
-                sender: Sender::Two(s.clone()),
-                task: Arc::clone(&self.task),
-            }),
+        match self {
+            Conn::One(_) => None,
+            Conn::Two(s, task) => Some(Conn::Two(s.clone(), Arc::clone(task))),
         }
     }
 
-    /// The server closed it (or it failed).
-    fn is_closed(&self) -> bool {
-        match &self.sender {
-            Sender::One(s) => s.is_closed(),
-            Sender::Two(s) => s.is_closed(),
+    /// The server closed it (or it failed, or an HTTP/1.1 answer is not read whole).
+    fn is_closed(&mut self) -> bool {
+        match self {
+            Conn::One(c) => c.is_closed(),
+            Conn::Two(s, _) => s.is_closed(),
         }
     }
 
     /// Sends `request` and reads its whole answer; the connection comes back when it can
     /// carry the next one.
-    async fn send(
-        mut self,
-        dial: &Dial,
-        request: &Request,
-    ) -> (Option<Conn>, Result<Answer, Failure>) {
-        let answer = async {
-            let (status, headers, body) = self.start_with_headers(dial, request).await?;
-            let body = whole(body, dial.max_answer).await.map_err(|e| {
-                Failure::new(
-                    ErrorKind::Protocol,
-                    format!(
-                        "HTTP answer to {} {}: {e} (at most {} bytes)",
-                        request.method, request.path, dial.max_answer
-                    ),
-                )
-            })?;
-            Ok(Answer {
-                status,
-                headers,
-                body,
-            })
-        }
-        .await;
-        let keep = answer.is_ok() && !self.is_closed();
-        (keep.then_some(self), answer)
-    }
-
-    /// Sends `request`; returns the status and the body to read.
-    async fn start(&mut self, dial: &Dial, request: &Request) -> Result<(u16, Incoming), Failure> {
-        self.start_with_headers(dial, request)
-            .await
-            .map(|(status, _, body)| (status, body))
-    }
-
-    /// Sends `request`; returns the status, the headers and the body to read.
-    async fn start_with_headers(
-        &mut self,
-        dial: &Dial,
-        request: &Request,
-    ) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
-        // HTTP/2 names the scheme and authority in the URI, HTTP/1.1 in `Host`.
-        let origin = matches!(self.sender, Sender::Two(_)).then_some(dial.origin.as_str());
-        let built = built(origin, &dial.base, &dial.host, request)
-            .map_err(|e| Failure::new(ErrorKind::Script, e))?;
-        let closed = |what: &str, e: hyper::Error| {
-            Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
+    async fn send(self, dial: &Dial, request: &Request) -> (Option<Conn>, Result<Answer, Failure>) {
+        let answered = |e: Failure| {
+            Failure::new(
+                e.kind,
+                format!(
+                    "HTTP answer to {} {}: {}",
+                    request.method, request.path, e.detail
+                ),
+            )
         };
-        let answer = match &mut self.sender {
-            Sender::One(s) => {
-                s.ready().await.map_err(|e| closed("connection", e))?;
-                s.send_request(built).await
+        match self {
+            Conn::One(mut c) => {
+                let answer = async {
+                    let bytes = h1_request(&dial.base, &dial.host, request)?;
+                    let head = c.start(&bytes, request.method == "HEAD");
+                    let head = head.await.map_err(answered)?;
+                    let body = c.body(dial.max_answer).await.map_err(answered)?;
+                    Ok(Answer {
+                        status: head.status,
+                        headers: head.headers,
+                        body,
+                    })
+                }
+                .await;
+                (c.reusable().then_some(Conn::One(c)), answer)
             }
-            Sender::Two(s) => {
-                s.ready().await.map_err(|e| closed("connection", e))?;
-                s.send_request(built).await
+            Conn::Two(mut s, task) => {
+                let answer = async {
+                    let (status, headers, body) = two_start(&mut s, dial, request).await?;
+                    let body = whole(body, dial.max_answer).await.map_err(|e| {
+                        answered(Failure::new(
+                            ErrorKind::Protocol,
+                            format!("{e} (at most {} bytes)", dial.max_answer),
+                        ))
+                    })?;
+                    Ok(Answer {
+                        status,
+                        headers,
+                        body,
+                    })
+                }
+                .await;
+                let keep = answer.is_ok() && !s.is_closed();
+                (keep.then_some(Conn::Two(s, task)), answer)
             }
         }
-        .map_err(|e| closed("request", e))?;
-        let (head, body) = answer.into_parts();
-        Ok((head.status.as_u16(), head.headers, body))
     }
+
+    /// Sends `request`; returns the status and the body to read, which holds the
+    /// connection (HTTP/1.1) or a stream of it (HTTP/2).
+    async fn start(self, dial: &Dial, request: &Request) -> Result<Started, Failure> {
+        match self {
+            Conn::One(mut c) => {
+                let bytes = h1_request(&dial.base, &dial.host, request)?;
+                let head = c.start(&bytes, false).await?;
+                Ok(Started::One(head.status, c))
+            }
+            Conn::Two(mut s, _task) => {
+                let (status, _, body) = two_start(&mut s, dial, request).await?;
+                Ok(Started::Two(status, body))
+            }
+        }
+    }
+}
+
+impl Started {
+    /// The next piece of the body, `None` at its end.
+    async fn piece(&mut self) -> Result<Option<Bytes>, Failure> {
+        match self {
+            Started::One(_, c) => c.piece().await,
+            Started::Two(_, body) => loop {
+                match body.frame().await {
+                    None => return Ok(None),
+                    Some(Err(e)) => {
+                        return Err(Failure::new(ErrorKind::ClosedByPeer, e.to_string()))
+                    }
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Ok(Some(data));
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// `request` as HTTP/1.1 writes it, after the target's base path and with its `Host`.
+fn h1_request(base: &str, host: &HeaderValue, request: &Request) -> Result<Vec<u8>, Failure> {
+    h1::encode(
+        &request.method,
+        base,
+        &request.path,
+        host,
+        &request.headers,
+        &request.body,
+    )
+    .map_err(|e| {
+        Failure::new(
+            ErrorKind::Script,
+            format!("HTTP request {} {}: {e}", request.method, request.path),
+        )
+    })
+}
+
+/// Sends `request` as a stream of the HTTP/2 connection `s`; returns the status, the
+/// headers and the body to read.
+async fn two_start(
+    s: &mut http2::SendRequest<Full<Bytes>>,
+    dial: &Dial,
+    request: &Request,
+) -> Result<(u16, http::HeaderMap, Incoming), Failure> {
+    let built =
+        built(&dial.origin, &dial.base, request).map_err(|e| Failure::new(ErrorKind::Script, e))?;
+    let closed = |what: &str, e: hyper::Error| {
+        Failure::new(ErrorKind::ClosedByPeer, format!("HTTP {what}: {e}"))
+    };
+    s.ready().await.map_err(|e| closed("connection", e))?;
+    let answer = s
+        .send_request(built)
+        .await
+        .map_err(|e| closed("request", e))?;
+    let (head, body) = answer.into_parts();
+    Ok((head.status.as_u16(), head.headers, body))
 }
 
 /// The whole of an answer's `body`, at most `max` bytes. Most answers come in one chunk,
@@ -476,21 +543,18 @@ async fn whole(
     Ok([first, rest].concat().into())
 }
 
-/// `request` as hyper sends it, made in place, its URI `base` and its path: over HTTP/2
-/// after the `origin` (`:scheme`, `:authority`), over HTTP/1.1 (no `origin`) with
-/// `host` in `Host`.
+/// `request` as hyper sends it over HTTP/2, made in place: its URI the `origin` (`:scheme`,
+/// `:authority`), the target's `base` path and the request's path.
 fn built(
-    origin: Option<&str>,
+    origin: &str,
     base: &str,
-    host: &HeaderValue,
     request: &Request,
 ) -> Result<http::Request<Full<Bytes>>, String> {
     let wrong = |e: &dyn std::fmt::Display| {
         format!("HTTP request {} {}: {e}", request.method, request.path)
     };
-    let prefix = origin.unwrap_or_default();
-    let mut uri = String::with_capacity(prefix.len() + base.len() + request.path.len());
-    for part in [prefix, base, &request.path] {
+    let mut uri = String::with_capacity(origin.len() + base.len() + request.path.len());
+    for part in [origin, base, &request.path] {
         uri.push_str(part);
     }
     let mut built = http::Request::new(Full::new(request.body.clone()));
@@ -498,10 +562,7 @@ fn built(
         http::Method::from_bytes(request.method.as_bytes()).map_err(|e| wrong(&e))?;
     *built.uri_mut() = http::Uri::try_from(uri).map_err(|e| wrong(&e))?;
     let headers = built.headers_mut();
-    headers.reserve(request.headers.len() + 1);
-    if origin.is_none() {
-        headers.insert(http::header::HOST, host.clone());
-    }
+    headers.reserve(request.headers.len());
     for (name, value) in request.headers.iter() {
         headers.append(name.clone(), value.clone());
     }
@@ -530,15 +591,12 @@ async fn carry(
                 continue;
             }
         };
-        let c = match conn.take() {
-            Some(c) if !c.is_closed() => c,
-            _ => match Conn::open(&dial).await {
-                Ok(c) => c,
-                Err(f) => {
-                    let _ = tell.send(Err(f));
-                    return;
-                }
-            },
+        let c = match Conn::reuse(conn.take(), &dial).await {
+            Ok(c) => c,
+            Err(f) => {
+                let _ = tell.send(Err(f));
+                return;
+            }
         };
         let (kept, answer) = c.send(&dial, &request).await;
         conn = kept;
@@ -592,22 +650,19 @@ fn agreed_h2(stream: &Stream) -> Result<(), Failure> {
 }
 
 /// Reads a Server-Sent Events stream, telling each event that carries data.
-async fn stream_events(mut body: Incoming, tell: mpsc::UnboundedSender<Heard>, max: usize) {
+async fn stream_events(mut body: Started, tell: mpsc::UnboundedSender<Heard>, max: usize) {
     let mut buf = Vec::new();
     loop {
-        let chunk = match body.frame().await {
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_) => continue,
-            },
-            Some(Err(e)) => {
+        let chunk = match body.piece().await {
+            Ok(Some(data)) => data,
+            Err(e) => {
                 let _ = tell.send(Err(Failure::new(
-                    ErrorKind::ClosedByPeer,
-                    format!("event stream: {e}"),
+                    e.kind,
+                    format!("event stream: {}", e.detail),
                 )));
                 return;
             }
-            None => {
+            Ok(None) => {
                 let _ = tell.send(Err(Failure::new(
                     ErrorKind::ClosedByPeer,
                     "the event stream ended",
@@ -713,21 +768,19 @@ mod tests {
         }
     }
 
+    const HOST: HeaderValue = HeaderValue::from_static("example.test:8008");
+
     #[test]
     fn a_request_names_its_host_over_http1_and_its_origin_over_http2() {
-        let host = HeaderValue::from_static("example.test:8008");
-        let one = built(None, "/api", &host, &request("PUT", "/send/1")).expect("a request");
+        let one = h1_request("/api", &HOST, &request("PUT", "/send/1")).expect("a request");
         assert_eq!(
-            (one.method().as_str(), one.uri().to_string().as_str()),
-            ("PUT", "/api/send/1")
+            String::from_utf8(one).expect("text"),
+            "PUT /api/send/1 HTTP/1.1\r\nhost: example.test:8008\r\nauthorization: Bearer t\r\n\
+             content-length: 2\r\n\r\n{}"
         );
-        assert_eq!(one.headers()[http::header::HOST], "example.test:8008");
-        assert_eq!(one.headers()[http::header::AUTHORIZATION], "Bearer t");
-        assert_eq!(one.headers().len(), 2);
         let two = built(
-            Some("http://example.test:8008"),
+            "http://example.test:8008",
             "",
-            &host,
             &request("GET", "/sync?since=4"),
         )
         .expect("a request");
@@ -741,13 +794,19 @@ mod tests {
 
     #[test]
     fn a_request_that_http_refuses_names_its_method_and_path() {
-        for (method, path) in [("NOT A METHOD", "/send/1"), ("GET", "/a b")] {
-            let host = HeaderValue::from_static("h");
-            let e = built(None, "", &host, &request(method, path)).expect_err(path);
-            assert!(
-                e.starts_with(&format!("HTTP request {method} {path}: ")),
-                "{e}"
-            );
+        for (method, path) in [
+            ("NOT A METHOD", "/send/1"),
+            ("GET", "/a b"),
+            ("GET", "/a\r\nX: y"),
+        ] {
+            let one = h1_request("", &HOST, &request(method, path)).expect_err(path);
+            let two = built("http://h", "", &request(method, path)).expect_err(path);
+            for e in [one.detail, two] {
+                assert!(
+                    e.starts_with(&format!("HTTP request {method} {path}: ")),
+                    "{e}"
+                );
+            }
         }
     }
 

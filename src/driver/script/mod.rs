@@ -22,6 +22,7 @@ mod answers;
 mod codecs;
 mod dry;
 mod frame;
+mod h1;
 mod http;
 mod items;
 mod json;
