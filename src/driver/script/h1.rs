@@ -371,7 +371,7 @@ fn framing(head_only: bool, head: &Head) -> Result<Framing, String> {
         .headers
         .get_all(http::header::TRANSFER_ENCODING)
         .iter()
-        .last()
+        .next_back()
     {
         let last = coding
             .as_bytes()
@@ -495,7 +495,10 @@ mod tests {
 
     #[tokio::test]
     async fn bodies_end_by_length_by_chunks_with_trailers_or_by_the_close() {
-        let cases: [(&[u8], &str, bool, &[u8], bool); 6] = [
+        // An answer, the request's method, whether the server closes after it, the body
+        // read and whether the connection can carry the next request.
+        type Case = (&'static [u8], &'static str, bool, &'static [u8], bool);
+        let cases: [Case; 6] = [
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "GET", false, b"hello", true),
             (
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n1\r\n!\r\n0\r\nT: 1\r\n\r\n",
