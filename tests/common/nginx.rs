@@ -63,6 +63,23 @@ impl Nginx {
         })
     }
 
+    /// nginx serving HTTP/1.1 on a free port and proxying every request to
+    /// `127.0.0.1:upstream`, unbuffered, with server-side includes on for every answer: that
+    /// filter drops the upstream's `Content-Length`, so nginx sends each answer with a body
+    /// in chunked transfer coding. Its access log ([`Nginx::access`]) names each request's
+    /// method, path, status and the `Transfer-Encoding` nginx sent.
+    pub fn chunked_proxy(upstream: u16) -> Nginx {
+        let log = "log_format te '$request_method $uri $status $sent_http_transfer_encoding';\n  \
+                   access_log ACCESS te;";
+        Nginx::start(log, |port, _| {
+            format!(
+                "listen 127.0.0.1:{port};\n    location / {{\n      ssi on;\n      ssi_types *;\n\
+                   proxy_pass http://127.0.0.1:{upstream};\n      proxy_http_version 1.1;\n\
+                   proxy_buffering off;\n      proxy_read_timeout 120s;\n    }}"
+            )
+        })
+    }
+
     /// nginx with the `server` block `server(port, dir)` and the access-log directives
     /// `log` (`ACCESS` in them: the log file's path).
     fn start(log: &str, server: impl Fn(u16, &str) -> String) -> Nginx {
@@ -110,8 +127,8 @@ impl Nginx {
         n
     }
 
-    /// The access log so far, a line a request: `CONNECTION PROTOCOL METHOD PATH STATUS`
-    /// (with [`Nginx::h2_proxy`]; nginx writes each line when its request ends).
+    /// The access log so far, a line a request, in the format of the proxy that started it
+    /// (nginx writes each line when its request ends).
     pub fn access(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.path().join("access.log"))
             .unwrap_or_default()

@@ -15,6 +15,7 @@ use msgstorm::metrics::wires::Wire;
 use msgstorm::metrics::Counter;
 use msgstorm::vocab::SignalKind;
 
+use crate::common::nginx::Nginx;
 use crate::common::run::{msgstorm, run_file, Ran, Work};
 use crate::run::transports::only_transport;
 
@@ -152,6 +153,39 @@ async fn http_sends_and_long_polls_give_an_exact_ledger() {
         "{opened} for {logins} logins"
     );
     only_transport(&a, Wire::Http1, opened);
+}
+
+/// Through nginx, which sends every answer with a body in chunked transfer coding (its
+/// access log says so), the ledger is as exact as against the chat server itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(peer_nginx, peer_openssl)),
+    ignore = "nginx or openssl is not installed (scripts/test installs them)"
+)]
+async fn answers_in_chunked_transfer_coding_give_an_exact_ledger() {
+    let server = HttpChat::start();
+    let nginx = Nginx::chunked_proxy(server.port);
+    let work = Work::new();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/http-chat.toml");
+    let url = format!("target.url=\"http://127.0.0.1:{}\"", nginx.port);
+    let (ran, a) = run_file(
+        std::path::Path::new(file),
+        &work.path("out"),
+        &["--set", &url],
+    )
+    .await;
+    exact(&ran, &a);
+    let access = nginx.access();
+    let sends = access
+        .iter()
+        .filter(|l| l.starts_with("PUT /send/"))
+        .count() as u64;
+    assert_eq!(sends, a.metrics.count(Counter::Sent), "{access:?}");
+    let with_body: Vec<&String> = access.iter().filter(|l| l.contains(" 200 ")).collect();
+    assert!(
+        with_body.len() as u64 >= sends && with_body.iter().all(|l| l.ends_with(" chunked")),
+        "{access:?}"
+    );
 }
 
 /// The final verification fetches a user's whole log in one answer: a page of ~40

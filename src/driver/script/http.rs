@@ -248,7 +248,7 @@ impl Http {
         let conn = Conn::reuse(self.calls.as_ref().and_then(Conn::share), &self.dial).await?;
         let body = conn.start(&self.dial, &request).await?;
         let status = match &body {
-            Started::One(status, _) | Started::Two(status, _) => *status,
+            Started::One(status, _) | Started::Two { status, .. } => *status,
         };
         if !(200..300).contains(&status) {
             return Err(Failure::new(
@@ -333,7 +333,12 @@ enum Started {
     /// Read from an HTTP/1.1 connection, which the body holds.
     One(u16, Box<h1::Connection>),
     /// Read from an HTTP/2 stream.
-    Two(u16, Incoming),
+    Two {
+        status: u16,
+        body: Incoming,
+        /// Keeps the connection's task running while the body is read.
+        _conn: Arc<Driving>,
+    },
 }
 
 impl Conn {
@@ -392,15 +397,7 @@ impl Conn {
     /// Sends `request` and reads its whole answer; the connection comes back when it can
     /// carry the next one.
     async fn send(self, dial: &Dial, request: &Request) -> (Option<Conn>, Result<Answer, Failure>) {
-        let answered = |e: Failure| {
-            Failure::new(
-                e.kind,
-                format!(
-                    "HTTP answer to {} {}: {}",
-                    request.method, request.path, e.detail
-                ),
-            )
-        };
+        let answered = |e| answered(request, e);
         match self {
             Conn::One(mut c) => {
                 let answer = async {
@@ -445,12 +442,19 @@ impl Conn {
         match self {
             Conn::One(mut c) => {
                 let bytes = h1_request(&dial.base, &dial.host, request)?;
-                let head = c.start(&bytes, false).await?;
-                Ok(Started::One(head.status, c))
+                let head = c.start(&bytes, false).await;
+                Ok(Started::One(
+                    head.map_err(|e| answered(request, e))?.status,
+                    c,
+                ))
             }
-            Conn::Two(mut s, _task) => {
+            Conn::Two(mut s, task) => {
                 let (status, _, body) = two_start(&mut s, dial, request).await?;
-                Ok(Started::Two(status, body))
+                Ok(Started::Two {
+                    status,
+                    body,
+                    _conn: task,
+                })
             }
         }
     }
@@ -461,7 +465,7 @@ impl Started {
     async fn piece(&mut self) -> Result<Option<Bytes>, Failure> {
         match self {
             Started::One(_, c) => c.piece().await,
-            Started::Two(_, body) => loop {
+            Started::Two { body, .. } => loop {
                 match body.frame().await {
                     None => return Ok(None),
                     Some(Err(e)) => {
@@ -476,6 +480,17 @@ impl Started {
             },
         }
     }
+}
+
+/// `e`, a failure of the answer to `request`, naming the request.
+fn answered(request: &Request, e: Failure) -> Failure {
+    Failure::new(
+        e.kind,
+        format!(
+            "HTTP answer to {} {}: {}",
+            request.method, request.path, e.detail
+        ),
+    )
 }
 
 /// `request` as HTTP/1.1 writes it, after the target's base path and with its `Host`.
