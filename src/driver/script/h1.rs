@@ -28,8 +28,9 @@ pub const MAX_HEAD: usize = 64 << 10;
 /// The most headers of an answer's head (hyper's default, too).
 const MAX_HEADERS: usize = 100;
 
-/// Bytes asked of the socket per read.
-const READ_SIZE: usize = 16 << 10;
+/// Bytes asked of the socket per read: also what an idle connection holds once it has read
+/// an answer (hyper's first read buffer is as large).
+const READ_SIZE: usize = 8 << 10;
 
 /// How an answer's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
