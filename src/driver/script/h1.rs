@@ -405,7 +405,8 @@ fn framing(head_only: bool, head: &Head) -> Result<Framing, String> {
 
 /// `method`, the target's `base` path and `path`, `Host: host`, `headers` and `body` as one
 /// HTTP/1.1 request (`Content-Length` set here, so a script's own is left out, as `Host` is).
-/// Fails on a method that is not an HTTP token or a path with a space or control byte.
+/// Fails on a method that is not an HTTP token, or a path that does not start with `/` or
+/// has a space, a control or a non-ASCII byte.
 pub fn encode(
     method: &str,
     base: &str,
@@ -415,6 +416,9 @@ pub fn encode(
     body: &[u8],
 ) -> Result<Vec<u8>, String> {
     http::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    if !base.starts_with('/') && !path.starts_with('/') {
+        return Err("the path must start with `/`".to_owned());
+    }
     if let Some(b) = base
         .bytes()
         .chain(path.bytes())

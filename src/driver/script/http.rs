@@ -825,6 +825,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_http1_request_whose_path_does_not_start_with_a_slash_is_refused() {
+        for path in ["", "send/1", "?since=4"] {
+            let e = h1_request("", &HOST, &request("GET", path)).expect_err(path);
+            assert_eq!(
+                e.detail,
+                format!("HTTP request GET {path}: the path must start with `/`")
+            );
+        }
+        h1_request("/api", &HOST, &request("GET", "?since=4")).expect("after a base path");
+    }
+
     /// Every event of `bytes` that carries data, and the bytes left (an event not ended).
     fn events(bytes: &[u8]) -> (Vec<Frame>, &[u8]) {
         let (mut out, mut at) = (Vec::new(), 0);
